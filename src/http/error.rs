@@ -1,0 +1,201 @@
+//! `ApiError`: every error of every route, as one JSON body shape `{"code", "message"}`.
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{HttpRequest, HttpResponse, ResponseError, error as aerror};
+use serde::Serialize;
+use tracing::error;
+
+use crate::segment::{BizTagError, SegmentError, StoreError};
+
+/// An error answered to a client. Each variant documents its status and stable `code`.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400 `invalid_biz_tag`: empty, over 128 bytes, or characters outside `[A-Za-z0-9._:-]`.
+    #[error("{0}")]
+    InvalidBizTag(#[from] BizTagError),
+    /// 404 `unknown_biz_tag`: no `leaf_alloc` row for the tag.
+    #[error("unknown biz_tag {0:?}")]
+    UnknownBizTag(String),
+    /// 400 `invalid_count`: `count` must be an integer within 1..=100000.
+    #[error("{0}")]
+    InvalidCount(String),
+    /// 400 `invalid_step`: `step` must be an integer within 1..=1000000000.
+    #[error("{0}")]
+    InvalidStep(String),
+    /// 400 `invalid_max_id`: `max_id` must be an integer within 1..=9223372036854775806.
+    #[error("{0}")]
+    InvalidMaxId(String),
+    /// 400 `invalid_request`: malformed body, wrong types, bad query.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// 413 `payload_too_large`: body over `server.max_body_bytes`.
+    #[error("request body is larger than {0} bytes")]
+    PayloadTooLarge(usize),
+    /// 409 `biz_tag_exists`.
+    #[error("biz_tag {0:?} exists already")]
+    BizTagExists(String),
+    /// 409 `biz_tag_exhausted`: the next segment would pass `i64::MAX`.
+    #[error("biz_tag is exhausted: its next segment would pass 9223372036854775807")]
+    BizTagExhausted,
+    /// 503 `segments_not_ready` with `Retry-After`.
+    #[error("no segment is ready for this biz_tag; the database is unreachable or slow")]
+    SegmentsNotReady {
+        /// Seconds for `Retry-After`.
+        retry_after_secs: u64,
+    },
+    /// 503 `database_unavailable` with `Retry-After: 1`.
+    #[error("the database is unavailable")]
+    DatabaseUnavailable,
+    /// 401 `unauthorized`.
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    /// 404 `not_found`: no such route.
+    #[error("no route for {0}")]
+    NotFound(String),
+    /// 404 `engine_disabled`.
+    #[error("the {0} engine is disabled in this server's configuration")]
+    EngineDisabled(&'static str),
+    /// 500 `internal`: details only in the log.
+    #[error("internal error")]
+    Internal,
+}
+
+/// The body of every error response.
+#[derive(Debug, Serialize)]
+pub struct ErrorBody {
+    /// Stable snake_case code.
+    pub code: &'static str,
+    /// Human-readable explanation.
+    pub message: String,
+}
+
+impl ApiError {
+    /// The stable `code`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidBizTag(_) => "invalid_biz_tag",
+            Self::UnknownBizTag(_) => "unknown_biz_tag",
+            Self::InvalidCount(_) => "invalid_count",
+            Self::InvalidStep(_) => "invalid_step",
+            Self::InvalidMaxId(_) => "invalid_max_id",
+            Self::InvalidRequest(_) => "invalid_request",
+            Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::BizTagExists(_) => "biz_tag_exists",
+            Self::BizTagExhausted => "biz_tag_exhausted",
+            Self::SegmentsNotReady { .. } => "segments_not_ready",
+            Self::DatabaseUnavailable => "database_unavailable",
+            Self::Unauthorized(_) => "unauthorized",
+            Self::NotFound(_) => "not_found",
+            Self::EngineDisabled(_) => "engine_disabled",
+            Self::Internal => "internal",
+        }
+    }
+
+    /// Maps an engine error, naming the tag where the message needs it.
+    pub fn from_segment(e: SegmentError, tag: &str) -> Self {
+        match e {
+            SegmentError::InvalidTag(e) => Self::InvalidBizTag(e),
+            SegmentError::UnknownTag => Self::UnknownBizTag(tag.to_owned()),
+            SegmentError::Exhausted => Self::BizTagExhausted,
+            SegmentError::NotReady { retry_after_secs } => {
+                Self::SegmentsNotReady { retry_after_secs }
+            }
+            SegmentError::Store(e) => e.into(),
+        }
+    }
+
+    fn retry_after(&self) -> Option<u64> {
+        match self {
+            Self::SegmentsNotReady { retry_after_secs } => Some(*retry_after_secs),
+            Self::DatabaseUnavailable => Some(1),
+            _ => None,
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound => Self::UnknownBizTag(String::new()),
+            StoreError::AlreadyExists => Self::BizTagExists(String::new()),
+            StoreError::Exhausted => Self::BizTagExhausted,
+            StoreError::Unavailable(cause) => {
+                error!(error = %cause, "database call failed");
+                Self::DatabaseUnavailable
+            }
+            StoreError::BadRow(why) => {
+                error!(%why, "leaf_alloc row is invalid");
+                Self::Internal
+            }
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            Self::InvalidBizTag(_)
+            | Self::InvalidCount(_)
+            | Self::InvalidStep(_)
+            | Self::InvalidMaxId(_)
+            | Self::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            Self::UnknownBizTag(_) | Self::NotFound(_) | Self::EngineDisabled(_) => {
+                StatusCode::NOT_FOUND
+            }
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BizTagExists(_) | Self::BizTagExhausted => StatusCode::CONFLICT,
+            Self::SegmentsNotReady { .. } | Self::DatabaseUnavailable => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut res = HttpResponse::build(self.status_code());
+        if let Some(secs) = self.retry_after() {
+            res.insert_header((header::RETRY_AFTER, HeaderValue::from(secs)));
+        }
+        if matches!(self, Self::Unauthorized(_)) {
+            res.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
+        }
+        res.json(ErrorBody {
+            code: self.code(),
+            message: self.to_string(),
+        })
+    }
+}
+
+/// Turns actix's JSON body errors into `invalid_request` / `payload_too_large`.
+pub fn json_error(err: aerror::JsonPayloadError, _req: &HttpRequest) -> actix_web::Error {
+    let api = match &err {
+        aerror::JsonPayloadError::OverflowKnownLength { limit, .. }
+        | aerror::JsonPayloadError::Overflow { limit } => ApiError::PayloadTooLarge(*limit),
+        aerror::JsonPayloadError::ContentType => ApiError::InvalidRequest(
+            "request body must be JSON (Content-Type: application/json)".into(),
+        ),
+        other => ApiError::InvalidRequest(format!("invalid JSON body: {other}")),
+    };
+    api.into()
+}
+
+/// Turns actix's query-string errors into `invalid_request`.
+pub fn query_error(err: aerror::QueryPayloadError, _req: &HttpRequest) -> actix_web::Error {
+    ApiError::InvalidRequest(format!("invalid query string: {err}")).into()
+}
+
+/// Turns actix's path errors into `invalid_request`.
+pub fn path_error(err: aerror::PathError, _req: &HttpRequest) -> actix_web::Error {
+    ApiError::InvalidRequest(format!("invalid path: {err}")).into()
+}
+
+/// The fallback for unknown routes: `not_found` in the JSON shape.
+pub async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    Err(ApiError::NotFound(format!(
+        "{} {}",
+        req.method(),
+        req.path()
+    )))
+}

@@ -1,0 +1,56 @@
+//! The HTTP adapter: thin handlers over the engines, one file per resource.
+//!
+//! - [`segment`]: Leaf's `/api/segment/get/{biz_tag}` and the v1 batch route.
+//! - [`tags`]: tag administration for DBAs (`/api/v1/tags`), guarded by [`admin::AdminAuth`].
+//! - [`monitor`]: Leaf's `/cache` and `/db` pages and `/api/v1/cache`.
+//! - [`health`]: liveness and readiness.
+//! - [`error`]: [`error::ApiError`], the one error body shape.
+
+pub mod admin;
+pub mod error;
+pub mod health;
+pub mod monitor;
+pub mod segment;
+pub mod tags;
+
+use actix_web::web;
+
+use crate::segment::SegmentAllocator;
+use crate::store::Database;
+use error::ApiError;
+
+/// Shared state of all handlers.
+#[derive(Clone)]
+pub struct AppState {
+    /// The segment engine, if enabled.
+    pub segment: Option<SegmentAllocator>,
+    /// The database.
+    pub db: Database,
+    /// `admin.token`, if configured.
+    pub admin_token: Option<String>,
+}
+
+impl AppState {
+    /// The segment engine, or `engine_disabled`.
+    pub fn segment(&self) -> Result<&SegmentAllocator, ApiError> {
+        self.segment
+            .as_ref()
+            .ok_or(ApiError::EngineDisabled("segment"))
+    }
+}
+
+/// Registers every route and the JSON error handlers of the extractors.
+pub fn configure(cfg: &mut web::ServiceConfig, max_body_bytes: usize) {
+    cfg.app_data(
+        web::JsonConfig::default()
+            .limit(max_body_bytes)
+            .error_handler(error::json_error),
+    )
+    .app_data(web::QueryConfig::default().error_handler(error::query_error))
+    .app_data(web::PathConfig::default().error_handler(error::path_error))
+    .configure(segment::routes)
+    .configure(tags::routes)
+    .configure(monitor::routes)
+    .configure(health::routes)
+    .default_service(web::to(error::not_found));
+}

@@ -1,0 +1,196 @@
+//! Tag administration for DBAs: list, show, create, change step or description, delete.
+//!
+//! Writes need [`AdminAuth`]. Numbers arrive as raw JSON values so that every wrong type gets
+//! the specific code (`invalid_step`, `invalid_max_id`) rather than a generic parse error.
+
+use actix_web::{HttpResponse, web};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::AppState;
+use super::admin::AdminAuth;
+use super::error::ApiError;
+use crate::segment::{BizTag, BufferSnapshot, NewTag, StoreError, TagRow};
+
+/// Largest step a DBA may set.
+pub const MAX_STEP: i64 = 1_000_000_000;
+/// Longest description (the column is `varchar(256)`).
+pub const MAX_DESCRIPTION: usize = 256;
+
+/// Registers the routes.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/api/v1/tags", web::get().to(list))
+        .route("/api/v1/tags", web::post().to(create))
+        .route("/api/v1/tags/{biz_tag:.*}", web::get().to(show))
+        .route("/api/v1/tags/{biz_tag:.*}", web::patch().to(update))
+        .route("/api/v1/tags/{biz_tag:.*}", web::delete().to(delete));
+}
+
+/// A row with the live state of its buffer (absent until the tag served a request).
+#[derive(Debug, Serialize)]
+pub struct TagView {
+    /// The row.
+    #[serde(flatten)]
+    pub row: TagRow,
+    /// The buffer, if cached.
+    pub buffer: Option<BufferSnapshot>,
+}
+
+fn view(state: &AppState, row: TagRow) -> TagView {
+    let buffer = state
+        .segment
+        .as_ref()
+        .and_then(|s| s.cached(&row.biz_tag))
+        .map(|b| b.snapshot());
+    TagView { row, buffer }
+}
+
+async fn list(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let rows = state.segment()?.store().list_tags().await?;
+    let tags: Vec<TagView> = rows.into_iter().map(|r| view(&state, r)).collect();
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "tags": tags })))
+}
+
+async fn show(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let tag = BizTag::parse(&path.into_inner())?;
+    match state.segment()?.store().get_tag(tag.as_str()).await? {
+        Some(row) => Ok(HttpResponse::Ok().json(view(&state, row))),
+        None => Err(ApiError::UnknownBizTag(tag.to_string())),
+    }
+}
+
+/// Body of `POST /api/v1/tags`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTag {
+    /// The new tag.
+    pub biz_tag: Value,
+    /// Its step.
+    pub step: Option<Value>,
+    /// Starting `max_id` (default 1).
+    pub max_id: Option<Value>,
+    /// Free text.
+    pub description: Option<String>,
+}
+
+/// Body of `PATCH /api/v1/tags/{biz_tag}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateTag {
+    /// New step.
+    pub step: Option<Value>,
+    /// New description.
+    pub description: Option<String>,
+}
+
+fn parse_step(v: &Value) -> Result<i64, ApiError> {
+    match v.as_i64() {
+        Some(n) if (1..=MAX_STEP).contains(&n) => Ok(n),
+        _ => Err(ApiError::InvalidStep(format!(
+            "step must be an integer within 1..={MAX_STEP} (got {v})"
+        ))),
+    }
+}
+
+fn parse_max_id(v: &Value) -> Result<i64, ApiError> {
+    match v.as_i64() {
+        Some(n) if (1..i64::MAX).contains(&n) => Ok(n),
+        _ => Err(ApiError::InvalidMaxId(format!(
+            "max_id must be an integer within 1..={} (got {v})",
+            i64::MAX - 1
+        ))),
+    }
+}
+
+fn check_description(d: Option<&str>) -> Result<(), ApiError> {
+    match d {
+        Some(d) if d.chars().count() > MAX_DESCRIPTION => Err(ApiError::InvalidRequest(format!(
+            "description must be at most {MAX_DESCRIPTION} characters"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+async fn create(
+    _: AdminAuth,
+    state: web::Data<AppState>,
+    body: web::Json<CreateTag>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    let raw_tag = body
+        .biz_tag
+        .as_str()
+        .ok_or_else(|| ApiError::InvalidRequest("biz_tag must be a string".into()))?;
+    let tag = BizTag::parse(raw_tag)?;
+    let step = parse_step(body.step.as_ref().unwrap_or(&Value::Null))?;
+    let max_id = body
+        .max_id
+        .as_ref()
+        .map(parse_max_id)
+        .transpose()?
+        .unwrap_or(1);
+    check_description(body.description.as_deref())?;
+    let new = NewTag {
+        biz_tag: tag.to_string(),
+        step,
+        max_id,
+        description: body.description,
+    };
+    let segment = state.segment()?;
+    match segment.store().create_tag(&new).await {
+        Ok(row) => {
+            tracing::info!(biz_tag = %tag, step, max_id, "tag created");
+            Ok(HttpResponse::Created().json(view(&state, row)))
+        }
+        Err(StoreError::AlreadyExists) => Err(ApiError::BizTagExists(tag.to_string())),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn update(
+    _: AdminAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Json<UpdateTag>,
+) -> Result<HttpResponse, ApiError> {
+    let tag = BizTag::parse(&path.into_inner())?;
+    let body = body.into_inner();
+    let step = body.step.as_ref().map(parse_step).transpose()?;
+    check_description(body.description.as_deref())?;
+    if step.is_none() && body.description.is_none() {
+        return Err(ApiError::InvalidRequest(
+            "nothing to change: give step and/or description".into(),
+        ));
+    }
+    let segment = state.segment()?;
+    match segment
+        .store()
+        .update_tag(tag.as_str(), step, body.description.as_deref())
+        .await?
+    {
+        Some(row) => {
+            tracing::info!(biz_tag = %tag, ?step, "tag updated; a new step applies from the next segment load");
+            Ok(HttpResponse::Ok().json(view(&state, row)))
+        }
+        None => Err(ApiError::UnknownBizTag(tag.to_string())),
+    }
+}
+
+async fn delete(
+    _: AdminAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let tag = BizTag::parse(&path.into_inner())?;
+    let segment = state.segment()?;
+    if segment.store().delete_tag(tag.as_str()).await? {
+        segment.forget(tag.as_str());
+        tracing::info!(biz_tag = %tag, "tag deleted");
+        Ok(HttpResponse::NoContent().finish())
+    } else {
+        Err(ApiError::UnknownBizTag(tag.to_string()))
+    }
+}

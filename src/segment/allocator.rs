@@ -1,0 +1,375 @@
+//! `SegmentAllocator`: the tags of this server, their loads, and waiting for segments.
+//!
+//! Loads run as tasks on the async runtime: at most one per tag (the buffer's single-flight
+//! flag), at most `max_concurrent_loads` at once (a semaphore), each bounded by `load_timeout`.
+//! A failed load sets a backoff on the buffer; the next request after it starts another.
+//! Requests that find no ids wait on the buffer's notification (never spin) until `wait_timeout`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use tokio::sync::Semaphore;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use super::biz_tag::BizTag;
+use super::buffer::{BufferSnapshot, SegmentBuffer, Take};
+use super::error::SegmentError;
+use super::step::StepPolicy;
+use super::store::{SegmentStore, StoreError};
+
+/// Tunables of the engine.
+#[derive(Debug, Clone)]
+pub struct SegmentConfig {
+    /// Leaf's adaptive step rule.
+    pub policy: StepPolicy,
+    /// How long a request waits for a segment before `segments_not_ready`.
+    pub wait_timeout: Duration,
+    /// Upper bound of one lease call.
+    pub load_timeout: Duration,
+    /// Loads in flight across all tags.
+    pub max_concurrent_loads: usize,
+    /// How often the tag list is re-read.
+    pub refresh_interval: Duration,
+}
+
+impl Default for SegmentConfig {
+    fn default() -> Self {
+        Self {
+            policy: StepPolicy::default(),
+            wait_timeout: Duration::from_millis(1500),
+            load_timeout: Duration::from_secs(5),
+            max_concurrent_loads: 16,
+            refresh_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+type TagMap = HashMap<Box<str>, Arc<SegmentBuffer>>;
+
+/// The segment engine: cheap to clone, shared by all request handlers.
+#[derive(Clone)]
+pub struct SegmentAllocator {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Where segments are leased.
+    store: Arc<dyn SegmentStore>,
+    /// Tunables.
+    config: SegmentConfig,
+    /// Tag -> buffer, replaced copy-on-write: readers never lock; tags change rarely.
+    tags: ArcSwap<TagMap>,
+    /// Serialises the copy-on-write updates of `tags` (a std Mutex: never held across an await).
+    tags_write: Mutex<()>,
+    /// Bounds the loads in flight.
+    loads: Semaphore,
+    /// Where load tasks are spawned (captured at construction, so callers need no runtime).
+    runtime: tokio::runtime::Handle,
+}
+
+impl SegmentAllocator {
+    /// A new engine with no tags cached. Must be called inside a tokio runtime.
+    pub fn new(store: Arc<dyn SegmentStore>, config: SegmentConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                loads: Semaphore::new(config.max_concurrent_loads.max(1)),
+                store,
+                config,
+                tags: ArcSwap::from_pointee(TagMap::new()),
+                tags_write: Mutex::new(()),
+                runtime: tokio::runtime::Handle::current(),
+            }),
+        }
+    }
+
+    /// The store behind the engine.
+    pub fn store(&self) -> &Arc<dyn SegmentStore> {
+        &self.inner.store
+    }
+
+    /// The engine's tunables.
+    pub fn config(&self) -> &SegmentConfig {
+        &self.inner.config
+    }
+
+    /// Re-reads the tag list: new rows get a buffer, deleted rows lose theirs.
+    pub async fn refresh_tags(&self) -> Result<usize, StoreError> {
+        let rows = self.inner.store.list_tags().await?;
+        let _w = self
+            .inner
+            .tags_write
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let old = self.inner.tags.load_full();
+        let mut next = TagMap::with_capacity(rows.len());
+        for row in rows {
+            let Ok(tag) = BizTag::parse(&row.biz_tag) else {
+                warn!(biz_tag = %row.biz_tag, "skipping a leaf_alloc row whose tag leafid cannot serve");
+                continue;
+            };
+            let buf = old
+                .get(tag.as_str())
+                .cloned()
+                .unwrap_or_else(|| Arc::new(SegmentBuffer::new(tag.clone())));
+            next.insert(tag.as_str().into(), buf);
+        }
+        for (tag, buf) in old.iter() {
+            if !next.contains_key(tag) {
+                info!(biz_tag = %tag, "tag removed from the database");
+                buf.mark_removed();
+            }
+        }
+        let n = next.len();
+        self.inner.tags.store(Arc::new(next));
+        Ok(n)
+    }
+
+    /// Runs [`Self::refresh_tags`] every `refresh_interval` until the runtime stops.
+    pub fn spawn_refresh(&self) -> tokio::task::JoinHandle<()> {
+        let this = self.clone();
+        self.inner.runtime.spawn(async move {
+            let mut tick = tokio::time::interval(this.inner.config.refresh_interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                match this.refresh_tags().await {
+                    Ok(n) => debug!(tags = n, "tag list refreshed"),
+                    Err(e) => warn!(error = %e, "tag list refresh failed"),
+                }
+            }
+        })
+    }
+
+    /// The cached buffer of a tag, if any (no database access).
+    pub fn cached(&self, tag: &str) -> Option<Arc<SegmentBuffer>> {
+        self.inner.tags.load().get(tag).cloned()
+    }
+
+    /// Number of tags cached.
+    pub fn tag_count(&self) -> usize {
+        self.inner.tags.load().len()
+    }
+
+    /// The fast path alone: an id if the tag is cached and its segment has one. Never waits.
+    pub fn try_next_id(&self, tag: &str) -> Option<i64> {
+        let tags = self.inner.tags.load();
+        let buf = tags.get(tag)?;
+        match buf.try_next() {
+            Take::Id { id, preload } => {
+                if preload {
+                    self.start_load(buf);
+                }
+                Some(id)
+            }
+            Take::Beyond => None,
+        }
+    }
+
+    /// The next id of `tag`: from memory when possible, else after waiting for a load.
+    pub async fn next_id(&self, tag: &str) -> Result<i64, SegmentError> {
+        if let Some(id) = self.try_next_id(tag) {
+            return Ok(id);
+        }
+        let mut out = Vec::with_capacity(1);
+        self.fill(tag, 1, &mut out).await?;
+        Ok(out[0])
+    }
+
+    /// `count` increasing ids of `tag`.
+    pub async fn next_ids(&self, tag: &str, count: usize) -> Result<Vec<i64>, SegmentError> {
+        let mut out = Vec::with_capacity(count);
+        self.fill(tag, count, &mut out).await?;
+        Ok(out)
+    }
+
+    /// The buffer of a tag, looking the tag up in the database if it is not cached yet (a tag
+    /// created by another server or by SQL serves at once, not after the next refresh).
+    pub async fn buffer(&self, tag: &str) -> Result<Arc<SegmentBuffer>, SegmentError> {
+        if let Some(buf) = self.cached(tag) {
+            return Ok(buf);
+        }
+        let tag = BizTag::parse(tag)?;
+        if self.inner.store.get_tag(tag.as_str()).await?.is_none() {
+            return Err(SegmentError::UnknownTag);
+        }
+        let _w = self
+            .inner
+            .tags_write
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let current = self.inner.tags.load_full();
+        if let Some(buf) = current.get(tag.as_str()) {
+            return Ok(buf.clone());
+        }
+        let buf = Arc::new(SegmentBuffer::new(tag.clone()));
+        let mut next = TagMap::clone(&current);
+        next.insert(tag.as_str().into(), buf.clone());
+        self.inner.tags.store(Arc::new(next));
+        info!(biz_tag = %tag, "tag found in the database on first request");
+        Ok(buf)
+    }
+
+    /// Drops a tag from the cache (after an admin delete); in-flight requests finish normally.
+    pub fn forget(&self, tag: &str) {
+        let _w = self
+            .inner
+            .tags_write
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let current = self.inner.tags.load_full();
+        if let Some(buf) = current.get(tag) {
+            buf.mark_removed();
+            let mut next = TagMap::clone(&current);
+            next.remove(tag);
+            self.inner.tags.store(Arc::new(next));
+        }
+    }
+
+    /// Snapshots of every cached tag, ordered by tag.
+    pub fn snapshots(&self) -> Vec<BufferSnapshot> {
+        let tags = self.inner.tags.load();
+        let mut v: Vec<_> = tags.values().map(|b| b.snapshot()).collect();
+        v.sort_by(|a, b| a.biz_tag.cmp(&b.biz_tag));
+        v
+    }
+
+    /// Fills `out` to `count` ids, waiting for loads as needed, bounded by `wait_timeout`
+    /// from the last progress.
+    async fn fill(&self, tag: &str, count: usize, out: &mut Vec<i64>) -> Result<(), SegmentError> {
+        let buf = self.buffer(tag).await?;
+        let wait = self.inner.config.wait_timeout;
+        let mut deadline = Instant::now() + wait;
+        loop {
+            // Register for the wake-up before checking, so a load finishing in between is seen.
+            let notified = buf.notify().notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if buf.is_removed() {
+                return Err(SegmentError::UnknownTag);
+            }
+            let before = out.len();
+            let preload = buf.take_many(count - out.len(), out);
+            if out.len() == count {
+                if preload {
+                    self.start_load(&buf);
+                }
+                return Ok(());
+            }
+            if buf.is_exhausted() {
+                return Err(SegmentError::Exhausted);
+            }
+            self.start_load(&buf);
+            let now = Instant::now();
+            if out.len() > before {
+                deadline = now + wait;
+            }
+            if now >= deadline {
+                return Err(SegmentError::NotReady {
+                    retry_after_secs: buf.backoff_left().as_secs().max(1),
+                });
+            }
+            let mut left = deadline - now;
+            if !buf.is_loading() {
+                // A backoff is on: wake when it ends to start the next attempt ourselves.
+                left = left.min(buf.backoff_left().max(Duration::from_millis(1)));
+            }
+            let _ = tokio::time::timeout(left, notified).await;
+        }
+    }
+
+    /// Starts a load of the tag's next segment unless one runs or the backoff holds it.
+    fn start_load(&self, buf: &Arc<SegmentBuffer>) {
+        if !buf.try_begin_load() {
+            return;
+        }
+        let inner = self.inner.clone();
+        let buf = buf.clone();
+        let span = info_span!(parent: None, "segment_load", biz_tag = %buf.tag());
+        self.inner
+            .runtime
+            .spawn(async move { inner.load(buf).await }.instrument(span));
+    }
+}
+
+impl Inner {
+    /// One load: lease a segment and publish it, or record why not.
+    async fn load(self: Arc<Self>, buf: Arc<SegmentBuffer>) {
+        let guard = LoadGuard(Some(buf.clone()));
+        let _permit = self.loads.acquire().await;
+        let Some(plan) = buf.plan_load(&self.config.policy) else {
+            guard.disarm().finish_load();
+            return;
+        };
+        let started = Instant::now();
+        let result = tokio::time::timeout(
+            self.config.load_timeout,
+            self.store.lease(buf.tag().as_str(), plan.step),
+        )
+        .await;
+        let latency = started.elapsed();
+        let buf = guard.disarm();
+        match result {
+            Ok(Ok(lease)) => {
+                let size = buf.publish(lease, plan.step, latency);
+                info!(
+                    max_id = lease.max_id,
+                    size,
+                    step = plan.step.unwrap_or(lease.db_step),
+                    db_step = lease.db_step,
+                    latency_ms = latency.as_secs_f64() * 1e3,
+                    "segment loaded"
+                );
+            }
+            Ok(Err(StoreError::NotFound)) => {
+                warn!("tag vanished from the database");
+                buf.mark_removed();
+                buf.finish_load();
+                let _w = self.tags_write.lock().unwrap_or_else(|e| e.into_inner());
+                let current = self.tags.load_full();
+                if current
+                    .get(buf.tag().as_str())
+                    .is_some_and(|b| Arc::ptr_eq(b, &buf))
+                {
+                    let mut next = TagMap::clone(&current);
+                    next.remove(buf.tag().as_str());
+                    self.tags.store(Arc::new(next));
+                }
+            }
+            Ok(Err(StoreError::Exhausted)) => {
+                warn!("biz_tag exhausted: max_id is at i64::MAX");
+                buf.mark_exhausted();
+            }
+            Ok(Err(e)) => {
+                warn!(error = %e, latency_ms = latency.as_secs_f64() * 1e3, "segment load failed");
+                buf.fail_load(e.to_string());
+            }
+            Err(_) => {
+                warn!(
+                    timeout_ms = self.config.load_timeout.as_millis() as u64,
+                    "segment load timed out"
+                );
+                buf.fail_load("lease timed out".into());
+            }
+        }
+    }
+}
+
+/// Releases the single-flight flag if a load task is dropped mid-way (runtime shutdown).
+struct LoadGuard(Option<Arc<SegmentBuffer>>);
+
+impl LoadGuard {
+    fn disarm(mut self) -> Arc<SegmentBuffer> {
+        self.0.take().expect("armed")
+    }
+}
+
+impl Drop for LoadGuard {
+    fn drop(&mut self) {
+        if let Some(buf) = self.0.take() {
+            buf.fail_load("load task cancelled".into());
+        }
+    }
+}

@@ -1,0 +1,789 @@
+//! `SegmentBuffer`: the per-tag double buffer, with a lock-free fast path.
+//!
+//! # How ids are handed out
+//!
+//! Every request first takes a *ticket* with one `fetch_add` on `issued`. Each leased segment
+//! (an id range from the database) is published into one of two slots together with the window
+//! of tickets it serves, `[ticket_start, ticket_end)`; ticket `t` in that window becomes the id
+//! `id_start + (t - ticket_start)`. There is no explicit "switch": when tickets run past the
+//! current window they fall into the next one, which the loader published ahead of time.
+//!
+//! Why this cannot repeat an id: a ticket is held by exactly one request; windows of successive
+//! segments never overlap (each starts at or after the previous end); and each segment maps its
+//! window one-to-one onto its own leased id range, which no other segment or server shares.
+//! A request whose ticket is found in no window *below* a published one (its segment was
+//! overwritten while it was descheduled, or it waited across a reload) simply takes a new ticket:
+//! that costs an unused id (a gap), never a duplicate.
+//!
+//! Slots are rewritten only by the single loader of the tag, under a seqlock: readers never block,
+//! and retry on the rare torn read.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering, fence};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+use serde::Serialize;
+use tokio::sync::Notify;
+
+use super::biz_tag::BizTag;
+use super::step::StepPolicy;
+use super::store::Lease;
+
+/// A consistent copy of one slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct SlotView {
+    /// First ticket served by this segment.
+    pub ticket_start: u64,
+    /// One past the last ticket served; equal to `ticket_start` for an empty slot.
+    pub ticket_end: u64,
+    /// The id that `ticket_start` becomes.
+    pub id_start: i64,
+    /// Once a ticket reaches this, the next segment should be loaded (10% consumed).
+    pub preload_at: u64,
+}
+
+impl SlotView {
+    fn contains(&self, t: u64) -> bool {
+        self.ticket_start <= t && t < self.ticket_end
+    }
+
+    fn id_of(&self, t: u64) -> i64 {
+        debug_assert!(self.contains(t));
+        // Cannot overflow: the window length equals the leased id range, which ends <= i64::MAX.
+        self.id_start + (t - self.ticket_start) as i64
+    }
+}
+
+/// One segment slot, guarded by a seqlock whose only writer is the tag's loader.
+#[derive(Debug, Default)]
+struct Slot {
+    /// Seqlock version: odd while the loader rewrites the fields below.
+    seq: AtomicU64,
+    ticket_start: AtomicU64,
+    ticket_end: AtomicU64,
+    id_start: AtomicI64,
+    preload_at: AtomicU64,
+}
+
+impl Slot {
+    /// Reads a consistent view without blocking (retries only while a write is in progress).
+    fn read(&self) -> SlotView {
+        loop {
+            // Acquire: the field loads below must not be reordered before this load.
+            let s1 = self.seq.load(Ordering::Acquire);
+            if s1 & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let view = SlotView {
+                ticket_start: self.ticket_start.load(Ordering::Relaxed),
+                ticket_end: self.ticket_end.load(Ordering::Relaxed),
+                id_start: self.id_start.load(Ordering::Relaxed),
+                preload_at: self.preload_at.load(Ordering::Relaxed),
+            };
+            // Acquire fence: the field loads above complete before the second version load, so
+            // an unchanged version proves no write overlapped them.
+            fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) == s1 {
+                return view;
+            }
+        }
+    }
+
+    /// Publishes `v`. Only the loader (holding `SegmentBuffer::load_state`) calls this.
+    fn write(&self, v: SlotView) {
+        let s = self.seq.load(Ordering::Relaxed);
+        debug_assert!(s & 1 == 0, "two writers on one slot");
+        self.seq.store(s + 1, Ordering::Relaxed);
+        // Release fence: a reader that sees any new field value also sees the odd version.
+        fence(Ordering::Release);
+        self.ticket_start.store(v.ticket_start, Ordering::Relaxed);
+        self.ticket_end.store(v.ticket_end, Ordering::Relaxed);
+        self.id_start.store(v.id_start, Ordering::Relaxed);
+        self.preload_at.store(v.preload_at, Ordering::Relaxed);
+        // Release: readers that see the even version also see every field written above.
+        self.seq.store(s + 2, Ordering::Release);
+    }
+}
+
+/// The outcome of mapping tickets onto the published segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Take {
+    /// The id, and whether this request should make sure the next segment is loading.
+    Id { id: i64, preload: bool },
+    /// No published segment holds the ticket yet: wait for the loader.
+    Beyond,
+}
+
+/// The loader's bookkeeping: touched only around a load, never on the id path.
+#[derive(Debug, Default)]
+struct LoadState {
+    /// The row's step at the last lease: the floor of the adaptive step.
+    db_step: i64,
+    /// The step of the last lease (Leaf's adaptive step), 0 before the first.
+    step: i64,
+    /// When the last successful load finished (monotonic, for the step rule).
+    last_load: Option<Instant>,
+    /// The same instant as wall-clock unix milliseconds, for display.
+    last_load_unix_ms: Option<i64>,
+    /// How long the last lease took.
+    last_load_latency: Option<Duration>,
+    /// Successful loads so far.
+    loads: u64,
+    /// Failed loads in a row (drives the backoff); reset by a success.
+    failures: u32,
+    /// The last failure, for `/cache`.
+    last_error: Option<String>,
+}
+
+/// What a loader should lease, decided by [`SegmentBuffer::plan_load`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LoadPlan {
+    /// Step to lease, or `None` for the row's own step (first load).
+    pub step: Option<i64>,
+}
+
+/// Per-tag double buffer. See the module docs for the ticket scheme.
+#[derive(Debug)]
+pub struct SegmentBuffer {
+    /// The tag this buffer serves.
+    tag: BizTag,
+    /// Tickets handed out so far. Relaxed is enough for every access: a ticket needs only to be
+    /// unique (guaranteed by the RMW), and which segment serves it is decided by the seqlocked
+    /// slots, not by this counter.
+    issued: CachePadded<AtomicU64>,
+    /// The two segments. The newer one has the larger `ticket_end`.
+    slots: [CachePadded<Slot>; 2],
+    /// Index of the slot that served the latest ticket: read first, a hint only.
+    hint: AtomicUsize,
+    /// True while one load for this tag is in flight (single-flight).
+    loading: AtomicBool,
+    /// After a failed load, no new load starts before this instant (ms since `created`).
+    retry_at_ms: AtomicU64,
+    /// Base of `retry_at_ms`.
+    created: Instant,
+    /// Woken after every load attempt, so waiting requests re-check without spinning.
+    notify: Notify,
+    /// The loader's state. A std Mutex: held only briefly, never across an await.
+    load_state: Mutex<LoadState>,
+    /// Set when the tag disappeared from the database.
+    removed: AtomicBool,
+    /// Set when the row's `max_id` reached `i64::MAX`: no further segment exists.
+    exhausted: AtomicBool,
+}
+
+impl SegmentBuffer {
+    /// An empty buffer: the first request triggers the first load.
+    pub fn new(tag: BizTag) -> Self {
+        Self {
+            tag,
+            issued: CachePadded::new(AtomicU64::new(0)),
+            slots: Default::default(),
+            hint: AtomicUsize::new(0),
+            loading: AtomicBool::new(false),
+            retry_at_ms: AtomicU64::new(0),
+            created: Instant::now(),
+            notify: Notify::new(),
+            load_state: Mutex::new(LoadState::default()),
+            removed: AtomicBool::new(false),
+            exhausted: AtomicBool::new(false),
+        }
+    }
+
+    /// The tag served.
+    pub fn tag(&self) -> &BizTag {
+        &self.tag
+    }
+
+    /// Takes one id if a published segment has it. Lock-free: one `fetch_add` and a few loads.
+    pub(crate) fn try_next(&self) -> Take {
+        loop {
+            let t = self.issued.fetch_add(1, Ordering::Relaxed);
+            match self.resolve(t) {
+                Resolved::Id(id, preload) => return Take::Id { id, preload },
+                Resolved::Beyond => return Take::Beyond,
+                Resolved::Orphan => continue,
+            }
+        }
+    }
+
+    /// Appends up to `want` ids to `out`, taking only tickets that published segments cover.
+    /// Returns whether a preload should be started; stops early (fewer ids) when it must wait.
+    pub(crate) fn take_many(&self, want: usize, out: &mut Vec<i64>) -> bool {
+        let mut preload = false;
+        let mut remaining = want as u64;
+        while remaining > 0 {
+            let (a, b) = (self.slots[0].read(), self.slots[1].read());
+            let horizon = a.ticket_end.max(b.ticket_end);
+            let avail = horizon.saturating_sub(self.issued.load(Ordering::Relaxed));
+            if avail == 0 {
+                break;
+            }
+            let k = remaining.min(avail);
+            let first = self.issued.fetch_add(k, Ordering::Relaxed);
+            let mut t = first;
+            while t < first + k {
+                match self.resolve_run(t, first + k, out) {
+                    Run::Ids { next, preload: p } => {
+                        remaining -= next - t;
+                        preload |= p;
+                        t = next;
+                    }
+                    // Tickets lost to a race (overwritten or not yet published): a gap, retried
+                    // with fresh tickets.
+                    Run::Skip { next } => t = next,
+                }
+            }
+        }
+        preload
+    }
+
+    /// Maps ticket `t` through the slots.
+    fn resolve(&self, t: u64) -> Resolved {
+        let h = self.hint.load(Ordering::Relaxed);
+        let v = self.slots[h].read();
+        if v.contains(t) {
+            let preload = t >= v.preload_at && !self.newer_than(&v, &self.slots[h ^ 1].read());
+            return Resolved::Id(v.id_of(t), preload);
+        }
+        let o = self.slots[h ^ 1].read();
+        if o.contains(t) {
+            self.hint.store(h ^ 1, Ordering::Relaxed);
+            let preload = t >= o.preload_at && !self.newer_than(&o, &v);
+            return Resolved::Id(o.id_of(t), preload);
+        }
+        if t >= v.ticket_end.max(o.ticket_end) {
+            Resolved::Beyond
+        } else {
+            Resolved::Orphan
+        }
+    }
+
+    /// Emits the ids of the tickets `[t, end)` that the segment holding `t` covers.
+    fn resolve_run(&self, t: u64, end: u64, out: &mut Vec<i64>) -> Run {
+        for i in 0..2 {
+            let v = self.slots[i].read();
+            if v.contains(t) {
+                let stop = end.min(v.ticket_end);
+                out.extend((t..stop).map(|x| v.id_of(x)));
+                let other = self.slots[i ^ 1].read();
+                let preload = stop > v.preload_at && !self.newer_than(&v, &other);
+                return Run::Ids {
+                    next: stop,
+                    preload,
+                };
+            }
+        }
+        // Skip to the next ticket some published segment serves, or give up the rest.
+        let (a, b) = (self.slots[0].read(), self.slots[1].read());
+        let next = [a.ticket_start, b.ticket_start]
+            .into_iter()
+            .filter(|&s| s > t)
+            .min()
+            .unwrap_or(end);
+        Run::Skip {
+            next: next.min(end),
+        }
+    }
+
+    /// Whether `other` is a segment published after `v` (so the next segment is ready).
+    fn newer_than(&self, v: &SlotView, other: &SlotView) -> bool {
+        other.ticket_start >= v.ticket_end && other.ticket_end > other.ticket_start
+    }
+
+    /// Claims the right to load (single-flight), unless one is running or the backoff is on.
+    pub(crate) fn try_begin_load(&self) -> bool {
+        if self.loading.load(Ordering::Relaxed)
+            || self.removed.load(Ordering::Relaxed)
+            || self.exhausted.load(Ordering::Relaxed)
+        {
+            return false;
+        }
+        if self.now_ms() < self.retry_at_ms.load(Ordering::Relaxed) {
+            return false;
+        }
+        // Acquire on success: the new loader sees everything the previous loader published.
+        self.loading
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Milliseconds until the backoff after a failure ends (0 when a load may start now).
+    pub(crate) fn backoff_left(&self) -> Duration {
+        let left = self
+            .retry_at_ms
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.now_ms());
+        Duration::from_millis(left)
+    }
+
+    /// Decides whether a load is still needed and with which step. `None`: not needed (the next
+    /// segment is already published, e.g. a stale reader asked twice).
+    pub(crate) fn plan_load(&self, policy: &StepPolicy) -> Option<LoadPlan> {
+        let st = self.load_state.lock().unwrap_or_else(|e| e.into_inner());
+        let newest = self.newest().1;
+        if self.issued.load(Ordering::Relaxed) < newest.preload_at && newest.ticket_end > 0 {
+            return None;
+        }
+        let step = st.last_load.map(|at| {
+            let since = at.elapsed();
+            policy.next_step(st.step, st.db_step, Some(since))
+        });
+        Some(LoadPlan { step })
+    }
+
+    /// Publishes a leased range as the next segment and wakes waiters.
+    /// Returns the number of ids the new segment holds.
+    pub(crate) fn publish(&self, lease: Lease, asked: Option<i64>, latency: Duration) -> u64 {
+        let mut st = self.load_state.lock().unwrap_or_else(|e| e.into_inner());
+        let id_start = (lease.max_id - lease.leased).max(1);
+        let len = lease.max_id.saturating_sub(id_start).max(0) as u64;
+        let (newest_idx, newest) = self.newest();
+        let start = newest.ticket_end.max(self.issued.load(Ordering::Relaxed));
+        let target = newest_idx ^ 1;
+        debug_assert!(
+            self.slots[target].read().ticket_end <= self.issued.load(Ordering::Relaxed)
+                || newest.ticket_end == 0,
+            "overwriting a segment that still has unissued ids"
+        );
+        if len > 0 {
+            self.slots[target].write(SlotView {
+                ticket_start: start,
+                ticket_end: start + len,
+                id_start,
+                // Leaf's rule: start loading the next segment once 10% of this one is used, so
+                // the load has the remaining 90% of the segment's lifetime to finish.
+                preload_at: start + len / 10,
+            });
+        }
+        st.db_step = lease.db_step;
+        st.step = asked.unwrap_or(lease.db_step);
+        st.last_load = Some(Instant::now());
+        st.last_load_unix_ms = Some(chrono::Utc::now().timestamp_millis());
+        st.last_load_latency = Some(latency);
+        st.loads += 1;
+        st.failures = 0;
+        st.last_error = None;
+        self.retry_at_ms.store(0, Ordering::Relaxed);
+        drop(st);
+        self.finish_load();
+        len
+    }
+
+    /// Records a failed load: backoff doubles from 50 ms up to 5 s; waiters are woken.
+    pub(crate) fn fail_load(&self, error: String) {
+        let mut st = self.load_state.lock().unwrap_or_else(|e| e.into_inner());
+        st.failures = st.failures.saturating_add(1);
+        st.last_error = Some(error);
+        let backoff = (50u64 << st.failures.min(7)).min(5_000);
+        self.retry_at_ms
+            .store(self.now_ms() + backoff, Ordering::Relaxed);
+        drop(st);
+        self.finish_load();
+    }
+
+    /// Ends a load that found nothing to do.
+    pub(crate) fn finish_load(&self) {
+        // Release: the next loader (Acquire CAS) sees the slots and state written by this one.
+        self.loading.store(false, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    /// Marks the tag as deleted from the database and wakes waiters.
+    pub(crate) fn mark_removed(&self) {
+        self.removed.store(true, Ordering::Relaxed);
+        self.notify.notify_waiters();
+    }
+
+    /// Marks the tag as exhausted (its `max_id` is `i64::MAX`) and wakes waiters.
+    pub(crate) fn mark_exhausted(&self) {
+        self.exhausted.store(true, Ordering::Relaxed);
+        self.finish_load();
+    }
+
+    /// Whether no further segment can be leased for the tag.
+    pub fn is_exhausted(&self) -> bool {
+        self.exhausted.load(Ordering::Relaxed)
+    }
+
+    /// Whether the tag was deleted from the database.
+    pub fn is_removed(&self) -> bool {
+        self.removed.load(Ordering::Relaxed)
+    }
+
+    /// The notification fired after each load attempt.
+    pub(crate) fn notify(&self) -> &Notify {
+        &self.notify
+    }
+
+    /// Whether a load is in flight.
+    pub fn is_loading(&self) -> bool {
+        self.loading.load(Ordering::Relaxed)
+    }
+
+    fn newest(&self) -> (usize, SlotView) {
+        let (a, b) = (self.slots[0].read(), self.slots[1].read());
+        if b.ticket_end > a.ticket_end {
+            (1, b)
+        } else {
+            (0, a)
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.created.elapsed().as_millis() as u64
+    }
+
+    /// Ids left in the published segments (current remainder plus a ready next segment).
+    pub fn remaining(&self) -> u64 {
+        let issued = self.issued.load(Ordering::Relaxed);
+        self.slots
+            .iter()
+            .map(|s| {
+                let v = s.read();
+                v.ticket_end.saturating_sub(issued.max(v.ticket_start))
+            })
+            .sum()
+    }
+
+    /// A snapshot for the monitor pages and metrics.
+    pub fn snapshot(&self) -> BufferSnapshot {
+        let issued = self.issued.load(Ordering::Relaxed);
+        let st = self.load_state.lock().unwrap_or_else(|e| e.into_inner());
+        let views = [self.slots[0].read(), self.slots[1].read()];
+        let segments = views
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let len = v.ticket_end - v.ticket_start;
+                let used = issued.clamp(v.ticket_start, v.ticket_end) - v.ticket_start;
+                let state = if len == 0 {
+                    SegmentState::Empty
+                } else if used == len {
+                    SegmentState::Spent
+                } else if used > 0 || v.contains(issued) {
+                    SegmentState::Current
+                } else {
+                    SegmentState::Ready
+                };
+                SegmentSnapshot {
+                    slot: i,
+                    state,
+                    min_id: (len > 0).then_some(v.id_start),
+                    max_id: (len > 0).then(|| v.id_start + len as i64 - 1),
+                    next_id: (len > 0 && used < len).then(|| v.id_start + used as i64),
+                    size: len,
+                    used,
+                    remaining: len - used,
+                }
+            })
+            .collect();
+        BufferSnapshot {
+            biz_tag: self.tag.to_string(),
+            segments,
+            next_ready: views[0].ticket_end.max(views[1].ticket_end) > issued
+                && views.iter().any(|v| v.ticket_start > issued),
+            loading: self.is_loading(),
+            step: st.step,
+            db_step: st.db_step,
+            loads: st.loads,
+            consecutive_failures: st.failures,
+            last_error: st.last_error.clone(),
+            last_load_unix_ms: st.last_load_unix_ms,
+            last_load_latency_ms: st.last_load_latency.map(|d| d.as_secs_f64() * 1e3),
+            remaining: self.remaining(),
+        }
+    }
+}
+
+enum Resolved {
+    Id(i64, bool),
+    Beyond,
+    Orphan,
+}
+
+enum Run {
+    Ids { next: u64, preload: bool },
+    Skip { next: u64 },
+}
+
+/// Where a segment is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SegmentState {
+    /// Nothing loaded in this slot yet.
+    Empty,
+    /// Ids are being handed out from it.
+    Current,
+    /// Loaded ahead and waiting to become current.
+    Ready,
+    /// Every id handed out.
+    Spent,
+}
+
+/// One slot of a [`BufferSnapshot`].
+#[derive(Debug, Clone, Serialize)]
+pub struct SegmentSnapshot {
+    /// Slot index (0 or 1).
+    pub slot: usize,
+    /// Current, ready, spent or empty.
+    pub state: SegmentState,
+    /// First id of the segment.
+    pub min_id: Option<i64>,
+    /// Last id of the segment.
+    pub max_id: Option<i64>,
+    /// Next id it will hand out.
+    pub next_id: Option<i64>,
+    /// Ids in the segment.
+    pub size: u64,
+    /// Ids handed out (or lost to races) so far.
+    pub used: u64,
+    /// Ids left.
+    pub remaining: u64,
+}
+
+/// The live state of one tag's buffer, for `/cache` and metrics.
+#[derive(Debug, Clone, Serialize)]
+pub struct BufferSnapshot {
+    /// The tag.
+    pub biz_tag: String,
+    /// Both slots.
+    pub segments: Vec<SegmentSnapshot>,
+    /// Whether the next segment is loaded and waiting.
+    pub next_ready: bool,
+    /// Whether a load is in flight.
+    pub loading: bool,
+    /// The adaptive step of the last lease.
+    pub step: i64,
+    /// The DBA's step as last read.
+    pub db_step: i64,
+    /// Successful loads since start.
+    pub loads: u64,
+    /// Failed loads in a row.
+    pub consecutive_failures: u32,
+    /// The last load error, if the last load failed.
+    pub last_error: Option<String>,
+    /// When the last load finished (unix ms).
+    pub last_load_unix_ms: Option<i64>,
+    /// How long the last lease took.
+    pub last_load_latency_ms: Option<f64>,
+    /// Ids left in memory.
+    pub remaining: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(max_id: i64, leased: i64) -> Lease {
+        Lease {
+            max_id,
+            leased,
+            db_step: leased,
+        }
+    }
+
+    fn buffer() -> SegmentBuffer {
+        SegmentBuffer::new(BizTag::parse("t").unwrap())
+    }
+
+    #[test]
+    fn empty_buffer_asks_to_wait() {
+        assert_eq!(buffer().try_next(), Take::Beyond);
+    }
+
+    #[test]
+    fn hands_out_a_segment_then_asks_for_the_next() {
+        let b = buffer();
+        b.publish(lease(11, 10), None, Duration::ZERO);
+        let ids: Vec<Take> = (0..10).map(|_| b.try_next()).collect();
+        assert_eq!(
+            ids[0],
+            Take::Id {
+                id: 1,
+                preload: false
+            }
+        );
+        assert_eq!(
+            ids[1],
+            Take::Id {
+                id: 2,
+                preload: true
+            },
+            "10% used: preload"
+        );
+        assert_eq!(
+            ids[9],
+            Take::Id {
+                id: 10,
+                preload: true
+            }
+        );
+        assert_eq!(b.try_next(), Take::Beyond);
+    }
+
+    #[test]
+    fn a_ready_next_segment_is_used_without_waiting_and_stops_preloading() {
+        let b = buffer();
+        b.publish(lease(101, 100), None, Duration::ZERO);
+        for _ in 0..50 {
+            b.try_next();
+        }
+        b.publish(lease(1101, 1000), None, Duration::ZERO);
+        assert!(matches!(
+            b.try_next(),
+            Take::Id {
+                id: 51,
+                preload: false
+            }
+        ));
+        let mut last = 0;
+        for _ in 0..49 {
+            if let Take::Id { id, .. } = b.try_next() {
+                last = id;
+            }
+        }
+        assert_eq!(last, 100);
+        assert_eq!(
+            b.try_next(),
+            Take::Id {
+                id: 101,
+                preload: false
+            }
+        );
+    }
+
+    #[test]
+    fn a_reload_after_exhaustion_skips_abandoned_tickets_without_gaps_in_ids() {
+        let b = buffer();
+        b.publish(lease(3, 2), None, Duration::ZERO);
+        assert!(matches!(b.try_next(), Take::Id { id: 1, .. }));
+        assert!(matches!(b.try_next(), Take::Id { id: 2, .. }));
+        for _ in 0..100 {
+            assert_eq!(b.try_next(), Take::Beyond); // e.g. requests during an outage
+        }
+        b.publish(lease(1003, 1000), None, Duration::ZERO);
+        assert!(matches!(b.try_next(), Take::Id { id: 3, .. }));
+    }
+
+    #[test]
+    fn never_issues_ids_below_one() {
+        let b = buffer();
+        b.publish(lease(3, 10), None, Duration::ZERO); // row started at max_id -7
+        assert!(matches!(b.try_next(), Take::Id { id: 1, .. }));
+        assert!(matches!(b.try_next(), Take::Id { id: 2, .. }));
+        assert_eq!(b.try_next(), Take::Beyond);
+    }
+
+    #[test]
+    fn the_last_segment_ends_at_i64_max() {
+        let b = buffer();
+        b.publish(lease(i64::MAX, 2), None, Duration::ZERO);
+        assert!(matches!(b.try_next(), Take::Id { id, .. } if id == i64::MAX - 2));
+        assert!(matches!(b.try_next(), Take::Id { id, .. } if id == i64::MAX - 1));
+        assert_eq!(b.try_next(), Take::Beyond);
+    }
+
+    #[test]
+    fn take_many_spans_both_segments_and_stops_at_the_horizon() {
+        let b = buffer();
+        b.publish(lease(11, 10), None, Duration::ZERO);
+        b.publish(lease(31, 10), None, Duration::ZERO);
+        let mut out = Vec::new();
+        b.take_many(25, &mut out);
+        let expected: Vec<i64> = (1..=10).chain(21..=30).collect();
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn plan_load_is_skipped_while_the_next_segment_is_ready() {
+        let b = buffer();
+        let p = StepPolicy::default();
+        assert_eq!(b.plan_load(&p), Some(LoadPlan { step: None }));
+        b.publish(lease(101, 100), None, Duration::ZERO);
+        assert_eq!(b.plan_load(&p), None, "nothing used yet");
+        for _ in 0..10 {
+            b.try_next();
+        }
+        assert!(b.plan_load(&p).is_some());
+        b.publish(lease(201, 100), None, Duration::ZERO);
+        assert_eq!(b.plan_load(&p), None, "next is ready");
+    }
+
+    #[test]
+    fn backoff_grows_after_failures_and_clears_on_success() {
+        let b = buffer();
+        assert!(b.try_begin_load());
+        assert!(!b.try_begin_load(), "single flight");
+        b.fail_load("down".into());
+        assert!(!b.try_begin_load(), "backoff");
+        assert!(b.backoff_left() > Duration::ZERO);
+        b.retry_at_ms.store(0, Ordering::Relaxed);
+        assert!(b.try_begin_load());
+        b.publish(lease(11, 10), None, Duration::ZERO);
+        assert_eq!(b.backoff_left(), Duration::ZERO);
+        assert_eq!(b.snapshot().consecutive_failures, 0);
+    }
+
+    /// Several threads take ids while a loader thread keeps publishing segments: every id is
+    /// unique and positive, and each thread sees its own ids strictly increase.
+    #[test]
+    fn hammered_by_threads_while_reloading_ids_stay_unique_and_increasing() {
+        const THREADS: usize = 4;
+        const PER_THREAD: usize = 50_000;
+        let b = buffer();
+        let policy = StepPolicy::default();
+        let done = AtomicUsize::new(0);
+        let mut all: Vec<i64> = std::thread::scope(|s| {
+            let loader = s.spawn(|| {
+                let mut max_id = 1i64;
+                while done.load(Ordering::Acquire) < THREADS {
+                    if b.try_begin_load() {
+                        if b.plan_load(&policy).is_some() {
+                            let step = 97 + (max_id % 13); // odd sizes exercise the edges
+                            max_id += step;
+                            b.publish(lease(max_id, step), Some(step), Duration::ZERO);
+                        } else {
+                            b.finish_load();
+                        }
+                    }
+                    std::thread::yield_now();
+                }
+            });
+            let workers: Vec<_> = (0..THREADS)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut mine = Vec::with_capacity(PER_THREAD);
+                        let mut batch = Vec::new();
+                        while mine.len() < PER_THREAD {
+                            if mine.len() % 7 == 0 {
+                                batch.clear();
+                                b.take_many(5, &mut batch);
+                                mine.extend_from_slice(&batch);
+                            } else if let Take::Id { id, .. } = b.try_next() {
+                                mine.push(id);
+                            } else {
+                                std::thread::yield_now();
+                            }
+                        }
+                        done.fetch_add(1, Ordering::Release);
+                        assert!(mine.windows(2).all(|w| w[0] < w[1]), "per-thread order");
+                        mine
+                    })
+                })
+                .collect();
+            let all = workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap())
+                .collect();
+            loader.join().unwrap();
+            all
+        });
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "duplicate ids");
+        assert!(all[0] >= 1);
+    }
+}

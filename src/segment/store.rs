@@ -1,0 +1,93 @@
+//! The storage contract of the segment engine; `crate::store` implements it per database.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use thiserror::Error;
+
+/// One `leaf_alloc` row as the engine and the admin API see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TagRow {
+    /// The business tag (primary key).
+    pub biz_tag: String,
+    /// The first id not yet leased to any server: the next lease starts here.
+    pub max_id: i64,
+    /// The DBA's step: the floor of the adaptive step and the size of a first lease.
+    pub step: i64,
+    /// Free text for humans.
+    pub description: Option<String>,
+    /// When the row last changed (a lease or an admin write).
+    pub update_time: Option<DateTime<Utc>>,
+}
+
+/// A range of ids leased from the database: `[max_id - leased, max_id)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    /// `max_id` after the lease: one past the last id of the segment.
+    pub max_id: i64,
+    /// How many ids the lease added; smaller than asked only at the end of the i64 range.
+    pub leased: i64,
+    /// The row's step as stored, re-read at every lease.
+    pub db_step: i64,
+}
+
+/// A new tag for [`SegmentStore::create_tag`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTag {
+    /// The business tag.
+    pub biz_tag: String,
+    /// Step (validated by the caller: 1..=1_000_000_000).
+    pub step: i64,
+    /// Starting `max_id` (validated by the caller: >= 1).
+    pub max_id: i64,
+    /// Free text.
+    pub description: Option<String>,
+}
+
+/// What can go wrong in a store call.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// No row for this tag.
+    #[error("no leaf_alloc row for this biz_tag")]
+    NotFound,
+    /// A row for this tag exists already.
+    #[error("a leaf_alloc row for this biz_tag exists")]
+    AlreadyExists,
+    /// `max_id` is at `i64::MAX`: the tag cannot issue another id.
+    #[error("biz_tag exhausted: max_id reached i64::MAX")]
+    Exhausted,
+    /// The row holds values the engine cannot use (e.g. `step <= 0`).
+    #[error("leaf_alloc row is invalid: {0}")]
+    BadRow(String),
+    /// The database could not be reached or failed; the call may be retried.
+    #[error("database unavailable: {0}")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Persistent state of the segment engine: the `leaf_alloc` table.
+///
+/// Implementations must make leases from any number of servers disjoint (the row lock of one
+/// transaction, or one atomic statement) and must never let `max_id` pass `i64::MAX`.
+#[async_trait]
+pub trait SegmentStore: Send + Sync + 'static {
+    /// Adds `step` (or the row's own step when `None`) to `max_id` and returns the new range.
+    /// Near `i64::MAX` the lease is cut to what remains; with nothing left, [`StoreError::Exhausted`].
+    async fn lease(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError>;
+    /// One row, if present.
+    async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError>;
+    /// All rows, ordered by tag.
+    async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError>;
+    /// Inserts a row; [`StoreError::AlreadyExists`] if the tag is taken.
+    async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError>;
+    /// Changes step and/or description; `Ok(None)` if the tag does not exist.
+    async fn update_tag(
+        &self,
+        biz_tag: &str,
+        step: Option<i64>,
+        description: Option<&str>,
+    ) -> Result<Option<TagRow>, StoreError>;
+    /// Deletes a row; `false` if it did not exist.
+    async fn delete_tag(&self, biz_tag: &str) -> Result<bool, StoreError>;
+    /// A cheap round trip, for readiness.
+    async fn ping(&self) -> Result<(), StoreError>;
+}

@@ -1,0 +1,163 @@
+//! Database implementations of the engines' store traits, with runtime (unchecked) sqlx queries
+//! so one crate serves two databases; the tests against both are the check.
+//!
+//! - [`mysql`]: MySQL, MariaDB, TiDB (production).
+//! - [`sqlite`]: the embedded default.
+
+pub mod mysql;
+pub mod sqlite;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::segment::{SegmentStore, StoreError};
+
+/// Connection settings shared by both databases.
+#[derive(Debug, Clone)]
+pub struct DbOptions {
+    /// `mysql://...` or `sqlite://...`.
+    pub url: String,
+    /// Pool size (SQLite always uses one connection: one writer avoids busy waits).
+    pub max_connections: u32,
+    /// How long to wait for a pooled connection.
+    pub acquire_timeout: Duration,
+}
+
+/// A connected, migrated database.
+#[derive(Clone)]
+pub enum Database {
+    /// MySQL-compatible server.
+    MySql(mysql::MySqlStore),
+    /// Embedded SQLite file.
+    Sqlite(sqlite::SqliteStore),
+}
+
+impl Database {
+    /// Connects to the URL's database and applies the embedded migrations.
+    pub async fn connect(opts: &DbOptions) -> anyhow::Result<Self> {
+        let db = if opts.url.starts_with("mysql:") || opts.url.starts_with("mariadb:") {
+            let url = opts.url.replacen("mariadb:", "mysql:", 1);
+            Self::MySql(
+                mysql::MySqlStore::connect(&url, opts.max_connections, opts.acquire_timeout)
+                    .await
+                    .context("connecting to MySQL (database.url)")?,
+            )
+        } else if opts.url.starts_with("sqlite:") {
+            Self::Sqlite(
+                sqlite::SqliteStore::connect(&opts.url, opts.acquire_timeout)
+                    .await
+                    .context("opening SQLite (database.url)")?,
+            )
+        } else {
+            anyhow::bail!(
+                "database.url must start with mysql:// or sqlite:// (got {:?})",
+                redact(&opts.url)
+            );
+        };
+        db.migrate().await.context("applying migrations")?;
+        Ok(db)
+    }
+
+    async fn migrate(&self) -> anyhow::Result<()> {
+        match self {
+            Self::MySql(s) => s.migrate().await,
+            Self::Sqlite(s) => s.migrate().await,
+        }
+    }
+
+    /// The segment store over this database.
+    pub fn segment_store(&self) -> Arc<dyn SegmentStore> {
+        match self {
+            Self::MySql(s) => Arc::new(s.clone()),
+            Self::Sqlite(s) => Arc::new(s.clone()),
+        }
+    }
+
+    /// `mysql` or `sqlite`, for logs and pages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::MySql(_) => "mysql",
+            Self::Sqlite(_) => "sqlite",
+        }
+    }
+
+    /// Closes the pool.
+    pub async fn close(&self) {
+        match self {
+            Self::MySql(s) => s.pool().close().await,
+            Self::Sqlite(s) => s.pool().close().await,
+        }
+    }
+}
+
+/// The URL with any password replaced, for logs and errors.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            match creds.find(':') {
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &url[..scheme + 3],
+                    &creds[..colon],
+                    &url[at..]
+                ),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Wraps a driver error as [`StoreError::Unavailable`].
+pub(crate) fn unavailable(e: sqlx::Error) -> StoreError {
+    StoreError::Unavailable(Box::new(e))
+}
+
+/// Maps a failed insert to [`StoreError::AlreadyExists`] when it is a duplicate key.
+pub(crate) fn insert_error(e: sqlx::Error) -> StoreError {
+    if e.as_database_error()
+        .is_some_and(|d| d.is_unique_violation())
+    {
+        StoreError::AlreadyExists
+    } else {
+        unavailable(e)
+    }
+}
+
+/// What the lease statements found when the guarded `UPDATE` matched no row.
+pub(crate) fn lease_without_update(row: Option<(i64, i64)>) -> Result<LeaseRemainder, StoreError> {
+    match row {
+        None => Err(StoreError::NotFound),
+        Some((_, step)) if step <= 0 => Err(StoreError::BadRow(format!(
+            "step is {step}; it must be >= 1"
+        ))),
+        Some((max_id, _)) if max_id == i64::MAX => Err(StoreError::Exhausted),
+        Some((max_id, step)) => Ok(LeaseRemainder {
+            old_max_id: max_id,
+            db_step: step,
+        }),
+    }
+}
+
+/// The tail of the i64 range still leasable when a full step no longer fits.
+pub(crate) struct LeaseRemainder {
+    pub old_max_id: i64,
+    pub db_step: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redact_hides_only_the_password() {
+        assert_eq!(
+            redact("mysql://root:pw@127.0.0.1:3306/leaf"),
+            "mysql://root:***@127.0.0.1:3306/leaf"
+        );
+        assert_eq!(redact("sqlite://data/leafid.db"), "sqlite://data/leafid.db");
+    }
+}

@@ -1,0 +1,252 @@
+//! `leaf_alloc` on MySQL / MariaDB / TiDB.
+//!
+//! A lease is one transaction: a guarded `UPDATE ... SET max_id = max_id + step` (the row lock
+//! makes leases of all servers disjoint), then a `SELECT` of the new `max_id`. Transactions that
+//! fail with a deadlock or serialization error (1213 / SQLSTATE 40001, as Galera reports
+//! certification conflicts; 1205 lock wait timeout) are retried whole with backoff: a failed
+//! transaction leased nothing, and a lease whose commit outcome is unknown is never used, so a
+//! retry can waste a range but never repeat one.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions};
+use sqlx::{MySql, Row, Transaction};
+use tracing::{debug, instrument};
+
+use super::{insert_error, lease_without_update, unavailable};
+use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
+
+const SELECT_TAG: &str =
+    "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc WHERE biz_tag = ?";
+const SELECT_TAGS: &str =
+    "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc ORDER BY biz_tag";
+const RETRIES: u32 = 6;
+
+/// The MySQL store: a connection pool.
+#[derive(Clone, Debug)]
+pub struct MySqlStore {
+    pool: MySqlPool,
+}
+
+impl MySqlStore {
+    /// Connects a pool to `url` (`mysql://user:pw@host:port/db`).
+    pub async fn connect(
+        url: &str,
+        max_connections: u32,
+        acquire_timeout: Duration,
+    ) -> Result<Self, sqlx::Error> {
+        let opts: MySqlConnectOptions = url.parse()?;
+        let pool = MySqlPoolOptions::new()
+            .max_connections(max_connections.max(1))
+            .acquire_timeout(acquire_timeout)
+            .connect_with(opts)
+            .await?;
+        Ok(Self { pool })
+    }
+
+    /// Applies `migrations/mysql` (idempotent on a table Leaf created).
+    pub async fn migrate(&self) -> anyhow::Result<()> {
+        sqlx::migrate!("migrations/mysql").run(&self.pool).await?;
+        Ok(())
+    }
+
+    /// The pool, for other stores on the same database.
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    /// One lease transaction. The outer error is the driver's (maybe retryable); the inner one
+    /// is the verdict on the row (unknown, exhausted, invalid).
+    async fn lease_once(
+        &self,
+        biz_tag: &str,
+        step: Option<i64>,
+    ) -> Result<Result<Lease, StoreError>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let updated = match step {
+            Some(step) => sqlx::query(
+                "UPDATE leaf_alloc SET max_id = max_id + ? \
+                 WHERE biz_tag = ? AND max_id <= 9223372036854775807 - ?",
+            )
+            .bind(step)
+            .bind(biz_tag)
+            .bind(step),
+            None => sqlx::query(
+                "UPDATE leaf_alloc SET max_id = max_id + step \
+                 WHERE biz_tag = ? AND step > 0 AND max_id <= 9223372036854775807 - step",
+            )
+            .bind(biz_tag),
+        }
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        let lease = if updated == 1 {
+            let (max_id, db_step) = select_max_id(&mut tx, biz_tag, false)
+                .await?
+                .ok_or(sqlx::Error::RowNotFound)?;
+            Lease {
+                max_id,
+                leased: step.unwrap_or(db_step),
+                db_step,
+            }
+        } else {
+            // Unknown, invalid, or too close to i64::MAX for a full step: lock and look.
+            let found = select_max_id(&mut tx, biz_tag, true).await?;
+            match lease_without_update(found) {
+                Ok(rest) => {
+                    sqlx::query(
+                        "UPDATE leaf_alloc SET max_id = 9223372036854775807 WHERE biz_tag = ?",
+                    )
+                    .bind(biz_tag)
+                    .execute(&mut *tx)
+                    .await?;
+                    Lease {
+                        max_id: i64::MAX,
+                        leased: i64::MAX - rest.old_max_id,
+                        db_step: rest.db_step,
+                    }
+                }
+                Err(verdict) => {
+                    tx.rollback().await?;
+                    return Ok(Err(verdict));
+                }
+            }
+        };
+        tx.commit().await?;
+        Ok(Ok(lease))
+    }
+}
+
+async fn select_max_id(
+    tx: &mut Transaction<'_, MySql>,
+    biz_tag: &str,
+    for_update: bool,
+) -> Result<Option<(i64, i64)>, sqlx::Error> {
+    let sql = if for_update {
+        "SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ? FOR UPDATE"
+    } else {
+        "SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?"
+    };
+    let row = sqlx::query(sql)
+        .bind(biz_tag)
+        .fetch_optional(&mut **tx)
+        .await?;
+    row.map(|r| Ok((r.try_get::<i64, _>(0)?, i64::from(r.try_get::<i32, _>(1)?))))
+        .transpose()
+}
+
+/// Deadlocks, lock wait timeouts and serialization failures: the transaction may be retried.
+fn is_retryable(e: &sqlx::Error) -> bool {
+    let Some(db) = e.as_database_error() else {
+        return false;
+    };
+    if db.code().as_deref() == Some("40001") {
+        return true;
+    }
+    db.try_downcast_ref::<MySqlDatabaseError>()
+        .is_some_and(|m| matches!(m.number(), 1213 | 1205))
+}
+
+fn tag_row(r: &sqlx::mysql::MySqlRow) -> Result<TagRow, sqlx::Error> {
+    Ok(TagRow {
+        biz_tag: r.try_get("biz_tag")?,
+        max_id: r.try_get("max_id")?,
+        step: i64::from(r.try_get::<i32, _>("step")?),
+        description: r.try_get("description")?,
+        update_time: r.try_get::<Option<DateTime<Utc>>, _>("update_time")?,
+    })
+}
+
+#[async_trait]
+impl SegmentStore for MySqlStore {
+    #[instrument(skip(self), level = "debug")]
+    async fn lease(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError> {
+        let mut attempt = 0;
+        loop {
+            match self.lease_once(biz_tag, step).await {
+                Ok(verdict) => return verdict,
+                Err(e) if is_retryable(&e) && attempt < RETRIES => {
+                    attempt += 1;
+                    let backoff = Duration::from_millis(5u64 << attempt);
+                    debug!(attempt, error = %e, "lease conflict, retrying");
+                    tokio::time::sleep(backoff).await;
+                }
+                Err(e) => return Err(unavailable(e)),
+            }
+        }
+    }
+
+    async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {
+        let row = sqlx::query(SELECT_TAG)
+            .bind(biz_tag)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        row.as_ref().map(tag_row).transpose().map_err(unavailable)
+    }
+
+    async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError> {
+        let rows = sqlx::query(SELECT_TAGS)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        rows.iter()
+            .map(tag_row)
+            .collect::<Result<_, _>>()
+            .map_err(unavailable)
+    }
+
+    async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError> {
+        sqlx::query(
+            "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)",
+        )
+        .bind(&tag.biz_tag)
+        .bind(tag.max_id)
+        .bind(tag.step)
+        .bind(&tag.description)
+        .execute(&self.pool)
+        .await
+        .map_err(insert_error)?;
+        self.get_tag(&tag.biz_tag)
+            .await?
+            .ok_or(StoreError::NotFound)
+    }
+
+    async fn update_tag(
+        &self,
+        biz_tag: &str,
+        step: Option<i64>,
+        description: Option<&str>,
+    ) -> Result<Option<TagRow>, StoreError> {
+        // rows_affected is 0 when nothing changed, so existence is decided by the SELECT after.
+        sqlx::query(
+            "UPDATE leaf_alloc SET step = COALESCE(?, step), description = COALESCE(?, description) WHERE biz_tag = ?",
+        )
+        .bind(step)
+        .bind(description)
+        .bind(biz_tag)
+        .execute(&self.pool)
+        .await
+        .map_err(unavailable)?;
+        self.get_tag(biz_tag).await
+    }
+
+    async fn delete_tag(&self, biz_tag: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query("DELETE FROM leaf_alloc WHERE biz_tag = ?")
+            .bind(biz_tag)
+            .execute(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+}
