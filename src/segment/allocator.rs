@@ -373,3 +373,154 @@ impl Drop for LoadGuard {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::segment::memory::MemoryStore;
+
+    fn engine(store: &Arc<MemoryStore>, wait_ms: u64) -> SegmentAllocator {
+        let config = SegmentConfig { wait_timeout: Duration::from_millis(wait_ms), ..Default::default() };
+        SegmentAllocator::new(store.clone(), config)
+    }
+
+    #[tokio::test]
+    async fn hands_out_consecutive_ids_and_preloads_before_the_segment_runs_out() {
+        let store = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
+        let e = engine(&store, 1000);
+        for expected in 1..=15 {
+            assert_eq!(e.next_id("t").await.unwrap(), expected);
+        }
+        // 10% used: the next segment loads in the background, before anyone waits for it.
+        for _ in 0..100 {
+            if store.leases.load(Ordering::Relaxed) == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(store.leases.load(Ordering::Relaxed), 2);
+        let snap = &e.snapshots()[0];
+        assert!(snap.next_ready, "{snap:?}");
+        assert_eq!(snap.step, 200, "loads 15 min apart double the step");
+        let ids = e.next_ids("t", 200).await.unwrap();
+        assert_eq!(ids, (16..=215).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn unknown_and_invalid_tags_are_refused() {
+        let store = Arc::new(MemoryStore::default());
+        let e = engine(&store, 100);
+        assert!(matches!(e.next_id("nope").await, Err(SegmentError::UnknownTag)));
+        assert!(matches!(e.next_id("a b").await, Err(SegmentError::InvalidTag(_))));
+    }
+
+    #[tokio::test]
+    async fn a_tag_created_after_start_serves_at_once() {
+        let store = Arc::new(MemoryStore::default());
+        let e = engine(&store, 500);
+        e.refresh_tags().await.unwrap();
+        store.insert("late", 1, 10);
+        assert_eq!(e.next_id("late").await.unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_stalled_store_fails_requests_at_the_deadline_not_later() {
+        let store = Arc::new(MemoryStore::with_rows(&[("t", 1, 10)]));
+        let e = engine(&store, 150);
+        e.refresh_tags().await.unwrap();
+        store.delay_ms.store(5_000, Ordering::Relaxed);
+        let started = Instant::now();
+        let err = e.next_id("t").await.unwrap_err();
+        assert!(matches!(err, SegmentError::NotReady { .. }), "{err:?}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+
+    #[tokio::test]
+    async fn a_failing_store_serves_buffered_ids_then_errors_then_recovers_by_itself() {
+        let store = Arc::new(MemoryStore::with_rows(&[("t", 1, 10)]));
+        let e = engine(&store, 200);
+        assert_eq!(e.next_id("t").await.unwrap(), 1);
+        assert_eq!(e.next_id("t").await.unwrap(), 2); // 10% used: the preload of 11..=30 starts
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        store.failing.store(true, Ordering::Relaxed);
+        let mut got = vec![];
+        loop {
+            match e.next_id("t").await {
+                Ok(id) => got.push(id),
+                Err(SegmentError::NotReady { .. }) => break,
+                Err(other) => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(got, (3..=30).collect::<Vec<_>>(), "buffered ids keep flowing");
+        store.failing.store(false, Ordering::Relaxed);
+        let id = e.next_id("t").await.unwrap();
+        assert!(id > 30, "recovered with a fresh segment, got {id}");
+    }
+
+    #[tokio::test]
+    async fn ids_stop_at_i64_max_with_exhausted() {
+        let store = Arc::new(MemoryStore::with_rows(&[("t", i64::MAX - 5, 3)]));
+        let e = engine(&store, 200);
+        let mut got = vec![];
+        let err = loop {
+            match e.next_id("t").await {
+                Ok(id) => got.push(id),
+                Err(err) => break err,
+            }
+        };
+        assert_eq!(got, (i64::MAX - 5..i64::MAX).collect::<Vec<_>>());
+        assert!(matches!(err, SegmentError::Exhausted), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn a_tag_deleted_from_the_database_disappears_on_refresh() {
+        let store = Arc::new(MemoryStore::with_rows(&[("t", 1, 10)]));
+        let e = engine(&store, 200);
+        e.refresh_tags().await.unwrap();
+        assert_eq!(e.next_id("t").await.unwrap(), 1);
+        store.remove("t");
+        e.refresh_tags().await.unwrap();
+        assert!(e.cached("t").is_none());
+        assert!(matches!(e.next_id("t").await, Err(SegmentError::UnknownTag)));
+    }
+
+    /// Many tasks on a multi-threaded runtime, tiny segments so loads race with takes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_tasks_get_unique_increasing_ids_across_many_loads() {
+        let store = Arc::new(MemoryStore::with_rows(&[("t", 1, 7)]));
+        let config = SegmentConfig {
+            wait_timeout: Duration::from_secs(5),
+            policy: StepPolicy { max_step: 64, ..Default::default() },
+            ..Default::default()
+        };
+        let e = SegmentAllocator::new(store.clone(), config);
+        let tasks: Vec<_> = (0..4)
+            .map(|i| {
+                let e = e.clone();
+                tokio::spawn(async move {
+                    let mut mine = Vec::new();
+                    for n in 0..5_000 {
+                        if (n + i) % 9 == 0 {
+                            mine.extend(e.next_ids("t", 13).await.unwrap());
+                        } else {
+                            mine.push(e.next_id("t").await.unwrap());
+                        }
+                    }
+                    assert!(mine.windows(2).all(|w| w[0] < w[1]), "per-task order");
+                    mine
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "duplicates");
+        assert!(store.leases.load(Ordering::Relaxed) > 100);
+    }
+}

@@ -12,6 +12,7 @@ pub mod allocator;
 pub mod biz_tag;
 pub mod buffer;
 pub mod error;
+pub mod memory;
 pub mod step;
 pub mod store;
 

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole test suite: starts (installing if needed) a private MariaDB on 127.0.0.1, then runs
+# every test against it and against SQLite. Extra arguments go to `cargo test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export LEAFID_TEST_MYSQL_URL="${LEAFID_TEST_MYSQL_URL:-$(scripts/mariadb.sh start)}"
+echo "test MySQL: $LEAFID_TEST_MYSQL_URL" >&2
+cargo test --all-targets "$@"

@@ -1,0 +1,127 @@
+//! `MemoryStore`: an in-process [`SegmentStore`] for engine unit tests and benchmarks, with
+//! knobs to make it slow or failing. Integration tests use real databases, never this.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::store::{Lease, NewTag, SegmentStore, StoreError, TagRow};
+
+/// An in-memory `leaf_alloc` table.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    rows: Mutex<BTreeMap<String, TagRow>>,
+    /// When set, every call fails as if the database were down.
+    pub failing: AtomicBool,
+    /// Added latency of every call, in milliseconds.
+    pub delay_ms: AtomicU64,
+    /// Leases granted so far.
+    pub leases: AtomicU64,
+}
+
+impl MemoryStore {
+    /// A store holding `(biz_tag, max_id, step)` rows.
+    pub fn with_rows(rows: &[(&str, i64, i64)]) -> Self {
+        let s = Self::default();
+        for &(tag, max_id, step) in rows {
+            s.insert(tag, max_id, step);
+        }
+        s
+    }
+
+    /// Inserts or replaces a row.
+    pub fn insert(&self, tag: &str, max_id: i64, step: i64) {
+        let row = TagRow { biz_tag: tag.into(), max_id, step, description: None, update_time: None };
+        self.rows.lock().unwrap().insert(tag.into(), row);
+    }
+
+    /// Removes a row.
+    pub fn remove(&self, tag: &str) {
+        self.rows.lock().unwrap().remove(tag);
+    }
+
+    async fn enter(&self) -> Result<(), StoreError> {
+        let delay = self.delay_ms.load(Ordering::Relaxed);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        if self.failing.load(Ordering::Relaxed) {
+            return Err(StoreError::Unavailable("memory store set to fail".into()));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl SegmentStore for MemoryStore {
+    async fn lease(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError> {
+        self.enter().await?;
+        let mut rows = self.rows.lock().unwrap();
+        let row = rows.get_mut(biz_tag).ok_or(StoreError::NotFound)?;
+        if row.step <= 0 {
+            return Err(StoreError::BadRow("step <= 0".into()));
+        }
+        let want = step.unwrap_or(row.step);
+        let leased = match row.max_id.checked_add(want) {
+            Some(_) => want,
+            None if row.max_id < i64::MAX => i64::MAX - row.max_id,
+            None => return Err(StoreError::Exhausted),
+        };
+        row.max_id += leased;
+        self.leases.fetch_add(1, Ordering::Relaxed);
+        Ok(Lease { max_id: row.max_id, leased, db_step: row.step })
+    }
+
+    async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {
+        self.enter().await?;
+        Ok(self.rows.lock().unwrap().get(biz_tag).cloned())
+    }
+
+    async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError> {
+        self.enter().await?;
+        Ok(self.rows.lock().unwrap().values().cloned().collect())
+    }
+
+    async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError> {
+        self.enter().await?;
+        let mut rows = self.rows.lock().unwrap();
+        if rows.contains_key(&tag.biz_tag) {
+            return Err(StoreError::AlreadyExists);
+        }
+        let row = TagRow {
+            biz_tag: tag.biz_tag.clone(),
+            max_id: tag.max_id,
+            step: tag.step,
+            description: tag.description.clone(),
+            update_time: None,
+        };
+        rows.insert(tag.biz_tag.clone(), row.clone());
+        Ok(row)
+    }
+
+    async fn update_tag(&self, biz_tag: &str, step: Option<i64>, description: Option<&str>) -> Result<Option<TagRow>, StoreError> {
+        self.enter().await?;
+        let mut rows = self.rows.lock().unwrap();
+        Ok(rows.get_mut(biz_tag).map(|r| {
+            if let Some(s) = step {
+                r.step = s;
+            }
+            if let Some(d) = description {
+                r.description = Some(d.into());
+            }
+            r.clone()
+        }))
+    }
+
+    async fn delete_tag(&self, biz_tag: &str) -> Result<bool, StoreError> {
+        self.enter().await?;
+        Ok(self.rows.lock().unwrap().remove(biz_tag).is_some())
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.enter().await
+    }
+}
