@@ -10,12 +10,16 @@
 //! - [`telemetry`]: tracing subscriber.
 //! - [`startup`]: [`startup::Application`] wires everything; the only place that does.
 //! - [`segment`]: the segment engine (no HTTP, no SQL).
+//! - [`snowflake`]: the snowflake engine: bit layouts, generators, worker ids (no HTTP, no SQL).
+//! - [`layout_plan`]: the bit-layout migration planner (pure functions).
 //! - [`store`]: the engines' storage traits on MySQL/MariaDB and SQLite.
 //! - [`http`]: the thin HTTP adapter and the error body.
 
 pub mod config;
 pub mod http;
+pub mod layout_plan;
 pub mod segment;
+pub mod snowflake;
 pub mod startup;
 pub mod store;
 pub mod telemetry;

@@ -69,8 +69,10 @@ pub struct CreateTag {
     /// The new tag.
     pub biz_tag: Value,
     /// Its step.
+    #[serde(default, deserialize_with = "present")]
     pub step: Option<Value>,
     /// Starting `max_id` (default 1).
+    #[serde(default, deserialize_with = "present")]
     pub max_id: Option<Value>,
     /// Free text.
     pub description: Option<String>,
@@ -81,9 +83,15 @@ pub struct CreateTag {
 #[serde(deny_unknown_fields)]
 pub struct UpdateTag {
     /// New step.
+    #[serde(default, deserialize_with = "present")]
     pub step: Option<Value>,
     /// New description.
     pub description: Option<String>,
+}
+
+/// A field that is present, even as `null`, is `Some`: `"step": null` is a bad step, not "no step".
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 fn parse_step(v: &Value) -> Result<i64, ApiError> {

@@ -382,7 +382,10 @@ mod tests {
     use crate::segment::memory::MemoryStore;
 
     fn engine(store: &Arc<MemoryStore>, wait_ms: u64) -> SegmentAllocator {
-        let config = SegmentConfig { wait_timeout: Duration::from_millis(wait_ms), ..Default::default() };
+        let config = SegmentConfig {
+            wait_timeout: Duration::from_millis(wait_ms),
+            ..Default::default()
+        };
         SegmentAllocator::new(store.clone(), config)
     }
 
@@ -412,8 +415,14 @@ mod tests {
     async fn unknown_and_invalid_tags_are_refused() {
         let store = Arc::new(MemoryStore::default());
         let e = engine(&store, 100);
-        assert!(matches!(e.next_id("nope").await, Err(SegmentError::UnknownTag)));
-        assert!(matches!(e.next_id("a b").await, Err(SegmentError::InvalidTag(_))));
+        assert!(matches!(
+            e.next_id("nope").await,
+            Err(SegmentError::UnknownTag)
+        ));
+        assert!(matches!(
+            e.next_id("a b").await,
+            Err(SegmentError::InvalidTag(_))
+        ));
     }
 
     #[tokio::test]
@@ -453,7 +462,11 @@ mod tests {
                 Err(other) => panic!("{other:?}"),
             }
         }
-        assert_eq!(got, (3..=30).collect::<Vec<_>>(), "buffered ids keep flowing");
+        assert_eq!(
+            got,
+            (3..=30).collect::<Vec<_>>(),
+            "buffered ids keep flowing"
+        );
         store.failing.store(false, Ordering::Relaxed);
         let id = e.next_id("t").await.unwrap();
         assert!(id > 30, "recovered with a fresh segment, got {id}");
@@ -483,7 +496,10 @@ mod tests {
         store.remove("t");
         e.refresh_tags().await.unwrap();
         assert!(e.cached("t").is_none());
-        assert!(matches!(e.next_id("t").await, Err(SegmentError::UnknownTag)));
+        assert!(matches!(
+            e.next_id("t").await,
+            Err(SegmentError::UnknownTag)
+        ));
     }
 
     /// Many tasks on a multi-threaded runtime, tiny segments so loads race with takes.
@@ -492,7 +508,10 @@ mod tests {
         let store = Arc::new(MemoryStore::with_rows(&[("t", 1, 7)]));
         let config = SegmentConfig {
             wait_timeout: Duration::from_secs(5),
-            policy: StepPolicy { max_step: 64, ..Default::default() },
+            policy: StepPolicy {
+                max_step: 64,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let e = SegmentAllocator::new(store.clone(), config);

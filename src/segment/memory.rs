@@ -34,7 +34,13 @@ impl MemoryStore {
 
     /// Inserts or replaces a row.
     pub fn insert(&self, tag: &str, max_id: i64, step: i64) {
-        let row = TagRow { biz_tag: tag.into(), max_id, step, description: None, update_time: None };
+        let row = TagRow {
+            biz_tag: tag.into(),
+            max_id,
+            step,
+            description: None,
+            update_time: None,
+        };
         self.rows.lock().unwrap().insert(tag.into(), row);
     }
 
@@ -72,7 +78,11 @@ impl SegmentStore for MemoryStore {
         };
         row.max_id += leased;
         self.leases.fetch_add(1, Ordering::Relaxed);
-        Ok(Lease { max_id: row.max_id, leased, db_step: row.step })
+        Ok(Lease {
+            max_id: row.max_id,
+            leased,
+            db_step: row.step,
+        })
     }
 
     async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {
@@ -102,7 +112,12 @@ impl SegmentStore for MemoryStore {
         Ok(row)
     }
 
-    async fn update_tag(&self, biz_tag: &str, step: Option<i64>, description: Option<&str>) -> Result<Option<TagRow>, StoreError> {
+    async fn update_tag(
+        &self,
+        biz_tag: &str,
+        step: Option<i64>,
+        description: Option<&str>,
+    ) -> Result<Option<TagRow>, StoreError> {
         self.enter().await?;
         let mut rows = self.rows.lock().unwrap();
         Ok(rows.get_mut(biz_tag).map(|r| {

@@ -1,0 +1,288 @@
+//! The search: which prefix width and epoch lift the new ids above the legacy maximum and leave
+//! the most time; the JSON answer with its checks; the refusals.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Needs, PlanError, PlanRequest};
+use crate::snowflake::layout::{BitLayout, LayoutError, LayoutSpec, format_unix_ms, parse_epoch};
+
+/// Milliseconds in a mean Gregorian year, used only to print years.
+const YEAR_MS: f64 = 365.2425 * 86_400_000.0;
+
+/// The planner's answer, as JSON: `{"layout", "epoch", "first_id", "last_id", "exhausted_at",
+/// "checks"}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The new layout, without its epoch.
+    pub layout: LayoutSpec,
+    /// The new layout's epoch, RFC 3339 UTC.
+    pub epoch: String,
+    /// Smallest id the new layout can issue from now on (tick at now, worker 0, sequence 0).
+    pub first_id: u64,
+    /// Largest id the new layout can issue (last tick, largest worker id and sequence).
+    pub last_id: u64,
+    /// First instant the new layout cannot represent, RFC 3339 UTC.
+    pub exhausted_at: String,
+    /// The guarantees, each verified by composing ids with the new layout.
+    pub checks: Vec<PlanCheck>,
+}
+
+/// One verified guarantee of a plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanCheck {
+    /// Stable snake_case name, e.g. `first_id_above_max_legacy_id`.
+    pub name: String,
+    /// Whether it holds (always true in a returned plan).
+    pub ok: bool,
+    /// The numbers behind it, for people.
+    pub detail: String,
+}
+
+impl Plan {
+    /// The new layout with its epoch, ready for a generator.
+    pub fn bit_layout(&self) -> Result<BitLayout, LayoutError> {
+        self.layout.build(Some(parse_epoch(&self.epoch)?))
+    }
+}
+
+/// Plans a migration for `request` at the instant `now_unix_ms`.
+pub fn plan(request: &PlanRequest, now_unix_ms: i64) -> Result<Plan, PlanError> {
+    let needs = request.needs(now_unix_ms)?;
+    let layout = plan_needs(&needs)?;
+    answer(&layout, &needs)
+}
+
+/// [`plan`] at the current time of the system clock.
+pub fn plan_now(request: &PlanRequest) -> Result<Plan, PlanError> {
+    plan(request, chrono::Utc::now().timestamp_millis())
+}
+
+/// The layout that lifts every id from `needs.now_ms` on above `needs.max_legacy_id` and runs
+/// out last; refused when it does not last through `needs.horizon_ms`.
+///
+/// A chosen epoch is first tried on a tick boundary of unix time (a readable epoch, at most one
+/// tick of life less); only if no such plan lasts is it placed to the millisecond.
+pub fn plan_needs(needs: &Needs) -> Result<BitLayout, PlanError> {
+    let best = |aligned: bool| {
+        (0..free_bits(needs))
+            .filter_map(|prefix_bits| candidate(needs, prefix_bits, aligned))
+            // Equal ends: the wider prefix, whose epoch is more recent.
+            .max_by_key(|layout| (life_end(layout), layout.prefix_bits()))
+    };
+    if let Some(layout) = best(true).filter(|l| lasts(l, needs.horizon_ms)) {
+        return Ok(layout);
+    }
+    match best(false) {
+        None => Err(refuse_lift(needs)),
+        Some(layout) if !lasts(&layout, needs.horizon_ms) => Err(refuse_years(needs, &layout)),
+        Some(layout) => Ok(layout),
+    }
+}
+
+/// `p + t`: what the worker and sequence fields leave.
+fn free_bits(needs: &Needs) -> u8 {
+    63 - needs.worker_bits - needs.seq_bits
+}
+
+/// `2^bits - 1`.
+fn all_ones(bits: u8) -> u64 {
+    (1u64 << bits) - 1
+}
+
+/// Index of the first `2^(w+s)`-id block wholly above the legacy maximum.
+fn min_slot(needs: &Needs) -> u64 {
+    (needs.max_legacy_id >> (needs.worker_bits + needs.seq_bits)) + 1
+}
+
+/// The best layout with `prefix_bits` (prefix all ones), if any lifts: with the fixed epoch, or
+/// with the latest epoch that lifts (on a tick boundary when `aligned`).
+fn candidate(needs: &Needs, prefix_bits: u8, aligned: bool) -> Option<BitLayout> {
+    let time_bits = free_bits(needs) - prefix_bits;
+    let value = all_ones(prefix_bits);
+    let epoch_ms = match needs.epoch_ms {
+        Some(epoch_ms) => epoch_ms,
+        None => latest_lifting_epoch(needs, value << time_bits, aligned)?,
+    };
+    let layout = BitLayout::new(
+        prefix_bits,
+        value,
+        time_bits,
+        needs.worker_bits,
+        needs.seq_bits,
+        needs.unit,
+        epoch_ms,
+    )
+    .ok()?;
+    lifts(&layout, needs).then_some(layout)
+}
+
+/// The latest epoch (not after now, not before 1970) at which a layout whose tick 0 is in block
+/// `base_slot` is, at now, in the first block above the legacy maximum. Any later epoch fails
+/// to lift, any earlier one runs out sooner. `aligned` rounds it down to a tick of unix time.
+fn latest_lifting_epoch(needs: &Needs, base_slot: u64, aligned: bool) -> Option<i64> {
+    let ticks_back = min_slot(needs).saturating_sub(base_slot);
+    let tick = needs.unit.tick_ms();
+    let start = if aligned {
+        needs.now_ms - needs.now_ms.rem_euclid(tick)
+    } else {
+        needs.now_ms
+    };
+    let epoch = i128::from(start) - i128::from(ticks_back) * i128::from(tick);
+    i64::try_from(epoch).ok().filter(|epoch| *epoch >= 0)
+}
+
+/// Unix ms at which the layout runs out, without saturation (for ranking).
+fn life_end(layout: &BitLayout) -> i128 {
+    i128::from(layout.epoch_ms())
+        + (i128::from(layout.max_time_delta()) + 1) * i128::from(layout.unit().tick_ms())
+}
+
+/// Whether every id the layout issues from `needs.now_ms` on is above the legacy maximum.
+pub(super) fn lifts(layout: &BitLayout, needs: &Needs) -> bool {
+    layout
+        .smallest_id_from(needs.now_ms)
+        .is_ok_and(|id| id > needs.max_legacy_id)
+}
+
+/// Whether the layout can still issue its largest worker id and sequence at `at_ms`.
+pub(super) fn lasts(layout: &BitLayout, at_ms: i64) -> bool {
+    layout
+        .delta_at(at_ms)
+        .and_then(|delta| layout.compose(delta, layout.max_worker_id(), layout.max_sequence()))
+        .is_ok()
+}
+
+fn years_between(from_ms: i64, to_ms: i64) -> f64 {
+    (i128::from(to_ms) - i128::from(from_ms)) as f64 / YEAR_MS
+}
+
+/// The answer for a chosen layout, each guarantee verified again by composing ids.
+fn answer(layout: &BitLayout, needs: &Needs) -> Result<Plan, PlanError> {
+    let max = needs.max_legacy_id;
+    let first = layout.smallest_id_from(needs.now_ms).ok();
+    let last = layout
+        .compose(
+            layout.max_time_delta(),
+            layout.max_worker_id(),
+            layout.max_sequence(),
+        )
+        .ok();
+    let exhausted_at = format_unix_ms(layout.exhausted_at_unix_ms());
+    let check = |name: &str, ok: bool, detail: String| PlanCheck {
+        name: name.to_owned(),
+        ok,
+        detail,
+    };
+    let checks = vec![
+        check(
+            "first_id_above_max_legacy_id",
+            first.is_some_and(|id| id > max),
+            format!(
+                "first_id {} > max_legacy_id {max} ({})",
+                first.map_or_else(|| "none".to_owned(), |id| id.to_string()),
+                needs.max_source
+            ),
+        ),
+        check(
+            "last_id_within_i64",
+            last.is_some_and(|id| id <= i64::MAX as u64),
+            format!(
+                "last_id {} <= i64::MAX {}",
+                last.map_or_else(|| "none".to_owned(), |id| id.to_string()),
+                i64::MAX
+            ),
+        ),
+        check(
+            "years_of_life",
+            lasts(layout, needs.horizon_ms),
+            format!(
+                "issues every worker id and sequence through {} ({} years from now); runs out at {exhausted_at}, {:.2} years from now",
+                format_unix_ms(needs.horizon_ms),
+                needs.years,
+                years_between(needs.now_ms, layout.exhausted_at_unix_ms())
+            ),
+        ),
+        check(
+            "epoch_not_in_future",
+            layout.epoch_ms() <= needs.now_ms,
+            format!(
+                "epoch {} <= now {}",
+                format_unix_ms(layout.epoch_ms()),
+                format_unix_ms(needs.now_ms)
+            ),
+        ),
+    ];
+    if let Some(failed) = checks.iter().find(|c| !c.ok) {
+        // Unreachable when the search is right; refusing beats answering with a broken plan.
+        return Err(PlanError::impossible(
+            &failed.name,
+            format!(
+                "plan failed its own check {}: {}",
+                failed.name, failed.detail
+            ),
+        ));
+    }
+    Ok(Plan {
+        layout: layout.to_spec(false),
+        epoch: format_unix_ms(layout.epoch_ms()),
+        first_id: first.unwrap_or_default(),
+        last_id: last.unwrap_or_default(),
+        exhausted_at,
+        checks,
+    })
+}
+
+/// No prefix width lifts: say whether there is no room at all or the epoch is in the way.
+fn refuse_lift(needs: &Needs) -> PlanError {
+    let (max, w, s) = (needs.max_legacy_id, needs.worker_bits, needs.seq_bits);
+    let now = format_unix_ms(needs.now_ms);
+    if min_slot(needs) > all_ones(free_bits(needs)) {
+        return PlanError::impossible(
+            "max_legacy_id",
+            format!(
+                "max_legacy_id {max} ({}) leaves no room above it for {w} worker bits and {s} sequence bits: every tick takes an aligned block of 2^{} ids and none fits between it and i64::MAX; fewer worker or sequence bits leave more room",
+                needs.max_source,
+                w + s
+            ),
+        );
+    }
+    match needs.epoch_ms {
+        Some(epoch_ms) => PlanError::impossible(
+            "epoch",
+            format!(
+                "with epoch {} no prefix width lifts the ids issued from now ({now}) above max_legacy_id {max} while its time field still covers now; leave out \"epoch\" to let the planner choose one",
+                format_unix_ms(epoch_ms)
+            ),
+        ),
+        None => PlanError::impossible(
+            "max_legacy_id",
+            format!(
+                "lifting the ids issued from now ({now}) above max_legacy_id {max} with {w} worker bits and {s} sequence bits needs an epoch before 1970-01-01"
+            ),
+        ),
+    }
+}
+
+/// The layout that lasts longest still runs out before the horizon.
+fn refuse_years(needs: &Needs, best: &BitLayout) -> PlanError {
+    let unit = needs.unit;
+    let tick = unit.tick_ms();
+    let aligned_now = needs.now_ms - needs.now_ms.rem_euclid(tick);
+    let needed_ticks = (needs.horizon_ms - aligned_now) / tick + 1;
+    let needed_bits = 64 - (needed_ticks - 1).leading_zeros();
+    let left_ticks = best.max_time_delta() + 1 - best.delta_at(needs.now_ms).unwrap_or(0);
+    PlanError::impossible(
+        "years",
+        format!(
+            "years {} needs ids through {}, {needed_ticks} {unit} from now ({needed_bits} time bits), but with {} worker bits and {} sequence bits only {left_ticks} {unit} remain above max_legacy_id {} ({}): the best layout, {best}, runs out at {} ({:.2} years from now)",
+            needs.years,
+            format_unix_ms(needs.horizon_ms),
+            needs.worker_bits,
+            needs.seq_bits,
+            needs.max_legacy_id,
+            needs.max_source,
+            format_unix_ms(best.exhausted_at_unix_ms()),
+            years_between(needs.now_ms, best.exhausted_at_unix_ms())
+        ),
+    )
+}

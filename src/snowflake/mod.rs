@@ -1,0 +1,3 @@
+//! The snowflake engine.
+
+pub mod layout;

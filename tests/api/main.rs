@@ -1,0 +1,26 @@
+//! Black-box tests over real HTTP, against SQLite (temp file) and a real MariaDB.
+
+mod support;
+
+mod admin;
+mod bad_input;
+mod cluster;
+mod leaf_compat;
+mod segment;
+
+/// Defines one test per database from an `async fn(Db)`.
+#[macro_export]
+macro_rules! on_both_databases {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                super::$name($crate::support::Db::Sqlite).await
+            }
+            #[tokio::test]
+            async fn mysql() {
+                super::$name($crate::support::Db::MySql).await
+            }
+        }
+    };
+}

@@ -1,0 +1,86 @@
+//! The real `leafid` binary as a child process, for tests that kill it.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A running `leafid serve` process.
+pub struct ServerProcess {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub address: String,
+}
+
+impl ServerProcess {
+    /// Starts the binary on port 0 with `db_url` and extra `LEAFID__*` variables; returns once
+    /// it logged its port.
+    pub fn start(db_url: &str, env: &[(&str, &str)]) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_leafid"));
+        cmd.env("LEAFID__SERVER__PORT", "0")
+            .env("LEAFID__SERVER__WORKERS", "1")
+            .env("LEAFID__DATABASE__URL", db_url)
+            .env("LEAFID__LOG__FORMAT", "json")
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn leafid");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if !sent {
+                    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
+                        if v["message"] == "listening" {
+                            let _ = tx.send(Ok(v["port"].as_u64().unwrap()));
+                            sent = true;
+                            continue;
+                        }
+                        if v["level"] == "ERROR" {
+                            let _ = tx.send(Err(line.clone()));
+                        }
+                    }
+                }
+                if std::env::var_os("TEST_LOG").is_some() {
+                    eprintln!("[leafid] {line}");
+                }
+            }
+        });
+        let port = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(Ok(port)) => port,
+            Ok(Err(line)) => panic!("leafid failed to start: {line}"),
+            Err(_) => {
+                let _ = child.kill();
+                panic!("leafid did not log its port within 30 s")
+            }
+        };
+        Self {
+            child,
+            address: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// SIGKILL: no shutdown, no flush, nothing.
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// SIGTERM, then waits for the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
