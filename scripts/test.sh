@@ -7,3 +7,6 @@ cd "$(dirname "$0")/.."
 export LEAFID_TEST_MYSQL_URL="${LEAFID_TEST_MYSQL_URL:-$(scripts/mariadb.sh start)}"
 echo "test MySQL: $LEAFID_TEST_MYSQL_URL" >&2
 cargo test --all-targets "$@"
+
+# The loom model of the snowflake RingBuffer (a tiny crate with no async runtime).
+RUSTFLAGS="--cfg loom" cargo test --manifest-path loom/Cargo.toml --target-dir target/loom

@@ -12,6 +12,7 @@
 //! - [`segment`]: the segment engine (no HTTP, no SQL).
 //! - [`snowflake`]: the snowflake engine: bit layouts, generators, worker ids (no HTTP, no SQL).
 //! - [`layout_plan`]: the bit-layout migration planner (pure functions).
+//! - [`sync`]: the atomics shim (loom under `cfg(loom)`).
 //! - [`store`]: the engines' storage traits on MySQL/MariaDB and SQLite.
 //! - [`http`]: the thin HTTP adapter and the error body.
 
@@ -22,4 +23,5 @@ pub mod segment;
 pub mod snowflake;
 pub mod startup;
 pub mod store;
+pub mod sync;
 pub mod telemetry;

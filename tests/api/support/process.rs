@@ -33,16 +33,17 @@ impl ServerProcess {
         std::thread::spawn(move || {
             let mut sent = false;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if !sent {
-                    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
-                        if v["message"] == "listening" {
-                            let _ = tx.send(Ok(v["port"].as_u64().unwrap()));
-                            sent = true;
-                            continue;
-                        }
-                        if v["level"] == "ERROR" {
-                            let _ = tx.send(Err(line.clone()));
-                        }
+                let parsed = (!sent)
+                    .then(|| serde_json::from_str::<serde_json::Value>(&line).ok())
+                    .flatten();
+                if let Some(v) = parsed {
+                    if v["message"] == "listening" {
+                        let _ = tx.send(Ok(v["port"].as_u64().unwrap()));
+                        sent = true;
+                        continue;
+                    }
+                    if v["level"] == "ERROR" {
+                        let _ = tx.send(Err(line.clone()));
                     }
                 }
                 if std::env::var_os("TEST_LOG").is_some() {

@@ -1,0 +1,119 @@
+//! Wall clocks for the snowflake generators: the system clock and a manual one for tests.
+//!
+//! Generators read time only through [`Clock`], so tests can hold time still, step it, or
+//! jump it backwards, and every wait a generator does goes through [`Clock::sleep_ms`].
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A source of wall-clock time in unix milliseconds.
+pub trait Clock: Send + Sync + 'static {
+    /// Milliseconds since the unix epoch (negative before it).
+    fn now_unix_ms(&self) -> i64;
+    /// Blocks the calling thread for about `ms` milliseconds of this clock's time.
+    fn sleep_ms(&self, ms: u64);
+}
+
+impl std::fmt::Debug for dyn Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("dyn Clock")
+    }
+}
+
+/// The operating system's wall clock (`SystemTime`), which may step backwards under NTP.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_unix_ms(&self) -> i64 {
+        match SystemTime::now().duration_since(UNIX_EPOCH) {
+            Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
+            Err(e) => -i64::try_from(e.duration().as_millis()).unwrap_or(i64::MAX),
+        }
+    }
+
+    fn sleep_ms(&self, ms: u64) {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+}
+
+/// A clock that moves only when told to, for tests.
+///
+/// [`Clock::sleep_ms`] advances this clock by the requested amount instead of blocking, so a
+/// generator waiting for the next tick (or waiting out a backwards step) always terminates.
+/// It uses `std` atomics directly, not the `sync` shim: it is test scaffolding, never part of a
+/// loom model, and must work in plain tests even when the crate is built with `cfg(loom)`.
+#[derive(Debug)]
+pub struct ManualClock {
+    /// Current time in unix ms; any value, including one earlier than before.
+    now_ms: AtomicI64,
+    /// How many times `sleep_ms` was called, so tests can see that a generator waited.
+    sleeps: AtomicU64,
+}
+
+impl ManualClock {
+    /// A clock reading `unix_ms`.
+    pub fn new(unix_ms: i64) -> Self {
+        Self {
+            now_ms: AtomicI64::new(unix_ms),
+            sleeps: AtomicU64::new(0),
+        }
+    }
+
+    /// Sets the time; may move it backwards.
+    pub fn set(&self, unix_ms: i64) {
+        // Relaxed: the clock value is the only data; no other memory is published with it.
+        self.now_ms.store(unix_ms, Ordering::Relaxed);
+    }
+
+    /// Moves the time forwards by `ms`.
+    pub fn advance(&self, ms: u64) {
+        self.now_ms.fetch_add(ms as i64, Ordering::Relaxed);
+    }
+
+    /// Moves the time backwards by `ms`.
+    pub fn rewind(&self, ms: u64) {
+        self.now_ms.fetch_sub(ms as i64, Ordering::Relaxed);
+    }
+
+    /// How many times [`Clock::sleep_ms`] has been called.
+    pub fn sleep_count(&self) -> u64 {
+        self.sleeps.load(Ordering::Relaxed)
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_unix_ms(&self) -> i64 {
+        self.now_ms.load(Ordering::Relaxed)
+    }
+
+    fn sleep_ms(&self, ms: u64) {
+        self.sleeps.fetch_add(1, Ordering::Relaxed);
+        // Advance by at least 1 ms so that a caller looping on "sleep until t" always progresses.
+        self.advance(ms.max(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manual_clock_moves_both_ways_and_sleep_advances_it() {
+        let c = ManualClock::new(1_000);
+        c.advance(5);
+        assert_eq!(c.now_unix_ms(), 1_005);
+        c.rewind(10);
+        assert_eq!(c.now_unix_ms(), 995);
+        c.sleep_ms(7);
+        assert_eq!(c.now_unix_ms(), 1_002);
+        assert_eq!(c.sleep_count(), 1);
+        c.set(42);
+        assert_eq!(c.now_unix_ms(), 42);
+    }
+
+    #[test]
+    fn system_clock_is_after_2020() {
+        assert!(SystemClock.now_unix_ms() > 1_577_836_800_000);
+    }
+}

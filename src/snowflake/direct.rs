@@ -1,0 +1,399 @@
+//! The direct generator: one compare-and-swap per id (or per run of ids), no buffer.
+//!
+//! As Agrona's `SnowflakeIdGenerator`, the whole mutable state is one `AtomicU64` holding the
+//! *next position* `(tick << seq_bits) | sequence`. Positions are plain integers: the position
+//! after the last sequence of tick `t` is sequence 0 of tick `t + 1`, so a wrapped sequence
+//! shows up as a position whose tick is ahead of the clock, and the generator waits for the
+//! clock to get there instead of borrowing the future. The state only ever grows, so every
+//! position (and so every id) is handed out at most once, whatever the clock does.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+
+use crate::snowflake::clock::Clock;
+use crate::snowflake::error::SnowflakeError;
+use crate::snowflake::layout::BitLayout;
+use crate::sync::{AtomicU64, Ordering};
+
+/// Default tolerance for a clock that steps backwards, in ms (`clock.max_backward_ms`).
+pub const DEFAULT_MAX_BACKWARD_MS: u64 = 5;
+
+/// Waits shorter than this many ms spin (yielding) on the clock instead of sleeping.
+const SPIN_WAIT_MS: i64 = 2;
+
+/// A lock-free snowflake generator that reads the clock for every id.
+///
+/// Ids strictly increase per generator: each comes from a successful CAS on a counter that
+/// only grows. Good for millisecond layouts; with a seconds layout a burst past
+/// `max_sequence + 1` ids in one second waits for the next second (use the cached generator).
+#[derive(Debug)]
+pub struct DirectGenerator {
+    /// Next position to issue, `(tick << seq_bits) | sequence`; only ever increases. Its tick
+    /// is never behind a tick already used; when it is ahead of the clock, the previous tick's
+    /// sequence wrapped (or the clock stepped back) and callers wait. 0 means nothing issued.
+    state: CachePadded<AtomicU64>,
+    /// Field widths; checked by `compose` for every id, so no field can overflow.
+    layout: BitLayout,
+    /// This generator's worker id; `<= layout.max_worker_id()` (checked in `new`).
+    worker_id: u64,
+    /// Where time comes from, and how the generator sleeps.
+    clock: Arc<dyn Clock>,
+    /// A backwards step up to this many ms is waited out once; more is an error.
+    max_backward_ms: u64,
+    /// `layout.seq_bits()`, cached for the shifts on the hot path.
+    seq_bits: u32,
+    /// `layout.max_sequence()`: the mask of the sequence part of a position.
+    seq_mask: u64,
+}
+
+impl DirectGenerator {
+    /// A generator for `worker_id` under `layout`; rejects a worker id the layout cannot hold.
+    pub fn new(
+        layout: BitLayout,
+        worker_id: u64,
+        clock: Arc<dyn Clock>,
+        max_backward_ms: u64,
+    ) -> Result<Self, SnowflakeError> {
+        if worker_id > layout.max_worker_id() {
+            return Err(SnowflakeError::WorkerIdTooLarge {
+                worker_id,
+                max: layout.max_worker_id(),
+            });
+        }
+        let seq_bits = u32::from(layout.seq_bits());
+        let seq_mask = layout.max_sequence();
+        Ok(Self {
+            state: CachePadded::new(AtomicU64::new(0)),
+            layout,
+            worker_id,
+            clock,
+            max_backward_ms,
+            seq_bits,
+            seq_mask,
+        })
+    }
+
+    /// Never issues an id from `tick` or earlier (for a worker id whose last use is known,
+    /// e.g. a lease's stored timestamp). Call before the first id.
+    pub fn resume_after(self, tick: u64) -> Self {
+        let next = tick.saturating_add(1).min(self.layout.max_time_delta() + 1) << self.seq_bits;
+        // Relaxed: `self` is owned here; nothing is shared yet.
+        self.state.store(next, Ordering::Relaxed);
+        self
+    }
+
+    /// The next id.
+    pub fn next_id(&self) -> Result<u64, SnowflakeError> {
+        let (pos, _) = self.reserve(1)?;
+        self.compose(pos)
+    }
+
+    /// Appends `n` ids to `out`, reserving a run of sequence numbers per CAS when it can.
+    ///
+    /// On error, the ids already appended stay in `out`: they are issued and unique.
+    pub fn next_ids(&self, n: usize, out: &mut Vec<u64>) -> Result<(), SnowflakeError> {
+        out.reserve(n);
+        let mut left = n as u64;
+        while left > 0 {
+            let (start, count) = self.reserve(left)?;
+            for pos in start..start + count {
+                out.push(self.compose(pos)?);
+            }
+            left -= count;
+        }
+        Ok(())
+    }
+
+    /// The last tick an id was issued from, if any (to store as a lease's last timestamp).
+    pub fn last_tick(&self) -> Option<u64> {
+        // Relaxed: a monitoring read; it does not order any other memory.
+        let next = self.state.load(Ordering::Relaxed);
+        (next > 0).then(|| (next - 1) >> self.seq_bits)
+    }
+
+    /// This generator's worker id.
+    pub fn worker_id(&self) -> u64 {
+        self.worker_id
+    }
+
+    /// The layout ids are composed with.
+    pub fn layout(&self) -> &BitLayout {
+        &self.layout
+    }
+
+    fn compose(&self, pos: u64) -> Result<u64, SnowflakeError> {
+        Ok(self
+            .layout
+            .compose(pos >> self.seq_bits, self.worker_id, pos & self.seq_mask)?)
+    }
+
+    /// Claims up to `want` consecutive positions of one tick; returns the first and the count.
+    fn reserve(&self, want: u64) -> Result<(u64, u64), SnowflakeError> {
+        debug_assert!(want > 0);
+        let max_tick = self.layout.max_time_delta();
+        let mut waited_back = false;
+        loop {
+            // Acquire (paired with the Release of the CAS): a thread that sees a position made
+            // from a clock reading also reads the clock after it, so only a real step back makes
+            // the clock look behind the state.
+            let pos = self.state.load(Ordering::Acquire);
+            let now_ms = self.clock.now_unix_ms();
+            let now_tick = self.layout.delta_at(now_ms)?;
+            if now_tick > max_tick {
+                return Err(SnowflakeError::TimeBitsExhausted);
+            }
+            let pos_tick = pos >> self.seq_bits;
+            let start = if pos_tick < now_tick {
+                now_tick << self.seq_bits
+            } else if pos_tick == now_tick {
+                pos
+            } else {
+                // pos > 0 here: position 0 has tick 0, never ahead of the clock.
+                let last_tick = (pos - 1) >> self.seq_bits;
+                if last_tick > now_tick {
+                    let by_ms = (self.layout.tick_start_unix_ms(last_tick) - now_ms).max(1) as u64;
+                    if waited_back || by_ms > self.max_backward_ms {
+                        tracing::warn!(by_ms, "clock moved backwards; refusing ids");
+                        return Err(SnowflakeError::ClockMovedBackwards { by_ms });
+                    }
+                    tracing::info!(by_ms, "clock moved backwards; waiting it out");
+                    self.clock.sleep_ms(by_ms);
+                    waited_back = true;
+                    continue;
+                }
+                // The sequence of `last_tick` is used up: wait for the next tick.
+                if pos_tick > max_tick {
+                    return Err(SnowflakeError::TimeBitsExhausted);
+                }
+                self.wait_until(self.layout.tick_start_unix_ms(pos_tick), now_ms);
+                continue;
+            };
+            let left_in_tick = self.seq_mask + 1 - (start & self.seq_mask);
+            let count = want.min(left_in_tick);
+            // AcqRel on success: Release publishes "made after a clock reading of this tick"
+            // (see the load); Acquire keeps our later clock reads after it. Failure: Relaxed, the
+            // loop reloads with Acquire.
+            match self.state.compare_exchange_weak(
+                pos,
+                start + count,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok((start, count)),
+                Err(_) => std::hint::spin_loop(),
+            }
+        }
+    }
+
+    /// Waits until the clock reads `target_ms`: spins briefly for a short wait, else sleeps.
+    fn wait_until(&self, target_ms: i64, now_ms: i64) {
+        let wait = target_ms - now_ms;
+        if wait <= 0 {
+            return;
+        }
+        if wait <= SPIN_WAIT_MS {
+            let started = Instant::now();
+            let limit = Duration::from_millis(wait as u64 + 1);
+            while started.elapsed() <= limit {
+                std::thread::yield_now();
+                if self.clock.now_unix_ms() >= target_ms {
+                    return;
+                }
+            }
+            // The clock did not move on its own within the wait (a manual clock): sleep on it.
+        }
+        let left = target_ms - self.clock.now_unix_ms();
+        if left > 0 {
+            self.clock.sleep_ms(left as u64);
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::snowflake::clock::ManualClock;
+    use crate::snowflake::layout::TimeUnit;
+
+    const EPOCH: i64 = 1_600_000_000_000;
+
+    /// 31 time bits of seconds, 22 worker bits, 10 sequence bits: 1024 ids per tick.
+    fn small_seq() -> BitLayout {
+        BitLayout::new(0, 0, 31, 22, 10, TimeUnit::Seconds, EPOCH).unwrap()
+    }
+
+    fn gen_at(layout: BitLayout, ms: i64) -> (Arc<ManualClock>, DirectGenerator) {
+        let clock = Arc::new(ManualClock::new(ms));
+        let g = DirectGenerator::new(layout, 7, clock.clone(), DEFAULT_MAX_BACKWARD_MS).unwrap();
+        (clock, g)
+    }
+
+    #[test]
+    fn ids_strictly_increase_and_decode_to_the_clock() {
+        let (clock, g) = gen_at(small_seq(), EPOCH + 10_500);
+        let mut last = 0;
+        for i in 0..5_000 {
+            if i % 700 == 0 {
+                clock.advance(300);
+            }
+            let id = g.next_id().unwrap();
+            assert!(id > last);
+            last = id;
+        }
+        let d = g.layout().decompose(last);
+        assert_eq!(d.worker_id, 7);
+        assert!(d.time_delta <= g.layout().delta_at(clock.now_unix_ms()).unwrap());
+    }
+
+    #[test]
+    fn sequence_wrap_waits_for_the_next_tick() {
+        let (clock, g) = gen_at(small_seq(), EPOCH + 5_000);
+        let mut ids = Vec::new();
+        g.next_ids(1024, &mut ids).unwrap();
+        assert_eq!(clock.sleep_count(), 0);
+        let next = g.next_id().unwrap();
+        assert!(clock.sleep_count() >= 1, "must have waited");
+        assert_eq!(clock.now_unix_ms(), EPOCH + 6_000);
+        let d = g.layout().decompose(next);
+        assert_eq!((d.time_delta, d.sequence), (6, 0));
+        assert!(next > *ids.last().unwrap());
+    }
+
+    #[test]
+    fn batch_spans_ticks_and_matches_single_ids() {
+        let (_clock, g) = gen_at(small_seq(), EPOCH + 1_000);
+        let mut ids = Vec::new();
+        g.next_ids(3_000, &mut ids).unwrap();
+        assert_eq!(ids.len(), 3_000);
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        let last = g.layout().decompose(ids[2_999]);
+        assert_eq!((last.time_delta, last.sequence), (3, 3_000 - 2 * 1024 - 1));
+    }
+
+    #[test]
+    fn small_backward_step_is_waited_out() {
+        let layout = BitLayout::twitter();
+        let (clock, g) = gen_at(layout, 1_700_000_000_000);
+        let a = g.next_id().unwrap();
+        clock.rewind(3);
+        let b = g.next_id().unwrap();
+        assert!(b > a);
+        assert!(clock.sleep_count() >= 1);
+    }
+
+    #[test]
+    fn large_backward_step_is_an_error_and_no_past_tick_is_reused() {
+        let (clock, g) = gen_at(BitLayout::twitter(), 1_700_000_000_000);
+        let mut before = Vec::new();
+        g.next_ids(100, &mut before).unwrap();
+        clock.rewind(1_000);
+        assert_eq!(
+            g.next_id(),
+            Err(SnowflakeError::ClockMovedBackwards { by_ms: 1_000 })
+        );
+        // Once the clock is back, ids continue above the old ones: the past tick is not reissued.
+        clock.advance(1_000);
+        let after = g.next_id().unwrap();
+        assert!(after > *before.last().unwrap());
+    }
+
+    #[test]
+    fn jump_back_within_tolerance_never_reissues_a_past_tick() {
+        let (clock, g) = gen_at(BitLayout::twitter(), 1_700_000_000_000);
+        let mut ids = Vec::new();
+        for _ in 0..50 {
+            g.next_ids(10, &mut ids).unwrap();
+            clock.advance(2);
+            g.next_ids(10, &mut ids).unwrap();
+            clock.rewind(4);
+        }
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), ids.len());
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn worker_id_too_large_is_rejected() {
+        let clock = Arc::new(ManualClock::new(EPOCH));
+        let max = small_seq().max_worker_id();
+        let e = DirectGenerator::new(small_seq(), max + 1, clock.clone(), 5).unwrap_err();
+        assert_eq!(
+            e,
+            SnowflakeError::WorkerIdTooLarge {
+                worker_id: max + 1,
+                max
+            }
+        );
+        assert!(DirectGenerator::new(small_seq(), max, clock, 5).is_ok());
+    }
+
+    #[test]
+    fn time_past_the_field_is_time_bits_exhausted_never_a_wrapped_id() {
+        // 8 time bits of seconds: the last tick is 255.
+        let layout = BitLayout::new(0, 0, 8, 45, 10, TimeUnit::Seconds, EPOCH).unwrap();
+        let (clock, g) = gen_at(layout.clone(), EPOCH + 255_000);
+        let mut ids = Vec::new();
+        g.next_ids(1024, &mut ids).unwrap();
+        assert!(
+            ids.iter()
+                .all(|&id| (id as i64) > 0 && layout.decompose(id).time_delta == 255)
+        );
+        // The last tick's sequence is used up and there is no next tick.
+        assert_eq!(g.next_id(), Err(SnowflakeError::TimeBitsExhausted));
+        clock.advance(10_000);
+        assert_eq!(g.next_id(), Err(SnowflakeError::TimeBitsExhausted));
+    }
+
+    #[test]
+    fn resume_after_skips_the_stored_tick() {
+        let (clock, g) = gen_at(small_seq(), EPOCH + 9_000);
+        let g = g.resume_after(9);
+        let id = g.next_id().unwrap();
+        assert_eq!(g.layout().decompose(id).time_delta, 10);
+        assert_eq!(clock.now_unix_ms(), EPOCH + 10_000);
+    }
+
+    #[test]
+    fn before_epoch_is_an_error() {
+        let (_clock, g) = gen_at(small_seq(), EPOCH - 1);
+        assert_eq!(g.next_id(), Err(SnowflakeError::BeforeEpoch));
+    }
+
+    proptest::proptest! {
+        // Each sequence wrap on a manual millisecond clock spins ~3 ms of real time before
+        // sleeping on the clock: fewer cases keep this quick in debug.
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        #[test]
+        fn ids_increase_whatever_the_clock_does(
+            steps in proptest::collection::vec((-40i64..60, 1usize..40), 1..60)
+        ) {
+            let (clock, g) = gen_at(small_seq_millis(), EPOCH + 1_000_000);
+            let mut last = 0u64;
+            for (step, batch) in steps {
+                if step >= 0 { clock.advance(step as u64) } else { clock.rewind((-step) as u64) }
+                let mut ids = Vec::new();
+                match g.next_ids(batch, &mut ids) {
+                    Ok(()) => proptest::prop_assert_eq!(ids.len(), batch),
+                    Err(SnowflakeError::ClockMovedBackwards { by_ms }) => {
+                        proptest::prop_assert!(by_ms > DEFAULT_MAX_BACKWARD_MS)
+                    }
+                    Err(e) => proptest::prop_assert!(false, "unexpected {e}"),
+                }
+                for id in ids {
+                    proptest::prop_assert!(id > last);
+                    last = id;
+                }
+            }
+        }
+    }
+
+    /// Millisecond layout with only 4 sequence bits, so batches wrap ticks often.
+    fn small_seq_millis() -> BitLayout {
+        BitLayout::new(0, 0, 41, 18, 4, TimeUnit::Millis, EPOCH).unwrap()
+    }
+}

@@ -1,0 +1,203 @@
+//! Where worker ids come from: the trait the database layer implements, and the strategy.
+//!
+//! - `disposable` (uid-generator's `WORKER_NODE` table): a new id on every start.
+//! - `lease`: reuse an id whose lease expired; a heartbeat renews it and stores the last
+//!   issued timestamp, and an id whose stored time is ahead of the local clock is refused
+//!   ([`check_lease_clock`]) so no tick is issued twice by two holders of the same id.
+//! - `static`: from configuration.
+//!
+//! Worker ids never exceed the layout's `max_worker_id`: running out is a start-up error of
+//! the store, never a wrap.
+
+use std::fmt;
+use std::future::Future;
+use std::str::FromStr;
+
+use crate::snowflake::error::SnowflakeError;
+
+/// A worker id held under a lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerLease {
+    /// The leased worker id, `<= max_worker_id` of the request.
+    pub worker_id: u64,
+    /// The last timestamp (unix ms) its previous holder stored; 0 if it was never used.
+    pub last_timestamp_ms: i64,
+}
+
+/// Persistence of worker ids, implemented by the database layer.
+pub trait WorkerStore: Send + Sync {
+    /// The store's error (e.g. database unreachable, no free worker id left).
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Inserts a `WORKER_NODE` row for this process and returns its new id.
+    fn assign_disposable(
+        &self,
+        host: &str,
+        port: &str,
+    ) -> impl Future<Output = Result<u64, Self::Error>> + Send;
+
+    /// Takes a free or expired worker id `<= max_worker_id` for `lease_ms` from `now_ms`.
+    fn acquire_lease(
+        &self,
+        host: &str,
+        port: &str,
+        lease_ms: u64,
+        max_worker_id: u64,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<WorkerLease, Self::Error>> + Send;
+
+    /// Renews the lease and stores the last issued timestamp (unix ms).
+    fn heartbeat(
+        &self,
+        worker_id: u64,
+        last_timestamp_ms: i64,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Gives the lease up (on shutdown).
+    fn release(&self, worker_id: u64) -> impl Future<Output = Result<(), Self::Error>> + Send;
+}
+
+/// Refuses a leased worker id whose stored last timestamp is ahead of the local clock.
+///
+/// The error says how far ahead it is, so the caller can wait that long or fail start-up.
+pub fn check_lease_clock(last_timestamp_ms: i64, now_ms: i64) -> Result<(), SnowflakeError> {
+    if last_timestamp_ms > now_ms {
+        Err(SnowflakeError::ClockMovedBackwards {
+            by_ms: (last_timestamp_ms - now_ms) as u64,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// How this server gets its worker id (`snowflake.worker.strategy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerStrategy {
+    /// A new id from the database on every start (uid-generator).
+    Disposable,
+    /// A leased id, reused after expiry, renewed by heartbeat.
+    Lease,
+    /// A fixed id from configuration.
+    Static(u64),
+}
+
+/// A strategy string that is not one of the known ones.
+#[derive(thiserror::Error, Clone, Debug, PartialEq, Eq)]
+pub enum ParseWorkerStrategyError {
+    /// Not `disposable`, `lease`, `static` or `static:N`.
+    #[error("unknown worker strategy {0:?}: expected disposable, lease or static")]
+    Unknown(String),
+    /// `static` without an id (give `static:N`, or the id in its own setting).
+    #[error("static worker strategy needs an id (static:N)")]
+    MissingStaticId,
+    /// `static:N` where N is not a non-negative integer.
+    #[error("invalid static worker id {0:?}")]
+    BadStaticId(String),
+}
+
+impl WorkerStrategy {
+    /// Builds the strategy from the strategy string and a separately configured static id
+    /// (used when the string is plain `static`).
+    pub fn from_config(
+        strategy: &str,
+        static_id: Option<u64>,
+    ) -> Result<Self, ParseWorkerStrategyError> {
+        match strategy.parse() {
+            Err(ParseWorkerStrategyError::MissingStaticId) => static_id
+                .map(Self::Static)
+                .ok_or(ParseWorkerStrategyError::MissingStaticId),
+            other => other,
+        }
+    }
+}
+
+impl FromStr for WorkerStrategy {
+    type Err = ParseWorkerStrategyError;
+
+    /// `disposable`, `lease`, or `static:N` (case-insensitive); plain `static` is
+    /// [`ParseWorkerStrategyError::MissingStaticId`] (see [`WorkerStrategy::from_config`]).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        let lower = s.to_ascii_lowercase();
+        match lower.as_str() {
+            "disposable" => Ok(Self::Disposable),
+            "lease" => Ok(Self::Lease),
+            "static" => Err(ParseWorkerStrategyError::MissingStaticId),
+            _ => match lower.strip_prefix("static:") {
+                Some(id) => id
+                    .trim()
+                    .parse()
+                    .map(Self::Static)
+                    .map_err(|_| ParseWorkerStrategyError::BadStaticId(id.to_owned())),
+                None => Err(ParseWorkerStrategyError::Unknown(s.to_owned())),
+            },
+        }
+    }
+}
+
+impl fmt::Display for WorkerStrategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Disposable => f.write_str("disposable"),
+            Self::Lease => f.write_str("lease"),
+            Self::Static(id) => write!(f, "static:{id}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strategies_parse_and_display_round_trip() {
+        assert_eq!("disposable".parse(), Ok(WorkerStrategy::Disposable));
+        assert_eq!(" Lease ".parse(), Ok(WorkerStrategy::Lease));
+        assert_eq!("static:42".parse(), Ok(WorkerStrategy::Static(42)));
+        for s in [
+            WorkerStrategy::Disposable,
+            WorkerStrategy::Lease,
+            WorkerStrategy::Static(7),
+        ] {
+            assert_eq!(s.to_string().parse(), Ok(s));
+        }
+    }
+
+    #[test]
+    fn bad_strategies_are_refused_clearly() {
+        assert_eq!(
+            "static".parse::<WorkerStrategy>(),
+            Err(ParseWorkerStrategyError::MissingStaticId)
+        );
+        assert!(matches!(
+            "static:-1".parse::<WorkerStrategy>(),
+            Err(ParseWorkerStrategyError::BadStaticId(_))
+        ));
+        assert!(matches!(
+            "random".parse::<WorkerStrategy>(),
+            Err(ParseWorkerStrategyError::Unknown(_))
+        ));
+        assert_eq!(
+            WorkerStrategy::from_config("static", Some(3)),
+            Ok(WorkerStrategy::Static(3))
+        );
+        assert_eq!(
+            WorkerStrategy::from_config("static:5", Some(3)),
+            Ok(WorkerStrategy::Static(5))
+        );
+        assert_eq!(
+            WorkerStrategy::from_config("lease", Some(3)),
+            Ok(WorkerStrategy::Lease)
+        );
+    }
+
+    #[test]
+    fn lease_clock_check_refuses_a_stored_time_ahead() {
+        assert_eq!(check_lease_clock(1_000, 1_000), Ok(()));
+        assert_eq!(check_lease_clock(999, 1_000), Ok(()));
+        assert_eq!(
+            check_lease_clock(1_250, 1_000),
+            Err(SnowflakeError::ClockMovedBackwards { by_ms: 250 })
+        );
+    }
+}
