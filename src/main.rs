@@ -1,6 +1,10 @@
-//! The `leafid` binary: `serve` (the default) runs the server.
+//! The `leafid` binary: `serve` (the default) runs the server; `layout {decode, plan, check}`
+//! are the migration teams' tools ([`cli`]), which need neither the server nor a database.
 
-use std::path::PathBuf;
+mod cli;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -18,16 +22,32 @@ struct Cli {
     command: Option<Command>,
 }
 
+// Parsed once and dropped at exit: the size of the layout variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the HTTP server (the default).
     Serve,
+    /// Bit-layout tools: decode ids, plan a migration, check a layout against a floor.
+    ///
+    /// Exit codes: 0 ok, 1 plan impossible or check failed, 2 bad input.
+    Layout {
+        #[command(subcommand)]
+        command: cli::layout::LayoutCommand,
+    },
 }
 
 #[actix_web::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let settings = match Settings::load(cli.config.as_deref()) {
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => serve(cli.config.as_deref()).await,
+        Command::Layout { command } => layout(&command),
+    }
+}
+
+async fn serve(config: Option<&Path>) -> ExitCode {
+    let settings = match Settings::load(config) {
         Ok(s) => s,
         Err(e) => {
             leafid::telemetry::init(false);
@@ -36,12 +56,6 @@ async fn main() -> ExitCode {
         }
     };
     leafid::telemetry::init(settings.log.format == "json");
-    match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => serve(settings).await,
-    }
-}
-
-async fn serve(settings: Settings) -> ExitCode {
     let app = match Application::build(settings).await {
         Ok(app) => app,
         Err(e) => {
@@ -54,6 +68,25 @@ async fn serve(settings: Settings) -> ExitCode {
         Err(e) => {
             tracing::error!("server failed: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs a layout command at the current time; its answer on stdout, an error as one line on
+/// stderr.
+fn layout(command: &cli::layout::LayoutCommand) -> ExitCode {
+    // The configuration has no snowflake layout keys yet; once it does, `layout check` without
+    // `--layout` reads them from `--config` through this value.
+    let configured = cli::layout::Configured::default();
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let mut out = std::io::stdout().lock();
+    let result = cli::layout::run(command, &configured, now_ms, &mut out)
+        .and_then(|exit| out.flush().map(|()| exit).map_err(cli::CliError::from));
+    match result {
+        Ok(exit) => ExitCode::from(exit.code()),
+        Err(e) => {
+            eprintln!("leafid: {e}");
+            ExitCode::from(e.code())
         }
     }
 }

@@ -1,0 +1,63 @@
+//! The command line beside `serve`: `leafid layout {decode, plan, check}`, the migration teams'
+//! tools. They never start the server and need no database: they are the pure functions of
+//! [`leafid::layout_plan`] with flags in front and text or JSON behind.
+//!
+//! # Exit codes (stable: scripts rely on them)
+//!
+//! | code | meaning |
+//! | --- | --- |
+//! | 0 | done: decoded, planned, or the layout checked is safe |
+//! | 1 | the answer is no: the plan is impossible (the message names the need) or the check failed; also when the output could not be written |
+//! | 2 | bad input: an id, layout, epoch, unit or flag that does not parse (clap's usage errors exit 2 too) |
+//!
+//! Results go to stdout; errors are one line on stderr, `leafid: ...`.
+
+pub mod layout;
+
+/// The exit code of a command that ran to its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: decoded, planned, or the layout is safe.
+    Success,
+    /// 1: the check found the layout unsafe (its report is on stdout).
+    CheckFailed,
+}
+
+impl Exit {
+    /// The process exit code.
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Success => 0,
+            Exit::CheckFailed => 1,
+        }
+    }
+}
+
+/// Why a command gave no answer. Each variant documents its exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Exit 2: an argument that does not parse or does not fit (the message names it).
+    #[error("{0}")]
+    BadInput(String),
+    /// Exit 1: the planner found no layout that meets the needs; `need` is the one that fails.
+    #[error("plan impossible ({need}): {message}")]
+    PlanImpossible {
+        /// `max_legacy_id`, `years` or `epoch`.
+        need: String,
+        /// The planner's one line, with the numbers that rule the need out.
+        message: String,
+    },
+    /// Exit 1: writing the answer failed (e.g. a closed pipe).
+    #[error("writing the output failed: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+impl CliError {
+    /// The process exit code.
+    pub fn code(&self) -> u8 {
+        match self {
+            CliError::BadInput(_) => 2,
+            CliError::PlanImpossible { .. } | CliError::Output(_) => 1,
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! `leafid layout {decode, plan, check}` as a migration team runs them: the built binary, its
+//! stdout, stderr and exit code (0 ok, 1 plan impossible or check failed, 2 bad input).
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// DESIGN.md section 6: the highest id a 28/22/13 generator issued, observed.
+const DESIGN_MAX: &str = "9090949948782127403";
+const UID_EPOCH: &str = "2016-05-20T00:00:00+08:00";
+/// A fixed planning instant, so the answers do not depend on the clock.
+const NOW: &str = "2025-04-16T00:00:00+08:00";
+
+fn leafid(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_leafid"))
+        .args(args)
+        .output()
+        .expect("the leafid binary runs")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8(out.stderr.clone()).unwrap()
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_str(&stdout(out)).unwrap_or_else(|e| panic!("{e}: {}", stdout(out)))
+}
+
+fn plan_args<'a>(max: &'a str, worker_bits: &'a str, years: &'a str) -> Vec<&'a str> {
+    vec![
+        "layout",
+        "plan",
+        "--legacy",
+        "28/22/13",
+        "--legacy-epoch",
+        UID_EPOCH,
+        "--max-legacy-id",
+        max,
+        "--worker-bits",
+        worker_bits,
+        "--seq-bits",
+        "13",
+        "--years",
+        years,
+        "--now",
+        NOW,
+    ]
+}
+
+#[test]
+fn decode_reads_the_design_id_as_text_and_json() {
+    let base = ["layout", "decode", DESIGN_MAX, "--layout", "28/22/13"];
+    let text = leafid(&[&base[..], &["--epoch", UID_EPOCH]].concat());
+    assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
+    let shown = stdout(&text);
+    for line in [
+        "time_delta  264581466 seconds",
+        "timestamp   2024-10-06T22:51:06Z",
+        "worker_id   29",
+        "sequence    2347",
+    ] {
+        assert!(shown.contains(line), "{line:?} in\n{shown}");
+    }
+
+    let out = leafid(&[&base[..], &["--epoch", UID_EPOCH, "--json"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let fields = json(&out);
+    assert_eq!(fields.as_object().unwrap().len(), 6, "{fields}");
+    assert_eq!(fields["id"], 9_090_949_948_782_127_403_u64);
+    assert_eq!(fields["prefix"], 0);
+    assert_eq!(fields["time_delta"], 264_581_466);
+    assert_eq!(fields["timestamp"], "2024-10-06T22:51:06Z");
+    assert_eq!(fields["worker_id"], 29);
+    assert_eq!(fields["sequence"], 2347);
+
+    let preset = leafid(&[
+        "layout",
+        "decode",
+        DESIGN_MAX,
+        "--preset",
+        "uid-generator",
+        "--json",
+    ]);
+    assert_eq!(json(&preset), fields);
+}
+
+#[test]
+fn junk_input_exits_2_with_one_line_on_stderr() {
+    let decode = |id: &str, layout: &str, epoch: &str| {
+        leafid(&["layout", "decode", id, "--layout", layout, "--epoch", epoch])
+    };
+    for (out, expected) in [
+        (
+            decode("junk", "28/22/13", UID_EPOCH),
+            "not a decimal integer",
+        ),
+        (decode("-1", "28/22/13", UID_EPOCH), "negative"),
+        (
+            decode("9223372036854775808", "28/22/13", UID_EPOCH),
+            "larger than i64::MAX",
+        ),
+        (decode("1", "28/22/12", UID_EPOCH), "must be 63"),
+        (decode("1", "28/22/13", "2016-05-20"), "invalid epoch"),
+        (
+            leafid(&plan_args(DESIGN_MAX, "0", "10")),
+            "worker_bits 0 and seq_bits 13",
+        ),
+    ] {
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(expected), "{expected:?} in {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(stdout(&out).is_empty());
+    }
+    let usage = leafid(&["layout", "decode", "1", "--layout", "28/22/13"]);
+    assert_eq!(usage.status.code(), Some(2), "{}", stderr(&usage));
+}
+
+#[test]
+fn a_plan_for_an_observed_maximum_passes_its_checks_and_its_check() {
+    let out = leafid(&[&plan_args(DESIGN_MAX, "13", "10")[..], &["--json"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let plan = json(&out);
+    assert!(plan["first_id"].as_u64().unwrap() > 9_090_949_948_782_127_403);
+    let checks = plan["checks"].as_array().unwrap();
+    assert!(checks.iter().all(|c| c["ok"] == true), "{plan}");
+
+    // The planned layout, configured, passes `check` against the same floor at the same time.
+    let layout = &plan["layout"];
+    let bits = format!(
+        "{}+{}/{}/{}",
+        layout["prefix_bits"], layout["time_bits"], layout["worker_bits"], layout["seq_bits"]
+    );
+    let epoch = plan["epoch"].as_str().unwrap();
+    let prefix_value = layout["prefix_value"].to_string();
+    let check = |floor: &str| {
+        leafid(&[
+            "layout",
+            "check",
+            "--layout",
+            &bits,
+            "--epoch",
+            epoch,
+            "--prefix-value",
+            &prefix_value,
+            "--floor",
+            floor,
+            "--now",
+            NOW,
+        ])
+    };
+    let ok = check(DESIGN_MAX);
+    assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
+    assert!(stdout(&ok).contains("safe          yes"), "{}", stdout(&ok));
+    let first_id = plan["first_id"].to_string();
+    let at_floor = check(&first_id);
+    assert_eq!(at_floor.status.code(), Some(1), "{}", stdout(&at_floor));
+    assert!(stdout(&at_floor).contains("safe          NO"));
+}
+
+#[test]
+fn a_plan_by_cutover_prints_the_server_configuration() {
+    let out = leafid(&[
+        "layout",
+        "plan",
+        "--legacy",
+        "28/22/13",
+        "--legacy-epoch",
+        UID_EPOCH,
+        "--cutover",
+        "2024-10-01T00:00:00+08:00",
+        "--margin-seconds",
+        "86400",
+        "--worker-bits",
+        "10",
+        "--seq-bits",
+        "13",
+        "--years",
+        "10",
+        "--now",
+        NOW,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    for needle in [
+        "largest legacy id possible by cutover 2024-09-30T16:00:00Z + 86400 s",
+        "[snowflake]\nlayout = \"",
+        "epoch = \"",
+        "unit = \"seconds\"",
+        "min_id_floor = ",
+    ] {
+        assert!(text.contains(needle), "{needle:?} in\n{text}");
+    }
+    assert!(!text.contains("FAILED"), "{text}");
+}
+
+#[test]
+fn an_impossible_plan_exits_1_naming_the_need() {
+    let out = leafid(&plan_args(DESIGN_MAX, "13", "100"));
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("leafid: plan impossible (years): "),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(stdout(&out).is_empty());
+
+    let full = leafid(&plan_args("9223372036854775807", "13", "10"));
+    assert_eq!(full.status.code(), Some(1));
+    assert!(
+        stderr(&full).contains("plan impossible (max_legacy_id)"),
+        "{}",
+        stderr(&full)
+    );
+}
+
+#[test]
+fn check_refuses_the_exhausted_legacy_layout() {
+    let out = leafid(&[
+        "layout",
+        "check",
+        "--preset",
+        "uid-generator",
+        "--floor",
+        "0",
+        "--now",
+        NOW,
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report = json(&out);
+    assert_eq!(report["ok"], false);
+    assert_eq!(report["first_id"], Value::Null);
+    assert_eq!(report["exhausted_at"], "2024-11-20T13:24:16Z");
+}
