@@ -6,6 +6,7 @@ use actix_web::{HttpRequest, HttpResponse, ResponseError, error as aerror};
 use serde::Serialize;
 use tracing::error;
 
+use crate::layout_plan::PlanError;
 use crate::segment::{BizTagError, SegmentError, StoreError};
 
 /// An error answered to a client. Each variant documents its status and stable `code`.
@@ -29,6 +30,22 @@ pub enum ApiError {
     /// 400 `invalid_request`: malformed body, wrong types, bad query.
     #[error("{0}")]
     InvalidRequest(String),
+    /// 400 `invalid_plan_request`: a plan request that parses as JSON but asks for something
+    /// invalid (bad legacy layout, widths out of range, epoch in the future...).
+    #[error("{0}")]
+    InvalidPlan(String),
+    /// 400 `invalid_layout`: a layout, epoch, unit or prefix value that does not parse or fit.
+    #[error("{0}")]
+    InvalidLayout(String),
+    /// 422 `plan_impossible`: a valid plan request whose needs no layout meets; the message
+    /// names the need (`max_legacy_id`, `years` or `epoch`).
+    #[error("{message}")]
+    PlanImpossible {
+        /// The need that cannot be met.
+        need: String,
+        /// The planner's explanation, with the numbers that rule the need out.
+        message: String,
+    },
     /// 413 `payload_too_large`: body over `server.max_body_bytes`.
     #[error("request body is larger than {0} bytes")]
     PayloadTooLarge(usize),
@@ -80,6 +97,9 @@ impl ApiError {
             Self::InvalidStep(_) => "invalid_step",
             Self::InvalidMaxId(_) => "invalid_max_id",
             Self::InvalidRequest(_) => "invalid_request",
+            Self::InvalidPlan(_) => "invalid_plan_request",
+            Self::InvalidLayout(_) => "invalid_layout",
+            Self::PlanImpossible { .. } => "plan_impossible",
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::BizTagExists(_) => "biz_tag_exists",
             Self::BizTagExhausted => "biz_tag_exhausted",
@@ -132,6 +152,15 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<PlanError> for ApiError {
+    fn from(e: PlanError) -> Self {
+        match e {
+            PlanError::InvalidInput(message) => Self::InvalidPlan(message),
+            PlanError::Impossible { need, message } => Self::PlanImpossible { need, message },
+        }
+    }
+}
+
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
@@ -139,7 +168,10 @@ impl ResponseError for ApiError {
             | Self::InvalidCount(_)
             | Self::InvalidStep(_)
             | Self::InvalidMaxId(_)
-            | Self::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            | Self::InvalidRequest(_)
+            | Self::InvalidPlan(_)
+            | Self::InvalidLayout(_) => StatusCode::BAD_REQUEST,
+            Self::PlanImpossible { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::UnknownBizTag(_) | Self::NotFound(_) | Self::EngineDisabled(_) => {
                 StatusCode::NOT_FOUND
             }

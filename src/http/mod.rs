@@ -4,11 +4,13 @@
 //! - [`tags`]: tag administration for DBAs (`/api/v1/tags`), guarded by [`admin::AdminAuth`].
 //! - [`monitor`]: Leaf's `/cache` and `/db` pages and `/api/v1/cache`.
 //! - [`health`]: liveness and readiness.
+//! - [`layouts`]: the bit-layout planner (`/api/v1/layouts/plan`) and decoder.
 //! - [`error`]: [`error::ApiError`], the one error body shape.
 
 pub mod admin;
 pub mod error;
 pub mod health;
+pub mod layouts;
 pub mod monitor;
 pub mod segment;
 pub mod tags;
@@ -52,5 +54,6 @@ pub fn configure(cfg: &mut web::ServiceConfig, max_body_bytes: usize) {
     .configure(tags::routes)
     .configure(monitor::routes)
     .configure(health::routes)
+    .configure(layouts::routes)
     .default_service(web::to(error::not_found));
 }

@@ -1,0 +1,86 @@
+//! Layout routes: the migration planner (DESIGN.md section 6) and an id decoder under any
+//! layout, the HTTP form of `leafid layout plan` and `leafid layout decode`.
+//!
+//! Both are pure computations on the request: no database, no engine state. The planner reads
+//! the clock through [`layout_plan::plan_now`] only.
+
+use actix_web::{HttpResponse, web};
+use serde::Deserialize;
+
+use super::error::ApiError;
+use crate::layout_plan::{self, PlanRequest};
+use crate::snowflake::layout::{BitLayout, TimeUnit, parse_epoch};
+
+/// Registers the routes.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/api/v1/layouts/plan", web::post().to(post_plan))
+        .route("/api/v1/layouts/decode/{id}", web::get().to(get_decode));
+}
+
+/// `POST /api/v1/layouts/plan`: 200 with the plan, 422 `plan_impossible` naming the need, 400
+/// `invalid_plan_request` for a request that asks for something invalid (a body that is not the
+/// request's JSON is `invalid_request`).
+async fn post_plan(body: web::Json<PlanRequest>) -> Result<HttpResponse, ApiError> {
+    let plan = layout_plan::plan_now(&body)?;
+    Ok(HttpResponse::Ok().json(plan))
+}
+
+/// The layout of `GET /api/v1/layouts/decode/{id}`, as text like on the command line.
+#[derive(Debug, Deserialize)]
+pub struct DecodeQuery {
+    /// `T/W/S` or `P+T/W/S`, e.g. `28/22/13`.
+    pub layout: Option<String>,
+    /// RFC 3339 with an explicit offset, or unix milliseconds.
+    pub epoch: Option<String>,
+    /// `seconds` (the default) or `millis`.
+    pub unit: Option<String>,
+    /// The prefix value; all ones of the prefix bits when absent.
+    pub prefix_value: Option<u64>,
+}
+
+impl DecodeQuery {
+    /// The validated layout, or `invalid_layout` naming what is wrong.
+    pub fn layout(&self) -> Result<BitLayout, ApiError> {
+        let invalid = |e: &dyn std::fmt::Display| ApiError::InvalidLayout(e.to_string());
+        let (Some(bits), Some(epoch)) = (&self.layout, &self.epoch) else {
+            return Err(ApiError::InvalidLayout(
+                "give layout (T/W/S or P+T/W/S) and epoch (RFC 3339 with an explicit offset) in the query"
+                    .to_owned(),
+            ));
+        };
+        let unit = match &self.unit {
+            None => TimeUnit::Seconds,
+            Some(text) => text.parse().map_err(|e| invalid(&e))?,
+        };
+        let epoch_ms = parse_epoch(epoch).map_err(|e| invalid(&e))?;
+        let layout = BitLayout::parse_bits(bits, unit, epoch_ms).map_err(|e| invalid(&e))?;
+        match self.prefix_value {
+            None => Ok(layout),
+            Some(value) => layout.with_prefix_value(value).map_err(|e| invalid(&e)),
+        }
+    }
+}
+
+/// `GET /api/v1/layouts/decode/{id}?layout=28/22/13&epoch=...&unit=seconds`: the id's fields,
+/// `{"id", "id_str", "layout", "prefix", "time_delta", "timestamp", "worker_id", "sequence"}`.
+async fn get_decode(
+    path: web::Path<String>,
+    query: web::Query<DecodeQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let text = path.into_inner();
+    let id = text
+        .parse::<i64>()
+        .ok()
+        .and_then(|id| u64::try_from(id).ok())
+        .ok_or_else(|| {
+            ApiError::InvalidRequest(format!(
+                "id {text:?} is not an integer within 0..={}",
+                i64::MAX
+            ))
+        })?;
+    let layout = query.layout()?;
+    let mut body = layout_plan::decode_json(&layout, id);
+    body["id_str"] = id.to_string().into();
+    body["layout"] = layout.bits_string().into();
+    Ok(HttpResponse::Ok().json(body))
+}
