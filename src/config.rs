@@ -8,6 +8,10 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 
 use crate::segment::{SegmentConfig, StepPolicy};
+use crate::snowflake::cached::CachedConfig;
+use crate::snowflake::engine::{GeneratorKind, SnowflakeConfig};
+use crate::snowflake::layout::{BitLayout, TimeUnit, parse_epoch};
+use crate::snowflake::worker::WorkerStrategy;
 use crate::store::DbOptions;
 
 /// The shipped defaults, compiled in so the binary runs without files beside it.
@@ -27,6 +31,8 @@ pub struct Settings {
     /// Admin access.
     #[serde(default)]
     pub admin: AdminSettings,
+    /// Clock tolerance.
+    pub clock: ClockSettings,
     /// Log output.
     pub log: LogSettings,
 }
@@ -83,6 +89,57 @@ pub struct SegmentSettings {
 pub struct SnowflakeSettings {
     /// Serve the snowflake routes.
     pub enabled: bool,
+    /// `twitter` or `uid-generator`; ignored when `layout` is set.
+    pub preset: String,
+    /// `T/W/S` or `P+T/W/S`.
+    pub layout: Option<String>,
+    /// Value of the prefix bits (default: all ones).
+    pub prefix_value: Option<u64>,
+    /// RFC 3339 with offset (or unix ms), required with `layout`.
+    pub epoch: Option<String>,
+    /// `seconds` or `millis`, required with `layout`.
+    pub unit: Option<String>,
+    /// `cached` or `direct`.
+    pub generator: String,
+    /// Every id from now on must be above this.
+    pub min_id_floor: u64,
+    /// Worker id assignment.
+    pub worker: WorkerSettings,
+    /// Cached generator tuning.
+    pub cached: CachedSettings,
+}
+
+/// `[snowflake.worker]`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct WorkerSettings {
+    /// `lease`, `disposable` or `static`.
+    pub strategy: String,
+    /// The id for `static`.
+    pub id: Option<u64>,
+    /// Lease length.
+    pub lease_secs: u64,
+    /// Renewal period.
+    pub heartbeat_secs: u64,
+}
+
+/// `[snowflake.cached]`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CachedSettings {
+    /// Ring slots = (max_sequence + 1) << boost_power.
+    pub boost_power: u8,
+    /// Refill threshold, percent.
+    pub padding_factor: u8,
+    /// Wait for the filler on an empty ring.
+    pub max_wait_ms: u64,
+    /// Periodic top-up (0 = off).
+    pub schedule_interval_secs: u64,
+}
+
+/// `[clock]`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClockSettings {
+    /// A backward step up to this is waited out.
+    pub max_backward_ms: u64,
 }
 
 /// `[admin]`.
@@ -123,6 +180,9 @@ impl Settings {
             .and_then(|c| c.try_deserialize())
             .context("invalid configuration")?;
         settings.validate()?;
+        if settings.snowflake.enabled {
+            settings.snowflake_config()?;
+        }
         Ok(settings)
     }
 
@@ -185,6 +245,88 @@ impl Settings {
         Ok(())
     }
 
+    /// The snowflake layout from `preset`, or from `layout` + `epoch` + `unit`.
+    pub fn snowflake_layout(&self) -> anyhow::Result<BitLayout> {
+        let sf = &self.snowflake;
+        let layout = match sf.layout.as_deref() {
+            None => match sf.preset.as_str() {
+                "twitter" => BitLayout::twitter(),
+                "uid-generator" => BitLayout::uid_generator(),
+                other => bail!(
+                    "invalid configuration: snowflake.preset must be \"twitter\" or \"uid-generator\" (got {other:?})"
+                ),
+            },
+            Some(bits) => {
+                let epoch = sf.epoch.as_deref().context(
+                    "invalid configuration: snowflake.epoch is required with snowflake.layout",
+                )?;
+                let epoch = parse_epoch(epoch)
+                    .map_err(|e| anyhow::anyhow!("invalid configuration: snowflake.epoch: {e}"))?;
+                let unit: TimeUnit = sf
+                    .unit
+                    .as_deref()
+                    .context(
+                        "invalid configuration: snowflake.unit is required with snowflake.layout",
+                    )?
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("invalid configuration: snowflake.unit: {e}"))?;
+                BitLayout::parse_bits(bits, unit, epoch)
+                    .map_err(|e| anyhow::anyhow!("invalid configuration: snowflake.layout: {e}"))?
+            }
+        };
+        match sf.prefix_value {
+            Some(v) => layout
+                .with_prefix_value(v)
+                .map_err(|e| anyhow::anyhow!("invalid configuration: snowflake.prefix_value: {e}")),
+            None => Ok(layout),
+        }
+    }
+
+    /// Snowflake engine settings (layout included).
+    pub fn snowflake_config(&self) -> anyhow::Result<SnowflakeConfig> {
+        let sf = &self.snowflake;
+        let generator = match sf.generator.as_str() {
+            "cached" => GeneratorKind::Cached,
+            "direct" => GeneratorKind::Direct,
+            other => bail!(
+                "invalid configuration: snowflake.generator must be \"cached\" or \"direct\" (got {other:?})"
+            ),
+        };
+        let strategy =
+            WorkerStrategy::from_config(&sf.worker.strategy, sf.worker.id).map_err(|e| {
+                anyhow::anyhow!("invalid configuration: snowflake.worker.strategy: {e}")
+            })?;
+        if sf.worker.heartbeat_secs == 0 || sf.worker.lease_secs < 3 * sf.worker.heartbeat_secs {
+            bail!(
+                "invalid configuration: snowflake.worker.lease_secs must be at least 3 x snowflake.worker.heartbeat_secs (> 0)"
+            );
+        }
+        if !(1..=99).contains(&sf.cached.padding_factor) {
+            bail!("invalid configuration: snowflake.cached.padding_factor must be within 1..=99");
+        }
+        if sf.cached.boost_power > 10 {
+            bail!("invalid configuration: snowflake.cached.boost_power must be at most 10");
+        }
+        Ok(SnowflakeConfig {
+            layout: self.snowflake_layout()?,
+            generator,
+            strategy,
+            lease: Duration::from_secs(sf.worker.lease_secs),
+            heartbeat: Duration::from_secs(sf.worker.heartbeat_secs),
+            max_backward_ms: self.clock.max_backward_ms,
+            cached: CachedConfig {
+                boost_power: sf.cached.boost_power,
+                padding_factor: sf.cached.padding_factor,
+                max_wait: Duration::from_millis(sf.cached.max_wait_ms),
+                schedule_interval: (sf.cached.schedule_interval_secs > 0)
+                    .then(|| Duration::from_secs(sf.cached.schedule_interval_secs)),
+                start_after_tick: None,
+                max_ahead_ticks: None,
+            },
+            min_id_floor: sf.min_id_floor,
+        })
+    }
+
     /// Database connection options.
     pub fn db_options(&self) -> DbOptions {
         DbOptions {
@@ -223,6 +365,37 @@ mod tests {
         assert!(s.database.url.starts_with("sqlite://"));
         assert!(s.segment.enabled && s.snowflake.enabled);
         assert!(s.admin.token.is_none());
+    }
+
+    #[test]
+    fn snowflake_layouts_come_from_presets_or_explicit_bits() {
+        let mut s = Settings::load(None).unwrap();
+        assert_eq!(s.snowflake_layout().unwrap().bits_string(), "41/10/12");
+        s.snowflake.layout = Some("7+30/13/13".into());
+        assert!(
+            s.snowflake_layout()
+                .unwrap_err()
+                .to_string()
+                .contains("snowflake.epoch")
+        );
+        s.snowflake.epoch = Some("2016-05-20T00:00:00+08:00".into());
+        s.snowflake.unit = Some("seconds".into());
+        let l = s.snowflake_layout().unwrap();
+        assert_eq!((l.prefix_value(), l.epoch_ms()), (127, 1_463_673_600_000));
+        s.snowflake.layout = Some("7+30/13/12".into());
+        assert!(
+            s.snowflake_layout()
+                .unwrap_err()
+                .to_string()
+                .contains("snowflake.layout")
+        );
+        s.snowflake.generator = "fast".into();
+        assert!(
+            s.snowflake_config()
+                .unwrap_err()
+                .to_string()
+                .contains("snowflake.generator")
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The one place that wires configuration, database, engines and HTTP together.
 
 use std::net::TcpListener;
+use std::sync::Arc;
 
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::{App, HttpServer, web};
@@ -11,6 +12,9 @@ use tracing_actix_web::TracingLogger;
 use crate::config::Settings;
 use crate::http::{self, AppState};
 use crate::segment::SegmentAllocator;
+use crate::snowflake::clock::SystemClock;
+use crate::snowflake::engine::SnowflakeEngine;
+use crate::snowflake::worker::NodeInfo;
 use crate::store::{Database, redact};
 
 /// A built server: bound to its port, engines started, not yet serving.
@@ -29,6 +33,15 @@ impl Application {
             .with_context(|| format!("database.url = {}", redact(&settings.database.url)))?;
         info!(database = db.kind(), url = %redact(&settings.database.url), "database ready");
 
+        let listener = TcpListener::bind((settings.server.host.as_str(), settings.server.port))
+            .with_context(|| {
+                format!(
+                    "binding server.host:server.port = {}:{}",
+                    settings.server.host, settings.server.port
+                )
+            })?;
+        let port = listener.local_addr()?.port();
+
         let segment = if settings.segment.enabled {
             let engine = SegmentAllocator::new(db.segment_store(), settings.segment_config());
             let tags = engine.refresh_tags().await.context("reading leaf_alloc")?;
@@ -39,16 +52,25 @@ impl Application {
             None
         };
 
-        let listener = TcpListener::bind((settings.server.host.as_str(), settings.server.port))
-            .with_context(|| {
-                format!(
-                    "binding server.host:server.port = {}:{}",
-                    settings.server.host, settings.server.port
-                )
-            })?;
-        let port = listener.local_addr()?.port();
+        let snowflake = if settings.snowflake.enabled {
+            let config = settings.snowflake_config()?;
+            let node = NodeInfo {
+                host: host_name(),
+                port: port.to_string(),
+                owner: owner_token(port),
+            };
+            let store = Some(db.worker_store());
+            let engine = SnowflakeEngine::start(config, store, Arc::new(SystemClock), node)
+                .await
+                .context("starting the snowflake engine")?;
+            Some(engine)
+        } else {
+            None
+        };
+
         let state = AppState {
             segment,
+            snowflake,
             db,
             admin_token: settings.admin.token.clone(),
         };
@@ -90,9 +112,30 @@ impl Application {
 
     /// Serves until SIGINT/SIGTERM or [`ServerHandle::stop`]; in-flight requests finish first.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        let db = self.state.db.clone();
         let result = self.server.await;
-        db.close().await;
+        if let Some(engine) = &self.state.snowflake {
+            engine.shutdown().await;
+        }
+        self.state.db.close().await;
         result
     }
+}
+
+/// This machine's host name (stored with worker ids), at most 64 characters.
+fn host_name() -> String {
+    let name = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .unwrap_or_else(|| "unknown".into());
+    name.trim().chars().take(64).collect()
+}
+
+/// A token naming this process in the worker lease table: pid, port and start time.
+fn owner_token(port: u16) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("{:x}-{port}-{nanos:x}", std::process::id())
 }

@@ -8,6 +8,7 @@ use tracing::error;
 
 use crate::layout_plan::PlanError;
 use crate::segment::{BizTagError, SegmentError, StoreError};
+use crate::snowflake::error::SnowflakeError;
 
 /// An error answered to a client. Each variant documents its status and stable `code`.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +65,24 @@ pub enum ApiError {
     /// 503 `database_unavailable` with `Retry-After: 1`.
     #[error("the database is unavailable")]
     DatabaseUnavailable,
+    /// 400 `invalid_id`: an id to decode that is not an integer within 0..=9223372036854775807.
+    #[error("{0}")]
+    InvalidId(String),
+    /// 503 `clock_moved_backwards` with `Retry-After`: the clock is behind the last tick used.
+    #[error("the clock moved backwards by {by_ms} ms; refusing to issue ids from a past tick")]
+    ClockMovedBackwards {
+        /// How far behind the clock is.
+        by_ms: u64,
+    },
+    /// 503 `time_bits_exhausted`: the layout's time field has run out.
+    #[error(
+        "the snowflake layout's time field is exhausted: migrate to a new layout (leafid layout plan)"
+    )]
+    TimeBitsExhausted,
+    /// 503 `snowflake_not_ready` with `Retry-After`: no id could be issued in time (ring empty,
+    /// worker lease not renewed).
+    #[error("{0}")]
+    SnowflakeNotReady(String),
     /// 401 `unauthorized`.
     #[error("{0}")]
     Unauthorized(&'static str),
@@ -105,6 +124,10 @@ impl ApiError {
             Self::BizTagExhausted => "biz_tag_exhausted",
             Self::SegmentsNotReady { .. } => "segments_not_ready",
             Self::DatabaseUnavailable => "database_unavailable",
+            Self::InvalidId(_) => "invalid_id",
+            Self::ClockMovedBackwards { .. } => "clock_moved_backwards",
+            Self::TimeBitsExhausted => "time_bits_exhausted",
+            Self::SnowflakeNotReady(_) => "snowflake_not_ready",
             Self::Unauthorized(_) => "unauthorized",
             Self::NotFound(_) => "not_found",
             Self::EngineDisabled(_) => "engine_disabled",
@@ -128,8 +151,25 @@ impl ApiError {
     fn retry_after(&self) -> Option<u64> {
         match self {
             Self::SegmentsNotReady { retry_after_secs } => Some(*retry_after_secs),
-            Self::DatabaseUnavailable => Some(1),
+            Self::DatabaseUnavailable | Self::SnowflakeNotReady(_) => Some(1),
+            Self::ClockMovedBackwards { by_ms } => Some(by_ms.div_ceil(1000).max(1)),
             _ => None,
+        }
+    }
+}
+
+impl From<SnowflakeError> for ApiError {
+    fn from(e: SnowflakeError) -> Self {
+        match e {
+            SnowflakeError::ClockMovedBackwards { by_ms } => Self::ClockMovedBackwards { by_ms },
+            SnowflakeError::TimeBitsExhausted => Self::TimeBitsExhausted,
+            SnowflakeError::Exhausted
+            | SnowflakeError::WorkerLeaseExpired
+            | SnowflakeError::ShutDown => Self::SnowflakeNotReady(e.to_string()),
+            other => {
+                error!(error = %other, "snowflake generator failed");
+                Self::Internal
+            }
         }
     }
 }
@@ -170,16 +210,19 @@ impl ResponseError for ApiError {
             | Self::InvalidMaxId(_)
             | Self::InvalidRequest(_)
             | Self::InvalidPlan(_)
-            | Self::InvalidLayout(_) => StatusCode::BAD_REQUEST,
+            | Self::InvalidLayout(_)
+            | Self::InvalidId(_) => StatusCode::BAD_REQUEST,
             Self::PlanImpossible { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::UnknownBizTag(_) | Self::NotFound(_) | Self::EngineDisabled(_) => {
                 StatusCode::NOT_FOUND
             }
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BizTagExists(_) | Self::BizTagExhausted => StatusCode::CONFLICT,
-            Self::SegmentsNotReady { .. } | Self::DatabaseUnavailable => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Self::SegmentsNotReady { .. }
+            | Self::DatabaseUnavailable
+            | Self::ClockMovedBackwards { .. }
+            | Self::TimeBitsExhausted
+            | Self::SnowflakeNotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }

@@ -23,13 +23,29 @@ async fn live() -> HttpResponse {
 }
 
 async fn ready(state: web::Data<AppState>) -> HttpResponse {
+    if let Some(engine) = state.snowflake.as_ref() {
+        let status = engine.status();
+        if status.suspended {
+            return not_ready(
+                "snowflake worker lease expired: issuing is suspended until it is renewed".into(),
+            );
+        }
+        if status.time_left_secs <= 0 {
+            return not_ready(format!(
+                "snowflake layout {} ran out of time at {}",
+                status.layout, status.exhausted_at
+            ));
+        }
+    }
     let Some(segment) = state.segment.as_ref() else {
         return HttpResponse::Ok()
             .json(json!({ "status": "ready", "database": "not used by enabled engines" }));
     };
     let ping = tokio::time::timeout(Duration::from_secs(1), segment.store().ping()).await;
     if matches!(ping, Ok(Ok(()))) {
-        return HttpResponse::Ok().json(json!({ "status": "ready", "database": "up" }));
+        let snowflake = state.snowflake.as_ref().map(|e| e.status());
+        return HttpResponse::Ok()
+            .json(json!({ "status": "ready", "database": "up", "snowflake": snowflake }));
     }
     let low: Vec<String> = segment
         .snapshots()
@@ -45,15 +61,19 @@ async fn ready(state: web::Data<AppState>) -> HttpResponse {
         }))
     } else {
         let shown: Vec<&str> = low.iter().take(10).map(String::as_str).collect();
-        HttpResponse::ServiceUnavailable()
-            .insert_header(("Retry-After", "1"))
-            .json(ErrorBody {
-                code: "not_ready",
-                message: format!(
-                    "database unreachable and buffers low for {} tag(s): {}",
-                    low.len(),
-                    shown.join(", ")
-                ),
-            })
+        not_ready(format!(
+            "database unreachable and buffers low for {} tag(s): {}",
+            low.len(),
+            shown.join(", ")
+        ))
     }
+}
+
+fn not_ready(message: String) -> HttpResponse {
+    HttpResponse::ServiceUnavailable()
+        .insert_header(("Retry-After", "1"))
+        .json(ErrorBody {
+            code: "not_ready",
+            message,
+        })
 }

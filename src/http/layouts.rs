@@ -67,20 +67,8 @@ async fn get_decode(
     path: web::Path<String>,
     query: web::Query<DecodeQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let text = path.into_inner();
-    let id = text
-        .parse::<i64>()
-        .ok()
-        .and_then(|id| u64::try_from(id).ok())
-        .ok_or_else(|| {
-            ApiError::InvalidRequest(format!(
-                "id {text:?} is not an integer within 0..={}",
-                i64::MAX
-            ))
-        })?;
+    let id = super::snowflake::parse_id(&path.into_inner())?;
     let layout = query.layout()?;
-    let mut body = layout_plan::decode_json(&layout, id);
-    body["id_str"] = id.to_string().into();
-    body["layout"] = layout.bits_string().into();
+    let body = super::snowflake::decode_body(&layout, id);
     Ok(HttpResponse::Ok().json(body))
 }

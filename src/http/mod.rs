@@ -1,6 +1,7 @@
 //! The HTTP adapter: thin handlers over the engines, one file per resource.
 //!
 //! - [`segment`]: Leaf's `/api/segment/get/{biz_tag}` and the v1 batch route.
+//! - [`snowflake`]: Leaf's `/api/snowflake/get/{key}` and decoder, the v1 batch and decode routes.
 //! - [`tags`]: tag administration for DBAs (`/api/v1/tags`), guarded by [`admin::AdminAuth`].
 //! - [`monitor`]: Leaf's `/cache` and `/db` pages and `/api/v1/cache`.
 //! - [`health`]: liveness and readiness.
@@ -13,11 +14,15 @@ pub mod health;
 pub mod layouts;
 pub mod monitor;
 pub mod segment;
+pub mod snowflake;
 pub mod tags;
 
 use actix_web::web;
 
+use std::sync::Arc;
+
 use crate::segment::SegmentAllocator;
+use crate::snowflake::engine::SnowflakeEngine;
 use crate::store::Database;
 use error::ApiError;
 
@@ -26,6 +31,8 @@ use error::ApiError;
 pub struct AppState {
     /// The segment engine, if enabled.
     pub segment: Option<SegmentAllocator>,
+    /// The snowflake engine, if enabled.
+    pub snowflake: Option<Arc<SnowflakeEngine>>,
     /// The database.
     pub db: Database,
     /// `admin.token`, if configured.
@@ -38,6 +45,13 @@ impl AppState {
         self.segment
             .as_ref()
             .ok_or(ApiError::EngineDisabled("segment"))
+    }
+
+    /// The snowflake engine, or `engine_disabled`.
+    pub fn snowflake(&self) -> Result<&Arc<SnowflakeEngine>, ApiError> {
+        self.snowflake
+            .as_ref()
+            .ok_or(ApiError::EngineDisabled("snowflake"))
     }
 }
 
@@ -55,5 +69,6 @@ pub fn configure(cfg: &mut web::ServiceConfig, max_body_bytes: usize) {
     .configure(monitor::routes)
     .configure(health::routes)
     .configure(layouts::routes)
+    .configure(snowflake::routes)
     .default_service(web::to(error::not_found));
 }

@@ -24,6 +24,10 @@ pub enum SnowflakeError {
     /// The cached generator's ring stayed empty for the whole bounded wait.
     #[error("no id available: the ring stayed empty past the wait")]
     Exhausted,
+    /// This server's worker-id lease could not be renewed in time (or was taken over): it stops
+    /// issuing ids rather than risk sharing its worker id with another server.
+    #[error("worker id lease expired; not issuing ids until it is renewed")]
+    WorkerLeaseExpired,
     /// The cached generator was shut down and its ring is drained.
     #[error("generator is shut down")]
     ShutDown,
@@ -45,7 +49,7 @@ impl SnowflakeError {
     pub fn retry_after_ms(&self) -> Option<u64> {
         match self {
             SnowflakeError::ClockMovedBackwards { by_ms } => Some((*by_ms).max(1)),
-            SnowflakeError::Exhausted => Some(1_000),
+            SnowflakeError::Exhausted | SnowflakeError::WorkerLeaseExpired => Some(1_000),
             _ => None,
         }
     }

@@ -12,12 +12,14 @@
 //! - [`direct`]: one CAS per id on a packed `tick|sequence` word.
 //! - [`ring`]: the lock-free bounded ring the cached generator serves from.
 //! - [`cached`]: ids made ahead of the clock by a filler thread ("borrowing future ticks").
+//! - [`engine`]: the generator with its worker id as the server runs it (lease heartbeat, start-up checks).
 //! - [`worker`]: where worker ids come from (the store trait the database layer implements).
 //! - [`error`]: the small error enum of the generators.
 
 pub mod cached;
 pub mod clock;
 pub mod direct;
+pub mod engine;
 pub mod error;
 pub mod layout;
 pub mod ring;

@@ -10,7 +10,6 @@
 //! the store, never a wrap.
 
 use std::fmt;
-use std::future::Future;
 use std::str::FromStr;
 
 use crate::snowflake::error::SnowflakeError;
@@ -24,37 +23,66 @@ pub struct WorkerLease {
     pub last_timestamp_ms: i64,
 }
 
+/// Who asks for a worker id: stored with it, so operators can see which process holds which id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// Host name (at most 64 characters are stored).
+    pub host: String,
+    /// Listening port, as text.
+    pub port: String,
+    /// A random token naming this process: renewals and releases must present it.
+    pub owner: String,
+}
+
+/// Why a worker id could not be assigned or kept.
+#[derive(thiserror::Error, Debug)]
+pub enum WorkerStoreError {
+    /// Every worker id the layout allows is taken (or refused because of the clock).
+    #[error("no free worker id: {0}")]
+    Exhausted(String),
+    /// The database failed or could not be reached.
+    #[error("database unavailable: {0}")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
 /// Persistence of worker ids, implemented by the database layer.
-pub trait WorkerStore: Send + Sync {
-    /// The store's error (e.g. database unreachable, no free worker id left).
-    type Error: std::error::Error + Send + Sync + 'static;
-
-    /// Inserts a `WORKER_NODE` row for this process and returns its new id.
-    fn assign_disposable(
+#[async_trait::async_trait]
+pub trait WorkerStore: Send + Sync + 'static {
+    /// Inserts a uid-generator `WORKER_NODE` row for this process and returns its new id
+    /// (the row's `ID`), refusing ids above `max_worker_id` instead of wrapping.
+    async fn assign_disposable(
         &self,
-        host: &str,
-        port: &str,
-    ) -> impl Future<Output = Result<u64, Self::Error>> + Send;
+        node: &NodeInfo,
+        max_worker_id: u64,
+    ) -> Result<u64, WorkerStoreError>;
 
-    /// Takes a free or expired worker id `<= max_worker_id` for `lease_ms` from `now_ms`.
-    fn acquire_lease(
+    /// Takes an unused worker id, or one whose lease expired before `now_ms` and whose stored
+    /// last timestamp is not ahead of `now_ms`, for `lease_ms`.
+    async fn acquire_lease(
         &self,
-        host: &str,
-        port: &str,
-        lease_ms: u64,
+        node: &NodeInfo,
+        lease_ms: i64,
         max_worker_id: u64,
         now_ms: i64,
-    ) -> impl Future<Output = Result<WorkerLease, Self::Error>> + Send;
+    ) -> Result<WorkerLease, WorkerStoreError>;
 
-    /// Renews the lease and stores the last issued timestamp (unix ms).
-    fn heartbeat(
+    /// Renews the lease until `lease_until_ms` and raises the stored last timestamp to
+    /// `last_timestamp_ms`. `Ok(false)`: the lease is no longer ours.
+    async fn heartbeat(
         &self,
         worker_id: u64,
+        owner: &str,
+        lease_until_ms: i64,
         last_timestamp_ms: i64,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+    ) -> Result<bool, WorkerStoreError>;
 
-    /// Gives the lease up (on shutdown).
-    fn release(&self, worker_id: u64) -> impl Future<Output = Result<(), Self::Error>> + Send;
+    /// Gives the lease up (on shutdown), keeping the last timestamp for the next holder.
+    async fn release(
+        &self,
+        worker_id: u64,
+        owner: &str,
+        last_timestamp_ms: i64,
+    ) -> Result<(), WorkerStoreError>;
 }
 
 /// Refuses a leased worker id whose stored last timestamp is ahead of the local clock.

@@ -6,6 +6,7 @@
 
 pub mod mysql;
 pub mod sqlite;
+pub(crate) mod worker_sql;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::segment::{SegmentStore, StoreError};
+use crate::snowflake::worker::WorkerStore;
 
 /// Connection settings shared by both databases.
 #[derive(Debug, Clone)]
@@ -69,6 +71,14 @@ impl Database {
 
     /// The segment store over this database.
     pub fn segment_store(&self) -> Arc<dyn SegmentStore> {
+        match self {
+            Self::MySql(s) => Arc::new(s.clone()),
+            Self::Sqlite(s) => Arc::new(s.clone()),
+        }
+    }
+
+    /// The worker-id store over this database.
+    pub fn worker_store(&self) -> Arc<dyn WorkerStore> {
         match self {
             Self::MySql(s) => Arc::new(s.clone()),
             Self::Sqlite(s) => Arc::new(s.clone()),

@@ -250,3 +250,10 @@ impl SegmentStore for MySqlStore {
         Ok(())
     }
 }
+
+super::worker_sql::impl_worker_store!(
+    MySqlStore,
+    "INSERT INTO WORKER_NODE (HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED) \
+     VALUES (?, ?, 2, CURDATE(), NOW(), NOW())",
+    |r: &sqlx::mysql::MySqlQueryResult| r.last_insert_id()
+);

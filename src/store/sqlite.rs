@@ -217,3 +217,10 @@ impl SegmentStore for SqliteStore {
         Ok(())
     }
 }
+
+super::worker_sql::impl_worker_store!(
+    SqliteStore,
+    "INSERT INTO WORKER_NODE (HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED) \
+     VALUES (?, ?, 2, date('now'), CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)",
+    |r: &sqlx::sqlite::SqliteQueryResult| r.last_insert_rowid() as u64
+);
