@@ -335,7 +335,7 @@ mod tests {
     fn time_past_the_field_is_time_bits_exhausted_never_a_wrapped_id() {
         // 8 time bits of seconds: the last tick is 255.
         let layout = BitLayout::new(0, 0, 8, 45, 10, TimeUnit::Seconds, EPOCH).unwrap();
-        let (clock, g) = gen_at(layout.clone(), EPOCH + 255_000);
+        let (clock, g) = gen_at(layout, EPOCH + 255_000);
         let mut ids = Vec::new();
         g.next_ids(1024, &mut ids).unwrap();
         assert!(

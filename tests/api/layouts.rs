@@ -160,12 +160,12 @@ async fn decode_shows_an_ids_fields_under_any_layout() {
         (
             format!("/api/v1/layouts/decode/abc?{query}"),
             400,
-            "invalid_request",
+            "invalid_id",
         ),
         (
             format!("/api/v1/layouts/decode/-1?{query}"),
             400,
-            "invalid_request",
+            "invalid_id",
         ),
         ("/api/v1/layouts/decode/1".to_owned(), 400, "invalid_layout"),
         (

@@ -8,6 +8,7 @@ mod cluster;
 mod layouts;
 mod leaf_compat;
 mod segment;
+mod snowflake;
 
 /// Defines one test per database from an `async fn(Db)`.
 #[macro_export]

@@ -232,8 +232,7 @@ fn time_bits_exhaustion_is_an_error_never_a_wrapped_id() {
     // 8 time bits: the last tick is 255. Starting at tick 250 leaves 6 ticks of 1024 ids.
     let layout = small_layout(8);
     let clock = Arc::new(ManualClock::new(EPOCH + 250_000));
-    let g =
-        CachedGenerator::new(layout.clone(), 3, clock.clone(), CachedConfig::default()).unwrap();
+    let g = CachedGenerator::new(layout, 3, clock.clone(), CachedConfig::default()).unwrap();
     let mut ids = Vec::new();
     let err = loop {
         match g.take() {
