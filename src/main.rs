@@ -42,7 +42,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(cli.config.as_deref()).await,
-        Command::Layout { command } => layout(&command),
+        Command::Layout { command } => layout(&command, cli.config.as_deref()),
     }
 }
 
@@ -74,10 +74,22 @@ async fn serve(config: Option<&Path>) -> ExitCode {
 
 /// Runs a layout command at the current time; its answer on stdout, an error as one line on
 /// stderr.
-fn layout(command: &cli::layout::LayoutCommand) -> ExitCode {
-    // The configuration has no snowflake layout keys yet; once it does, `layout check` without
-    // `--layout` reads them from `--config` through this value.
-    let configured = cli::layout::Configured::default();
+fn layout(command: &cli::layout::LayoutCommand, config: Option<&Path>) -> ExitCode {
+    // `layout check` without `--layout` checks the configured layout (defaults, `--config`,
+    // LEAFID__* variables), against `--floor` or `snowflake.min_id_floor`.
+    let configured = match Settings::load(config)
+        .and_then(|s| Ok((s.snowflake_layout()?, s.snowflake.min_id_floor)))
+    {
+        Ok((layout, floor)) => cli::layout::Configured {
+            layout: Some(layout),
+            min_id_floor: Some(floor),
+        },
+        Err(e) if config.is_some() => {
+            eprintln!("leafid: {e:#}");
+            return ExitCode::from(2);
+        }
+        Err(_) => cli::layout::Configured::default(),
+    };
     let now_ms = chrono::Utc::now().timestamp_millis();
     let mut out = std::io::stdout().lock();
     let result = cli::layout::run(command, &configured, now_ms, &mut out)
