@@ -1,6 +1,7 @@
-//! The test MariaDB: `LEAFID_TEST_MYSQL_URL` (set by `scripts/test.sh`), or a private instance
-//! started by `scripts/mariadb.sh` on first use (installing MariaDB if missing). Each test gets
-//! its own database.
+//! The test MariaDB: `LEAFID_TEST_MYSQL_URL` if set (as `scripts/test.sh` does); else a
+//! container through `testcontainers` where a Docker engine answers (a developer laptop); else a
+//! private instance started by `scripts/mariadb.sh` (installing MariaDB from Debian's packages
+//! if missing). Each test gets its own database.
 
 use std::process::Command;
 use std::sync::OnceLock;
@@ -14,6 +15,9 @@ pub fn server_url() -> &'static str {
     URL.get_or_init(|| {
         if let Ok(url) = std::env::var("LEAFID_TEST_MYSQL_URL") {
             return url.trim_end_matches('/').to_owned();
+        }
+        if docker_available() {
+            return start_container();
         }
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/mariadb.sh");
         let out = Command::new("bash")
@@ -65,4 +69,33 @@ pub async fn row(url: &str, tag: &str) -> Option<(i64, i32)> {
         .fetch_optional(&mut conn)
         .await
         .unwrap()
+}
+
+/// Whether a Docker engine answers here.
+fn docker_available() -> bool {
+    Command::new("docker")
+        .args(["info", "--format", "{{.ServerVersion}}"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Starts a MariaDB container that lives as long as the test process (testcontainers' reaper
+/// removes it afterwards) and returns its root URL. Runs on its own thread: the blocking runner
+/// drives its own runtime, which must not nest inside a test's.
+fn start_container() -> String {
+    use testcontainers_modules::mariadb::Mariadb;
+    use testcontainers_modules::testcontainers::runners::SyncRunner;
+    static CONTAINER: OnceLock<testcontainers_modules::testcontainers::Container<Mariadb>> =
+        OnceLock::new();
+    std::thread::spawn(|| {
+        let container = CONTAINER.get_or_init(|| {
+            Mariadb::default()
+                .start()
+                .expect("start a MariaDB container")
+        });
+        let port = container.get_host_port_ipv4(3306).expect("container port");
+        format!("mysql://root@127.0.0.1:{port}")
+    })
+    .join()
+    .expect("container thread")
 }

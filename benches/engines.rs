@@ -1,0 +1,217 @@
+//! In-process benchmarks of the engines, each beside its baseline measured in the same run:
+//! `AtomicU64::fetch_add` (1 thread, and 2 threads on one atomic), a `HashMap` lookup, and
+//! `crossbeam_queue::ArrayQueue` for the ring. README reports the ratios.
+//!
+//! `cargo bench --bench engines` (add `-- --quick` for a shorter run).
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use crossbeam_queue::ArrayQueue;
+use leafid::segment::memory::MemoryStore;
+use leafid::segment::{SegmentAllocator, SegmentConfig};
+use leafid::snowflake::cached::{CachedConfig, CachedGenerator};
+use leafid::snowflake::clock::SystemClock;
+use leafid::snowflake::direct::DirectGenerator;
+use leafid::snowflake::layout::{BitLayout, TimeUnit};
+use leafid::snowflake::ring::RingBuffer;
+
+/// Runs `op` on two threads at once, `iters` times each; the time per iteration is the wall
+/// time for both threads to do one op each.
+fn two_threads<T>(iters: u64, op: &(impl Fn() -> T + Sync)) -> Duration {
+    let start = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        let t = s.spawn(|| {
+            start.wait();
+            for _ in 0..iters {
+                black_box(op());
+            }
+        });
+        start.wait();
+        let began = Instant::now();
+        for _ in 0..iters {
+            black_box(op());
+        }
+        t.join().unwrap();
+        began.elapsed()
+    })
+}
+
+/// A segment engine on an in-memory store (the lease path is not what is measured: a step of
+/// Leaf's 1,000,000 means a background preload every 100,000 ids, as in production).
+fn segment_engine(rt: &tokio::runtime::Runtime, tags: usize) -> (SegmentAllocator, Vec<String>) {
+    let names: Vec<String> = (0..tags).map(|i| format!("tag-{i:05}")).collect();
+    let store = MemoryStore::default();
+    for n in &names {
+        store.insert(n, 1, 1_000_000);
+    }
+    let engine = rt.block_on(async {
+        let e = SegmentAllocator::new(Arc::new(store), SegmentConfig::default());
+        e.refresh_tags().await.unwrap();
+        for n in &names {
+            e.next_id(n).await.unwrap();
+        }
+        e
+    });
+    (engine, names)
+}
+
+/// `try_next_id`, falling back to the async path on the rare segment boundary it has to wait on.
+fn next_id(rt: &tokio::runtime::Runtime, e: &SegmentAllocator, tag: &str) -> i64 {
+    match e.try_next_id(tag) {
+        Some(id) => id,
+        None => rt.block_on(e.next_id(tag)).unwrap(),
+    }
+}
+
+fn segment(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let atomic = AtomicU64::new(0);
+    let mut g = c.benchmark_group("segment");
+    g.bench_function("baseline_fetch_add_1_thread", |b| {
+        b.iter(|| black_box(atomic.fetch_add(1, Ordering::Relaxed)))
+    });
+    let (engine, _) = segment_engine(&rt, 1);
+    g.bench_function("next_id_1_thread", |b| {
+        b.iter(|| black_box(next_id(&rt, &engine, "tag-00000")))
+    });
+    g.bench_function("baseline_fetch_add_2_threads", |b| {
+        b.iter_custom(|iters| two_threads(iters, &|| atomic.fetch_add(1, Ordering::Relaxed)))
+    });
+    g.bench_function("next_id_2_threads_one_tag", |b| {
+        b.iter_custom(|iters| two_threads(iters, &|| next_id(&rt, &engine, "tag-00000")))
+    });
+    let (many, names) = segment_engine(&rt, 10_000);
+    let map: std::collections::HashMap<String, AtomicU64> = names
+        .iter()
+        .map(|n| (n.clone(), AtomicU64::new(0)))
+        .collect();
+    let mut i = 0usize;
+    g.bench_function("baseline_hashmap_lookup_fetch_add_10k_tags", |b| {
+        b.iter(|| {
+            i = (i + 7919) % names.len();
+            black_box(map[&names[i]].fetch_add(1, Ordering::Relaxed))
+        })
+    });
+    g.bench_function("next_id_10k_tags", |b| {
+        b.iter(|| {
+            i = (i + 7919) % names.len();
+            black_box(next_id(&rt, &many, &names[i]))
+        })
+    });
+    g.finish();
+}
+
+/// A millisecond layout with a 22-bit sequence (4M ids per ms): the generators' own cost shows,
+/// not the layout's capacity. (The `twitter` preset caps one worker at 4096 ids per ms.)
+fn wide_layout() -> BitLayout {
+    BitLayout::new(0, 0, 39, 2, 22, TimeUnit::Millis, 1_600_000_000_000).unwrap()
+}
+
+/// Keeps a queue full from a producer thread until `stop`.
+fn fill_forever(stop: &AtomicBool, push: impl Fn(u64) -> bool) {
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        if push(n) {
+            n += 1;
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+fn snowflake(c: &mut Criterion) {
+    let atomic = AtomicU64::new(0);
+    let mut g = c.benchmark_group("snowflake");
+    g.bench_function("baseline_fetch_add_1_thread", |b| {
+        b.iter(|| black_box(atomic.fetch_add(1, Ordering::Relaxed)))
+    });
+
+    let direct = DirectGenerator::new(wide_layout(), 1, Arc::new(SystemClock), 5).unwrap();
+    g.bench_function("direct_next_id", |b| {
+        b.iter(|| black_box(direct.next_id().unwrap()))
+    });
+    let twitter = DirectGenerator::new(BitLayout::twitter(), 1, Arc::new(SystemClock), 5).unwrap();
+    g.bench_function("direct_next_id_twitter_layout_capped", |b| {
+        b.iter(|| black_box(twitter.next_id().unwrap()))
+    });
+
+    // Ring baselines: one producer thread keeps each queue full while the bench pops.
+    let stop = AtomicBool::new(false);
+    let queue = ArrayQueue::new(1 << 16);
+    let ring = RingBuffer::new(1 << 16);
+    std::thread::scope(|s| {
+        s.spawn(|| fill_forever(&stop, |n| queue.push(n).is_ok()));
+        s.spawn(|| fill_forever(&stop, |n| ring.try_put(n).is_ok()));
+        let pop = |q: &ArrayQueue<u64>| loop {
+            if let Some(v) = q.pop() {
+                break v;
+            }
+        };
+        let take = |r: &RingBuffer| loop {
+            if let Some(v) = r.try_take() {
+                break v;
+            }
+        };
+        g.bench_function("baseline_arrayqueue_pop_1_consumer", |b| {
+            b.iter(|| black_box(pop(&queue)))
+        });
+        g.bench_function("ring_take_1_consumer", |b| {
+            b.iter(|| black_box(take(&ring)))
+        });
+        g.bench_function("baseline_arrayqueue_pop_2_consumers", |b| {
+            b.iter_custom(|iters| two_threads(iters, &|| pop(&queue)))
+        });
+        g.bench_function("ring_take_2_consumers", |b| {
+            b.iter_custom(|iters| two_threads(iters, &|| take(&ring)))
+        });
+        stop.store(true, Ordering::Relaxed);
+    });
+
+    let config = CachedConfig {
+        boost_power: 0,
+        ..CachedConfig::default()
+    };
+    let cached = CachedGenerator::new(wide_layout(), 1, Arc::new(SystemClock), config).unwrap();
+    g.bench_function("cached_take_1_consumer", |b| {
+        b.iter(|| black_box(cached.take().unwrap()))
+    });
+    g.bench_function("cached_take_2_consumers", |b| {
+        b.iter_custom(|iters| two_threads(iters, &|| cached.take().unwrap()))
+    });
+    cached.shutdown();
+    g.finish();
+}
+
+fn layout(c: &mut Criterion) {
+    let l = BitLayout::uid_generator();
+    let mut g = c.benchmark_group("layout");
+    let mut n = 0u64;
+    g.bench_function("compose", |b| {
+        b.iter(|| {
+            n = n.wrapping_add(1);
+            black_box(
+                l.compose(black_box(n & 0xFFF_FFFF), 29, n & 0x1FFF)
+                    .unwrap(),
+            )
+        })
+    });
+    g.bench_function("decompose", |b| {
+        b.iter(|| black_box(l.decompose(black_box(9_090_949_948_782_127_403))))
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    targets = segment, snowflake, layout
+}
+criterion_main!(benches);
