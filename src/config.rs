@@ -61,6 +61,8 @@ pub struct DatabaseSettings {
     pub max_connections: u32,
     /// Wait for a pooled connection.
     pub acquire_timeout_ms: u64,
+    /// MySQL: single-statement leases for adapted steps.
+    pub mysql_single_statement_lease: bool,
 }
 
 /// `[segment]`.
@@ -333,6 +335,7 @@ impl Settings {
             url: self.database.url.clone(),
             max_connections: self.database.max_connections,
             acquire_timeout: Duration::from_millis(self.database.acquire_timeout_ms),
+            mysql_single_statement_lease: self.database.mysql_single_statement_lease,
         }
     }
 

@@ -317,8 +317,8 @@ impl Inner {
                 info!(
                     max_id = lease.max_id,
                     size,
-                    step = plan.step.unwrap_or(lease.db_step),
-                    db_step = lease.db_step,
+                    step = plan.step.unwrap_or(lease.leased),
+                    db_step = ?lease.db_step,
                     latency_ms = latency.as_secs_f64() * 1e3,
                     "segment loaded"
                 );

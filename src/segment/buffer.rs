@@ -357,8 +357,10 @@ impl SegmentBuffer {
                 preload_at: start + len / 10,
             });
         }
-        st.db_step = lease.db_step;
-        st.step = asked.unwrap_or(lease.db_step);
+        if let Some(db_step) = lease.db_step {
+            st.db_step = db_step;
+        }
+        st.step = asked.unwrap_or(st.db_step);
         st.last_load = Some(Instant::now());
         st.last_load_unix_ms = Some(chrono::Utc::now().timestamp_millis());
         st.last_load_latency = Some(latency);
@@ -580,7 +582,7 @@ mod tests {
         Lease {
             max_id,
             leased,
-            db_step: leased,
+            db_step: Some(leased),
         }
     }
 

@@ -81,7 +81,7 @@ impl SegmentStore for MemoryStore {
         Ok(Lease {
             max_id: row.max_id,
             leased,
-            db_step: row.step,
+            db_step: Some(row.step),
         })
     }
 

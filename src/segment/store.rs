@@ -27,8 +27,9 @@ pub struct Lease {
     pub max_id: i64,
     /// How many ids the lease added; smaller than asked only at the end of the i64 range.
     pub leased: i64,
-    /// The row's step as stored, re-read at every lease.
-    pub db_step: i64,
+    /// The row's step as stored, when the lease read it (every lease but MySQL's single-statement
+    /// one, which only guarantees that the row's step was not above the step leased).
+    pub db_step: Option<i64>,
 }
 
 /// A new tag for [`SegmentStore::create_tag`].

@@ -25,6 +25,8 @@ pub struct DbOptions {
     pub max_connections: u32,
     /// How long to wait for a pooled connection.
     pub acquire_timeout: Duration,
+    /// MySQL: lease adapted steps with one `LAST_INSERT_ID` statement.
+    pub mysql_single_statement_lease: bool,
 }
 
 /// A connected, migrated database.
@@ -44,7 +46,8 @@ impl Database {
             Self::MySql(
                 mysql::MySqlStore::connect(&url, opts.max_connections, opts.acquire_timeout)
                     .await
-                    .context("connecting to MySQL (database.url)")?,
+                    .context("connecting to MySQL (database.url)")?
+                    .with_single_statement_lease(opts.mysql_single_statement_lease),
             )
         } else if opts.url.starts_with("sqlite:") {
             Self::Sqlite(

@@ -28,6 +28,9 @@ const RETRIES: u32 = 6;
 #[derive(Clone, Debug)]
 pub struct MySqlStore {
     pool: MySqlPool,
+    /// Lease adapted steps with one autocommit `UPDATE ... LAST_INSERT_ID(...)` instead of a
+    /// four-round-trip transaction (see [`MySqlStore::lease_single_statement`]).
+    single_statement: bool,
 }
 
 impl MySqlStore {
@@ -43,7 +46,43 @@ impl MySqlStore {
             .acquire_timeout(acquire_timeout)
             .connect_with(opts)
             .await?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            single_statement: true,
+        })
+    }
+
+    /// Chooses the lease statement for adapted steps: single-statement (`true`, the default) or
+    /// the UPDATE+SELECT transaction (`false`).
+    pub fn with_single_statement_lease(mut self, on: bool) -> Self {
+        self.single_statement = on;
+        self
+    }
+
+    /// One round trip: `max_id = LAST_INSERT_ID(max_id + step)` returns the new `max_id` in the
+    /// OK packet. The `step <= ?` guard keeps the DBA's step a floor: if the row's step was
+    /// raised above the adapted one, nothing matches and the caller falls back to the
+    /// transaction, which reads the new step. `Ok(None)`: fall back.
+    async fn lease_single_statement(
+        &self,
+        biz_tag: &str,
+        step: i64,
+    ) -> Result<Option<Lease>, sqlx::Error> {
+        let done = sqlx::query(
+            "UPDATE leaf_alloc SET max_id = LAST_INSERT_ID(max_id + ?) \
+             WHERE biz_tag = ? AND step <= ? AND max_id <= 9223372036854775807 - ?",
+        )
+        .bind(step)
+        .bind(biz_tag)
+        .bind(step)
+        .bind(step)
+        .execute(&self.pool)
+        .await?;
+        Ok((done.rows_affected() == 1).then(|| Lease {
+            max_id: done.last_insert_id() as i64,
+            leased: step,
+            db_step: None,
+        }))
     }
 
     /// Applies `migrations/mysql` (idempotent on a table Leaf created).
@@ -89,7 +128,7 @@ impl MySqlStore {
             Lease {
                 max_id,
                 leased: step.unwrap_or(db_step),
-                db_step,
+                db_step: Some(db_step),
             }
         } else {
             // Unknown, invalid, or too close to i64::MAX for a full step: lock and look.
@@ -105,7 +144,7 @@ impl MySqlStore {
                     Lease {
                         max_id: i64::MAX,
                         leased: i64::MAX - rest.old_max_id,
-                        db_step: rest.db_step,
+                        db_step: Some(rest.db_step),
                     }
                 }
                 Err(verdict) => {
@@ -164,6 +203,19 @@ impl SegmentStore for MySqlStore {
     #[instrument(skip(self), level = "debug")]
     async fn lease(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError> {
         let mut attempt = 0;
+        if let (true, Some(step)) = (self.single_statement, step) {
+            loop {
+                match self.lease_single_statement(biz_tag, step).await {
+                    Ok(Some(lease)) => return Ok(lease),
+                    Ok(None) => break,
+                    Err(e) if is_retryable(&e) && attempt < RETRIES => {
+                        attempt += 1;
+                        tokio::time::sleep(Duration::from_millis(5u64 << attempt)).await;
+                    }
+                    Err(e) => return Err(unavailable(e)),
+                }
+            }
+        }
         loop {
             match self.lease_once(biz_tag, step).await {
                 Ok(verdict) => return verdict,

@@ -91,7 +91,7 @@ impl SqliteStore {
             return Ok(Ok(Lease {
                 max_id,
                 leased: step.unwrap_or(db_step),
-                db_step,
+                db_step: Some(db_step),
             }));
         }
         // Unknown, invalid, or too close to i64::MAX for a full step. The one connection makes
@@ -120,7 +120,7 @@ impl SqliteStore {
         Ok(Ok(Lease {
             max_id: i64::MAX,
             leased: i64::MAX - rest.old_max_id,
-            db_step: rest.db_step,
+            db_step: Some(rest.db_step),
         }))
     }
 }

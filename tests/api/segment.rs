@@ -121,3 +121,29 @@ async fn the_step_doubles_for_a_busy_tag_and_the_db_step_stays_the_floor() {
     assert_eq!(tag["step"], 400, "{tag}");
     assert_eq!(tag["db_step"], 100, "{tag}");
 }
+
+/// A DBA raises the step of a busy tag: the next loads honour it as the floor (on MySQL the
+/// single-statement lease refuses a step below the row's and falls back to the transaction).
+async fn a_raised_db_step_is_the_floor_from_the_next_load(db: Db) {
+    let app = spawn_app(db).await;
+    app.create_tag("tuned", 10, 1).await;
+    let mut ids = app.batch("tuned", 200).await; // several loads: the adapted step grows
+    let r = app.patch("/api/v1/tags/tuned", r#"{"step":5000}"#).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    for _ in 0..4 {
+        ids.extend(app.batch("tuned", 3000).await);
+    }
+    assert_increasing(&ids);
+    let cache = app.get("/api/v1/tags/tuned").await.json();
+    let buffer = &cache["buffer"];
+    assert_eq!(buffer["db_step"], 5000, "{buffer}");
+    assert!(buffer["step"].as_i64().unwrap() >= 5000, "{buffer}");
+    let sizes: Vec<u64> = buffer["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["size"].as_u64().unwrap())
+        .collect();
+    assert!(sizes.iter().any(|&s| s >= 5000), "{sizes:?}");
+}
+on_both_databases!(a_raised_db_step_is_the_floor_from_the_next_load);
