@@ -6,9 +6,11 @@
 //! - [`monitor`]: Leaf's `/cache` and `/db` pages and `/api/v1/cache`.
 //! - [`health`]: liveness and readiness.
 //! - [`layouts`]: the bit-layout planner (`/api/v1/layouts/plan`) and decoder.
+//! - [`dashboard`]: the dashboard page (`/`, `/dashboard`) and `/api/v1/snowflake/status`.
 //! - [`error`]: [`error::ApiError`], the one error body shape.
 
 pub mod admin;
+pub mod dashboard;
 pub mod error;
 pub mod health;
 pub mod layouts;
@@ -70,5 +72,6 @@ pub fn configure(cfg: &mut web::ServiceConfig, max_body_bytes: usize) {
     .configure(health::routes)
     .configure(layouts::routes)
     .configure(snowflake::routes)
+    .configure(dashboard::routes)
     .default_service(web::to(error::not_found));
 }
