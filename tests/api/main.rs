@@ -5,6 +5,7 @@ mod support;
 mod admin;
 mod bad_input;
 mod cluster;
+pub mod faults;
 mod layouts;
 mod leaf_compat;
 mod segment;
