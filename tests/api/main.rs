@@ -8,6 +8,8 @@ mod cluster;
 pub mod faults;
 mod layouts;
 mod leaf_compat;
+mod restarts;
+mod scale;
 mod segment;
 mod snowflake;
 
