@@ -3,9 +3,11 @@
 # 127.0.0.1 with its data under target/mariadb, and prints its URL (user leafid, all privileges).
 #
 #   scripts/mariadb.sh start   # idempotent; prints mysql://leafid:leafid@127.0.0.1:PORT
-#   scripts/mariadb.sh stop
+#   scripts/mariadb.sh stop    # waits until the server process is gone
+#   scripts/mariadb.sh restart
 #   scripts/mariadb.sh url
-# PORT is $LEAFID_TEST_MYSQL_PORT or 33306.
+# PORT is $LEAFID_TEST_MYSQL_PORT or 33306; the data lives under $LEAFID_MARIADB_DIR or
+# target/mariadb (tests that restart MariaDB run a second instance with both set).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -61,15 +63,23 @@ start() {
 }
 
 stop() {
-  if [ -f "$pidf" ]; then
-    kill "$(cat "$pidf")" 2>/dev/null || true
-    for _ in $(seq 1 60); do [ -f "$pidf" ] || break; sleep 0.5; done
+  [ -f "$pidf" ] || return 0
+  local pid; pid="$(cat "$pidf")"
+  kill "$pid" 2>/dev/null || true
+  # Wait for the process itself, not the pid file: a killed server leaves a stale one behind.
+  for _ in $(seq 1 120); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+  if kill -0 "$pid" 2>/dev/null; then
+    log "MariaDB (pid $pid) did not stop within 30 s; killing it"
+    kill -9 "$pid" 2>/dev/null || true
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
   fi
+  rm -f "$pidf"
 }
 
 case "${1:-start}" in
   start) start ;;
   stop) stop ;;
+  restart) stop; start ;;
   url) echo "$url" ;;
-  *) echo "usage: $0 start|stop|url" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|restart|url" >&2; exit 2 ;;
 esac

@@ -15,6 +15,7 @@
 //! - [`sync`]: the atomics shim (loom under `cfg(loom)`).
 //! - [`store`]: the engines' storage traits on MySQL/MariaDB and SQLite.
 //! - [`http`]: the thin HTTP adapter and the error body.
+//! - `testing` (feature `testing`): the fault proxy shared by tests and the soak example.
 
 pub mod config;
 pub mod http;
@@ -25,3 +26,5 @@ pub mod startup;
 pub mod store;
 pub mod sync;
 pub mod telemetry;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;

@@ -95,7 +95,12 @@ impl SegmentAllocator {
     }
 
     /// Re-reads the tag list: new rows get a buffer, deleted rows lose theirs.
+    ///
+    /// A tag cached while the list was being read (a first request looked it up in the
+    /// database) may be missing from that list without having been deleted: it is kept, and the
+    /// next refresh decides.
     pub async fn refresh_tags(&self) -> Result<usize, StoreError> {
+        let listed_over = self.inner.tags.load_full();
         let rows = self.inner.store.list_tags().await?;
         let _w = self
             .inner
@@ -116,9 +121,15 @@ impl SegmentAllocator {
             next.insert(tag.as_str().into(), buf);
         }
         for (tag, buf) in old.iter() {
-            if !next.contains_key(tag) {
+            if next.contains_key(tag) {
+                continue;
+            }
+            let listed = listed_over.get(tag).is_some_and(|b| Arc::ptr_eq(b, buf));
+            if listed {
                 info!(biz_tag = %tag, "tag removed from the database");
                 buf.mark_removed();
+            } else {
+                next.insert(tag.clone(), buf.clone());
             }
         }
         let n = next.len();
@@ -485,6 +496,76 @@ mod tests {
         };
         assert_eq!(got, (i64::MAX - 5..i64::MAX).collect::<Vec<_>>());
         assert!(matches!(err, SegmentError::Exhausted), "{err:?}");
+    }
+
+    /// A store whose listing is read at once but answered late, as a large `SELECT` on a
+    /// slow link is: rows created meanwhile are missing from it.
+    struct ListsEarly(Arc<MemoryStore>);
+
+    #[async_trait::async_trait]
+    impl SegmentStore for ListsEarly {
+        async fn lease(
+            &self,
+            biz_tag: &str,
+            step: Option<i64>,
+        ) -> Result<crate::segment::Lease, StoreError> {
+            self.0.lease(biz_tag, step).await
+        }
+        async fn get_tag(
+            &self,
+            biz_tag: &str,
+        ) -> Result<Option<crate::segment::TagRow>, StoreError> {
+            self.0.get_tag(biz_tag).await
+        }
+        async fn list_tags(&self) -> Result<Vec<crate::segment::TagRow>, StoreError> {
+            let rows = self.0.list_tags().await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            rows
+        }
+        async fn create_tag(
+            &self,
+            tag: &crate::segment::NewTag,
+        ) -> Result<crate::segment::TagRow, StoreError> {
+            self.0.create_tag(tag).await
+        }
+        async fn update_tag(
+            &self,
+            biz_tag: &str,
+            step: Option<i64>,
+            description: Option<&str>,
+        ) -> Result<Option<crate::segment::TagRow>, StoreError> {
+            self.0.update_tag(biz_tag, step, description).await
+        }
+        async fn delete_tag(&self, biz_tag: &str) -> Result<bool, StoreError> {
+            self.0.delete_tag(biz_tag).await
+        }
+        async fn ping(&self) -> Result<(), StoreError> {
+            self.0.ping().await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refresh_keeps_a_tag_first_requested_while_it_listed() {
+        let rows = Arc::new(MemoryStore::default());
+        let e = SegmentAllocator::new(Arc::new(ListsEarly(rows.clone())), SegmentConfig::default());
+        let refresh = tokio::spawn({
+            let e = e.clone();
+            async move { e.refresh_tags().await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        rows.insert("new", 1, 10);
+        assert_eq!(e.next_id("new").await.unwrap(), 1);
+        refresh.await.unwrap().unwrap();
+        // Before the fix the refresh marked the buffer removed: requests in flight on it got
+        // unknown_biz_tag, and the next one leased a fresh segment (id 11).
+        assert_eq!(e.next_id("new").await.unwrap(), 2);
+        assert_eq!(rows.leases.load(Ordering::Relaxed), 1);
+        // A later refresh that does list the row keeps it, and a deletion still removes it.
+        e.refresh_tags().await.unwrap();
+        assert_eq!(e.next_id("new").await.unwrap(), 3);
+        rows.remove("new");
+        e.refresh_tags().await.unwrap();
+        assert!(e.cached("new").is_none());
     }
 
     #[tokio::test]

@@ -173,3 +173,130 @@ async fn bad_input_gets_clear_errors_and_writes_nothing(db: Db) {
     assert_eq!(app.leaf_id("good").await, 1, "the server keeps serving");
 }
 on_both_databases!(bad_input_gets_clear_errors_and_writes_nothing);
+
+/// What the first test does not reach: the snowflake routes, non-ASCII and percent-encoded
+/// junk in every position, and tags that only fail inside a JSON body.
+async fn junk_on_the_snowflake_routes_and_in_bodies_gets_clear_errors(db: Db) {
+    let app = spawn_app_with(db, |s| s.server.max_body_bytes = 1024).await;
+    app.create_tag("good", 10, 1).await;
+    let before = tag_count(&app).await;
+
+    // Leaf's snowflake route only logs its key (as Leaf does): junk there still gets an id.
+    for key in [
+        "%C3%A9t%C3%A9",
+        "a%2Fb",
+        "a%20b",
+        "x'%3B%20DROP%20TABLE%20WORKER_NODE%3B--",
+        "",
+    ] {
+        let r = app.get(&format!("/api/snowflake/get/{key}")).await;
+        assert_eq!(r.status, 200, "key {key:?}: {}", r.text);
+        assert!(r.text.parse::<i64>().is_ok_and(|id| id > 0), "{}", r.text);
+    }
+    for id in [
+        "%C3%A9",
+        "1%2F2",
+        "%20%20",
+        "0x10",
+        "1e3",
+        "%EF%BC%91",
+        "1%00",
+        "99999999999999999999999",
+        "1;DROP%20TABLE%20x",
+    ] {
+        expect(
+            &app.get(&format!("/api/v1/snowflake/decode/{id}")).await,
+            400,
+            "invalid_id",
+            &format!("decode {id}"),
+        );
+        expect(
+            &app.get(&format!("/decodeSnowflakeId?snowflakeId={id}"))
+                .await,
+            400,
+            "invalid_id",
+            &format!("leaf decode {id}"),
+        );
+    }
+    for count in ["-1", "1e3", "%EF%BC%95", "18446744073709551616", "", "1%00"] {
+        expect(
+            &app.get(&format!("/api/v1/snowflake/ids?count={count}"))
+                .await,
+            400,
+            "invalid_count",
+            &format!("snowflake count={count}"),
+        );
+        expect(
+            &app.get(&format!("/api/v1/segment/good/ids?count={count}"))
+                .await,
+            400,
+            "invalid_count",
+            &format!("segment count={count}"),
+        );
+    }
+    for (tag, what) in [
+        ("%FF%FE", "invalid UTF-8"),
+        ("a%00b", "NUL byte"),
+        ("%E2%80%8Bgood", "zero-width space"),
+        ("good%0A", "newline"),
+        ("good%09", "tab"),
+    ] {
+        let r = app.get(&format!("/api/segment/get/{tag}")).await;
+        expect(&r, 400, "invalid_biz_tag", what);
+        let r = app.get(&format!("/api/v1/segment/{tag}/ids?count=2")).await;
+        expect(&r, 400, "invalid_biz_tag", what);
+    }
+    let long = "y".repeat(129);
+    for (tag, what) in [
+        ("", "empty tag in body"),
+        (long.as_str(), "129-byte tag in body"),
+        ("\u{e9}t\u{e9}", "non-ASCII tag in body"),
+        ("x';DROP TABLE leaf_alloc;--", "SQL in body"),
+        ("a/b", "slash in body"),
+    ] {
+        let body = serde_json::json!({"biz_tag": tag, "step": 10}).to_string();
+        expect(
+            &app.post("/api/v1/tags", &body).await,
+            400,
+            "invalid_biz_tag",
+            what,
+        );
+    }
+    for (body, what) in [
+        (r#"{"step":"10"}"#, "step as a string"),
+        (r#"{"step":[10]}"#, "step as an array"),
+        (r#"{"step":1e9}"#, "step as a float"),
+    ] {
+        expect(
+            &app.patch("/api/v1/tags/good", body).await,
+            400,
+            "invalid_step",
+            what,
+        );
+    }
+    let huge = format!(r#"{{"description":"{}"}}"#, "d".repeat(4096));
+    expect(
+        &app.patch("/api/v1/tags/good", &huge).await,
+        413,
+        "payload_too_large",
+        "oversized patch",
+    );
+    let wrong_type = app
+        .client
+        .post(format!("{}/api/v1/tags", app.address))
+        .header("content-type", "text/plain")
+        .body(r#"{"biz_tag":"plain","step":10}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong_type.status(), 400, "JSON sent as text/plain");
+
+    assert_eq!(tag_count(&app).await, before, "nothing was written");
+    let row = app.get("/api/v1/tags/good").await.json();
+    assert_eq!(
+        (row["step"].as_i64(), row["max_id"].as_i64()),
+        (Some(10), Some(1))
+    );
+    assert_eq!(app.leaf_id("good").await, 1, "the server keeps serving");
+}
+on_both_databases!(junk_on_the_snowflake_routes_and_in_bodies_gets_clear_errors);

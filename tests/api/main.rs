@@ -6,8 +6,11 @@ mod admin;
 mod bad_input;
 mod cluster;
 mod dashboard;
+pub mod faults;
 mod layouts;
 mod leaf_compat;
+mod restarts;
+mod scale;
 mod segment;
 mod snowflake;
 

@@ -2,5 +2,6 @@
 //! under several threads.
 
 mod cached;
+mod clock_back;
 mod direct;
 mod ring;

@@ -6,6 +6,7 @@
 
 pub mod mysql;
 pub mod process;
+pub mod proxy;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

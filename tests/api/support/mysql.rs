@@ -98,4 +98,78 @@ fn start_container() -> String {
     })
     .join()
     .expect("container thread")
+/// A MariaDB instance of its own (data under `target/`, a free port), for tests that stop or
+/// restart the database: the shared instance is in use by every other test.
+pub struct PrivateMariaDb {
+    /// Data directory base (`LEAFID_MARIADB_DIR`).
+    dir: std::path::PathBuf,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// `mysql://leafid:leafid@127.0.0.1:PORT` (no database).
+    pub url: String,
+}
+
+impl PrivateMariaDb {
+    /// Starts (initialising on first use) the instance named `name` on a free port.
+    /// Blocking: call it from `spawn_blocking` in async tests.
+    pub fn start(name: &str) -> Self {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target")
+            .join(format!("mariadb-{name}"));
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let db = Self {
+            url: format!("mysql://leafid:leafid@127.0.0.1:{port}"),
+            dir,
+            port,
+        };
+        // An instance left running by an interrupted run would answer on its old port.
+        db.script("stop");
+        db.script("start");
+        db
+    }
+
+    /// Stops the instance (clean shutdown) and waits until it is gone.
+    pub fn stop(&self) {
+        self.script("stop");
+    }
+
+    /// Starts it again on the same port and data.
+    pub fn start_again(&self) {
+        self.script("start");
+    }
+
+    fn script(&self, cmd: &str) {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/mariadb.sh");
+        let out = Command::new("bash")
+            .arg(script)
+            .arg(cmd)
+            .env("LEAFID_MARIADB_DIR", &self.dir)
+            .env("LEAFID_TEST_MYSQL_PORT", self.port.to_string())
+            .output()
+            .expect("run scripts/mariadb.sh");
+        assert!(
+            out.status.success(),
+            "scripts/mariadb.sh {cmd} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for PrivateMariaDb {
+    fn drop(&mut self) {
+        self.script("stop");
+    }
+}
+
+/// Runs statements against the server at `url` (no database selected).
+pub async fn exec_url(url: &str, sql: &str) {
+    let mut conn = MySqlConnection::connect(url).await.expect("connect");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+        .execute(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }

@@ -1,0 +1,270 @@
+//! `FaultProxy`: a TCP proxy between a server under test and its database, with switches.
+//!
+//! It listens on `127.0.0.1:0` and forwards every accepted connection to one upstream address.
+//! At run time it can:
+//!
+//! - [`FaultProxy::refuse`]: close every new connection at once (the database looks down);
+//! - [`FaultProxy::cut`]: drop every live connection (a network partition, a restarted server);
+//! - [`FaultProxy::set_latency`]: hold every chunk the upstream sends for that long, so each
+//!   request/response round trip takes that much longer (a slow or distant database);
+//! - [`FaultProxy::heal`]: accept again with no added latency.
+//!
+//! Latency is applied by time stamp, not by sleeping per chunk: a reader stamps each chunk as it
+//! arrives and a writer forwards it once `stamp + latency` has passed, so a response split over
+//! several reads is delayed once, not once per read. Only upstream-to-client traffic is held:
+//! that is enough to add the latency to every round trip, and keeps client writes unordered by
+//! nothing but TCP itself.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::{AbortHandle, JoinHandle};
+use tokio::time::Instant;
+
+/// Size of one forwarded read.
+const CHUNK: usize = 16 * 1024;
+
+/// The switches and counters shared by the accept loop and the connections.
+#[derive(Debug, Default)]
+struct Switches {
+    /// When set, new connections are closed as soon as they are accepted.
+    refusing: AtomicBool,
+    /// Added to every upstream-to-client chunk, in ms (read when the chunk arrives).
+    latency_ms: AtomicU64,
+    /// Connections accepted and forwarded so far.
+    forwarded: AtomicU64,
+    /// Connections closed at once because `refusing` was set.
+    refused: AtomicU64,
+    /// The tasks of live connections, aborted by `cut`. A std Mutex: never held across an await.
+    live: Mutex<Vec<AbortHandle>>,
+}
+
+/// A fault-injecting TCP proxy on 127.0.0.1. Dropping it stops it and its connections.
+#[derive(Debug)]
+pub struct FaultProxy {
+    /// Where clients connect.
+    addr: SocketAddr,
+    /// Where connections are forwarded.
+    upstream: SocketAddr,
+    /// Shared with the accept loop.
+    switches: Arc<Switches>,
+    /// The accept loop, aborted on drop.
+    accept: JoinHandle<()>,
+}
+
+impl FaultProxy {
+    /// Starts a proxy on `127.0.0.1:0` forwarding to `upstream`. Needs a tokio runtime.
+    pub async fn start(upstream: SocketAddr) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let switches = Arc::new(Switches::default());
+        let accept = tokio::spawn(accept_loop(listener, upstream, switches.clone()));
+        Ok(Self {
+            addr,
+            upstream,
+            switches,
+            accept,
+        })
+    }
+
+    /// The address clients should connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The port clients should connect to.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// Where connections go.
+    pub fn upstream(&self) -> SocketAddr {
+        self.upstream
+    }
+
+    /// Closes every new connection as soon as it is accepted (live ones are left alone).
+    pub fn refuse(&self) {
+        self.switches.refusing.store(true, Ordering::SeqCst);
+    }
+
+    /// Drops every live connection; both ends see the socket close.
+    pub fn cut(&self) {
+        let live = std::mem::take(&mut *self.lock_live());
+        for task in live {
+            task.abort();
+        }
+    }
+
+    /// Refuses new connections and cuts the live ones: the database is unreachable.
+    pub fn go_down(&self) {
+        self.refuse();
+        self.cut();
+    }
+
+    /// Holds every upstream-to-client chunk for `ms` milliseconds (0: none).
+    pub fn set_latency(&self, ms: u64) {
+        self.switches.latency_ms.store(ms, Ordering::SeqCst);
+    }
+
+    /// Accepts connections again and removes the added latency.
+    pub fn heal(&self) {
+        self.switches.refusing.store(false, Ordering::SeqCst);
+        self.switches.latency_ms.store(0, Ordering::SeqCst);
+    }
+
+    /// Connections forwarded so far.
+    pub fn forwarded(&self) -> u64 {
+        self.switches.forwarded.load(Ordering::Relaxed)
+    }
+
+    /// Connections refused so far.
+    pub fn refused(&self) -> u64 {
+        self.switches.refused.load(Ordering::Relaxed)
+    }
+
+    fn lock_live(&self) -> std::sync::MutexGuard<'_, Vec<AbortHandle>> {
+        self.switches
+            .live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.cut();
+    }
+}
+
+async fn accept_loop(listener: TcpListener, upstream: SocketAddr, switches: Arc<Switches>) {
+    loop {
+        let Ok((client, _)) = listener.accept().await else {
+            // Out of file descriptors or similar: back off instead of spinning.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        if switches.refusing.load(Ordering::SeqCst) {
+            switches.refused.fetch_add(1, Ordering::Relaxed);
+            drop(client);
+            continue;
+        }
+        switches.forwarded.fetch_add(1, Ordering::Relaxed);
+        let task = tokio::spawn(forward(client, upstream, switches.clone()));
+        let mut live = switches
+            .live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        live.retain(|t| !t.is_finished());
+        live.push(task.abort_handle());
+    }
+}
+
+/// Forwards one connection until either side closes (or the task is aborted by `cut`).
+async fn forward(client: TcpStream, upstream: SocketAddr, switches: Arc<Switches>) {
+    let Ok(server) = TcpStream::connect(upstream).await else {
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (mut client_rd, mut client_wr) = client.into_split();
+    let (mut server_rd, mut server_wr) = server.into_split();
+    let upstream_to_client = async {
+        let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+        let read = async {
+            let mut buf = vec![0u8; CHUNK];
+            loop {
+                match server_rd.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        let delay = switches.latency_ms.load(Ordering::SeqCst);
+                        let due = Instant::now() + Duration::from_millis(delay);
+                        if tx.send((due, buf[..n].to_vec())).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+            drop(tx);
+        };
+        let write = async {
+            while let Some((due, chunk)) = rx.recv().await {
+                tokio::time::sleep_until(due).await;
+                if client_wr.write_all(&chunk).await.is_err() {
+                    break;
+                }
+            }
+            let _ = client_wr.shutdown().await;
+        };
+        tokio::join!(read, write);
+    };
+    let client_to_upstream = async {
+        let _ = tokio::io::copy(&mut client_rd, &mut server_wr).await;
+        let _ = server_wr.shutdown().await;
+    };
+    // Either direction ending closes the connection, as a TCP proxy in front of a database would.
+    tokio::select! {
+        _ = upstream_to_client => {}
+        _ = client_to_upstream => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An upstream that answers each read with the same bytes.
+    async fn echo_server() -> SocketAddr {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n) = s.read(&mut buf).await {
+                        if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    async fn round_trip(s: &mut TcpStream) -> std::io::Result<Duration> {
+        let started = std::time::Instant::now();
+        s.write_all(b"ping").await?;
+        let mut buf = [0u8; 4];
+        s.read_exact(&mut buf).await?;
+        assert_eq!(&buf, b"ping");
+        Ok(started.elapsed())
+    }
+
+    #[tokio::test]
+    async fn forwards_then_refuses_cuts_slows_and_heals() {
+        let proxy = FaultProxy::start(echo_server().await).await.unwrap();
+        let mut a = TcpStream::connect(proxy.addr()).await.unwrap();
+        assert!(round_trip(&mut a).await.unwrap() < Duration::from_millis(100));
+
+        proxy.set_latency(120);
+        let slow = round_trip(&mut a).await.unwrap();
+        assert!(slow >= Duration::from_millis(120), "{slow:?}");
+
+        proxy.go_down();
+        assert!(round_trip(&mut a).await.is_err(), "live connection cut");
+        let mut b = TcpStream::connect(proxy.addr()).await.unwrap();
+        assert!(round_trip(&mut b).await.is_err(), "new connection refused");
+        assert_eq!(proxy.refused(), 1);
+
+        proxy.heal();
+        let mut c = TcpStream::connect(proxy.addr()).await.unwrap();
+        assert!(round_trip(&mut c).await.unwrap() < Duration::from_millis(100));
+        assert_eq!(proxy.forwarded(), 2);
+    }
+}
