@@ -98,6 +98,8 @@ fn start_container() -> String {
     })
     .join()
     .expect("container thread")
+}
+
 /// A MariaDB instance of its own (data under `target/`, a free port), for tests that stop or
 /// restart the database: the shared instance is in use by every other test.
 pub struct PrivateMariaDb {
