@@ -79,13 +79,22 @@ fn segment(c: &mut Criterion) {
         b.iter(|| black_box(atomic.fetch_add(1, Ordering::Relaxed)))
     });
     let (engine, _) = segment_engine(&rt, 1);
-    g.bench_function("next_id_1_thread", |b| {
+    let handle = rt.block_on(engine.handle("tag-00000")).unwrap();
+    let by_handle = || match handle.try_next_id() {
+        Some(id) => id,
+        None => rt.block_on(handle.next_id()).unwrap(),
+    };
+    g.bench_function("next_id_1_thread", |b| b.iter(|| black_box(by_handle())));
+    g.bench_function("next_id_by_name_1_thread", |b| {
         b.iter(|| black_box(next_id(&rt, &engine, "tag-00000")))
     });
     g.bench_function("baseline_fetch_add_2_threads", |b| {
         b.iter_custom(|iters| two_threads(iters, &|| atomic.fetch_add(1, Ordering::Relaxed)))
     });
     g.bench_function("next_id_2_threads_one_tag", |b| {
+        b.iter_custom(|iters| two_threads(iters, &by_handle))
+    });
+    g.bench_function("next_id_by_name_2_threads_one_tag", |b| {
         b.iter_custom(|iters| two_threads(iters, &|| next_id(&rt, &engine, "tag-00000")))
     });
     let (many, names) = segment_engine(&rt, 10_000);

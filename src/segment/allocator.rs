@@ -5,7 +5,9 @@
 //! A failed load sets a backoff on the buffer; the next request after it starts another.
 //! Requests that find no ids wait on the buffer's notification (never spin) until `wait_timeout`.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -46,7 +48,17 @@ impl Default for SegmentConfig {
     }
 }
 
-type TagMap = HashMap<Box<str>, Arc<SegmentBuffer>>;
+/// Tag -> buffer. foldhash (seeded per map): a tag lookup is on every request, and SipHash's
+/// flood resistance buys nothing for keys that come from `leaf_alloc`.
+type TagMap = HashMap<Box<str>, Arc<SegmentBuffer>, foldhash::fast::RandomState>;
+
+static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// Per thread: (engine id, tag map generation, the map). A thread holds on to one map at a
+    /// time, so an idle thread keeps at most one outdated map alive until its next request.
+    static TAG_CACHE: RefCell<Option<(u64, u64, Arc<TagMap>)>> = const { RefCell::new(None) };
+}
 
 /// The segment engine: cheap to clone, shared by all request handlers.
 #[derive(Clone)]
@@ -61,6 +73,12 @@ struct Inner {
     config: SegmentConfig,
     /// Tag -> buffer, replaced copy-on-write: readers never lock; tags change rarely.
     tags: ArcSwap<TagMap>,
+    /// Bumped (Release) after every replacement of `tags`, so a thread can keep using its own
+    /// clone of the map (see [`TAG_CACHE`]) until it changes: one Acquire load instead of an
+    /// `ArcSwap::load` per request.
+    tags_generation: AtomicU64,
+    /// Distinguishes engines in the thread-local cache (never reused, unlike an address).
+    id: u64,
     /// Serialises the copy-on-write updates of `tags` (a std Mutex: never held across an await).
     tags_write: Mutex<()>,
     /// Bounds the loads in flight.
@@ -77,7 +95,9 @@ impl SegmentAllocator {
                 loads: Semaphore::new(config.max_concurrent_loads.max(1)),
                 store,
                 config,
-                tags: ArcSwap::from_pointee(TagMap::new()),
+                tags: ArcSwap::from_pointee(TagMap::default()),
+                tags_generation: AtomicU64::new(0),
+                id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
                 tags_write: Mutex::new(()),
                 runtime: tokio::runtime::Handle::current(),
             }),
@@ -108,7 +128,7 @@ impl SegmentAllocator {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let old = self.inner.tags.load_full();
-        let mut next = TagMap::with_capacity(rows.len());
+        let mut next = TagMap::with_capacity_and_hasher(rows.len(), Default::default());
         for row in rows {
             let Ok(tag) = BizTag::parse(&row.biz_tag) else {
                 warn!(biz_tag = %row.biz_tag, "skipping a leaf_alloc row whose tag leafid cannot serve");
@@ -133,7 +153,7 @@ impl SegmentAllocator {
             }
         }
         let n = next.len();
-        self.inner.tags.store(Arc::new(next));
+        self.inner.publish_tags(next);
         Ok(n)
     }
 
@@ -164,10 +184,22 @@ impl SegmentAllocator {
         self.inner.tags.load().len()
     }
 
+    /// A handle on one tag: its fast path without the per-call tag lookup (for callers that
+    /// issue many ids of one tag). Looks the tag up in the database if it is not cached.
+    pub async fn handle(&self, tag: &str) -> Result<TagHandle, SegmentError> {
+        Ok(TagHandle {
+            engine: self.clone(),
+            buffer: self.buffer(tag).await?,
+        })
+    }
+
     /// The fast path alone: an id if the tag is cached and its segment has one. Never waits.
     pub fn try_next_id(&self, tag: &str) -> Option<i64> {
-        let tags = self.inner.tags.load();
-        let buf = tags.get(tag)?;
+        self.inner
+            .with_tags(|tags| self.try_next_in(tags.get(tag)?))
+    }
+
+    fn try_next_in(&self, buf: &Arc<SegmentBuffer>) -> Option<i64> {
         match buf.try_next() {
             Take::Id { id, preload } => {
                 if preload {
@@ -218,7 +250,7 @@ impl SegmentAllocator {
         let buf = Arc::new(SegmentBuffer::new(tag.clone()));
         let mut next = TagMap::clone(&current);
         next.insert(tag.as_str().into(), buf.clone());
-        self.inner.tags.store(Arc::new(next));
+        self.inner.publish_tags(next);
         info!(biz_tag = %tag, "tag found in the database on first request");
         Ok(buf)
     }
@@ -235,7 +267,7 @@ impl SegmentAllocator {
             buf.mark_removed();
             let mut next = TagMap::clone(&current);
             next.remove(tag);
-            self.inner.tags.store(Arc::new(next));
+            self.inner.publish_tags(next);
         }
     }
 
@@ -251,6 +283,16 @@ impl SegmentAllocator {
     /// from the last progress.
     async fn fill(&self, tag: &str, count: usize, out: &mut Vec<i64>) -> Result<(), SegmentError> {
         let buf = self.buffer(tag).await?;
+        self.fill_buffer(&buf, count, out).await
+    }
+
+    /// [`Self::fill`] on a resolved buffer.
+    async fn fill_buffer(
+        &self,
+        buf: &Arc<SegmentBuffer>,
+        count: usize,
+        out: &mut Vec<i64>,
+    ) -> Result<(), SegmentError> {
         let wait = self.inner.config.wait_timeout;
         let mut deadline = Instant::now() + wait;
         loop {
@@ -265,14 +307,14 @@ impl SegmentAllocator {
             let preload = buf.take_many(count - out.len(), out);
             if out.len() == count {
                 if preload {
-                    self.start_load(&buf);
+                    self.start_load(buf);
                 }
                 return Ok(());
             }
             if buf.is_exhausted() {
                 return Err(SegmentError::Exhausted);
             }
-            self.start_load(&buf);
+            self.start_load(buf);
             let now = Instant::now();
             if out.len() > before {
                 deadline = now + wait;
@@ -306,6 +348,28 @@ impl SegmentAllocator {
 }
 
 impl Inner {
+    /// Replaces the tag map and announces it to the thread-local caches.
+    fn publish_tags(&self, next: TagMap) {
+        self.tags.store(Arc::new(next));
+        // Release: a thread that sees the new generation also sees the map stored above.
+        self.tags_generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Runs `f` on this thread's copy of the tag map, refreshing it when the map changed.
+    #[inline]
+    fn with_tags<R>(&self, f: impl FnOnce(&TagMap) -> R) -> R {
+        // Acquire: pairs with the Release in `publish_tags`.
+        let generation = self.tags_generation.load(Ordering::Acquire);
+        TAG_CACHE.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            let fresh = matches!(&*cache, Some((id, g, _)) if *id == self.id && *g == generation);
+            if !fresh {
+                *cache = Some((self.id, generation, self.tags.load_full()));
+            }
+            let (_, _, tags) = cache.as_ref().expect("filled above");
+            f(tags)
+        })
+    }
     /// One load: lease a segment and publish it, or record why not.
     async fn load(self: Arc<Self>, buf: Arc<SegmentBuffer>) {
         let guard = LoadGuard(Some(buf.clone()));
@@ -346,7 +410,7 @@ impl Inner {
                 {
                     let mut next = TagMap::clone(&current);
                     next.remove(buf.tag().as_str());
-                    self.tags.store(Arc::new(next));
+                    self.publish_tags(next);
                 }
             }
             Ok(Err(StoreError::Exhausted)) => {
@@ -365,6 +429,45 @@ impl Inner {
                 buf.fail_load("lease timed out".into());
             }
         }
+    }
+}
+
+/// One tag of a [`SegmentAllocator`], resolved once.
+#[derive(Clone)]
+pub struct TagHandle {
+    engine: SegmentAllocator,
+    buffer: Arc<SegmentBuffer>,
+}
+
+impl TagHandle {
+    /// The fast path: one `fetch_add` and a few loads; `None` when the segment is spent (use
+    /// [`Self::next_id`]) or the tag was deleted.
+    #[inline]
+    pub fn try_next_id(&self) -> Option<i64> {
+        match self.buffer.try_next() {
+            Take::Id { id, preload } => {
+                if preload {
+                    self.engine.start_load(&self.buffer);
+                }
+                Some(id)
+            }
+            Take::Beyond => None,
+        }
+    }
+
+    /// The next id, waiting for a load if the segments are spent.
+    pub async fn next_id(&self) -> Result<i64, SegmentError> {
+        if let Some(id) = self.try_next_id() {
+            return Ok(id);
+        }
+        let mut out = Vec::with_capacity(1);
+        self.engine.fill_buffer(&self.buffer, 1, &mut out).await?;
+        Ok(out[0])
+    }
+
+    /// The tag's buffer.
+    pub fn buffer(&self) -> &Arc<SegmentBuffer> {
+        &self.buffer
     }
 }
 

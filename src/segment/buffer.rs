@@ -157,6 +157,11 @@ pub struct SegmentBuffer {
     slots: [CachePadded<Slot>; 2],
     /// Index of the slot that served the latest ticket: read first, a hint only.
     hint: AtomicUsize,
+    /// `ticket_start` of the newest published segment: a segment whose start equals it has no
+    /// successor yet, so reaching its preload mark must start a load. Stored (Release) after
+    /// the slot write; read Relaxed: a stale (older) value only asks for a load that
+    /// `plan_load` then finds unnecessary.
+    newest_start: AtomicU64,
     /// True while one load for this tag is in flight (single-flight).
     loading: AtomicBool,
     /// After a failed load, no new load starts before this instant (ms since `created`).
@@ -181,6 +186,7 @@ impl SegmentBuffer {
             issued: CachePadded::new(AtomicU64::new(0)),
             slots: Default::default(),
             hint: AtomicUsize::new(0),
+            newest_start: AtomicU64::new(0),
             loading: AtomicBool::new(false),
             retry_at_ms: AtomicU64::new(0),
             created: Instant::now(),
@@ -244,20 +250,24 @@ impl SegmentBuffer {
         let h = self.hint.load(Ordering::Relaxed);
         let v = self.slots[h].read();
         if v.contains(t) {
-            let preload = t >= v.preload_at && !self.newer_than(&v, &self.slots[h ^ 1].read());
-            return Resolved::Id(v.id_of(t), preload);
+            return Resolved::Id(v.id_of(t), self.needs_preload(&v, t));
         }
         let o = self.slots[h ^ 1].read();
         if o.contains(t) {
             self.hint.store(h ^ 1, Ordering::Relaxed);
-            let preload = t >= o.preload_at && !self.newer_than(&o, &v);
-            return Resolved::Id(o.id_of(t), preload);
+            return Resolved::Id(o.id_of(t), self.needs_preload(&o, t));
         }
         if t >= v.ticket_end.max(o.ticket_end) {
             Resolved::Beyond
         } else {
             Resolved::Orphan
         }
+    }
+
+    /// Whether ticket `t` of segment `v` passed its preload mark while `v` has no successor.
+    #[inline]
+    fn needs_preload(&self, v: &SlotView, t: u64) -> bool {
+        t >= v.preload_at && self.newest_start.load(Ordering::Relaxed) <= v.ticket_start
     }
 
     /// Emits the ids of the tickets `[t, end)` that the segment holding `t` covers.
@@ -267,8 +277,7 @@ impl SegmentBuffer {
             if v.contains(t) {
                 let stop = end.min(v.ticket_end);
                 out.extend((t..stop).map(|x| v.id_of(x)));
-                let other = self.slots[i ^ 1].read();
-                let preload = stop > v.preload_at && !self.newer_than(&v, &other);
+                let preload = self.needs_preload(&v, stop - 1);
                 return Run::Ids {
                     next: stop,
                     preload,
@@ -285,11 +294,6 @@ impl SegmentBuffer {
         Run::Skip {
             next: next.min(end),
         }
-    }
-
-    /// Whether `other` is a segment published after `v` (so the next segment is ready).
-    fn newer_than(&self, v: &SlotView, other: &SlotView) -> bool {
-        other.ticket_start >= v.ticket_end && other.ticket_end > other.ticket_start
     }
 
     /// Claims the right to load (single-flight), unless one is running or the backoff is on.
@@ -356,6 +360,7 @@ impl SegmentBuffer {
                 // the load has the remaining 90% of the segment's lifetime to finish.
                 preload_at: start + len / 10,
             });
+            self.newest_start.store(start, Ordering::Release);
         }
         if let Some(db_step) = lease.db_step {
             st.db_step = db_step;

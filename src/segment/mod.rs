@@ -16,7 +16,7 @@ pub mod memory;
 pub mod step;
 pub mod store;
 
-pub use allocator::{SegmentAllocator, SegmentConfig};
+pub use allocator::{SegmentAllocator, SegmentConfig, TagHandle};
 pub use biz_tag::{BizTag, BizTagError};
 pub use buffer::{BufferSnapshot, SegmentBuffer};
 pub use error::SegmentError;

@@ -248,11 +248,20 @@ impl CachedGenerator {
 
     /// An id if one is ready, without blocking (requests a refill when the ring runs low).
     pub fn try_take(&self) -> Option<u64> {
-        let id = self.shared.ring.try_take();
-        if id.is_none() || self.shared.ring.len() < self.shared.threshold {
-            self.shared.request_fill();
+        match self.shared.ring.try_take_at() {
+            Some((id, pos)) => {
+                // The fill level reads the producer's `tail`, a line the filler keeps writing:
+                // look at it once per 64 takes, not on every id (the padding leaves ample slack).
+                if pos % 64 == 0 && self.shared.ring.len() < self.shared.threshold {
+                    self.shared.request_fill();
+                }
+                Some(id)
+            }
+            None => {
+                self.shared.request_fill();
+                None
+            }
         }
-        id
     }
 
     /// The next id: one ring take; on an empty ring, waits up to `max_wait` for the filler.

@@ -127,6 +127,12 @@ impl RingBuffer {
     /// Takes the oldest id, or `None` if the ring is empty (or its oldest slot is still being
     /// written by a producer).
     pub fn try_take(&self) -> Option<u64> {
+        self.try_take_at().map(|(id, _)| id)
+    }
+
+    /// Like [`Self::try_take`], also returning the ring position the id was taken from (it
+    /// increases by one per take across all consumers).
+    pub fn try_take_at(&self) -> Option<(u64, u64)> {
         // Relaxed: as in `try_put`, the cursor only arbitrates ownership.
         let mut pos = self.cursor.load(Ordering::Relaxed);
         loop {
@@ -147,7 +153,7 @@ impl RingBuffer {
                         let id = slot.value.load(Ordering::Relaxed);
                         // Release: our read of the value happens before the next producer's write.
                         slot.stamp.store(pos + self.mask + 1, Ordering::Release);
-                        return Some(id);
+                        return Some((id, pos));
                     }
                     Err(current) => pos = current,
                 }
