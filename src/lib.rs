@@ -15,10 +15,12 @@
 //! - [`sync`]: the atomics shim (loom under `cfg(loom)`).
 //! - [`store`]: the engines' storage traits on MySQL/MariaDB and SQLite.
 //! - [`http`]: the thin HTTP adapter and the error body.
+//! - [`metrics`]: the Prometheus families, read from the engines at scrape time.
 
 pub mod config;
 pub mod http;
 pub mod layout_plan;
+pub mod metrics;
 pub mod segment;
 pub mod snowflake;
 pub mod startup;

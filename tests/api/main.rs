@@ -7,6 +7,7 @@ mod bad_input;
 mod cluster;
 mod layouts;
 mod leaf_compat;
+mod metrics;
 mod segment;
 mod snowflake;
 
