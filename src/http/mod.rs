@@ -6,13 +6,17 @@
 //! - [`monitor`]: Leaf's `/cache` and `/db` pages and `/api/v1/cache`.
 //! - [`health`]: liveness and readiness.
 //! - [`layouts`]: the bit-layout planner (`/api/v1/layouts/plan`) and decoder.
+//! - [`metrics`]: `/metrics` (Prometheus) and the request-counting middleware.
+//! - [`openapi`]: the OpenAPI 3 document of every route, `/openapi.json`.
 //! - [`error`]: [`error::ApiError`], the one error body shape.
 
 pub mod admin;
 pub mod error;
 pub mod health;
 pub mod layouts;
+pub mod metrics;
 pub mod monitor;
+pub mod openapi;
 pub mod segment;
 pub mod snowflake;
 pub mod tags;
@@ -21,6 +25,7 @@ use actix_web::web;
 
 use std::sync::Arc;
 
+use crate::metrics::Metrics;
 use crate::segment::SegmentAllocator;
 use crate::snowflake::engine::SnowflakeEngine;
 use crate::store::Database;
@@ -37,6 +42,8 @@ pub struct AppState {
     pub db: Database,
     /// `admin.token`, if configured.
     pub admin_token: Option<String>,
+    /// The server's metrics registry, read by `/metrics` and updated by the HTTP middleware.
+    pub metrics: Arc<Metrics>,
 }
 
 impl AppState {
@@ -70,5 +77,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, max_body_bytes: usize) {
     .configure(health::routes)
     .configure(layouts::routes)
     .configure(snowflake::routes)
+    .configure(metrics::routes)
+    .configure(openapi::routes)
     .default_service(web::to(error::not_found));
 }

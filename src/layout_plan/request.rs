@@ -22,7 +22,7 @@ fn default_margin() -> u64 {
 /// What a migration needs, as JSON:
 /// `{"legacy": <layout with epoch>, "max_legacy_id": N, "worker_bits": W, "seq_bits": S,
 /// "years": Y}`, with `"cutover": "<RFC 3339>"` instead of `max_legacy_id` if wished.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanRequest {
     /// The layout being replaced, with its epoch.
