@@ -82,7 +82,7 @@ impl DecodeQuery {
     get,
     path = "/api/v1/layouts/decode/{id}",
     tag = "layouts",
-    params(("id" = String, Path, description = "An id, an integer within 0..=9223372036854775807"), DecodeQuery),
+    params(("id" = String, Path, description = "An id, an integer within 0..=9223372036854775807", pattern = "^[0-9]{1,19}$"), DecodeQuery),
     responses(
         (status = 200, description = "The id's fields under the given layout", body = DecodeBody),
         (status = 400, description = "`invalid_id`, `invalid_layout`, `invalid_request`", body = ErrorBody),

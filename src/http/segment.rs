@@ -23,7 +23,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     get,
     path = "/api/segment/get/{biz_tag}",
     tag = "segment",
-    params(("biz_tag" = String, Path, description = "The business tag (a `leaf_alloc` row)")),
+    params(("biz_tag" = String, Path, description = "The business tag (a `leaf_alloc` row)", pattern = "^[A-Za-z0-9._:-]{1,128}$")),
     responses(
         (status = 200, description = "The next id, in decimal", content_type = "text/plain", body = String),
         (status = 400, description = "`invalid_biz_tag`", body = ErrorBody),
@@ -91,7 +91,7 @@ pub struct BatchBody<'a> {
     get,
     path = "/api/v1/segment/{biz_tag}/ids",
     tag = "segment",
-    params(("biz_tag" = String, Path, description = "The business tag"), CountQuery),
+    params(("biz_tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9._:-]{1,128}$"), CountQuery),
     responses(
         (status = 200, description = "`count` increasing ids", body = BatchBody),
         (status = 400, description = "`invalid_biz_tag`, `invalid_count`, `invalid_request`", body = ErrorBody),

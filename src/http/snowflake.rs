@@ -148,7 +148,7 @@ pub async fn get_batch(
     get,
     path = "/api/v1/snowflake/decode/{id}",
     tag = "snowflake",
-    params(("id" = String, Path, description = "An id, an integer within 0..=9223372036854775807")),
+    params(("id" = String, Path, description = "An id, an integer within 0..=9223372036854775807", pattern = "^[0-9]{1,19}$")),
     responses(
         (status = 200, description = "The id's fields", body = DecodeBody),
         (status = 400, description = "`invalid_id`, `invalid_request`", body = ErrorBody),
@@ -168,9 +168,9 @@ pub async fn get_decode(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct LeafDecodeQuery {
-    /// The id to decode (required).
+    /// The id to decode (required): an integer within 0..=9223372036854775807.
     #[serde(rename = "snowflakeId")]
-    #[param(value_type = Option<String>)]
+    #[param(value_type = String, required = true, pattern = "^[0-9]{1,19}$")]
     pub snowflake_id: Option<String>,
 }
 

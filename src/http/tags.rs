@@ -76,7 +76,7 @@ pub async fn list(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> 
     get,
     path = "/api/v1/tags/{biz_tag}",
     tag = "tags",
-    params(("biz_tag" = String, Path, description = "The business tag")),
+    params(("biz_tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9._:-]{1,128}$")),
     responses(
         (status = 200, description = "The row", body = TagView),
         (status = 400, description = "`invalid_biz_tag`", body = ErrorBody),
@@ -101,7 +101,7 @@ pub async fn show(
 #[serde(deny_unknown_fields)]
 pub struct CreateTag {
     /// The new tag: 1 to 128 bytes of `[A-Za-z0-9._:-]` and `_`.
-    #[schema(value_type = String, example = "orders")]
+    #[schema(value_type = String, example = "orders", pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub biz_tag: Value,
     /// Its step.
     #[serde(default, deserialize_with = "present")]
@@ -221,7 +221,7 @@ pub async fn create(
     patch,
     path = "/api/v1/tags/{biz_tag}",
     tag = "tags",
-    params(("biz_tag" = String, Path, description = "The business tag")),
+    params(("biz_tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9._:-]{1,128}$")),
     request_body = UpdateTag,
     security((), ("admin_token" = [])),
     responses(
@@ -268,7 +268,7 @@ pub async fn update(
     delete,
     path = "/api/v1/tags/{biz_tag}",
     tag = "tags",
-    params(("biz_tag" = String, Path, description = "The business tag")),
+    params(("biz_tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9._:-]{1,128}$")),
     security((), ("admin_token" = [])),
     responses(
         (status = 204, description = "Deleted"),

@@ -525,15 +525,19 @@ impl fmt::Display for BitLayout {
 pub struct LayoutSpec {
     /// Width of the prefix; 0 when absent.
     #[serde(default)]
+    #[schema(maximum = 60)]
     pub prefix_bits: u8,
     /// The prefix value; all ones of `prefix_bits` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_value: Option<u64>,
     /// Width of the time field.
+    #[schema(minimum = 1, maximum = 61)]
     pub time_bits: u8,
     /// Width of the worker field.
+    #[schema(minimum = 1, maximum = 61)]
     pub worker_bits: u8,
     /// Width of the sequence field.
+    #[schema(minimum = 1, maximum = 61)]
     pub seq_bits: u8,
     /// Length of one tick.
     pub unit: TimeUnit,
