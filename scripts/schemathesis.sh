@@ -6,7 +6,7 @@
 # on a temporary SQLite file and a free loopback port, runs a bounded `st run`, stops the server
 # and exits non-zero on any failure. Admin writes are exercised too (loopback, no token).
 #
-# Environment: ST_MAX_EXAMPLES (default 25 per operation), ST_MAX_TIME (default 120 seconds),
+# Environment: ST_MAX_EXAMPLES (default 25 per operation), ST_MAX_TIME (default 100 seconds),
 # ST_SEED (default 1, for a reproducible run), LEAFID_BIN (default: build target/debug/leafid).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,13 +59,14 @@ for _ in $(seq 1 100); do
 done
 
 status=0
-# From the temporary directory: st keeps its own files in the working directory.
+# From the temporary directory: st keeps its own files in the working directory. One worker:
+# with two, Python 3.11's ast.parse (used by hypothesis) fails now and then across threads.
 (cd "$work" && st run "$base/openapi.json" \
     --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
     --max-examples "${ST_MAX_EXAMPLES:-25}" \
-    --max-time "${ST_MAX_TIME:-120}" \
+    --max-time "${ST_MAX_TIME:-100}" \
     --seed "${ST_SEED:-1}" \
-    --workers 2 \
+    --workers 1 \
     --request-timeout 10 \
     --generation-database none \
     --no-color) || status=$?
