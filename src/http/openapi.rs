@@ -82,3 +82,43 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 pub async fn get_openapi() -> HttpResponse {
     HttpResponse::Ok().json(ApiDoc::openapi())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_is_documented_with_the_error_body() {
+        let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        let paths = doc["paths"].as_object().unwrap();
+        for path in [
+            "/api/segment/get/{biz_tag}",
+            "/api/v1/segment/{biz_tag}/ids",
+            "/api/snowflake/get/{key}",
+            "/api/v1/snowflake/ids",
+            "/api/v1/snowflake/decode/{id}",
+            "/decodeSnowflakeId",
+            "/api/v1/tags",
+            "/api/v1/tags/{biz_tag}",
+            "/cache",
+            "/db",
+            "/api/v1/cache",
+            "/health/live",
+            "/health/ready",
+            "/api/v1/layouts/plan",
+            "/api/v1/layouts/decode/{id}",
+            "/metrics",
+            "/openapi.json",
+        ] {
+            assert!(paths.contains_key(path), "{path} is not documented");
+        }
+        let tag = &paths["/api/v1/tags/{biz_tag}"];
+        for method in ["get", "patch", "delete"] {
+            let body = &tag[method]["responses"]["404"]["content"]["application/json"]["schema"];
+            assert_eq!(body["$ref"], "#/components/schemas/ErrorBody", "{method}");
+        }
+        let create = &doc["components"]["schemas"]["CreateTag"];
+        assert_eq!(create["additionalProperties"], false, "{create}");
+        assert!(doc["components"]["securitySchemes"]["admin_token"].is_object());
+    }
+}
