@@ -49,7 +49,8 @@ async fn families_move_with_traffic(db: Db) {
     assert_eq!(value(&first, issued), 25.0);
     let snowflake_issued = r#"leafid_ids_issued_total{biz_tag="",engine="snowflake"}"#;
     assert!(value(&first, snowflake_issued) >= 5.0);
-    assert!(value(&first, r#"leafid_segment_loads_total{biz_tag="m"}"#) >= 3.0);
+    // Steps 10 then 20 served the 25 ids; a third load may still be in flight.
+    assert!(value(&first, r#"leafid_segment_loads_total{biz_tag="m"}"#) >= 2.0);
     assert_eq!(
         value(&first, r#"leafid_segment_load_failures_total{biz_tag="m"}"#),
         0.0
@@ -58,13 +59,13 @@ async fn families_move_with_traffic(db: Db) {
         value(
             &first,
             r#"leafid_segment_load_duration_seconds_count{biz_tag="m"}"#
-        ) >= 3.0
+        ) >= 2.0
     );
     assert!(
         value(
             &first,
             r#"leafid_segment_load_duration_seconds_bucket{biz_tag="m",le="+Inf"}"#
-        ) >= 3.0
+        ) >= 2.0
     );
     assert!(value(&first, r#"leafid_segment_step{biz_tag="m"}"#) >= 10.0);
     assert_eq!(
