@@ -17,5 +17,8 @@ cargo test --all-targets "$@"
 # The loom model of the snowflake RingBuffer (a tiny crate with no async runtime).
 RUSTFLAGS="--cfg loom" cargo test --manifest-path loom/Cargo.toml --target-dir target/loom
 
+# The running server against its own OpenAPI document (schemathesis, bounded to ~2 minutes).
+bash scripts/schemathesis.sh
+
 # The dashboard in a real headless Chromium (installs chromium and the npm test deps if missing).
 scripts/browser-test.sh

@@ -16,10 +16,12 @@
 //! - [`store`]: the engines' storage traits on MySQL/MariaDB and SQLite.
 //! - [`http`]: the thin HTTP adapter and the error body.
 //! - `testing` (feature `testing`): the fault proxy shared by tests and the soak example.
+//! - [`metrics`]: the Prometheus families, read from the engines at scrape time.
 
 pub mod config;
 pub mod http;
 pub mod layout_plan;
+pub mod metrics;
 pub mod segment;
 pub mod snowflake;
 pub mod startup;

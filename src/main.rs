@@ -1,5 +1,7 @@
 //! The `leafid` binary: `serve` (the default) runs the server; `layout {decode, plan, check}`
-//! are the migration teams' tools ([`cli`]), which need neither the server nor a database.
+//! are the migration teams' tools ([`cli`]), which need neither the server nor a database;
+//! `tags {list, show, create, set-step}` are the DBAs' tools on the configured database;
+//! `healthcheck` probes `/health/live` for a container's HEALTHCHECK.
 
 mod cli;
 
@@ -10,6 +12,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use leafid::config::Settings;
 use leafid::startup::Application;
+use leafid::store::{Database, redact};
 
 /// Unique, positive, increasing 64-bit ids (Leaf-segment and snowflake engines).
 #[derive(Debug, Parser)]
@@ -35,6 +38,19 @@ enum Command {
         #[command(subcommand)]
         command: cli::layout::LayoutCommand,
     },
+    /// leaf_alloc rows on the configured database (database.url, --config, LEAFID__*).
+    ///
+    /// Exit codes: 0 ok, 1 unknown tag, tag exists or database unreachable, 2 bad input.
+    Tags {
+        #[command(subcommand)]
+        command: cli::tags::TagsCommand,
+    },
+    /// GET /health/live on 127.0.0.1 (for a container HEALTHCHECK). Exit 0 live, 1 not.
+    Healthcheck {
+        /// The port; server.port of the configuration by default.
+        #[arg(long)]
+        port: Option<u16>,
+    },
 }
 
 #[actix_web::main]
@@ -43,6 +59,60 @@ async fn main() -> ExitCode {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(cli.config.as_deref()).await,
         Command::Layout { command } => layout(&command, cli.config.as_deref()),
+        Command::Tags { command } => tags(&command, cli.config.as_deref()).await,
+        Command::Healthcheck { port } => healthcheck(port, cli.config.as_deref()),
+    }
+}
+
+/// One error line on stderr and its exit code.
+fn fail(e: &cli::CliError) -> ExitCode {
+    eprintln!("leafid: {e}");
+    ExitCode::from(e.code())
+}
+
+/// Runs a tag command on the configured database; its answer on stdout, an error as one line
+/// on stderr.
+async fn tags(command: &cli::tags::TagsCommand, config: Option<&Path>) -> ExitCode {
+    let checked = match command.check() {
+        Ok(c) => c,
+        Err(e) => return fail(&e),
+    };
+    let settings = match Settings::load(config) {
+        Ok(s) => s,
+        Err(e) => return fail(&cli::CliError::BadInput(format!("{e:#}"))),
+    };
+    let db = match Database::connect(&settings.db_options()).await {
+        Ok(db) => db,
+        Err(e) => {
+            return fail(&cli::CliError::Database(format!(
+                "{} unreachable: {e:#}",
+                redact(&settings.database.url)
+            )));
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let result = cli::tags::run(&checked, command.json(), &*db.segment_store(), &mut out)
+        .await
+        .and_then(|()| out.flush().map_err(cli::CliError::from));
+    db.close().await;
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
+}
+
+/// Probes the local server's liveness.
+fn healthcheck(port: Option<u16>, config: Option<&Path>) -> ExitCode {
+    let port = match port {
+        Some(p) => p,
+        None => match Settings::load(config) {
+            Ok(s) => s.server.port,
+            Err(e) => return fail(&cli::CliError::BadInput(format!("{e:#}"))),
+        },
+    };
+    match cli::healthcheck::probe(port) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
     }
 }
 

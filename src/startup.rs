@@ -4,13 +4,14 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 use actix_web::dev::{Server, ServerHandle};
-use actix_web::{App, HttpServer, web};
+use actix_web::{App, HttpServer, middleware, web};
 use anyhow::Context;
 use tracing::info;
 use tracing_actix_web::TracingLogger;
 
 use crate::config::Settings;
 use crate::http::{self, AppState};
+use crate::metrics::Metrics;
 use crate::segment::SegmentAllocator;
 use crate::snowflake::clock::SystemClock;
 use crate::snowflake::engine::SnowflakeEngine;
@@ -68,16 +69,20 @@ impl Application {
             None
         };
 
+        let metrics =
+            Metrics::new(segment.clone(), snowflake.clone()).context("registering the metrics")?;
         let state = AppState {
             segment,
             snowflake,
             db,
             admin_token: settings.admin.token.clone(),
+            metrics: Arc::new(metrics),
         };
         let data = web::Data::new(state.clone());
         let max_body = settings.server.max_body_bytes;
         let mut server = HttpServer::new(move || {
             App::new()
+                .wrap(middleware::from_fn(http::metrics::track))
                 .wrap(TracingLogger::default())
                 .app_data(data.clone())
                 .configure(|cfg| http::configure(cfg, max_body))

@@ -1,18 +1,22 @@
 //! The command line beside `serve`: `leafid layout {decode, plan, check}`, the migration teams'
-//! tools. They never start the server and need no database: they are the pure functions of
-//! [`leafid::layout_plan`] with flags in front and text or JSON behind.
+//! tools (they never start the server and need no database: they are the pure functions of
+//! [`leafid::layout_plan`] with flags in front and text or JSON behind); `leafid tags
+//! {list, show, create, set-step}`, the DBAs' tools on the configured database ([`tags`]); and
+//! `leafid healthcheck`, the container probe ([`healthcheck`]).
 //!
 //! # Exit codes (stable: scripts rely on them)
 //!
 //! | code | meaning |
 //! | --- | --- |
-//! | 0 | done: decoded, planned, or the layout checked is safe |
-//! | 1 | the answer is no: the plan is impossible (the message names the need) or the check failed; also when the output could not be written |
-//! | 2 | bad input: an id, layout, epoch, unit or flag that does not parse (clap's usage errors exit 2 too) |
+//! | 0 | done: decoded, planned, the layout checked is safe, the tag command done, the server live |
+//! | 1 | the answer is no: the plan is impossible (the message names the need) or the check failed; an unknown tag, a tag that exists, a database that cannot be reached; a server not live; also when the output could not be written |
+//! | 2 | bad input: an id, layout, epoch, unit, biz_tag, step, configuration or flag that does not parse or fit (clap's usage errors exit 2 too) |
 //!
 //! Results go to stdout; errors are one line on stderr, `leafid: ...`.
 
+pub mod healthcheck;
 pub mod layout;
+pub mod tags;
 
 /// The exit code of a command that ran to its end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +54,18 @@ pub enum CliError {
     /// Exit 1: writing the answer failed (e.g. a closed pipe).
     #[error("writing the output failed: {0}")]
     Output(#[from] std::io::Error),
+    /// Exit 1: no `leaf_alloc` row for the tag.
+    #[error("unknown biz_tag {0:?}")]
+    UnknownTag(String),
+    /// Exit 1: a row for the tag exists already.
+    #[error("biz_tag {0:?} exists already")]
+    TagExists(String),
+    /// Exit 1: the database could not be reached or failed (the message names the cause).
+    #[error("database: {0}")]
+    Database(String),
+    /// Exit 1: the server did not answer `/health/live` with 200.
+    #[error("not live: {0}")]
+    NotLive(String),
 }
 
 impl CliError {
@@ -57,7 +73,12 @@ impl CliError {
     pub fn code(&self) -> u8 {
         match self {
             CliError::BadInput(_) => 2,
-            CliError::PlanImpossible { .. } | CliError::Output(_) => 1,
+            CliError::PlanImpossible { .. }
+            | CliError::Output(_)
+            | CliError::UnknownTag(_)
+            | CliError::TagExists(_)
+            | CliError::Database(_)
+            | CliError::NotLive(_) => 1,
         }
     }
 }

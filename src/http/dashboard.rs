@@ -16,6 +16,7 @@ use actix_web::{HttpResponse, web};
 
 use super::AppState;
 use super::error::ApiError;
+use crate::snowflake::engine::SnowflakeStatus;
 
 /// The page (`/`, `/dashboard`).
 const INDEX_HTML: &str = include_str!("dashboard/index.html");
@@ -30,7 +31,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 
 /// Registers the page, its two assets and `GET /api/v1/snowflake/status`.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.route("/", web::get().to(index))
+    cfg.route("/", web::get().to(root))
         .route("/dashboard", web::get().to(index))
         .route("/dashboard/app.js", web::get().to(app_js))
         .route("/dashboard/style.css", web::get().to(style_css))
@@ -49,20 +50,61 @@ fn asset(content_type: &'static str, body: &'static str) -> HttpResponse {
         .body(body)
 }
 
-async fn index() -> HttpResponse {
+/// `GET /` and `GET /dashboard`: the dashboard page.
+#[utoipa::path(
+    get,
+    path = "/dashboard",
+    tag = "operations",
+    responses((status = 200, description = "The dashboard page (also served at `/`)", content_type = "text/html", body = String))
+)]
+pub async fn index() -> HttpResponse {
     asset("text/html; charset=utf-8", INDEX_HTML)
 }
 
-async fn app_js() -> HttpResponse {
+/// `GET /`: the dashboard page.
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "operations",
+    responses((status = 200, description = "The dashboard page", content_type = "text/html", body = String))
+)]
+pub async fn root() -> HttpResponse {
+    index().await
+}
+
+/// The dashboard's script.
+#[utoipa::path(
+    get,
+    path = "/dashboard/app.js",
+    tag = "operations",
+    responses((status = 200, description = "The dashboard's script", content_type = "text/javascript", body = String))
+)]
+pub async fn app_js() -> HttpResponse {
     asset("text/javascript; charset=utf-8", APP_JS)
 }
 
-async fn style_css() -> HttpResponse {
+/// The dashboard's style sheet.
+#[utoipa::path(
+    get,
+    path = "/dashboard/style.css",
+    tag = "operations",
+    responses((status = 200, description = "The dashboard's style sheet", content_type = "text/css", body = String))
+)]
+pub async fn style_css() -> HttpResponse {
     asset("text/css; charset=utf-8", STYLE_CSS)
 }
 
 /// `GET /api/v1/snowflake/status`: layout, epoch, worker id and strategy, time left before the
 /// time field runs out, ring fill; 404 `engine_disabled` when the engine is off.
-async fn snowflake_status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/api/v1/snowflake/status",
+    tag = "snowflake",
+    responses(
+        (status = 200, description = "The snowflake engine's state", body = SnowflakeStatus),
+        (status = 404, description = "`engine_disabled`", body = super::error::ErrorBody),
+    )
+)]
+pub async fn snowflake_status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(state.snowflake()?.status()))
 }

@@ -98,9 +98,11 @@ pub enum ApiError {
 }
 
 /// The body of every error response.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"code": "unknown_biz_tag", "message": "unknown biz_tag \"orders\""}))]
 pub struct ErrorBody {
     /// Stable snake_case code.
+    #[schema(value_type = String)]
     pub code: &'static str,
     /// Human-readable explanation.
     pub message: String,

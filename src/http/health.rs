@@ -7,10 +7,12 @@
 use std::time::Duration;
 
 use actix_web::{HttpResponse, web};
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::ErrorBody;
+use crate::snowflake::engine::SnowflakeStatus;
 
 /// Registers the routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -18,11 +20,54 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/health/ready", web::get().to(ready));
 }
 
-async fn live() -> HttpResponse {
-    HttpResponse::Ok().json(json!({ "status": "ok" }))
+/// Body of `GET /health/live`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LiveBody {
+    /// Always `ok`.
+    #[schema(value_type = String, example = "ok")]
+    pub status: &'static str,
 }
 
-async fn ready(state: web::Data<AppState>) -> HttpResponse {
+/// `GET /health/live`: 200 whenever the process answers HTTP.
+#[utoipa::path(
+    get,
+    path = "/health/live",
+    tag = "operations",
+    responses((status = 200, description = "The process answers", body = LiveBody))
+)]
+pub async fn live() -> HttpResponse {
+    HttpResponse::Ok().json(LiveBody { status: "ok" })
+}
+
+/// Body of `GET /health/ready` when the server can hand out ids.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReadyBody {
+    /// `ready`, or `degraded` (database unreachable, ids still flowing from memory).
+    #[schema(value_type = String, example = "ready")]
+    pub status: &'static str,
+    /// `up`, `unreachable`, or `not used by enabled engines`.
+    #[schema(value_type = String)]
+    pub database: &'static str,
+    /// Why the server is degraded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub detail: Option<&'static str>,
+    /// The snowflake engine's state, when it is enabled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snowflake: Option<SnowflakeStatus>,
+}
+
+/// `GET /health/ready`: 200 when ids can be handed out, else 503 `not_ready` with the reason.
+#[utoipa::path(
+    get,
+    path = "/health/ready",
+    tag = "operations",
+    responses(
+        (status = 200, description = "Ready (or degraded: serving from buffered segments)", body = ReadyBody),
+        (status = 503, description = "`not_ready`, with the reason and `Retry-After`", body = ErrorBody),
+    )
+)]
+pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
     if let Some(engine) = state.snowflake.as_ref() {
         let status = engine.status();
         if status.suspended {
@@ -37,15 +82,23 @@ async fn ready(state: web::Data<AppState>) -> HttpResponse {
             ));
         }
     }
+    let snowflake = state.snowflake.as_ref().map(|e| e.status());
     let Some(segment) = state.segment.as_ref() else {
-        return HttpResponse::Ok()
-            .json(json!({ "status": "ready", "database": "not used by enabled engines" }));
+        return HttpResponse::Ok().json(ReadyBody {
+            status: "ready",
+            database: "not used by enabled engines",
+            detail: None,
+            snowflake,
+        });
     };
     let ping = tokio::time::timeout(Duration::from_secs(1), segment.store().ping()).await;
     if matches!(ping, Ok(Ok(()))) {
-        let snowflake = state.snowflake.as_ref().map(|e| e.status());
-        return HttpResponse::Ok()
-            .json(json!({ "status": "ready", "database": "up", "snowflake": snowflake }));
+        return HttpResponse::Ok().json(ReadyBody {
+            status: "ready",
+            database: "up",
+            detail: None,
+            snowflake,
+        });
     }
     let low: Vec<String> = segment
         .snapshots()
@@ -54,11 +107,12 @@ async fn ready(state: web::Data<AppState>) -> HttpResponse {
         .map(|s| s.biz_tag)
         .collect();
     if low.is_empty() {
-        HttpResponse::Ok().json(json!({
-            "status": "degraded",
-            "database": "unreachable",
-            "detail": "serving from buffered segments",
-        }))
+        HttpResponse::Ok().json(ReadyBody {
+            status: "degraded",
+            database: "unreachable",
+            detail: Some("serving from buffered segments"),
+            snowflake,
+        })
     } else {
         let shown: Vec<&str> = low.iter().take(10).map(String::as_str).collect();
         not_ready(format!(

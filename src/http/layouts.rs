@@ -6,9 +6,11 @@
 
 use actix_web::{HttpResponse, web};
 use serde::Deserialize;
+use utoipa::IntoParams;
 
-use super::error::ApiError;
-use crate::layout_plan::{self, PlanRequest};
+use super::error::{ApiError, ErrorBody};
+use super::snowflake::DecodeBody;
+use crate::layout_plan::{self, Plan, PlanRequest};
 use crate::snowflake::layout::{BitLayout, TimeUnit, parse_epoch};
 
 /// Registers the routes.
@@ -20,13 +22,26 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 /// `POST /api/v1/layouts/plan`: 200 with the plan, 422 `plan_impossible` naming the need, 400
 /// `invalid_plan_request` for a request that asks for something invalid (a body that is not the
 /// request's JSON is `invalid_request`).
-async fn post_plan(body: web::Json<PlanRequest>) -> Result<HttpResponse, ApiError> {
+#[utoipa::path(
+    post,
+    path = "/api/v1/layouts/plan",
+    tag = "layouts",
+    request_body = PlanRequest,
+    responses(
+        (status = 200, description = "The new layout, its id range and its checks", body = Plan),
+        (status = 400, description = "`invalid_request`, `invalid_plan_request`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 422, description = "`plan_impossible` (the message names the need)", body = ErrorBody),
+    )
+)]
+pub async fn post_plan(body: web::Json<PlanRequest>) -> Result<HttpResponse, ApiError> {
     let plan = layout_plan::plan_now(&body)?;
     Ok(HttpResponse::Ok().json(plan))
 }
 
 /// The layout of `GET /api/v1/layouts/decode/{id}`, as text like on the command line.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct DecodeQuery {
     /// `T/W/S` or `P+T/W/S`, e.g. `28/22/13`.
     pub layout: Option<String>,
@@ -63,7 +78,18 @@ impl DecodeQuery {
 
 /// `GET /api/v1/layouts/decode/{id}?layout=28/22/13&epoch=...&unit=seconds`: the id's fields,
 /// `{"id", "id_str", "layout", "prefix", "time_delta", "timestamp", "worker_id", "sequence"}`.
-async fn get_decode(
+#[utoipa::path(
+    get,
+    path = "/api/v1/layouts/decode/{id}",
+    tag = "layouts",
+    params(("id" = String, Path, description = "An id, an integer within 0..=9223372036854775807", pattern = "^[0-9]{1,19}$"), DecodeQuery),
+    responses(
+        (status = 200, description = "The id's fields under the given layout", body = DecodeBody),
+        (status = 400, description = "`invalid_id`, `invalid_layout`, `invalid_request`", body = ErrorBody),
+        (status = 404, description = "`not_found` (an empty id is no route)", body = ErrorBody),
+    )
+)]
+pub async fn get_decode(
     path: web::Path<String>,
     query: web::Query<DecodeQuery>,
 ) -> Result<HttpResponse, ApiError> {

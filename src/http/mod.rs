@@ -7,6 +7,8 @@
 //! - [`health`]: liveness and readiness.
 //! - [`layouts`]: the bit-layout planner (`/api/v1/layouts/plan`) and decoder.
 //! - [`dashboard`]: the dashboard page (`/`, `/dashboard`) and `/api/v1/snowflake/status`.
+//! - [`metrics`]: `/metrics` (Prometheus) and the request-counting middleware.
+//! - [`openapi`]: the OpenAPI 3 document of every route, `/openapi.json`.
 //! - [`error`]: [`error::ApiError`], the one error body shape.
 
 pub mod admin;
@@ -14,7 +16,9 @@ pub mod dashboard;
 pub mod error;
 pub mod health;
 pub mod layouts;
+pub mod metrics;
 pub mod monitor;
+pub mod openapi;
 pub mod segment;
 pub mod snowflake;
 pub mod tags;
@@ -23,6 +27,7 @@ use actix_web::web;
 
 use std::sync::Arc;
 
+use crate::metrics::Metrics;
 use crate::segment::SegmentAllocator;
 use crate::snowflake::engine::SnowflakeEngine;
 use crate::store::Database;
@@ -39,6 +44,8 @@ pub struct AppState {
     pub db: Database,
     /// `admin.token`, if configured.
     pub admin_token: Option<String>,
+    /// The server's metrics registry, read by `/metrics` and updated by the HTTP middleware.
+    pub metrics: Arc<Metrics>,
 }
 
 impl AppState {
@@ -73,5 +80,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, max_body_bytes: usize) {
     .configure(layouts::routes)
     .configure(snowflake::routes)
     .configure(dashboard::routes)
+    .configure(metrics::routes)
+    .configure(openapi::routes)
     .default_service(web::to(error::not_found));
 }

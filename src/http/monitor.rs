@@ -3,9 +3,12 @@
 use std::fmt::Write;
 
 use actix_web::{HttpResponse, web};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
+use crate::segment::BufferSnapshot;
 
 /// Registers the routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -14,9 +17,26 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/api/v1/cache", web::get().to(cache_json));
 }
 
-async fn cache_json(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+/// Body of `GET /api/v1/cache`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CacheBody {
+    /// Every cached tag's buffer, ordered by tag.
+    pub tags: Vec<BufferSnapshot>,
+}
+
+/// `GET /api/v1/cache`: the buffers of every cached tag (the JSON form of `/cache`).
+#[utoipa::path(
+    get,
+    path = "/api/v1/cache",
+    tag = "monitor",
+    responses(
+        (status = 200, description = "Every cached tag's buffer", body = CacheBody),
+        (status = 404, description = "`engine_disabled`", body = ErrorBody),
+    )
+)]
+pub async fn cache_json(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let tags = state.segment()?.snapshots();
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "tags": tags })))
+    Ok(HttpResponse::Ok().json(CacheBody { tags }))
 }
 
 /// Escapes text for HTML.
@@ -40,7 +60,17 @@ fn opt<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
 
-async fn cache_page(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+/// `GET /cache`: Leaf's monitor page of the buffers.
+#[utoipa::path(
+    get,
+    path = "/cache",
+    tag = "monitor",
+    responses(
+        (status = 200, description = "HTML table of every cached tag's segments", content_type = "text/html", body = String),
+        (status = 404, description = "`engine_disabled`", body = ErrorBody),
+    )
+)]
+pub async fn cache_page(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let mut html = String::from(
         "<table><tr><th>biz_tag</th><th>segment</th><th>state</th><th>min id</th><th>max id</th>\
          <th>next id</th><th>used / size</th><th>next ready</th><th>loading</th><th>step (db step)</th>\
@@ -77,7 +107,19 @@ async fn cache_page(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
     Ok(page("leafid segment cache", &html))
 }
 
-async fn db_page(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+/// `GET /db`: Leaf's monitor page of the `leaf_alloc` rows.
+#[utoipa::path(
+    get,
+    path = "/db",
+    tag = "monitor",
+    responses(
+        (status = 200, description = "HTML table of the rows", content_type = "text/html", body = String),
+        (status = 404, description = "`engine_disabled`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 503, description = "`database_unavailable`", body = ErrorBody),
+    )
+)]
+pub async fn db_page(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let rows = state.segment()?.store().list_tags().await?;
     let mut html = String::from(
         "<table><tr><th>biz_tag</th><th>max_id</th><th>step</th><th>description</th><th>update_time</th></tr>",

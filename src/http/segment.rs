@@ -2,9 +2,10 @@
 
 use actix_web::{HttpResponse, web};
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use crate::segment::BizTag;
 
 /// Most ids one batch request may ask for.
@@ -18,7 +19,21 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 /// `GET /api/segment/get/{biz_tag}`: the next id as plain text (Leaf-compatible).
-async fn get_leaf(
+#[utoipa::path(
+    get,
+    path = "/api/segment/get/{biz_tag}",
+    tag = "segment",
+    params(("biz_tag" = String, Path, description = "The business tag (a `leaf_alloc` row)", pattern = "^[A-Za-z0-9._:-]{1,128}$")),
+    responses(
+        (status = 200, description = "The next id, in decimal", content_type = "text/plain", body = String),
+        (status = 400, description = "`invalid_biz_tag`", body = ErrorBody),
+        (status = 404, description = "`unknown_biz_tag`, `engine_disabled`", body = ErrorBody),
+        (status = 409, description = "`biz_tag_exhausted`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 503, description = "`segments_not_ready`, `database_unavailable` (with `Retry-After`)", body = ErrorBody),
+    )
+)]
+pub async fn get_leaf(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
@@ -35,9 +50,11 @@ async fn get_leaf(
 }
 
 /// The `count` query parameter, kept as text so every bad value gets `invalid_count`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct CountQuery {
     /// Ids wanted (1..=100000, default 1).
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 100000)]
     pub count: Option<String>,
 }
 
@@ -59,14 +76,32 @@ impl CountQuery {
     }
 }
 
-#[derive(Serialize)]
-struct BatchBody<'a> {
-    biz_tag: &'a str,
-    ids: Vec<i64>,
+/// Body of the segment batch route.
+#[derive(Serialize, ToSchema)]
+pub struct BatchBody<'a> {
+    /// The tag the ids belong to.
+    #[schema(value_type = String)]
+    pub biz_tag: &'a str,
+    /// The ids, increasing.
+    pub ids: Vec<i64>,
 }
 
 /// `GET /api/v1/segment/{biz_tag}/ids?count=N`: `{"biz_tag", "ids": [..]}`, ids increasing.
-async fn get_batch(
+#[utoipa::path(
+    get,
+    path = "/api/v1/segment/{biz_tag}/ids",
+    tag = "segment",
+    params(("biz_tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9._:-]{1,128}$"), CountQuery),
+    responses(
+        (status = 200, description = "`count` increasing ids", body = BatchBody),
+        (status = 400, description = "`invalid_biz_tag`, `invalid_count`, `invalid_request`", body = ErrorBody),
+        (status = 404, description = "`unknown_biz_tag`, `engine_disabled`", body = ErrorBody),
+        (status = 409, description = "`biz_tag_exhausted`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 503, description = "`segments_not_ready`, `database_unavailable` (with `Retry-After`)", body = ErrorBody),
+    )
+)]
+pub async fn get_batch(
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: web::Query<CountQuery>,

@@ -3,15 +3,14 @@
 use std::sync::Arc;
 
 use actix_web::{HttpResponse, web};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::segment::CountQuery;
-use crate::layout_plan;
 use crate::snowflake::engine::SnowflakeEngine;
-use crate::snowflake::layout::BitLayout;
+use crate::snowflake::layout::{BitLayout, format_unix_ms};
 
 /// Registers the routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -35,12 +34,40 @@ pub fn parse_id(text: &str) -> Result<u64, ApiError> {
         })
 }
 
+/// An id's fields under a layout: the body of both decode routes.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DecodeBody {
+    /// The id.
+    pub id: u64,
+    /// The id as a string (for clients whose numbers are doubles).
+    pub id_str: String,
+    /// The layout, `T/W/S` or `P+T/W/S`.
+    pub layout: String,
+    /// Value of the prefix bits.
+    pub prefix: u64,
+    /// Ticks since the epoch.
+    pub time_delta: u64,
+    /// Start of that tick, RFC 3339 UTC.
+    pub timestamp: String,
+    /// Worker id field.
+    pub worker_id: u64,
+    /// Sequence field.
+    pub sequence: u64,
+}
+
 /// The decode body shared by the decode routes: the fields plus `id_str` and `layout`.
-pub fn decode_body(layout: &BitLayout, id: u64) -> Value {
-    let mut body = layout_plan::decode_json(layout, id);
-    body["id_str"] = id.to_string().into();
-    body["layout"] = layout.bits_string().into();
-    body
+pub fn decode_body(layout: &BitLayout, id: u64) -> DecodeBody {
+    let fields = layout.decompose(id);
+    DecodeBody {
+        id,
+        id_str: id.to_string(),
+        layout: layout.bits_string(),
+        prefix: fields.prefix,
+        time_delta: fields.time_delta,
+        timestamp: format_unix_ms(layout.tick_start_unix_ms(fields.time_delta)),
+        worker_id: fields.worker_id,
+        sequence: fields.sequence,
+    }
 }
 
 async fn next_id(engine: &Arc<SnowflakeEngine>) -> Result<u64, ApiError> {
@@ -55,7 +82,19 @@ async fn next_id(engine: &Arc<SnowflakeEngine>) -> Result<u64, ApiError> {
 
 /// `GET /api/snowflake/get/{key}`: the next id as plain text (Leaf-compatible; `key` is only
 /// logged, as in Leaf).
-async fn get_leaf(
+#[utoipa::path(
+    get,
+    path = "/api/snowflake/get/{key}",
+    tag = "snowflake",
+    params(("key" = String, Path, description = "Any text; only logged (as in Leaf)")),
+    responses(
+        (status = 200, description = "The next id, in decimal", content_type = "text/plain", body = String),
+        (status = 404, description = "`engine_disabled`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 503, description = "`clock_moved_backwards`, `time_bits_exhausted`, `snowflake_not_ready`", body = ErrorBody),
+    )
+)]
+pub async fn get_leaf(
     state: web::Data<AppState>,
     key: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
@@ -67,8 +106,28 @@ async fn get_leaf(
         .body(id.to_string()))
 }
 
+/// Body of the snowflake batch route.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IdsBody {
+    /// The ids, increasing.
+    pub ids: Vec<u64>,
+}
+
 /// `GET /api/v1/snowflake/ids?count=N`: `{"ids": [..]}`, increasing.
-async fn get_batch(
+#[utoipa::path(
+    get,
+    path = "/api/v1/snowflake/ids",
+    tag = "snowflake",
+    params(CountQuery),
+    responses(
+        (status = 200, description = "`count` increasing ids", body = IdsBody),
+        (status = 400, description = "`invalid_count`, `invalid_request`", body = ErrorBody),
+        (status = 404, description = "`engine_disabled`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 503, description = "`clock_moved_backwards`, `time_bits_exhausted`, `snowflake_not_ready`", body = ErrorBody),
+    )
+)]
+pub async fn get_batch(
     state: web::Data<AppState>,
     query: web::Query<CountQuery>,
 ) -> Result<HttpResponse, ApiError> {
@@ -81,11 +140,22 @@ async fn get_batch(
             .await
             .map_err(|_| ApiError::Internal)??
     };
-    Ok(HttpResponse::Ok().json(json!({ "ids": ids })))
+    Ok(HttpResponse::Ok().json(IdsBody { ids }))
 }
 
 /// `GET /api/v1/snowflake/decode/{id}`: the id's fields under this server's layout.
-async fn get_decode(
+#[utoipa::path(
+    get,
+    path = "/api/v1/snowflake/decode/{id}",
+    tag = "snowflake",
+    params(("id" = String, Path, description = "An id, an integer within 0..=9223372036854775807", pattern = "^[0-9]{1,19}$")),
+    responses(
+        (status = 200, description = "The id's fields", body = DecodeBody),
+        (status = 400, description = "`invalid_id`, `invalid_request`", body = ErrorBody),
+        (status = 404, description = "`engine_disabled`", body = ErrorBody),
+    )
+)]
+pub async fn get_decode(
     state: web::Data<AppState>,
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
@@ -95,15 +165,42 @@ async fn get_decode(
 }
 
 /// Query of Leaf's decoder.
-#[derive(Debug, Deserialize)]
-struct LeafDecodeQuery {
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct LeafDecodeQuery {
+    /// The id to decode (required): an integer within 0..=9223372036854775807.
     #[serde(rename = "snowflakeId")]
-    snowflake_id: Option<String>,
+    #[param(value_type = String, required = true, pattern = "^[0-9]{1,19}$")]
+    pub snowflake_id: Option<String>,
+}
+
+/// Leaf's decoder answer: every value a string.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LeafDecodeBody {
+    /// `<unix ms>(<UTC date and time>)`.
+    pub timestamp: String,
+    /// Worker id field.
+    #[serde(rename = "workerId")]
+    pub worker_id: String,
+    /// Sequence field.
+    #[serde(rename = "sequenceId")]
+    pub sequence_id: String,
 }
 
 /// `GET /decodeSnowflakeId?snowflakeId=N`: Leaf's answer shape, every value a string:
 /// `{"timestamp": "<ms>(<local time>)", "workerId", "sequenceId"}`, under this server's layout.
-async fn get_leaf_decode(
+#[utoipa::path(
+    get,
+    path = "/decodeSnowflakeId",
+    tag = "snowflake",
+    params(LeafDecodeQuery),
+    responses(
+        (status = 200, description = "The id's fields, Leaf's shape", body = LeafDecodeBody),
+        (status = 400, description = "`invalid_id`, `invalid_request`", body = ErrorBody),
+        (status = 404, description = "`engine_disabled`", body = ErrorBody),
+    )
+)]
+pub async fn get_leaf_decode(
     state: web::Data<AppState>,
     q: web::Query<LeafDecodeQuery>,
 ) -> Result<HttpResponse, ApiError> {
@@ -119,9 +216,9 @@ async fn get_leaf_decode(
     let when = chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f").to_string())
         .unwrap_or_default();
-    Ok(HttpResponse::Ok().json(json!({
-        "timestamp": format!("{ms}({when})"),
-        "workerId": fields.worker_id.to_string(),
-        "sequenceId": fields.sequence.to_string(),
-    })))
+    Ok(HttpResponse::Ok().json(LeafDecodeBody {
+        timestamp: format!("{ms}({when})"),
+        worker_id: fields.worker_id.to_string(),
+        sequence_id: fields.sequence.to_string(),
+    }))
 }

@@ -6,10 +6,11 @@
 use actix_web::{HttpResponse, web};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::ToSchema;
 
 use super::AppState;
 use super::admin::AdminAuth;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use crate::segment::{BizTag, BufferSnapshot, NewTag, StoreError, TagRow};
 
 /// Largest step a DBA may set.
@@ -27,7 +28,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 /// A row with the live state of its buffer (absent until the tag served a request).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct TagView {
     /// The row.
     #[serde(flatten)]
@@ -45,13 +46,46 @@ fn view(state: &AppState, row: TagRow) -> TagView {
     TagView { row, buffer }
 }
 
-async fn list(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let rows = state.segment()?.store().list_tags().await?;
-    let tags: Vec<TagView> = rows.into_iter().map(|r| view(&state, r)).collect();
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "tags": tags })))
+/// Body of `GET /api/v1/tags`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TagList {
+    /// Every row, ordered by tag.
+    pub tags: Vec<TagView>,
 }
 
-async fn show(
+/// `GET /api/v1/tags`: every `leaf_alloc` row with its live buffer.
+#[utoipa::path(
+    get,
+    path = "/api/v1/tags",
+    tag = "tags",
+    responses(
+        (status = 200, description = "Every row, ordered by tag", body = TagList),
+        (status = 404, description = "`engine_disabled`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 503, description = "`database_unavailable`", body = ErrorBody),
+    )
+)]
+pub async fn list(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let rows = state.segment()?.store().list_tags().await?;
+    let tags: Vec<TagView> = rows.into_iter().map(|r| view(&state, r)).collect();
+    Ok(HttpResponse::Ok().json(TagList { tags }))
+}
+
+/// `GET /api/v1/tags/{biz_tag}`: one row with its live buffer.
+#[utoipa::path(
+    get,
+    path = "/api/v1/tags/{biz_tag}",
+    tag = "tags",
+    params(("biz_tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9._:-]{1,128}$")),
+    responses(
+        (status = 200, description = "The row", body = TagView),
+        (status = 400, description = "`invalid_biz_tag`", body = ErrorBody),
+        (status = 404, description = "`unknown_biz_tag`, `engine_disabled`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 503, description = "`database_unavailable`", body = ErrorBody),
+    )
+)]
+pub async fn show(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
@@ -63,29 +97,35 @@ async fn show(
 }
 
 /// Body of `POST /api/v1/tags`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTag {
-    /// The new tag.
+    /// The new tag: 1 to 128 bytes of `[A-Za-z0-9._:-]` and `_`.
+    #[schema(value_type = String, example = "orders", pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub biz_tag: Value,
     /// Its step.
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = i64, minimum = 1, maximum = 1_000_000_000, example = 2000)]
     pub step: Option<Value>,
     /// Starting `max_id` (default 1).
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>, minimum = 1)]
     pub max_id: Option<Value>,
-    /// Free text.
+    /// Free text, at most 256 characters.
+    #[schema(max_length = 256)]
     pub description: Option<String>,
 }
 
-/// Body of `PATCH /api/v1/tags/{biz_tag}`.
-#[derive(Debug, Deserialize)]
+/// Body of `PATCH /api/v1/tags/{biz_tag}`: at least one field.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateTag {
-    /// New step.
+    /// New step; applies from the next segment load.
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 1_000_000_000)]
     pub step: Option<Value>,
-    /// New description.
+    /// New description, at most 256 characters.
+    #[schema(max_length = 256)]
     pub description: Option<String>,
 }
 
@@ -122,7 +162,25 @@ fn check_description(d: Option<&str>) -> Result<(), ApiError> {
     }
 }
 
-async fn create(
+/// `POST /api/v1/tags`: creates a row (admin).
+#[utoipa::path(
+    post,
+    path = "/api/v1/tags",
+    tag = "tags",
+    request_body = CreateTag,
+    security((), ("admin_token" = [])),
+    responses(
+        (status = 201, description = "Created", body = TagView),
+        (status = 400, description = "`invalid_biz_tag`, `invalid_step`, `invalid_max_id`, `invalid_request`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 404, description = "`engine_disabled`", body = ErrorBody),
+        (status = 409, description = "`biz_tag_exists`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 503, description = "`database_unavailable`", body = ErrorBody),
+    )
+)]
+pub async fn create(
     _: AdminAuth,
     state: web::Data<AppState>,
     body: web::Json<CreateTag>,
@@ -158,7 +216,25 @@ async fn create(
     }
 }
 
-async fn update(
+/// `PATCH /api/v1/tags/{biz_tag}`: changes step and/or description (admin).
+#[utoipa::path(
+    patch,
+    path = "/api/v1/tags/{biz_tag}",
+    tag = "tags",
+    params(("biz_tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9._:-]{1,128}$")),
+    request_body = UpdateTag,
+    security((), ("admin_token" = [])),
+    responses(
+        (status = 200, description = "The updated row", body = TagView),
+        (status = 400, description = "`invalid_biz_tag`, `invalid_step`, `invalid_request`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 404, description = "`unknown_biz_tag`, `engine_disabled`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 503, description = "`database_unavailable`", body = ErrorBody),
+    )
+)]
+pub async fn update(
     _: AdminAuth,
     state: web::Data<AppState>,
     path: web::Path<String>,
@@ -187,7 +263,23 @@ async fn update(
     }
 }
 
-async fn delete(
+/// `DELETE /api/v1/tags/{biz_tag}`: deletes a row (admin); its buffer is dropped.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/tags/{biz_tag}",
+    tag = "tags",
+    params(("biz_tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9._:-]{1,128}$")),
+    security((), ("admin_token" = [])),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "`invalid_biz_tag`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 404, description = "`unknown_biz_tag`, `engine_disabled`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 503, description = "`database_unavailable`", body = ErrorBody),
+    )
+)]
+pub async fn delete(
     _: AdminAuth,
     state: web::Data<AppState>,
     path: web::Path<String>,

@@ -22,13 +22,14 @@ fn default_margin() -> u64 {
 /// What a migration needs, as JSON:
 /// `{"legacy": <layout with epoch>, "max_legacy_id": N, "worker_bits": W, "seq_bits": S,
 /// "years": Y}`, with `"cutover": "<RFC 3339>"` instead of `max_legacy_id` if wished.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanRequest {
     /// The layout being replaced, with its epoch.
     pub legacy: LayoutSpec,
     /// The highest id the legacy layout issued (observed). Exactly one of this and `cutover`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0)]
     pub max_legacy_id: Option<i64>,
     /// When the legacy generators stop: the legacy maximum is then the largest id the legacy
     /// layout could have issued by `cutover + margin_seconds` (clamped at its largest id).
@@ -38,10 +39,13 @@ pub struct PlanRequest {
     #[serde(default = "default_margin")]
     pub margin_seconds: u64,
     /// Worker bits of the new layout, kept as requested.
+    #[schema(minimum = 1, maximum = 61)]
     pub worker_bits: u8,
     /// Sequence bits of the new layout, kept as requested.
+    #[schema(minimum = 1, maximum = 61)]
     pub seq_bits: u8,
     /// Calendar years from now through which the new layout must still issue ids.
+    #[schema(maximum = 1000)]
     pub years: u32,
     /// Time unit of the new layout; the legacy unit when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -11,7 +11,7 @@ const YEAR_MS: f64 = 365.2425 * 86_400_000.0;
 
 /// The planner's answer, as JSON: `{"layout", "epoch", "first_id", "last_id", "exhausted_at",
 /// "checks"}`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Plan {
     /// The new layout, without its epoch.
     pub layout: LayoutSpec,
@@ -28,7 +28,7 @@ pub struct Plan {
 }
 
 /// One verified guarantee of a plan.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PlanCheck {
     /// Stable snake_case name, e.g. `first_id_above_max_legacy_id`.
     pub name: String,

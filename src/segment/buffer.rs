@@ -27,6 +27,7 @@ use serde::Serialize;
 use tokio::sync::Notify;
 
 use super::biz_tag::BizTag;
+use super::load_stats::LoadLatency;
 use super::step::StepPolicy;
 use super::store::Lease;
 
@@ -135,6 +136,14 @@ struct LoadState {
     failures: u32,
     /// The last failure, for `/cache`.
     last_error: Option<String>,
+    /// Failed loads since start (metrics).
+    failures_total: u64,
+    /// Ids of the segments overwritten so far: each was spent when its slot was reused. With
+    /// the tickets used in the two live slots this gives the ids issued, read at scrape time
+    /// instead of being counted per id.
+    retired_ids: u64,
+    /// Latency of the successful leases (metrics).
+    latency: LoadLatency,
 }
 
 /// What a loader should lease, decided by [`SegmentBuffer::plan_load`].
@@ -352,6 +361,8 @@ impl SegmentBuffer {
             "overwriting a segment that still has unissued ids"
         );
         if len > 0 {
+            let old = self.slots[target].read();
+            st.retired_ids += old.ticket_end - old.ticket_start;
             self.slots[target].write(SlotView {
                 ticket_start: start,
                 ticket_end: start + len,
@@ -365,7 +376,15 @@ impl SegmentBuffer {
         if let Some(db_step) = lease.db_step {
             st.db_step = db_step;
         }
-        st.step = asked.unwrap_or(st.db_step);
+        let step = asked.unwrap_or(st.db_step);
+        if st.step != 0 && st.step != step {
+            tracing::info!(
+                biz_tag = %self.tag, old_step = st.step, new_step = step, db_step = st.db_step,
+                "segment step changed"
+            );
+        }
+        st.step = step;
+        st.latency.observe(latency.as_secs_f64());
         st.last_load = Some(Instant::now());
         st.last_load_unix_ms = Some(chrono::Utc::now().timestamp_millis());
         st.last_load_latency = Some(latency);
@@ -382,6 +401,7 @@ impl SegmentBuffer {
     pub(crate) fn fail_load(&self, error: String) {
         let mut st = self.load_state.lock().unwrap_or_else(|e| e.into_inner());
         st.failures = st.failures.saturating_add(1);
+        st.failures_total += 1;
         st.last_error = Some(error);
         let backoff = (50u64 << st.failures.min(7)).min(5_000);
         self.retry_at_ms
@@ -456,9 +476,15 @@ impl SegmentBuffer {
 
     /// A snapshot for the monitor pages and metrics.
     pub fn snapshot(&self) -> BufferSnapshot {
-        let issued = self.issued.load(Ordering::Relaxed);
+        // The lock first: the loader holds it while it retires and rewrites a slot, so the
+        // retired count and the slots read below agree.
         let st = self.load_state.lock().unwrap_or_else(|e| e.into_inner());
+        let issued = self.issued.load(Ordering::Relaxed);
         let views = [self.slots[0].read(), self.slots[1].read()];
+        let live_used: u64 = views
+            .iter()
+            .map(|v| issued.clamp(v.ticket_start, v.ticket_end) - v.ticket_start)
+            .sum();
         let segments = views
             .iter()
             .enumerate()
@@ -500,6 +526,9 @@ impl SegmentBuffer {
             last_load_unix_ms: st.last_load_unix_ms,
             last_load_latency_ms: st.last_load_latency.map(|d| d.as_secs_f64() * 1e3),
             remaining: self.remaining(),
+            ids_issued: st.retired_ids + live_used,
+            load_failures_total: st.failures_total,
+            load_latency: st.latency.clone(),
         }
     }
 }
@@ -516,7 +545,7 @@ enum Run {
 }
 
 /// Where a segment is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SegmentState {
     /// Nothing loaded in this slot yet.
@@ -530,7 +559,7 @@ pub enum SegmentState {
 }
 
 /// One slot of a [`BufferSnapshot`].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct SegmentSnapshot {
     /// Slot index (0 or 1).
     pub slot: usize,
@@ -551,7 +580,7 @@ pub struct SegmentSnapshot {
 }
 
 /// The live state of one tag's buffer, for `/cache` and metrics.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct BufferSnapshot {
     /// The tag.
     pub biz_tag: String,
@@ -577,6 +606,14 @@ pub struct BufferSnapshot {
     pub last_load_latency_ms: Option<f64>,
     /// Ids left in memory.
     pub remaining: u64,
+    /// Ids taken from this tag's segments since the buffer was created (an id lost to a race or
+    /// to a request that gave up counts too: it is never issued again).
+    pub ids_issued: u64,
+    /// Failed loads since start.
+    pub load_failures_total: u64,
+    /// Latency histogram of the successful loads (metrics only).
+    #[serde(skip)]
+    pub load_latency: LoadLatency,
 }
 
 #[cfg(test)]
@@ -701,6 +738,28 @@ mod tests {
         b.take_many(25, &mut out);
         let expected: Vec<i64> = (1..=10).chain(21..=30).collect();
         assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn ids_issued_survives_slot_reuse_and_failures_and_latency_are_recorded() {
+        let b = buffer();
+        b.publish(lease(11, 10), None, Duration::from_millis(2));
+        for _ in 0..4 {
+            b.try_next();
+        }
+        assert_eq!(b.snapshot().ids_issued, 4);
+        b.publish(lease(21, 10), None, Duration::from_millis(3));
+        for _ in 0..10 {
+            b.try_next();
+        }
+        b.fail_load("down".into());
+        b.publish(lease(31, 10), None, Duration::from_millis(4)); // reuses slot 0
+        b.try_next();
+        let snap = b.snapshot();
+        assert_eq!(snap.ids_issued, 15);
+        assert_eq!(snap.load_failures_total, 1);
+        assert_eq!(snap.load_latency.count(), 3);
+        assert_eq!(snap.loads, 3);
     }
 
     #[test]

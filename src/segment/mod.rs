@@ -5,6 +5,7 @@
 //! - [`buffer`]: the per-tag double buffer with its lock-free fast path.
 //! - [`step`]: Leaf's adaptive step.
 //! - [`allocator`]: tags, loads (single-flight, bounded, with backoff), waiting, refresh.
+//! - [`load_stats`]: the per-tag lease latency histogram behind the metrics.
 //!
 //! This module knows nothing of HTTP or SQL.
 
@@ -12,6 +13,7 @@ pub mod allocator;
 pub mod biz_tag;
 pub mod buffer;
 pub mod error;
+pub mod load_stats;
 pub mod memory;
 pub mod step;
 pub mod store;

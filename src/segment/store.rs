@@ -6,7 +6,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 /// One `leaf_alloc` row as the engine and the admin API see it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct TagRow {
     /// The business tag (primary key).
     pub biz_tag: String,

@@ -86,6 +86,8 @@ pub struct CachedStats {
     pub ticks_ahead: u64,
     /// The filler reached the end of the layout's time field.
     pub time_bits_exhausted: bool,
+    /// Ids taken from the ring since start.
+    pub taken: u64,
 }
 
 /// State shared by the generator's handle and its filler thread.
@@ -305,6 +307,7 @@ impl CachedGenerator {
             last_filled_tick,
             ticks_ahead: last_filled_tick.map_or(0, |t| t.saturating_sub(now_tick)),
             time_bits_exhausted: s.time_exhausted.load(Ordering::Relaxed),
+            taken: s.ring.taken(),
         }
     }
 

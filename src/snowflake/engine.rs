@@ -11,7 +11,7 @@
 //! generator's lead over the clock, so a server taking the id over later never reissues a tick.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -25,7 +25,7 @@ use super::layout::{BitLayout, TimeUnit, format_unix_ms};
 use super::worker::{NodeInfo, WorkerStore, WorkerStoreError, WorkerStrategy};
 
 /// Which generator serves ids.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GeneratorKind {
     /// Ring buffer filled ahead of the clock (uid-generator's CachedUidGenerator).
@@ -100,6 +100,9 @@ pub struct SnowflakeEngine {
     suspended: AtomicBool,
     lease: Option<Lease>,
     config: SnowflakeConfig,
+    /// Ids issued by the direct generator, added once per request (the cached generator's ring
+    /// cursor already counts its ids). Relaxed: a statistic.
+    direct_issued: AtomicU64,
 }
 
 impl std::fmt::Debug for SnowflakeEngine {
@@ -112,7 +115,7 @@ impl std::fmt::Debug for SnowflakeEngine {
 }
 
 /// A point-in-time view for health, metrics and pages.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct SnowflakeStatus {
     /// `T/W/S` or `P+T/W/S`.
     pub layout: String,
@@ -138,6 +141,8 @@ pub struct SnowflakeStatus {
     pub ring_available: Option<usize>,
     /// Ticks the ring is ahead of the clock (cached).
     pub ticks_ahead: Option<u64>,
+    /// Ids issued since start.
+    pub ids_issued: u64,
 }
 
 impl SnowflakeEngine {
@@ -157,7 +162,9 @@ impl SnowflakeEngine {
             WorkerStrategy::Static(id) => (id, 0, None),
             WorkerStrategy::Disposable => {
                 let store = store.ok_or(StartError::NoStore(config.strategy))?;
-                (store.assign_disposable(&node, max_worker).await?, 0, None)
+                let id = store.assign_disposable(&node, max_worker).await?;
+                info!(worker_id = id, host = %node.host, port = %node.port, "disposable worker id assigned");
+                (id, 0, None)
             }
             WorkerStrategy::Lease => {
                 let store = store.ok_or(StartError::NoStore(config.strategy))?;
@@ -165,6 +172,10 @@ impl SnowflakeEngine {
                 let got = store
                     .acquire_lease(&node, lease_ms, max_worker, now)
                     .await?;
+                info!(
+                    worker_id = got.worker_id, lease_ms, last_timestamp_ms = got.last_timestamp_ms,
+                    owner = %node.owner, "worker lease acquired"
+                );
                 let lease = Lease {
                     store,
                     owner: node.owner.clone(),
@@ -204,6 +215,7 @@ impl SnowflakeEngine {
             suspended: AtomicBool::new(false),
             lease,
             config,
+            direct_issued: AtomicU64::new(0),
         });
         let status = engine.status();
         info!(
@@ -232,7 +244,9 @@ impl SnowflakeEngine {
         match &self.generator {
             Generator::Cached(g) => g.try_take().map(Ok),
             // A millisecond layout waits at most about a millisecond for the next tick.
-            Generator::Direct(g) if self.layout.unit() == TimeUnit::Millis => Some(g.next_id()),
+            Generator::Direct(g) if self.layout.unit() == TimeUnit::Millis => {
+                Some(self.count_direct(g.next_id(), 1))
+            }
             Generator::Direct(_) => None,
         }
     }
@@ -244,8 +258,20 @@ impl SnowflakeEngine {
         }
         match &self.generator {
             Generator::Cached(g) => g.take(),
-            Generator::Direct(g) => g.next_id(),
+            Generator::Direct(g) => self.count_direct(g.next_id(), 1),
         }
+    }
+
+    /// Adds `n` to the direct generator's issued count when `result` is an id.
+    fn count_direct<T>(
+        &self,
+        result: Result<T, SnowflakeError>,
+        n: u64,
+    ) -> Result<T, SnowflakeError> {
+        if result.is_ok() {
+            self.direct_issued.fetch_add(n, Ordering::Relaxed);
+        }
+        result
     }
 
     /// `n` increasing ids; may block (use off the async threads).
@@ -256,7 +282,13 @@ impl SnowflakeEngine {
         let mut out = Vec::with_capacity(n);
         match &self.generator {
             Generator::Cached(g) => g.take_many(n, &mut out)?,
-            Generator::Direct(g) => g.next_ids(n, &mut out)?,
+            Generator::Direct(g) => {
+                let result = g.next_ids(n, &mut out);
+                // On an error the ids appended so far are dropped by the caller: never reissued.
+                self.direct_issued
+                    .fetch_add(out.len() as u64, Ordering::Relaxed);
+                result?
+            }
         }
         Ok(out)
     }
@@ -296,6 +328,10 @@ impl SnowflakeEngine {
             ring_capacity: stats.map(|s| s.capacity),
             ring_available: stats.map(|s| s.available),
             ticks_ahead: stats.map(|s| s.ticks_ahead),
+            ids_issued: match stats {
+                Some(s) => s.taken,
+                None => self.direct_issued.load(Ordering::Relaxed),
+            },
         }
     }
 

@@ -38,7 +38,7 @@ pub const MAX_EPOCH_MS: i64 = 253_402_300_799_999;
 pub const PAYLOAD_BITS: u8 = 63;
 
 /// The length of one tick of the time field.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TimeUnit {
     /// One tick per second (uid-generator).
@@ -520,20 +520,24 @@ impl fmt::Display for BitLayout {
 /// A layout in JSON (DESIGN.md section 6):
 /// `{"prefix_bits": 7, "prefix_value": 127, "time_bits": 30, "worker_bits": 13, "seq_bits": 13,
 /// "unit": "seconds", "epoch": "2016-05-20T00:00:00+08:00"}`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LayoutSpec {
     /// Width of the prefix; 0 when absent.
     #[serde(default)]
+    #[schema(maximum = 60)]
     pub prefix_bits: u8,
     /// The prefix value; all ones of `prefix_bits` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_value: Option<u64>,
     /// Width of the time field.
+    #[schema(minimum = 1, maximum = 61)]
     pub time_bits: u8,
     /// Width of the worker field.
+    #[schema(minimum = 1, maximum = 61)]
     pub worker_bits: u8,
     /// Width of the sequence field.
+    #[schema(minimum = 1, maximum = 61)]
     pub seq_bits: u8,
     /// Length of one tick.
     pub unit: TimeUnit,

@@ -176,6 +176,13 @@ impl RingBuffer {
         (tail.saturating_sub(cursor) as usize).min(self.capacity())
     }
 
+    /// Ids taken since the ring was made (a snapshot): the consumers' cursor, read for metrics
+    /// so that nothing is counted per id.
+    pub fn taken(&self) -> u64 {
+        // Relaxed: a monitoring read; it orders nothing.
+        self.cursor.load(Ordering::Relaxed)
+    }
+
     /// Whether no id is ready to take (a snapshot).
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -1,0 +1,299 @@
+//! `leafid tags {list, show, create, set-step}`: `leaf_alloc` rows for DBAs, straight on the
+//! configured database (`database.url` from the defaults, `--config`, `LEAFID__DATABASE__URL`),
+//! through the same [`SegmentStore`] the server uses. No server needs to run.
+//!
+//! Input is checked before the database is touched, so a bad tag or step is exit 2 even when
+//! the database is down. A new step applies at each server's next segment load (the server
+//! re-reads the row at every lease). Connecting applies leafid's migrations, as the server
+//! does (`CREATE TABLE IF NOT EXISTS`: an existing Leaf table is kept as it is).
+
+use std::io::Write;
+
+use clap::{Args, Subcommand};
+use leafid::http::tags::{MAX_DESCRIPTION, MAX_STEP};
+use leafid::segment::{BizTag, NewTag, SegmentStore, StoreError, TagRow};
+
+use super::CliError;
+
+/// `leafid tags ...`.
+#[derive(Debug, Subcommand)]
+pub enum TagsCommand {
+    /// List every row of leaf_alloc.
+    List(OutputFlags),
+    /// Show one row.
+    Show {
+        /// The business tag.
+        biz_tag: String,
+        #[command(flatten)]
+        output: OutputFlags,
+    },
+    /// Create a row (the tag serves at once, also on running servers).
+    Create {
+        /// The new business tag: 1 to 128 bytes of [A-Za-z0-9._:-] and _.
+        biz_tag: String,
+        /// Its step, 1..=1000000000.
+        #[arg(long, allow_hyphen_values = true)]
+        step: String,
+        /// The first id to lease (default 1).
+        #[arg(long, value_name = "ID", allow_hyphen_values = true)]
+        max_id: Option<String>,
+        /// Free text, at most 256 characters.
+        #[arg(long)]
+        description: Option<String>,
+        #[command(flatten)]
+        output: OutputFlags,
+    },
+    /// Change a row's step (applies at each server's next segment load).
+    SetStep {
+        /// The business tag.
+        biz_tag: String,
+        /// The new step, 1..=1000000000.
+        #[arg(allow_hyphen_values = true)]
+        step: String,
+        #[command(flatten)]
+        output: OutputFlags,
+    },
+}
+
+/// Output format.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct OutputFlags {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A command with its input checked: what [`run`] executes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checked {
+    /// `tags list`.
+    List,
+    /// `tags show`.
+    Show(BizTag),
+    /// `tags create`.
+    Create(NewTag),
+    /// `tags set-step`.
+    SetStep(BizTag, i64),
+}
+
+impl TagsCommand {
+    /// Whether the answer is JSON.
+    pub fn json(&self) -> bool {
+        match self {
+            Self::List(o)
+            | Self::Show { output: o, .. }
+            | Self::Create { output: o, .. }
+            | Self::SetStep { output: o, .. } => o.json,
+        }
+    }
+
+    /// Checks the input without touching the database (bad input: exit 2).
+    pub fn check(&self) -> Result<Checked, CliError> {
+        Ok(match self {
+            Self::List(_) => Checked::List,
+            Self::Show { biz_tag, .. } => Checked::Show(parse_tag(biz_tag)?),
+            Self::Create {
+                biz_tag,
+                step,
+                max_id,
+                description,
+                ..
+            } => {
+                let tag = parse_tag(biz_tag)?;
+                let max_id = max_id.as_deref().map(parse_max_id).transpose()?;
+                if let Some(d) = description
+                    && d.chars().count() > MAX_DESCRIPTION
+                {
+                    return Err(CliError::BadInput(format!(
+                        "invalid description: at most {MAX_DESCRIPTION} characters"
+                    )));
+                }
+                Checked::Create(NewTag {
+                    biz_tag: tag.to_string(),
+                    step: parse_step(step)?,
+                    max_id: max_id.unwrap_or(1),
+                    description: description.clone(),
+                })
+            }
+            Self::SetStep { biz_tag, step, .. } => {
+                Checked::SetStep(parse_tag(biz_tag)?, parse_step(step)?)
+            }
+        })
+    }
+}
+
+fn parse_tag(text: &str) -> Result<BizTag, CliError> {
+    BizTag::parse(text).map_err(|e| CliError::BadInput(format!("invalid biz_tag: {e}")))
+}
+
+fn parse_step(text: &str) -> Result<i64, CliError> {
+    match text.trim().parse::<i64>() {
+        Ok(n) if (1..=MAX_STEP).contains(&n) => Ok(n),
+        _ => Err(CliError::BadInput(format!(
+            "invalid step {text:?}: an integer within 1..={MAX_STEP}"
+        ))),
+    }
+}
+
+fn parse_max_id(text: &str) -> Result<i64, CliError> {
+    match text.trim().parse::<i64>() {
+        Ok(n) if (1..i64::MAX).contains(&n) => Ok(n),
+        _ => Err(CliError::BadInput(format!(
+            "invalid max_id {text:?}: an integer within 1..={}",
+            i64::MAX - 1
+        ))),
+    }
+}
+
+/// Runs a checked command against `store`, writing the answer to `out`.
+pub async fn run(
+    command: &Checked,
+    json: bool,
+    store: &dyn SegmentStore,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
+    match command {
+        Checked::List => {
+            let rows = store.list_tags().await.map_err(store_error)?;
+            if json {
+                writeln!(out, "{}", to_json(&rows))?;
+            } else {
+                write_table(out, &rows)?;
+            }
+        }
+        Checked::Show(tag) => match store.get_tag(tag.as_str()).await.map_err(store_error)? {
+            Some(row) => write_row(out, &row, json)?,
+            None => return Err(CliError::UnknownTag(tag.to_string())),
+        },
+        Checked::Create(new) => match store.create_tag(new).await {
+            Ok(row) => write_row(out, &row, json)?,
+            Err(StoreError::AlreadyExists) => {
+                return Err(CliError::TagExists(new.biz_tag.clone()));
+            }
+            Err(e) => return Err(store_error(e)),
+        },
+        Checked::SetStep(tag, step) => {
+            match store
+                .update_tag(tag.as_str(), Some(*step), None)
+                .await
+                .map_err(store_error)?
+            {
+                Some(row) => {
+                    write_row(out, &row, json)?;
+                    if !json {
+                        writeln!(out, "(applies at each server's next segment load)")?;
+                    }
+                }
+                None => return Err(CliError::UnknownTag(tag.to_string())),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn store_error(e: StoreError) -> CliError {
+    CliError::Database(e.to_string())
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> String {
+    // TagRow holds strings, numbers and a timestamp: it always serializes.
+    serde_json::to_string_pretty(value).unwrap_or_default()
+}
+
+fn write_row(out: &mut impl Write, row: &TagRow, json: bool) -> std::io::Result<()> {
+    if json {
+        return writeln!(out, "{}", to_json(row));
+    }
+    writeln!(out, "biz_tag      {}", row.biz_tag)?;
+    writeln!(out, "max_id       {}", row.max_id)?;
+    writeln!(out, "step         {}", row.step)?;
+    writeln!(
+        out,
+        "description  {}",
+        row.description.as_deref().unwrap_or("")
+    )?;
+    writeln!(
+        out,
+        "update_time  {}",
+        row.update_time.map(|t| t.to_rfc3339()).unwrap_or_default()
+    )
+}
+
+fn write_table(out: &mut impl Write, rows: &[TagRow]) -> std::io::Result<()> {
+    let width = rows
+        .iter()
+        .map(|r| r.biz_tag.len())
+        .max()
+        .unwrap_or(0)
+        .max("biz_tag".len());
+    writeln!(
+        out,
+        "{:<width$}  {:>20}  {:>10}  description",
+        "biz_tag", "max_id", "step"
+    )?;
+    for r in rows {
+        writeln!(
+            out,
+            "{:<width$}  {:>20}  {:>10}  {}",
+            r.biz_tag,
+            r.max_id,
+            r.step,
+            r.description.as_deref().unwrap_or("")
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use leafid::segment::memory::MemoryStore;
+
+    fn cmd(args: &[&str]) -> TagsCommand {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(subcommand)]
+            c: TagsCommand,
+        }
+        Cli::try_parse_from(std::iter::once("tags").chain(args.iter().copied()))
+            .unwrap()
+            .c
+    }
+
+    #[test]
+    fn bad_input_is_caught_before_the_database() {
+        for args in [
+            &["show", "a b"][..],
+            &["create", "t", "--step", "0"],
+            &["create", "t", "--step", "1000000001"],
+            &["create", "t", "--step", "1e9"],
+            &["create", "t", "--step", "10", "--max-id", "0"],
+            &["set-step", "t", "-5"],
+            &["set-step", "", "5"],
+        ] {
+            let err = cmd(args).check().unwrap_err();
+            assert_eq!(err.code(), 2, "{args:?}: {err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn create_then_set_step_then_show() {
+        let store = MemoryStore::default();
+        let mut out = Vec::new();
+        let create = cmd(&["create", "orders", "--step", "500"]).check().unwrap();
+        run(&create, false, &store, &mut out).await.unwrap();
+        let again = run(&create, false, &store, &mut out).await.unwrap_err();
+        assert!(matches!(again, CliError::TagExists(_)), "{again}");
+        let set = cmd(&["set-step", "orders", "900"]).check().unwrap();
+        run(&set, false, &store, &mut out).await.unwrap();
+        let mut shown = Vec::new();
+        let show = cmd(&["show", "orders"]).check().unwrap();
+        run(&show, true, &store, &mut shown).await.unwrap();
+        let row: serde_json::Value = serde_json::from_slice(&shown).unwrap();
+        assert_eq!(row["step"], 900);
+        let unknown = cmd(&["set-step", "nope", "5"]).check().unwrap();
+        let err = run(&unknown, false, &store, &mut out).await.unwrap_err();
+        assert_eq!(err.code(), 1);
+    }
+}

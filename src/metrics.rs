@@ -1,0 +1,375 @@
+//! Prometheus metrics: `GET /metrics` in the text exposition format.
+//!
+//! Engine state is read at scrape time, never counted per id: ids issued come from each
+//! segment buffer's ticket counter and retired segments, and from the snowflake ring's cursor
+//! (or one relaxed add per request for the direct generator); loads, failures and the lease
+//! latency histogram come from the buffers' load state, which the loader updates anyway. Only
+//! HTTP requests are counted as they happen, once per request, by [`crate::http::metrics`].
+//!
+//! | family | type | labels | meaning |
+//! | --- | --- | --- | --- |
+//! | `leafid_ids_issued_total` | counter | `engine`, `biz_tag` | ids handed out (`biz_tag` empty for snowflake) |
+//! | `leafid_segment_loads_total` | counter | `biz_tag` | successful segment leases |
+//! | `leafid_segment_load_failures_total` | counter | `biz_tag` | failed or timed-out leases |
+//! | `leafid_segment_load_duration_seconds` | histogram | `biz_tag` | latency of successful leases |
+//! | `leafid_segment_step` | gauge | `biz_tag` | adaptive step of the last lease |
+//! | `leafid_segment_db_step` | gauge | `biz_tag` | the DBA's step (floor of the adaptive step) |
+//! | `leafid_segment_remaining_ids` | gauge | `biz_tag`, `segment` | ids left in the `current` and `next` segment |
+//! | `leafid_segment_next_ready` | gauge | `biz_tag` | 1 when the next segment is loaded |
+//! | `leafid_segment_tags` | gauge | | tags cached |
+//! | `leafid_snowflake_worker_id` | gauge | | this server's worker id |
+//! | `leafid_snowflake_time_left_seconds` | gauge | | seconds until the layout's time field runs out |
+//! | `leafid_snowflake_suspended` | gauge | | 1 while issuing is suspended (lease not renewed) |
+//! | `leafid_snowflake_ring_capacity` | gauge | | ring slots (cached generator) |
+//! | `leafid_snowflake_ring_available` | gauge | | ids ready in the ring (cached generator) |
+//! | `leafid_http_requests_total` | counter | `method`, `route`, `status` | requests by matched route pattern |
+//! | `leafid_http_request_duration_seconds` | histogram | `method`, `route` | time to answer |
+
+use std::sync::Arc;
+
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::{
+    Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType,
+};
+use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+
+use crate::segment::SegmentAllocator;
+use crate::segment::buffer::SegmentState;
+use crate::snowflake::engine::SnowflakeEngine;
+
+/// Why the metrics could not be set up or rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    /// The registry refused a family (a duplicate name: a programming error).
+    #[error("metrics registry: {0}")]
+    Registry(#[from] prometheus::Error),
+    /// The text encoder produced invalid UTF-8 (cannot happen with valid label values).
+    #[error("metrics text is not UTF-8")]
+    Encoding(#[from] std::string::FromUtf8Error),
+}
+
+/// The server's metrics: its own registry (not the global one, so several servers can run in
+/// one process, as the tests do) and the HTTP families the middleware updates.
+pub struct Metrics {
+    /// Every family of this server.
+    registry: Registry,
+    /// `leafid_http_requests_total`.
+    http_requests: IntCounterVec,
+    /// `leafid_http_request_duration_seconds`.
+    http_duration: HistogramVec,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// Registers the HTTP families and a collector reading the engines at scrape time.
+    pub fn new(
+        segment: Option<SegmentAllocator>,
+        snowflake: Option<Arc<SnowflakeEngine>>,
+    ) -> Result<Self, MetricsError> {
+        let registry = Registry::new();
+        let http_requests = IntCounterVec::new(
+            Opts::new(
+                "leafid_http_requests_total",
+                "HTTP requests by method, matched route pattern and status",
+            ),
+            &["method", "route", "status"],
+        )?;
+        let http_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "leafid_http_request_duration_seconds",
+                "Time to answer an HTTP request, by method and matched route pattern",
+            )
+            .buckets(vec![
+                0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1.0, 2.5,
+            ]),
+            &["method", "route"],
+        )?;
+        registry.register(Box::new(http_requests.clone()))?;
+        registry.register(Box::new(http_duration.clone()))?;
+        registry.register(Box::new(EngineCollector::new(segment, snowflake)?))?;
+        Ok(Self {
+            registry,
+            http_requests,
+            http_duration,
+        })
+    }
+
+    /// Counts one answered request. `route` must be the matched pattern (bounded cardinality).
+    pub fn observe_http(&self, method: &str, route: &str, status: u16, secs: f64) {
+        let status = status.to_string();
+        self.http_requests
+            .with_label_values(&[method, route, status.as_str()])
+            .inc();
+        self.http_duration
+            .with_label_values(&[method, route])
+            .observe(secs);
+    }
+
+    /// Every family in the Prometheus text format.
+    pub fn render(&self) -> Result<String, MetricsError> {
+        let mut out = Vec::with_capacity(8 * 1024);
+        prometheus::TextEncoder::new().encode(&self.registry.gather(), &mut out)?;
+        Ok(String::from_utf8(out)?)
+    }
+}
+
+/// Reads the engines when the registry is gathered.
+struct EngineCollector {
+    segment: Option<SegmentAllocator>,
+    snowflake: Option<Arc<SnowflakeEngine>>,
+    descs: Vec<Desc>,
+}
+
+/// Name, help and labels of every family the collector produces.
+const ENGINE_FAMILIES: &[(&str, &str, &[&str])] = &[
+    (
+        "leafid_ids_issued_total",
+        "Ids handed out, by engine and tag (biz_tag is empty for snowflake)",
+        &["engine", "biz_tag"],
+    ),
+    (
+        "leafid_segment_loads_total",
+        "Successful segment leases per tag",
+        &["biz_tag"],
+    ),
+    (
+        "leafid_segment_load_failures_total",
+        "Failed or timed-out segment leases per tag",
+        &["biz_tag"],
+    ),
+    (
+        "leafid_segment_load_duration_seconds",
+        "Latency of successful segment leases per tag",
+        &["biz_tag"],
+    ),
+    (
+        "leafid_segment_step",
+        "Adaptive step of the tag's last lease",
+        &["biz_tag"],
+    ),
+    (
+        "leafid_segment_db_step",
+        "The DBA's step of the tag (the floor of the adaptive step)",
+        &["biz_tag"],
+    ),
+    (
+        "leafid_segment_remaining_ids",
+        "Ids left in the tag's current and next segment",
+        &["biz_tag", "segment"],
+    ),
+    (
+        "leafid_segment_next_ready",
+        "1 when the tag's next segment is loaded and waiting",
+        &["biz_tag"],
+    ),
+    (
+        "leafid_segment_tags",
+        "Tags cached by the segment engine",
+        &[],
+    ),
+    ("leafid_snowflake_worker_id", "This server's worker id", &[]),
+    (
+        "leafid_snowflake_time_left_seconds",
+        "Seconds until the snowflake layout's time field runs out",
+        &[],
+    ),
+    (
+        "leafid_snowflake_suspended",
+        "1 while snowflake issuing is suspended (worker lease not renewed)",
+        &[],
+    ),
+    (
+        "leafid_snowflake_ring_capacity",
+        "Slots of the cached generator's ring",
+        &[],
+    ),
+    (
+        "leafid_snowflake_ring_available",
+        "Ids ready in the cached generator's ring",
+        &[],
+    ),
+];
+
+impl EngineCollector {
+    fn new(
+        segment: Option<SegmentAllocator>,
+        snowflake: Option<Arc<SnowflakeEngine>>,
+    ) -> Result<Self, MetricsError> {
+        let descs = ENGINE_FAMILIES
+            .iter()
+            .map(|(name, help, labels)| {
+                Desc::new(
+                    (*name).to_owned(),
+                    (*help).to_owned(),
+                    labels.iter().map(|l| (*l).to_owned()).collect(),
+                    Default::default(),
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            segment,
+            snowflake,
+            descs,
+        })
+    }
+}
+
+/// A family being filled at scrape time.
+struct Family(MetricFamily);
+
+impl Family {
+    fn new(name: &str, kind: MetricType) -> Self {
+        let help = ENGINE_FAMILIES
+            .iter()
+            .find(|(n, _, _)| *n == name)
+            .map_or("", |(_, h, _)| h);
+        let mut f = MetricFamily::default();
+        f.set_name(name.to_owned());
+        f.set_help(help.to_owned());
+        f.set_field_type(kind);
+        Self(f)
+    }
+
+    fn metric(&mut self, labels: &[(&str, &str)]) -> &mut Metric {
+        // Sorted by name, as the crate's own vectors print them.
+        let mut labels = labels.to_vec();
+        labels.sort_unstable();
+        let pairs = labels
+            .iter()
+            .map(|(k, v)| {
+                let mut p = LabelPair::default();
+                p.set_name((*k).to_owned());
+                p.set_value((*v).to_owned());
+                p
+            })
+            .collect();
+        self.0.mut_metric().push(Metric::from_label(pairs));
+        self.0.mut_metric().last_mut().expect("just pushed")
+    }
+
+    fn counter(&mut self, labels: &[(&str, &str)], value: f64) {
+        let mut c = Counter::default();
+        c.set_value(value);
+        self.metric(labels).set_counter(c);
+    }
+
+    fn gauge(&mut self, labels: &[(&str, &str)], value: f64) {
+        let mut g = Gauge::default();
+        g.set_value(value);
+        self.metric(labels).set_gauge(g);
+    }
+
+    fn histogram(&mut self, labels: &[(&str, &str)], h: &crate::segment::load_stats::LoadLatency) {
+        let mut p = Histogram::default();
+        p.set_sample_count(h.count());
+        p.set_sample_sum(h.sum_secs());
+        p.set_bucket(
+            h.cumulative()
+                .map(|(le, n)| {
+                    let mut b = Bucket::default();
+                    b.set_upper_bound(le);
+                    b.set_cumulative_count(n);
+                    b
+                })
+                .collect(),
+        );
+        self.metric(labels).set_histogram(p);
+    }
+
+    fn done(self, out: &mut Vec<MetricFamily>) {
+        // The text encoder skips empty families; a family with no series says nothing anyway.
+        if !self.0.get_metric().is_empty() {
+            out.push(self.0);
+        }
+    }
+}
+
+impl Collector for EngineCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        use MetricType::{COUNTER, GAUGE, HISTOGRAM};
+        let mut out = Vec::new();
+        let mut issued = Family::new("leafid_ids_issued_total", COUNTER);
+        if let Some(engine) = &self.segment {
+            let mut loads = Family::new("leafid_segment_loads_total", COUNTER);
+            let mut failures = Family::new("leafid_segment_load_failures_total", COUNTER);
+            let mut latency = Family::new("leafid_segment_load_duration_seconds", HISTOGRAM);
+            let mut step = Family::new("leafid_segment_step", GAUGE);
+            let mut db_step = Family::new("leafid_segment_db_step", GAUGE);
+            let mut remaining = Family::new("leafid_segment_remaining_ids", GAUGE);
+            let mut next_ready = Family::new("leafid_segment_next_ready", GAUGE);
+            let mut tags = Family::new("leafid_segment_tags", GAUGE);
+            let snapshots = engine.snapshots();
+            tags.gauge(&[], snapshots.len() as f64);
+            for s in &snapshots {
+                let tag = s.biz_tag.as_str();
+                let by_tag = [("biz_tag", tag)];
+                issued.counter(
+                    &[("engine", "segment"), ("biz_tag", tag)],
+                    s.ids_issued as f64,
+                );
+                loads.counter(&by_tag, s.loads as f64);
+                failures.counter(&by_tag, s.load_failures_total as f64);
+                latency.histogram(&by_tag, &s.load_latency);
+                step.gauge(&by_tag, s.step as f64);
+                db_step.gauge(&by_tag, s.db_step as f64);
+                let left = |state: SegmentState| -> u64 {
+                    s.segments
+                        .iter()
+                        .filter(|seg| seg.state == state)
+                        .map(|seg| seg.remaining)
+                        .sum()
+                };
+                remaining.gauge(
+                    &[("biz_tag", tag), ("segment", "current")],
+                    left(SegmentState::Current) as f64,
+                );
+                remaining.gauge(
+                    &[("biz_tag", tag), ("segment", "next")],
+                    left(SegmentState::Ready) as f64,
+                );
+                next_ready.gauge(&by_tag, f64::from(u8::from(s.next_ready)));
+            }
+            for f in [
+                loads, failures, latency, step, db_step, remaining, next_ready, tags,
+            ] {
+                f.done(&mut out);
+            }
+        }
+        if let Some(engine) = &self.snowflake {
+            let status = engine.status();
+            issued.counter(
+                &[("engine", "snowflake"), ("biz_tag", "")],
+                status.ids_issued as f64,
+            );
+            let mut gauge = |name: &str, value: f64| {
+                let mut f = Family::new(name, GAUGE);
+                f.gauge(&[], value);
+                f.done(&mut out);
+            };
+            gauge("leafid_snowflake_worker_id", status.worker_id as f64);
+            gauge(
+                "leafid_snowflake_time_left_seconds",
+                status.time_left_secs as f64,
+            );
+            gauge(
+                "leafid_snowflake_suspended",
+                f64::from(u8::from(status.suspended)),
+            );
+            if let (Some(cap), Some(avail)) = (status.ring_capacity, status.ring_available) {
+                gauge("leafid_snowflake_ring_capacity", cap as f64);
+                gauge("leafid_snowflake_ring_available", avail as f64);
+            }
+        }
+        issued.done(&mut out);
+        out
+    }
+}

@@ -1,0 +1,206 @@
+//! `leafid tags {list, show, create, set-step}` as a DBA runs them: the built binary against a
+//! temporary SQLite file and a fresh MariaDB database, its stdout, stderr and exit code
+//! (0 ok, 1 unknown tag, tag exists or database unreachable, 2 bad input).
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use sqlx::Connection;
+
+fn leafid(db_url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_leafid"))
+        .args(args)
+        .env("LEAFID__DATABASE__URL", db_url)
+        .env("LEAFID__DATABASE__ACQUIRE_TIMEOUT_MS", "2000")
+        .output()
+        .expect("the leafid binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[track_caller]
+fn assert_exit(out: &Output, code: i32, needle: &str) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "stdout: {}\nstderr: {}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let shown = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(shown.contains(needle), "{needle:?} in {shown}");
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)))
+}
+
+/// The DBA's round: create, list, show, set-step, and every refusal with its exit code.
+fn dba_round(url: &str) {
+    let created = leafid(
+        url,
+        &[
+            "tags", "create", "orders", "--step", "500", "--max-id", "1000",
+        ],
+    );
+    assert_exit(&created, 0, "orders");
+    let again = leafid(url, &["tags", "create", "orders", "--step", "5"]);
+    assert_exit(&again, 1, "exists");
+
+    let listed = leafid(url, &["tags", "list", "--json"]);
+    assert_exit(&listed, 0, "orders");
+    let rows = json(&listed);
+    let orders = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["biz_tag"] == "orders")
+        .expect("orders is listed");
+    assert_eq!(orders["step"], 500);
+    assert_eq!(orders["max_id"], 1000);
+    assert_exit(&leafid(url, &["tags", "list"]), 0, "orders");
+
+    assert_exit(
+        &leafid(url, &["tags", "set-step", "orders", "2000"]),
+        0,
+        "2000",
+    );
+    let shown = leafid(url, &["tags", "show", "orders", "--json"]);
+    assert_exit(&shown, 0, "orders");
+    assert_eq!(json(&shown)["step"], 2000);
+
+    assert_exit(
+        &leafid(url, &["tags", "show", "nope"]),
+        1,
+        "unknown biz_tag",
+    );
+    assert_exit(
+        &leafid(url, &["tags", "set-step", "nope", "5"]),
+        1,
+        "unknown biz_tag",
+    );
+    assert_exit(
+        &leafid(url, &["tags", "set-step", "orders", "0"]),
+        2,
+        "invalid step",
+    );
+    assert_exit(
+        &leafid(url, &["tags", "set-step", "orders", "1000000001"]),
+        2,
+        "invalid step",
+    );
+    assert_exit(&leafid(url, &["tags", "show", "a b"]), 2, "invalid biz_tag");
+    assert_exit(
+        &leafid(url, &["tags", "create", "x/y", "--step", "5"]),
+        2,
+        "invalid biz_tag",
+    );
+}
+
+#[test]
+fn tags_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("leafid.db").display());
+    dba_round(&url);
+}
+
+#[tokio::test]
+async fn tags_on_mariadb() {
+    let server = match std::env::var("LEAFID_TEST_MYSQL_URL") {
+        Ok(url) => url.trim_end_matches('/').to_owned(),
+        Err(_) => {
+            let out = Command::new("bash")
+                .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/mariadb.sh"))
+                .arg("start")
+                .output()
+                .expect("scripts/mariadb.sh runs");
+            assert!(out.status.success(), "{}", text(&out.stderr));
+            text(&out.stdout).trim().to_owned()
+        }
+    };
+    let name = format!("leafid_cli_{}", std::process::id());
+    let mut conn = sqlx::mysql::MySqlConnection::connect(&server)
+        .await
+        .expect("connect to the test MariaDB");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"
+    )))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let url = format!("{server}/{name}");
+    tokio::task::spawn_blocking(move || dba_round(&url))
+        .await
+        .unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP DATABASE {name}")))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+}
+
+#[test]
+fn an_unreachable_database_is_exit_1_and_bad_input_still_exit_2() {
+    // Port 1 on loopback: nothing listens, so the connection is refused at once.
+    let url = "mysql://leafid:leafid@127.0.0.1:1/leafid";
+    assert_exit(&leafid(url, &["tags", "list"]), 1, "unreachable");
+    assert_exit(
+        &leafid(url, &["tags", "set-step", "orders", "-1"]),
+        2,
+        "invalid step",
+    );
+}
+
+#[test]
+fn healthcheck_fails_when_nothing_listens() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = Command::new(env!("CARGO_BIN_EXE_leafid"))
+        .args(["healthcheck", "--port", &port.to_string()])
+        .output()
+        .unwrap();
+    assert_exit(&out, 1, "not live");
+}
+
+#[test]
+fn healthcheck_passes_against_a_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_leafid"))
+        .arg("serve")
+        .env("LEAFID__SERVER__PORT", &port)
+        .env(
+            "LEAFID__DATABASE__URL",
+            format!("sqlite://{}", dir.path().join("leafid.db").display()),
+        )
+        .env("LEAFID__SNOWFLAKE__WORKER__STRATEGY", "static")
+        .env("LEAFID__SNOWFLAKE__WORKER__ID", "1")
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let live = loop {
+        // The port comes from the configuration, as in the container's HEALTHCHECK.
+        let out = Command::new(env!("CARGO_BIN_EXE_leafid"))
+            .arg("healthcheck")
+            .env("LEAFID__SERVER__PORT", &port)
+            .output()
+            .unwrap();
+        if out.status.success() || std::time::Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert_eq!(live.status.code(), Some(0), "{}", text(&live.stderr));
+}
