@@ -31,7 +31,10 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{
     Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType,
 };
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{
+    Encoder, Histogram as HistogramMetric, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
+    Opts, Registry,
+};
 
 use crate::segment::SegmentAllocator;
 use crate::segment::buffer::SegmentState;
@@ -51,6 +54,8 @@ pub enum MetricsError {
 /// The server's metrics: its own registry (not the global one, so several servers can run in
 /// one process, as the tests do) and the HTTP families the middleware updates.
 pub struct Metrics {
+    /// Distinguishes servers in the per-thread cache of label children.
+    id: u64,
     /// Every family of this server.
     registry: Registry,
     /// `leafid_http_requests_total`.
@@ -92,7 +97,9 @@ impl Metrics {
         registry.register(Box::new(http_requests.clone()))?;
         registry.register(Box::new(http_duration.clone()))?;
         registry.register(Box::new(EngineCollector::new(segment, snowflake)?))?;
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Ok(Self {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             registry,
             http_requests,
             http_duration,
@@ -100,14 +107,42 @@ impl Metrics {
     }
 
     /// Counts one answered request. `route` must be the matched pattern (bounded cardinality).
+    ///
+    /// The labelled children are resolved once per thread and kept in a thread-local map:
+    /// `with_label_values` takes the family's lock and hashes every label on each call.
     pub fn observe_http(&self, method: &str, route: &str, status: u16, secs: f64) {
-        let status = status.to_string();
-        self.http_requests
-            .with_label_values(&[method, route, status.as_str()])
-            .inc();
-        self.http_duration
-            .with_label_values(&[method, route])
-            .observe(secs);
+        type Children = std::collections::HashMap<
+            String,
+            (IntCounter, HistogramMetric),
+            foldhash::fast::RandomState,
+        >;
+        thread_local! {
+            /// (server, status, method) -> route -> children; looked up by borrowed route, so
+            /// nothing is allocated once a route has been seen.
+            static CHILDREN: std::cell::RefCell<
+                std::collections::HashMap<(u64, u16, u64), Children, foldhash::fast::RandomState>,
+            > = std::cell::RefCell::new(Default::default());
+        }
+        // Methods are short: pack up to 8 bytes into the key instead of allocating.
+        let mut packed = [0u8; 8];
+        let n = method.len().min(8);
+        packed[..n].copy_from_slice(&method.as_bytes()[..n]);
+        let method_key = u64::from_le_bytes(packed);
+        CHILDREN.with(|children| {
+            let mut children = children.borrow_mut();
+            let routes = children.entry((self.id, status, method_key)).or_default();
+            if !routes.contains_key(route) {
+                let made = (
+                    self.http_requests
+                        .with_label_values(&[method, route, &status.to_string()]),
+                    self.http_duration.with_label_values(&[method, route]),
+                );
+                routes.insert(route.to_owned(), made);
+            }
+            let (count, duration) = &routes[route];
+            count.inc();
+            duration.observe(secs);
+        });
     }
 
     /// Every family in the Prometheus text format.

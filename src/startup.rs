@@ -7,7 +7,6 @@ use actix_web::dev::{Server, ServerHandle};
 use actix_web::{App, HttpServer, middleware, web};
 use anyhow::Context;
 use tracing::info;
-use tracing_actix_web::TracingLogger;
 
 use crate::config::Settings;
 use crate::http::{self, AppState};
@@ -82,8 +81,7 @@ impl Application {
         let max_body = settings.server.max_body_bytes;
         let mut server = HttpServer::new(move || {
             App::new()
-                .wrap(middleware::from_fn(http::metrics::track))
-                .wrap(TracingLogger::default())
+                .wrap(middleware::from_fn(http::metrics::telemetry))
                 .app_data(data.clone())
                 .configure(|cfg| http::configure(cfg, max_body))
         })

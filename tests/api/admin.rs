@@ -132,6 +132,25 @@ async fn monitor_pages_show_buffers_and_rows() {
 async fn health_routes_answer() {
     let app = spawn_app(Db::Sqlite).await;
     assert_eq!(app.get("/health/live").await.status, 200);
+    // Every response carries its request id, distinct per request.
+    let ids: Vec<String> = {
+        let mut v = Vec::new();
+        for path in [
+            "/health/live",
+            "/api/segment/get/leaf-segment-test",
+            "/no/such/route",
+        ] {
+            let r = app
+                .client
+                .get(format!("{}{path}", app.address))
+                .send()
+                .await
+                .unwrap();
+            v.push(r.headers()["x-request-id"].to_str().unwrap().to_owned());
+        }
+        v
+    };
+    assert!(ids[0] != ids[1] && ids[1] != ids[2], "{ids:?}");
     let ready = app.get("/health/ready").await;
     assert_eq!(ready.status, 200);
     assert_eq!(ready.json()["database"], "up");
