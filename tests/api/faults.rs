@@ -194,7 +194,8 @@ async fn a_slow_database_does_not_slow_requests_down() {
     assert_unique_positive(&ids);
     eprintln!(
         "slow database (+{LATENCY_MS} ms per round trip): {} requests without, {} with; \
-         p50 {:.1} / {:.1} ms, p99 {:.1} / {:.1} ms, max {:.1} / {:.1} ms (without / with); \
+         p50 {:.1} / {:.1} ms, p99 {:.1} / {:.1} ms, p999 {:.1} / {:.1} ms, max {:.1} / {:.1} ms \
+         (without / with); \
          {loads_slow} leases under latency, the last took {lease_ms:.0} ms",
         fast.len(),
         slow.len(),
@@ -202,6 +203,8 @@ async fn a_slow_database_does_not_slow_requests_down() {
         pct(&slow, 0.5),
         pct(&fast, 0.99),
         pct(&slow, 0.99),
+        pct(&fast, 0.999),
+        pct(&slow, 0.999),
         pct(&fast, 1.0),
         pct(&slow, 1.0),
     );
