@@ -19,7 +19,9 @@ if ! command -v st >/dev/null || [[ "$(st --version 2>/dev/null)" != *"$ST_VERSI
 fi
 
 if [[ -z "${LEAFID_BIN:-}" ]]; then
-    cargo build --bin leafid >&2   # a no-op after `cargo test`
+    # The binary as `cargo test` builds it (same features: a no-op after the test run; a plain
+    # `cargo build` would unify features differently and rebuild half the dependencies).
+    cargo test --no-run --test api >&2
 fi
 bin="${LEAFID_BIN:-$PWD/target/debug/leafid}"
 
