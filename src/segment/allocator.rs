@@ -122,11 +122,7 @@ impl SegmentAllocator {
     pub async fn refresh_tags(&self) -> Result<usize, StoreError> {
         let listed_over = self.inner.tags.load_full();
         let rows = self.inner.store.list_tags().await?;
-        let _w = self
-            .inner
-            .tags_write
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _w = self.inner.write_lock();
         let old = self.inner.tags.load_full();
         let mut next = TagMap::with_capacity_and_hasher(rows.len(), Default::default());
         for row in rows {
@@ -153,7 +149,14 @@ impl SegmentAllocator {
             }
         }
         let n = next.len();
-        self.inner.publish_tags(next);
+        // Unchanged (the usual case): keep the map, so no thread has to reload its copy.
+        let same = next.len() == old.len()
+            && next
+                .iter()
+                .all(|(t, b)| old.get(t).is_some_and(|o| Arc::ptr_eq(o, b)));
+        if !same {
+            self.inner.publish_tags(next);
+        }
         Ok(n)
     }
 
@@ -238,11 +241,7 @@ impl SegmentAllocator {
         if self.inner.store.get_tag(tag.as_str()).await?.is_none() {
             return Err(SegmentError::UnknownTag);
         }
-        let _w = self
-            .inner
-            .tags_write
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _w = self.inner.write_lock();
         let current = self.inner.tags.load_full();
         if let Some(buf) = current.get(tag.as_str()) {
             return Ok(buf.clone());
@@ -257,18 +256,7 @@ impl SegmentAllocator {
 
     /// Drops a tag from the cache (after an admin delete); in-flight requests finish normally.
     pub fn forget(&self, tag: &str) {
-        let _w = self
-            .inner
-            .tags_write
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let current = self.inner.tags.load_full();
-        if let Some(buf) = current.get(tag) {
-            buf.mark_removed();
-            let mut next = TagMap::clone(&current);
-            next.remove(tag);
-            self.inner.publish_tags(next);
-        }
+        self.inner.remove_tag(tag, None);
     }
 
     /// Snapshots of every cached tag, ordered by tag.
@@ -348,6 +336,26 @@ impl SegmentAllocator {
 }
 
 impl Inner {
+    /// Serialises the copy-on-write updates of `tags`.
+    fn write_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.tags_write.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Marks a cached tag removed and drops it from the map; with `only`, just if the cached
+    /// buffer is that one (a load of a replaced buffer must not evict its successor).
+    fn remove_tag(&self, tag: &str, only: Option<&Arc<SegmentBuffer>>) {
+        let _w = self.write_lock();
+        let current = self.tags.load_full();
+        let Some(buf) = current.get(tag) else { return };
+        if only.is_some_and(|o| !Arc::ptr_eq(o, buf)) {
+            return;
+        }
+        buf.mark_removed();
+        let mut next = TagMap::clone(&current);
+        next.remove(tag);
+        self.publish_tags(next);
+    }
+
     /// Replaces the tag map and announces it to the thread-local caches.
     fn publish_tags(&self, next: TagMap) {
         self.tags.store(Arc::new(next));
@@ -402,16 +410,7 @@ impl Inner {
                 warn!("tag vanished from the database");
                 buf.mark_removed();
                 buf.finish_load();
-                let _w = self.tags_write.lock().unwrap_or_else(|e| e.into_inner());
-                let current = self.tags.load_full();
-                if current
-                    .get(buf.tag().as_str())
-                    .is_some_and(|b| Arc::ptr_eq(b, &buf))
-                {
-                    let mut next = TagMap::clone(&current);
-                    next.remove(buf.tag().as_str());
-                    self.publish_tags(next);
-                }
+                self.remove_tag(buf.tag().as_str(), Some(&buf));
             }
             Ok(Err(StoreError::Exhausted)) => {
                 warn!("biz_tag exhausted: max_id is at i64::MAX");
