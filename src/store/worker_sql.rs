@@ -23,6 +23,11 @@ pub(crate) const RELEASE: &str = "UPDATE leafid_worker_lease SET lease_until_ms 
      last_timestamp_ms = CASE WHEN last_timestamp_ms > ? THEN last_timestamp_ms ELSE ? END \
      WHERE worker_id = ? AND owner = ?";
 
+/// Wraps a driver error as [`WorkerStoreError::Unavailable`](crate::snowflake::worker::WorkerStoreError).
+pub(crate) fn unavailable(e: sqlx::Error) -> crate::snowflake::worker::WorkerStoreError {
+    crate::snowflake::worker::WorkerStoreError::Unavailable(Box::new(e))
+}
+
 /// How often a claim may lose a race before giving up.
 pub(crate) const CLAIM_ATTEMPTS: u32 = 32;
 
@@ -43,7 +48,7 @@ macro_rules! impl_worker_store {
                     .bind(&node.port)
                     .execute(&self.pool)
                     .await
-                    .map_err(|e| WorkerStoreError::Unavailable(Box::new(e)))?;
+                    .map_err($crate::store::worker_sql::unavailable)?;
                 let new_id = $new_id;
                 let id: u64 = new_id(&done);
                 if id > max_worker_id {
@@ -64,7 +69,7 @@ macro_rules! impl_worker_store {
             ) -> Result<$crate::snowflake::worker::WorkerLease, $crate::snowflake::worker::WorkerStoreError> {
                 use $crate::snowflake::worker::{WorkerLease, WorkerStoreError};
                 use $crate::store::worker_sql::*;
-                let db = |e: sqlx::Error| WorkerStoreError::Unavailable(Box::new(e));
+                let db = unavailable;
                 let max = i64::try_from(max_worker_id).unwrap_or(i64::MAX);
                 let until = now_ms.saturating_add(lease_ms);
                 for _ in 0..CLAIM_ATTEMPTS {
@@ -145,7 +150,7 @@ macro_rules! impl_worker_store {
                     .bind(owner)
                     .execute(&self.pool)
                     .await
-                    .map_err(|e| $crate::snowflake::worker::WorkerStoreError::Unavailable(Box::new(e)))?;
+                    .map_err($crate::store::worker_sql::unavailable)?;
                 Ok(done.rows_affected() == 1)
             }
 
@@ -162,7 +167,7 @@ macro_rules! impl_worker_store {
                     .bind(owner)
                     .execute(&self.pool)
                     .await
-                    .map_err(|e| $crate::snowflake::worker::WorkerStoreError::Unavailable(Box::new(e)))?;
+                    .map_err($crate::store::worker_sql::unavailable)?;
                 Ok(())
             }
         }
