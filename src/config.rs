@@ -14,6 +14,9 @@ use crate::snowflake::layout::{BitLayout, TimeUnit, parse_epoch};
 use crate::snowflake::worker::WorkerStrategy;
 use crate::store::DbOptions;
 
+/// Largest `clock.max_backward_ms`: a backward step is waited out on a request thread.
+pub const MAX_BACKWARD_MS: u64 = 1_000;
+
 /// The shipped defaults, compiled in so the binary runs without files beside it.
 pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
 
@@ -309,7 +312,14 @@ impl Settings {
         if sf.cached.boost_power > 10 {
             bail!("invalid configuration: snowflake.cached.boost_power must be at most 10");
         }
-        Ok(SnowflakeConfig {
+        if self.clock.max_backward_ms > MAX_BACKWARD_MS {
+            bail!(
+                "invalid configuration: clock.max_backward_ms = {} is above {MAX_BACKWARD_MS}: \
+                 the direct generator waits a backward step out on request threads",
+                self.clock.max_backward_ms
+            );
+        }
+        let config = SnowflakeConfig {
             layout: self.snowflake_layout()?,
             generator,
             strategy,
@@ -326,7 +336,11 @@ impl Settings {
                 max_ahead_ticks: None,
             },
             min_id_floor: sf.min_id_floor,
-        })
+        };
+        if strategy == WorkerStrategy::Lease {
+            config.check_lease().map_err(anyhow::Error::msg)?;
+        }
+        Ok(config)
     }
 
     /// Database connection options.

@@ -6,6 +6,7 @@
 //!
 //! # Layout
 //!
+//! - [`background`]: the owner of the long-running tasks, cancelled and awaited on shutdown.
 //! - [`config`]: typed settings (embedded defaults, file, `LEAFID__*` environment).
 //! - [`telemetry`]: tracing subscriber.
 //! - [`startup`]: [`startup::Application`] wires everything; the only place that does.
@@ -18,6 +19,7 @@
 //! - `testing` (feature `testing`): the fault proxy shared by tests and the soak example.
 //! - [`metrics`]: the Prometheus families, read from the engines at scrape time.
 
+pub mod background;
 pub mod config;
 pub mod http;
 pub mod layout_plan;

@@ -8,6 +8,7 @@ use actix_web::{App, HttpServer, middleware, web};
 use anyhow::Context;
 use tracing::info;
 
+use crate::background::Background;
 use crate::config::Settings;
 use crate::http::{self, AppState};
 use crate::metrics::Metrics;
@@ -22,6 +23,8 @@ pub struct Application {
     port: u16,
     server: Server,
     state: AppState,
+    /// The tag refresh and the lease heartbeat: stopped and awaited before the lease release.
+    background: Background,
 }
 
 impl Application {
@@ -41,11 +44,12 @@ impl Application {
                 )
             })?;
         let port = listener.local_addr()?.port();
+        let background = Background::new();
 
         let segment = if settings.segment.enabled {
             let engine = SegmentAllocator::new(db.segment_store(), settings.segment_config());
             let tags = engine.refresh_tags().await.context("reading leaf_alloc")?;
-            engine.spawn_refresh();
+            engine.spawn_refresh(&background);
             info!(tags, "segment engine started");
             Some(engine)
         } else {
@@ -60,9 +64,10 @@ impl Application {
                 owner: owner_token(port),
             };
             let store = Some(db.worker_store());
-            let engine = SnowflakeEngine::start(config, store, Arc::new(SystemClock), node)
-                .await
-                .context("starting the snowflake engine")?;
+            let engine =
+                SnowflakeEngine::start(config, store, Arc::new(SystemClock), node, &background)
+                    .await
+                    .context("starting the snowflake engine")?;
             Some(engine)
         } else {
             None
@@ -95,6 +100,7 @@ impl Application {
             port,
             server: server.run(),
             state,
+            background,
         })
     }
 
@@ -114,8 +120,12 @@ impl Application {
     }
 
     /// Serves until SIGINT/SIGTERM or [`ServerHandle::stop`]; in-flight requests finish first.
+    /// Then the background tasks stop (awaited), the worker lease is released, the pool closes.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let result = self.server.await;
+        self.background
+            .shutdown(std::time::Duration::from_secs(5))
+            .await;
         if let Some(engine) = &self.state.snowflake {
             engine.shutdown().await;
         }

@@ -160,21 +160,37 @@ impl SegmentAllocator {
         Ok(n)
     }
 
-    /// Runs [`Self::refresh_tags`] every `refresh_interval` until the runtime stops.
-    pub fn spawn_refresh(&self) -> tokio::task::JoinHandle<()> {
+    /// Runs [`Self::refresh_tags`] every `refresh_interval` until `background` shuts down.
+    /// Each refresh is bounded by `load_timeout`: a listing whose answer never comes is
+    /// abandoned and retried at the next tick instead of holding the task forever.
+    pub fn spawn_refresh(&self, background: &crate::background::Background) {
         let this = self.clone();
-        self.inner.runtime.spawn(async move {
+        let stop = background.token();
+        let task = async move {
             let mut tick = tokio::time::interval(this.inner.config.refresh_interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             tick.tick().await;
             loop {
-                tick.tick().await;
-                match this.refresh_tags().await {
-                    Ok(n) => debug!(tags = n, "tag list refreshed"),
-                    Err(e) => warn!(error = %e, "tag list refresh failed"),
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                let bound = this.inner.config.load_timeout;
+                let refreshed = tokio::select! {
+                    () = stop.cancelled() => return,
+                    r = tokio::time::timeout(bound, this.refresh_tags()) => r,
+                };
+                match refreshed {
+                    Ok(Ok(n)) => debug!(tags = n, "tag list refreshed"),
+                    Ok(Err(e)) => warn!(error = %e, "tag list refresh failed"),
+                    Err(_) => warn!(
+                        timeout_ms = bound.as_millis() as u64,
+                        "tag list refresh timed out"
+                    ),
                 }
             }
-        })
+        };
+        background.spawn_on(task, &self.inner.runtime);
     }
 
     /// The cached buffer of a tag, if any (no database access).

@@ -5,16 +5,30 @@
 //! an epoch in the future, a time field already run out, a worker id the layout cannot hold,
 //! or a smallest id from now that is not above `min_id_floor`.
 //!
+//! # The worker lease is checked where ids are made
+//!
 //! With a lease, a heartbeat task renews it and stores the latest tick this server may have
-//! issued from. If renewals fail until the lease is about to expire, the engine suspends itself
-//! (`WorkerLeaseExpired`) *before* the expiry, leaving a margin longer than the cached
-//! generator's lead over the clock, so a server taking the id over later never reissues a tick.
+//! issued from. The right to issue is a *local deadline* on the monotonic clock
+//! ([`Clock::monotonic_ms`]): the moment the last renewal the database confirmed was *sent*,
+//! plus the lease, minus a safety margin (the cached generator's largest lead over the clock,
+//! a heartbeat period and one second). Every id is checked against it after it is generated and
+//! before it is returned, on the request thread itself: a heartbeat stuck on a query whose
+//! answer never comes, or a process paused past its lease (`SIGSTOP`, a frozen VM), cannot
+//! issue an id after the deadline, whatever the background task is doing. Since the deadline
+//! counts from the send, a renewal answered late yields a deadline that may already have
+//! passed, and then issuing stays suspended. Why the margin is enough: an id checked before the
+//! deadline carries a tick at most the ring's lead past it, which is still before the lease's
+//! end in the database, and a server that takes the id over starts at or after that end.
+//!
+//! Every call to the worker store is bounded by a timeout shorter than the lease it protects;
+//! the heartbeat stops (and is awaited) before shutdown releases the lease.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
+use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use super::cached::{CachedConfig, CachedGenerator};
@@ -23,6 +37,7 @@ use super::direct::DirectGenerator;
 use super::error::SnowflakeError;
 use super::layout::{BitLayout, TimeUnit, format_unix_ms};
 use super::worker::{NodeInfo, WorkerStore, WorkerStoreError, WorkerStrategy};
+use crate::background::Background;
 
 /// Which generator serves ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -70,6 +85,12 @@ pub enum StartError {
     /// The `lease`/`disposable` strategies need a database.
     #[error("snowflake.worker.strategy = {0} needs a database")]
     NoStore(WorkerStrategy),
+    /// The lease settings cannot work (see [`SnowflakeConfig::check_lease`]).
+    #[error("{0}")]
+    Lease(String),
+    /// The database did not answer the worker-id request in time.
+    #[error("worker id: the database did not answer within {0:?}")]
+    WorkerTimeout(Duration),
 }
 
 // The direct generator's padded state word makes it large; the engine lives in one `Arc`, so a
@@ -82,10 +103,16 @@ enum Generator {
 
 /// The lease bookkeeping of the `lease` strategy.
 struct Lease {
+    /// Where the lease row lives.
     store: Arc<dyn WorkerStore>,
+    /// This process's token in the row: renewals and the release must present it.
     owner: String,
-    /// Unix ms until which this server may issue ids: the lease end minus a safety margin.
-    valid_until_ms: AtomicI64,
+    /// Monotonic ms ([`Clock::monotonic_ms`]) before which ids may be issued: when the last
+    /// renewal the database confirmed was sent, plus the lease, minus [`safety_margin_ms`].
+    /// Only raised while the lease holds (`fetch_max`), set to `i64::MIN` when it is lost.
+    /// Relaxed everywhere: it is the only datum (no other memory is published with it), and a
+    /// stale read can only see an earlier deadline of a lease that was valid until then.
+    deadline_ms: AtomicI64,
 }
 
 /// The running snowflake engine.
@@ -95,10 +122,16 @@ pub struct SnowflakeEngine {
     worker_id: u64,
     strategy: WorkerStrategy,
     clock: Arc<dyn Clock>,
-    /// Set while the worker lease is not known to be valid: no id is issued. Relaxed: it is a
-    /// flag polled per id; the heartbeat task sets it well before the lease actually ends.
-    suspended: AtomicBool,
+    /// Set for good on shutdown or when the lease was taken over: no id is issued any more.
+    /// Relaxed: a flag polled per id; the lease deadline, not this flag, is what makes an
+    /// expired lease unusable (see the module docs).
+    stopped: AtomicBool,
+    /// The `lease` strategy's bookkeeping; `None` for `static` and `disposable`.
     lease: Option<Lease>,
+    /// Stops the heartbeat (cancelled by shutdown, which then waits for the task).
+    heartbeat_stop: CancellationToken,
+    /// The heartbeat task, awaited by [`Self::shutdown`] before the release.
+    heartbeat_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     config: SnowflakeConfig,
     /// Ids issued by the direct generator, added once per request (the cached generator's ring
     /// cursor already counts its ids). Relaxed: a statistic.
@@ -148,15 +181,20 @@ pub struct SnowflakeStatus {
 impl SnowflakeEngine {
     /// Validates the layout, obtains the worker id and starts the generator (and, for a lease,
     /// its heartbeat task on the current tokio runtime).
+    /// The heartbeat runs under `background`: cancelling it stops renewals.
     pub async fn start(
         config: SnowflakeConfig,
         store: Option<Arc<dyn WorkerStore>>,
         clock: Arc<dyn Clock>,
         node: NodeInfo,
+        background: &Background,
     ) -> Result<Arc<Self>, StartError> {
         let layout = config.layout;
         let now = clock.now_unix_ms();
         check_layout(&layout, now, config.min_id_floor)?;
+        if config.strategy == WorkerStrategy::Lease {
+            config.check_lease().map_err(StartError::Lease)?;
+        }
         let max_worker = layout.max_worker_id();
         let (worker_id, resume_ms, lease) = match config.strategy {
             WorkerStrategy::Static(id) => (id, 0, None),
@@ -169,9 +207,15 @@ impl SnowflakeEngine {
             WorkerStrategy::Lease => {
                 let store = store.ok_or(StartError::NoStore(config.strategy))?;
                 let lease_ms = config.lease.as_millis() as i64;
-                let got = store
-                    .acquire_lease(&node, lease_ms, max_worker, now)
-                    .await?;
+                // Taken before the claim is sent: the lease runs from no later than this.
+                let sent_ms = clock.monotonic_ms();
+                let within = config.heartbeat;
+                let got = tokio::time::timeout(
+                    within,
+                    store.acquire_lease(&node, lease_ms, max_worker, now),
+                )
+                .await
+                .map_err(|_| StartError::WorkerTimeout(within))??;
                 info!(
                     worker_id = got.worker_id, lease_ms, last_timestamp_ms = got.last_timestamp_ms,
                     owner = %node.owner, "worker lease acquired"
@@ -179,7 +223,7 @@ impl SnowflakeEngine {
                 let lease = Lease {
                     store,
                     owner: node.owner.clone(),
-                    valid_until_ms: AtomicI64::new(now + lease_ms - safety_margin_ms(&config)),
+                    deadline_ms: AtomicI64::new(sent_ms + lease_ms - safety_margin_ms(&config)),
                 };
                 (got.worker_id, got.last_timestamp_ms, Some(lease))
             }
@@ -212,8 +256,10 @@ impl SnowflakeEngine {
             worker_id,
             strategy: config.strategy,
             clock,
-            suspended: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
             lease,
+            heartbeat_stop: background.token(),
+            heartbeat_task: std::sync::Mutex::new(None),
             config,
             direct_issued: AtomicU64::new(0),
         });
@@ -230,7 +276,11 @@ impl SnowflakeEngine {
             );
         }
         if engine.lease.is_some() {
-            tokio::spawn(heartbeat_loop(Arc::downgrade(&engine)));
+            let task = background.spawn(heartbeat_loop(
+                Arc::downgrade(&engine),
+                engine.heartbeat_stop.clone(),
+            ));
+            *engine.lock_task() = Some(task);
         }
         Ok(engine)
     }
@@ -238,27 +288,44 @@ impl SnowflakeEngine {
     /// An id if one is ready without blocking: a ring take, or (millisecond layouts) a direct
     /// CAS. `None`: call [`Self::next_id_blocking`] off the async threads.
     pub fn try_next_id(&self) -> Option<Result<u64, SnowflakeError>> {
-        if self.suspended.load(Ordering::Relaxed) {
+        if self.stopped.load(Ordering::Relaxed) {
             return Some(Err(SnowflakeError::WorkerLeaseExpired));
         }
-        match &self.generator {
-            Generator::Cached(g) => g.try_take().map(Ok),
+        let id = match &self.generator {
+            Generator::Cached(g) => Ok(g.try_take()?),
             // A millisecond layout waits at most about a millisecond for the next tick.
             Generator::Direct(g) if self.layout.unit() == TimeUnit::Millis => {
-                Some(self.count_direct(g.next_id(), 1))
+                self.count_direct(g.next_id(), 1)
             }
-            Generator::Direct(_) => None,
-        }
+            Generator::Direct(_) => return None,
+        };
+        Some(id.and_then(|id| self.authorized(id)))
     }
 
     /// The next id; may block briefly (the ring's bounded wait, or the next tick).
     pub fn next_id_blocking(&self) -> Result<u64, SnowflakeError> {
-        if self.suspended.load(Ordering::Relaxed) {
+        if self.stopped.load(Ordering::Relaxed) {
             return Err(SnowflakeError::WorkerLeaseExpired);
         }
-        match &self.generator {
+        let id = match &self.generator {
             Generator::Cached(g) => g.take(),
             Generator::Direct(g) => self.count_direct(g.next_id(), 1),
+        }?;
+        self.authorized(id)
+    }
+
+    /// `value` if this server still holds its worker id: checked *after* the id was generated,
+    /// so its tick was read (direct) or filled (cached) before the deadline. An id refused here
+    /// is dropped, never reissued (a gap).
+    #[inline]
+    fn authorized<T>(&self, value: T) -> Result<T, SnowflakeError> {
+        match &self.lease {
+            Some(lease)
+                if self.clock.monotonic_ms() >= lease.deadline_ms.load(Ordering::Relaxed) =>
+            {
+                Err(SnowflakeError::WorkerLeaseExpired)
+            }
+            _ => Ok(value),
         }
     }
 
@@ -276,7 +343,7 @@ impl SnowflakeEngine {
 
     /// `n` increasing ids; may block (use off the async threads).
     pub fn next_ids_blocking(&self, n: usize) -> Result<Vec<u64>, SnowflakeError> {
-        if self.suspended.load(Ordering::Relaxed) {
+        if self.stopped.load(Ordering::Relaxed) {
             return Err(SnowflakeError::WorkerLeaseExpired);
         }
         let mut out = Vec::with_capacity(n);
@@ -290,7 +357,8 @@ impl SnowflakeEngine {
                 result?
             }
         }
-        Ok(out)
+        // One check after the whole batch: every id in it was generated before this reading.
+        self.authorized(out)
     }
 
     /// The layout.
@@ -303,9 +371,24 @@ impl SnowflakeEngine {
         self.worker_id
     }
 
-    /// Whether issuing is suspended because the worker lease was not renewed.
+    /// Whether issuing is suspended: the worker lease was not renewed in time, was taken over,
+    /// or the engine shut down.
     pub fn is_suspended(&self) -> bool {
-        self.suspended.load(Ordering::Relaxed)
+        self.stopped.load(Ordering::Relaxed) || self.authorized(()).is_err()
+    }
+
+    /// Milliseconds left before issuing stops unless the lease is renewed (`None` without a
+    /// lease; 0 once suspended).
+    pub fn lease_left_ms(&self) -> Option<i64> {
+        let lease = self.lease.as_ref()?;
+        let left = lease.deadline_ms.load(Ordering::Relaxed) - self.clock.monotonic_ms();
+        Some(left.max(0))
+    }
+
+    fn lock_task(&self) -> std::sync::MutexGuard<'_, Option<tokio::task::JoinHandle<()>>> {
+        self.heartbeat_task
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Health, metrics and page data.
@@ -344,38 +427,103 @@ impl SnowflakeEngine {
         tick.map_or(0, |t| self.layout.tick_start_unix_ms(t + 1))
     }
 
-    /// Stops the generator and releases a lease (on shutdown).
+    /// Stops issuing, stops and awaits the heartbeat, then releases a lease (on shutdown).
+    /// No renewal can follow the release: the heartbeat is gone, and the release clears the
+    /// row's owner, which every renewal must match.
     pub async fn shutdown(&self) {
-        self.suspended.store(true, Ordering::Relaxed);
+        self.stopped.store(true, Ordering::Relaxed);
         if let Generator::Cached(g) = &self.generator {
             g.shutdown();
         }
+        self.heartbeat_stop.cancel();
+        let task = self.lock_task().take();
+        if let Some(task) = task {
+            let _ = task.await;
+        }
         if let Some(lease) = &self.lease {
             let last = self.issued_up_to_ms();
-            match lease
-                .store
-                .release(self.worker_id, &lease.owner, last)
-                .await
-            {
-                Ok(()) => info!(worker_id = self.worker_id, "worker lease released"),
-                Err(e) => warn!(error = %e, "could not release the worker lease; it will expire"),
+            let within = store_call_timeout(&self.config);
+            let released = tokio::time::timeout(
+                within,
+                lease.store.release(self.worker_id, &lease.owner, last),
+            )
+            .await;
+            match released {
+                Ok(Ok(())) => info!(worker_id = self.worker_id, "worker lease released"),
+                Ok(Err(e)) => {
+                    warn!(error = %e, "could not release the worker lease; it will expire")
+                }
+                Err(_) => warn!(
+                    timeout_ms = within.as_millis() as u64,
+                    "worker lease release timed out; it will expire"
+                ),
             }
         }
     }
+}
+
+impl SnowflakeConfig {
+    /// Refuses lease settings under which issuing would stop before a renewal could keep it
+    /// going: the lease must exceed its safety margin (the ring's lead over the clock, a
+    /// heartbeat, one second) plus one more heartbeat period. The message names the keys.
+    pub fn check_lease(&self) -> Result<(), String> {
+        let lease_ms = self.lease.as_millis() as i64;
+        let heartbeat_ms = self.heartbeat.as_millis() as i64;
+        let margin_ms = safety_margin_ms(self);
+        let needed_ms = margin_ms + heartbeat_ms;
+        if lease_ms > needed_ms {
+            return Ok(());
+        }
+        let lead = match self.generator {
+            GeneratorKind::Cached => format!(
+                "the cached ring may run {} ticks of {} ms ahead of the clock \
+                 (snowflake.cached.boost_power = {})",
+                lead_ticks(self),
+                self.layout.unit().tick_ms(),
+                self.cached.boost_power
+            ),
+            GeneratorKind::Direct => format!(
+                "the direct generator's current tick ({} ms)",
+                self.layout.unit().tick_ms()
+            ),
+        };
+        Err(format!(
+            "invalid configuration: snowflake.worker.lease_secs = {} is too short: issuing stops \
+             {} ms before a lease ends ({lead}, plus snowflake.worker.heartbeat_secs = {}, plus \
+             1 s) and a renewal needs one more heartbeat, so lease_secs must be at least {}; \
+             or lower snowflake.cached.boost_power or snowflake.worker.heartbeat_secs",
+            self.lease.as_secs(),
+            margin_ms,
+            self.heartbeat.as_secs(),
+            needed_ms / 1000 + 1
+        ))
+    }
+}
+
+/// How long one worker-store call may take: half a heartbeat period, between 0.5 s and 5 s.
+/// Shorter than what it protects: the lease holds at least three heartbeats, and the deadline
+/// on the id path does not depend on the call returning at all.
+fn store_call_timeout(config: &SnowflakeConfig) -> Duration {
+    (config.heartbeat / 2).clamp(Duration::from_millis(500), Duration::from_secs(5))
 }
 
 /// The margin by which issuing stops before the lease ends: the cached generator's largest lead
 /// over the clock, plus a heartbeat period and one second.
 fn safety_margin_ms(config: &SnowflakeConfig) -> i64 {
     let tick_ms = config.layout.unit().tick_ms();
-    let ring_ticks = match config.generator {
+    lead_ticks(config).saturating_mul(tick_ms) + config.heartbeat.as_millis() as i64 + 1000
+}
+
+/// How many ticks the generator's ids may run ahead of the clock.
+fn lead_ticks(config: &SnowflakeConfig) -> i64 {
+    match config.generator {
         GeneratorKind::Cached => config
             .cached
             .max_ahead_ticks
-            .unwrap_or(1 << config.cached.boost_power) as i64,
+            .unwrap_or(1 << config.cached.boost_power)
+            .min(i64::MAX as u64) as i64,
         GeneratorKind::Direct => 1,
-    };
-    ring_ticks * tick_ms + config.heartbeat.as_millis() as i64 + 1000
+    }
 }
 
 /// Refuses layouts that cannot serve from `now_ms`.
@@ -406,57 +554,97 @@ pub fn check_layout(layout: &BitLayout, now_ms: i64, floor: u64) -> Result<(), S
     }
 }
 
-async fn heartbeat_loop(engine: std::sync::Weak<SnowflakeEngine>) {
-    let mut next_renewal = 0i64;
+async fn heartbeat_loop(engine: std::sync::Weak<SnowflakeEngine>, stop: CancellationToken) {
+    let mut wait = Duration::ZERO;
+    let mut was_valid = true;
     loop {
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        // The first renewal waits a full period (the lease was just acquired).
+        wait = if wait.is_zero() {
+            match engine.upgrade() {
+                Some(e) => e.config.heartbeat,
+                None => return,
+            }
+        } else {
+            wait
+        };
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+        }
         let Some(engine) = engine.upgrade() else {
             return;
         };
         let Some(lease) = &engine.lease else { return };
-        let now = engine.clock.now_unix_ms();
-        let valid_until = lease.valid_until_ms.load(Ordering::Relaxed);
-        if now >= valid_until && !engine.suspended.swap(true, Ordering::Relaxed) {
+        if engine.stopped.load(Ordering::Relaxed) {
+            return;
+        }
+        let valid = engine.authorized(()).is_ok();
+        if was_valid && !valid {
             error!(
                 worker_id = engine.worker_id,
                 "worker lease not renewed in time: issuing suspended"
             );
         }
-        if now < next_renewal {
-            continue;
-        }
+        was_valid = valid;
         let lease_ms = engine.config.lease.as_millis() as i64;
+        let heartbeat = engine.config.heartbeat;
+        let within = store_call_timeout(&engine.config);
+        // Taken before the renewal is sent: the renewed lease runs from no later than this.
+        let sent_ms = engine.clock.monotonic_ms();
+        let until_ms = engine.clock.now_unix_ms() + lease_ms;
         let last = engine.issued_up_to_ms();
-        match lease
-            .store
-            .heartbeat(engine.worker_id, &lease.owner, now + lease_ms, last)
-            .await
-        {
-            Ok(true) => {
-                lease.valid_until_ms.store(
-                    now + lease_ms - safety_margin_ms(&engine.config),
-                    Ordering::Relaxed,
-                );
-                next_renewal = now + engine.config.heartbeat.as_millis() as i64;
-                if engine.suspended.swap(false, Ordering::Relaxed) {
-                    info!(
+        let renewal = tokio::select! {
+            () = stop.cancelled() => return,
+            r = tokio::time::timeout(
+                within,
+                lease.store.heartbeat(engine.worker_id, &lease.owner, until_ms, last),
+            ) => r,
+        };
+        match renewal {
+            Ok(Ok(true)) => {
+                let deadline = sent_ms + lease_ms - safety_margin_ms(&engine.config);
+                if deadline > engine.clock.monotonic_ms() {
+                    lease.deadline_ms.fetch_max(deadline, Ordering::Relaxed);
+                    if !was_valid {
+                        info!(
+                            worker_id = engine.worker_id,
+                            "worker lease renewed: issuing resumed"
+                        );
+                    }
+                    was_valid = true;
+                } else {
+                    warn!(
                         worker_id = engine.worker_id,
-                        "worker lease renewed: issuing resumed"
+                        "worker lease renewal confirmed too late to use: issuing stays suspended"
                     );
                 }
+                wait = heartbeat;
             }
-            Ok(false) => {
+            Ok(Ok(false)) => {
+                lease.deadline_ms.store(i64::MIN, Ordering::Relaxed);
+                engine.stopped.store(true, Ordering::Relaxed);
                 error!(
                     worker_id = engine.worker_id,
                     "worker lease was taken over: issuing stopped for good"
                 );
-                engine.suspended.store(true, Ordering::Relaxed);
                 return;
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 warn!(error = %e, worker_id = engine.worker_id, "worker lease renewal failed; retrying");
-                next_renewal = now + 1000;
+                wait = Duration::from_secs(1).min(heartbeat);
+            }
+            Err(_) => {
+                warn!(
+                    worker_id = engine.worker_id,
+                    timeout_ms = within.as_millis() as u64,
+                    "worker lease renewal timed out; retrying"
+                );
+                wait = Duration::from_millis(100);
             }
         }
     }
 }
+
+#[cfg(test)]
+#[path = "engine_lease_tests.rs"]
+mod lease_tests;

@@ -22,6 +22,9 @@ impl Clock for FrozenClock {
     fn sleep_ms(&self, _ms: u64) {
         std::thread::sleep(Duration::from_millis(1));
     }
+    fn monotonic_ms(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 /// 10 sequence bits (1024 ids a tick), seconds, so tests reach the lead bound quickly.

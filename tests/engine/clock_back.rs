@@ -34,6 +34,9 @@ impl Clock for SteppedClock {
     fn sleep_ms(&self, ms: u64) {
         std::thread::sleep(Duration::from_millis(ms.min(20)));
     }
+    fn monotonic_ms(&self) -> i64 {
+        SystemClock.monotonic_ms()
+    }
 }
 
 async fn engine(kind: GeneratorKind, clock: Arc<SteppedClock>) -> Arc<SnowflakeEngine> {
@@ -55,9 +58,15 @@ async fn engine(kind: GeneratorKind, clock: Arc<SteppedClock>) -> Arc<SnowflakeE
         port: "0".into(),
         owner: "clock-test".into(),
     };
-    SnowflakeEngine::start(config, None, clock, node)
-        .await
-        .unwrap()
+    SnowflakeEngine::start(
+        config,
+        None,
+        clock,
+        node,
+        &leafid::background::Background::new(),
+    )
+    .await
+    .unwrap()
 }
 
 /// Takes ids in batches of `batch` until `n` are taken or an error comes back.
