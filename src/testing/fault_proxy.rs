@@ -7,13 +7,24 @@
 //! - [`FaultProxy::cut`]: drop every live connection (a network partition, a restarted server);
 //! - [`FaultProxy::set_latency`]: hold every chunk the upstream sends for that long, so each
 //!   request/response round trip takes that much longer (a slow or distant database);
-//! - [`FaultProxy::heal`]: accept again with no added latency.
+//! - [`FaultProxy::stall`]: let every client byte through to the upstream but hold every byte it
+//!   sends back, on live and new connections alike: a query reaches the database and runs, its
+//!   answer never arrives (a partition that silently drops the replies, a hung peer);
+//! - [`FaultProxy::heal`]: accept again with no added latency, and end a stall by delivering the
+//!   held bytes, in order, on the connections still open.
 //!
 //! Latency is applied by time stamp, not by sleeping per chunk: a reader stamps each chunk as it
 //! arrives and a writer forwards it once `stamp + latency` has passed, so a response split over
 //! several reads is delayed once, not once per read. Only upstream-to-client traffic is held:
 //! that is enough to add the latency to every round trip, and keeps client writes unordered by
 //! nothing but TCP itself.
+//!
+//! A stall holds chunks at the same writer: the reader keeps draining the upstream into the
+//! connection's queue (so the upstream sees its writes succeed, as it would on a partition
+//! before TCP gives up), and the writer waits for [`FaultProxy::heal`] before each chunk. Held
+//! answers are delivered when the stall ends, as TCP retransmission would once a partition
+//! heals: a client that gave up on a request meanwhile sees its late answer. A stalled
+//! connection is never closed by the proxy itself; [`FaultProxy::cut`] still drops it.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,7 +33,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio::time::Instant;
 
@@ -36,6 +47,9 @@ struct Switches {
     refusing: AtomicBool,
     /// Added to every upstream-to-client chunk, in ms (read when the chunk arrives).
     latency_ms: AtomicU64,
+    /// While `true`, no upstream-to-client chunk is written; writers wait for it to turn
+    /// `false`. A watch, not a flag: the waiting writers must wake when the stall ends.
+    stalled: watch::Sender<bool>,
     /// Connections accepted and forwarded so far.
     forwarded: AtomicU64,
     /// Connections closed at once because `refusing` was set.
@@ -111,10 +125,18 @@ impl FaultProxy {
         self.switches.latency_ms.store(ms, Ordering::SeqCst);
     }
 
-    /// Accepts connections again and removes the added latency.
+    /// Holds every upstream-to-client byte, on live and new connections, until [`Self::heal`];
+    /// client-to-upstream bytes still flow, so requests reach the upstream and are executed.
+    pub fn stall(&self) {
+        self.switches.stalled.send_replace(true);
+    }
+
+    /// Accepts connections again, removes the added latency and ends a stall (the held bytes
+    /// are delivered, in order, on the connections still open).
     pub fn heal(&self) {
         self.switches.refusing.store(false, Ordering::SeqCst);
         self.switches.latency_ms.store(0, Ordering::SeqCst);
+        self.switches.stalled.send_replace(false);
     }
 
     /// Connections forwarded so far.
@@ -193,8 +215,13 @@ async fn forward(client: TcpStream, upstream: SocketAddr, switches: Arc<Switches
             drop(tx);
         };
         let write = async {
+            let mut stalled = switches.stalled.subscribe();
             while let Some((due, chunk)) = rx.recv().await {
                 tokio::time::sleep_until(due).await;
+                // Checked per chunk, after the latency: a stall also holds chunks already read.
+                if stalled.wait_for(|s| !s).await.is_err() {
+                    break;
+                }
                 if client_wr.write_all(&chunk).await.is_err() {
                     break;
                 }
@@ -218,15 +245,19 @@ async fn forward(client: TcpStream, upstream: SocketAddr, switches: Arc<Switches
 mod tests {
     use super::*;
 
-    /// An upstream that answers each read with the same bytes.
-    async fn echo_server() -> SocketAddr {
+    /// An upstream that answers each read with the same bytes, and reports every read on the
+    /// returned channel (so a test sees what reached it).
+    async fn echo_server() -> (SocketAddr, mpsc::UnboundedReceiver<Vec<u8>>) {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let (seen_tx, seen) = mpsc::unbounded_channel();
         tokio::spawn(async move {
             while let Ok((mut s, _)) = listener.accept().await {
+                let seen_tx = seen_tx.clone();
                 tokio::spawn(async move {
                     let mut buf = [0u8; 1024];
                     while let Ok(n) = s.read(&mut buf).await {
+                        let _ = seen_tx.send(buf[..n].to_vec());
                         if n == 0 || s.write_all(&buf[..n]).await.is_err() {
                             break;
                         }
@@ -234,7 +265,7 @@ mod tests {
                 });
             }
         });
-        addr
+        (addr, seen)
     }
 
     async fn round_trip(s: &mut TcpStream) -> std::io::Result<Duration> {
@@ -248,7 +279,7 @@ mod tests {
 
     #[tokio::test]
     async fn forwards_then_refuses_cuts_slows_and_heals() {
-        let proxy = FaultProxy::start(echo_server().await).await.unwrap();
+        let proxy = FaultProxy::start(echo_server().await.0).await.unwrap();
         let mut a = TcpStream::connect(proxy.addr()).await.unwrap();
         assert!(round_trip(&mut a).await.unwrap() < Duration::from_millis(100));
 
@@ -265,6 +296,44 @@ mod tests {
         proxy.heal();
         let mut c = TcpStream::connect(proxy.addr()).await.unwrap();
         assert!(round_trip(&mut c).await.unwrap() < Duration::from_millis(100));
+        assert_eq!(proxy.forwarded(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_stall_lets_requests_through_but_holds_answers_until_healed() {
+        let (upstream, mut seen) = echo_server().await;
+        let proxy = FaultProxy::start(upstream).await.unwrap();
+        let mut live = TcpStream::connect(proxy.addr()).await.unwrap();
+        round_trip(&mut live).await.unwrap();
+        assert_eq!(seen.recv().await.unwrap(), b"ping");
+
+        proxy.stall();
+        let mut fresh = TcpStream::connect(proxy.addr()).await.unwrap();
+        let held = Duration::from_millis(300);
+        for (conn, msg) in [(&mut live, b"live"), (&mut fresh, b"new!")] {
+            conn.write_all(msg).await.unwrap();
+            let reached = tokio::time::timeout(Duration::from_secs(5), seen.recv()).await;
+            assert_eq!(
+                reached.unwrap().unwrap(),
+                msg,
+                "the write reaches the upstream"
+            );
+            let mut buf = [0u8; 4];
+            let answer = tokio::time::timeout(held, conn.read_exact(&mut buf)).await;
+            assert!(answer.is_err(), "an answer got through a stall: {answer:?}");
+        }
+
+        // Healing delivers the held answers in order, then traffic flows as before.
+        proxy.heal();
+        for (conn, msg) in [(&mut live, b"live"), (&mut fresh, b"new!")] {
+            let mut buf = [0u8; 4];
+            tokio::time::timeout(Duration::from_secs(5), conn.read_exact(&mut buf))
+                .await
+                .expect("held answer delivered after heal")
+                .unwrap();
+            assert_eq!(&buf, msg);
+            assert!(round_trip(conn).await.unwrap() < Duration::from_millis(100));
+        }
         assert_eq!(proxy.forwarded(), 2);
     }
 }
