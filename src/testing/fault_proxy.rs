@@ -10,6 +10,10 @@
 //! - [`FaultProxy::stall`]: let every client byte through to the upstream but hold every byte it
 //!   sends back, on live and new connections alike: a query reaches the database and runs, its
 //!   answer never arrives (a partition that silently drops the replies, a hung peer);
+//! - [`FaultProxy::stall_after`]: the same stall, started by the first client chunk that matches
+//!   a predicate, just before that chunk is forwarded: its answer is the first one held, so a
+//!   chosen request hangs mid-flight after the upstream received it (a renewal that ran on the
+//!   database, whose acknowledgement is lost);
 //! - [`FaultProxy::heal`]: accept again with no added latency, and end a stall by delivering the
 //!   held bytes, in order, on the connections still open.
 //!
@@ -50,12 +54,53 @@ struct Switches {
     /// While `true`, no upstream-to-client chunk is written; writers wait for it to turn
     /// `false`. A watch, not a flag: the waiting writers must wake when the stall ends.
     stalled: watch::Sender<bool>,
+    /// Armed by `stall_after`: the first client chunk it matches starts a stall.
+    stall_trigger: StallTrigger,
     /// Connections accepted and forwarded so far.
     forwarded: AtomicU64,
     /// Connections closed at once because `refusing` was set.
     refused: AtomicU64,
     /// The tasks of live connections, aborted by `cut`. A std Mutex: never held across an await.
     live: Mutex<Vec<AbortHandle>>,
+}
+
+/// Tells whether a client-to-upstream chunk should start a stall.
+type ChunkMatcher = Box<dyn Fn(&[u8]) -> bool + Send + Sync>;
+
+/// The predicate of [`FaultProxy::stall_after`], if armed. A std Mutex: held only to test one
+/// chunk, never across an await.
+#[derive(Default)]
+struct StallTrigger(Mutex<Option<ChunkMatcher>>);
+
+impl std::fmt::Debug for StallTrigger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.lock().is_some() {
+            "StallTrigger(armed)"
+        } else {
+            "StallTrigger(none)"
+        })
+    }
+}
+
+impl StallTrigger {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<ChunkMatcher>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Switches {
+    /// Starts the stall if `chunk`, about to be forwarded upstream, matches the armed trigger
+    /// (which it then disarms). Called before the chunk is written, so the upstream cannot
+    /// answer it before the stall is on.
+    fn check_stall_trigger(&self, chunk: &[u8]) {
+        let mut trigger = self.stall_trigger.lock();
+        if trigger.as_ref().is_some_and(|matches| matches(chunk)) {
+            *trigger = None;
+            self.stalled.send_replace(true);
+        }
+    }
 }
 
 /// A fault-injecting TCP proxy on 127.0.0.1. Dropping it stops it and its connections.
@@ -131,11 +176,24 @@ impl FaultProxy {
         self.switches.stalled.send_replace(true);
     }
 
-    /// Accepts connections again, removes the added latency and ends a stall (the held bytes
-    /// are delivered, in order, on the connections still open).
+    /// Arms a [`Self::stall`] that starts with the first client-to-upstream chunk (one read, as
+    /// it arrives from the client) for which `matches` is true, on any connection. That chunk
+    /// still reaches the upstream; its answer is held.
+    pub fn stall_after(&self, matches: impl Fn(&[u8]) -> bool + Send + Sync + 'static) {
+        *self.switches.stall_trigger.lock() = Some(Box::new(matches));
+    }
+
+    /// Whether a stall is on (by [`Self::stall`], or a [`Self::stall_after`] that fired).
+    pub fn is_stalled(&self) -> bool {
+        *self.switches.stalled.borrow()
+    }
+
+    /// Accepts connections again, removes the added latency, disarms [`Self::stall_after`] and
+    /// ends a stall (the held bytes are delivered, in order, on the connections still open).
     pub fn heal(&self) {
         self.switches.refusing.store(false, Ordering::SeqCst);
         self.switches.latency_ms.store(0, Ordering::SeqCst);
+        *self.switches.stall_trigger.lock() = None;
         self.switches.stalled.send_replace(false);
     }
 
@@ -231,7 +289,18 @@ async fn forward(client: TcpStream, upstream: SocketAddr, switches: Arc<Switches
         tokio::join!(read, write);
     };
     let client_to_upstream = async {
-        let _ = tokio::io::copy(&mut client_rd, &mut server_wr).await;
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            match client_rd.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    switches.check_stall_trigger(&buf[..n]);
+                    if server_wr.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
         let _ = server_wr.shutdown().await;
     };
     // Either direction ending closes the connection, as a TCP proxy in front of a database would.
@@ -335,5 +404,33 @@ mod tests {
             assert!(round_trip(conn).await.unwrap() < Duration::from_millis(100));
         }
         assert_eq!(proxy.forwarded(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_stall_after_a_matching_request_holds_its_answer_and_no_earlier_one() {
+        let (upstream, mut seen) = echo_server().await;
+        let proxy = FaultProxy::start(upstream).await.unwrap();
+        let mut conn = TcpStream::connect(proxy.addr()).await.unwrap();
+        proxy.stall_after(|chunk| chunk.starts_with(b"LAST"));
+        round_trip(&mut conn).await.unwrap();
+        assert!(!proxy.is_stalled(), "a chunk that does not match passes");
+
+        conn.write_all(b"LAST").await.unwrap();
+        assert_eq!(seen.recv().await.unwrap(), b"ping");
+        assert_eq!(
+            seen.recv().await.unwrap(),
+            b"LAST",
+            "the matching write is forwarded"
+        );
+        assert!(proxy.is_stalled());
+        let mut buf = [0u8; 4];
+        let answer = tokio::time::timeout(Duration::from_millis(300), conn.read_exact(&mut buf));
+        assert!(answer.await.is_err(), "its answer is held");
+
+        proxy.heal();
+        conn.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"LAST");
+        assert!(round_trip(&mut conn).await.unwrap() < Duration::from_millis(100));
+        assert!(!proxy.is_stalled());
     }
 }

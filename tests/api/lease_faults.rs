@@ -19,7 +19,7 @@ use sqlx::mysql::MySqlConnection;
 
 use crate::support::mysql::create_database;
 use crate::support::process::ServerProcess;
-use crate::support::proxy::proxied_database;
+use crate::support::proxy::{proxied_database, runs_a_statement};
 use crate::support::{Db, assert_unique_positive, fresh_db};
 
 /// Short leases, so a lease runs out within a test: 6 s, renewed every 2 s. The direct
@@ -267,8 +267,17 @@ async fn a_lease_renewal_that_hangs_mid_query_never_lets_two_servers_issue_one_i
     let clients_a = hammer(&a.address, 3, &stop_a);
     tokio::time::sleep(Duration::from_secs(1)).await;
 
-    // A's queries still reach MariaDB and run, but no answer comes back: its renewal hangs.
-    proxy.stall();
+    // A's next statement (its next renewal: nothing else of A's touches the database now)
+    // reaches MariaDB and runs, but from then on no answer comes back: the renewal hangs.
+    proxy.stall_after(runs_a_statement);
+    let arming = Instant::now();
+    while !proxy.is_stalled() {
+        assert!(
+            arming.elapsed() < Duration::from_secs(5),
+            "A renewed nothing in 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let stalled_ms = unix_ms();
     // Once A's lease has run out in the database, B starts and takes worker 0 over.
     let deadline_ms = wait_for_lease_expiry(&direct, Duration::from_secs(15)).await;
