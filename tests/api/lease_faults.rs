@@ -1,7 +1,18 @@
 //! Worker leases under faults: two server processes on one MariaDB database, where the first
-//! loses its lease (its renewal hangs mid-query, or the whole process is paused) and the second
-//! takes its worker id over. No id may ever be issued by both. Also the start-up checks that
-//! keep a lease and the clock's backward wait within what the heartbeat can guarantee.
+//! (A) loses its lease and the second (B) takes its worker id over. No id may ever be issued by
+//! both. A loses its lease in two ways, both pinned to one renewal by a fault proxy that holds
+//! the answers from the first statement A sends after being armed (its renewal: the UPDATE runs
+//! on MariaDB, the acknowledgement is held):
+//!
+//! - the renewal hangs mid-query while A keeps serving (a partition that drops the replies);
+//! - A is frozen (SIGSTOP) with the renewal on the wire, wakes (SIGCONT) after B took over, and
+//!   meets the stale acknowledgement and the requests queued while it slept. Freezing A at a
+//!   random moment instead rarely exposes anything: on waking, its heartbeat usually notices
+//!   the lapsed lease before the first queued request is served, even in an engine that only
+//!   checks the lease in its heartbeat.
+//!
+//! Also the start-up checks that keep a lease and the clock's backward wait within what the
+//! heartbeat can guarantee.
 //!
 //! The two-server tests take real time (6 s leases, renewed every 2 s) and print what they
 //! measured (`--nocapture` shows it).
@@ -18,7 +29,7 @@ use sqlx::Connection;
 use sqlx::mysql::MySqlConnection;
 
 use crate::support::process::ServerProcess;
-use crate::support::proxy::{proxied_database, runs_a_statement};
+use crate::support::proxy::{FaultProxy, proxied_database, runs_a_statement};
 use crate::support::{Db, assert_unique_positive, fresh_db};
 
 /// Short leases, so a lease runs out within a test: 6 s, renewed every 2 s. The direct
@@ -267,6 +278,21 @@ fn worker0_ids_from(ids: &[i64], deadline_ms: i64) -> Vec<i64> {
         .collect()
 }
 
+/// Stalls `proxy` from the next statement its server sends, and returns once that was sent.
+/// After start-up the only statements of a server asked for snowflake ids alone are its lease
+/// renewals (every 2 s here), so the statement whose answer is held is a renewal.
+async fn stall_after_next_renewal(proxy: &FaultProxy) {
+    proxy.stall_after(runs_a_statement);
+    let arming = Instant::now();
+    while !proxy.is_stalled() {
+        assert!(
+            arming.elapsed() < Duration::from_secs(5),
+            "no statement in 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_renewal_that_hangs_mid_query_never_lets_two_servers_issue_one_id() {
     // A reaches the database through the proxy, B directly.
@@ -279,15 +305,7 @@ async fn a_lease_renewal_that_hangs_mid_query_never_lets_two_servers_issue_one_i
 
     // A's next statement (its next renewal: nothing else of A's touches the database now)
     // reaches MariaDB and runs, but from then on no answer comes back: the renewal hangs.
-    proxy.stall_after(runs_a_statement);
-    let arming = Instant::now();
-    while !proxy.is_stalled() {
-        assert!(
-            arming.elapsed() < Duration::from_secs(5),
-            "A renewed nothing in 5 s"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    stall_after_next_renewal(&proxy).await;
     let stalled_ms = unix_ms();
     // Once A's lease has run out in the database, B starts and takes worker 0 over.
     let deadline_ms = wait_for_lease_expiry(&direct, Duration::from_secs(15)).await;
@@ -386,15 +404,7 @@ async fn a_server_paused_mid_renewal_past_its_lease_issues_nothing_when_it_wakes
 
     // A freezes (a long GC pause, a suspended VM) right after sending its next renewal, which
     // runs on MariaDB; its acknowledgement is held until A is frozen, then delivered to it.
-    proxy.stall_after(runs_a_statement);
-    let arming = Instant::now();
-    while !proxy.is_stalled() {
-        assert!(
-            arming.elapsed() < Duration::from_secs(5),
-            "A renewed nothing in 5 s"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    stall_after_next_renewal(&proxy).await;
     let paused = a.pause();
     let paused_ms = unix_ms();
     proxy.heal();
