@@ -9,6 +9,7 @@ mod dashboard;
 pub mod faults;
 mod layouts;
 mod leaf_compat;
+mod lease_faults;
 mod metrics;
 mod restarts;
 mod scale;

@@ -65,6 +65,21 @@ impl ServerProcess {
         }
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGSTOP: every thread of the process freezes (its sockets stay open, the kernel still
+    /// queues connections) until the returned guard sends SIGCONT, by [`Paused::resume`] or
+    /// when dropped, so a failing test never leaves a stopped process behind.
+    pub fn pause(&self) -> Paused {
+        assert!(signal(self.pid(), "STOP"), "kill -STOP {}", self.pid());
+        Paused {
+            pid: Some(self.pid()),
+        }
+    }
+
     /// SIGKILL: no shutdown, no flush, nothing.
     pub fn kill9(mut self) {
         self.child.kill().unwrap();
@@ -84,4 +99,38 @@ impl Drop for ServerProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A process stopped by [`ServerProcess::pause`]; continued (SIGCONT) on [`Self::resume`] or drop.
+#[must_use = "dropping the guard continues the process at once"]
+pub struct Paused {
+    /// The stopped process; `None` once continued.
+    pid: Option<u32>,
+}
+
+impl Paused {
+    /// SIGCONT: the process runs again.
+    pub fn resume(mut self) {
+        if let Some(pid) = self.pid.take() {
+            assert!(signal(pid, "CONT"), "kill -CONT {pid}");
+        }
+    }
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        // No assert: this may run while a test panics, and the process may be gone already.
+        if let Some(pid) = self.pid.take() {
+            signal(pid, "CONT");
+        }
+    }
+}
+
+/// Sends `SIG<name>` to `pid` with `kill(1)` (the crate does not depend on libc); whether it
+/// was delivered.
+fn signal(pid: u32, name: &str) -> bool {
+    Command::new("kill")
+        .args([format!("-{name}"), pid.to_string()])
+        .status()
+        .is_ok_and(|s| s.success())
 }

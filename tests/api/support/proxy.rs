@@ -42,3 +42,23 @@ pub async fn spawn_behind_proxy(tweak: impl FnOnce(&mut Settings)) -> (TestApp, 
     let app = spawn_on(&url, tweak).await;
     (app, proxy)
 }
+
+/// Whether a chunk a MySQL client sends holds a statement execution: a `COM_STMT_EXECUTE` (how
+/// sqlx runs a query with arguments: its text was prepared earlier) or a `COM_QUERY`. Pings
+/// (`COM_PING`, sent when a pooled connection is taken) and prepares are not. For
+/// [`FaultProxy::stall_after`]: the answer held is then the statement's, after it ran.
+pub fn runs_a_statement(chunk: &[u8]) -> bool {
+    const COM_QUERY: u8 = 0x03;
+    const COM_STMT_EXECUTE: u8 = 0x17;
+    // Packets: a 3-byte little-endian payload length, a sequence byte, then the payload, whose
+    // first byte is the command.
+    let mut rest = chunk;
+    while rest.len() > 4 {
+        let len = usize::from(rest[0]) | usize::from(rest[1]) << 8 | usize::from(rest[2]) << 16;
+        if matches!(rest[4], COM_QUERY | COM_STMT_EXECUTE) {
+            return true;
+        }
+        rest = rest.get(4 + len..).unwrap_or_default();
+    }
+    false
+}
