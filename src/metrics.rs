@@ -62,6 +62,9 @@ pub struct Metrics {
     http_requests: IntCounterVec,
     /// `leafid_http_request_duration_seconds`.
     http_duration: HistogramVec,
+    /// `leafid_http_server_errors_total`: 5xx answers by error code (bounded: the codes are
+    /// the `ApiError` variants' static strings).
+    server_errors: IntCounterVec,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -94,6 +97,14 @@ impl Metrics {
             ]),
             &["method", "route"],
         )?;
+        let server_errors = IntCounterVec::new(
+            Opts::new(
+                "leafid_http_server_errors_total",
+                "5xx answers by error code (logged once per cause per 10 s, counted here)",
+            ),
+            &["code"],
+        )?;
+        registry.register(Box::new(server_errors.clone()))?;
         registry.register(Box::new(http_requests.clone()))?;
         registry.register(Box::new(http_duration.clone()))?;
         registry.register(Box::new(EngineCollector::new(segment, snowflake)?))?;
@@ -103,6 +114,7 @@ impl Metrics {
             registry,
             http_requests,
             http_duration,
+            server_errors,
         })
     }
 
@@ -143,6 +155,11 @@ impl Metrics {
             count.inc();
             duration.observe(secs);
         });
+    }
+
+    /// Counts one 5xx answer with its error code.
+    pub fn count_server_error(&self, code: &'static str) {
+        self.server_errors.with_label_values(&[code]).inc();
     }
 
     /// Every family in the Prometheus text format.

@@ -1,4 +1,9 @@
-//! Tracing subscriber: `RUST_LOG` filter (default `info`), text or JSON lines on stderr.
+//! Tracing subscriber: `RUST_LOG` filter (default `info`), text or JSON lines on stderr; and
+//! [`LogLimiter`], which keeps a failure repeated per request to one line per cause per interval.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use tracing_subscriber::EnvFilter;
 
@@ -17,4 +22,84 @@ pub fn init(json: bool) {
     } else {
         builder.try_init()
     };
+}
+
+/// How often one cause of a repeated failure is logged; the rest are counted in metrics.
+pub const REPEAT_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Logs a failure that repeats per request (an outage's 503s) once per cause per interval.
+///
+/// [`LogLimiter::allow`] answers `Some(suppressed)` when the cause may be logged now, with how
+/// many occurrences were held back since its last line, and `None` otherwise. A std Mutex: it
+/// is taken only on failures, never on the id path, and never held across an await.
+#[derive(Debug)]
+pub struct LogLimiter {
+    /// Shortest time between two lines of one cause.
+    interval: Duration,
+    /// Cause -> (when it was last logged, occurrences held back since).
+    causes: Mutex<HashMap<&'static str, (Instant, u64)>>,
+}
+
+impl LogLimiter {
+    /// A limiter allowing one line per cause per `interval`.
+    pub fn new(interval: Duration) -> Self {
+        Self {
+            interval,
+            causes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The process-wide limiter, at [`REPEAT_LOG_INTERVAL`].
+    pub fn global() -> &'static Self {
+        static GLOBAL: OnceLock<LogLimiter> = OnceLock::new();
+        GLOBAL.get_or_init(|| Self::new(REPEAT_LOG_INTERVAL))
+    }
+
+    /// Whether `cause` may be logged now (see the type docs).
+    pub fn allow(&self, cause: &'static str) -> Option<u64> {
+        self.allow_at(cause, Instant::now())
+    }
+
+    fn allow_at(&self, cause: &'static str, now: Instant) -> Option<u64> {
+        let mut causes = self.causes.lock().unwrap_or_else(|e| e.into_inner());
+        match causes.get_mut(cause) {
+            Some((last, held)) if now.duration_since(*last) < self.interval => {
+                *held += 1;
+                None
+            }
+            Some((last, held)) => {
+                *last = now;
+                Some(std::mem::take(held))
+            }
+            None => {
+                causes.insert(cause, (now, 0));
+                Some(0)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_is_logged_once_per_interval_and_the_rest_are_counted() {
+        let limiter = LogLimiter::new(Duration::from_secs(10));
+        let t0 = Instant::now();
+        assert_eq!(limiter.allow_at("db", t0), Some(0));
+        for ms in [1, 500, 9_999] {
+            assert_eq!(limiter.allow_at("db", t0 + Duration::from_millis(ms)), None);
+        }
+        assert_eq!(
+            limiter.allow_at("other", t0 + Duration::from_millis(2)),
+            Some(0),
+            "causes are limited separately"
+        );
+        assert_eq!(
+            limiter.allow_at("db", t0 + Duration::from_secs(10)),
+            Some(3)
+        );
+        assert_eq!(limiter.allow_at("db", t0 + Duration::from_secs(11)), None);
+    }
 }

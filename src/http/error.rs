@@ -9,6 +9,7 @@ use tracing::error;
 use crate::layout_plan::PlanError;
 use crate::segment::{BizTagError, SegmentError, StoreError};
 use crate::snowflake::error::SnowflakeError;
+use crate::telemetry::LogLimiter;
 
 /// An error answered to a client. Each variant documents its status and stable `code`.
 #[derive(Debug, thiserror::Error)]
@@ -169,7 +170,9 @@ impl From<SnowflakeError> for ApiError {
             | SnowflakeError::WorkerLeaseExpired
             | SnowflakeError::ShutDown => Self::SnowflakeNotReady(e.to_string()),
             other => {
-                error!(error = %other, "snowflake generator failed");
+                if let Some(held_back) = LogLimiter::global().allow("snowflake generator failed") {
+                    error!(error = %other, held_back, "snowflake generator failed");
+                }
                 Self::Internal
             }
         }
@@ -183,7 +186,9 @@ impl From<StoreError> for ApiError {
             StoreError::AlreadyExists => Self::BizTagExists(String::new()),
             StoreError::Exhausted => Self::BizTagExhausted,
             StoreError::Unavailable(cause) => {
-                error!(error = %cause, "database call failed");
+                if let Some(held_back) = LogLimiter::global().allow("database call failed") {
+                    error!(error = %cause, held_back, "database call failed");
+                }
                 Self::DatabaseUnavailable
             }
             StoreError::BadRow(why) => {

@@ -11,6 +11,7 @@ use tracing::Instrument;
 
 use super::AppState;
 use super::error::ApiError;
+use crate::telemetry::LogLimiter;
 
 /// Content type of the Prometheus text exposition format.
 pub const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -95,8 +96,26 @@ pub async fn telemetry(
         Err(e) => (None, e.as_response_error().status_code()),
     };
     if status.is_server_error() {
-        let _entered = span.enter();
-        tracing::error!(request_id = %request_id, status = status.as_u16(), route = route.as_deref().unwrap_or(UNMATCHED), "request failed");
+        let code = match &result {
+            Ok(res) => res
+                .response()
+                .error()
+                .and_then(|e| e.as_error::<ApiError>())
+                .map_or("other", ApiError::code),
+            Err(e) => e.as_error::<ApiError>().map_or("other", ApiError::code),
+        };
+        if let Some(state) = &state {
+            state.metrics.count_server_error(code);
+        }
+        // One line per cause per interval: an outage answers every request with a 503.
+        if let Some(held) = LogLimiter::global().allow(code) {
+            let _entered = span.enter();
+            tracing::error!(
+                request_id = %request_id, status = status.as_u16(), code,
+                route = route.as_deref().unwrap_or(UNMATCHED), held_back = held,
+                "request failed (this cause is logged once per 10 s; leafid_http_server_errors_total counts every one)"
+            );
+        }
     }
     if let Some(state) = state {
         state.metrics.observe_http(

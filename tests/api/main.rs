@@ -11,6 +11,7 @@ mod layouts;
 mod leaf_compat;
 mod lease_faults;
 mod metrics;
+mod outage_logs;
 mod restarts;
 mod scale;
 mod segment;

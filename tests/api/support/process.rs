@@ -2,7 +2,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 /// A running `leafid serve` process.
@@ -10,6 +10,8 @@ pub struct ServerProcess {
     child: Child,
     /// `http://127.0.0.1:PORT`.
     pub address: String,
+    /// Every line the process wrote to stderr so far (JSON log lines).
+    logs: Arc<Mutex<Vec<String>>>,
 }
 
 impl ServerProcess {
@@ -30,9 +32,12 @@ impl ServerProcess {
         let mut child = cmd.spawn().expect("spawn leafid");
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let kept = logs.clone();
         std::thread::spawn(move || {
             let mut sent = false;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                kept.lock().unwrap().push(line.clone());
                 let parsed = (!sent)
                     .then(|| serde_json::from_str::<serde_json::Value>(&line).ok())
                     .flatten();
@@ -62,7 +67,22 @@ impl ServerProcess {
         Self {
             child,
             address: format!("http://127.0.0.1:{port}"),
+            logs,
         }
+    }
+
+    /// The stderr lines so far whose JSON `message` starts with `prefix`.
+    pub fn log_lines(&self, prefix: &str) -> Vec<String> {
+        self.logs
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| {
+                serde_json::from_str::<serde_json::Value>(l)
+                    .is_ok_and(|v| v["message"].as_str().is_some_and(|m| m.starts_with(prefix)))
+            })
+            .cloned()
+            .collect()
     }
 
     /// The process id.
