@@ -166,8 +166,10 @@ pub struct SnowflakeStatus {
     pub exhausted_at: String,
     /// Seconds until then.
     pub time_left_secs: i64,
-    /// Whether issuing is suspended (lease not renewed).
+    /// Whether issuing is suspended (lease not renewed in time, taken over, or shut down).
     pub suspended: bool,
+    /// Milliseconds before issuing stops unless the worker lease is renewed (`lease` only).
+    pub lease_left_ms: Option<i64>,
     /// Ring capacity (cached).
     pub ring_capacity: Option<usize>,
     /// Ids ready in the ring (cached).
@@ -408,6 +410,7 @@ impl SnowflakeEngine {
             exhausted_at: format_unix_ms(exhausted_at),
             time_left_secs: (exhausted_at - self.clock.now_unix_ms()) / 1000,
             suspended: self.is_suspended(),
+            lease_left_ms: self.lease_left_ms(),
             ring_capacity: stats.map(|s| s.capacity),
             ring_available: stats.map(|s| s.available),
             ticks_ahead: stats.map(|s| s.ticks_ahead),
