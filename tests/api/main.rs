@@ -14,6 +14,7 @@ mod restarts;
 mod scale;
 mod segment;
 mod snowflake;
+mod store_contract;
 
 /// Defines one test per database from an `async fn(Db)`.
 #[macro_export]
