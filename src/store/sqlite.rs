@@ -15,9 +15,10 @@
 //! worker-lease writes of [`super::worker_sql`]) runs inside an explicit transaction, each
 //! statement runs to completion (`fetch_all`/`execute`, never a half-read cursor), and the
 //! result of `COMMIT` is checked: a failed commit is [`StoreError::Unavailable`] and the lease is
-//! never used. A lease opens with `BEGIN IMMEDIATE`, taking the write lock before it reads, so
-//! another process on the same file cannot slip a lease in between. The guard on `max_id` also
-//! keeps SQLite from turning an overflowing sum into a float.
+//! never used. The connection is then replaced (see [`SqliteStore::connect`]), so the server
+//! recovers by itself once the disk has room again. A lease opens with `BEGIN IMMEDIATE`, taking
+//! the write lock before it reads, so another process on the same file cannot slip a lease in
+//! between. The guard on `max_id` also keeps SQLite from turning an overflowing sum into a float.
 //!
 //! A tag deleted through [`SegmentStore::delete_tag`] leaves a tombstone in
 //! `leafid_tag_tombstone` with its high-water mark; [`SegmentStore::create_tag`] refuses to start
@@ -28,11 +29,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDateTime, Utc};
-use sqlx::Row;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
+use sqlx::{Connection, Row};
 use tracing::instrument;
 
 use super::{insert_error, lease_without_update, unavailable};
@@ -67,6 +68,11 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
             .acquire_timeout(acquire_timeout)
+            // SQLITE_FULL and I/O errors roll a transaction back inside SQLite, so the driver's
+            // own ROLLBACK then fails and it keeps counting a transaction that is gone: every
+            // later BEGIN on that connection would be refused. A connection that comes back
+            // still "in a transaction" is closed instead, and the pool opens a fresh one.
+            .after_release(|conn, _meta| Box::pin(async move { Ok(!conn.is_in_transaction()) }))
             .connect_with(opts)
             .await?;
         Ok(Self { pool })

@@ -15,6 +15,7 @@ mod scale;
 mod segment;
 mod snowflake;
 mod store_contract;
+mod store_faults;
 
 /// Defines one test per database from an `async fn(Db)`.
 #[macro_export]
