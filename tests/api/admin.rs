@@ -240,3 +240,15 @@ async fn on_mysql_a_tag_serves_only_under_its_stored_spelling() {
         .collect();
     assert_eq!(cached, ["orders"]);
 }
+
+#[tokio::test]
+async fn the_api_document_lists_the_refusal_of_a_deleted_tags_restart() {
+    let app = spawn_app(Db::Sqlite).await;
+    let doc = app.get("/openapi.json").await.json();
+    let conflict = &doc["paths"]["/api/v1/tags"]["post"]["responses"]["409"]["description"];
+    let conflict = conflict.as_str().unwrap_or_default();
+    assert!(
+        conflict.contains("biz_tag_exists") && conflict.contains("max_id_below_deleted"),
+        "{conflict}"
+    );
+}

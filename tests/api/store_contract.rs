@@ -151,3 +151,44 @@ async fn a_deleted_tag_leaves_its_high_water_mark(db: Db) {
     database.close().await;
 }
 on_both_databases!(a_deleted_tag_leaves_its_high_water_mark);
+
+/// On a `leaf_alloc` that Leaf created with its own character set and collation, the tombstone
+/// table's `biz_tag` compares exactly as `leaf_alloc.biz_tag` does.
+#[tokio::test]
+async fn the_tombstone_tag_column_copies_leaf_allocs_collation() {
+    let url = crate::support::mysql::create_database().await;
+    crate::support::mysql::exec_in(
+        &url,
+        "CREATE TABLE leaf_alloc (biz_tag VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin \
+         NOT NULL DEFAULT '', max_id BIGINT NOT NULL DEFAULT 1, step INT NOT NULL, \
+         description VARCHAR(256) DEFAULT NULL, update_time TIMESTAMP NOT NULL DEFAULT \
+         CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag)) ENGINE = InnoDB",
+    )
+    .await;
+    let opts = DbOptions {
+        url: url.clone(),
+        max_connections: 2,
+        acquire_timeout: Duration::from_secs(5),
+        mysql_single_statement_lease: true,
+    };
+    let database = Database::connect(&opts).await.unwrap();
+    let mut conn = <sqlx::mysql::MySqlConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
+    let mut collations: Vec<(String, String)> = sqlx::query_as(
+        "SELECT TABLE_NAME, COLLATION_NAME FROM information_schema.COLUMNS \
+         WHERE TABLE_SCHEMA = DATABASE() AND COLUMN_NAME = 'biz_tag'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    collations.sort();
+    assert_eq!(
+        collations,
+        [
+            ("leaf_alloc".to_owned(), "ascii_bin".to_owned()),
+            ("leafid_tag_tombstone".to_owned(), "ascii_bin".to_owned()),
+        ]
+    );
+    database.close().await;
+}
