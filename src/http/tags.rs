@@ -297,8 +297,17 @@ pub async fn delete(
 ) -> Result<HttpResponse, ApiError> {
     let tag = BizTag::parse(&path.into_inner())?;
     let segment = state.segment()?;
+    // On MySQL `Orders` deletes the row `orders`: drop the buffer under the stored spelling.
+    let stored = segment
+        .store()
+        .get_tag(tag.as_str())
+        .await?
+        .map(|r| r.biz_tag);
     if segment.store().delete_tag(tag.as_str()).await? {
         segment.forget(tag.as_str());
+        if let Some(stored) = stored.filter(|s| s != tag.as_str()) {
+            segment.forget(&stored);
+        }
         tracing::info!(biz_tag = %tag, "tag deleted");
         Ok(HttpResponse::NoContent().finish())
     } else {

@@ -239,6 +239,19 @@ async fn on_mysql_a_tag_serves_only_under_its_stored_spelling() {
         .filter(|t| t.eq_ignore_ascii_case("orders"))
         .collect();
     assert_eq!(cached, ["orders"]);
+
+    // Deleting under another spelling deletes the row (MySQL finds it) and drops its buffer.
+    let del = app
+        .send(Method::DELETE, "/api/v1/tags/ORDERS", None, None)
+        .await;
+    assert_eq!(del.status, 204, "{}", del.text);
+    let gone = app.get("/api/segment/get/orders").await;
+    assert_eq!(
+        (gone.status, gone.code().as_str()),
+        (404, "unknown_biz_tag"),
+        "{}",
+        gone.text
+    );
 }
 
 #[tokio::test]
