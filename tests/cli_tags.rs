@@ -140,6 +140,44 @@ async fn tags_on_mariadb() {
         .unwrap();
 }
 
+/// A tag deleted (through the admin API's store call) cannot be created again below the ids
+/// it issued: one line, exit 1, naming the `--max-id` that resumes it.
+#[tokio::test]
+async fn create_refuses_a_deleted_tag_below_its_high_water_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("leafid.db").display());
+    let create = |args: &'static [&'static str]| {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || leafid(&url, args))
+    };
+    let made = create(&[
+        "tags", "create", "orders", "--step", "500", "--max-id", "1000",
+    ]);
+    assert_exit(&made.await.unwrap(), 0, "orders");
+    let db = leafid::store::Database::connect(&leafid::store::DbOptions {
+        url: url.clone(),
+        max_connections: 1,
+        acquire_timeout: std::time::Duration::from_secs(5),
+        mysql_single_statement_lease: true,
+    })
+    .await
+    .unwrap();
+    let store = db.segment_store();
+    store.lease("orders", None).await.unwrap();
+    assert!(store.delete_tag("orders").await.unwrap());
+    db.close().await;
+
+    let refused = create(&["tags", "create", "orders", "--step", "500"])
+        .await
+        .unwrap();
+    assert_exit(&refused, 1, "--max-id 1500 or higher");
+    assert_eq!(text(&refused.stderr).trim().lines().count(), 1, "one line");
+    let resumed = create(&[
+        "tags", "create", "orders", "--step", "500", "--max-id", "1500",
+    ]);
+    assert_exit(&resumed.await.unwrap(), 0, "1500");
+}
+
 #[test]
 fn an_unreachable_database_is_exit_1_and_bad_input_still_exit_2() {
     // Port 1 on loopback: nothing listens, so the connection is refused at once.

@@ -60,6 +60,17 @@ pub enum CliError {
     /// Exit 1: a row for the tag exists already.
     #[error("biz_tag {0:?} exists already")]
     TagExists(String),
+    /// Exit 1: the tag was deleted at a higher `max_id`; starting it lower would re-issue ids.
+    #[error(
+        "biz_tag {biz_tag:?} was deleted after issuing ids below {high_water}; to resume it, \
+         create it with --max-id {high_water} or higher"
+    )]
+    MaxIdBelowDeleted {
+        /// The tag being created.
+        biz_tag: String,
+        /// Its high-water mark.
+        high_water: i64,
+    },
     /// Exit 1: the database could not be reached or failed (the message names the cause).
     #[error("database: {0}")]
     Database(String),
@@ -77,6 +88,7 @@ impl CliError {
             | CliError::Output(_)
             | CliError::UnknownTag(_)
             | CliError::TagExists(_)
+            | CliError::MaxIdBelowDeleted { .. }
             | CliError::Database(_)
             | CliError::NotLive(_) => 1,
         }

@@ -34,7 +34,8 @@ pub enum TagsCommand {
         /// Its step, 1..=1000000000.
         #[arg(long, allow_hyphen_values = true)]
         step: String,
-        /// The first id to lease (default 1).
+        /// The first id to lease (default 1). A deleted tag must start at or above the highest
+        /// max_id it reached.
         #[arg(long, value_name = "ID", allow_hyphen_values = true)]
         max_id: Option<String>,
         /// Free text, at most 256 characters.
@@ -170,6 +171,12 @@ pub async fn run(
             Err(StoreError::AlreadyExists) => {
                 return Err(CliError::TagExists(new.biz_tag.clone()));
             }
+            Err(StoreError::BelowDeletedMaxId { high_water }) => {
+                return Err(CliError::MaxIdBelowDeleted {
+                    biz_tag: new.biz_tag.clone(),
+                    high_water,
+                });
+            }
             Err(e) => return Err(store_error(e)),
         },
         Checked::SetStep(tag, step) => {
@@ -295,5 +302,24 @@ mod tests {
         let unknown = cmd(&["set-step", "nope", "5"]).check().unwrap();
         let err = run(&unknown, false, &store, &mut out).await.unwrap_err();
         assert_eq!(err.code(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_deleted_tag_is_refused_below_its_high_water_mark() {
+        let store = MemoryStore::with_rows(&[("orders", 5000, 100)]);
+        assert!(store.delete_tag("orders").await.unwrap());
+        let mut out = Vec::new();
+        let create = cmd(&["create", "orders", "--step", "500"]).check().unwrap();
+        let err = run(&create, false, &store, &mut out).await.unwrap_err();
+        assert_eq!(err.code(), 1);
+        let shown = err.to_string();
+        assert!(
+            shown.contains("--max-id 5000") && !shown.contains('\n'),
+            "{shown}"
+        );
+        let resume = cmd(&["create", "orders", "--step", "500", "--max-id", "5000"])
+            .check()
+            .unwrap();
+        run(&resume, false, &store, &mut out).await.unwrap();
     }
 }

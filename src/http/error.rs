@@ -54,6 +54,20 @@ pub enum ApiError {
     /// 409 `biz_tag_exists`.
     #[error("biz_tag {0:?} exists already")]
     BizTagExists(String),
+    /// 409 `max_id_below_deleted`: the tag was deleted after issuing ids up to `high_water - 1`;
+    /// starting it again below `high_water` would issue them twice. The message says how to
+    /// resume (`"max_id": high_water` or higher).
+    #[error(
+        "biz_tag {biz_tag:?} was deleted after issuing ids below {high_water}; starting it again \
+         at a lower max_id would issue them twice. To resume it, create it with \
+         \"max_id\": {high_water} or higher"
+    )]
+    MaxIdBelowDeleted {
+        /// The tag being created.
+        biz_tag: String,
+        /// The deleted tag's high-water mark.
+        high_water: i64,
+    },
     /// 409 `biz_tag_exhausted`: the next segment would pass `i64::MAX`.
     #[error("biz_tag is exhausted: its next segment would pass 9223372036854775807")]
     BizTagExhausted,
@@ -125,6 +139,7 @@ impl ApiError {
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::BizTagExists(_) => "biz_tag_exists",
             Self::BizTagExhausted => "biz_tag_exhausted",
+            Self::MaxIdBelowDeleted { .. } => "max_id_below_deleted",
             Self::SegmentsNotReady { .. } => "segments_not_ready",
             Self::DatabaseUnavailable => "database_unavailable",
             Self::InvalidId(_) => "invalid_id",
@@ -185,6 +200,10 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound => Self::UnknownBizTag(String::new()),
             StoreError::AlreadyExists => Self::BizTagExists(String::new()),
             StoreError::Exhausted => Self::BizTagExhausted,
+            StoreError::BelowDeletedMaxId { high_water } => Self::MaxIdBelowDeleted {
+                biz_tag: String::new(),
+                high_water,
+            },
             StoreError::Unavailable(cause) => {
                 if let Some(held_back) = LogLimiter::global().allow("database call failed") {
                     error!(error = %cause, held_back, "database call failed");
@@ -224,7 +243,9 @@ impl ResponseError for ApiError {
                 StatusCode::NOT_FOUND
             }
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::BizTagExists(_) | Self::BizTagExhausted => StatusCode::CONFLICT,
+            Self::BizTagExists(_) | Self::BizTagExhausted | Self::MaxIdBelowDeleted { .. } => {
+                StatusCode::CONFLICT
+            }
             Self::SegmentsNotReady { .. }
             | Self::DatabaseUnavailable
             | Self::ClockMovedBackwards { .. }

@@ -107,7 +107,8 @@ pub struct CreateTag {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = i64, minimum = 1, maximum = 1_000_000_000, example = 2000)]
     pub step: Option<Value>,
-    /// Starting `max_id` (default 1).
+    /// Starting `max_id` (default 1). A tag that was deleted must start at or above the
+    /// highest `max_id` it reached (else 409 `max_id_below_deleted`).
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<i64>, minimum = 1)]
     pub max_id: Option<Value>,
@@ -174,7 +175,9 @@ fn check_description(d: Option<&str>) -> Result<(), ApiError> {
         (status = 400, description = "`invalid_biz_tag`, `invalid_step`, `invalid_max_id`, `invalid_request`", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 404, description = "`engine_disabled`", body = ErrorBody),
-        (status = 409, description = "`biz_tag_exists`", body = ErrorBody),
+        (status = 409, description = "`biz_tag_exists`; `max_id_below_deleted`: the tag was deleted \
+            at a higher max_id (its high-water mark) and `max_id` is below it; give `\"max_id\"` at or \
+            above the mark named in the message to resume it", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody),
         (status = 503, description = "`database_unavailable`", body = ErrorBody),
@@ -212,6 +215,13 @@ pub async fn create(
             Ok(HttpResponse::Created().json(view(&state, row)))
         }
         Err(StoreError::AlreadyExists) => Err(ApiError::BizTagExists(tag.to_string())),
+        Err(StoreError::BelowDeletedMaxId { high_water }) => {
+            tracing::info!(biz_tag = %tag, max_id, high_water, "tag create refused: below its deleted high-water mark");
+            Err(ApiError::MaxIdBelowDeleted {
+                biz_tag: tag.to_string(),
+                high_water,
+            })
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -263,7 +273,8 @@ pub async fn update(
     }
 }
 
-/// `DELETE /api/v1/tags/{biz_tag}`: deletes a row (admin); its buffer is dropped.
+/// `DELETE /api/v1/tags/{biz_tag}`: deletes a row (admin); its buffer is dropped. Its `max_id`
+/// is kept as the tag's high-water mark: creating it again must start there or above.
 #[utoipa::path(
     delete,
     path = "/api/v1/tags/{biz_tag}",
@@ -286,8 +297,17 @@ pub async fn delete(
 ) -> Result<HttpResponse, ApiError> {
     let tag = BizTag::parse(&path.into_inner())?;
     let segment = state.segment()?;
+    // On MySQL `Orders` deletes the row `orders`: drop the buffer under the stored spelling.
+    let stored = segment
+        .store()
+        .get_tag(tag.as_str())
+        .await?
+        .map(|r| r.biz_tag);
     if segment.store().delete_tag(tag.as_str()).await? {
         segment.forget(tag.as_str());
+        if let Some(stored) = stored.filter(|s| s != tag.as_str()) {
+            segment.forget(&stored);
+        }
         tracing::info!(biz_tag = %tag, "tag deleted");
         Ok(HttpResponse::NoContent().finish())
     } else {

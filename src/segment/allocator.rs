@@ -254,8 +254,16 @@ impl SegmentAllocator {
             return Ok(buf);
         }
         let tag = BizTag::parse(tag)?;
-        if self.inner.store.get_tag(tag.as_str()).await?.is_none() {
-            return Err(SegmentError::UnknownTag);
+        match self.inner.store.get_tag(tag.as_str()).await? {
+            None => return Err(SegmentError::UnknownTag),
+            // MySQL's default collation matches `Orders` to the row `orders`: serving it would
+            // give one row two buffers (and the refresh would drop one). Only the stored
+            // spelling serves.
+            Some(row) if row.biz_tag != tag.as_str() => {
+                debug!(biz_tag = %tag, stored = %row.biz_tag, "tag differs from the stored spelling");
+                return Err(SegmentError::UnknownTag);
+            }
+            Some(_) => {}
         }
         let _w = self.inner.write_lock();
         let current = self.inner.tags.load_full();

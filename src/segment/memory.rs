@@ -14,6 +14,9 @@ use super::store::{Lease, NewTag, SegmentStore, StoreError, TagRow};
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     rows: Mutex<BTreeMap<String, TagRow>>,
+    /// High-water marks of deleted tags, as `leafid_tag_tombstone` holds them. A std Mutex taken
+    /// only after `rows` (never the other way), so delete and create see both tables at once.
+    tombstones: Mutex<BTreeMap<String, i64>>,
     /// When set, every call fails as if the database were down.
     pub failing: AtomicBool,
     /// Added latency of every call, in milliseconds.
@@ -44,7 +47,7 @@ impl MemoryStore {
         self.rows.lock().unwrap().insert(tag.into(), row);
     }
 
-    /// Removes a row.
+    /// Removes a row (as a DBA's `DELETE` would: no tombstone).
     pub fn remove(&self, tag: &str) {
         self.rows.lock().unwrap().remove(tag);
     }
@@ -70,7 +73,8 @@ impl SegmentStore for MemoryStore {
         if row.step <= 0 {
             return Err(StoreError::BadRow("step <= 0".into()));
         }
-        let want = step.unwrap_or(row.step);
+        // The DBA's step is a floor under an adapted one.
+        let want = step.map_or(row.step, |s| s.max(row.step));
         let leased = match row.max_id.checked_add(want) {
             Some(_) => want,
             None if row.max_id < i64::MAX => i64::MAX - row.max_id,
@@ -100,6 +104,10 @@ impl SegmentStore for MemoryStore {
         let mut rows = self.rows.lock().unwrap();
         if rows.contains_key(&tag.biz_tag) {
             return Err(StoreError::AlreadyExists);
+        }
+        let high_water = self.tombstones.lock().unwrap().get(&tag.biz_tag).copied();
+        if let Some(high_water) = high_water.filter(|&hw| tag.max_id < hw) {
+            return Err(StoreError::BelowDeletedMaxId { high_water });
         }
         let row = TagRow {
             biz_tag: tag.biz_tag.clone(),
@@ -133,10 +141,60 @@ impl SegmentStore for MemoryStore {
 
     async fn delete_tag(&self, biz_tag: &str) -> Result<bool, StoreError> {
         self.enter().await?;
-        Ok(self.rows.lock().unwrap().remove(biz_tag).is_some())
+        let mut rows = self.rows.lock().unwrap();
+        let Some(row) = rows.remove(biz_tag) else {
+            return Ok(false);
+        };
+        let mut tombstones = self.tombstones.lock().unwrap();
+        let high_water = tombstones.entry(row.biz_tag).or_insert(row.max_id);
+        *high_water = (*high_water).max(row.max_id);
+        Ok(true)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.enter().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new_tag(max_id: i64) -> NewTag {
+        NewTag {
+            biz_tag: "t".into(),
+            step: 10,
+            max_id,
+            description: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_rows_step_is_a_floor_under_an_adapted_step() {
+        let store = MemoryStore::with_rows(&[("t", 1, 1000)]);
+        let lease = store.lease("t", Some(10)).await.unwrap();
+        assert_eq!((lease.max_id, lease.leased), (1001, 1000));
+        let lease = store.lease("t", Some(5000)).await.unwrap();
+        assert_eq!((lease.max_id, lease.leased), (6001, 5000));
+    }
+
+    #[tokio::test]
+    async fn a_deleted_tag_cannot_start_again_below_its_high_water_mark() {
+        let store = MemoryStore::with_rows(&[("t", 1, 100)]);
+        store.lease("t", None).await.unwrap();
+        assert!(store.delete_tag("t").await.unwrap());
+        let err = store.create_tag(&new_tag(1)).await.unwrap_err();
+        assert!(
+            matches!(err, StoreError::BelowDeletedMaxId { high_water: 101 }),
+            "{err:?}"
+        );
+        store.create_tag(&new_tag(101)).await.unwrap();
+        // Deleted again: the mark stays.
+        store.delete_tag("t").await.unwrap();
+        let err = store.create_tag(&new_tag(100)).await.unwrap_err();
+        assert!(matches!(
+            err,
+            StoreError::BelowDeletedMaxId { high_water: 101 }
+        ));
     }
 }

@@ -25,7 +25,8 @@ pub struct TagRow {
 pub struct Lease {
     /// `max_id` after the lease: one past the last id of the segment.
     pub max_id: i64,
-    /// How many ids the lease added; smaller than asked only at the end of the i64 range.
+    /// How many ids the lease added: the step asked, or the row's step when that is larger (the
+    /// DBA's step is a floor); smaller only at the end of the i64 range.
     pub leased: i64,
     /// The row's step as stored, when the lease read it (every lease but MySQL's single-statement
     /// one, which only guarantees that the row's step was not above the step leased).
@@ -60,6 +61,16 @@ pub enum StoreError {
     /// The row holds values the engine cannot use (e.g. `step <= 0`).
     #[error("leaf_alloc row is invalid: {0}")]
     BadRow(String),
+    /// [`SegmentStore::create_tag`] asked to start a deleted tag below the highest `max_id` it
+    /// reached before deletion, which would issue its ids a second time. Creating it with
+    /// `max_id >= high_water` is the override.
+    #[error(
+        "this biz_tag was deleted at max_id {high_water}; starting it below that would re-issue its ids"
+    )]
+    BelowDeletedMaxId {
+        /// The deleted tag's high-water mark: every id it handed out is below it.
+        high_water: i64,
+    },
     /// The database could not be reached or failed; the call may be retried.
     #[error("database unavailable: {0}")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -71,14 +82,17 @@ pub enum StoreError {
 /// transaction, or one atomic statement) and must never let `max_id` pass `i64::MAX`.
 #[async_trait]
 pub trait SegmentStore: Send + Sync + 'static {
-    /// Adds `step` (or the row's own step when `None`) to `max_id` and returns the new range.
+    /// Adds `step` (or the row's own step when `None`; never less than the row's step) to
+    /// `max_id` and returns the new range. The range is returned only once it is durably
+    /// committed.
     /// Near `i64::MAX` the lease is cut to what remains; with nothing left, [`StoreError::Exhausted`].
     async fn lease(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError>;
     /// One row, if present.
     async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError>;
     /// All rows, ordered by tag.
     async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError>;
-    /// Inserts a row; [`StoreError::AlreadyExists`] if the tag is taken.
+    /// Inserts a row; [`StoreError::AlreadyExists`] if the tag is taken,
+    /// [`StoreError::BelowDeletedMaxId`] if the tag was deleted at a higher `max_id` than asked.
     async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError>;
     /// Changes step and/or description; `Ok(None)` if the tag does not exist.
     async fn update_tag(
@@ -87,7 +101,8 @@ pub trait SegmentStore: Send + Sync + 'static {
         step: Option<i64>,
         description: Option<&str>,
     ) -> Result<Option<TagRow>, StoreError>;
-    /// Deletes a row; `false` if it did not exist.
+    /// Deletes a row, keeping its `max_id` as the tag's high-water mark (the larger of any
+    /// earlier one) in the same transaction; `false` if it did not exist.
     async fn delete_tag(&self, biz_tag: &str) -> Result<bool, StoreError>;
     /// A cheap round trip, for readiness.
     async fn ping(&self) -> Result<(), StoreError>;

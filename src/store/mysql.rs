@@ -6,6 +6,18 @@
 //! certification conflicts; 1205 lock wait timeout) are retried whole with backoff: a failed
 //! transaction leased nothing, and a lease whose commit outcome is unknown is never used, so a
 //! retry can waste a range but never repeat one.
+//!
+//! Every session is set to `autocommit = 1` when it connects: a server whose DBA set
+//! `SET GLOBAL autocommit = 0` would otherwise leave each single-statement write (the
+//! `LAST_INSERT_ID` lease, the worker-lease claim, heartbeat and release) in an open
+//! transaction that is never committed, so ids would be handed out from a write no other server
+//! sees, and a tag created on one pooled connection would be invisible on the next. Multi-statement
+//! writes (tag create and delete, the lease fallback) run in explicit transactions whose commit
+//! is checked.
+//!
+//! A tag deleted through [`SegmentStore::delete_tag`] leaves a tombstone in
+//! `leafid_tag_tombstone` with its high-water mark; [`SegmentStore::create_tag`] refuses to start
+//! the tag again below it ([`StoreError::BelowDeletedMaxId`]).
 
 use std::time::Duration;
 
@@ -44,6 +56,16 @@ impl MySqlStore {
         let pool = MySqlPoolOptions::new()
             .max_connections(max_connections.max(1))
             .acquire_timeout(acquire_timeout)
+            // Whatever the server's global default, a statement outside an explicit transaction
+            // commits when it completes (see the module docs).
+            .after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    sqlx::query("SET SESSION autocommit = 1")
+                        .execute(&mut *conn)
+                        .await?;
+                    Ok(())
+                })
+            })
             .connect_with(opts)
             .await?;
         Ok(Self {
@@ -62,7 +84,8 @@ impl MySqlStore {
     /// One round trip: `max_id = LAST_INSERT_ID(max_id + step)` returns the new `max_id` in the
     /// OK packet. The `step <= ?` guard keeps the DBA's step a floor: if the row's step was
     /// raised above the adapted one, nothing matches and the caller falls back to the
-    /// transaction, which reads the new step. `Ok(None)`: fall back.
+    /// transaction, which leases the row's step instead. `Ok(None)`: fall back. The session is
+    /// in autocommit mode (forced on connect), so the statement is committed when it returns.
     async fn lease_single_statement(
         &self,
         biz_tag: &str,
@@ -105,9 +128,10 @@ impl MySqlStore {
     ) -> Result<Result<Lease, StoreError>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         let updated = match step {
+            // The DBA's step is a floor under the adapted one: GREATEST(?, step).
             Some(step) => sqlx::query(
-                "UPDATE leaf_alloc SET max_id = max_id + ? \
-                 WHERE biz_tag = ? AND max_id <= 9223372036854775807 - ?",
+                "UPDATE leaf_alloc SET max_id = max_id + GREATEST(?, step) \
+                 WHERE biz_tag = ? AND max_id <= 9223372036854775807 - GREATEST(?, step)",
             )
             .bind(step)
             .bind(biz_tag)
@@ -127,7 +151,7 @@ impl MySqlStore {
                 .ok_or(sqlx::Error::RowNotFound)?;
             Lease {
                 max_id,
-                leased: step.unwrap_or(db_step),
+                leased: step.map_or(db_step, |s| s.max(db_step)),
                 db_step: Some(db_step),
             }
         } else {
@@ -251,6 +275,20 @@ impl SegmentStore for MySqlStore {
     }
 
     async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        // A locking read sees the latest committed tombstone (and locks its gap when there is
+        // none), so a delete committing meanwhile cannot slip past this check.
+        let high_water: Option<i64> = sqlx::query_scalar(
+            "SELECT max_id FROM leafid_tag_tombstone WHERE biz_tag = ? FOR UPDATE",
+        )
+        .bind(&tag.biz_tag)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(unavailable)?;
+        if let Some(high_water) = high_water.filter(|&hw| tag.max_id < hw) {
+            tx.rollback().await.map_err(unavailable)?;
+            return Err(StoreError::BelowDeletedMaxId { high_water });
+        }
         sqlx::query(
             "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)",
         )
@@ -258,12 +296,17 @@ impl SegmentStore for MySqlStore {
         .bind(tag.max_id)
         .bind(tag.step)
         .bind(&tag.description)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await
         .map_err(insert_error)?;
-        self.get_tag(&tag.biz_tag)
-            .await?
-            .ok_or(StoreError::NotFound)
+        let row = sqlx::query(SELECT_TAG)
+            .bind(&tag.biz_tag)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+        let row = tag_row(&row).map_err(unavailable)?;
+        tx.commit().await.map_err(unavailable)?;
+        Ok(row)
     }
 
     async fn update_tag(
@@ -272,6 +315,7 @@ impl SegmentStore for MySqlStore {
         step: Option<i64>,
         description: Option<&str>,
     ) -> Result<Option<TagRow>, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
         // rows_affected is 0 when nothing changed, so existence is decided by the SELECT after.
         sqlx::query(
             "UPDATE leaf_alloc SET step = COALESCE(?, step), description = COALESCE(?, description) WHERE biz_tag = ?",
@@ -279,19 +323,49 @@ impl SegmentStore for MySqlStore {
         .bind(step)
         .bind(description)
         .bind(biz_tag)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await
         .map_err(unavailable)?;
-        self.get_tag(biz_tag).await
+        let row = sqlx::query(SELECT_TAG)
+            .bind(biz_tag)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+        let row = row.as_ref().map(tag_row).transpose().map_err(unavailable)?;
+        tx.commit().await.map_err(unavailable)?;
+        Ok(row)
     }
 
     async fn delete_tag(&self, biz_tag: &str) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM leaf_alloc WHERE biz_tag = ?")
-            .bind(biz_tag)
-            .execute(&self.pool)
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let found: Option<(String, i64)> =
+            sqlx::query_as("SELECT biz_tag, max_id FROM leaf_alloc WHERE biz_tag = ? FOR UPDATE")
+                .bind(biz_tag)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(unavailable)?;
+        let Some((stored_tag, max_id)) = found else {
+            tx.rollback().await.map_err(unavailable)?;
+            return Ok(false);
+        };
+        // The tombstone keeps the highest max_id the tag ever reached, over every deletion.
+        sqlx::query(
+            "INSERT INTO leafid_tag_tombstone (biz_tag, max_id) VALUES (?, ?) \
+             ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, VALUES(max_id)), \
+             deleted_at = CURRENT_TIMESTAMP",
+        )
+        .bind(&stored_tag)
+        .bind(max_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(unavailable)?;
+        sqlx::query("DELETE FROM leaf_alloc WHERE biz_tag = ?")
+            .bind(&stored_tag)
+            .execute(&mut *tx)
             .await
             .map_err(unavailable)?;
-        Ok(done.rows_affected() > 0)
+        tx.commit().await.map_err(unavailable)?;
+        Ok(true)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -305,6 +379,7 @@ impl SegmentStore for MySqlStore {
 
 super::worker_sql::impl_worker_store!(
     MySqlStore,
+    "START TRANSACTION",
     "INSERT INTO WORKER_NODE (HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED) \
      VALUES (?, ?, 2, CURDATE(), NOW(), NOW())",
     |r: &sqlx::mysql::MySqlQueryResult| r.last_insert_id()

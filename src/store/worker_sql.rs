@@ -4,6 +4,14 @@
 //!
 //! Leases are claimed with compare-and-set updates (`WHERE lease_until_ms = <seen> AND owner =
 //! <seen>`) or a primary-key insert, so two servers can never hold one worker id.
+//!
+//! Every write runs in an explicit transaction whose `COMMIT` result is checked (see the module
+//! docs of [`super::sqlite`]: an autocommit statement on SQLite commits when it is reset, and a
+//! failed commit there is silent). A claim is reported only once its commit is confirmed; on
+//! MySQL the same shape also protects against a session left with `autocommit = 0`.
+//!
+//! A release clears `owner`: a heartbeat matches on `owner`, so a late heartbeat of the process
+//! that released cannot renew a lease that is free (or already claimed by another server).
 
 /// Claims an expired lease: oldest first, never one whose stored time is ahead of our clock.
 pub(crate) const SELECT_EXPIRED: &str = "SELECT worker_id, lease_until_ms, last_timestamp_ms, owner \
@@ -19,7 +27,7 @@ pub(crate) const COUNT_AHEAD: &str = "SELECT COUNT(*) FROM leafid_worker_lease \
 pub(crate) const HEARTBEAT: &str = "UPDATE leafid_worker_lease SET lease_until_ms = ?, \
      last_timestamp_ms = CASE WHEN last_timestamp_ms > ? THEN last_timestamp_ms ELSE ? END \
      WHERE worker_id = ? AND owner = ?";
-pub(crate) const RELEASE: &str = "UPDATE leafid_worker_lease SET lease_until_ms = 0, \
+pub(crate) const RELEASE: &str = "UPDATE leafid_worker_lease SET lease_until_ms = 0, owner = '', \
      last_timestamp_ms = CASE WHEN last_timestamp_ms > ? THEN last_timestamp_ms ELSE ? END \
      WHERE worker_id = ? AND owner = ?";
 
@@ -31,10 +39,10 @@ pub(crate) fn unavailable(e: sqlx::Error) -> crate::snowflake::worker::WorkerSto
 /// How often a claim may lose a race before giving up.
 pub(crate) const CLAIM_ATTEMPTS: u32 = 32;
 
-/// Writes `impl WorkerStore for $store`; `$insert_node` is the `WORKER_NODE` insert and
-/// `$new_id` reads the new row id from the query result.
+/// Writes `impl WorkerStore for $store`; `$begin` opens a write transaction, `$insert_node` is
+/// the `WORKER_NODE` insert and `$new_id` reads the new row id from the query result.
 macro_rules! impl_worker_store {
-    ($store:ty, $insert_node:expr, $new_id:expr) => {
+    ($store:ty, $begin:expr, $insert_node:expr, $new_id:expr) => {
         #[async_trait::async_trait]
         impl $crate::snowflake::worker::WorkerStore for $store {
             async fn assign_disposable(
@@ -43,12 +51,15 @@ macro_rules! impl_worker_store {
                 max_worker_id: u64,
             ) -> Result<u64, $crate::snowflake::worker::WorkerStoreError> {
                 use $crate::snowflake::worker::WorkerStoreError;
+                use $crate::store::worker_sql::unavailable;
+                let mut tx = self.pool.begin_with($begin).await.map_err(unavailable)?;
                 let done = sqlx::query($insert_node)
                     .bind(&node.host)
                     .bind(&node.port)
-                    .execute(&self.pool)
+                    .execute(&mut *tx)
                     .await
-                    .map_err($crate::store::worker_sql::unavailable)?;
+                    .map_err(unavailable)?;
+                tx.commit().await.map_err(unavailable)?;
                 let new_id = $new_id;
                 let id: u64 = new_id(&done);
                 if id > max_worker_id {
@@ -81,6 +92,7 @@ macro_rules! impl_worker_store {
                         .await
                         .map_err(db)?;
                     if let Some((worker_id, old_until, last_ts, old_owner)) = expired {
+                        let mut tx = self.pool.begin_with($begin).await.map_err(db)?;
                         let done = sqlx::query(CLAIM)
                             .bind(&node.host)
                             .bind(&node.port)
@@ -89,9 +101,10 @@ macro_rules! impl_worker_store {
                             .bind(worker_id)
                             .bind(old_until)
                             .bind(&old_owner)
-                            .execute(&self.pool)
+                            .execute(&mut *tx)
                             .await
                             .map_err(db)?;
+                        tx.commit().await.map_err(db)?;
                         if done.rows_affected() == 1 {
                             return Ok(WorkerLease { worker_id: worker_id as u64, last_timestamp_ms: last_ts });
                         }
@@ -116,16 +129,20 @@ macro_rules! impl_worker_store {
                             }
                         )));
                     }
+                    let mut tx = self.pool.begin_with($begin).await.map_err(db)?;
                     let inserted = sqlx::query(INSERT_LEASE)
                         .bind(next)
                         .bind(&node.host)
                         .bind(&node.port)
                         .bind(&node.owner)
                         .bind(until)
-                        .execute(&self.pool)
+                        .execute(&mut *tx)
                         .await;
                     match inserted {
-                        Ok(_) => return Ok(WorkerLease { worker_id: next as u64, last_timestamp_ms: 0 }),
+                        Ok(_) => {
+                            tx.commit().await.map_err(db)?;
+                            return Ok(WorkerLease { worker_id: next as u64, last_timestamp_ms: 0 });
+                        }
                         Err(e) if e.as_database_error().is_some_and(|d| d.is_unique_violation()) => continue,
                         Err(e) => return Err(db(e)),
                     }
@@ -142,15 +159,18 @@ macro_rules! impl_worker_store {
                 lease_until_ms: i64,
                 last_timestamp_ms: i64,
             ) -> Result<bool, $crate::snowflake::worker::WorkerStoreError> {
+                use $crate::store::worker_sql::unavailable;
+                let mut tx = self.pool.begin_with($begin).await.map_err(unavailable)?;
                 let done = sqlx::query($crate::store::worker_sql::HEARTBEAT)
                     .bind(lease_until_ms)
                     .bind(last_timestamp_ms)
                     .bind(last_timestamp_ms)
                     .bind(worker_id as i64)
                     .bind(owner)
-                    .execute(&self.pool)
+                    .execute(&mut *tx)
                     .await
-                    .map_err($crate::store::worker_sql::unavailable)?;
+                    .map_err(unavailable)?;
+                tx.commit().await.map_err(unavailable)?;
                 Ok(done.rows_affected() == 1)
             }
 
@@ -160,14 +180,17 @@ macro_rules! impl_worker_store {
                 owner: &str,
                 last_timestamp_ms: i64,
             ) -> Result<(), $crate::snowflake::worker::WorkerStoreError> {
+                use $crate::store::worker_sql::unavailable;
+                let mut tx = self.pool.begin_with($begin).await.map_err(unavailable)?;
                 sqlx::query($crate::store::worker_sql::RELEASE)
                     .bind(last_timestamp_ms)
                     .bind(last_timestamp_ms)
                     .bind(worker_id as i64)
                     .bind(owner)
-                    .execute(&self.pool)
+                    .execute(&mut *tx)
                     .await
-                    .map_err($crate::store::worker_sql::unavailable)?;
+                    .map_err(unavailable)?;
+                tx.commit().await.map_err(unavailable)?;
                 Ok(())
             }
         }

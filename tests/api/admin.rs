@@ -3,7 +3,7 @@
 use reqwest::Method;
 
 use crate::on_both_databases;
-use crate::support::{Db, spawn_app, spawn_app_with};
+use crate::support::{Db, assert_unique_positive, spawn_app, spawn_app_with};
 
 async fn a_dba_creates_inspects_changes_and_deletes_a_tag(db: Db) {
     let app = spawn_app(db).await;
@@ -154,4 +154,114 @@ async fn health_routes_answer() {
     let ready = app.get("/health/ready").await;
     assert_eq!(ready.status, 200);
     assert_eq!(ready.json()["database"], "up");
+}
+
+/// Deleting a tag and creating it again without `max_id` would re-issue every id it handed
+/// out: refused with 409 naming the high-water mark; with `max_id` at the mark it resumes.
+async fn a_deleted_tag_is_not_restarted_below_the_ids_it_issued(db: Db) {
+    let app = spawn_app(db).await;
+    app.create_tag("reborn", 10, 1).await;
+    let mut ids = app.batch("reborn", 25).await;
+    ids.push(app.leaf_id("reborn").await);
+    let del = app
+        .send(Method::DELETE, "/api/v1/tags/reborn", None, None)
+        .await;
+    assert_eq!(del.status, 204, "{}", del.text);
+    let high_water = ids.iter().max().unwrap() + 1;
+
+    let again = app
+        .post("/api/v1/tags", r#"{"biz_tag":"reborn","step":10}"#)
+        .await;
+    assert_eq!(
+        (again.status, again.code().as_str()),
+        (409, "max_id_below_deleted"),
+        "{}",
+        again.text
+    );
+    let message = again.json()["message"].as_str().unwrap().to_owned();
+    // The mark is the row's max_id at deletion: at or above every id issued.
+    let mark: i64 = message
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .max()
+        .unwrap_or_else(|| panic!("no number in {message}"));
+    assert!(mark >= high_water, "{message}");
+    assert!(
+        message.contains("reborn") && message.contains(&format!("\"max_id\": {mark}")),
+        "{message}"
+    );
+    assert_eq!(app.get("/api/v1/tags/reborn").await.status, 404);
+    let below = app
+        .post(
+            "/api/v1/tags",
+            &format!(r#"{{"biz_tag":"reborn","step":10,"max_id":{}}}"#, mark - 1),
+        )
+        .await;
+    assert_eq!(below.status, 409, "{}", below.text);
+
+    app.create_tag("reborn", 10, mark).await;
+    let first = app.leaf_id("reborn").await;
+    assert!(first >= mark, "first id {first} below the mark {mark}");
+    ids.push(first);
+    ids.extend(app.batch("reborn", 25).await);
+    assert_unique_positive(&ids);
+}
+on_both_databases!(a_deleted_tag_is_not_restarted_below_the_ids_it_issued);
+
+/// MySQL compares `biz_tag` case-insensitively: `Orders` finds the row `orders`. Only the
+/// stored spelling serves, so one row never gets two buffers.
+#[tokio::test]
+async fn on_mysql_a_tag_serves_only_under_its_stored_spelling() {
+    let app = spawn_app(Db::MySql).await;
+    app.create_tag("orders", 10, 1).await;
+    for path in [
+        "/api/segment/get/Orders",
+        "/api/v1/segment/ORDERS/ids?count=3",
+    ] {
+        let r = app.get(path).await;
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (404, "unknown_biz_tag"),
+            "{path}: {}",
+            r.text
+        );
+    }
+    let mut ids = vec![app.leaf_id("orders").await];
+    ids.extend(app.batch("orders", 30).await);
+    assert_eq!(app.get("/api/segment/get/Orders").await.status, 404);
+    assert_unique_positive(&ids);
+    let cache = app.get("/api/v1/cache").await.json();
+    let cached: Vec<&str> = cache["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["biz_tag"].as_str())
+        .filter(|t| t.eq_ignore_ascii_case("orders"))
+        .collect();
+    assert_eq!(cached, ["orders"]);
+
+    // Deleting under another spelling deletes the row (MySQL finds it) and drops its buffer.
+    let del = app
+        .send(Method::DELETE, "/api/v1/tags/ORDERS", None, None)
+        .await;
+    assert_eq!(del.status, 204, "{}", del.text);
+    let gone = app.get("/api/segment/get/orders").await;
+    assert_eq!(
+        (gone.status, gone.code().as_str()),
+        (404, "unknown_biz_tag"),
+        "{}",
+        gone.text
+    );
+}
+
+#[tokio::test]
+async fn the_api_document_lists_the_refusal_of_a_deleted_tags_restart() {
+    let app = spawn_app(Db::Sqlite).await;
+    let doc = app.get("/openapi.json").await.json();
+    let conflict = &doc["paths"]["/api/v1/tags"]["post"]["responses"]["409"]["description"];
+    let conflict = conflict.as_str().unwrap_or_default();
+    assert!(
+        conflict.contains("biz_tag_exists") && conflict.contains("max_id_below_deleted"),
+        "{conflict}"
+    );
 }

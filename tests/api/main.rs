@@ -16,6 +16,8 @@ mod restarts;
 mod scale;
 mod segment;
 mod snowflake;
+mod store_contract;
+mod store_faults;
 
 /// Defines one test per database from an `async fn(Db)`.
 #[macro_export]

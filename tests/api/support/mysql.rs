@@ -134,6 +134,22 @@ impl PrivateMariaDb {
         db
     }
 
+    /// Starts (initialising on first use) the instance named `name` on `port`: for tests that
+    /// need a fixed port outside the ephemeral range. Blocking, like [`Self::start`].
+    pub fn start_on(name: &str, port: u16) -> Self {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target")
+            .join(format!("mariadb-{name}"));
+        let db = Self {
+            url: format!("mysql://leafid:leafid@127.0.0.1:{port}"),
+            dir,
+            port,
+        };
+        db.script("stop");
+        db.script("start");
+        db
+    }
+
     /// Stops the instance (clean shutdown) and waits until it is gone.
     pub fn stop(&self) {
         self.script("stop");
