@@ -383,7 +383,8 @@ impl SnowflakeEngine {
     /// lease; 0 once suspended).
     pub fn lease_left_ms(&self) -> Option<i64> {
         let lease = self.lease.as_ref()?;
-        let left = lease.deadline_ms.load(Ordering::Relaxed) - self.clock.monotonic_ms();
+        let left =
+            (lease.deadline_ms.load(Ordering::Relaxed)).saturating_sub(self.clock.monotonic_ms());
         Some(left.max(0))
     }
 

@@ -241,6 +241,9 @@ async fn a_lease_taken_over_stops_issuing_for_good() {
         1,
         "no renewal after the take-over"
     );
+    let status = rig.engine.status();
+    assert!(status.suspended);
+    assert_eq!(status.lease_left_ms, Some(0));
 }
 
 #[tokio::test(start_paused = true)]
