@@ -53,6 +53,8 @@ pub struct ServerSettings {
     pub max_body_bytes: usize,
     /// Grace period after SIGTERM.
     pub shutdown_timeout_secs: u64,
+    /// Readiness answers 503 for this long after SIGTERM before the listener closes.
+    pub drain_secs: u64,
 }
 
 /// `[database]`.

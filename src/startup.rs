@@ -2,11 +2,13 @@
 
 use std::net::TcpListener;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::{App, HttpServer, middleware, web};
 use anyhow::Context;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::background::Background;
 use crate::config::Settings;
@@ -25,6 +27,8 @@ pub struct Application {
     state: AppState,
     /// The tag refresh and the lease heartbeat: stopped and awaited before the lease release.
     background: Background,
+    /// `server.drain_secs`: readiness fails this long before the listener closes.
+    drain: Duration,
 }
 
 impl Application {
@@ -81,6 +85,7 @@ impl Application {
             db,
             admin_token: settings.admin.token.clone(),
             metrics: Arc::new(metrics),
+            draining: Arc::default(),
         };
         let data = web::Data::new(state.clone());
         let max_body = settings.server.max_body_bytes;
@@ -91,7 +96,9 @@ impl Application {
                 .configure(|cfg| http::configure(cfg, max_body))
         })
         .listen(listener)?
-        .shutdown_timeout(settings.server.shutdown_timeout_secs);
+        .shutdown_timeout(settings.server.shutdown_timeout_secs)
+        // SIGTERM/SIGINT/SIGQUIT are handled by `run_until_stopped` (drain first).
+        .disable_signals();
         if settings.server.workers > 0 {
             server = server.workers(settings.server.workers);
         }
@@ -101,6 +108,7 @@ impl Application {
             server: server.run(),
             state,
             background,
+            drain: Duration::from_secs(settings.server.drain_secs),
         })
     }
 
@@ -120,18 +128,57 @@ impl Application {
     }
 
     /// Serves until SIGINT/SIGTERM or [`ServerHandle::stop`]; in-flight requests finish first.
-    /// Then the background tasks stop (awaited), the worker lease is released, the pool closes.
+    /// On SIGTERM/SIGINT, `/health/ready` fails for `server.drain_secs` while requests are still
+    /// served, then the listener closes (SIGQUIT: at once, without grace). Then the background
+    /// tasks stop (awaited), the worker lease is released, the pool closes.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        let signals = tokio::spawn(stop_on_signal(
+            self.server.handle(),
+            self.state.draining.clone(),
+            self.drain,
+        ));
         let result = self.server.await;
-        self.background
-            .shutdown(std::time::Duration::from_secs(5))
-            .await;
+        signals.abort();
+        self.background.shutdown(Duration::from_secs(5)).await;
         if let Some(engine) = &self.state.snowflake {
             engine.shutdown().await;
         }
         self.state.db.close().await;
         result
     }
+}
+
+/// Waits for SIGTERM, SIGINT or SIGQUIT and stops the server: gracefully after the drain
+/// period for the first two, at once for SIGQUIT.
+async fn stop_on_signal(handle: ServerHandle, draining: Arc<AtomicBool>, drain: Duration) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut quit)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::quit()),
+    ) else {
+        warn!("could not install signal handlers: stop the server with SIGKILL");
+        return;
+    };
+    let graceful = tokio::select! {
+        _ = term.recv() => true,
+        _ = int.recv() => true,
+        _ = quit.recv() => false,
+    };
+    if graceful && !drain.is_zero() {
+        draining.store(true, Ordering::Relaxed);
+        info!(
+            drain_secs = drain.as_secs(),
+            "stop requested: draining (readiness fails, requests still served)"
+        );
+        tokio::select! {
+            () = tokio::time::sleep(drain) => {}
+            _ = term.recv() => info!("second signal: stopping now"),
+            _ = int.recv() => info!("second signal: stopping now"),
+        }
+    }
+    info!(graceful, "stopping the server");
+    handle.stop(graceful).await;
 }
 
 /// This machine's host name (stored with worker ids), at most 64 characters.

@@ -68,6 +68,11 @@ pub struct ReadyBody {
     )
 )]
 pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
+    if state.draining.load(std::sync::atomic::Ordering::Relaxed) {
+        return not_ready(
+            "draining: the server is shutting down; requests are still served".into(),
+        );
+    }
     if let Some(engine) = state.snowflake.as_ref() {
         let status = engine.status();
         if status.suspended {

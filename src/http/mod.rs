@@ -46,6 +46,9 @@ pub struct AppState {
     pub admin_token: Option<String>,
     /// The server's metrics registry, read by `/metrics` and updated by the HTTP middleware.
     pub metrics: Arc<Metrics>,
+    /// Set on SIGTERM/SIGINT while the drain period runs: readiness answers 503, requests are
+    /// still served. Relaxed: a flag read by health checks; nothing is published with it.
+    pub draining: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl AppState {

@@ -6,6 +6,7 @@ mod admin;
 mod bad_input;
 mod cluster;
 mod dashboard;
+mod drain;
 pub mod faults;
 mod layouts;
 mod leaf_compat;

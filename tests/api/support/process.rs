@@ -100,6 +100,25 @@ impl ServerProcess {
         }
     }
 
+    /// SIGTERM without waiting: the process drains (`server.drain_secs`) and stops by itself.
+    pub fn send_term(&self) {
+        assert!(signal(self.pid(), "TERM"), "kill -TERM {}", self.pid());
+    }
+
+    /// Waits up to `within` for the process to exit; its status, or `None` if it still runs.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if started.elapsed() >= within {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGKILL: no shutdown, no flush, nothing.
     pub fn kill9(mut self) {
         self.child.kill().unwrap();
