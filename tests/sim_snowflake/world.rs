@@ -191,6 +191,8 @@ struct Instance {
     worker_id: Option<u64>,
     last_id: u64,
     issued: u64,
+    /// The first and last tick it issued from.
+    ticks: Option<(u64, u64)>,
 }
 
 struct Slot {
@@ -360,6 +362,29 @@ impl World {
             }
             inst.last_id = id;
             inst.issued += 1;
+            let (lo, hi) = inst.ticks.get_or_insert((d.time_delta, d.time_delta));
+            (*lo, *hi) = ((*lo).min(d.time_delta), (*hi).max(d.time_delta));
+            let span = (*lo, *hi);
+            // Each holder of a worker id issues from its own stretch of ticks: the next holder
+            // starts after the lease the previous one stored, which is past all its ticks.
+            if let Some((other, o)) = self.instances.iter().enumerate().find(|(j, o)| {
+                *j != instance
+                    && o.worker_id == Some(d.worker_id)
+                    && o.ticks.is_some_and(|(a, b)| a <= span.1 && span.0 <= b)
+            }) {
+                return Err(format!(
+                    "step {}: worker id {} used by two holders over the same ticks: instance \
+                     {other} (machine {}) issued from ticks {:?}, instance {instance} (machine \
+                     {}) from {span:?}, now id {id} (tick {}, seq {})",
+                    self.step,
+                    d.worker_id,
+                    o.machine,
+                    o.ticks,
+                    self.instances[instance].machine,
+                    d.time_delta,
+                    d.sequence
+                ));
+            }
             if let Some(first) = self.ids.insert(id, instance) {
                 let a = &self.instances[first];
                 return Err(format!(
@@ -504,6 +529,7 @@ impl World {
             worker_id: None,
             last_id: 0,
             issued: 0,
+            ticks: None,
         });
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
