@@ -53,8 +53,10 @@
 //!
 //! # Running it
 //!
-//! `LEAFID_SIM_CASES` sets the number of schedules (default 48), `LEAFID_SIM_SEED` the seed of
-//! the schedule generator (default fixed, so runs repeat). A failure prints the shrunk schedule.
+//! `LEAFID_SIM_CASES` sets the number of schedules (default 512, about 15 s in a debug build), `LEAFID_SIM_SEED` the seed of
+//! the schedule generator (default fixed, so runs repeat); `LEAFID_SIM_SKIP_AUTHORITY=1` turns the
+//! authority check off, to see what the id checks alone catch. A failure prints the shrunk
+//! schedule.
 //!
 //! [`is_suspended`]: leafid::snowflake::engine::SnowflakeEngine::is_suspended
 
@@ -70,7 +72,7 @@ use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunne
 use store::{FAULT_NAMES, FAULTS, FaultMode};
 use world::{Ask, MACHINES, MAX_OFFSET_MS, Op, TOTALS, World};
 
-const DEFAULT_CASES: u32 = 48;
+const DEFAULT_CASES: u32 = 512;
 const DEFAULT_SEED: u64 = 0x1eaf_1d5e_ed00_0001;
 
 fn ask() -> impl Strategy<Value = Ask> {
@@ -240,13 +242,22 @@ fn random_schedules_never_issue_an_id_twice() {
 fn a_wall_step_back_right_after_a_claim_never_reissues_a_tick() {
     let ops = [
         Op::Start { m: 0 },
-        Op::Request { m: 0, ask: Ask::One },
+        Op::Request {
+            m: 0,
+            ask: Ask::One,
+        },
         // The renewal sent at 1 s is stored (lease until 5 s); later ones fail.
         Op::Pass { ms: 1_050 },
-        Op::Faults { m: 0, mode: FaultMode::Down },
+        Op::Faults {
+            m: 0,
+            mode: FaultMode::Down,
+        },
         // Just before the deadline (1 s + 4 s - 2.001 s): ids from the tick at 2.9 s.
         Op::Pass { ms: 1_850 },
-        Op::Request { m: 0, ask: Ask::Many(8) },
+        Op::Request {
+            m: 0,
+            ask: Ask::Many(8),
+        },
         Op::Crash { m: 0 },
         // Past the stored lease end: machine 1 claims worker id 0.
         Op::Pass { ms: 2_200 },
@@ -254,9 +265,15 @@ fn a_wall_step_back_right_after_a_claim_never_reissues_a_tick() {
         // Its wall clock is stepped back to 2.85 s, then reaches 2.9 s.
         Op::StepWall { m: 1, ms: -2_250 },
         Op::Pass { ms: 50 },
-        Op::Request { m: 1, ask: Ask::Many(8) },
+        Op::Request {
+            m: 1,
+            ask: Ask::Many(8),
+        },
         Op::Pass { ms: 3_000 },
-        Op::Request { m: 1, ask: Ask::Many(8) },
+        Op::Request {
+            m: 1,
+            ask: Ask::Many(8),
+        },
     ];
     let issued = replay(1, &[0; MACHINES], &ops).unwrap_or_else(|e| panic!("{e}"));
     assert!(issued >= 17, "both holders issued ids: {issued}");
@@ -270,22 +287,41 @@ fn a_wall_step_back_right_after_a_claim_never_reissues_a_tick() {
 #[test]
 fn a_release_without_ids_does_not_hand_the_previous_holders_ticks_to_a_clock_behind() {
     let ops = [
-        Op::Pause { m: 0, ms: 50, wall_stands_still: false },
+        Op::Pause {
+            m: 0,
+            ms: 50,
+            wall_stands_still: false,
+        },
         Op::Pass { ms: 2_850 },
-        Op::Request { m: 0, ask: Ask::One },
+        Op::Request {
+            m: 0,
+            ask: Ask::One,
+        },
         Op::Crash { m: 1 },
-        Op::Faults { m: 0, mode: FaultMode::Down },
+        Op::Faults {
+            m: 0,
+            mode: FaultMode::Down,
+        },
         Op::Pass { ms: 300 },
-        Op::Request { m: 0, ask: Ask::One },
+        Op::Request {
+            m: 0,
+            ask: Ask::One,
+        },
         Op::Pass { ms: 2_650 },
         Op::StepWall { m: 4, ms: -4_050 },
         Op::Pass { ms: 1_100 },
         Op::Start { m: 1 },
         Op::Shutdown { m: 1 },
         Op::Start { m: 4 },
-        Op::Request { m: 4, ask: Ask::One },
+        Op::Request {
+            m: 4,
+            ask: Ask::One,
+        },
         Op::Pass { ms: 5_000 },
-        Op::Request { m: 4, ask: Ask::One },
+        Op::Request {
+            m: 4,
+            ask: Ask::One,
+        },
     ];
     run(1, &[0; MACHINES], &ops).unwrap_or_else(|e| panic!("{e}"));
 }

@@ -292,7 +292,9 @@ impl SimStore {
             let expired = lock(&self.table)
                 .iter()
                 .filter(|(id, r)| {
-                    **id <= max_worker_id && r.lease_until_ms < now_ms && r.last_timestamp_ms <= now_ms
+                    **id <= max_worker_id
+                        && r.lease_until_ms < now_ms
+                        && r.last_timestamp_ms <= now_ms
                 })
                 .min_by_key(|(id, r)| (r.lease_until_ms, **id))
                 .map(|(id, r)| (*id, r.clone()));

@@ -345,7 +345,10 @@ impl World {
         for id in ids {
             let inst = &mut self.instances[instance];
             if id == 0 {
-                return Err(format!("step {}: instance {instance} issued id 0", self.step));
+                return Err(format!(
+                    "step {}: instance {instance} issued id 0",
+                    self.step
+                ));
             }
             if id <= inst.last_id {
                 return Err(format!(
@@ -633,6 +636,10 @@ impl World {
     /// No two running engines may both be allowed to issue for one worker id, while every
     /// wall clock stays within the skew of true time (see the crate docs).
     fn check_authority(&mut self) -> Result<(), String> {
+        static SKIP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if *SKIP.get_or_init(|| std::env::var_os("LEAFID_SIM_SKIP_AUTHORITY").is_some()) {
+            return Ok(()); // to see what the id checks alone catch (mutation runs)
+        }
         let mut holders: BTreeMap<u64, usize> = BTreeMap::new();
         for slot in &self.slots {
             if slot.machine.is_frozen() {
