@@ -325,3 +325,48 @@ fn a_release_without_ids_does_not_hand_the_previous_holders_ticks_to_a_clock_beh
     ];
     run(1, &[0; MACHINES], &ops).unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// Machine 0's renewal sent at 1 s is applied, then the process is stopped for 6 s before it
+/// reads the answer; meanwhile its lease ends (5 s) and machine 1 takes the id over. The late
+/// confirmation must not let machine 0 issue again: the deadline counts from the send.
+#[test]
+fn a_renewal_read_after_a_takeover_does_not_resume_the_old_holder() {
+    let ops = [
+        Op::Start { m: 0 },
+        Op::Request {
+            m: 0,
+            ask: Ask::One,
+        },
+        Op::Faults {
+            m: 0,
+            mode: FaultMode::StallingFor(6_000),
+        },
+        Op::Pass { ms: 5_100 },
+        Op::Start { m: 1 },
+        Op::Request {
+            m: 1,
+            ask: Ask::Many(8),
+        },
+        // Machine 0 wakes at 7 s and reads its renewal's answer.
+        Op::Pass { ms: 2_000 },
+        Op::Request {
+            m: 0,
+            ask: Ask::Many(8),
+        },
+        Op::Request {
+            m: 1,
+            ask: Ask::Many(8),
+        },
+        Op::Pass { ms: 300 },
+        Op::Request {
+            m: 0,
+            ask: Ask::Many(8),
+        },
+        Op::Request {
+            m: 1,
+            ask: Ask::Many(8),
+        },
+    ];
+    let issued = replay(1, &[0; MACHINES], &ops).unwrap_or_else(|e| panic!("{e}"));
+    assert!(issued >= 17, "both holders issued ids: {issued}");
+}

@@ -103,6 +103,8 @@ pub enum FaultMode {
     Stalling,
     /// Every call answers late, sometimes past the engine's timeout.
     Slow,
+    /// Every call applies and the process is stopped for this many ms (fixed scenarios).
+    StallingFor(u64),
 }
 
 impl FaultMode {
@@ -117,6 +119,7 @@ impl FaultMode {
             FaultMode::FailAfter => Fault::ApplyThenFail,
             FaultMode::Stalling => Fault::PausedThenOk(pause(rng)),
             FaultMode::Slow => Fault::Slow(slow(rng)),
+            FaultMode::StallingFor(ms) => Fault::PausedThenOk(ms),
             FaultMode::Flaky => match rng.below(100) {
                 0..50 => Fault::Ok,
                 50..60 => Fault::FailBefore,
