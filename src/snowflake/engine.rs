@@ -227,7 +227,11 @@ impl SnowflakeEngine {
                     owner: node.owner.clone(),
                     deadline_ms: AtomicI64::new(sent_ms + lease_ms - safety_margin_ms(&config)),
                 };
-                (got.worker_id, got.last_timestamp_ms, Some(lease))
+                // The store hands out only an id whose lease ended before `now` (this clock),
+                // and its holder's ids all lie before that end; its stored last timestamp may
+                // lag them (ids issued after its last renewal). Resuming after `now` as well
+                // keeps a wall clock stepped back after the claim out of those ticks.
+                (got.worker_id, got.last_timestamp_ms.max(now), Some(lease))
             }
         };
         // Never issue from a tick the previous holder of this worker id may have used.
