@@ -113,6 +113,48 @@ struct Lease {
     /// Relaxed everywhere: it is the only datum (no other memory is published with it), and a
     /// stale read can only see an earlier deadline of a lease that was valid until then.
     deadline_ms: AtomicI64,
+    /// The largest tick an id may carry: ticks ending at least a heartbeat and a second before
+    /// the lease end the database confirmed (`lease_until_ms`, wall time). A wall clock stepped
+    /// forward past it cannot issue ticks a later holder of the id will use. Raised with
+    /// `fetch_max`, `-1` when the lease is lost. Relaxed: as `deadline_ms`.
+    max_tick: AtomicI64,
+    /// The `lease_until_ms` of the last renewal sent: never lowered (a wall step back must not
+    /// shorten, in the database, a lease whose ticks this server may already have issued).
+    /// Written by the heartbeat task only. Relaxed: as `deadline_ms`.
+    sent_until_ms: AtomicI64,
+}
+
+impl Lease {
+    /// Records a renewal (or the claim) the database confirmed, sent at monotonic `sent_ms`
+    /// with `lease_until_ms`, unless its deadline already passed (`false`: stays suspended).
+    fn confirm(
+        &self,
+        config: &SnowflakeConfig,
+        clock: &dyn Clock,
+        sent_ms: i64,
+        until_ms: i64,
+    ) -> bool {
+        let lease_ms = config.lease.as_millis() as i64;
+        let deadline = sent_ms + lease_ms - safety_margin_ms(config);
+        if deadline <= clock.monotonic_ms() {
+            return false;
+        }
+        let layout = &config.layout;
+        let bound_ms = until_ms - config.heartbeat.as_millis() as i64 - 1000;
+        // Ticks that end by `bound_ms`: delta + 1 <= delta_at(bound_ms).
+        let max_tick = layout
+            .delta_at(bound_ms)
+            .map_or(-1, |d| i64::try_from(d).unwrap_or(i64::MAX) - 1);
+        self.max_tick.fetch_max(max_tick, Ordering::Relaxed);
+        self.deadline_ms.fetch_max(deadline, Ordering::Relaxed);
+        true
+    }
+
+    /// Takes the authority away for good.
+    fn lose(&self) {
+        self.deadline_ms.store(i64::MIN, Ordering::Relaxed);
+        self.max_tick.store(-1, Ordering::Relaxed);
+    }
 }
 
 /// The running snowflake engine.
@@ -225,8 +267,13 @@ impl SnowflakeEngine {
                 let lease = Lease {
                     store,
                     owner: node.owner.clone(),
-                    deadline_ms: AtomicI64::new(sent_ms + lease_ms - safety_margin_ms(&config)),
+                    deadline_ms: AtomicI64::new(i64::MIN),
+                    max_tick: AtomicI64::new(-1),
+                    sent_until_ms: AtomicI64::new(now + lease_ms),
                 };
+                if !lease.confirm(&config, &*clock, sent_ms, now + lease_ms) {
+                    return Err(StartError::WorkerTimeout(config.lease));
+                }
                 // The store hands out only an id whose lease ended before `now` (this clock),
                 // and its holder's ids all lie before that end; its stored last timestamp may
                 // lag them (ids issued after its last renewal). Resuming after `now` as well
@@ -305,7 +352,7 @@ impl SnowflakeEngine {
             }
             Generator::Direct(_) => return None,
         };
-        Some(id.and_then(|id| self.authorized(id)))
+        Some(id.and_then(|id| self.authorized(id, id)))
     }
 
     /// The next id; may block briefly (the ring's bounded wait, or the next tick).
@@ -317,22 +364,29 @@ impl SnowflakeEngine {
             Generator::Cached(g) => g.take(),
             Generator::Direct(g) => self.count_direct(g.next_id(), 1),
         }?;
-        self.authorized(id)
+        self.authorized(id, id)
     }
 
-    /// `value` if this server still holds its worker id: checked *after* the id was generated,
-    /// so its tick was read (direct) or filled (cached) before the deadline. An id refused here
-    /// is dropped, never reissued (a gap).
+    /// `value` if this server still holds its worker id and `newest` (the largest id in
+    /// `value`) carries a tick the lease covers: checked *after* the ids were generated, so
+    /// their ticks were read (direct) or filled (cached) before the deadline. Ids refused here
+    /// are dropped, never reissued (a gap).
     #[inline]
-    fn authorized<T>(&self, value: T) -> Result<T, SnowflakeError> {
-        match &self.lease {
-            Some(lease)
-                if self.clock.monotonic_ms() >= lease.deadline_ms.load(Ordering::Relaxed) =>
-            {
-                Err(SnowflakeError::WorkerLeaseExpired)
-            }
-            _ => Ok(value),
+    fn authorized<T>(&self, value: T, newest: u64) -> Result<T, SnowflakeError> {
+        let Some(lease) = &self.lease else {
+            return Ok(value);
+        };
+        let tick = self.layout.decompose(newest).time_delta as i64;
+        if tick > lease.max_tick.load(Ordering::Relaxed) || !self.lease_valid_now(lease) {
+            return Err(SnowflakeError::WorkerLeaseExpired);
         }
+        Ok(value)
+    }
+
+    /// Whether the lease's monotonic deadline lies ahead.
+    #[inline]
+    fn lease_valid_now(&self, lease: &Lease) -> bool {
+        self.clock.monotonic_ms() < lease.deadline_ms.load(Ordering::Relaxed)
     }
 
     /// Adds `n` to the direct generator's issued count when `result` is an id.
@@ -363,8 +417,10 @@ impl SnowflakeEngine {
                 result?
             }
         }
-        // One check after the whole batch: every id in it was generated before this reading.
-        self.authorized(out)
+        // One check after the whole batch: every id in it was generated before this reading,
+        // and the last is the largest.
+        let newest = out.last().copied().unwrap_or(0);
+        self.authorized(out, newest)
     }
 
     /// The layout.
@@ -380,7 +436,11 @@ impl SnowflakeEngine {
     /// Whether issuing is suspended: the worker lease was not renewed in time, was taken over,
     /// or the engine shut down.
     pub fn is_suspended(&self) -> bool {
-        self.stopped.load(Ordering::Relaxed) || self.authorized(()).is_err()
+        self.stopped.load(Ordering::Relaxed)
+            || self
+                .lease
+                .as_ref()
+                .is_some_and(|lease| !self.lease_valid_now(lease))
     }
 
     /// Milliseconds left before issuing stops unless the lease is renewed (`None` without a
@@ -586,7 +646,7 @@ async fn heartbeat_loop(engine: std::sync::Weak<SnowflakeEngine>, stop: Cancella
         if engine.stopped.load(Ordering::Relaxed) {
             return;
         }
-        let valid = engine.authorized(()).is_ok();
+        let valid = engine.lease_valid_now(lease);
         if was_valid && !valid {
             error!(
                 worker_id = engine.worker_id,
@@ -599,7 +659,9 @@ async fn heartbeat_loop(engine: std::sync::Weak<SnowflakeEngine>, stop: Cancella
         let within = store_call_timeout(&engine.config);
         // Taken before the renewal is sent: the renewed lease runs from no later than this.
         let sent_ms = engine.clock.monotonic_ms();
-        let until_ms = engine.clock.now_unix_ms() + lease_ms;
+        let until_ms = (engine.clock.now_unix_ms() + lease_ms)
+            .max(lease.sent_until_ms.load(Ordering::Relaxed));
+        lease.sent_until_ms.store(until_ms, Ordering::Relaxed);
         let last = engine.issued_up_to_ms();
         let renewal = tokio::select! {
             () = stop.cancelled() => return,
@@ -610,9 +672,7 @@ async fn heartbeat_loop(engine: std::sync::Weak<SnowflakeEngine>, stop: Cancella
         };
         match renewal {
             Ok(Ok(true)) => {
-                let deadline = sent_ms + lease_ms - safety_margin_ms(&engine.config);
-                if deadline > engine.clock.monotonic_ms() {
-                    lease.deadline_ms.fetch_max(deadline, Ordering::Relaxed);
+                if lease.confirm(&engine.config, &*engine.clock, sent_ms, until_ms) {
                     if !was_valid {
                         info!(
                             worker_id = engine.worker_id,
@@ -629,7 +689,7 @@ async fn heartbeat_loop(engine: std::sync::Weak<SnowflakeEngine>, stop: Cancella
                 wait = heartbeat;
             }
             Ok(Ok(false)) => {
-                lease.deadline_ms.store(i64::MIN, Ordering::Relaxed);
+                lease.lose();
                 engine.stopped.store(true, Ordering::Relaxed);
                 error!(
                     worker_id = engine.worker_id,

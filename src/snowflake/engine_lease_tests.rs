@@ -297,3 +297,28 @@ fn a_lease_shorter_than_its_margin_is_refused_naming_the_keys() {
     config.lease = Duration::from_secs(30);
     assert_eq!(config.check_lease(), Ok(()));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_wall_clock_stepped_forward_past_the_lease_end_issues_no_tick_beyond_it() {
+    let rig = Rig::start().await;
+    rig.store.answer(Renewal::Hang);
+    rig.id().unwrap();
+    // The lease in the database ends at T0 + 6 s; ticks must end a heartbeat and a second
+    // before it. A forward step puts the clock past that while the monotonic deadline is
+    // still ahead: the tick, not only the deadline, is refused.
+    rig.clock.set(T0 + 3_500);
+    assert!(
+        rig.engine.lease_left_ms().unwrap() > 0,
+        "the monotonic deadline is still ahead"
+    );
+    assert!(matches!(rig.id(), Err(SnowflakeError::WorkerLeaseExpired)));
+    rig.clock.set(T0 + 2_000);
+    assert!(
+        matches!(
+            rig.id(),
+            Err(SnowflakeError::WorkerLeaseExpired)
+                | Err(SnowflakeError::ClockMovedBackwards { .. })
+        ),
+        "never a tick past the bound, whatever the clock does next"
+    );
+}

@@ -34,7 +34,7 @@ pub const QUANTUM_MS: u64 = 50;
 /// Each machine's wall clock starts within this of true time: pairwise skew <= 2x this.
 pub const MAX_OFFSET_MS: i64 = 250;
 /// Forward wall steps one machine may take over a schedule (see the crate docs).
-pub const FORWARD_BUDGET_MS: i64 = 1_500;
+pub const FORWARD_BUDGET_MS: i64 = 20_000;
 /// Machines (server slots); the layout has 4 worker ids, so one is always left out.
 pub const MACHINES: usize = 5;
 
