@@ -254,7 +254,15 @@ impl SegmentAllocator {
             return Ok(buf);
         }
         let tag = BizTag::parse(tag)?;
-        match self.inner.store.get_tag(tag.as_str()).await? {
+        // Bounded like a request's wait for a segment: a lookup whose answer never comes must
+        // not hold the request (or the connection) forever.
+        let wait = self.inner.config.wait_timeout;
+        let found = tokio::time::timeout(wait, self.inner.store.get_tag(tag.as_str()))
+            .await
+            .map_err(|_| SegmentError::NotReady {
+                retry_after_secs: 1,
+            })??;
+        match found {
             None => return Err(SegmentError::UnknownTag),
             // MySQL's default collation matches `Orders` to the row `orders`: serving it would
             // give one row two buffers (and the refresh would drop one). Only the stored
@@ -577,6 +585,17 @@ mod tests {
         let e = engine(&store, 150);
         e.refresh_tags().await.unwrap();
         store.delay_ms.store(5_000, Ordering::Relaxed);
+        let started = Instant::now();
+        let err = e.next_id("t").await.unwrap_err();
+        assert!(matches!(err, SegmentError::NotReady { .. }), "{err:?}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+
+    #[tokio::test]
+    async fn a_first_request_whose_tag_lookup_hangs_fails_at_the_deadline() {
+        let store = Arc::new(MemoryStore::with_rows(&[("t", 1, 10)]));
+        let e = engine(&store, 150);
+        store.delay_ms.store(60_000, Ordering::Relaxed);
         let started = Instant::now();
         let err = e.next_id("t").await.unwrap_err();
         assert!(matches!(err, SegmentError::NotReady { .. }), "{err:?}");
