@@ -265,17 +265,17 @@ async fn a_server_drained_with_sigterm_behind_haproxy_costs_no_failure() {
 
     let victim = servers.remove(1);
     let termed_at = t0.elapsed();
-    let exit = tokio::task::spawn_blocking(move || victim.terminate())
-        .await
-        .unwrap();
-    let exited_in = t0.elapsed() - termed_at;
+    let exit = tokio::task::spawn_blocking(move || {
+        let exit = victim.terminate();
+        (exit, t0.elapsed() - termed_at)
+    });
     let checking = lb.clone();
-    tokio::task::spawn_blocking(move || {
+    let down_in = tokio::task::spawn_blocking(move || {
         checking.wait_for_status("s1", "DOWN", Duration::from_secs(5))
     })
     .await
     .unwrap();
-    let down_in = t0.elapsed() - termed_at;
+    let (exit, exited_in) = exit.await.unwrap();
     tokio::time::sleep((termed_at + Duration::from_secs(3)).saturating_sub(t0.elapsed())).await;
     stop.store(true, Ordering::Relaxed);
     let seen = join(clients).await;

@@ -54,7 +54,9 @@ defaults
     timeout server 5s
     timeout http-request 5s
     timeout http-keep-alive 2s
-    timeout check 500ms
+    # Generous: a killed or stopping server refuses the check at once, so this only matters
+    # for one that hangs, and a busy test machine must not fail healthy servers.
+    timeout check 1s
     # Retry a failed request up to 3 times, each retry on another server (redispatch 1):
     #  - conn-failure: the connection was refused or reset before the request was sent (a
     #    server killed or draining: its listener is closed). Nothing reached a server, so this
@@ -167,12 +169,11 @@ impl HaProxy {
                 return Err(format!("exited with {status}: {}", lb.log()));
             }
             // Servers start UP and their first check runs at once: wait until each passed one.
-            if let Ok(stats) = lb.try_stats() {
-                if stats.len() == servers.len()
-                    && stats.iter().all(|s| s.status == "UP" && s.check == "L7OK")
-                {
-                    return Ok(lb);
-                }
+            if let Ok(stats) = lb.try_stats()
+                && stats.len() == servers.len()
+                && stats.iter().all(|s| s.status == "UP" && s.check == "L7OK")
+            {
+                return Ok(lb);
             }
             if started.elapsed() > Duration::from_secs(10) {
                 return Err(format!("not ready within 10 s: {}", lb.log()));
