@@ -12,6 +12,7 @@ else
   export LEAFID_TEST_MYSQL_URL="${LEAFID_TEST_MYSQL_URL:-$(scripts/mariadb.sh start)}"
   echo "test MySQL: $LEAFID_TEST_MYSQL_URL" >&2
 fi
+scripts/haproxy.sh install >/dev/null  # the load-balancer tests run Debian's haproxy
 cargo test --all-targets "$@"
 
 # The loom model of the snowflake RingBuffer (a tiny crate with no async runtime).

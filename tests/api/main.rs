@@ -11,6 +11,7 @@ pub mod faults;
 mod layouts;
 mod leaf_compat;
 mod lease_faults;
+mod load_balancer;
 mod metrics;
 mod outage_logs;
 mod restarts;
