@@ -57,11 +57,19 @@ struct Seen {
 
 /// Three servers on a fresh database with the tag (step 100), and HAProxy in front.
 async fn cluster() -> (Vec<ServerProcess>, Arc<HaProxy>) {
+    cluster_with(&ENV, true).await
+}
+
+/// [`cluster`] with the servers' settings `env` and HAProxy's retries on or off.
+async fn cluster_with(
+    env: &'static [(&'static str, &'static str)],
+    retries: bool,
+) -> (Vec<ServerProcess>, Arc<HaProxy>) {
     let url = create_database().await;
     // The first server creates the tables; the other two start together.
     let first = {
         let url = url.clone();
-        tokio::task::spawn_blocking(move || ServerProcess::start(&url, &ENV))
+        tokio::task::spawn_blocking(move || ServerProcess::start(&url, env))
             .await
             .unwrap()
     };
@@ -73,7 +81,7 @@ async fn cluster() -> (Vec<ServerProcess>, Arc<HaProxy>) {
     let others: Vec<_> = (0..2)
         .map(|_| {
             let url = url.clone();
-            tokio::task::spawn_blocking(move || ServerProcess::start(&url, &ENV))
+            tokio::task::spawn_blocking(move || ServerProcess::start(&url, env))
         })
         .collect();
     let mut servers = vec![first];
@@ -83,7 +91,7 @@ async fn cluster() -> (Vec<ServerProcess>, Arc<HaProxy>) {
     let addresses: Vec<String> = servers.iter().map(|s| s.address.clone()).collect();
     let lb = tokio::task::spawn_blocking(move || {
         let addresses: Vec<&str> = addresses.iter().map(String::as_str).collect();
-        HaProxy::start(&addresses)
+        HaProxy::start_with(&addresses, retries)
     })
     .await
     .unwrap();
@@ -258,8 +266,28 @@ async fn a_server_killed_behind_haproxy_costs_no_duplicate_and_few_failures() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_drained_with_sigterm_behind_haproxy_costs_no_failure() {
+    sigterm_under_load(&ENV, true).await;
+}
+
+/// The servers' settings with a drain period of a second: readiness fails first, HAProxy takes
+/// the server out of rotation (two checks 200 ms apart), then the listener closes.
+const ENV_DRAIN: [(&str, &str); 3] = [
+    ("LEAFID__SNOWFLAKE__WORKER__STRATEGY", "lease"),
+    ("LEAFID__SEGMENT__MAX_STEP", "2000"),
+    ("LEAFID__SERVER__DRAIN_SECS", "1"),
+];
+
+/// A balancer that never retries (as a plain TCP balancer or a Kubernetes Service): only the
+/// server's own drain period keeps a SIGTERM clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_with_a_drain_period_leaves_a_balancer_that_never_retries_without_a_failure() {
+    sigterm_under_load(&ENV_DRAIN, false).await;
+}
+
+/// SIGTERM to one of three servers under load through HAProxy: no failure, no duplicate.
+async fn sigterm_under_load(env: &'static [(&'static str, &'static str)], retries: bool) {
     let _one = ONE_AT_A_TIME.lock().await;
-    let (mut servers, lb) = cluster().await;
+    let (mut servers, lb) = cluster_with(env, retries).await;
     let t0 = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let clients = spawn_clients(6, &lb.address, &stop, t0);

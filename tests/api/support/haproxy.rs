@@ -31,8 +31,15 @@ fn binary() -> &'static str {
 }
 
 /// The configuration: one HTTP frontend on `port`, round robin over `servers` (`host:port`)
-/// with fast health checks on `/health/ready`, and the stats socket at `socket`.
-pub fn config(port: u16, servers: &[String], socket: &Path) -> String {
+/// with fast health checks on `/health/ready`, and the stats socket at `socket`. Without
+/// `retries`, a failed request is not retried at all (a balancer that cannot retry: then only
+/// the servers' own drain period, `server.drain_secs`, keeps a SIGTERM clean).
+pub fn config(port: u16, servers: &[String], socket: &Path, retries: bool) -> String {
+    let retry = if retries {
+        "retries 3\n    option redispatch 1\n    retry-on conn-failure empty-response response-timeout"
+    } else {
+        "retries 0"
+    };
     let lines: String = servers
         .iter()
         .enumerate()
@@ -68,9 +75,7 @@ defaults
     #    the response, never handed out, and the retry gets fresh ids. Ids are wasted (gaps),
     #    never duplicated. The admin routes (POST/PATCH/DELETE under /api/v1/tags) are not
     #    idempotent, so those layer-7 retries are turned off for them below.
-    retries 3
-    option redispatch 1
-    retry-on conn-failure empty-response response-timeout
+    {retry}
 
 frontend ids
     bind 127.0.0.1:{port}
@@ -126,6 +131,11 @@ impl HaProxy {
     /// Starts HAProxy in front of `servers` (`http://host:port` addresses) on a free port below
     /// the ephemeral range; returns once every server passed its health check. Blocking.
     pub fn start(servers: &[&str]) -> Self {
+        Self::start_with(servers, true)
+    }
+
+    /// [`Self::start`], choosing whether failed requests are retried on another server.
+    pub fn start_with(servers: &[&str], retries: bool) -> Self {
         let servers: Vec<String> = servers
             .iter()
             .map(|s| s.trim_start_matches("http://").to_owned())
@@ -134,7 +144,7 @@ impl HaProxy {
         // A port found free may be taken before HAProxy binds it: try another.
         for _ in 0..5 {
             let port = free_port_below_ephemeral();
-            match Self::try_start(port, &servers) {
+            match Self::try_start(port, &servers, retries) {
                 Ok(lb) => return lb,
                 Err(e) => last_error = e,
             }
@@ -142,11 +152,11 @@ impl HaProxy {
         panic!("HAProxy did not start: {last_error}");
     }
 
-    fn try_start(port: u16, servers: &[String]) -> Result<Self, String> {
+    fn try_start(port: u16, servers: &[String], retries: bool) -> Result<Self, String> {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("admin.sock");
         let cfg = dir.path().join("haproxy.cfg");
-        std::fs::write(&cfg, config(port, servers, &socket)).unwrap();
+        std::fs::write(&cfg, config(port, servers, &socket, retries)).unwrap();
         let log = std::fs::File::create(dir.path().join("haproxy.log")).unwrap();
         let child = Command::new(binary())
             .arg("-f")
