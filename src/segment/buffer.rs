@@ -19,8 +19,8 @@ use super::biz_tag::BizTag;
 use super::load_stats::LoadLatency;
 use super::step::StepPolicy;
 use super::store::Lease;
-use super::tickets::Tickets;
 pub(crate) use super::tickets::Take;
+use super::tickets::Tickets;
 
 /// The loader's bookkeeping: touched only around a load, never on the id path.
 #[derive(Debug, Default)]

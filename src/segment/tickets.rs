@@ -267,7 +267,10 @@ mod loom_tests {
     fn check(per_thread: &[Vec<i64>], leased: &[(i64, i64)]) {
         let mut seen = HashSet::new();
         for ids in per_thread {
-            assert!(ids.windows(2).all(|w| w[0] < w[1]), "not increasing: {ids:?}");
+            assert!(
+                ids.windows(2).all(|w| w[0] < w[1]),
+                "not increasing: {ids:?}"
+            );
             for &id in ids {
                 assert!(seen.insert(id), "id {id} twice: {per_thread:?}");
                 assert!(
@@ -285,31 +288,52 @@ mod loom_tests {
         }
     }
 
-    /// Two takers, one with `try_next` and one with a batch of two, while the loader
-    /// publishes the next segment into the empty slot. Preemption bound 2.
+    /// Two takers take one id each while the loader publishes the next segment into the
+    /// empty slot: the one id of segment 1 goes to one of them, the other gets an id of
+    /// segment 2 or is told to wait. Preemption bound 2.
     #[test]
     fn takers_and_a_loader_publishing_the_next_segment() {
         bounded(2).check(|| {
-            // Segment 1: ids [1, 3); the loader leases segment 2: ids [11, 14).
-            let leased = [(1, 3), (11, 14)];
+            let leased = [(1, 2), (11, 13)];
             let tickets = Arc::new(Tickets::new());
-            tickets.publish(1, 2);
+            tickets.publish(1, 1);
             let loader = {
                 let tickets = tickets.clone();
-                thread::spawn(move || tickets.publish(11, 3))
+                thread::spawn(move || tickets.publish(11, 2))
             };
             let other = {
                 let tickets = tickets.clone();
-                thread::spawn(move || {
-                    let mut ids = Vec::new();
-                    tickets.take_many(2, &mut ids);
-                    ids
-                })
+                thread::spawn(move || take(&tickets).into_iter().collect::<Vec<i64>>())
             };
             let mine: Vec<i64> = take(&tickets).into_iter().collect();
             let theirs = other.join().unwrap();
             loader.join().unwrap();
+            assert!(
+                mine.contains(&1) || theirs.contains(&1),
+                "segment 1 was skipped"
+            );
             check(&[mine, theirs], &leased);
+        });
+    }
+
+    /// A batch of three crosses from segment 1 into segment 2 while the loader publishes
+    /// segment 2: the batch stops at the horizon it saw or runs on into segment 2, never
+    /// repeating or inventing an id. Preemption bound 4.
+    #[test]
+    fn a_batch_across_the_boundary_while_the_loader_publishes() {
+        bounded(4).check(|| {
+            let leased = [(1, 3), (11, 13)];
+            let tickets = Arc::new(Tickets::new());
+            tickets.publish(1, 2);
+            let loader = {
+                let tickets = tickets.clone();
+                thread::spawn(move || tickets.publish(11, 2))
+            };
+            let mut ids = Vec::new();
+            tickets.take_many(3, &mut ids);
+            loader.join().unwrap();
+            assert_eq!(&ids[..2], &[1, 2], "segment 1 first, whole");
+            check(&[ids], &leased);
         });
     }
 
@@ -317,10 +341,10 @@ mod loom_tests {
     /// loader, once tickets reached the newest segment's preload mark (the real loader's check,
     /// `plan_load`), publishes a third segment over the first one's slot. A taker descheduled
     /// between its ticket and its slot read must never map that ticket through the new
-    /// segment. Preemption bound 2.
+    /// segment. Preemption bound 3.
     #[test]
     fn takers_and_a_loader_overwriting_a_spent_slot() {
-        bounded(2).check(|| {
+        bounded(3).check(|| {
             let leased = [(1, 2), (11, 12), (21, 22)];
             let tickets = Arc::new(Tickets::new());
             tickets.publish(1, 1);
