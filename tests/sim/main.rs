@@ -12,7 +12,8 @@
 //! proptest generates the schedules (requests, concurrent bursts, time, fault modes, crashes,
 //! admin step changes, tag refreshes) and shrinks a failing one. After every step the ids
 //! returned are checked: no id twice (across all restarts), ids of a tag strictly increase
-//! for requests that start after others finished (one engine instance), every id > 0, and
+//! for requests that start after others finished (within an engine instance, and even across
+//! restarts, since a new engine leases above every older range), every id > 0, and
 //! every id lies in a range the store committed *and* delivered to the engine. Every schedule
 //! ends with the store healthy and must then serve every tag again (the engine recovers by
 //! itself), so a run cannot pass vacuously.
@@ -128,8 +129,9 @@ struct Durable {
 struct Counts {
     faults: [u64; 6],
     leases_delivered: u64,
-    /// Requests answered with ids, with `segments_not_ready` (or a store error), exhausted.
-    answers: [u64; 3],
+    /// Requests answered with ids, with `segments_not_ready` (or a store error), exhausted,
+    /// and abandoned unanswered after [`REQUEST_TIMEOUT`].
+    answers: [u64; 4],
 }
 
 /// The simulated store: the durable table behind a fault injector.
@@ -355,7 +357,7 @@ fn schedule() -> impl Strategy<Value = (u64, Vec<Op>)> {
 struct Checker {
     /// Every id returned so far, per tag, across restarts.
     seen: HashMap<&'static str, HashSet<i64>>,
-    /// Per tag, the largest id returned by a finished request of the current engine instance.
+    /// Per tag, the largest id returned by a finished request (of any engine instance).
     floor: HashMap<&'static str, i64>,
     /// Ids returned in this schedule.
     ids: u64,
@@ -441,9 +443,12 @@ impl Instance {
     }
 }
 
-type Request = Pin<Box<dyn Future<Output = Result<Vec<i64>, SegmentError>> + Send>>;
+/// A request's answer; `None` when the simulation abandoned it after [`REQUEST_TIMEOUT`].
+type Request = Pin<Box<dyn Future<Output = Option<Result<Vec<i64>, SegmentError>>> + Send>>;
 
-/// A request for `count` ids (1 goes through `next_id`), bounded by [`REQUEST_TIMEOUT`].
+/// A request for `count` ids (1 goes through `next_id`), bounded by [`REQUEST_TIMEOUT`]: the
+/// engine bounds its waits for segments, but not the tag lookup of a tag it has not cached
+/// (`SegmentAllocator::buffer` awaits `get_tag` without a deadline), which hangs with the store.
 fn request(engine: &SegmentAllocator, tag: &'static str, count: usize) -> Request {
     let engine = engine.clone();
     Box::pin(async move {
@@ -454,12 +459,7 @@ fn request(engine: &SegmentAllocator, tag: &'static str, count: usize) -> Reques
                 engine.next_ids(tag, count).await
             }
         };
-        match tokio::time::timeout(REQUEST_TIMEOUT, fut).await {
-            Ok(r) => r,
-            Err(_) => Err(SegmentError::NotReady {
-                retry_after_secs: 1,
-            }),
-        }
+        tokio::time::timeout(REQUEST_TIMEOUT, fut).await.ok()
     })
 }
 
@@ -518,7 +518,8 @@ fn run(seed: u64, ops: &[Op], bug: StoreBug) -> Result<Outcome, String> {
             Op::Restart => {
                 drop(inst);
                 inst = Instance::start(store.clone());
-                check.floor.clear();
+                // The floor stays: a new engine leases above every range the old one had, so
+                // ids keep increasing across restarts too (stronger than per instance).
                 restarts += 1;
                 vec![]
             }
@@ -545,6 +546,10 @@ fn run(seed: u64, ops: &[Op], bug: StoreBug) -> Result<Outcome, String> {
             .iter()
             .map(|&(t, _)| check.floor(TAGS[t].0))
             .collect();
+        let cached: Vec<bool> = requests
+            .iter()
+            .map(|&(t, _)| inst.engine.cached(TAGS[t].0).is_some())
+            .collect();
         let futs: Vec<Request> = requests
             .iter()
             .map(|&(t, n)| request(&inst.engine, TAGS[t].0, n))
@@ -559,11 +564,22 @@ fn run(seed: u64, ops: &[Op], bug: StoreBug) -> Result<Outcome, String> {
             out
         });
         let mut finished = Vec::new();
-        for (((t, n), floor), result) in requests.iter().zip(floors).zip(results) {
+        let answers = requests.iter().zip(floors).zip(cached).zip(results);
+        for ((((t, n), floor), was_cached), result) in answers {
             let tag = TAGS[*t].0;
             if verbose {
                 eprintln!("sim   {tag} x{n}: {result:?}");
             }
+            let Some(result) = result else {
+                if finale || was_cached {
+                    return Err(format!(
+                        "step {step}: {tag}: unanswered after {REQUEST_TIMEOUT:?} (cached: \
+                         {was_cached}): the engine's own deadlines should have ended it"
+                    ));
+                }
+                counts.lock().unwrap().answers[3] += 1;
+                continue;
+            };
             match result {
                 Ok(ids) => {
                     if ids.len() != *n {
@@ -662,12 +678,13 @@ fn segment_engine_survives_faulty_stores_and_crashes() {
         .collect();
     eprintln!(
         "sim: seed {seed}: {runs} schedule runs (incl. shrinking) of {cases} cases, {ids} ids, \
-         {restarts} restarts, {} leases delivered; requests: {} ok, {} not ready, {} exhausted; \
-         store calls: {}",
+         {restarts} restarts, {} leases delivered; requests: {} ok, {} not ready, {} exhausted, \
+         {} hung on an uncached tag's lookup; store calls: {}",
         counts.leases_delivered,
         counts.answers[0],
         counts.answers[1],
         counts.answers[2],
+        counts.answers[3],
         faults.join(" ")
     );
     if let Err(e) = result {
