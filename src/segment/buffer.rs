@@ -1,7 +1,7 @@
 //! `SegmentBuffer`: the per-tag double buffer, with a lock-free fast path.
 //!
-//! The id path lives in [`super::tickets`] (a ticket counter mapped onto two segment windows)
-//! over the seqlocked slots of [`super::slot`]; both are free of async code so loom can check
+//! The id path lives in `super::tickets` (a ticket counter mapped onto two segment windows)
+//! over the seqlocked slots of `super::slot`; both are free of async code so loom can check
 //! them. This file adds what surrounds it: the single-flight load state machine, the backoff
 //! after failures, the waiters' notification, and the snapshots for `/cache` and metrics.
 
@@ -58,12 +58,13 @@ pub(crate) struct LoadPlan {
     pub step: Option<i64>,
 }
 
-/// Per-tag double buffer. See the module docs for the ticket scheme.
+/// Per-tag double buffer. The ticket scheme is described in `super::tickets`.
 #[derive(Debug)]
 pub struct SegmentBuffer {
     /// The tag this buffer serves.
     tag: BizTag,
-    /// The ticket counter and the two segment slots: the lock-free id path.
+    /// The ticket counter and the two segment slots: the lock-free id path. Slots are written
+    /// only by the holder of `loading` (the single loader), through `Tickets::publish`.
     tickets: Tickets,
     /// True while one load for this tag is in flight (single-flight).
     loading: AtomicBool,
