@@ -15,7 +15,8 @@ fi
 scripts/haproxy.sh install >/dev/null  # the load-balancer tests run Debian's haproxy
 cargo test --all-targets "$@"
 
-# The loom model of the snowflake RingBuffer (a tiny crate with no async runtime).
+# The loom models of the snowflake RingBuffer and the segment seqlock/ticket windows (a tiny crate
+# with no async runtime).
 RUSTFLAGS="--cfg loom" cargo test --manifest-path loom/Cargo.toml --target-dir target/loom
 
 # The running server against its own OpenAPI document (schemathesis, bounded to ~2 minutes).

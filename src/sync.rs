@@ -12,6 +12,10 @@ pub use std::sync::Arc;
 #[cfg(not(loom))]
 pub use std::thread;
 
+/// `spin_loop`: under loom it yields, so a model's spin-wait lets the awaited thread run.
+#[cfg(not(loom))]
+pub use std::hint;
+
 #[cfg(loom)]
 pub use loom::sync::atomic::*;
 
@@ -20,3 +24,6 @@ pub use loom::sync::Arc;
 
 #[cfg(loom)]
 pub use loom::thread;
+
+#[cfg(loom)]
+pub use loom::hint;

@@ -9,10 +9,12 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tokio::sync::Semaphore;
+// tokio's clock, as the timeouts that race these deadlines (a paused test clock drives both).
+use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::biz_tag::BizTag;

@@ -1,121 +1,26 @@
 //! `SegmentBuffer`: the per-tag double buffer, with a lock-free fast path.
 //!
-//! # How ids are handed out
-//!
-//! Every request first takes a *ticket* with one `fetch_add` on `issued`. Each leased segment
-//! (an id range from the database) is published into one of two slots together with the window
-//! of tickets it serves, `[ticket_start, ticket_end)`; ticket `t` in that window becomes the id
-//! `id_start + (t - ticket_start)`. There is no explicit "switch": when tickets run past the
-//! current window they fall into the next one, which the loader published ahead of time.
-//!
-//! Why this cannot repeat an id: a ticket is held by exactly one request; windows of successive
-//! segments never overlap (each starts at or after the previous end); and each segment maps its
-//! window one-to-one onto its own leased id range, which no other segment or server shares.
-//! A request whose ticket is found in no window *below* a published one (its segment was
-//! overwritten while it was descheduled, or it waited across a reload) simply takes a new ticket:
-//! that costs an unused id (a gap), never a duplicate.
-//!
-//! Slots are rewritten only by the single loader of the tag, under a seqlock: readers never block,
-//! and retry on the rare torn read.
+//! The id path lives in `super::tickets` (a ticket counter mapped onto two segment windows)
+//! over the seqlocked slots of `super::slot`; both are free of async code so loom can check
+//! them. This file adds what surrounds it: the single-flight load state machine, the backoff
+//! after failures, the waiters' notification, and the snapshots for `/cache` and metrics.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering, fence};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
-use crossbeam_utils::CachePadded;
 use serde::Serialize;
 use tokio::sync::Notify;
+// tokio's clock (the std one unless a test pauses time): backoff and the step rule then follow
+// the same clock as the waits and timeouts of the allocator.
+use tokio::time::Instant;
 
 use super::biz_tag::BizTag;
 use super::load_stats::LoadLatency;
 use super::step::StepPolicy;
 use super::store::Lease;
-
-/// A consistent copy of one slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct SlotView {
-    /// First ticket served by this segment.
-    pub ticket_start: u64,
-    /// One past the last ticket served; equal to `ticket_start` for an empty slot.
-    pub ticket_end: u64,
-    /// The id that `ticket_start` becomes.
-    pub id_start: i64,
-    /// Once a ticket reaches this, the next segment should be loaded (10% consumed).
-    pub preload_at: u64,
-}
-
-impl SlotView {
-    fn contains(&self, t: u64) -> bool {
-        self.ticket_start <= t && t < self.ticket_end
-    }
-
-    fn id_of(&self, t: u64) -> i64 {
-        debug_assert!(self.contains(t));
-        // Cannot overflow: the window length equals the leased id range, which ends <= i64::MAX.
-        self.id_start + (t - self.ticket_start) as i64
-    }
-}
-
-/// One segment slot, guarded by a seqlock whose only writer is the tag's loader.
-#[derive(Debug, Default)]
-struct Slot {
-    /// Seqlock version: odd while the loader rewrites the fields below.
-    seq: AtomicU64,
-    ticket_start: AtomicU64,
-    ticket_end: AtomicU64,
-    id_start: AtomicI64,
-    preload_at: AtomicU64,
-}
-
-impl Slot {
-    /// Reads a consistent view without blocking (retries only while a write is in progress).
-    fn read(&self) -> SlotView {
-        loop {
-            // Acquire: the field loads below must not be reordered before this load.
-            let s1 = self.seq.load(Ordering::Acquire);
-            if s1 & 1 == 1 {
-                std::hint::spin_loop();
-                continue;
-            }
-            let view = SlotView {
-                ticket_start: self.ticket_start.load(Ordering::Relaxed),
-                ticket_end: self.ticket_end.load(Ordering::Relaxed),
-                id_start: self.id_start.load(Ordering::Relaxed),
-                preload_at: self.preload_at.load(Ordering::Relaxed),
-            };
-            // Acquire fence: the field loads above complete before the second version load, so
-            // an unchanged version proves no write overlapped them.
-            fence(Ordering::Acquire);
-            if self.seq.load(Ordering::Relaxed) == s1 {
-                return view;
-            }
-        }
-    }
-
-    /// Publishes `v`. Only the loader (holding `SegmentBuffer::load_state`) calls this.
-    fn write(&self, v: SlotView) {
-        let s = self.seq.load(Ordering::Relaxed);
-        debug_assert!(s & 1 == 0, "two writers on one slot");
-        self.seq.store(s + 1, Ordering::Relaxed);
-        // Release fence: a reader that sees any new field value also sees the odd version.
-        fence(Ordering::Release);
-        self.ticket_start.store(v.ticket_start, Ordering::Relaxed);
-        self.ticket_end.store(v.ticket_end, Ordering::Relaxed);
-        self.id_start.store(v.id_start, Ordering::Relaxed);
-        self.preload_at.store(v.preload_at, Ordering::Relaxed);
-        // Release: readers that see the even version also see every field written above.
-        self.seq.store(s + 2, Ordering::Release);
-    }
-}
-
-/// The outcome of mapping tickets onto the published segments.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Take {
-    /// The id, and whether this request should make sure the next segment is loading.
-    Id { id: i64, preload: bool },
-    /// No published segment holds the ticket yet: wait for the loader.
-    Beyond,
-}
+pub(crate) use super::tickets::Take;
+use super::tickets::Tickets;
 
 /// The loader's bookkeeping: touched only around a load, never on the id path.
 #[derive(Debug, Default)]
@@ -153,24 +58,14 @@ pub(crate) struct LoadPlan {
     pub step: Option<i64>,
 }
 
-/// Per-tag double buffer. See the module docs for the ticket scheme.
+/// Per-tag double buffer. The ticket scheme is described in `super::tickets`.
 #[derive(Debug)]
 pub struct SegmentBuffer {
     /// The tag this buffer serves.
     tag: BizTag,
-    /// Tickets handed out so far. Relaxed is enough for every access: a ticket needs only to be
-    /// unique (guaranteed by the RMW), and which segment serves it is decided by the seqlocked
-    /// slots, not by this counter.
-    issued: CachePadded<AtomicU64>,
-    /// The two segments. The newer one has the larger `ticket_end`.
-    slots: [CachePadded<Slot>; 2],
-    /// Index of the slot that served the latest ticket: read first, a hint only.
-    hint: AtomicUsize,
-    /// `ticket_start` of the newest published segment: a segment whose start equals it has no
-    /// successor yet, so reaching its preload mark must start a load. Stored (Release) after
-    /// the slot write; read Relaxed: a stale (older) value only asks for a load that
-    /// `plan_load` then finds unnecessary.
-    newest_start: AtomicU64,
+    /// The ticket counter and the two segment slots: the lock-free id path. Slots are written
+    /// only by the holder of `loading` (the single loader), through `Tickets::publish`.
+    tickets: Tickets,
     /// True while one load for this tag is in flight (single-flight).
     loading: AtomicBool,
     /// After a failed load, no new load starts before this instant (ms since `created`).
@@ -192,10 +87,7 @@ impl SegmentBuffer {
     pub fn new(tag: BizTag) -> Self {
         Self {
             tag,
-            issued: CachePadded::new(AtomicU64::new(0)),
-            slots: Default::default(),
-            hint: AtomicUsize::new(0),
-            newest_start: AtomicU64::new(0),
+            tickets: Tickets::new(),
             loading: AtomicBool::new(false),
             retry_at_ms: AtomicU64::new(0),
             created: Instant::now(),
@@ -212,97 +104,15 @@ impl SegmentBuffer {
     }
 
     /// Takes one id if a published segment has it. Lock-free: one `fetch_add` and a few loads.
+    #[inline]
     pub(crate) fn try_next(&self) -> Take {
-        loop {
-            let t = self.issued.fetch_add(1, Ordering::Relaxed);
-            match self.resolve(t) {
-                Resolved::Id(id, preload) => return Take::Id { id, preload },
-                Resolved::Beyond => return Take::Beyond,
-                Resolved::Orphan => continue,
-            }
-        }
+        self.tickets.try_next()
     }
 
     /// Appends up to `want` ids to `out`, taking only tickets that published segments cover.
     /// Returns whether a preload should be started; stops early (fewer ids) when it must wait.
     pub(crate) fn take_many(&self, want: usize, out: &mut Vec<i64>) -> bool {
-        let mut preload = false;
-        let mut remaining = want as u64;
-        while remaining > 0 {
-            let (a, b) = (self.slots[0].read(), self.slots[1].read());
-            let horizon = a.ticket_end.max(b.ticket_end);
-            let avail = horizon.saturating_sub(self.issued.load(Ordering::Relaxed));
-            if avail == 0 {
-                break;
-            }
-            let k = remaining.min(avail);
-            let first = self.issued.fetch_add(k, Ordering::Relaxed);
-            let mut t = first;
-            while t < first + k {
-                match self.resolve_run(t, first + k, out) {
-                    Run::Ids { next, preload: p } => {
-                        remaining -= next - t;
-                        preload |= p;
-                        t = next;
-                    }
-                    // Tickets lost to a race (overwritten or not yet published): a gap, retried
-                    // with fresh tickets.
-                    Run::Skip { next } => t = next,
-                }
-            }
-        }
-        preload
-    }
-
-    /// Maps ticket `t` through the slots.
-    fn resolve(&self, t: u64) -> Resolved {
-        let h = self.hint.load(Ordering::Relaxed);
-        let v = self.slots[h].read();
-        if v.contains(t) {
-            return Resolved::Id(v.id_of(t), self.needs_preload(&v, t));
-        }
-        let o = self.slots[h ^ 1].read();
-        if o.contains(t) {
-            self.hint.store(h ^ 1, Ordering::Relaxed);
-            return Resolved::Id(o.id_of(t), self.needs_preload(&o, t));
-        }
-        if t >= v.ticket_end.max(o.ticket_end) {
-            Resolved::Beyond
-        } else {
-            Resolved::Orphan
-        }
-    }
-
-    /// Whether ticket `t` of segment `v` passed its preload mark while `v` has no successor.
-    #[inline]
-    fn needs_preload(&self, v: &SlotView, t: u64) -> bool {
-        t >= v.preload_at && self.newest_start.load(Ordering::Relaxed) <= v.ticket_start
-    }
-
-    /// Emits the ids of the tickets `[t, end)` that the segment holding `t` covers.
-    fn resolve_run(&self, t: u64, end: u64, out: &mut Vec<i64>) -> Run {
-        for i in 0..2 {
-            let v = self.slots[i].read();
-            if v.contains(t) {
-                let stop = end.min(v.ticket_end);
-                out.extend((t..stop).map(|x| v.id_of(x)));
-                let preload = self.needs_preload(&v, stop - 1);
-                return Run::Ids {
-                    next: stop,
-                    preload,
-                };
-            }
-        }
-        // Skip to the next ticket some published segment serves, or give up the rest.
-        let (a, b) = (self.slots[0].read(), self.slots[1].read());
-        let next = [a.ticket_start, b.ticket_start]
-            .into_iter()
-            .filter(|&s| s > t)
-            .min()
-            .unwrap_or(end);
-        Run::Skip {
-            next: next.min(end),
-        }
+        self.tickets.take_many(want, out)
     }
 
     /// Claims the right to load (single-flight), unless one is running or the backoff is on.
@@ -335,8 +145,7 @@ impl SegmentBuffer {
     /// segment is already published, e.g. a stale reader asked twice).
     pub(crate) fn plan_load(&self, policy: &StepPolicy) -> Option<LoadPlan> {
         let st = self.load_state.lock().unwrap_or_else(|e| e.into_inner());
-        let newest = self.newest().1;
-        if self.issued.load(Ordering::Relaxed) < newest.preload_at && newest.ticket_end > 0 {
+        if !self.tickets.wants_next() {
             return None;
         }
         let step = st.last_load.map(|at| {
@@ -352,26 +161,8 @@ impl SegmentBuffer {
         let mut st = self.load_state.lock().unwrap_or_else(|e| e.into_inner());
         let id_start = (lease.max_id - lease.leased).max(1);
         let len = lease.max_id.saturating_sub(id_start).max(0) as u64;
-        let (newest_idx, newest) = self.newest();
-        let start = newest.ticket_end.max(self.issued.load(Ordering::Relaxed));
-        let target = newest_idx ^ 1;
-        debug_assert!(
-            self.slots[target].read().ticket_end <= self.issued.load(Ordering::Relaxed)
-                || newest.ticket_end == 0,
-            "overwriting a segment that still has unissued ids"
-        );
         if len > 0 {
-            let old = self.slots[target].read();
-            st.retired_ids += old.ticket_end - old.ticket_start;
-            self.slots[target].write(SlotView {
-                ticket_start: start,
-                ticket_end: start + len,
-                id_start,
-                // Leaf's rule: start loading the next segment once 10% of this one is used, so
-                // the load has the remaining 90% of the segment's lifetime to finish.
-                preload_at: start + len / 10,
-            });
-            self.newest_start.store(start, Ordering::Release);
+            st.retired_ids += self.tickets.publish(id_start, len);
         }
         if let Some(db_step) = lease.db_step {
             st.db_step = db_step;
@@ -449,29 +240,13 @@ impl SegmentBuffer {
         self.loading.load(Ordering::Relaxed)
     }
 
-    fn newest(&self) -> (usize, SlotView) {
-        let (a, b) = (self.slots[0].read(), self.slots[1].read());
-        if b.ticket_end > a.ticket_end {
-            (1, b)
-        } else {
-            (0, a)
-        }
-    }
-
     fn now_ms(&self) -> u64 {
         self.created.elapsed().as_millis() as u64
     }
 
     /// Ids left in the published segments (current remainder plus a ready next segment).
     pub fn remaining(&self) -> u64 {
-        let issued = self.issued.load(Ordering::Relaxed);
-        self.slots
-            .iter()
-            .map(|s| {
-                let v = s.read();
-                v.ticket_end.saturating_sub(issued.max(v.ticket_start))
-            })
-            .sum()
+        self.tickets.remaining()
     }
 
     /// A snapshot for the monitor pages and metrics.
@@ -479,8 +254,8 @@ impl SegmentBuffer {
         // The lock first: the loader holds it while it retires and rewrites a slot, so the
         // retired count and the slots read below agree.
         let st = self.load_state.lock().unwrap_or_else(|e| e.into_inner());
-        let issued = self.issued.load(Ordering::Relaxed);
-        let views = [self.slots[0].read(), self.slots[1].read()];
+        let issued = self.tickets.issued();
+        let views = self.tickets.views();
         let live_used: u64 = views
             .iter()
             .map(|v| issued.clamp(v.ticket_start, v.ticket_end) - v.ticket_start)
@@ -531,17 +306,6 @@ impl SegmentBuffer {
             load_latency: st.latency.clone(),
         }
     }
-}
-
-enum Resolved {
-    Id(i64, bool),
-    Beyond,
-    Orphan,
-}
-
-enum Run {
-    Ids { next: u64, preload: bool },
-    Skip { next: u64 },
 }
 
 /// Where a segment is in its life.
@@ -619,6 +383,7 @@ pub struct BufferSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicUsize;
 
     fn lease(max_id: i64, leased: i64) -> Lease {
         Lease {

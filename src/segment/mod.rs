@@ -2,7 +2,10 @@
 //!
 //! - [`biz_tag`]: the validated tag type.
 //! - [`store`]: the [`SegmentStore`] trait that `crate::store` implements per database.
-//! - [`buffer`]: the per-tag double buffer with its lock-free fast path.
+//! - [`buffer`]: the per-tag double buffer: loads, backoff, waiting, snapshots.
+//! - `tickets`: the lock-free id path (a ticket counter mapped onto two segment windows).
+//! - `slot`: one segment slot under a seqlock. `tickets` and `slot` use atomics only through
+//!   `crate::sync` and nothing async, so `loom/` model-checks them.
 //! - [`step`]: Leaf's adaptive step.
 //! - [`allocator`]: tags, loads (single-flight, bounded, with backoff), waiting, refresh.
 //! - [`load_stats`]: the per-tag lease latency histogram behind the metrics.
@@ -15,8 +18,10 @@ pub mod buffer;
 pub mod error;
 pub mod load_stats;
 pub mod memory;
+mod slot;
 pub mod step;
 pub mod store;
+mod tickets;
 
 pub use allocator::{SegmentAllocator, SegmentConfig, TagHandle};
 pub use biz_tag::{BizTag, BizTagError};
