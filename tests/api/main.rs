@@ -7,6 +7,7 @@ mod bad_input;
 mod cluster;
 mod dashboard;
 pub mod faults;
+mod galera;
 mod layouts;
 mod leaf_compat;
 mod lease_faults;
