@@ -12,6 +12,9 @@ else
   export LEAFID_TEST_MYSQL_URL="${LEAFID_TEST_MYSQL_URL:-$(scripts/mariadb.sh start)}"
   echo "test MySQL: $LEAFID_TEST_MYSQL_URL" >&2
 fi
+# A 3-node MariaDB Galera cluster on 127.0.0.1 for tests/api/galera.rs, stopped when this exits.
+LEAFID_TEST_GALERA_URLS="${LEAFID_TEST_GALERA_URLS:-$(scripts/galera.sh start)}"; export LEAFID_TEST_GALERA_URLS
+trap 'scripts/galera.sh stop' EXIT
 cargo test --all-targets "$@"
 
 # The loom model of the snowflake RingBuffer (a tiny crate with no async runtime).

@@ -30,7 +30,7 @@ struct Tally {
 /// One request (every 4th a batch of 4 on the v1 route, else Leaf's route). A non-200 must be a
 /// 503 with a JSON error body; anything else (another status, a dropped connection) panics.
 async fn request(client: &reqwest::Client, base: &str, n: usize) -> Result<Vec<i64>, String> {
-    let batch = n % 4 == 0;
+    let batch = n.is_multiple_of(4);
     let url = if batch {
         format!("{base}/api/v1/segment/{TAG}/ids?count=4")
     } else {
