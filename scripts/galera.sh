@@ -93,7 +93,7 @@ status_var() {
   client "$1" -N -B -e "SHOW GLOBAL STATUS LIKE '$2'" 2>/dev/null | awk '{print $2}' || true
 }
 
-pid_of() { [ -f "$(pidf "$1")" ] && cat "$(pidf "$1")" 2>/dev/null || true; }
+pid_of() { cat "$(pidf "$1")" 2>/dev/null || true; }
 
 alive() { local pid; pid="$(pid_of "$1")"; [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; }
 
