@@ -13,6 +13,9 @@ else
   echo "test MySQL: $LEAFID_TEST_MYSQL_URL" >&2
 fi
 scripts/haproxy.sh install >/dev/null  # the load-balancer tests run Debian's haproxy
+# A 3-node MariaDB Galera cluster on 127.0.0.1 for tests/api/galera.rs, stopped when this exits.
+LEAFID_TEST_GALERA_URLS="${LEAFID_TEST_GALERA_URLS:-$(scripts/galera.sh start)}"; export LEAFID_TEST_GALERA_URLS
+trap 'scripts/galera.sh stop' EXIT
 cargo test --all-targets "$@"
 
 # The loom models of the snowflake RingBuffer and the segment seqlock/ticket windows (a tiny crate

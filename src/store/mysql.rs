@@ -23,9 +23,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use sqlx::migrate::MigrateError;
 use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions};
 use sqlx::{MySql, Row, Transaction};
-use tracing::{debug, instrument};
+use tracing::{debug, info, instrument};
 
 use super::{insert_error, lease_without_update, unavailable};
 use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
@@ -35,6 +36,8 @@ const SELECT_TAG: &str =
 const SELECT_TAGS: &str =
     "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc ORDER BY biz_tag";
 const RETRIES: u32 = 6;
+/// Migration attempts after a lost race: 100 ms, 200 ms, ... (about 8 s in all).
+const MIGRATE_RETRIES: u32 = 12;
 
 /// The MySQL store: a connection pool.
 #[derive(Clone, Debug)]
@@ -109,9 +112,30 @@ impl MySqlStore {
     }
 
     /// Applies `migrations/mysql` (idempotent on a table Leaf created).
+    ///
+    /// On Galera, sqlx's migration lock (`GET_LOCK`) holds only on the node that took it, so
+    /// servers starting at once on different nodes run the same migration together: the loser's
+    /// `_sqlx_migrations` row fails certification (1213) or hits the winner's (1062), or it sees
+    /// the winner's row not yet marked done (`Dirty`). These are retried for a few seconds: the
+    /// migrations are idempotent (`IF NOT EXISTS`) and the loser's failed transaction left
+    /// nothing behind. Not covered: a winner whose own run then fails leaves its row dirty for
+    /// good (seen when another server's `CREATE TABLE IF NOT EXISTS _sqlx_migrations`, a
+    /// cluster-wide DDL, aborts the winner's final update), so on Galera let one server migrate
+    /// before the others start.
     pub async fn migrate(&self) -> anyhow::Result<()> {
-        sqlx::migrate!("migrations/mysql").run(&self.pool).await?;
-        Ok(())
+        let migrator = sqlx::migrate!("migrations/mysql");
+        let mut attempt = 0;
+        loop {
+            match migrator.run(&self.pool).await {
+                Ok(()) => return Ok(()),
+                Err(e) if attempt < MIGRATE_RETRIES && migration_raced(&e) => {
+                    attempt += 1;
+                    info!(attempt, error = %e, "migrations raced another server, retrying");
+                    tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// The pool, for other stores on the same database.
@@ -200,6 +224,19 @@ async fn select_max_id(
         .transpose()
 }
 
+/// A migration that lost a race with another server's (see [`MySqlStore::migrate`]).
+fn migration_raced(e: &MigrateError) -> bool {
+    match e {
+        MigrateError::Dirty(_) => true,
+        MigrateError::Execute(e) | MigrateError::ExecuteMigration(e, _) => {
+            is_retryable(e)
+                || e.as_database_error()
+                    .is_some_and(|d| d.is_unique_violation())
+        }
+        _ => false,
+    }
+}
+
 /// Deadlocks, lock wait timeouts and serialization failures: the transaction may be retried.
 fn is_retryable(e: &sqlx::Error) -> bool {
     let Some(db) = e.as_database_error() else {
@@ -234,6 +271,7 @@ impl SegmentStore for MySqlStore {
                     Ok(None) => break,
                     Err(e) if is_retryable(&e) && attempt < RETRIES => {
                         attempt += 1;
+                        debug!(attempt, error = %e, "lease conflict, retrying");
                         tokio::time::sleep(Duration::from_millis(5u64 << attempt)).await;
                     }
                     Err(e) => return Err(unavailable(e)),

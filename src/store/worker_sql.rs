@@ -3,7 +3,9 @@
 //! `WORKER_NODE` insert and the way to read its new id differ.
 //!
 //! Leases are claimed with compare-and-set updates (`WHERE lease_until_ms = <seen> AND owner =
-//! <seen>`) or a primary-key insert, so two servers can never hold one worker id.
+//! <seen>`) or a primary-key insert, so two servers can never hold one worker id. A claim that
+//! loses (no row matched, a duplicate key, or on Galera a certification conflict: 1213 at the
+//! statement or the commit) tries again ([`lost_race`]).
 //!
 //! Every write runs in an explicit transaction whose `COMMIT` result is checked (see the module
 //! docs of [`super::sqlite`]: an autocommit statement on SQLite commits when it is reset, and a
@@ -34,6 +36,15 @@ pub(crate) const RELEASE: &str = "UPDATE leafid_worker_lease SET lease_until_ms 
 /// Wraps a driver error as [`WorkerStoreError::Unavailable`](crate::snowflake::worker::WorkerStoreError).
 pub(crate) fn unavailable(e: sqlx::Error) -> crate::snowflake::worker::WorkerStoreError {
     crate::snowflake::worker::WorkerStoreError::Unavailable(Box::new(e))
+}
+
+/// Whether a claim's statement or commit failed because another server's claim won: a unique
+/// violation of the insert, or a serialization failure (SQLSTATE 40001: on Galera, two nodes'
+/// claims of one worker id conflict at certification, and the loser gets error 1213 at the
+/// statement or at `COMMIT`). Either way this claim took nothing: try the next candidate.
+pub(crate) fn lost_race(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .is_some_and(|d| d.is_unique_violation() || d.code().as_deref() == Some("40001"))
 }
 
 /// How often a claim may lose a race before giving up.
@@ -93,7 +104,7 @@ macro_rules! impl_worker_store {
                         .map_err(db)?;
                     if let Some((worker_id, old_until, last_ts, old_owner)) = expired {
                         let mut tx = self.pool.begin_with($begin).await.map_err(db)?;
-                        let done = sqlx::query(CLAIM)
+                        let claimed = sqlx::query(CLAIM)
                             .bind(&node.host)
                             .bind(&node.port)
                             .bind(&node.owner)
@@ -102,9 +113,17 @@ macro_rules! impl_worker_store {
                             .bind(old_until)
                             .bind(&old_owner)
                             .execute(&mut *tx)
-                            .await
-                            .map_err(db)?;
-                        tx.commit().await.map_err(db)?;
+                            .await;
+                        let done = match claimed {
+                            Ok(done) => done,
+                            Err(e) if lost_race(&e) => continue,
+                            Err(e) => return Err(db(e)),
+                        };
+                        match tx.commit().await {
+                            Ok(()) => {}
+                            Err(e) if lost_race(&e) => continue,
+                            Err(e) => return Err(db(e)),
+                        }
                         if done.rows_affected() == 1 {
                             return Ok(WorkerLease { worker_id: worker_id as u64, last_timestamp_ms: last_ts });
                         }
@@ -139,11 +158,14 @@ macro_rules! impl_worker_store {
                         .execute(&mut *tx)
                         .await;
                     match inserted {
-                        Ok(_) => {
-                            tx.commit().await.map_err(db)?;
-                            return Ok(WorkerLease { worker_id: next as u64, last_timestamp_ms: 0 });
-                        }
-                        Err(e) if e.as_database_error().is_some_and(|d| d.is_unique_violation()) => continue,
+                        Ok(_) => match tx.commit().await {
+                            Ok(()) => {
+                                return Ok(WorkerLease { worker_id: next as u64, last_timestamp_ms: 0 });
+                            }
+                            Err(e) if lost_race(&e) => continue,
+                            Err(e) => return Err(db(e)),
+                        },
+                        Err(e) if lost_race(&e) => continue,
                         Err(e) => return Err(db(e)),
                     }
                 }

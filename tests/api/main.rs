@@ -8,6 +8,7 @@ mod cluster;
 mod dashboard;
 mod drain;
 pub mod faults;
+mod galera;
 mod layouts;
 mod leaf_compat;
 mod lease_faults;

@@ -4,6 +4,7 @@
 // Shared by every test area; not each uses every helper.
 #![allow(dead_code)]
 
+pub mod galera;
 pub mod haproxy;
 pub mod mysql;
 pub mod process;

@@ -1,0 +1,93 @@
+//! The test Galera cluster (3 MariaDB nodes on 127.0.0.1, `scripts/galera.sh`): its node URLs
+//! from `LEAFID_TEST_GALERA_URLS` (as `scripts/test.sh` sets it), else from running
+//! `scripts/galera.sh start` (installing MariaDB and galera-4 if missing), so `cargo test` alone
+//! runs these tests too; never skipped.
+//!
+//! The tests share one cluster and one of them kills a node, so they hold [`serial`] throughout.
+
+use std::process::Command;
+use std::sync::OnceLock;
+
+use sqlx::Connection;
+use sqlx::mysql::MySqlConnection;
+
+/// The node URLs (`mysql://leafid:leafid@127.0.0.1:PORT`, no database), node 1 first.
+/// Blocking the first time when it has to start the cluster.
+pub fn node_urls() -> &'static [String] {
+    static URLS: OnceLock<Vec<String>> = OnceLock::new();
+    URLS.get_or_init(|| {
+        let urls = match std::env::var("LEAFID_TEST_GALERA_URLS") {
+            Ok(urls) => urls,
+            Err(_) => script(&["start"]),
+        };
+        let urls: Vec<String> = urls
+            .split_whitespace()
+            .map(|u| u.trim_end_matches('/').to_owned())
+            .collect();
+        assert_eq!(urls.len(), 3, "three Galera node URLs expected: {urls:?}");
+        urls
+    })
+}
+
+/// Held by each Galera test for its whole run: they share the cluster and one kills a node.
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
+}
+
+/// Runs `scripts/galera.sh ARGS` and returns its stdout (panics with its stderr on failure).
+/// Blocking: call it from `spawn_blocking` in async tests.
+pub fn script(args: &[&str]) -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/galera.sh");
+    let out = Command::new("bash")
+        .arg(path)
+        .args(args)
+        .output()
+        .expect("run scripts/galera.sh");
+    assert!(
+        out.status.success(),
+        "scripts/galera.sh {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// A new database, created through node 1 (DDL replicates to every node), and its URL on each
+/// node, node 1 first.
+pub async fn create_database() -> Vec<String> {
+    let nodes = tokio::task::spawn_blocking(node_urls).await.unwrap();
+    let name = super::unique_name("leafid_g");
+    let mut conn = MySqlConnection::connect(&nodes[0])
+        .await
+        .expect("connect to Galera node 1");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    nodes.iter().map(|n| format!("{n}/{name}")).collect()
+}
+
+/// Conflicts node `url` counted so far, `None` if it does not answer:
+/// `wsrep_local_cert_failures` (local transactions that failed certification at commit) plus
+/// `wsrep_local_bf_aborts` (local transactions aborted by a replicated one that won). Each is a
+/// 1213 that leafid, or the node's own autocommit retry (`wsrep_retry_autocommit`), retried.
+pub async fn conflicts(url: &str) -> Option<u64> {
+    let mut conn = MySqlConnection::connect(url).await.ok()?;
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "SHOW GLOBAL STATUS WHERE Variable_name IN \
+         ('wsrep_local_cert_failures', 'wsrep_local_bf_aborts')",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .ok()?;
+    Some(rows.iter().map(|(_, v)| v.parse::<u64>().unwrap()).sum())
+}
+
+/// [`conflicts`] of every node, node 1 first (`None`: the node is down).
+pub async fn cluster_conflicts() -> Vec<Option<u64>> {
+    let mut all = Vec::new();
+    for url in node_urls() {
+        all.push(conflicts(url).await);
+    }
+    all
+}
