@@ -292,7 +292,7 @@ PY
 }
 
 step_engine() {
-    if ! docker info >/dev/null 2>&1; then
+    if ! timeout 20 docker info >/dev/null 2>&1; then
         log "engine: SKIPPED: no Docker engine answers (docker info failed); image build and healthcheck not run"
         return 0
     fi
@@ -302,6 +302,9 @@ step_engine() {
     trap 'docker rm -f -v "'"$name"'" >/dev/null 2>&1 || true' EXIT
     docker run -d --name "$name" -e LEAFID__ADMIN__TOKEN=docker-check leafid:check >/dev/null
     for i in $(seq 1 30); do
+        if [[ "$(docker inspect -f '{{.State.Running}}' "$name")" != true ]]; then
+            break
+        fi
         if docker exec "$name" leafid healthcheck; then
             log "engine: leafid healthcheck passes in the container (after ${i} tries)"
             docker rm -f -v "$name" >/dev/null
@@ -309,7 +312,7 @@ step_engine() {
         fi
         sleep 1
     done
-    log "engine: leafid healthcheck never passed; container log:"
+    log "engine: leafid healthcheck did not pass in 30 s (or the server exited); container log:"
     docker logs "$name" >&2 || true
     return 1
 }
