@@ -33,7 +33,8 @@
 #           container and runs `leafid healthcheck` in it until it passes. Skipped, with a log
 #           line, where no engine answers (CI here).
 #
-# Environment: DOCKERFILE (default Dockerfile), COMPOSE_FILE_CHECK (default docker-compose.yml).
+# Environment: DOCKERFILE (default Dockerfile), COMPOSE_FILE_CHECK (default docker-compose.yml),
+# DOCKER_CHECK_TARGET_DIR (cargo's target directory for the context step; default target/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -243,7 +244,7 @@ PY
     fi
     log "in $ctx (the stage's files only): cargo ${args[*]}"
     started=$SECONDS
-    (cd "$ctx" && CARGO_TARGET_DIR="$root/target" cargo "${args[@]}")
+    (cd "$ctx" && CARGO_TARGET_DIR="${DOCKER_CHECK_TARGET_DIR:-$root/target}" cargo "${args[@]}")
     elapsed=$((SECONDS - started))
     log "context: the build stage's cargo command passes on what it copies (${elapsed}s)"
     rm -rf -- "$ctx"
