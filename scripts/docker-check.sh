@@ -30,8 +30,9 @@
 #           the Dockerfile must name a setting of config/default.toml. `docker compose config`
 #           too where the compose plugin is installed (it needs no engine).
 # engine    Only where `docker info` answers (a laptop): builds the image, starts the server
-#           container and runs `leafid healthcheck` in it until it passes. Skipped, with a log
-#           line, where no engine answers (CI here).
+#           container and runs `leafid healthcheck` in it until it passes, then checks that it
+#           runs as a non-root user and logs JSON. Skipped, with a log line, where no engine
+#           answers (CI here).
 #
 # Environment: DOCKERFILE (default Dockerfile), COMPOSE_FILE_CHECK (default docker-compose.yml),
 # DOCKER_CHECK_TARGET_DIR (cargo's target directory for the context step; default target/).
@@ -297,10 +298,11 @@ step_engine() {
         log "engine: SKIPPED: no Docker engine answers (docker info failed); image build and healthcheck not run"
         return 0
     fi
-    local name="leafid-check-$$" i
+    local name="leafid-check-$$" i ctx_log
+    ctx_log="$(mktemp)"
     log "engine: docker build -t leafid:check -f $dockerfile ."
     docker build -t leafid:check -f "$dockerfile" .
-    trap 'docker rm -f -v "'"$name"'" >/dev/null 2>&1 || true' EXIT
+    trap 'docker rm -f -v "'"$name"'" >/dev/null 2>&1 || true; rm -f "'"$ctx_log"'"' EXIT
     docker run -d --name "$name" -e LEAFID__ADMIN__TOKEN=docker-check leafid:check >/dev/null
     for i in $(seq 1 30); do
         if [[ "$(docker inspect -f '{{.State.Running}}' "$name")" != true ]]; then
@@ -308,6 +310,11 @@ step_engine() {
         fi
         if docker exec "$name" leafid healthcheck; then
             log "engine: leafid healthcheck passes in the container (after ${i} tries)"
+            # The other promises of the image: a non-root user and JSON logs.
+            [[ "$(docker exec "$name" id -u)" != 0 ]] || { log "engine: the server runs as root"; return 1; }
+            docker logs "$name" >"$ctx_log" 2>&1
+            python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1]) if l.strip()]' "$ctx_log" \
+                || { log "engine: a log line is not JSON:"; cat "$ctx_log" >&2; return 1; }
             docker rm -f -v "$name" >/dev/null
             return 0
         fi
