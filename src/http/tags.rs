@@ -11,12 +11,35 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::admin::AdminAuth;
 use super::error::{ApiError, ErrorBody};
-use crate::segment::{BizTag, BufferSnapshot, NewTag, StoreError, TagRow};
+use crate::segment::{
+    BizTag, BufferSnapshot, NewTag, SegmentAllocator, SegmentStore, StoreError, TagRow,
+};
 
 /// Largest step a DBA may set.
 pub const MAX_STEP: i64 = 1_000_000_000;
 /// Longest description (the column is `varchar(256)`).
 pub const MAX_DESCRIPTION: usize = 256;
+
+/// Runs one store call of an admin route, bounded by `segment.load_timeout_ms`: a write whose
+/// answer never comes is a `503 database_unavailable`, not a request held forever. (A write that
+/// timed out may still have committed: the admin sees the row on the next read.)
+async fn bounded<'a, T, F>(
+    segment: &'a SegmentAllocator,
+    call: impl FnOnce(&'a dyn SegmentStore) -> F,
+) -> Result<T, StoreError>
+where
+    F: std::future::Future<Output = Result<T, StoreError>> + 'a,
+{
+    let within = segment.config().load_timeout;
+    tokio::time::timeout(within, call(segment.store().as_ref()))
+        .await
+        .unwrap_or_else(|_| {
+            Err(StoreError::Unavailable(Box::new(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no answer within {within:?}"),
+            ))))
+        })
+}
 
 /// Registers the routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -66,7 +89,7 @@ pub struct TagList {
     )
 )]
 pub async fn list(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let rows = state.segment()?.store().list_tags().await?;
+    let rows = bounded(state.segment()?, |s| s.list_tags()).await?;
     let tags: Vec<TagView> = rows.into_iter().map(|r| view(&state, r)).collect();
     Ok(HttpResponse::Ok().json(TagList { tags }))
 }
@@ -90,7 +113,7 @@ pub async fn show(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let tag = BizTag::parse(&path.into_inner())?;
-    match state.segment()?.store().get_tag(tag.as_str()).await? {
+    match bounded(state.segment()?, |s| s.get_tag(tag.as_str())).await? {
         Some(row) => Ok(HttpResponse::Ok().json(view(&state, row))),
         None => Err(ApiError::UnknownBizTag(tag.to_string())),
     }
@@ -209,7 +232,7 @@ pub async fn create(
         description: body.description,
     };
     let segment = state.segment()?;
-    match segment.store().create_tag(&new).await {
+    match bounded(segment, |s| s.create_tag(&new)).await {
         Ok(row) => {
             tracing::info!(biz_tag = %tag, step, max_id, "tag created");
             Ok(HttpResponse::Created().json(view(&state, row)))
@@ -260,10 +283,10 @@ pub async fn update(
         ));
     }
     let segment = state.segment()?;
-    match segment
-        .store()
-        .update_tag(tag.as_str(), step, body.description.as_deref())
-        .await?
+    match bounded(segment, |s| {
+        s.update_tag(tag.as_str(), step, body.description.as_deref())
+    })
+    .await?
     {
         Some(row) => {
             tracing::info!(biz_tag = %tag, ?step, "tag updated; a new step applies from the next segment load");
@@ -298,12 +321,10 @@ pub async fn delete(
     let tag = BizTag::parse(&path.into_inner())?;
     let segment = state.segment()?;
     // On MySQL `Orders` deletes the row `orders`: drop the buffer under the stored spelling.
-    let stored = segment
-        .store()
-        .get_tag(tag.as_str())
+    let stored = bounded(segment, |s| s.get_tag(tag.as_str()))
         .await?
         .map(|r| r.biz_tag);
-    if segment.store().delete_tag(tag.as_str()).await? {
+    if bounded(segment, |s| s.delete_tag(tag.as_str())).await? {
         segment.forget(tag.as_str());
         if let Some(stored) = stored.filter(|s| s != tag.as_str()) {
             segment.forget(&stored);

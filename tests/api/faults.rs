@@ -225,3 +225,23 @@ async fn a_slow_database_does_not_slow_requests_down() {
         pct(&slow, 0.99)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_write_whose_answer_never_comes_is_a_503_at_the_load_timeout() {
+    let (app, proxy) = spawn_behind_proxy(|s| {
+        s.segment.load_timeout_ms = 800;
+        s.database.acquire_timeout_ms = 5_000;
+        s.snowflake.enabled = false;
+    })
+    .await;
+    proxy.stall();
+    let started = Instant::now();
+    let res = app
+        .post("/api/v1/tags", r#"{"biz_tag": "stalled", "step": 10}"#)
+        .await;
+    let took = started.elapsed();
+    proxy.heal();
+    assert_eq!(res.status, 503, "{}", res.text);
+    assert_eq!(res.code(), "database_unavailable");
+    assert!(took < Duration::from_secs(3), "answered after {took:?}");
+}
