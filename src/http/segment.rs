@@ -8,10 +8,10 @@
 
 use actix_web::{HttpResponse, web};
 use serde::{Deserialize, Serialize, Serializer};
+use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{
     ArrayBuilder, KnownFormat, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, Type,
 };
-use utoipa::openapi::RefOr;
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
