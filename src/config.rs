@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::segment::{SegmentConfig, StepPolicy};
 use crate::snowflake::cached::CachedConfig;
 use crate::snowflake::engine::{GeneratorKind, SnowflakeConfig};
-use crate::snowflake::layout::{BitLayout, TimeUnit, parse_epoch};
+use crate::snowflake::layout::{BitLayout, JS_SAFE_ID_BITS, PAYLOAD_BITS, TimeUnit, parse_epoch};
 use crate::snowflake::worker::WorkerStrategy;
 use crate::store::DbOptions;
 
@@ -96,7 +96,7 @@ pub struct SegmentSettings {
 pub struct SnowflakeSettings {
     /// Serve the snowflake routes.
     pub enabled: bool,
-    /// `twitter` or `uid-generator`; ignored when `layout` is set.
+    /// `twitter`, `uid-generator` or `js-safe`; ignored when `layout` is set.
     pub preset: String,
     /// `T/W/S` or `P+T/W/S`.
     pub layout: Option<String>,
@@ -110,6 +110,8 @@ pub struct SnowflakeSettings {
     pub generator: String,
     /// Every id from now on must be above this.
     pub min_id_floor: u64,
+    /// Start-up refuses a layout whose largest id needs more bits (53: JavaScript-safe).
+    pub max_id_bits: u8,
     /// Worker id assignment.
     pub worker: WorkerSettings,
     /// Cached generator tuning.
@@ -259,8 +261,9 @@ impl Settings {
             None => match sf.preset.as_str() {
                 "twitter" => BitLayout::twitter(),
                 "uid-generator" => BitLayout::uid_generator(),
+                "js-safe" => BitLayout::js_safe(),
                 other => bail!(
-                    "invalid configuration: snowflake.preset must be \"twitter\" or \"uid-generator\" (got {other:?})"
+                    "invalid configuration: snowflake.preset must be \"twitter\", \"uid-generator\" or \"js-safe\" (got {other:?})"
                 ),
             },
             Some(bits) => {
@@ -321,8 +324,25 @@ impl Settings {
                 self.clock.max_backward_ms
             );
         }
+        let layout = self.snowflake_layout()?;
+        if !(1..=PAYLOAD_BITS).contains(&sf.max_id_bits) {
+            bail!(
+                "invalid configuration: snowflake.max_id_bits must be within 1..={PAYLOAD_BITS} (got {})",
+                sf.max_id_bits
+            );
+        }
+        if layout.id_bits() > sf.max_id_bits {
+            bail!(
+                "invalid configuration: snowflake.max_id_bits = {} but layout {} issues ids up to {} \
+                 ({} bits); choose a layout whose largest id fits (preset \"js-safe\" for {JS_SAFE_ID_BITS})",
+                sf.max_id_bits,
+                layout.bits_string(),
+                layout.largest_id(),
+                layout.id_bits()
+            );
+        }
         let config = SnowflakeConfig {
-            layout: self.snowflake_layout()?,
+            layout,
             generator,
             strategy,
             lease: Duration::from_secs(sf.worker.lease_secs),
@@ -414,6 +434,32 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("snowflake.generator")
+        );
+    }
+
+    #[test]
+    fn max_id_bits_refuses_wider_layouts_and_takes_js_safe() {
+        let mut s = Settings::load(None).unwrap();
+        assert_eq!(s.snowflake.max_id_bits, 63);
+        s.snowflake.max_id_bits = 53;
+        let e = s.snowflake_config().unwrap_err().to_string();
+        assert!(e.contains("snowflake.max_id_bits = 53"), "{e}");
+        assert!(e.contains("41/10/12") && e.contains("63 bits"), "{e}");
+        s.snowflake.preset = "js-safe".into();
+        let c = s.snowflake_config().unwrap();
+        assert_eq!(c.layout.bits_string(), "10+31/8/14");
+        assert_eq!(c.layout.largest_id(), (1 << 53) - 1);
+        s.snowflake.prefix_value = Some(1);
+        assert!(
+            s.snowflake_config().is_err(),
+            "a prefix of 1 lifts ids past 2^53"
+        );
+        s.snowflake.prefix_value = None;
+        s.snowflake.max_id_bits = 64;
+        let e = s.snowflake_config().unwrap_err().to_string();
+        assert!(
+            e.contains("snowflake.max_id_bits must be within 1..=63"),
+            "{e}"
         );
     }
 

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::error::{ApiError, ErrorBody};
+use super::segment::StringifyQuery;
 use super::snowflake::DecodeBody;
 use crate::layout_plan::{self, Plan, PlanRequest};
 use crate::snowflake::layout::{BitLayout, TimeUnit, parse_epoch};
@@ -77,12 +78,13 @@ impl DecodeQuery {
 }
 
 /// `GET /api/v1/layouts/decode/{id}?layout=28/22/13&epoch=...&unit=seconds`: the id's fields,
-/// `{"id", "id_str", "layout", "prefix", "time_delta", "timestamp", "worker_id", "sequence"}`.
+/// `{"id", "id_str", "layout", "prefix", "time_delta", "timestamp", "worker_id", "sequence"}`;
+/// `id` a decimal string with `stringify_ids=true`.
 #[utoipa::path(
     get,
     path = "/api/v1/layouts/decode/{id}",
     tag = "layouts",
-    params(("id" = String, Path, description = "An id, an integer within 0..=9223372036854775807", pattern = "^[0-9]{1,19}$"), DecodeQuery),
+    params(("id" = String, Path, description = "An id, an integer within 0..=9223372036854775807", pattern = "^[0-9]{1,19}$"), DecodeQuery, StringifyQuery),
     responses(
         (status = 200, description = "The id's fields under the given layout", body = DecodeBody),
         (status = 400, description = "`invalid_id`, `invalid_layout`, `invalid_request`", body = ErrorBody),
@@ -92,9 +94,11 @@ impl DecodeQuery {
 pub async fn get_decode(
     path: web::Path<String>,
     query: web::Query<DecodeQuery>,
+    stringify: web::Query<StringifyQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let id = super::snowflake::parse_id(&path.into_inner())?;
     let layout = query.layout()?;
-    let body = super::snowflake::decode_body(&layout, id);
+    let format = stringify.format()?;
+    let body = super::snowflake::decode_body(&layout, id, format);
     Ok(HttpResponse::Ok().json(body))
 }

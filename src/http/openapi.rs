@@ -126,4 +126,41 @@ mod tests {
         assert_eq!(create["additionalProperties"], false, "{create}");
         assert!(doc["components"]["securitySchemes"]["admin_token"].is_object());
     }
+
+    #[test]
+    fn the_id_routes_document_stringify_ids_and_ids_as_number_or_string() {
+        let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        for path in [
+            "/api/v1/segment/{biz_tag}/ids",
+            "/api/v1/snowflake/ids",
+            "/api/v1/snowflake/decode/{id}",
+            "/api/v1/layouts/decode/{id}",
+        ] {
+            let get = &doc["paths"][path]["get"];
+            let param = get["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == "stringify_ids")
+                .unwrap_or_else(|| panic!("{path} lacks stringify_ids"));
+            assert_eq!(param["in"], "query", "{path}");
+            assert_eq!(param["schema"]["type"], "boolean", "{path}: {param}");
+
+            let body = &get["responses"]["200"]["content"]["application/json"]["schema"];
+            let name = body["$ref"].as_str().unwrap().rsplit('/').next().unwrap();
+            let props = &doc["components"]["schemas"][name]["properties"];
+            let id = if path.contains("decode") {
+                &props["id"]
+            } else {
+                &props["ids"]["items"]
+            };
+            let kinds: Vec<&str> = id["oneOf"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{path}: {id}"))
+                .iter()
+                .map(|s| s["type"].as_str().unwrap())
+                .collect();
+            assert_eq!(kinds, ["integer", "string"], "{path}");
+        }
+    }
 }

@@ -1,7 +1,17 @@
-//! Segment routes: Leaf's plain-text route and the v1 batch route.
+//! Segment routes: Leaf's plain-text route and the v1 batch route; and the `stringify_ids`
+//! query parameter with the id serializers that every v1 JSON route returning ids shares.
+//!
+//! JavaScript parses JSON numbers into doubles, which hold integers exactly only up to
+//! `2^53 - 1`: every Twitter-layout snowflake id and every segment id above that comes out of
+//! `JSON.parse` rounded (three consecutive snowflake ids parse to one value). Like Twitter's
+//! `stringify_ids=true`, `?stringify_ids=true` answers the ids as decimal strings instead.
 
 use actix_web::{HttpResponse, web};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{
+    ArrayBuilder, KnownFormat, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, Type,
+};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
@@ -49,16 +59,141 @@ pub async fn get_leaf(
         .body(id.to_string()))
 }
 
-/// The `count` query parameter, kept as text so every bad value gets `invalid_count`.
+/// How a JSON body writes its ids, from `stringify_ids`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IdFormat {
+    /// JSON numbers (`stringify_ids` absent or `false`): exact in JavaScript only up to 2^53 - 1.
+    #[default]
+    Number,
+    /// Decimal strings (`stringify_ids=true`): exact in every JSON parser.
+    String,
+}
+
+impl IdFormat {
+    /// Parses `stringify_ids`: `true` or `false` exactly; anything else (`yes`, `1`, empty) is
+    /// `invalid_request`, so a client's typo never silently yields lossy numbers.
+    pub fn parse(raw: Option<&str>) -> Result<Self, ApiError> {
+        match raw {
+            None | Some("false") => Ok(Self::Number),
+            Some("true") => Ok(Self::String),
+            Some(other) => Err(ApiError::InvalidRequest(format!(
+                "stringify_ids must be \"true\" (ids as decimal strings) or \"false\" (ids as \
+                 numbers), got {other:?}"
+            ))),
+        }
+    }
+}
+
+/// One id in a JSON body: a number, or its decimal string under [`IdFormat::String`].
+#[derive(Clone, Copy, Debug)]
+pub struct JsonId<T> {
+    /// The id.
+    pub id: T,
+    /// Number or string.
+    pub format: IdFormat,
+}
+
+impl<T: itoa::Integer + Serialize> Serialize for JsonId<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.format {
+            IdFormat::Number => self.id.serialize(serializer),
+            // itoa formats into a stack buffer: no allocation per id on the batch routes.
+            IdFormat::String => serializer.serialize_str(itoa::Buffer::new().format(self.id)),
+        }
+    }
+}
+
+/// The ids of a batch body, all numbers or all decimal strings.
+#[derive(Debug)]
+pub struct JsonIds<T> {
+    /// The ids, increasing.
+    pub ids: Vec<T>,
+    /// Numbers or strings.
+    pub format: IdFormat,
+}
+
+impl<T: itoa::Integer + Serialize> Serialize for JsonIds<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.format {
+            IdFormat::Number => self.ids.serialize(serializer),
+            IdFormat::String => serializer.collect_seq(self.ids.iter().map(|&id| JsonId {
+                id,
+                format: IdFormat::String,
+            })),
+        }
+    }
+}
+
+/// Schema of one id: an integer, or its decimal string under `stringify_ids=true`.
+pub fn id_schema() -> Schema {
+    OneOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+                .minimum(Some(0))
+                .description(Some("The id as a number (`stringify_ids` absent or false)")),
+        )
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some("^[0-9]{1,19}$"))
+                .description(Some("The id in decimal (`stringify_ids=true`)")),
+        )
+        .description(Some(
+            "An id: a JSON number, or a decimal string when the request has `stringify_ids=true` \
+             (JavaScript numbers are exact only up to 2^53 - 1)",
+        ))
+        .into()
+}
+
+/// Schema of a list of ids, increasing: all numbers, or all strings under `stringify_ids=true`.
+pub fn ids_schema() -> Schema {
+    ArrayBuilder::new()
+        .items(RefOr::T(id_schema()))
+        .description(Some(
+            "The ids, increasing: numbers, or decimal strings with `stringify_ids=true`",
+        ))
+        .into()
+}
+
+/// The `stringify_ids` query parameter of the decode routes.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct CountQuery {
+pub struct StringifyQuery {
+    /// `true`: the id as a decimal string, for JavaScript clients (whose numbers are exact only
+    /// up to 2^53 - 1); `false` or absent: a JSON number. Any other value is `invalid_request`.
+    #[param(value_type = Option<bool>)]
+    pub stringify_ids: Option<String>,
+}
+
+impl StringifyQuery {
+    /// The validated format.
+    pub fn format(&self) -> Result<IdFormat, ApiError> {
+        IdFormat::parse(self.stringify_ids.as_deref())
+    }
+}
+
+/// The query of the batch routes, kept as text so every bad `count` gets `invalid_count` and
+/// every bad `stringify_ids` gets `invalid_request`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct BatchQuery {
     /// Ids wanted (1..=100000, default 1).
     #[param(value_type = Option<i64>, minimum = 1, maximum = 100000)]
     pub count: Option<String>,
+    /// `true`: the ids as decimal strings, for JavaScript clients (whose numbers are exact only
+    /// up to 2^53 - 1); `false` or absent: JSON numbers. Any other value is `invalid_request`.
+    #[param(value_type = Option<bool>)]
+    pub stringify_ids: Option<String>,
 }
 
-impl CountQuery {
+impl BatchQuery {
+    /// The validated format of the ids.
+    pub fn format(&self) -> Result<IdFormat, ApiError> {
+        IdFormat::parse(self.stringify_ids.as_deref())
+    }
+
     /// The validated count.
     pub fn parse(&self) -> Result<usize, ApiError> {
         let Some(raw) = self.count.as_deref() else {
@@ -82,16 +217,18 @@ pub struct BatchBody<'a> {
     /// The tag the ids belong to.
     #[schema(value_type = String)]
     pub biz_tag: &'a str,
-    /// The ids, increasing.
-    pub ids: Vec<i64>,
+    /// The ids, increasing: numbers, or decimal strings with `stringify_ids=true`.
+    #[schema(schema_with = ids_schema)]
+    pub ids: JsonIds<i64>,
 }
 
-/// `GET /api/v1/segment/{biz_tag}/ids?count=N`: `{"biz_tag", "ids": [..]}`, ids increasing.
+/// `GET /api/v1/segment/{biz_tag}/ids?count=N[&stringify_ids=true]`: `{"biz_tag", "ids": [..]}`,
+/// ids increasing, as numbers or (with `stringify_ids=true`) decimal strings.
 #[utoipa::path(
     get,
     path = "/api/v1/segment/{biz_tag}/ids",
     tag = "segment",
-    params(("biz_tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9._:-]{1,128}$"), CountQuery),
+    params(("biz_tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9._:-]{1,128}$"), BatchQuery),
     responses(
         (status = 200, description = "`count` increasing ids", body = BatchBody),
         (status = 400, description = "`invalid_biz_tag`, `invalid_count`, `invalid_request`", body = ErrorBody),
@@ -104,17 +241,21 @@ pub struct BatchBody<'a> {
 pub async fn get_batch(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    query: web::Query<CountQuery>,
+    query: web::Query<BatchQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let tag = path.into_inner();
     BizTag::validate(&tag)?;
     let count = query.parse()?;
+    let format = query.format()?;
     let ids = state
         .segment()?
         .next_ids(&tag, count)
         .await
         .map_err(|e| ApiError::from_segment(e, &tag))?;
-    Ok(HttpResponse::Ok().json(BatchBody { biz_tag: &tag, ids }))
+    Ok(HttpResponse::Ok().json(BatchBody {
+        biz_tag: &tag,
+        ids: JsonIds { ids, format },
+    }))
 }
 
 #[cfg(test)]
@@ -122,8 +263,9 @@ mod tests {
     use super::*;
 
     fn q(s: Option<&str>) -> Result<usize, ApiError> {
-        CountQuery {
+        BatchQuery {
             count: s.map(str::to_owned),
+            stringify_ids: None,
         }
         .parse()
     }
@@ -146,5 +288,51 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn stringify_ids_is_true_or_false_exactly() {
+        assert_eq!(IdFormat::parse(None).unwrap(), IdFormat::Number);
+        assert_eq!(IdFormat::parse(Some("false")).unwrap(), IdFormat::Number);
+        assert_eq!(IdFormat::parse(Some("true")).unwrap(), IdFormat::String);
+        for bad in ["yes", "1", "0", "", "TRUE", "True", " true"] {
+            let e = IdFormat::parse(Some(bad)).unwrap_err();
+            assert!(matches!(e, ApiError::InvalidRequest(_)), "{bad}");
+            assert!(e.to_string().contains("stringify_ids"), "{e}");
+        }
+    }
+
+    #[test]
+    fn ids_serialize_as_numbers_or_exact_decimal_strings() {
+        let ids = vec![1, (1i64 << 53) + 1, i64::MAX];
+        let numbers = JsonIds {
+            ids: ids.clone(),
+            format: IdFormat::Number,
+        };
+        assert_eq!(
+            serde_json::to_string(&numbers).unwrap(),
+            "[1,9007199254740993,9223372036854775807]"
+        );
+        let strings = JsonIds {
+            ids,
+            format: IdFormat::String,
+        };
+        assert_eq!(
+            serde_json::to_string(&strings).unwrap(),
+            r#"["1","9007199254740993","9223372036854775807"]"#
+        );
+        let empty = JsonIds::<u64> {
+            ids: vec![],
+            format: IdFormat::String,
+        };
+        assert_eq!(serde_json::to_string(&empty).unwrap(), "[]");
+        let one = JsonId {
+            id: u64::MAX,
+            format: IdFormat::String,
+        };
+        assert_eq!(
+            serde_json::to_string(&one).unwrap(),
+            r#""18446744073709551615""#
+        );
     }
 }

@@ -1,4 +1,8 @@
 //! Snowflake routes: Leaf's plain-text route and decoder, and the v1 batch and decode routes.
+//!
+//! The v1 routes answer ids as JSON numbers, or as decimal strings with `stringify_ids=true`
+//! (see [`super::segment::IdFormat`]): a Twitter-layout id is far above 2^53, so JavaScript's
+//! `JSON.parse` rounds it.
 
 use std::sync::Arc;
 
@@ -8,7 +12,9 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
-use super::segment::CountQuery;
+use super::segment::{
+    BatchQuery, IdFormat, JsonId, JsonIds, StringifyQuery, id_schema, ids_schema,
+};
 use crate::snowflake::engine::SnowflakeEngine;
 use crate::snowflake::layout::{BitLayout, format_unix_ms};
 
@@ -37,8 +43,9 @@ pub fn parse_id(text: &str) -> Result<u64, ApiError> {
 /// An id's fields under a layout: the body of both decode routes.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DecodeBody {
-    /// The id.
-    pub id: u64,
+    /// The id: a number, or a decimal string with `stringify_ids=true`.
+    #[schema(schema_with = id_schema)]
+    pub id: JsonId<u64>,
     /// The id as a string (for clients whose numbers are doubles).
     pub id_str: String,
     /// The layout, `T/W/S` or `P+T/W/S`.
@@ -55,11 +62,12 @@ pub struct DecodeBody {
     pub sequence: u64,
 }
 
-/// The decode body shared by the decode routes: the fields plus `id_str` and `layout`.
-pub fn decode_body(layout: &BitLayout, id: u64) -> DecodeBody {
+/// The decode body shared by the decode routes: the fields plus `id_str` and `layout`; `id` as
+/// `format` says.
+pub fn decode_body(layout: &BitLayout, id: u64, format: IdFormat) -> DecodeBody {
     let fields = layout.decompose(id);
     DecodeBody {
-        id,
+        id: JsonId { id, format },
         id_str: id.to_string(),
         layout: layout.bits_string(),
         prefix: fields.prefix,
@@ -109,16 +117,18 @@ pub async fn get_leaf(
 /// Body of the snowflake batch route.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct IdsBody {
-    /// The ids, increasing.
-    pub ids: Vec<u64>,
+    /// The ids, increasing: numbers, or decimal strings with `stringify_ids=true`.
+    #[schema(schema_with = ids_schema)]
+    pub ids: JsonIds<u64>,
 }
 
-/// `GET /api/v1/snowflake/ids?count=N`: `{"ids": [..]}`, increasing.
+/// `GET /api/v1/snowflake/ids?count=N[&stringify_ids=true]`: `{"ids": [..]}`, increasing, as
+/// numbers or (with `stringify_ids=true`) decimal strings.
 #[utoipa::path(
     get,
     path = "/api/v1/snowflake/ids",
     tag = "snowflake",
-    params(CountQuery),
+    params(BatchQuery),
     responses(
         (status = 200, description = "`count` increasing ids", body = IdsBody),
         (status = 400, description = "`invalid_count`, `invalid_request`", body = ErrorBody),
@@ -129,9 +139,10 @@ pub struct IdsBody {
 )]
 pub async fn get_batch(
     state: web::Data<AppState>,
-    query: web::Query<CountQuery>,
+    query: web::Query<BatchQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let count = query.parse()?;
+    let format = query.format()?;
     let engine = state.snowflake()?.clone();
     let ids = if count == 1 {
         vec![next_id(&engine).await?]
@@ -140,15 +151,18 @@ pub async fn get_batch(
             .await
             .map_err(|_| ApiError::Internal)??
     };
-    Ok(HttpResponse::Ok().json(IdsBody { ids }))
+    Ok(HttpResponse::Ok().json(IdsBody {
+        ids: JsonIds { ids, format },
+    }))
 }
 
-/// `GET /api/v1/snowflake/decode/{id}`: the id's fields under this server's layout.
+/// `GET /api/v1/snowflake/decode/{id}[?stringify_ids=true]`: the id's fields under this server's
+/// layout; `id` a decimal string with `stringify_ids=true` (`id_str` always is).
 #[utoipa::path(
     get,
     path = "/api/v1/snowflake/decode/{id}",
     tag = "snowflake",
-    params(("id" = String, Path, description = "An id, an integer within 0..=9223372036854775807", pattern = "^[0-9]{1,19}$")),
+    params(("id" = String, Path, description = "An id, an integer within 0..=9223372036854775807", pattern = "^[0-9]{1,19}$"), StringifyQuery),
     responses(
         (status = 200, description = "The id's fields", body = DecodeBody),
         (status = 400, description = "`invalid_id`, `invalid_request`", body = ErrorBody),
@@ -158,10 +172,12 @@ pub async fn get_batch(
 pub async fn get_decode(
     state: web::Data<AppState>,
     id: web::Path<String>,
+    query: web::Query<StringifyQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let engine = state.snowflake()?;
     let id = parse_id(&id)?;
-    Ok(HttpResponse::Ok().json(decode_body(engine.layout(), id)))
+    let format = query.format()?;
+    Ok(HttpResponse::Ok().json(decode_body(engine.layout(), id, format)))
 }
 
 /// Query of Leaf's decoder.

@@ -36,6 +36,9 @@ pub const MIN_EPOCH_MS: i64 = 0;
 pub const MAX_EPOCH_MS: i64 = 253_402_300_799_999;
 /// Total width of prefix + time + worker + sequence (the sign bit takes the 64th).
 pub const PAYLOAD_BITS: u8 = 63;
+/// Bits of the largest integer a JavaScript number (an IEEE 754 double) holds exactly,
+/// `Number.MAX_SAFE_INTEGER = 2^53 - 1`: ids wider than this are rounded by `JSON.parse`.
+pub const JS_SAFE_ID_BITS: u8 = 53;
 
 /// The length of one tick of the time field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
@@ -299,6 +302,25 @@ impl BitLayout {
         }
     }
 
+    /// JavaScript-safe: `10+31/8/14` with the 10 prefix bits fixed at 0, seconds, epoch
+    /// 2025-01-01T00:00:00Z. Every id is at most `2^53 - 1` (`Number.MAX_SAFE_INTEGER`), so
+    /// `JSON.parse` reads it exactly. 31 bits of seconds last 68 years (to 2093-01-19); 256
+    /// workers; 16384 ids per second per worker (the cached generator borrows later seconds for
+    /// bursts). Like CosId's `SafeJavaScriptSnowflakeId`, it keeps a full-length time field and
+    /// gives the ten bits up from worker and sequence; seconds rather than milliseconds leave
+    /// 22 bits for them instead of 12.
+    pub fn js_safe() -> Self {
+        BitLayout {
+            prefix_bits: PAYLOAD_BITS - JS_SAFE_ID_BITS,
+            prefix_value: 0,
+            time_bits: 31,
+            worker_bits: 8,
+            seq_bits: 14,
+            unit: TimeUnit::Seconds,
+            epoch_ms: 1_735_689_600_000,
+        }
+    }
+
     /// Parses `T/W/S` or `P+T/W/S` (e.g. `28/22/13`, `7+30/13/13`); the prefix value is all
     /// ones of `P` (change it with [`BitLayout::with_prefix_value`]).
     pub fn parse_bits(text: &str, unit: TimeUnit, epoch_ms: i64) -> Result<Self, LayoutError> {
@@ -481,6 +503,13 @@ impl BitLayout {
         self.smallest_id() | all_ones(self.prefix_shift())
     }
 
+    /// Bits the largest id needs: 63 for a classic layout, 53 for [`BitLayout::js_safe`]. Every id
+    /// of the layout is below `2^id_bits`; at most [`JS_SAFE_ID_BITS`] means JavaScript-safe.
+    pub fn id_bits(&self) -> u8 {
+        // At most 64, so the cast is lossless.
+        (u64::BITS - self.largest_id().leading_zeros()) as u8
+    }
+
     /// `T/W/S`, or `P+T/W/S` when there is a prefix (the prefix value is not shown).
     pub fn bits_string(&self) -> String {
         if self.prefix_bits == 0 {
@@ -634,6 +663,32 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::Value;
+
+    #[test]
+    fn js_safe_ids_fit_in_53_bits_for_68_years() {
+        let l = BitLayout::js_safe();
+        assert_eq!(l.bits_string(), "10+31/8/14");
+        assert_eq!(
+            l,
+            BitLayout::parse_bits("10+31/8/14", TimeUnit::Seconds, l.epoch_ms())
+                .unwrap()
+                .with_prefix_value(0)
+                .unwrap()
+        );
+        assert_eq!(l.largest_id(), (1 << 53) - 1);
+        assert_eq!(l.id_bits(), JS_SAFE_ID_BITS);
+        assert_eq!(
+            format_unix_ms(l.exhausted_at_unix_ms()),
+            "2093-01-19T03:14:08Z"
+        );
+        assert_eq!((l.max_worker_id(), l.max_sequence()), (255, 16_383));
+        assert_eq!(BitLayout::twitter().id_bits(), 63);
+        assert_eq!(
+            l.with_prefix_value(1).unwrap().id_bits(),
+            54,
+            "a non-zero prefix lifts the ids past 2^53"
+        );
+    }
 
     const UID_EPOCH_MS: i64 = 1_463_673_600_000;
 

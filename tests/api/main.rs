@@ -9,6 +9,7 @@ mod dashboard;
 mod drain;
 pub mod faults;
 mod galera;
+mod js_safe;
 mod layouts;
 mod leaf_compat;
 mod lease_faults;
