@@ -91,8 +91,12 @@ fn realistic_case() -> impl Strategy<Value = Case> {
                         max_legacy_id: Some(max),
                         cutover: None,
                         margin_seconds: DEFAULT_MARGIN_SECONDS,
-                        worker_bits: w,
-                        seq_bits: s,
+                        worker_bits: Some(w),
+                        seq_bits: Some(s),
+                        workers: None,
+                        ids_per_second: None,
+                        ids_per_second_scope: None,
+                        max_id_bits: None,
                         years,
                         unit: millis.map(unit_of),
                         epoch,
@@ -115,8 +119,8 @@ fn assert_plan_keeps_its_word(case: &Case, plan: &Plan) -> Result<BitLayout, Tes
     let max = req.max_legacy_id.unwrap() as u64;
     let layout = plan.bit_layout().unwrap();
     let legacy_unit = req.legacy.unit;
-    prop_assert_eq!(layout.worker_bits(), req.worker_bits);
-    prop_assert_eq!(layout.seq_bits(), req.seq_bits);
+    prop_assert_eq!(Some(layout.worker_bits()), req.worker_bits);
+    prop_assert_eq!(Some(layout.seq_bits()), req.seq_bits);
     prop_assert_eq!(layout.unit(), req.unit.unwrap_or(legacy_unit));
     if let Some(epoch) = &req.epoch {
         prop_assert_eq!(
@@ -295,6 +299,9 @@ fn small_world() -> impl Strategy<Value = Needs> {
                     max_source: "observed".to_owned(),
                     worker_bits: w,
                     seq_bits: block_bits - w,
+                    workers: None,
+                    ids_per_second: None,
+                    max_id_bits: 63,
                     unit: unit_of(millis),
                     epoch_ms: fixed.then_some(epoch),
                     now_ms,

@@ -26,8 +26,12 @@ fn request(max_legacy_id: i64, worker_bits: u8, years: u32) -> PlanRequest {
         max_legacy_id: Some(max_legacy_id),
         cutover: None,
         margin_seconds: DEFAULT_MARGIN_SECONDS,
-        worker_bits,
-        seq_bits: 13,
+        worker_bits: Some(worker_bits),
+        seq_bits: Some(13),
+        workers: None,
+        ids_per_second: None,
+        ids_per_second_scope: None,
+        max_id_bits: None,
         years,
         unit: None,
         epoch: None,
@@ -236,8 +240,8 @@ fn too_many_years_names_the_years_and_the_best_layout() {
 #[test]
 fn a_fixed_epoch_too_old_is_refused_as_the_epoch() {
     let mut req = request(0, 13, 0);
-    req.worker_bits = 30;
-    req.seq_bits = 30;
+    req.worker_bits = Some(30);
+    req.seq_bits = Some(30);
     req.epoch = Some("1970-01-01T00:00:00Z".to_owned());
     let (need, message) = impossible_need(plan(&req, cutover()));
     assert_eq!(need, "epoch");
@@ -281,7 +285,7 @@ fn invalid_inputs_are_named() {
 fn a_millisecond_layout_can_follow_a_second_one() {
     let max = legacy_max_at("2020-01-01T00:00:00Z");
     let mut req = request(max, 10, 20);
-    req.seq_bits = 12;
+    req.seq_bits = Some(12);
     req.unit = Some(TimeUnit::Millis);
     let p = plan(&req, cutover()).unwrap();
     assert_eq!(p.layout.unit, TimeUnit::Millis);
