@@ -291,16 +291,6 @@ fn answer(layout: &BitLayout, needs: &Needs) -> Result<Plan, PlanError> {
             ),
         ),
         check(
-            "last_id_within_max_id_bits",
-            last.is_some_and(|id| id <= all_ones(needs.max_id_bits)),
-            format!(
-                "last_id {} <= 2^{} - 1 = {}",
-                last.map_or_else(|| "none".to_owned(), |id| id.to_string()),
-                needs.max_id_bits,
-                all_ones(needs.max_id_bits)
-            ),
-        ),
-        check(
             "years_of_life",
             lasts(layout, needs.horizon_ms),
             format!(
@@ -322,6 +312,21 @@ fn answer(layout: &BitLayout, needs: &Needs) -> Result<Plan, PlanError> {
     ];
     let capacity = PlanCapacity::of(layout, needs);
     let mut checks = checks;
+    if needs.max_id_bits < PAYLOAD_BITS {
+        checks.insert(
+            2,
+            check(
+                "last_id_within_max_id_bits",
+                last.is_some_and(|id| id <= all_ones(needs.max_id_bits)),
+                format!(
+                    "last_id {} <= 2^{} - 1 = {}",
+                    last.map_or_else(|| "none".to_owned(), |id| id.to_string()),
+                    needs.max_id_bits,
+                    all_ones(needs.max_id_bits)
+                ),
+            ),
+        );
+    }
     if let Some(workers) = needs.workers {
         checks.push(check(
             "holds_workers",
@@ -455,7 +460,9 @@ fn shortfall(needs: &Needs) -> String {
     );
     let Some(fits) = widest_feasible(needs) else {
         return if sum > 2 {
-            format!("; {asked}, and no plan exists with fewer bits either (not even 2)")
+            format!(
+                "; {asked}, and no plan exists with fewer either, down to 1 worker bit and 1 sequence bit"
+            )
         } else {
             String::new()
         };
