@@ -430,7 +430,7 @@ fn grouped(n: u128) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -467,7 +467,7 @@ proptest! {
                 let layout = answer.bit_layout().unwrap();
                 // The fewest bits that hold the capacity.
                 prop_assert!(layout.max_worker_id() + 1 >= workers);
-                prop_assert!(layout.worker_bits() == 1 || (layout.max_worker_id() + 1) / 2 < workers);
+                prop_assert!(layout.worker_bits() == 1 || 1u64 << (layout.worker_bits() - 1) < workers);
                 let per_worker = rate_of(layout.seq_bits(), layout.unit());
                 prop_assert!(per_worker >= u128::from(rate), "{} < {}", per_worker, rate);
                 prop_assert!(
