@@ -356,3 +356,18 @@ async fn stringify_ids_answers_the_ids_as_decimal_strings() {
         .await;
     expect_error(&r, 422, "plan_impossible", "impossible plan with strings");
 }
+
+#[tokio::test]
+async fn the_openapi_document_lists_stringify_ids_on_the_planner() {
+    let app = spawn_app(Db::Sqlite).await;
+
+    let doc = app.get("/openapi.json").await.json();
+
+    let params = doc["paths"][PLAN]["post"]["parameters"].as_array().unwrap();
+    let param = params
+        .iter()
+        .find(|p| p["name"] == "stringify_ids")
+        .expect("stringify_ids is documented");
+    assert_eq!(param["in"], "query");
+    assert!(doc["components"]["schemas"]["PlanCapacity"].is_object());
+}
