@@ -238,3 +238,163 @@ fn check_refuses_the_exhausted_legacy_layout() {
     assert_eq!(report["first_id"], Value::Null);
     assert_eq!(report["exhausted_at"], "2024-11-20T13:24:16Z");
 }
+
+/// `plan` in users' terms: a worker count and a rate instead of bits.
+fn capacity_args<'a>(workers: &'a str, rate: &'a str, years: &'a str) -> Vec<&'a str> {
+    vec![
+        "layout",
+        "plan",
+        "--legacy-preset",
+        "uid-generator",
+        "--max-legacy-id",
+        DESIGN_MAX,
+        "--workers",
+        workers,
+        "--ids-per-second",
+        rate,
+        "--years",
+        years,
+        "--now",
+        NOW,
+    ]
+}
+
+#[test]
+fn a_plan_in_workers_and_ids_per_second_shows_its_bits_and_headroom() {
+    let out = leafid(&capacity_args("300", "5000", "10"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    for needle in [
+        "needs          9 worker bits (for 300 workers), 13 sequence bits (for 5000 ids/s per worker), 10 years from 2025-04-15T16:00:00Z\n",
+        "capacity       512 workers x 8192 ids/s each = 4194304 ids/s\n",
+        "ok     holds_workers: 9 worker bits: 512 worker ids >= 300 workers\n",
+    ] {
+        assert!(text.contains(needle), "{needle:?} in\n{text}");
+    }
+
+    let out = leafid(
+        &[
+            &capacity_args("300", "1000000", "10")[..],
+            &["--per", "cluster", "--json"],
+        ]
+        .concat(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let plan = json(&out);
+    assert_eq!(plan["layout"]["worker_bits"], 9);
+    assert_eq!(
+        plan["layout"]["seq_bits"], 12,
+        "1,000,000 / 300 = 3,334 ids/s each"
+    );
+    assert_eq!(plan["capacity"]["ids_per_second"], 3334);
+    assert_eq!(plan["capacity"]["max_ids_per_second_per_worker"], 4096);
+    assert_eq!(plan["capacity"]["max_ids_per_second_cluster"], 2_097_152);
+}
+
+#[test]
+fn a_capacity_refusal_says_how_many_bits_short_and_what_fits() {
+    let out = leafid(&capacity_args("8000", "50000", "20"));
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("leafid: plan impossible (years): years 20 needs"),
+        "{err}"
+    );
+    assert!(
+        err.trim_end().ends_with("13 worker bits (8,000 workers) + 16 sequence bits (50,000 ids/s per worker) = 29 bits, 2 bits short: at most 27 leave 20 years; with 20 years, at most 2,048 workers at 50,000 ids/s each, or 8,000 workers at 16,384 ids/s each"),
+        "{err}"
+    );
+    // Both alternatives plan.
+    for (workers, rate) in [("2048", "50000"), ("8000", "16384")] {
+        let out = leafid(&capacity_args(workers, rate, "20"));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{workers} x {rate}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn max_id_bits_53_plans_below_2_to_the_53_or_says_why_not() {
+    let out = leafid(
+        &[
+            &capacity_args("300", "5000", "10")[..],
+            &["--max-id-bits", "53"],
+        ]
+        .concat(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "leafid: plan impossible (max_id_bits): max_legacy_id 9090949948782127403 (observed) is not below 2^53 - 1 = 9007199254740991, the largest id max_id_bits 53 allows: no id within 53 bits is above it; ids above it need max_id_bits 63 or more\n"
+    );
+
+    let out = leafid(&[
+        "layout",
+        "plan",
+        "--legacy",
+        "41/10/12",
+        "--legacy-epoch",
+        "1288834974657",
+        "--legacy-unit",
+        "millis",
+        "--max-legacy-id",
+        "1000000000000000",
+        "--workers",
+        "300",
+        "--ids-per-second",
+        "5000",
+        "--unit",
+        "seconds",
+        "--years",
+        "20",
+        "--max-id-bits",
+        "53",
+        "--now",
+        NOW,
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let plan = json(&out);
+    assert!(plan["last_id"].as_u64().unwrap() < 1 << 53, "{plan}");
+    assert!(
+        plan["first_id"].as_u64().unwrap() > 1_000_000_000_000_000,
+        "{plan}"
+    );
+    assert_eq!(plan["layout"]["prefix_value"], 0);
+    assert_eq!(plan["capacity"]["max_id_bits"], 53);
+}
+
+#[test]
+fn capacity_flags_that_cannot_be_read_exit_2() {
+    for (extra, needle) in [
+        (&["--per", "galaxy"][..], "--per: rate scope \"galaxy\""),
+        (
+            &["--worker-bits", "8"][..],
+            "worker_bits 8 holds 256, fewer than workers 300",
+        ),
+        (
+            &["--max-id-bits", "64"][..],
+            "max_id_bits 64 is not within 3..=63",
+        ),
+    ] {
+        let out = leafid(&[&capacity_args("300", "5000", "10")[..], extra].concat());
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert!(
+            stderr(&out).contains(needle),
+            "{needle:?} in {}",
+            stderr(&out)
+        );
+    }
+    let mut no_workers = capacity_args("300", "5000", "10");
+    no_workers.drain(6..8);
+    let out = leafid(&no_workers);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("give worker_bits or workers"),
+        "{}",
+        stderr(&out)
+    );
+}

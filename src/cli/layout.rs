@@ -122,12 +122,29 @@ pub struct PlanArgs {
     /// Seconds of ids handed out ahead of time, added to --cutover (default 86400, one day).
     #[arg(long, value_name = "S", requires = "cutover")]
     pub margin_seconds: Option<u64>,
-    /// Worker bits of the new layout (2^W worker ids).
+    /// Worker bits of the new layout (2^W worker ids); or give --workers.
     #[arg(long, value_name = "W")]
-    pub worker_bits: u8,
-    /// Sequence bits of the new layout (2^S ids per tick and worker).
+    pub worker_bits: Option<u8>,
+    /// Sequence bits of the new layout (2^S ids per tick and worker); or give --ids-per-second.
     #[arg(long, value_name = "S")]
-    pub seq_bits: u8,
+    pub seq_bits: Option<u8>,
+    /// Peak number of workers at once: worker bits ceil(log2(N)), at least 1. With
+    /// --worker-bits too, the bits are kept and must hold N.
+    #[arg(long, value_name = "N")]
+    pub workers: Option<u64>,
+    /// Peak ids per second of each worker (or of the cluster, with --per cluster): sequence bits
+    /// ceil(log2(ids per tick)), at least 1. With --seq-bits too, the bits are kept and must
+    /// hold it.
+    #[arg(long, value_name = "N")]
+    pub ids_per_second: Option<u64>,
+    /// Whose rate --ids-per-second is: worker (the default) or cluster (divided among
+    /// --workers, rounded up).
+    #[arg(long, value_name = "SCOPE", requires = "ids_per_second")]
+    pub per: Option<String>,
+    /// Every id of the plan at most 2^M - 1 (53: ids JavaScript numbers hold exactly);
+    /// default 63.
+    #[arg(long, value_name = "M")]
+    pub max_id_bits: Option<u8>,
     /// Years from now through which the new layout must still issue ids.
     #[arg(long, value_name = "Y")]
     pub years: u32,
@@ -332,6 +349,14 @@ fn plan_request(args: &PlanArgs) -> Result<PlanRequest, CliError> {
             .unwrap_or(layout_plan::DEFAULT_MARGIN_SECONDS),
         worker_bits: args.worker_bits,
         seq_bits: args.seq_bits,
+        workers: args.workers,
+        ids_per_second: args.ids_per_second,
+        ids_per_second_scope: args
+            .per
+            .as_deref()
+            .map(|text| text.parse().map_err(|e| bad(format!("--per: {e}"))))
+            .transpose()?,
+        max_id_bits: args.max_id_bits,
         years: args.years,
         unit: parse_unit("--unit", args.unit.as_deref())?,
         epoch: args.epoch.clone(),
@@ -378,12 +403,26 @@ fn write_plan(
         .map_err(|e| bad(format!("the plan's layout does not parse: {e}")))?;
     writeln!(
         out,
-        "needs          {} worker bits, {} sequence bits, {} years from {}",
+        "needs          {} worker bits{}, {} sequence bits{}, {} years from {}",
         needs.worker_bits,
+        needs
+            .workers
+            .map_or_else(String::new, |n| format!(" (for {n} workers)")),
         needs.seq_bits,
+        needs
+            .ids_per_second
+            .map_or_else(String::new, |n| format!(" (for {n} ids/s per worker)")),
         needs.years,
         format_unix_ms(now_ms)
     )?;
+    if needs.max_id_bits < layout_plan::MAX_ID_BITS {
+        writeln!(
+            out,
+            "max id bits    {} (every id <= {})",
+            needs.max_id_bits,
+            (1u64 << needs.max_id_bits) - 1
+        )?;
+    }
     writeln!(
         out,
         "max legacy id  {} ({})",
@@ -395,6 +434,14 @@ fn write_plan(
     }
     writeln!(out, "unit           {}", layout.unit())?;
     writeln!(out, "epoch          {}", plan.epoch)?;
+    let capacity = &plan.capacity;
+    writeln!(
+        out,
+        "capacity       {} workers x {} ids/s each = {} ids/s",
+        capacity.max_workers,
+        capacity.max_ids_per_second_per_worker,
+        capacity.max_ids_per_second_cluster
+    )?;
     writeln!(out, "first id       {}", plan.first_id)?;
     writeln!(out, "last id        {}", plan.last_id)?;
     writeln!(
@@ -530,8 +577,12 @@ mod tests {
             max_legacy_id: max.map(str::to_owned),
             cutover: cutover.map(str::to_owned),
             margin_seconds: None,
-            worker_bits,
-            seq_bits: 13,
+            worker_bits: Some(worker_bits),
+            seq_bits: Some(13),
+            workers: None,
+            ids_per_second: None,
+            per: None,
+            max_id_bits: None,
             years: 10,
             epoch: None,
             unit: None,

@@ -20,24 +20,67 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/api/v1/layouts/decode/{id}", web::get().to(get_decode));
 }
 
+/// The query of `POST /api/v1/layouts/plan`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PlanQuery {
+    /// `true`: `first_id` and `last_id` are decimal strings, which JavaScript's `JSON.parse`
+    /// reads exactly; `false` or absent: numbers. Anything else is `400 invalid_request`.
+    #[param(value_type = Option<bool>)]
+    pub stringify_ids: Option<String>,
+}
+
+impl PlanQuery {
+    /// Whether ids are answered as strings; only `true` and `false` are accepted.
+    fn stringify_ids(&self) -> Result<bool, ApiError> {
+        match self.stringify_ids.as_deref() {
+            None | Some("false") => Ok(false),
+            Some("true") => Ok(true),
+            Some(other) => Err(ApiError::InvalidRequest(format!(
+                "stringify_ids {other:?} is neither true nor false"
+            ))),
+        }
+    }
+}
+
+/// The id fields of a plan answer, turned into decimal strings by `stringify_ids=true`.
+const PLAN_ID_FIELDS: [&str; 2] = ["first_id", "last_id"];
+
 /// `POST /api/v1/layouts/plan`: 200 with the plan, 422 `plan_impossible` naming the need, 400
 /// `invalid_plan_request` for a request that asks for something invalid (a body that is not the
-/// request's JSON is `invalid_request`).
+/// request's JSON, or a bad `stringify_ids`, is `invalid_request`).
 #[utoipa::path(
     post,
     path = "/api/v1/layouts/plan",
     tag = "layouts",
+    params(PlanQuery),
     request_body = PlanRequest,
     responses(
-        (status = 200, description = "The new layout, its id range and its checks", body = Plan),
+        (status = 200, description = "The new layout, its id range, its capacity and its checks; with `stringify_ids=true`, `first_id` and `last_id` are decimal strings", body = Plan),
         (status = 400, description = "`invalid_request`, `invalid_plan_request`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
-        (status = 422, description = "`plan_impossible` (the message names the need)", body = ErrorBody),
+        (status = 422, description = "`plan_impossible` (the message names the need and, when worker and sequence bits are too many, how many bits short and what fits instead)", body = ErrorBody),
     )
 )]
-pub async fn post_plan(body: web::Json<PlanRequest>) -> Result<HttpResponse, ApiError> {
+pub async fn post_plan(
+    query: web::Query<PlanQuery>,
+    body: web::Json<PlanRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let stringify = query.stringify_ids()?;
     let plan = layout_plan::plan_now(&body)?;
-    Ok(HttpResponse::Ok().json(plan))
+    if !stringify {
+        return Ok(HttpResponse::Ok().json(plan));
+    }
+    let mut json = serde_json::to_value(&plan).map_err(|e| {
+        tracing::error!(error = %e, "plan answer is not JSON");
+        ApiError::Internal
+    })?;
+    for field in PLAN_ID_FIELDS {
+        if let Some(id) = json.get_mut(field) {
+            *id = serde_json::Value::String(id.to_string());
+        }
+    }
+    Ok(HttpResponse::Ok().json(json))
 }
 
 /// The layout of `GET /api/v1/layouts/decode/{id}`, as text like on the command line.

@@ -9,6 +9,19 @@
 //! layout could have issued by a cut-over plus a margin) and the needs: worker bits, sequence
 //! bits and years of life.
 //!
+//! The needs may be given in users' terms: a peak worker count (`ceil(log2(workers))` worker
+//! bits) and a peak rate per worker or per cluster (`ceil(log2(ids per tick))` sequence bits).
+//! The answer states the capacity the layout gives (`capacity`), and a refusal caused by too many
+//! worker + sequence bits says how many bits short it is and what fits instead, in workers and
+//! ids per second (`shortfall` in `search.rs`).
+//!
+//! # Ids below `2^max_id_bits`
+//!
+//! With `max_id_bits` M below 63 (53 for JavaScript numbers), the top `63 - M` bits of every id
+//! are zero: the plan's prefix is those zeros followed by the usual ones, and everything below
+//! (slots, bounds, the search) works in the M-bit space instead of the 63-bit one. A legacy
+//! maximum at or above `2^M - 1` cannot be exceeded at all, which the refusal names.
+//!
 //! # How ids can be lifted, and what it costs
 //!
 //! With `K = worker_bits + seq_bits`, every tick of every layout takes one aligned block of
@@ -64,8 +77,10 @@ mod proptests;
 mod tests;
 
 pub use check::{CheckReport, check, decode_json};
-pub use request::{DEFAULT_MARGIN_SECONDS, MAX_YEARS, Needs, PlanRequest};
-pub use search::{Plan, PlanCheck, plan, plan_needs, plan_now};
+pub use request::{
+    DEFAULT_MARGIN_SECONDS, MAX_ID_BITS, MAX_YEARS, Needs, PlanRequest, RateScope, bits_for,
+};
+pub use search::{Plan, PlanCapacity, PlanCheck, plan, plan_needs, plan_now};
 
 #[cfg(doc)]
 use crate::snowflake::layout::BitLayout;
@@ -80,7 +95,7 @@ pub enum PlanError {
     /// The request is valid but no layout meets its needs.
     #[error("{message}")]
     Impossible {
-        /// The need that cannot be met: `max_legacy_id`, `years` or `epoch`.
+        /// The need that cannot be met: `max_legacy_id`, `years`, `epoch` or `max_id_bits`.
         need: String,
         /// One line naming the need and the numbers that rule it out.
         message: String,

@@ -11,7 +11,7 @@
 use chrono::{DateTime, Months};
 use proptest::prelude::*;
 
-use super::search::{lasts, lifts};
+use super::search::{self, lasts, lifts};
 use super::*;
 use crate::snowflake::layout::{BitLayout, ComposeError, TimeUnit, format_unix_ms};
 
@@ -91,8 +91,12 @@ fn realistic_case() -> impl Strategy<Value = Case> {
                         max_legacy_id: Some(max),
                         cutover: None,
                         margin_seconds: DEFAULT_MARGIN_SECONDS,
-                        worker_bits: w,
-                        seq_bits: s,
+                        worker_bits: Some(w),
+                        seq_bits: Some(s),
+                        workers: None,
+                        ids_per_second: None,
+                        ids_per_second_scope: None,
+                        max_id_bits: None,
                         years,
                         unit: millis.map(unit_of),
                         epoch,
@@ -115,8 +119,8 @@ fn assert_plan_keeps_its_word(case: &Case, plan: &Plan) -> Result<BitLayout, Tes
     let max = req.max_legacy_id.unwrap() as u64;
     let layout = plan.bit_layout().unwrap();
     let legacy_unit = req.legacy.unit;
-    prop_assert_eq!(layout.worker_bits(), req.worker_bits);
-    prop_assert_eq!(layout.seq_bits(), req.seq_bits);
+    prop_assert_eq!(Some(layout.worker_bits()), req.worker_bits);
+    prop_assert_eq!(Some(layout.seq_bits()), req.seq_bits);
     prop_assert_eq!(layout.unit(), req.unit.unwrap_or(legacy_unit));
     if let Some(epoch) = &req.epoch {
         prop_assert_eq!(
@@ -176,9 +180,14 @@ impl Found {
 
 /// Every prefix width; every value when there are at most 64, else a sample that includes all
 /// ones; for each, the critical epochs (see the module docs) or the fixed one.
+///
+/// With `max_id_bits` below 63, values whose ids reach above `2^max_id_bits - 1` are left out
+/// and the sample also holds the values just under that bound.
 fn brute_force_bounded(needs: &Needs) -> Found {
     let (w, s) = (needs.worker_bits, needs.seq_bits);
     let free = 63 - w - s;
+    let zeros = 63 - needs.max_id_bits;
+    let top_id = (1u64 << needs.max_id_bits) - 1;
     let min_slot = (needs.max_legacy_id >> (w + s)) + 1;
     let tick = needs.unit.tick_ms();
     let mut found = Found::default();
@@ -188,7 +197,17 @@ fn brute_force_bounded(needs: &Needs) -> Found {
         let values: Vec<u64> = if p <= 6 {
             (0..=ones).collect()
         } else {
-            vec![0, 1, ones / 2, ones - 1, ones]
+            let below = (1u64 << p.saturating_sub(zeros)) - 1;
+            vec![
+                0,
+                1,
+                ones / 2,
+                ones - 1,
+                ones,
+                below / 2,
+                below.max(1) - 1,
+                below,
+            ]
         };
         for v in values {
             let epochs = match needs.epoch_ms {
@@ -211,7 +230,14 @@ fn brute_force_bounded(needs: &Needs) -> Found {
                 .filter(|e| (0..=needs.now_ms).contains(e))
             {
                 if let Ok(layout) = BitLayout::new(p, v, t, w, s, needs.unit, e) {
-                    found.consider(&layout, needs);
+                    let last = layout.compose(
+                        layout.max_time_delta(),
+                        layout.max_worker_id(),
+                        layout.max_sequence(),
+                    );
+                    if last.is_ok_and(|id| id <= top_id) {
+                        found.consider(&layout, needs);
+                    }
                 }
             }
         }
@@ -295,6 +321,9 @@ fn small_world() -> impl Strategy<Value = Needs> {
                     max_source: "observed".to_owned(),
                     worker_bits: w,
                     seq_bits: block_bits - w,
+                    workers: None,
+                    ids_per_second: None,
+                    max_id_bits: 63,
                     unit: unit_of(millis),
                     epoch_ms: fixed.then_some(epoch),
                     now_ms,
@@ -338,5 +367,174 @@ proptest! {
             }
         }
         assert_agrees_with(&found, result, needs.unit.tick_ms())?;
+    }
+}
+
+/// A request in users' terms: a peak worker count, a peak rate per worker or per cluster, and
+/// sometimes a bound on the ids' bits (53 for JavaScript, or any width the legacy leaves room
+/// for).
+fn capacity_case() -> impl Strategy<Value = Case> {
+    legacy_layout().prop_flat_map(|legacy| {
+        (
+            legacy_max(legacy),
+            1u64..=1 << 20,
+            1u64..=10_000_000,
+            any::<bool>(),
+            0u32..=80,
+            proptest::option::of(any::<bool>()),
+            Y2000_MS..Y2100_MS,
+            prop_oneof![Just(None), Just(Some(53u8)), (20u8..=63).prop_map(Some)],
+            any::<bool>(),
+        )
+            .prop_map(
+                move |(max, workers, rate, cluster, years, millis, now_ms, bits, shrink)| {
+                    // Half the time, keep the maximum within the bound so that bits decide.
+                    let max = match bits {
+                        Some(b) if shrink => max >> (63 - b),
+                        _ => max,
+                    };
+                    Case {
+                        request: PlanRequest {
+                            legacy: legacy.to_spec(true),
+                            max_legacy_id: Some(max),
+                            cutover: None,
+                            margin_seconds: DEFAULT_MARGIN_SECONDS,
+                            worker_bits: None,
+                            seq_bits: None,
+                            workers: Some(workers),
+                            ids_per_second: Some(rate),
+                            ids_per_second_scope: Some(if cluster {
+                                RateScope::Cluster
+                            } else {
+                                RateScope::Worker
+                            }),
+                            max_id_bits: bits,
+                            years,
+                            unit: millis.map(unit_of),
+                            epoch: None,
+                        },
+                        now_ms,
+                    }
+                },
+            )
+    })
+}
+
+/// Ids per second one worker can issue with `seq_bits` in `unit`.
+fn rate_of(seq_bits: u8, unit: TimeUnit) -> u128 {
+    (1u128 << seq_bits) * u128::from(1000 / unit.tick_ms() as u64)
+}
+
+/// `n` with thousands separators, computed here, not by the planner.
+fn grouped(n: u128) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A request in capacity terms for the same legacy and instant.
+fn capacity_request(case: &Case, workers: u64, rate: u64) -> PlanRequest {
+    PlanRequest {
+        workers: Some(workers),
+        ids_per_second: Some(rate),
+        ids_per_second_scope: None,
+        ..case.request.clone()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn capacity_plans_hold_the_capacity_and_refusals_say_exactly_how_short(case in capacity_case()) {
+        let req = &case.request;
+        let needs = req.needs(case.now_ms).unwrap();
+        let workers = req.workers.unwrap();
+        let rate = match req.ids_per_second_scope {
+            Some(RateScope::Cluster) => req.ids_per_second.unwrap().div_ceil(workers),
+            _ => req.ids_per_second.unwrap(),
+        };
+        let max_id_bits = req.max_id_bits.unwrap_or(63);
+        let top_id = (1u64 << max_id_bits) - 1;
+        match plan(req, case.now_ms) {
+            Ok(answer) => {
+                let layout = answer.bit_layout().unwrap();
+                // The fewest bits that hold the capacity.
+                prop_assert!(layout.max_worker_id() + 1 >= workers);
+                prop_assert!(layout.worker_bits() == 1 || 1u64 << (layout.worker_bits() - 1) < workers);
+                let per_worker = rate_of(layout.seq_bits(), layout.unit());
+                prop_assert!(per_worker >= u128::from(rate), "{} < {}", per_worker, rate);
+                prop_assert!(
+                    layout.seq_bits() == 1 || rate_of(layout.seq_bits() - 1, layout.unit()) < u128::from(rate)
+                );
+                prop_assert_eq!(answer.capacity.max_workers, layout.max_worker_id() + 1);
+                prop_assert_eq!(u128::from(answer.capacity.max_ids_per_second_per_worker), per_worker);
+                prop_assert_eq!(answer.capacity.ids_per_second, Some(rate));
+                let case = Case {
+                    request: PlanRequest {
+                        worker_bits: Some(layout.worker_bits()),
+                        seq_bits: Some(layout.seq_bits()),
+                        ..req.clone()
+                    },
+                    now_ms: case.now_ms,
+                };
+                assert_plan_keeps_its_word(&case, &answer)?;
+                prop_assert!(answer.last_id <= top_id, "last id {} above 2^{} - 1", answer.last_id, max_id_bits);
+                let found = brute_force_bounded(&needs);
+                assert_agrees_with(&found, Ok(layout), needs.unit.tick_ms())?;
+            }
+            Err(PlanError::Impossible { need, message }) => {
+                prop_assert_eq!(brute_force_bounded(&needs).lasting_end, None, "{}", message);
+                if need == "max_id_bits" {
+                    prop_assert!(max_id_bits < 63 && needs.max_legacy_id >= top_id, "{}", message);
+                    return Ok(());
+                }
+                let (w, s) = (needs.worker_bits, needs.seq_bits);
+                let Some(fits) = search::widest_feasible(&needs) else {
+                    // No split of fewer bits plans either, down to 1 + 1.
+                    for bits in 2..w + s {
+                        let fewer = search::with_bits(&needs, bits);
+                        prop_assert_eq!(brute_force_bounded(&fewer).lasting_end, None, "{} bits", bits);
+                    }
+                    return Ok(());
+                };
+                // Exactly this many bits short: the brute force plans with them, not with one more.
+                let short = w + s - fits;
+                prop_assert!(message.contains(&format!(", {short} bits short: at most {fits} leave")), "{}", message);
+                prop_assert!(brute_force_bounded(&search::with_bits(&needs, fits)).lasting_end.is_some());
+                if short > 1 {
+                    let one_more = search::with_bits(&needs, fits + 1);
+                    prop_assert_eq!(brute_force_bounded(&one_more).lasting_end, None);
+                }
+                // The alternatives the message offers are plans.
+                if fits > s {
+                    let most = 1u64 << (fits - s);
+                    prop_assert!(message.contains(&format!("at most {} workers at {} ids/s each", grouped(most.into()), grouped(rate.into()))), "{}", message);
+                    let alt = capacity_request(&case, most, rate);
+                    prop_assert!(plan(&alt, case.now_ms).is_ok(), "{} workers: {}", most, message);
+                    let alt = capacity_request(&case, most + 1, rate);
+                    prop_assert!(plan(&alt, case.now_ms).is_err(), "{} workers", most + 1);
+                }
+                if fits > w {
+                    let most = rate_of(fits - w, needs.unit);
+                    prop_assert!(message.contains(&format!("{} workers at {} ids/s each", grouped(workers.into()), grouped(most))), "{}", message);
+                    let alt = capacity_request(&case, workers, most as u64);
+                    prop_assert!(plan(&alt, case.now_ms).is_ok(), "{} ids/s: {}", most, message);
+                    let alt = capacity_request(&case, workers, most as u64 + 1);
+                    prop_assert!(plan(&alt, case.now_ms).is_err(), "{} ids/s", most + 1);
+                }
+            }
+            Err(other) => {
+                // Only capacity that needs more than 62 bits in all is invalid.
+                let PlanError::InvalidInput(message) = other else { unreachable!() };
+                prop_assert!(message.contains("at most 62"), "{}", message);
+            }
+        }
     }
 }

@@ -19,9 +19,42 @@ fn default_margin() -> u64 {
     DEFAULT_MARGIN_SECONDS
 }
 
+/// Largest `max_id_bits`: ids are positive `i64`s.
+pub const MAX_ID_BITS: u8 = PAYLOAD_BITS;
+
+/// Whose rate `ids_per_second` is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RateScope {
+    /// Each worker's peak (the default).
+    #[default]
+    Worker,
+    /// The whole cluster's peak, shared by `workers` workers (divided, rounded up).
+    Cluster,
+}
+
+impl std::str::FromStr for RateScope {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "worker" => Ok(RateScope::Worker),
+            "cluster" => Ok(RateScope::Cluster),
+            other => Err(format!(
+                "rate scope {other:?} is neither \"worker\" nor \"cluster\""
+            )),
+        }
+    }
+}
+
 /// What a migration needs, as JSON:
 /// `{"legacy": <layout with epoch>, "max_legacy_id": N, "worker_bits": W, "seq_bits": S,
 /// "years": Y}`, with `"cutover": "<RFC 3339>"` instead of `max_legacy_id` if wished.
+///
+/// Each dimension is given in bits, in capacity, or both: `workers` (peak worker count) for
+/// `worker_bits`, `ids_per_second` (with `ids_per_second_scope`) for `seq_bits`. From capacity
+/// the planner takes the fewest bits that hold it; given both, the bits are kept and must hold
+/// the capacity (else `invalid_plan_request`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanRequest {
@@ -38,12 +71,34 @@ pub struct PlanRequest {
     /// Seconds added to `cutover` for ids handed out ahead of time; only used with `cutover`.
     #[serde(default = "default_margin")]
     pub margin_seconds: u64,
-    /// Worker bits of the new layout, kept as requested.
+    /// Worker bits of the new layout, kept as requested. Give this, `workers`, or both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 61)]
-    pub worker_bits: u8,
-    /// Sequence bits of the new layout, kept as requested.
+    pub worker_bits: Option<u8>,
+    /// Sequence bits of the new layout, kept as requested. Give this, `ids_per_second`, or both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 61)]
-    pub seq_bits: u8,
+    pub seq_bits: Option<u8>,
+    /// Peak number of workers (generator instances) at once: worker bits
+    /// `ceil(log2(workers))`, at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub workers: Option<u64>,
+    /// Peak ids per second, of each worker or of the cluster (`ids_per_second_scope`): sequence
+    /// bits `ceil(log2(ids per tick))`, at least 1, with `ceil(ids_per_second / 1000)` ids per
+    /// tick in `millis`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub ids_per_second: Option<u64>,
+    /// `worker` (the default): `ids_per_second` is each worker's peak; `cluster`: it is the
+    /// cluster's, divided among `workers` (rounded up), which must then be given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ids_per_second_scope: Option<RateScope>,
+    /// Every id of the plan is at most `2^max_id_bits - 1` (53 for ids JavaScript numbers hold
+    /// exactly); the bits above are a prefix of zeros. Default 63.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 3, maximum = 63)]
+    pub max_id_bits: Option<u8>,
     /// Calendar years from now through which the new layout must still issue ids.
     #[schema(maximum = 1000)]
     pub years: u32,
@@ -66,6 +121,13 @@ pub struct Needs {
     pub worker_bits: u8,
     /// Sequence bits of the new layout.
     pub seq_bits: u8,
+    /// The requested peak worker count, if given (`2^worker_bits` holds it).
+    pub workers: Option<u64>,
+    /// The requested peak ids per second of each worker, if given (after dividing a cluster
+    /// rate among the workers); `2^seq_bits` ids per tick hold it.
+    pub ids_per_second: Option<u64>,
+    /// Every id of the plan must be `< 2^max_id_bits` (`3..=63`).
+    pub max_id_bits: u8,
     /// Time unit of the new layout.
     pub unit: TimeUnit,
     /// A fixed epoch for the new layout, or `None` to let the planner choose it.
@@ -94,10 +156,17 @@ impl PlanRequest {
             .legacy
             .build(None)
             .map_err(|e| invalid(format!("legacy: {e}")))?;
-        let (w, s) = (self.worker_bits, self.seq_bits);
+        let unit = self.unit.unwrap_or(legacy.unit());
+        let (w, s, ids_per_second) = self.bits(unit)?;
         if w == 0 || s == 0 || u16::from(w) + u16::from(s) >= u16::from(PAYLOAD_BITS) {
             return Err(invalid(format!(
                 "worker_bits {w} and seq_bits {s} must each be at least 1 and together at most 62, leaving the time field at least 1 bit"
+            )));
+        }
+        let max_id_bits = self.max_id_bits.unwrap_or(MAX_ID_BITS);
+        if !(3..=MAX_ID_BITS).contains(&max_id_bits) {
+            return Err(invalid(format!(
+                "max_id_bits {max_id_bits} is not within 3..=63 (63: any positive i64; 53: ids JavaScript numbers hold exactly)"
             )));
         }
         if self.years > MAX_YEARS {
@@ -130,12 +199,72 @@ impl PlanRequest {
             max_source,
             worker_bits: w,
             seq_bits: s,
-            unit: self.unit.unwrap_or(legacy.unit()),
+            workers: self.workers,
+            ids_per_second,
+            max_id_bits,
+            unit,
             epoch_ms,
             now_ms: now_unix_ms,
             horizon_ms,
             years: self.years,
         })
+    }
+
+    /// Worker and sequence bits from bits or capacity, and each worker's peak rate if given.
+    fn bits(&self, unit: TimeUnit) -> Result<(u8, u8, Option<u64>), PlanError> {
+        let workers = match self.workers {
+            Some(0) => return Err(invalid("workers must be at least 1".to_owned())),
+            other => other,
+        };
+        let scope = self.ids_per_second_scope.unwrap_or_default();
+        let per_worker = match (self.ids_per_second, scope, workers) {
+            (None, _, _) if self.ids_per_second_scope.is_some() => {
+                return Err(invalid(
+                    "ids_per_second_scope is given without ids_per_second".to_owned(),
+                ));
+            }
+            (None, _, _) => None,
+            (Some(0), _, _) => {
+                return Err(invalid("ids_per_second must be at least 1".to_owned()));
+            }
+            (Some(rate), RateScope::Worker, _) => Some(rate),
+            (Some(rate), RateScope::Cluster, Some(n)) => Some(rate.div_ceil(n)),
+            (Some(rate), RateScope::Cluster, None) => {
+                return Err(invalid(format!(
+                    "ids_per_second {rate} cluster-wide needs workers (the peak worker count) to divide it among"
+                )));
+            }
+        };
+        let worker_bits = pick_bits(
+            "worker_bits",
+            self.worker_bits,
+            workers.map(|n| (n, format!("workers {n}"))),
+            "give worker_bits or workers (the peak number of workers at once)",
+        )?;
+        let seq_bits = pick_bits(
+            "seq_bits",
+            self.seq_bits,
+            per_worker.map(|rate| {
+                let per_tick = match unit {
+                    TimeUnit::Seconds => rate,
+                    TimeUnit::Millis => rate.div_ceil(1000),
+                };
+                let what = match scope {
+                    RateScope::Worker => format!("ids_per_second {rate}"),
+                    RateScope::Cluster => format!(
+                        "ids_per_second {} cluster-wide / {} workers = {rate}",
+                        self.ids_per_second.unwrap_or_default(),
+                        workers.unwrap_or_default()
+                    ),
+                };
+                (
+                    per_tick,
+                    format!("{what} ({per_tick} ids per {})", tick_name(unit)),
+                )
+            }),
+            "give seq_bits or ids_per_second (the peak ids per second of each worker, or of the cluster with ids_per_second_scope \"cluster\")",
+        )?;
+        Ok((worker_bits, seq_bits, per_worker))
     }
 
     /// The legacy maximum and a few words on where it came from.
@@ -188,5 +317,46 @@ impl PlanRequest {
                 "give max_legacy_id (the highest legacy id observed) or cutover".to_owned(),
             )),
         }
+    }
+}
+
+/// `ceil(log2(n))`, at least 1: the fewest bits whose `2^bits` values hold `n`.
+pub fn bits_for(n: u64) -> u8 {
+    match n {
+        0..=2 => 1,
+        n => (64 - (n - 1).leading_zeros()) as u8,
+    }
+}
+
+/// The bits of one dimension: as given, derived from a count (`need`: the count and how to name
+/// it), or given and checked against the count.
+fn pick_bits(
+    name: &str,
+    given: Option<u8>,
+    need: Option<(u64, String)>,
+    missing: &str,
+) -> Result<u8, PlanError> {
+    match (given, need) {
+        (None, None) => Err(invalid(missing.to_owned())),
+        (Some(bits), None) => Ok(bits),
+        (None, Some((count, _))) => Ok(bits_for(count)),
+        (Some(bits), Some((count, what))) => {
+            let holds = 1u128 << bits.min(64);
+            if holds < u128::from(count) {
+                return Err(invalid(format!(
+                    "{name} {bits} holds {holds}, fewer than {what}: give at least {} {name}, or leave {name} out to derive it",
+                    bits_for(count)
+                )));
+            }
+            Ok(bits)
+        }
+    }
+}
+
+/// One tick, in words: `second` or `ms`.
+pub(super) fn tick_name(unit: TimeUnit) -> &'static str {
+    match unit {
+        TimeUnit::Seconds => "second",
+        TimeUnit::Millis => "ms",
     }
 }

@@ -4,13 +4,15 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Needs, PlanError, PlanRequest};
-use crate::snowflake::layout::{BitLayout, LayoutError, LayoutSpec, format_unix_ms, parse_epoch};
+use crate::snowflake::layout::{
+    BitLayout, LayoutError, LayoutSpec, PAYLOAD_BITS, TimeUnit, format_unix_ms, parse_epoch,
+};
 
 /// Milliseconds in a mean Gregorian year, used only to print years.
 const YEAR_MS: f64 = 365.2425 * 86_400_000.0;
 
 /// The planner's answer, as JSON: `{"layout", "epoch", "first_id", "last_id", "exhausted_at",
-/// "checks"}`.
+/// "capacity", "checks"}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Plan {
     /// The new layout, without its epoch.
@@ -23,8 +25,67 @@ pub struct Plan {
     pub last_id: u64,
     /// First instant the new layout cannot represent, RFC 3339 UTC.
     pub exhausted_at: String,
+    /// What the new layout holds, beside what was asked for: the headroom.
+    pub capacity: PlanCapacity,
     /// The guarantees, each verified by composing ids with the new layout.
     pub checks: Vec<PlanCheck>,
+}
+
+/// What a plan's layout holds, in users' terms.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PlanCapacity {
+    /// The requested peak worker count, when `workers` was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u64>,
+    /// The requested peak ids per second of each worker (a cluster rate divided among the
+    /// workers, rounded up), when `ids_per_second` was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ids_per_second: Option<u64>,
+    /// Worker ids the layout has: `2^worker_bits`.
+    pub max_workers: u64,
+    /// Ids per second each worker can issue: `2^seq_bits` per tick.
+    pub max_ids_per_second_per_worker: u64,
+    /// Ids per second of the cluster with every worker id in use (saturates at `u64::MAX`).
+    pub max_ids_per_second_cluster: u64,
+    /// Every id is at most `2^max_id_bits - 1`.
+    pub max_id_bits: u8,
+}
+
+impl PlanCapacity {
+    fn of(layout: &BitLayout, needs: &Needs) -> Self {
+        let per_worker = rate_of(layout.seq_bits(), layout.unit());
+        let max_workers = layout.max_worker_id() + 1;
+        PlanCapacity {
+            workers: needs.workers,
+            ids_per_second: needs.ids_per_second,
+            max_workers,
+            max_ids_per_second_per_worker: saturate(per_worker),
+            max_ids_per_second_cluster: saturate(per_worker * u128::from(max_workers)),
+            max_id_bits: needs.max_id_bits,
+        }
+    }
+}
+
+/// Ids per second of one worker with `seq_bits` sequence bits.
+pub(super) fn rate_of(seq_bits: u8, unit: TimeUnit) -> u128 {
+    (1u128 << seq_bits) * u128::from(1000 / unit.tick_ms().unsigned_abs())
+}
+
+fn saturate(n: u128) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// `1234567` as `1,234,567`.
+pub(super) fn grouped(n: u128) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() * 4 / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// One verified guarantee of a plan.
@@ -63,6 +124,15 @@ pub fn plan_now(request: &PlanRequest) -> Result<Plan, PlanError> {
 /// A chosen epoch is first tried on a tick boundary of unix time (a readable epoch, at most one
 /// tick of life less); only if no such plan lasts is it placed to the millisecond.
 pub fn plan_needs(needs: &Needs) -> Result<BitLayout, PlanError> {
+    match search(needs) {
+        Ok(layout) => Ok(layout),
+        Err(None) => Err(refuse_lift(needs)),
+        Err(Some(best)) => Err(refuse_years(needs, &best)),
+    }
+}
+
+/// The plan, or the lifting layout that lasts longest (none when no layout lifts).
+fn search(needs: &Needs) -> Result<BitLayout, Option<BitLayout>> {
     let best = |aligned: bool| {
         (0..free_bits(needs))
             .filter_map(|prefix_bits| candidate(needs, prefix_bits, aligned))
@@ -73,15 +143,42 @@ pub fn plan_needs(needs: &Needs) -> Result<BitLayout, PlanError> {
         return Ok(layout);
     }
     match best(false) {
-        None => Err(refuse_lift(needs)),
-        Some(layout) if !lasts(&layout, needs.horizon_ms) => Err(refuse_years(needs, &layout)),
-        Some(layout) => Ok(layout),
+        Some(layout) if lasts(&layout, needs.horizon_ms) => Ok(layout),
+        other => Err(other),
     }
 }
 
-/// `p + t`: what the worker and sequence fields leave.
+/// `needs` with `bits` worker and sequence bits together: the sequence bits kept where they
+/// fit (so the worker bits give way first), at least 1 bit each.
+pub(super) fn with_bits(needs: &Needs, bits: u8) -> Needs {
+    let seq_bits = needs.seq_bits.min(bits - 1);
+    Needs {
+        worker_bits: bits - seq_bits,
+        seq_bits,
+        ..needs.clone()
+    }
+}
+
+/// The most worker + sequence bits, fewer than requested, with which a plan exists. Whether a
+/// plan exists depends only on the sum (the search never looks at how it is split), so the
+/// request is exactly `worker_bits + seq_bits - widest_feasible` bits short.
+pub(super) fn widest_feasible(needs: &Needs) -> Option<u8> {
+    let bits = needs.worker_bits + needs.seq_bits;
+    (2..bits)
+        .rev()
+        .find(|&fewer| search(&with_bits(needs, fewer)).is_ok())
+}
+
+/// `p + t`: what the worker and sequence fields leave below `max_id_bits`.
 fn free_bits(needs: &Needs) -> u8 {
-    63 - needs.worker_bits - needs.seq_bits
+    needs
+        .max_id_bits
+        .saturating_sub(needs.worker_bits + needs.seq_bits)
+}
+
+/// The zero bits above `max_id_bits`, the top of every prefix.
+fn zero_bits(needs: &Needs) -> u8 {
+    PAYLOAD_BITS - needs.max_id_bits
 }
 
 /// `2^bits - 1`.
@@ -94,8 +191,9 @@ fn min_slot(needs: &Needs) -> u64 {
     (needs.max_legacy_id >> (needs.worker_bits + needs.seq_bits)) + 1
 }
 
-/// The best layout with `prefix_bits` (prefix all ones), if any lifts: with the fixed epoch, or
-/// with the latest epoch that lifts (on a tick boundary when `aligned`).
+/// The best layout with `prefix_bits` ones below `max_id_bits` (and zeros above), if any lifts:
+/// with the fixed epoch, or with the latest epoch that lifts (on a tick boundary when
+/// `aligned`).
 fn candidate(needs: &Needs, prefix_bits: u8, aligned: bool) -> Option<BitLayout> {
     let time_bits = free_bits(needs) - prefix_bits;
     let value = all_ones(prefix_bits);
@@ -104,7 +202,7 @@ fn candidate(needs: &Needs, prefix_bits: u8, aligned: bool) -> Option<BitLayout>
         None => latest_lifting_epoch(needs, value << time_bits, aligned)?,
     };
     let layout = BitLayout::new(
-        prefix_bits,
+        zero_bits(needs) + prefix_bits,
         value,
         time_bits,
         needs.worker_bits,
@@ -212,6 +310,49 @@ fn answer(layout: &BitLayout, needs: &Needs) -> Result<Plan, PlanError> {
             ),
         ),
     ];
+    let capacity = PlanCapacity::of(layout, needs);
+    let mut checks = checks;
+    if needs.max_id_bits < PAYLOAD_BITS {
+        checks.insert(
+            2,
+            check(
+                "last_id_within_max_id_bits",
+                last.is_some_and(|id| id <= all_ones(needs.max_id_bits)),
+                format!(
+                    "last_id {} <= 2^{} - 1 = {}",
+                    last.map_or_else(|| "none".to_owned(), |id| id.to_string()),
+                    needs.max_id_bits,
+                    all_ones(needs.max_id_bits)
+                ),
+            ),
+        );
+    }
+    if let Some(workers) = needs.workers {
+        checks.push(check(
+            "holds_workers",
+            capacity.max_workers >= workers,
+            format!(
+                "{} worker bits: {} worker ids >= {} workers",
+                layout.worker_bits(),
+                grouped(capacity.max_workers.into()),
+                grouped(workers.into())
+            ),
+        ));
+    }
+    if let Some(rate) = needs.ids_per_second {
+        checks.push(check(
+            "holds_ids_per_second",
+            capacity.max_ids_per_second_per_worker >= rate,
+            format!(
+                "{} sequence bits: {} ids/s per worker >= {} ids/s per worker; {} ids/s with all {} worker ids",
+                layout.seq_bits(),
+                grouped(capacity.max_ids_per_second_per_worker.into()),
+                grouped(rate.into()),
+                grouped(capacity.max_ids_per_second_cluster.into()),
+                grouped(capacity.max_workers.into())
+            ),
+        ));
+    }
     if let Some(failed) = checks.iter().find(|c| !c.ok) {
         // Unreachable when the search is right; refusing beats answering with a broken plan.
         return Err(PlanError::impossible(
@@ -228,6 +369,7 @@ fn answer(layout: &BitLayout, needs: &Needs) -> Result<Plan, PlanError> {
         first_id: first.unwrap_or_default(),
         last_id: last.unwrap_or_default(),
         exhausted_at,
+        capacity,
         checks,
     })
 }
@@ -236,31 +378,45 @@ fn answer(layout: &BitLayout, needs: &Needs) -> Result<Plan, PlanError> {
 fn refuse_lift(needs: &Needs) -> PlanError {
     let (max, w, s) = (needs.max_legacy_id, needs.worker_bits, needs.seq_bits);
     let now = format_unix_ms(needs.now_ms);
-    if min_slot(needs) > all_ones(free_bits(needs)) {
+    let bits = needs.max_id_bits;
+    let top = all_ones(bits);
+    if bits < PAYLOAD_BITS && max >= top {
+        // No bit split helps: every id of at most `bits` bits is at most the maximum.
+        let least = 64 - (max + 1).leading_zeros();
         return PlanError::impossible(
-            "max_legacy_id",
+            "max_id_bits",
             format!(
-                "max_legacy_id {max} ({}) leaves no room above it for {w} worker bits and {s} sequence bits: every tick takes an aligned block of 2^{} ids and none fits between it and i64::MAX; fewer worker or sequence bits leave more room",
-                needs.max_source,
-                w + s
+                "max_legacy_id {max} ({}) is not below 2^{bits} - 1 = {top}, the largest id max_id_bits {bits} allows: no id within {bits} bits is above it; ids above it need max_id_bits {least} or more",
+                needs.max_source
             ),
         );
     }
-    match needs.epoch_ms {
-        Some(epoch_ms) => PlanError::impossible(
-            "epoch",
-            format!(
-                "with epoch {} no prefix width lifts the ids issued from now ({now}) above max_legacy_id {max} while its time field still covers now; leave out \"epoch\" to let the planner choose one",
-                format_unix_ms(epoch_ms)
-            ),
-        ),
-        None => PlanError::impossible(
-            "max_legacy_id",
-            format!(
+    let ceiling = if bits < PAYLOAD_BITS {
+        format!("2^{bits} - 1 (max_id_bits {bits})")
+    } else {
+        "i64::MAX".to_owned()
+    };
+    let message = if min_slot(needs) > all_ones(free_bits(needs)) {
+        format!(
+            "max_legacy_id {max} ({}) leaves no room above it for {w} worker bits and {s} sequence bits: every tick takes an aligned block of 2^{} ids and none fits between it and {ceiling}",
+            needs.max_source,
+            w + s
+        )
+    } else {
+        match needs.epoch_ms {
+            Some(epoch_ms) => {
+                let message = format!(
+                    "with epoch {} no prefix width lifts the ids issued from now ({now}) above max_legacy_id {max} while its time field still covers now; leave out \"epoch\" to let the planner choose one",
+                    format_unix_ms(epoch_ms)
+                );
+                return PlanError::impossible("epoch", message + &shortfall(needs));
+            }
+            None => format!(
                 "lifting the ids issued from now ({now}) above max_legacy_id {max} with {w} worker bits and {s} sequence bits needs an epoch before 1970-01-01"
             ),
-        ),
-    }
+        }
+    };
+    PlanError::impossible("max_legacy_id", message + &shortfall(needs))
 }
 
 /// The layout that lasts longest still runs out before the horizon.
@@ -271,18 +427,77 @@ fn refuse_years(needs: &Needs, best: &BitLayout) -> PlanError {
     let needed_ticks = (needs.horizon_ms - aligned_now) / tick + 1;
     let needed_bits = 64 - (needed_ticks - 1).leading_zeros();
     let left_ticks = best.max_time_delta() + 1 - best.delta_at(needs.now_ms).unwrap_or(0);
-    PlanError::impossible(
-        "years",
-        format!(
-            "years {} needs ids through {}, {needed_ticks} {unit} from now ({needed_bits} time bits), but with {} worker bits and {} sequence bits only {left_ticks} {unit} remain above max_legacy_id {} ({}): the best layout, {best}, runs out at {} ({:.2} years from now)",
-            needs.years,
-            format_unix_ms(needs.horizon_ms),
-            needs.worker_bits,
-            needs.seq_bits,
-            needs.max_legacy_id,
-            needs.max_source,
-            format_unix_ms(best.exhausted_at_unix_ms()),
-            years_between(needs.now_ms, best.exhausted_at_unix_ms())
-        ),
+    let message = format!(
+        "years {} needs ids through {}, {needed_ticks} {unit} from now ({needed_bits} time bits), but with {} worker bits and {} sequence bits only {left_ticks} {unit} remain above max_legacy_id {} ({}): the best layout, {best}, runs out at {} ({:.2} years from now)",
+        needs.years,
+        format_unix_ms(needs.horizon_ms),
+        needs.worker_bits,
+        needs.seq_bits,
+        needs.max_legacy_id,
+        needs.max_source,
+        format_unix_ms(best.exhausted_at_unix_ms()),
+        years_between(needs.now_ms, best.exhausted_at_unix_ms())
+    );
+    PlanError::impossible("years", message + &shortfall(needs))
+}
+
+/// How many worker + sequence bits too many the request asks for, and what fits instead in
+/// users' terms: `"; 9 worker bits (300 workers) + 16 sequence bits (50,000 ids/s per worker) =
+/// 25 bits, 3 bits short: at most 22 leave 20 years; with 20 years, at most 64 workers at
+/// 50,000 ids/s each, or 300 workers at 8,192 ids/s each"`.
+fn shortfall(needs: &Needs) -> String {
+    let (w, s) = (needs.worker_bits, needs.seq_bits);
+    let sum = w + s;
+    let asked = format!(
+        "{w} worker bits{} + {s} sequence bits{} = {sum} bits",
+        needs
+            .workers
+            .map_or_else(String::new, |n| format!(" ({} workers)", grouped(n.into()))),
+        needs.ids_per_second.map_or_else(String::new, |n| format!(
+            " ({} ids/s per worker)",
+            grouped(n.into())
+        ))
+    );
+    let Some(fits) = widest_feasible(needs) else {
+        return if sum > 2 {
+            format!(
+                "; {asked}, and no plan exists with fewer either, down to 1 worker bit and 1 sequence bit"
+            )
+        } else {
+            String::new()
+        };
+    };
+    let years = needs.years;
+    let workers = needs.workers.map_or(1u128 << w, u128::from);
+    let rate = needs
+        .ids_per_second
+        .map_or_else(|| rate_of(s, needs.unit), u128::from);
+    let mut options = Vec::new();
+    if fits > s {
+        options.push(format!(
+            "at most {} workers at {} ids/s each",
+            grouped(1u128 << (fits - s)),
+            grouped(rate)
+        ));
+    }
+    if fits > w {
+        options.push(format!(
+            "{} workers at {} ids/s each",
+            grouped(workers),
+            grouped(rate_of(fits - w, needs.unit))
+        ));
+    }
+    if options.is_empty() {
+        let few = fits / 2;
+        options.push(format!(
+            "at most {} workers at {} ids/s each",
+            grouped(1u128 << few),
+            grouped(rate_of(fits - few, needs.unit))
+        ));
+    }
+    format!(
+        "; {asked}, {} bits short: at most {fits} leave {years} years; with {years} years, {}",
+        sum - fits,
+        options.join(", or ")
     )
 }

@@ -26,8 +26,12 @@ fn request(max_legacy_id: i64, worker_bits: u8, years: u32) -> PlanRequest {
         max_legacy_id: Some(max_legacy_id),
         cutover: None,
         margin_seconds: DEFAULT_MARGIN_SECONDS,
-        worker_bits,
-        seq_bits: 13,
+        worker_bits: Some(worker_bits),
+        seq_bits: Some(13),
+        workers: None,
+        ids_per_second: None,
+        ids_per_second_scope: None,
+        max_id_bits: None,
         years,
         unit: None,
         epoch: None,
@@ -147,6 +151,7 @@ fn plan_json_has_the_contract_shape() {
     assert_eq!(
         keys,
         [
+            "capacity",
             "checks",
             "epoch",
             "exhausted_at",
@@ -217,7 +222,8 @@ fn an_exhausted_legacy_leaves_no_room() {
         assert_eq!(
             message,
             format!(
-                "max_legacy_id 9223372036854775807 (observed) leaves no room above it for {w} worker bits and 13 sequence bits: every tick takes an aligned block of 2^{} ids and none fits between it and i64::MAX; fewer worker or sequence bits leave more room",
+                "max_legacy_id 9223372036854775807 (observed) leaves no room above it for {w} worker bits and 13 sequence bits: every tick takes an aligned block of 2^{} ids and none fits between it and i64::MAX; {w} worker bits + 13 sequence bits = {} bits, and no plan exists with fewer either, down to 1 worker bit and 1 sequence bit",
+                w + 13,
                 w + 13
             )
         );
@@ -236,8 +242,8 @@ fn too_many_years_names_the_years_and_the_best_layout() {
 #[test]
 fn a_fixed_epoch_too_old_is_refused_as_the_epoch() {
     let mut req = request(0, 13, 0);
-    req.worker_bits = 30;
-    req.seq_bits = 30;
+    req.worker_bits = Some(30);
+    req.seq_bits = Some(30);
     req.epoch = Some("1970-01-01T00:00:00Z".to_owned());
     let (need, message) = impossible_need(plan(&req, cutover()));
     assert_eq!(need, "epoch");
@@ -281,7 +287,7 @@ fn invalid_inputs_are_named() {
 fn a_millisecond_layout_can_follow_a_second_one() {
     let max = legacy_max_at("2020-01-01T00:00:00Z");
     let mut req = request(max, 10, 20);
-    req.seq_bits = 12;
+    req.seq_bits = Some(12);
     req.unit = Some(TimeUnit::Millis);
     let p = plan(&req, cutover()).unwrap();
     assert_eq!(p.layout.unit, TimeUnit::Millis);
@@ -341,4 +347,212 @@ fn decode_json_shows_every_field() {
         (json["worker_id"].as_u64(), json["sequence"].as_u64()),
         (Some(29), Some(1024))
     );
+}
+
+/// A request in users' terms against the DESIGN maximum.
+fn capacity_request(workers: u64, ids_per_second: u64, years: u32) -> PlanRequest {
+    PlanRequest {
+        worker_bits: None,
+        seq_bits: None,
+        workers: Some(workers),
+        ids_per_second: Some(ids_per_second),
+        ..request(DESIGN_MAX, 13, years)
+    }
+}
+
+#[test]
+fn capacity_becomes_the_fewest_bits_that_hold_it() {
+    for (n, bits) in [
+        (1, 1),
+        (2, 1),
+        (3, 2),
+        (300, 9),
+        (512, 9),
+        (513, 10),
+        (50_000, 16),
+        (65_536, 16),
+        (65_537, 17),
+        (u64::MAX, 64),
+    ] {
+        assert_eq!(bits_for(n), bits, "{n}");
+    }
+    let needs = capacity_request(300, 50_000, 10).needs(cutover()).unwrap();
+    assert_eq!((needs.worker_bits, needs.seq_bits), (9, 16));
+    assert_eq!(
+        (needs.workers, needs.ids_per_second),
+        (Some(300), Some(50_000))
+    );
+
+    // Milliseconds: 50,000 ids/s is 50 per ms, 6 bits.
+    let mut millis = capacity_request(300, 50_000, 10);
+    millis.unit = Some(TimeUnit::Millis);
+    assert_eq!(millis.needs(cutover()).unwrap().seq_bits, 6);
+
+    // A cluster's 1,000,000 ids/s over 300 workers: 3,334 each, 12 bits.
+    let mut cluster = capacity_request(300, 1_000_000, 10);
+    cluster.ids_per_second_scope = Some(RateScope::Cluster);
+    let needs = cluster.needs(cutover()).unwrap();
+    assert_eq!((needs.seq_bits, needs.ids_per_second), (12, Some(3_334)));
+
+    // Bits and capacity together: the bits are kept when they hold the capacity.
+    let mut both = capacity_request(300, 50_000, 10);
+    both.worker_bits = Some(13);
+    both.seq_bits = Some(16);
+    let needs = both.needs(cutover()).unwrap();
+    assert_eq!((needs.worker_bits, needs.seq_bits), (13, 16));
+}
+
+#[test]
+fn a_plan_states_its_capacity_and_checks_it() {
+    let p = plan(&capacity_request(300, 5_000, 10), cutover()).unwrap();
+    assert_eq!((p.layout.worker_bits, p.layout.seq_bits), (9, 13));
+    assert_eq!(
+        p.capacity,
+        PlanCapacity {
+            workers: Some(300),
+            ids_per_second: Some(5_000),
+            max_workers: 512,
+            max_ids_per_second_per_worker: 8_192,
+            max_ids_per_second_cluster: 4_194_304,
+            max_id_bits: 63,
+        }
+    );
+    let detail = |name: &str| {
+        let c = p.checks.iter().find(|c| c.name == name).unwrap();
+        assert!(c.ok);
+        c.detail.clone()
+    };
+    assert_eq!(
+        detail("holds_workers"),
+        "9 worker bits: 512 worker ids >= 300 workers"
+    );
+    assert_eq!(
+        detail("holds_ids_per_second"),
+        "13 sequence bits: 8,192 ids/s per worker >= 5,000 ids/s per worker; 4,194,304 ids/s with all 512 worker ids"
+    );
+    // Requests in bits have no capacity checks and no requested figures.
+    let bits = plan(&request(DESIGN_MAX, 13, 10), cutover()).unwrap();
+    assert_eq!(
+        (bits.capacity.workers, bits.capacity.ids_per_second),
+        (None, None)
+    );
+    assert!(!bits.checks.iter().any(|c| c.name.starts_with("holds_")));
+}
+
+#[test]
+fn a_refusal_says_how_many_bits_short_and_what_fits() {
+    let (need, message) = impossible_need(plan(&capacity_request(8_000, 50_000, 20), cutover()));
+    assert_eq!(need, "years");
+    assert!(
+        message.ends_with("; 13 worker bits (8,000 workers) + 16 sequence bits (50,000 ids/s per worker) = 29 bits, 2 bits short: at most 27 leave 20 years; with 20 years, at most 2,048 workers at 50,000 ids/s each, or 8,000 workers at 16,384 ids/s each"),
+        "{message}"
+    );
+    // Both alternatives are plans, and either with one more worker bit or sequence bit is not.
+    assert!(plan(&capacity_request(2_048, 50_000, 20), cutover()).is_ok());
+    assert!(plan(&capacity_request(8_000, 16_384, 20), cutover()).is_ok());
+    assert!(plan(&capacity_request(2_049, 50_000, 20), cutover()).is_err());
+    assert!(plan(&capacity_request(8_000, 16_385, 20), cutover()).is_err());
+
+    // In bits: the same figures without the capacity words.
+    let mut bits = request(DESIGN_MAX, 13, 20);
+    bits.seq_bits = Some(16);
+    let (_, message) = impossible_need(plan(&bits, cutover()));
+    assert!(
+        message.ends_with("; 13 worker bits + 16 sequence bits = 29 bits, 2 bits short: at most 27 leave 20 years; with 20 years, at most 2,048 workers at 65,536 ids/s each, or 8,192 workers at 16,384 ids/s each"),
+        "{message}"
+    );
+}
+
+#[test]
+fn max_id_bits_keeps_every_id_below_2_to_the_53() {
+    // A Twitter-like legacy far below 2^53.
+    let legacy = BitLayout::twitter();
+    let max = legacy
+        .compose(legacy.delta_at(cutover()).unwrap(), 0, 0)
+        .unwrap()
+        >> 10;
+    // 300 workers at 5,000 ids/s: 22 bits, 2^31 seconds below 2^53.
+    let mut req = capacity_request(300, 5_000, 20);
+    req.legacy = legacy.to_spec(true);
+    req.max_legacy_id = Some(max as i64);
+    req.max_id_bits = Some(53);
+    req.unit = Some(TimeUnit::Seconds);
+    let p = plan(&req, cutover()).unwrap();
+    assert!(p.last_id < 1 << 53, "{}", p.last_id);
+    assert!(p.first_id > max);
+    assert_eq!(p.layout.prefix_bits, 10);
+    assert_eq!(p.layout.prefix_value, Some(0));
+    assert_eq!(p.capacity.max_id_bits, 53);
+    let c = p
+        .checks
+        .iter()
+        .find(|c| c.name == "last_id_within_max_id_bits")
+        .unwrap();
+    assert!(
+        c.ok && c.detail.ends_with("<= 2^53 - 1 = 9007199254740991"),
+        "{}",
+        c.detail
+    );
+
+    // Above 2^53 no id within 53 bits can lift: the refusal names max_id_bits.
+    let mut req = capacity_request(300, 50_000, 20);
+    req.max_id_bits = Some(53);
+    let (need, message) = impossible_need(plan(&req, cutover()));
+    assert_eq!(need, "max_id_bits");
+    assert_eq!(
+        message,
+        "max_legacy_id 9090949948782127403 (observed) is not below 2^53 - 1 = 9007199254740991, the largest id max_id_bits 53 allows: no id within 53 bits is above it; ids above it need max_id_bits 63 or more"
+    );
+    req.max_legacy_id = Some((1 << 53) - 2);
+    let (need, message) = impossible_need(plan(&req, cutover()));
+    assert_eq!(need, "max_legacy_id");
+    assert!(
+        message.contains("none fits between it and 2^53 - 1 (max_id_bits 53)"),
+        "{message}"
+    );
+}
+
+#[test]
+fn capacity_requests_that_cannot_be_read_are_named() {
+    let now = cutover();
+    let message = |req: PlanRequest| invalid_message(plan(&req, now));
+    let mut r = capacity_request(0, 50_000, 10);
+    assert_eq!(message(r.clone()), "workers must be at least 1");
+    r.workers = Some(300);
+    r.ids_per_second = Some(0);
+    assert_eq!(message(r.clone()), "ids_per_second must be at least 1");
+    r.ids_per_second = None;
+    assert!(message(r.clone()).starts_with("give seq_bits or ids_per_second"));
+    r.ids_per_second_scope = Some(RateScope::Cluster);
+    assert_eq!(
+        message(r.clone()),
+        "ids_per_second_scope is given without ids_per_second"
+    );
+    r.ids_per_second = Some(1_000_000);
+    r.workers = None;
+    r.worker_bits = Some(9);
+    assert!(message(r.clone()).contains("cluster-wide needs workers"));
+    let mut r = capacity_request(300, 50_000, 10);
+    r.workers = None;
+    assert!(message(r).starts_with("give worker_bits or workers"));
+
+    let mut small = capacity_request(300, 50_000, 10);
+    small.worker_bits = Some(8);
+    assert_eq!(
+        message(small.clone()),
+        "worker_bits 8 holds 256, fewer than workers 300: give at least 9 worker_bits, or leave worker_bits out to derive it"
+    );
+    small.worker_bits = None;
+    small.seq_bits = Some(15);
+    assert_eq!(
+        message(small),
+        "seq_bits 15 holds 32768, fewer than ids_per_second 50000 (50000 ids per second): give at least 16 seq_bits, or leave seq_bits out to derive it"
+    );
+    for bits in [2, 64] {
+        let mut r = capacity_request(300, 50_000, 10);
+        r.max_id_bits = Some(bits);
+        assert!(message(r).starts_with(&format!("max_id_bits {bits} is not within 3..=63")));
+    }
+    assert_eq!("cluster".parse(), Ok(RateScope::Cluster));
+    assert!("Cluster".parse::<RateScope>().is_err());
 }
