@@ -94,8 +94,7 @@ impl ClientBuilder {
                 self.batch
             )));
         }
-        if self.timing.backoff_min.is_zero() || self.timing.backoff_max < self.timing.backoff_min
-        {
+        if self.timing.backoff_min.is_zero() || self.timing.backoff_max < self.timing.backoff_min {
             return Err(Error::Config("backoff needs 0 < min <= max".into()));
         }
         let mut bases = Vec::with_capacity(self.servers.len());
@@ -273,6 +272,10 @@ pub struct SegmentSupply {
 impl SegmentSupply {
     /// The next id of the tag. Fast path: one `fetch_add` on the local batch. When the local
     /// batches are spent it waits for the refill, at most the wait timeout.
+    ///
+    /// The refill is a task of the client's runtime: a caller that loops on ids without ever
+    /// awaiting something that yields can keep it from running on a busy runtime, and then
+    /// waits for the batch when its current one runs out instead of finding it preloaded.
     pub async fn next_id(&self) -> Result<i64, Error> {
         self.supply.next_id().await
     }
@@ -345,7 +348,9 @@ mod tests {
         let bad = |b: ClientBuilder| matches!(b.build(), Err(Error::Config(_)));
         assert!(bad(Client::builder()));
         assert!(bad(Client::builder().servers(["http://a:1"]).batch(0)));
-        assert!(bad(Client::builder().servers(["http://a:1"]).batch(100_001)));
+        assert!(bad(Client::builder()
+            .servers(["http://a:1"])
+            .batch(100_001)));
         assert!(bad(Client::builder().servers(["https://a:1"])));
         assert!(bad(Client::builder().servers(["a:1"])));
         let c = Client::builder().servers(["http://a:1/"]).build().unwrap();

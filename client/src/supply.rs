@@ -183,15 +183,15 @@ impl Supply {
     /// A supply of exactly `ids` (strictly increasing), which never fetches.
     pub(crate) fn fixed(ids: Vec<i64>) -> Self {
         debug_assert!(ids.windows(2).all(|w| w[0] < w[1]));
-        Self::with(
-            ids,
-            Source::Fixed,
-            Duration::ZERO,
-            CancellationToken::new(),
-        )
+        Self::with(ids, Source::Fixed, Duration::ZERO, CancellationToken::new())
     }
 
-    fn with(ids: Vec<i64>, source: Source, wait_timeout: Duration, stop: CancellationToken) -> Self {
+    fn with(
+        ids: Vec<i64>,
+        source: Source,
+        wait_timeout: Duration,
+        stop: CancellationToken,
+    ) -> Self {
         let floor = ids.last().copied().unwrap_or(0);
         Self {
             current: ArcSwap::from_pointee(Batch::new(ids)),
