@@ -38,6 +38,8 @@ COPY migrations ./migrations
 COPY benches ./benches
 COPY examples ./examples
 COPY tests ./tests
+# A workspace member: cargo loads every member's manifest (and its targets) before it builds.
+COPY client ./client
 RUN cargo build --release --locked --bin leafid
 
 FROM debian:${DEBIAN_RELEASE}-slim AS runtime

@@ -17,6 +17,8 @@ scripts/haproxy.sh install >/dev/null  # the load-balancer tests run Debian's ha
 LEAFID_TEST_GALERA_URLS="${LEAFID_TEST_GALERA_URLS:-$(scripts/galera.sh start)}"; export LEAFID_TEST_GALERA_URLS
 trap 'scripts/galera.sh stop' EXIT
 cargo test --all-targets "$@"
+# The client crate against three real servers (the run above built target/debug/leafid).
+cargo test -p leafid-client --all-targets
 
 # The loom models of the snowflake RingBuffer and the segment seqlock/ticket windows (a tiny crate
 # with no async runtime).

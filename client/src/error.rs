@@ -1,0 +1,71 @@
+//! The client's errors: what a caller of `next_id` (or the builder) can get.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Why a call failed. Cheap to clone: a refill that fails for good hands the same error to
+/// every caller waiting for it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// The tag is not 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (the server's rule); no
+    /// request was sent.
+    #[error("invalid biz tag {0:?}: 1 to 128 of A-Z a-z 0-9 . _ : -")]
+    InvalidTag(String),
+    /// The builder's settings are unusable (no server, a bad URL, a batch outside 1..=100000,
+    /// no tokio runtime).
+    #[error("invalid client configuration: {0}")]
+    Config(String),
+    /// A server answered with a 4xx (`unknown_biz_tag`, `biz_tag_exhausted`,
+    /// `engine_disabled`...): the servers share one database, so asking another would not help.
+    #[error("{server} refused the request ({status} {code}): {message}")]
+    Rejected {
+        /// The server that answered.
+        server: String,
+        /// The HTTP status.
+        status: u16,
+        /// The body's stable `code`, empty if the body had none.
+        code: String,
+        /// The body's `message`.
+        message: String,
+    },
+    /// No batch arrived within the wait timeout: every server failed or is down.
+    #[error("no ids within {waited:?}: no server answered{}", last.as_ref().map(|f| format!(" (last: {f})")).unwrap_or_default())]
+    Unavailable {
+        /// How long the call waited.
+        waited: Duration,
+        /// The last server failure seen by the refill, if any.
+        last: Option<ServerFault>,
+    },
+}
+
+/// One server's failure to deliver a batch: the server is then marked down and the next one
+/// is asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerFault {
+    /// Base URL of the server.
+    pub server: String,
+    /// What went wrong.
+    pub fault: Fault,
+}
+
+/// What went wrong with one server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// No HTTP answer: connection refused or reset, timeout.
+    Transport(String),
+    /// A 5xx (503 `segments_not_ready`, `database_unavailable`...).
+    Status(u16),
+    /// A 200 whose body is not a valid batch (not JSON, ids not positive and increasing, more
+    /// ids than asked, another tag): none of its ids is handed out.
+    BadResponse(String),
+}
+
+impl fmt::Display for ServerFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.fault {
+            Fault::Transport(e) => write!(f, "{}: {e}", self.server),
+            Fault::Status(s) => write!(f, "{}: HTTP {s}", self.server),
+            Fault::BadResponse(e) => write!(f, "{}: bad response: {e}", self.server),
+        }
+    }
+}

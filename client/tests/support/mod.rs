@@ -1,0 +1,164 @@
+//! Real `leafid` servers for the client's tests, on a fresh MariaDB database each.
+//!
+//! The server binary is the root package's `target/debug/leafid`: another package's tests
+//! cannot ask cargo to build it, so it must be built first (`scripts/test.sh` runs the root
+//! package's tests, which build it, before these; by hand: `cargo build --bin leafid`).
+//! `LEAFID_BIN` overrides the path. The database: `LEAFID_TEST_MYSQL_URL` (as `scripts/test.sh`
+//! sets), else the private MariaDB of `scripts/mariadb.sh`; databases are made with the
+//! `mariadb` command-line client (Debian's, installed with that server).
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The `leafid` binary, or a panic saying how to build it.
+pub fn server_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("LEAFID_BIN") {
+        return p.into();
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target")));
+    let bin = target.join("debug/leafid");
+    assert!(
+        bin.is_file(),
+        "the server binary {} is missing: run `cargo build --bin leafid` at the repository root \
+         first (scripts/test.sh does), or set LEAFID_BIN",
+        bin.display()
+    );
+    bin
+}
+
+/// `mysql://user:pass@host:port` of the test MariaDB (no database).
+fn mysql_url() -> String {
+    if let Ok(url) = std::env::var("LEAFID_TEST_MYSQL_URL") {
+        return url.trim_end_matches('/').to_owned();
+    }
+    let out = Command::new("bash")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scripts/mariadb.sh"
+        ))
+        .arg("start")
+        .output()
+        .expect("run scripts/mariadb.sh");
+    assert!(out.status.success(), "scripts/mariadb.sh start failed");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// Creates an empty database; its URL.
+pub fn create_database() -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let url = mysql_url();
+    let rest = url.strip_prefix("mysql://").expect("a mysql:// URL");
+    let (auth, hostport) = rest.split_once('@').expect("user:password@host:port");
+    let (user, password) = auth.split_once(':').unwrap_or((auth, ""));
+    let (host, port) = hostport.split_once(':').unwrap_or((hostport, "3306"));
+    let name = format!(
+        "leafid_client_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    );
+    let status = Command::new("mariadb")
+        .args(["-h", host, "-P", port, "-u", user])
+        .arg(format!("-p{password}"))
+        .args(["-e", &format!("CREATE DATABASE {name}")])
+        .status()
+        .expect("run the mariadb client");
+    assert!(status.success(), "CREATE DATABASE {name} failed");
+    format!("{url}/{name}")
+}
+
+/// A running `leafid serve` process on port 0; killed when dropped.
+pub struct Server {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub address: String,
+}
+
+impl Server {
+    /// Starts the binary with `db_url`; returns once it logged its port.
+    pub fn start(db_url: &str) -> Self {
+        let mut child = Command::new(server_binary())
+            .env("LEAFID__SERVER__PORT", "0")
+            .env("LEAFID__SERVER__WORKERS", "1")
+            .env("LEAFID__DATABASE__URL", db_url)
+            .env("LEAFID__LOG__FORMAT", "json")
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn leafid");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+                    && v["message"] == "listening"
+                {
+                    let _ = tx.send(v["port"].as_u64().unwrap());
+                }
+                if std::env::var_os("TEST_LOG").is_some() {
+                    eprintln!("[leafid] {line}");
+                }
+            }
+        });
+        let Ok(port) = rx.recv_timeout(Duration::from_secs(30)) else {
+            let _ = child.kill();
+            panic!("leafid did not log its port within 30 s");
+        };
+        Self {
+            child,
+            address: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `SIG<name>` (STOP, CONT) with kill(1).
+    pub fn signal(&self, name: &str) {
+        let ok = Command::new("kill")
+            .args([format!("-{name}"), self.pid().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -{name} {}", self.pid());
+    }
+
+    /// SIGKILL, and reap.
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // A stopped process must be continued to die cleanly on some systems; harmless otherwise.
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.pid().to_string()])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Creates a tag through `server`'s admin route (loopback: no token needed).
+pub async fn create_tag(server: &str, tag: &str, step: i64) {
+    let r = reqwest::Client::new()
+        .post(format!("{server}/api/v1/tags"))
+        .header("content-type", "application/json")
+        .body(format!(r#"{{"biz_tag":"{tag}","step":{step}}}"#))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+}
