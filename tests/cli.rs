@@ -398,3 +398,12 @@ fn capacity_flags_that_cannot_be_read_exit_2() {
         stderr(&out)
     );
 }
+
+#[test]
+fn the_js_safe_preset_decodes_its_largest_id_as_the_largest_javascript_integer() {
+    let out = leafid(&["layout", "decode", "--preset", "js-safe", "9007199254740991"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("10+31/8/14 (prefix 0)"), "{text}");
+    assert!(text.contains("2093-01-19T03:14:07Z"), "{text}");
+}

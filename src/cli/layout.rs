@@ -3,7 +3,7 @@
 //!
 //! Layouts are written as on the server: `T/W/S` or `P+T/W/S` (`28/22/13`, `7+30/13/13`) with
 //! an epoch (RFC 3339 with an explicit offset, or unix milliseconds) and a unit (`seconds`, the
-//! default, or `millis`); `--preset uid-generator|twitter` stands for all three. The text is
+//! default, or `millis`); `--preset uid-generator|twitter|js-safe` stands for all three. The text is
 //! parsed here rather than by clap so that a bad value gets one line naming it, not a usage page.
 //!
 //! `check` takes its layout and floor from the flags or, when they are left out, from
@@ -41,6 +41,8 @@ pub enum Preset {
     UidGenerator,
     /// 41/10/12, milliseconds, epoch 1288834974657 (unix ms).
     Twitter,
+    /// 10+31/8/14 with the prefix at 0, seconds, epoch 2025-01-01Z: every id <= 2^53 - 1.
+    JsSafe,
 }
 
 impl Preset {
@@ -48,6 +50,7 @@ impl Preset {
         match self {
             Preset::UidGenerator => BitLayout::uid_generator(),
             Preset::Twitter => BitLayout::twitter(),
+            Preset::JsSafe => BitLayout::js_safe(),
         }
     }
 }
@@ -279,7 +282,7 @@ fn resolve_layout(
         }
         (None, None) => configured.ok_or_else(|| {
             bad(format!(
-                "no {what} given: use --layout BITS --epoch RFC3339 [--unit seconds|millis], or --preset uid-generator|twitter"
+                "no {what} given: use --layout BITS --epoch RFC3339 [--unit seconds|millis], or --preset uid-generator|twitter|js-safe"
             ))
         })?,
     };
