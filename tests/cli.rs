@@ -401,7 +401,13 @@ fn capacity_flags_that_cannot_be_read_exit_2() {
 
 #[test]
 fn the_js_safe_preset_decodes_its_largest_id_as_the_largest_javascript_integer() {
-    let out = leafid(&["layout", "decode", "--preset", "js-safe", "9007199254740991"]);
+    let out = leafid(&[
+        "layout",
+        "decode",
+        "--preset",
+        "js-safe",
+        "9007199254740991",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("10+31/8/14 (prefix 0)"), "{text}");
