@@ -16,6 +16,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
+use super::metrics::labeled_get;
 use crate::segment::BizTag;
 
 /// Most ids one batch request may ask for.
@@ -23,10 +24,28 @@ pub const MAX_COUNT: u64 = 100_000;
 
 /// Registers the routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    // `.*` lets empty tags and tags with slashes reach validation (400) instead of a 404.
-    cfg.route("/api/segment/get/{biz_tag:.*}", web::get().to(get_leaf))
-        .route("/api/v1/segment/{biz_tag:.*}/ids", web::get().to(get_batch));
+    // The common shape first, a plain segment; then the same handlers under `.*`, so empty tags
+    // and tags with slashes still reach validation (400 `invalid_biz_tag`) instead of a 404.
+    // Both resources of a route carry one metrics label, the route's pattern before the split.
+    cfg.service(labeled_get(
+        "/api/segment/get/{biz_tag}",
+        LEAF_ROUTE,
+        get_leaf,
+    ))
+    .service(labeled_get(LEAF_ROUTE, LEAF_ROUTE, get_leaf))
+    .service(labeled_get(
+        "/api/v1/segment/{biz_tag}/ids",
+        BATCH_ROUTE,
+        get_batch,
+    ))
+    .service(labeled_get(BATCH_ROUTE, BATCH_ROUTE, get_batch));
 }
+
+/// Pattern and metrics label of Leaf's route; also the fallback for empty tags and slashes.
+pub const LEAF_ROUTE: &str = "/api/segment/get/{biz_tag:.*}";
+
+/// Pattern and metrics label of the batch route; also the fallback for empty tags and slashes.
+pub const BATCH_ROUTE: &str = "/api/v1/segment/{biz_tag:.*}/ids";
 
 /// `GET /api/segment/get/{biz_tag}`: the next id as plain text (Leaf-compatible).
 #[utoipa::path(

@@ -12,6 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
+use super::metrics::labeled_get;
 use super::segment::{
     BatchQuery, IdFormat, JsonId, JsonIds, StringifyQuery, id_schema, ids_schema,
 };
@@ -20,11 +21,24 @@ use crate::snowflake::layout::{BitLayout, format_unix_ms};
 
 /// Registers the routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/snowflake/get/{key:.*}", web::get().to(get_leaf))
-        .route("/api/v1/snowflake/ids", web::get().to(get_batch))
-        .route("/api/v1/snowflake/decode/{id}", web::get().to(get_decode))
-        .route("/decodeSnowflakeId", web::get().to(get_leaf_decode));
+    // The common shape first, a plain segment; then `.*` for empty keys and keys with slashes,
+    // which get an id too (the key is only logged). One metrics label for both.
+    cfg.service(labeled_get(
+        "/api/snowflake/get/{key}",
+        LEAF_ROUTE,
+        get_leaf,
+    ))
+    .service(labeled_get(LEAF_ROUTE, LEAF_ROUTE, get_leaf))
+    .service(labeled_get(BATCH_ROUTE, BATCH_ROUTE, get_batch))
+    .route("/api/v1/snowflake/decode/{id}", web::get().to(get_decode))
+    .route("/decodeSnowflakeId", web::get().to(get_leaf_decode));
 }
+
+/// Pattern and metrics label of Leaf's route; also the fallback for empty keys and slashes.
+pub const LEAF_ROUTE: &str = "/api/snowflake/get/{key:.*}";
+
+/// Pattern and metrics label of the batch route.
+pub const BATCH_ROUTE: &str = "/api/v1/snowflake/ids";
 
 /// Parses an id to decode: an integer within `0..=i64::MAX`, else `invalid_id`.
 pub fn parse_id(text: &str) -> Result<u64, ApiError> {
