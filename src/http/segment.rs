@@ -6,7 +6,10 @@
 //! `JSON.parse` rounded (three consecutive snowflake ids parse to one value). Like Twitter's
 //! `stringify_ids=true`, `?stringify_ids=true` answers the ids as decimal strings instead.
 
-use actix_web::{HttpResponse, web};
+use std::borrow::Cow;
+
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize, Serializer};
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{
@@ -62,20 +65,51 @@ pub const BATCH_ROUTE: &str = "/api/v1/segment/{biz_tag:.*}/ids";
         (status = 503, description = "`segments_not_ready`, `database_unavailable` (with `Retry-After`)", body = ErrorBody),
     )
 )]
-pub async fn get_leaf(
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
-    let tag = path.into_inner();
+pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    // Borrowed from the request: no `Data` clone, no `String` for a tag that needs no decoding.
+    let state = app_state(&req)?;
+    let tag = path_param(&req, "biz_tag")?;
     BizTag::validate(&tag)?;
     let id = state
         .segment()?
         .next_id(&tag)
         .await
         .map_err(|e| ApiError::from_segment(e, &tag))?;
-    Ok(HttpResponse::Ok()
-        .content_type("text/plain; charset=utf-8")
-        .body(id.to_string()))
+    Ok(plain_id(id))
+}
+
+/// The app state, borrowed from the request.
+pub fn app_state(req: &HttpRequest) -> Result<&AppState, ApiError> {
+    req.app_data::<web::Data<AppState>>()
+        .map(|data| data.get_ref())
+        .ok_or_else(|| {
+            tracing::error!("AppState is not registered as app data");
+            ApiError::Internal
+        })
+}
+
+/// The path parameter `name` of a one-parameter route, percent-decoded as `web::Path<String>`
+/// decodes it, but borrowed when there is nothing to decode (actix has already decoded all but
+/// `%2F`, `%25` and `%2B`, so only a `%` left in the segment needs the full decode).
+pub fn path_param<'a>(req: &'a HttpRequest, name: &str) -> Result<Cow<'a, str>, ApiError> {
+    let raw = req.match_info().get(name).unwrap_or_default();
+    if !raw.contains('%') {
+        return Ok(Cow::Borrowed(raw));
+    }
+    req.match_info()
+        .load::<String>()
+        .map(Cow::Owned)
+        .map_err(|e| ApiError::InvalidRequest(format!("invalid path: {e}")))
+}
+
+/// A plain-text id body: formatted with `itoa`, under a static content type (no header parsing).
+pub fn plain_id<I: itoa::Integer>(id: I) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        ))
+        .body(itoa::Buffer::new().format(id).to_owned())
 }
 
 /// How a JSON body writes its ids, from `stringify_ids`.

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -14,7 +14,8 @@ use super::AppState;
 use super::error::{ApiError, ErrorBody};
 use super::metrics::labeled_get;
 use super::segment::{
-    BatchQuery, IdFormat, JsonId, JsonIds, StringifyQuery, id_schema, ids_schema,
+    BatchQuery, IdFormat, JsonId, JsonIds, StringifyQuery, app_state, id_schema, ids_schema,
+    path_param, plain_id,
 };
 use crate::snowflake::engine::SnowflakeEngine;
 use crate::snowflake::layout::{BitLayout, format_unix_ms};
@@ -116,16 +117,12 @@ async fn next_id(engine: &Arc<SnowflakeEngine>) -> Result<u64, ApiError> {
         (status = 503, description = "`clock_moved_backwards`, `time_bits_exhausted`, `snowflake_not_ready`", body = ErrorBody),
     )
 )]
-pub async fn get_leaf(
-    state: web::Data<AppState>,
-    key: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
-    let engine = state.snowflake()?;
-    tracing::debug!(key = %key, "snowflake id requested");
+pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    let engine = app_state(&req)?.snowflake()?;
+    // The key is only decoded when the line is logged.
+    tracing::debug!(key = %path_param(&req, "key").unwrap_or_default(), "snowflake id requested");
     let id = next_id(engine).await?;
-    Ok(HttpResponse::Ok()
-        .content_type("text/plain; charset=utf-8")
-        .body(id.to_string()))
+    Ok(plain_id(id))
 }
 
 /// Body of the snowflake batch route.
