@@ -75,6 +75,25 @@ where
         .route(web::get().to(handler))
 }
 
+/// A `GET` scope at the static prefix `prefix` (matched without a regex) whose requests, for
+/// `prefix` and anything under `prefix/`, all go to `handler`, labelled `label` in the HTTP
+/// metrics. The handler reads the rest of the path (`req.match_info().unprocessed()`).
+pub fn labeled_get_prefix<F, Args>(
+    prefix: &str,
+    label: &'static str,
+    handler: F,
+) -> actix_web::Scope
+where
+    F: actix_web::Handler<Args>,
+    Args: actix_web::FromRequest + 'static,
+    F::Output: actix_web::Responder + 'static,
+{
+    web::scope(prefix)
+        .guard(actix_web::guard::Get())
+        .app_data(RouteLabel(label))
+        .default_service(web::to(handler))
+}
+
 /// Whether `path` is one of the id routes, where every microsecond shows in throughput.
 fn is_id_route(path: &str) -> bool {
     path.starts_with("/api/segment/get/")

@@ -19,7 +19,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
-use super::metrics::labeled_get;
+use super::metrics::{labeled_get, labeled_get_prefix};
 use crate::segment::BizTag;
 
 /// Most ids one batch request may ask for.
@@ -27,24 +27,24 @@ pub const MAX_COUNT: u64 = 100_000;
 
 /// Registers the routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    // The common shape first, a plain segment; then the same handlers under `.*`, so empty tags
-    // and tags with slashes still reach validation (400 `invalid_biz_tag`) instead of a 404.
-    // Both resources of a route carry one metrics label, the route's pattern before the split.
-    cfg.service(labeled_get(
-        "/api/segment/get/{biz_tag}",
-        LEAF_ROUTE,
-        get_leaf,
-    ))
-    .service(labeled_get(LEAF_ROUTE, LEAF_ROUTE, get_leaf))
-    .service(labeled_get(
-        "/api/v1/segment/{biz_tag}/ids",
-        BATCH_ROUTE,
-        get_batch,
-    ))
-    .service(labeled_get(BATCH_ROUTE, BATCH_ROUTE, get_batch));
+    // Leaf's route is a static prefix, matched without a regex (actix-router's regexes are the
+    // costliest step of a request); the handler takes the rest of the path as the tag, so empty
+    // tags and tags with slashes still reach validation (400 `invalid_biz_tag`).
+    // The batch route: the common shape first, a plain segment; then the same handler under `.*`
+    // for empty tags and slashes. Every resource keeps the route's former pattern as its label.
+    cfg.service(labeled_get_prefix(LEAF_PREFIX, LEAF_ROUTE, get_leaf))
+        .service(labeled_get(
+            "/api/v1/segment/{biz_tag}/ids",
+            BATCH_ROUTE,
+            get_batch,
+        ))
+        .service(labeled_get(BATCH_ROUTE, BATCH_ROUTE, get_batch));
 }
 
-/// Pattern and metrics label of Leaf's route; also the fallback for empty tags and slashes.
+/// Static prefix of Leaf's route: the tag is the rest of the path.
+pub const LEAF_PREFIX: &str = "/api/segment/get";
+
+/// Metrics label of Leaf's route (its pattern when it was one).
 pub const LEAF_ROUTE: &str = "/api/segment/get/{biz_tag:.*}";
 
 /// Pattern and metrics label of the batch route; also the fallback for empty tags and slashes.
@@ -68,7 +68,7 @@ pub const BATCH_ROUTE: &str = "/api/v1/segment/{biz_tag:.*}/ids";
 pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, ApiError> {
     // Borrowed from the request: no `Data` clone, no `String` for a tag that needs no decoding.
     let state = app_state(&req)?;
-    let tag = path_param(&req, "biz_tag")?;
+    let tag = path_tail(&req)?;
     BizTag::validate(&tag)?;
     let id = state
         .segment()?
@@ -88,18 +88,48 @@ pub fn app_state(req: &HttpRequest) -> Result<&AppState, ApiError> {
         })
 }
 
-/// The path parameter `name` of a one-parameter route, percent-decoded as `web::Path<String>`
-/// decodes it, but borrowed when there is nothing to decode (actix has already decoded all but
-/// `%2F`, `%25` and `%2B`, so only a `%` left in the segment needs the full decode).
-pub fn path_param<'a>(req: &'a HttpRequest, name: &str) -> Result<Cow<'a, str>, ApiError> {
-    let raw = req.match_info().get(name).unwrap_or_default();
-    if !raw.contains('%') {
-        return Ok(Cow::Borrowed(raw));
+/// The rest of the path after a [`labeled_get_prefix`] scope's prefix and a `/`, percent-decoded
+/// as `web::Path<String>` decodes a `{param:.*}`: borrowed when there is nothing to decode
+/// (actix has already decoded all but `%2F`, `%25` and `%2B`, so only a `%` left needs the
+/// full decode). The prefix alone (no `/`) is `not_found`, as it was with `{param:.*}`.
+pub fn path_tail(req: &HttpRequest) -> Result<Cow<'_, str>, ApiError> {
+    let Some(rest) = req.match_info().unprocessed().strip_prefix('/') else {
+        return Err(ApiError::NotFound(format!(
+            "{} {}",
+            req.method(),
+            req.path()
+        )));
+    };
+    if !rest.contains('%') {
+        return Ok(Cow::Borrowed(rest));
     }
-    req.match_info()
-        .load::<String>()
-        .map(Cow::Owned)
-        .map_err(|e| ApiError::InvalidRequest(format!("invalid path: {e}")))
+    Ok(Cow::Owned(percent_decode_lossy(rest)))
+}
+
+/// Decodes every `%XX`; invalid escapes stay as they are, invalid UTF-8 becomes U+FFFD (as
+/// actix-router's full decode does for path parameters).
+fn percent_decode_lossy(s: &str) -> String {
+    fn hex(b: u8) -> Option<u8> {
+        (b as char).to_digit(16).map(|d| d as u8)
+    }
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let (Some(hi), Some(lo)) = (
+                bytes.get(i + 1).copied().and_then(hex),
+                bytes.get(i + 2).copied().and_then(hex),
+            )
+        {
+            out.push(hi << 4 | lo);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A plain-text id body: formatted with `itoa`, under a static content type (no header parsing).
@@ -321,6 +351,14 @@ mod tests {
             stringify_ids: None,
         }
         .parse()
+    }
+
+    #[test]
+    fn percent_decoding_is_full_and_lossy() {
+        assert_eq!(percent_decode_lossy("a%2Fb%25%2b"), "a/b%+");
+        assert_eq!(percent_decode_lossy("%C3%A9t%C3%A9"), "\u{e9}t\u{e9}");
+        assert_eq!(percent_decode_lossy("%FF%FE"), "\u{fffd}\u{fffd}");
+        assert_eq!(percent_decode_lossy("%zz%4"), "%zz%4");
     }
 
     #[test]

@@ -12,30 +12,28 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
-use super::metrics::labeled_get;
+use super::metrics::{labeled_get, labeled_get_prefix};
 use super::segment::{
     BatchQuery, IdFormat, JsonId, JsonIds, StringifyQuery, app_state, id_schema, ids_schema,
-    path_param, plain_id,
+    path_tail, plain_id,
 };
 use crate::snowflake::engine::SnowflakeEngine;
 use crate::snowflake::layout::{BitLayout, format_unix_ms};
 
 /// Registers the routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    // The common shape first, a plain segment; then `.*` for empty keys and keys with slashes,
-    // which get an id too (the key is only logged). One metrics label for both.
-    cfg.service(labeled_get(
-        "/api/snowflake/get/{key}",
-        LEAF_ROUTE,
-        get_leaf,
-    ))
-    .service(labeled_get(LEAF_ROUTE, LEAF_ROUTE, get_leaf))
-    .service(labeled_get(BATCH_ROUTE, BATCH_ROUTE, get_batch))
-    .route("/api/v1/snowflake/decode/{id}", web::get().to(get_decode))
-    .route("/decodeSnowflakeId", web::get().to(get_leaf_decode));
+    // Leaf's route is a static prefix, matched without a regex; any rest of the path is the key
+    // (empty, or with slashes: it is only logged).
+    cfg.service(labeled_get_prefix(LEAF_PREFIX, LEAF_ROUTE, get_leaf))
+        .service(labeled_get(BATCH_ROUTE, BATCH_ROUTE, get_batch))
+        .route("/api/v1/snowflake/decode/{id}", web::get().to(get_decode))
+        .route("/decodeSnowflakeId", web::get().to(get_leaf_decode));
 }
 
-/// Pattern and metrics label of Leaf's route; also the fallback for empty keys and slashes.
+/// Static prefix of Leaf's route: the key is the rest of the path.
+pub const LEAF_PREFIX: &str = "/api/snowflake/get";
+
+/// Metrics label of Leaf's route (its pattern when it was one).
 pub const LEAF_ROUTE: &str = "/api/snowflake/get/{key:.*}";
 
 /// Pattern and metrics label of the batch route.
@@ -118,9 +116,9 @@ async fn next_id(engine: &Arc<SnowflakeEngine>) -> Result<u64, ApiError> {
     )
 )]
 pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    let key = path_tail(&req)?;
     let engine = app_state(&req)?.snowflake()?;
-    // The key is only decoded when the line is logged.
-    tracing::debug!(key = %path_param(&req, "key").unwrap_or_default(), "snowflake id requested");
+    tracing::debug!(key = %key, "snowflake id requested");
     let id = next_id(engine).await?;
     Ok(plain_id(id))
 }
