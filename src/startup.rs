@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use actix_web::dev::{Server, ServerHandle};
-use actix_web::{App, HttpServer, middleware, web};
+use actix_web::{App, HttpServer, web};
 use anyhow::Context;
 use tracing::{info, warn};
 
@@ -88,10 +88,11 @@ impl Application {
             draining: Arc::default(),
         };
         let data = web::Data::new(state.clone());
+        let telemetry = http::metrics::Telemetry::new(state.metrics.clone());
         let max_body = settings.server.max_body_bytes;
         let mut server = HttpServer::new(move || {
             App::new()
-                .wrap(middleware::from_fn(http::metrics::telemetry))
+                .wrap(telemetry.clone())
                 .app_data(data.clone())
                 .configure(|cfg| http::configure(cfg, max_body))
         })

@@ -6,7 +6,10 @@
 //! `JSON.parse` rounded (three consecutive snowflake ids parse to one value). Like Twitter's
 //! `stringify_ids=true`, `?stringify_ids=true` answers the ids as decimal strings instead.
 
-use actix_web::{HttpResponse, web};
+use std::borrow::Cow;
+
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize, Serializer};
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{
@@ -16,6 +19,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
+use super::metrics::{labeled_get, labeled_get_prefix};
 use crate::segment::BizTag;
 
 /// Most ids one batch request may ask for.
@@ -23,10 +27,28 @@ pub const MAX_COUNT: u64 = 100_000;
 
 /// Registers the routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    // `.*` lets empty tags and tags with slashes reach validation (400) instead of a 404.
-    cfg.route("/api/segment/get/{biz_tag:.*}", web::get().to(get_leaf))
-        .route("/api/v1/segment/{biz_tag:.*}/ids", web::get().to(get_batch));
+    // Leaf's route is a static prefix, matched without a regex (actix-router's regexes are the
+    // costliest step of a request); the handler takes the rest of the path as the tag, so empty
+    // tags and tags with slashes still reach validation (400 `invalid_biz_tag`).
+    // The batch route: the common shape first, a plain segment; then the same handler under `.*`
+    // for empty tags and slashes. Every resource keeps the route's former pattern as its label.
+    cfg.service(labeled_get_prefix(LEAF_PREFIX, LEAF_ROUTE, get_leaf))
+        .service(labeled_get(
+            "/api/v1/segment/{biz_tag}/ids",
+            BATCH_ROUTE,
+            get_batch,
+        ))
+        .service(labeled_get(BATCH_ROUTE, BATCH_ROUTE, get_batch));
 }
+
+/// Static prefix of Leaf's route: the tag is the rest of the path.
+pub const LEAF_PREFIX: &str = "/api/segment/get";
+
+/// Metrics label of Leaf's route (its pattern when it was one).
+pub const LEAF_ROUTE: &str = "/api/segment/get/{biz_tag:.*}";
+
+/// Pattern and metrics label of the batch route; also the fallback for empty tags and slashes.
+pub const BATCH_ROUTE: &str = "/api/v1/segment/{biz_tag:.*}/ids";
 
 /// `GET /api/segment/get/{biz_tag}`: the next id as plain text (Leaf-compatible).
 #[utoipa::path(
@@ -43,20 +65,81 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         (status = 503, description = "`segments_not_ready`, `database_unavailable` (with `Retry-After`)", body = ErrorBody),
     )
 )]
-pub async fn get_leaf(
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
-    let tag = path.into_inner();
+pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    // Borrowed from the request: no `Data` clone, no `String` for a tag that needs no decoding.
+    let state = app_state(&req)?;
+    let tag = path_tail(&req)?;
     BizTag::validate(&tag)?;
     let id = state
         .segment()?
         .next_id(&tag)
         .await
         .map_err(|e| ApiError::from_segment(e, &tag))?;
-    Ok(HttpResponse::Ok()
-        .content_type("text/plain; charset=utf-8")
-        .body(id.to_string()))
+    Ok(plain_id(id))
+}
+
+/// The app state, borrowed from the request.
+pub fn app_state(req: &HttpRequest) -> Result<&AppState, ApiError> {
+    req.app_data::<web::Data<AppState>>()
+        .map(|data| data.get_ref())
+        .ok_or_else(|| {
+            tracing::error!("AppState is not registered as app data");
+            ApiError::Internal
+        })
+}
+
+/// The rest of the path after a [`labeled_get_prefix`] scope's prefix and a `/`, percent-decoded
+/// as `web::Path<String>` decodes a `{param:.*}`: borrowed when there is nothing to decode
+/// (actix has already decoded all but `%2F`, `%25` and `%2B`, so only a `%` left needs the
+/// full decode). The prefix alone (no `/`) is `not_found`, as it was with `{param:.*}`.
+pub fn path_tail(req: &HttpRequest) -> Result<Cow<'_, str>, ApiError> {
+    let Some(rest) = req.match_info().unprocessed().strip_prefix('/') else {
+        return Err(ApiError::NotFound(format!(
+            "{} {}",
+            req.method(),
+            req.path()
+        )));
+    };
+    if !rest.contains('%') {
+        return Ok(Cow::Borrowed(rest));
+    }
+    Ok(Cow::Owned(percent_decode_lossy(rest)))
+}
+
+/// Decodes every `%XX`; invalid escapes stay as they are, invalid UTF-8 becomes U+FFFD (as
+/// actix-router's full decode does for path parameters).
+fn percent_decode_lossy(s: &str) -> String {
+    fn hex(b: u8) -> Option<u8> {
+        (b as char).to_digit(16).map(|d| d as u8)
+    }
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let (Some(hi), Some(lo)) = (
+                bytes.get(i + 1).copied().and_then(hex),
+                bytes.get(i + 2).copied().and_then(hex),
+            )
+        {
+            out.push(hi << 4 | lo);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A plain-text id body: formatted with `itoa`, under a static content type (no header parsing).
+pub fn plain_id<I: itoa::Integer>(id: I) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        ))
+        .body(itoa::Buffer::new().format(id).to_owned())
 }
 
 /// How a JSON body writes its ids, from `stringify_ids`.
@@ -268,6 +351,14 @@ mod tests {
             stringify_ids: None,
         }
         .parse()
+    }
+
+    #[test]
+    fn percent_decoding_is_full_and_lossy() {
+        assert_eq!(percent_decode_lossy("a%2Fb%25%2b"), "a/b%+");
+        assert_eq!(percent_decode_lossy("%C3%A9t%C3%A9"), "\u{e9}t\u{e9}");
+        assert_eq!(percent_decode_lossy("%FF%FE"), "\u{fffd}\u{fffd}");
+        assert_eq!(percent_decode_lossy("%zz%4"), "%zz%4");
     }
 
     #[test]

@@ -6,25 +6,38 @@
 
 use std::sync::Arc;
 
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
+use super::metrics::{labeled_get, labeled_get_prefix};
 use super::segment::{
-    BatchQuery, IdFormat, JsonId, JsonIds, StringifyQuery, id_schema, ids_schema,
+    BatchQuery, IdFormat, JsonId, JsonIds, StringifyQuery, app_state, id_schema, ids_schema,
+    path_tail, plain_id,
 };
 use crate::snowflake::engine::SnowflakeEngine;
 use crate::snowflake::layout::{BitLayout, format_unix_ms};
 
 /// Registers the routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/snowflake/get/{key:.*}", web::get().to(get_leaf))
-        .route("/api/v1/snowflake/ids", web::get().to(get_batch))
+    // Leaf's route is a static prefix, matched without a regex; any rest of the path is the key
+    // (empty, or with slashes: it is only logged).
+    cfg.service(labeled_get_prefix(LEAF_PREFIX, LEAF_ROUTE, get_leaf))
+        .service(labeled_get(BATCH_ROUTE, BATCH_ROUTE, get_batch))
         .route("/api/v1/snowflake/decode/{id}", web::get().to(get_decode))
         .route("/decodeSnowflakeId", web::get().to(get_leaf_decode));
 }
+
+/// Static prefix of Leaf's route: the key is the rest of the path.
+pub const LEAF_PREFIX: &str = "/api/snowflake/get";
+
+/// Metrics label of Leaf's route (its pattern when it was one).
+pub const LEAF_ROUTE: &str = "/api/snowflake/get/{key:.*}";
+
+/// Pattern and metrics label of the batch route.
+pub const BATCH_ROUTE: &str = "/api/v1/snowflake/ids";
 
 /// Parses an id to decode: an integer within `0..=i64::MAX`, else `invalid_id`.
 pub fn parse_id(text: &str) -> Result<u64, ApiError> {
@@ -102,16 +115,12 @@ async fn next_id(engine: &Arc<SnowflakeEngine>) -> Result<u64, ApiError> {
         (status = 503, description = "`clock_moved_backwards`, `time_bits_exhausted`, `snowflake_not_ready`", body = ErrorBody),
     )
 )]
-pub async fn get_leaf(
-    state: web::Data<AppState>,
-    key: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
-    let engine = state.snowflake()?;
+pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    let key = path_tail(&req)?;
+    let engine = app_state(&req)?.snowflake()?;
     tracing::debug!(key = %key, "snowflake id requested");
     let id = next_id(engine).await?;
-    Ok(HttpResponse::Ok()
-        .content_type("text/plain; charset=utf-8")
-        .body(id.to_string()))
+    Ok(plain_id(id))
 }
 
 /// Body of the snowflake batch route.
