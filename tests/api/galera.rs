@@ -182,7 +182,7 @@ fn count_503(tallies: &[Tally]) -> BTreeMap<String, usize> {
     codes
 }
 
-async fn three_servers_on_three_nodes_never_repeat_an_id(single_statement: bool) {
+async fn three_servers_on_one_writer_node_never_repeat_an_id(single_statement: bool) {
     let _serial = serial().await;
     let urls = create_database().await;
     let servers = start_servers(&single_writer(&urls), &segment_env(single_statement)).await;
@@ -245,7 +245,7 @@ async fn three_servers_on_three_nodes_never_repeat_an_id(single_statement: bool)
 /// docs/deploy.md.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_servers_on_one_galera_writer_node_never_repeat_an_id_single_statement_lease() {
-    three_servers_on_three_nodes_never_repeat_an_id(true).await;
+    three_servers_on_one_writer_node_never_repeat_an_id(true).await;
 }
 
 /// Single writer (the topology docs/deploy.md recommends): three servers, all on node 1. The
@@ -253,7 +253,7 @@ async fn three_servers_on_one_galera_writer_node_never_repeat_an_id_single_state
 /// docs/deploy.md.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_servers_on_one_galera_writer_node_never_repeat_an_id_transaction_lease() {
-    three_servers_on_three_nodes_never_repeat_an_id(false).await;
+    three_servers_on_one_writer_node_never_repeat_an_id(false).await;
 }
 
 /// Single writer (docs/deploy.md): three servers on node 1 while node 2 is killed under load and
