@@ -1,19 +1,25 @@
-//! `leaf_alloc` on MySQL / MariaDB / TiDB.
+//! `leaf_alloc` on MySQL / MariaDB / Galera / TiDB.
 //!
-//! A lease is one transaction: a guarded `UPDATE ... SET max_id = max_id + step` (the row lock
-//! makes leases of all servers disjoint), then a `SELECT` of the new `max_id`. Transactions that
-//! fail with a deadlock or serialization error (1213 / SQLSTATE 40001, as Galera reports
-//! certification conflicts; 1205 lock wait timeout) are retried whole with backoff: a failed
-//! transaction leased nothing, and a lease whose commit outcome is unknown is never used, so a
-//! retry can waste a range but never repeat one.
+//! Every write that grants ids is one autocommit statement whose own result names the range, so
+//! no lease depends on a multi-statement transaction staying intact:
+//! - adapted steps: `UPDATE ... SET max_id = LAST_INSERT_ID(max_id + step)` (one round trip,
+//!   [`MySqlStore::lease_single_statement`]);
+//! - everything else (first leases, the DBA's step, the tail below `i64::MAX`, and every lease
+//!   when `database.mysql_single_statement_lease = false`): read `max_id`, then a
+//!   compare-and-set `UPDATE ... SET max_id = new WHERE max_id = old`
+//!   ([`MySqlStore::lease_cas`], which says why Leaf's `UPDATE` + `SELECT` transaction is gone).
+//!
+//! Statements that fail with a deadlock or serialization error (1213 / SQLSTATE 40001, as Galera
+//! reports certification conflicts; 1205 lock wait timeout) are retried with backoff; a
+//! compare-and-set that finds the row moved reads it again. A failed statement leased nothing,
+//! and a lease whose outcome is unknown (a lost connection) is never used, so a retry can waste
+//! a range but never repeat one.
 //!
 //! Every session is set to `autocommit = 1` when it connects: a server whose DBA set
 //! `SET GLOBAL autocommit = 0` would otherwise leave each single-statement write (the
 //! `LAST_INSERT_ID` lease, the worker-lease claim, heartbeat and release) in an open
 //! transaction that is never committed, so ids would be handed out from a write no other server
-//! sees, and a tag created on one pooled connection would be invisible on the next. Multi-statement
-//! writes (tag create and delete, the lease fallback) run in explicit transactions whose commit
-//! is checked.
+//! sees, and a tag created on one pooled connection would be invisible on the next.
 //!
 //! A tag deleted through [`SegmentStore::delete_tag`] leaves a tombstone in
 //! `leafid_tag_tombstone` with its high-water mark; [`SegmentStore::create_tag`] refuses to start
@@ -23,9 +29,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use sqlx::Row;
 use sqlx::migrate::MigrateError;
 use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions};
-use sqlx::{MySql, Row, Transaction};
 use tracing::{debug, info, instrument};
 
 use super::{insert_error, lease_without_update, unavailable};
@@ -36,6 +42,8 @@ const SELECT_TAG: &str =
 const SELECT_TAGS: &str =
     "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc ORDER BY biz_tag";
 const RETRIES: u32 = 6;
+/// Compare-and-set leases that may find the row moved by another server before giving up.
+const CAS_RETRIES: u32 = 64;
 /// Migration attempts after a lost race: 100 ms, 200 ms, ... (about 8 s in all).
 const MIGRATE_RETRIES: u32 = 12;
 
@@ -143,85 +151,48 @@ impl MySqlStore {
         &self.pool
     }
 
-    /// One lease transaction. The outer error is the driver's (maybe retryable); the inner one
-    /// is the verdict on the row (unknown, exhausted, invalid).
-    async fn lease_once(
+    /// One lease attempt without a transaction: read the row, then move `max_id` from the value
+    /// read to `value + step` with one autocommit compare-and-set `UPDATE`. The range is ours
+    /// exactly when that statement changed the row: it is committed when it returns, and its
+    /// `WHERE max_id = ?` held on the row it changed. `Ok(None)`: another server moved the row
+    /// between the read and the write (or this node had not applied its write yet); read again.
+    ///
+    /// Why not `BEGIN; UPDATE ...; SELECT max_id; COMMIT` (Leaf's own lease): on Galera, a
+    /// transaction rolled back by a conflicting write from another node (a brute-force abort)
+    /// between the `UPDATE` and the `SELECT` did not always report the abort. The `SELECT` then
+    /// ran outside the lost transaction, read the other node's committed `max_id` and the
+    /// `COMMIT` succeeded, so two servers leased the same range (`tests/api/galera.rs` saw 5
+    /// duplicate ids in about one run in four). The outer error is the driver's (maybe
+    /// retryable); the inner one is the verdict on the row (unknown, exhausted, invalid).
+    async fn lease_cas(
         &self,
         biz_tag: &str,
         step: Option<i64>,
-    ) -> Result<Result<Lease, StoreError>, sqlx::Error> {
-        let mut tx = self.pool.begin().await?;
-        let updated = match step {
-            // The DBA's step is a floor under the adapted one: GREATEST(?, step).
-            Some(step) => sqlx::query(
-                "UPDATE leaf_alloc SET max_id = max_id + GREATEST(?, step) \
-                 WHERE biz_tag = ? AND max_id <= 9223372036854775807 - GREATEST(?, step)",
-            )
-            .bind(step)
+    ) -> Result<Option<Result<Lease, StoreError>>, sqlx::Error> {
+        let found: Option<(i64, i32)> =
+            sqlx::query_as("SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?")
+                .bind(biz_tag)
+                .fetch_optional(&self.pool)
+                .await?;
+        let (old_max_id, db_step) =
+            match lease_without_update(found.map(|(m, s)| (m, i64::from(s)))) {
+                Ok(rest) => (rest.old_max_id, rest.db_step),
+                Err(verdict) => return Ok(Some(Err(verdict))),
+            };
+        // The DBA's step is a floor under the adapted one; near i64::MAX the tail is leased.
+        let max_id = old_max_id.saturating_add(step.map_or(db_step, |s| s.max(db_step)));
+        let done = sqlx::query("UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ? AND max_id = ?")
+            .bind(max_id)
             .bind(biz_tag)
-            .bind(step),
-            None => sqlx::query(
-                "UPDATE leaf_alloc SET max_id = max_id + step \
-                 WHERE biz_tag = ? AND step > 0 AND max_id <= 9223372036854775807 - step",
-            )
-            .bind(biz_tag),
-        }
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        let lease = if updated == 1 {
-            let (max_id, db_step) = select_max_id(&mut tx, biz_tag, false)
-                .await?
-                .ok_or(sqlx::Error::RowNotFound)?;
-            Lease {
-                max_id,
-                leased: step.map_or(db_step, |s| s.max(db_step)),
-                db_step: Some(db_step),
-            }
-        } else {
-            // Unknown, invalid, or too close to i64::MAX for a full step: lock and look.
-            let found = select_max_id(&mut tx, biz_tag, true).await?;
-            match lease_without_update(found) {
-                Ok(rest) => {
-                    sqlx::query(
-                        "UPDATE leaf_alloc SET max_id = 9223372036854775807 WHERE biz_tag = ?",
-                    )
-                    .bind(biz_tag)
-                    .execute(&mut *tx)
-                    .await?;
-                    Lease {
-                        max_id: i64::MAX,
-                        leased: i64::MAX - rest.old_max_id,
-                        db_step: Some(rest.db_step),
-                    }
-                }
-                Err(verdict) => {
-                    tx.rollback().await?;
-                    return Ok(Err(verdict));
-                }
-            }
-        };
-        tx.commit().await?;
-        Ok(Ok(lease))
+            .bind(old_max_id)
+            .execute(&self.pool)
+            .await?;
+        Ok((done.rows_affected() == 1).then_some(Ok(Lease {
+            max_id,
+            leased: max_id - old_max_id,
+            db_step: Some(db_step),
+        })))
     }
-}
-
-async fn select_max_id(
-    tx: &mut Transaction<'_, MySql>,
-    biz_tag: &str,
-    for_update: bool,
-) -> Result<Option<(i64, i64)>, sqlx::Error> {
-    let sql = if for_update {
-        "SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ? FOR UPDATE"
-    } else {
-        "SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?"
-    };
-    let row = sqlx::query(sql)
-        .bind(biz_tag)
-        .fetch_optional(&mut **tx)
-        .await?;
-    row.map(|r| Ok((r.try_get::<i64, _>(0)?, i64::from(r.try_get::<i32, _>(1)?))))
-        .transpose()
 }
 
 /// A migration that lost a race with another server's (see [`MySqlStore::migrate`]).
@@ -278,9 +249,25 @@ impl SegmentStore for MySqlStore {
                 }
             }
         }
+        let mut moved = 0;
         loop {
-            match self.lease_once(biz_tag, step).await {
-                Ok(verdict) => return verdict,
+            match self.lease_cas(biz_tag, step).await {
+                Ok(Some(verdict)) => return verdict,
+                // Another server leased in between: it made progress, so read again at once,
+                // backing off only when this keeps happening (many servers on one hot tag).
+                Ok(None) if moved < CAS_RETRIES => {
+                    moved += 1;
+                    debug!(moved, "lease lost a compare-and-set, reading again");
+                    if moved % 4 == 0 {
+                        tokio::time::sleep(Duration::from_millis(u64::from(moved))).await;
+                    }
+                }
+                Ok(None) => {
+                    return Err(StoreError::Unavailable(
+                        format!("the row moved under {moved} leases in a row: too much contention")
+                            .into(),
+                    ));
+                }
                 Err(e) if is_retryable(&e) && attempt < RETRIES => {
                     attempt += 1;
                     let backoff = Duration::from_millis(5u64 << attempt);
@@ -312,39 +299,48 @@ impl SegmentStore for MySqlStore {
             .map_err(unavailable)
     }
 
+    // The admin writes below are autocommit statements, each safe on its own, ordered so that
+    // no interleaving with leases or each other loses a tombstone (see `lease_cas` for why no
+    // write here leans on a multi-statement transaction).
+
     async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        // A locking read sees the latest committed tombstone (and locks its gap when there is
-        // none), so a delete committing meanwhile cannot slip past this check.
-        let high_water: Option<i64> = sqlx::query_scalar(
-            "SELECT max_id FROM leafid_tag_tombstone WHERE biz_tag = ? FOR UPDATE",
-        )
-        .bind(&tag.biz_tag)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(unavailable)?;
-        if let Some(high_water) = high_water.filter(|&hw| tag.max_id < hw) {
-            tx.rollback().await.map_err(unavailable)?;
-            return Err(StoreError::BelowDeletedMaxId { high_water });
-        }
-        sqlx::query(
-            "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)",
+        // One statement: the row is inserted only if no tombstone lies above its max_id. A delete
+        // writes its tombstone before it removes the row, so a create that finds the row gone
+        // finds the tombstone too.
+        let done = sqlx::query(
+            "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) \
+             SELECT ?, ?, ?, ? FROM DUAL WHERE NOT EXISTS \
+             (SELECT 1 FROM leafid_tag_tombstone WHERE biz_tag = ? AND max_id > ?)",
         )
         .bind(&tag.biz_tag)
         .bind(tag.max_id)
         .bind(tag.step)
         .bind(&tag.description)
-        .execute(&mut *tx)
+        .bind(&tag.biz_tag)
+        .bind(tag.max_id)
+        .execute(&self.pool)
         .await
         .map_err(insert_error)?;
-        let row = sqlx::query(SELECT_TAG)
-            .bind(&tag.biz_tag)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(unavailable)?;
-        let row = tag_row(&row).map_err(unavailable)?;
-        tx.commit().await.map_err(unavailable)?;
-        Ok(row)
+        if done.rows_affected() == 0 {
+            let high_water: Option<i64> =
+                sqlx::query_scalar("SELECT max_id FROM leafid_tag_tombstone WHERE biz_tag = ?")
+                    .bind(&tag.biz_tag)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(unavailable)?;
+            return Err(StoreError::BelowDeletedMaxId {
+                high_water: high_water.unwrap_or(tag.max_id),
+            });
+        }
+        let row = self.get_tag(&tag.biz_tag).await?;
+        // Deleted again in between: answer with what was inserted.
+        Ok(row.unwrap_or_else(|| TagRow {
+            biz_tag: tag.biz_tag.clone(),
+            max_id: tag.max_id,
+            step: tag.step,
+            description: tag.description.clone(),
+            update_time: None,
+        }))
     }
 
     async fn update_tag(
@@ -353,57 +349,57 @@ impl SegmentStore for MySqlStore {
         step: Option<i64>,
         description: Option<&str>,
     ) -> Result<Option<TagRow>, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        // rows_affected is 0 when nothing changed, so existence is decided by the SELECT after.
+        // rows_affected is 0 when nothing changed, so existence is decided by the read after.
         sqlx::query(
             "UPDATE leaf_alloc SET step = COALESCE(?, step), description = COALESCE(?, description) WHERE biz_tag = ?",
         )
         .bind(step)
         .bind(description)
         .bind(biz_tag)
-        .execute(&mut *tx)
+        .execute(&self.pool)
         .await
         .map_err(unavailable)?;
-        let row = sqlx::query(SELECT_TAG)
-            .bind(biz_tag)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(unavailable)?;
-        let row = row.as_ref().map(tag_row).transpose().map_err(unavailable)?;
-        tx.commit().await.map_err(unavailable)?;
-        Ok(row)
+        self.get_tag(biz_tag).await
     }
 
     async fn delete_tag(&self, biz_tag: &str) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        let found: Option<(String, i64)> =
-            sqlx::query_as("SELECT biz_tag, max_id FROM leaf_alloc WHERE biz_tag = ? FOR UPDATE")
-                .bind(biz_tag)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(unavailable)?;
-        let Some((stored_tag, max_id)) = found else {
-            tx.rollback().await.map_err(unavailable)?;
-            return Ok(false);
-        };
-        // The tombstone keeps the highest max_id the tag ever reached, over every deletion.
-        sqlx::query(
-            "INSERT INTO leafid_tag_tombstone (biz_tag, max_id) VALUES (?, ?) \
-             ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, VALUES(max_id)), \
-             deleted_at = CURRENT_TIMESTAMP",
-        )
-        .bind(&stored_tag)
-        .bind(max_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(unavailable)?;
-        sqlx::query("DELETE FROM leaf_alloc WHERE biz_tag = ?")
+        for _ in 0..CAS_RETRIES {
+            let found: Option<(String, i64)> =
+                sqlx::query_as("SELECT biz_tag, max_id FROM leaf_alloc WHERE biz_tag = ?")
+                    .bind(biz_tag)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(unavailable)?;
+            let Some((stored_tag, max_id)) = found else {
+                return Ok(false);
+            };
+            // Tombstone first: it keeps the highest max_id the tag ever reached, over every
+            // deletion, and it is committed before the row can go.
+            sqlx::query(
+                "INSERT INTO leafid_tag_tombstone (biz_tag, max_id) VALUES (?, ?) \
+                 ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, VALUES(max_id)), \
+                 deleted_at = CURRENT_TIMESTAMP",
+            )
             .bind(&stored_tag)
-            .execute(&mut *tx)
+            .bind(max_id)
+            .execute(&self.pool)
             .await
             .map_err(unavailable)?;
-        tx.commit().await.map_err(unavailable)?;
-        Ok(true)
+            // Then the row, only as tombstoned: a lease in between moved max_id above the
+            // tombstone, so read and tombstone again.
+            let done = sqlx::query("DELETE FROM leaf_alloc WHERE biz_tag = ? AND max_id = ?")
+                .bind(&stored_tag)
+                .bind(max_id)
+                .execute(&self.pool)
+                .await
+                .map_err(unavailable)?;
+            if done.rows_affected() == 1 {
+                return Ok(true);
+            }
+        }
+        Err(StoreError::Unavailable(
+            format!("leases moved the row {CAS_RETRIES} times while it was being deleted").into(),
+        ))
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
