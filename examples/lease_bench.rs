@@ -1,5 +1,5 @@
 //! Database lease benchmark on MySQL/MariaDB: leases per second for one tag (1 and 8
-//! connections) and for many tags (8 connections), with the UPDATE+SELECT transaction and with
+//! connections) and for many tags (8 connections), with the read + compare-and-set lease and with
 //! the single-statement `LAST_INSERT_ID(max_id + step)` lease, measured alternately in one run.
 //!
 //! `cargo run --release --example lease_bench -- [MYSQL_URL] [SECONDS_PER_CASE]`
@@ -78,7 +78,7 @@ async fn main() {
     ];
     println!(
         "{:<26} {:>22} {:>22} {:>7}",
-        "case", "UPDATE+SELECT tx/s", "LAST_INSERT_ID /s", "ratio"
+        "case", "read+CAS /s", "LAST_INSERT_ID /s", "ratio"
     );
     for (name, tags, workers) in cases {
         let mut tx = Vec::new();
