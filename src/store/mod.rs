@@ -4,6 +4,7 @@
 //! - [`mysql`]: MySQL, MariaDB, TiDB (production).
 //! - [`sqlite`]: the embedded default.
 
+pub(crate) mod migration_lock;
 pub mod mysql;
 pub mod sqlite;
 pub(crate) mod worker_sql;

@@ -32,8 +32,11 @@ use chrono::{DateTime, Utc};
 use sqlx::Row;
 use sqlx::migrate::MigrateError;
 use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions};
-use tracing::{debug, info, instrument};
+use tracing::{debug, info, instrument, warn};
 
+use anyhow::Context;
+
+use super::migration_lock::MigrationLock;
 use super::{insert_error, lease_without_update, unavailable};
 use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
 
@@ -119,18 +122,28 @@ impl MySqlStore {
         }))
     }
 
-    /// Applies `migrations/mysql` (idempotent on a table Leaf created).
-    ///
-    /// On Galera, sqlx's migration lock (`GET_LOCK`) holds only on the node that took it, so
-    /// servers starting at once on different nodes run the same migration together: the loser's
-    /// `_sqlx_migrations` row fails certification (1213) or hits the winner's (1062), or it sees
-    /// the winner's row not yet marked done (`Dirty`). These are retried for a few seconds: the
-    /// migrations are idempotent (`IF NOT EXISTS`) and the loser's failed transaction left
-    /// nothing behind. Not covered: a winner whose own run then fails leaves its row dirty for
-    /// good (seen when another server's `CREATE TABLE IF NOT EXISTS _sqlx_migrations`, a
-    /// cluster-wide DDL, aborts the winner's final update), so on Galera let one server migrate
-    /// before the others start.
+    /// Applies `migrations/mysql` (idempotent on a table Leaf created) under a cluster-wide
+    /// lock ([`super::migration_lock`]): sqlx's `GET_LOCK` holds only on one server, which on
+    /// Galera let servers starting at once on different nodes migrate together and leave a
+    /// migration dirty for good. Under the lock, a migration a failed run left dirty runs again.
+    /// Conflicts that still reach sqlx's migrator (1213, a duplicate `_sqlx_migrations` row) are
+    /// retried for a few seconds.
     pub async fn migrate(&self) -> anyhow::Result<()> {
+        let lock = MigrationLock::acquire(&self.pool)
+            .await
+            .context("taking the migration lock (leafid_migration_lock)")?;
+        let result = self.migrate_locked(&lock).await;
+        let released = lock.release().await;
+        result?;
+        released.context("releasing the migration lock")?;
+        Ok(())
+    }
+
+    async fn migrate_locked(&self, lock: &MigrationLock<'_>) -> anyhow::Result<()> {
+        let cleared = lock.clear_dirty().await?;
+        if cleared > 0 {
+            warn!(cleared, "running again migrations a failed run left dirty");
+        }
         let migrator = sqlx::migrate!("migrations/mysql");
         let mut attempt = 0;
         loop {
@@ -209,7 +222,7 @@ fn migration_raced(e: &MigrateError) -> bool {
 }
 
 /// Deadlocks, lock wait timeouts and serialization failures: the transaction may be retried.
-fn is_retryable(e: &sqlx::Error) -> bool {
+pub(crate) fn is_retryable(e: &sqlx::Error) -> bool {
     let Some(db) = e.as_database_error() else {
         return false;
     };

@@ -105,27 +105,21 @@ async fn hammer(servers: &[String], run_for: Duration) -> Vec<Vec<Tally>> {
     per_server
 }
 
-/// Starts one server per node URL: the first alone (it applies the migrations), then the others
-/// at once.
+/// Starts one server per URL, all at once on a fresh database: they race to migrate it
+/// (`leafid_migration_lock` lets one at a time run the migrations, whichever node it writes to).
 async fn start_servers(
     urls: &[String],
     env: &[(&'static str, &'static str)],
 ) -> Vec<ServerProcess> {
-    let first = {
-        let (url, env) = (urls[0].clone(), env.to_vec());
-        tokio::task::spawn_blocking(move || ServerProcess::start(&url, &env))
-    }
-    .await
-    .unwrap();
-    let rest: Vec<_> = urls[1..]
+    let starts: Vec<_> = urls
         .iter()
         .map(|url| {
             let (url, env) = (url.clone(), env.to_vec());
             tokio::task::spawn_blocking(move || ServerProcess::start(&url, &env))
         })
         .collect();
-    let mut servers = vec![first];
-    for s in rest {
+    let mut servers = Vec::new();
+    for s in starts {
         servers.push(s.await.unwrap());
     }
     servers
@@ -396,28 +390,8 @@ async fn worker_leases_claimed_at_once_on_three_galera_nodes_are_distinct() {
         ("LEAFID__SEGMENT__ENABLED", "false"),
         ("LEAFID__SNOWFLAKE__WORKER__STRATEGY", "lease"),
     ];
-    // Migrated first (concurrent first starts can leave sqlx's migration row dirty on Galera,
-    // see MySqlStore::migrate), by a server that claims no worker id.
-    {
-        let url = urls[0].clone();
-        tokio::task::spawn_blocking(move || {
-            ServerProcess::start(&url, &[("LEAFID__SNOWFLAKE__ENABLED", "false")]).terminate()
-        })
-        .await
-        .unwrap();
-    }
-    // Then all three at once: their claims race for the same first worker id.
-    let starts: Vec<_> = urls
-        .iter()
-        .map(|url| {
-            let url = url.clone();
-            tokio::task::spawn_blocking(move || ServerProcess::start(&url, &env))
-        })
-        .collect();
-    let mut servers = Vec::new();
-    for s in starts {
-        servers.push(s.await.unwrap());
-    }
+    // All three at once on a fresh database: their migrations and claims race.
+    let servers = start_servers(&urls, &env).await;
     let client = reqwest::Client::new();
     let mut worker_ids = Vec::new();
     let mut all = Vec::new();

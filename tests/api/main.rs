@@ -15,6 +15,7 @@ mod leaf_compat;
 mod lease_faults;
 mod load_balancer;
 mod metrics;
+mod migrations;
 mod outage_logs;
 mod restarts;
 mod scale;
