@@ -426,7 +426,7 @@ impl SegmentStore for MySqlStore {
 
 super::worker_sql::impl_worker_store!(
     MySqlStore,
-    "START TRANSACTION",
+    None::<&str>,
     "INSERT INTO WORKER_NODE (HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED) \
      VALUES (?, ?, 2, CURDATE(), NOW(), NOW())",
     |r: &sqlx::mysql::MySqlQueryResult| r.last_insert_id()

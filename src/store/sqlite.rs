@@ -313,7 +313,7 @@ impl SegmentStore for SqliteStore {
 
 super::worker_sql::impl_worker_store!(
     SqliteStore,
-    "BEGIN IMMEDIATE",
+    Some("BEGIN IMMEDIATE"),
     "INSERT INTO WORKER_NODE (HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED) \
      VALUES (?, ?, 2, date('now'), CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)",
     |r: &sqlx::sqlite::SqliteQueryResult| r.last_insert_rowid() as u64

@@ -50,7 +50,30 @@ pub(crate) fn lost_race(e: &sqlx::Error) -> bool {
 /// How often a claim may lose a race before giving up.
 pub(crate) const CLAIM_ATTEMPTS: u32 = 32;
 
-/// Writes `impl WorkerStore for $store`; `$begin` opens a write transaction, `$insert_node` is
+/// Runs one write statement: inside `BEGIN ...; COMMIT` when `$begin` is `Some` (SQLite, whose
+/// driver discards a failed autocommit commit, e.g. a full disk, so only an explicit `COMMIT`
+/// reports it), else as one autocommit statement (MySQL: its OK means committed, with no window
+/// in which a Galera brute-force abort could roll the write back behind a `COMMIT` that still
+/// answers OK, as it did to the segment lease's transaction; see `MySqlStore::lease_cas`).
+macro_rules! write_one {
+    ($self:ident, $begin:expr, $query:expr) => {{
+        match $begin {
+            Some(begin) => match $self.pool.begin_with(begin).await {
+                Ok(mut tx) => match $query.execute(&mut *tx).await {
+                    Ok(done) => tx.commit().await.map(|()| done),
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            },
+            None => $query.execute(&$self.pool).await,
+        }
+    }};
+}
+
+pub(crate) use write_one;
+
+/// Writes `impl WorkerStore for $store`; `$begin` opens a write transaction around each write
+/// (`None`: autocommit statements, see [`write_one`]), `$insert_node` is
 /// the `WORKER_NODE` insert and `$new_id` reads the new row id from the query result.
 macro_rules! impl_worker_store {
     ($store:ty, $begin:expr, $insert_node:expr, $new_id:expr) => {
@@ -63,14 +86,12 @@ macro_rules! impl_worker_store {
             ) -> Result<u64, $crate::snowflake::worker::WorkerStoreError> {
                 use $crate::snowflake::worker::WorkerStoreError;
                 use $crate::store::worker_sql::unavailable;
-                let mut tx = self.pool.begin_with($begin).await.map_err(unavailable)?;
-                let done = sqlx::query($insert_node)
-                    .bind(&node.host)
-                    .bind(&node.port)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(unavailable)?;
-                tx.commit().await.map_err(unavailable)?;
+                let done = $crate::store::worker_sql::write_one!(
+                    self,
+                    $begin,
+                    sqlx::query($insert_node).bind(&node.host).bind(&node.port)
+                )
+                .map_err(unavailable)?;
                 let new_id = $new_id;
                 let id: u64 = new_id(&done);
                 if id > max_worker_id {
@@ -103,27 +124,23 @@ macro_rules! impl_worker_store {
                         .await
                         .map_err(db)?;
                     if let Some((worker_id, old_until, last_ts, old_owner)) = expired {
-                        let mut tx = self.pool.begin_with($begin).await.map_err(db)?;
-                        let claimed = sqlx::query(CLAIM)
-                            .bind(&node.host)
-                            .bind(&node.port)
-                            .bind(&node.owner)
-                            .bind(until)
-                            .bind(worker_id)
-                            .bind(old_until)
-                            .bind(&old_owner)
-                            .execute(&mut *tx)
-                            .await;
+                        let claimed = write_one!(
+                            self,
+                            $begin,
+                            sqlx::query(CLAIM)
+                                .bind(&node.host)
+                                .bind(&node.port)
+                                .bind(&node.owner)
+                                .bind(until)
+                                .bind(worker_id)
+                                .bind(old_until)
+                                .bind(&old_owner)
+                        );
                         let done = match claimed {
                             Ok(done) => done,
                             Err(e) if lost_race(&e) => continue,
                             Err(e) => return Err(db(e)),
                         };
-                        match tx.commit().await {
-                            Ok(()) => {}
-                            Err(e) if lost_race(&e) => continue,
-                            Err(e) => return Err(db(e)),
-                        }
                         if done.rows_affected() == 1 {
                             return Ok(WorkerLease { worker_id: worker_id as u64, last_timestamp_ms: last_ts });
                         }
@@ -148,23 +165,20 @@ macro_rules! impl_worker_store {
                             }
                         )));
                     }
-                    let mut tx = self.pool.begin_with($begin).await.map_err(db)?;
-                    let inserted = sqlx::query(INSERT_LEASE)
-                        .bind(next)
-                        .bind(&node.host)
-                        .bind(&node.port)
-                        .bind(&node.owner)
-                        .bind(until)
-                        .execute(&mut *tx)
-                        .await;
+                    let inserted = write_one!(
+                        self,
+                        $begin,
+                        sqlx::query(INSERT_LEASE)
+                            .bind(next)
+                            .bind(&node.host)
+                            .bind(&node.port)
+                            .bind(&node.owner)
+                            .bind(until)
+                    );
                     match inserted {
-                        Ok(_) => match tx.commit().await {
-                            Ok(()) => {
-                                return Ok(WorkerLease { worker_id: next as u64, last_timestamp_ms: 0 });
-                            }
-                            Err(e) if lost_race(&e) => continue,
-                            Err(e) => return Err(db(e)),
-                        },
+                        Ok(_) => {
+                            return Ok(WorkerLease { worker_id: next as u64, last_timestamp_ms: 0 });
+                        }
                         Err(e) if lost_race(&e) => continue,
                         Err(e) => return Err(db(e)),
                     }
@@ -182,17 +196,17 @@ macro_rules! impl_worker_store {
                 last_timestamp_ms: i64,
             ) -> Result<bool, $crate::snowflake::worker::WorkerStoreError> {
                 use $crate::store::worker_sql::unavailable;
-                let mut tx = self.pool.begin_with($begin).await.map_err(unavailable)?;
-                let done = sqlx::query($crate::store::worker_sql::HEARTBEAT)
-                    .bind(lease_until_ms)
-                    .bind(last_timestamp_ms)
-                    .bind(last_timestamp_ms)
-                    .bind(worker_id as i64)
-                    .bind(owner)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(unavailable)?;
-                tx.commit().await.map_err(unavailable)?;
+                let done = $crate::store::worker_sql::write_one!(
+                    self,
+                    $begin,
+                    sqlx::query($crate::store::worker_sql::HEARTBEAT)
+                        .bind(lease_until_ms)
+                        .bind(last_timestamp_ms)
+                        .bind(last_timestamp_ms)
+                        .bind(worker_id as i64)
+                        .bind(owner)
+                )
+                .map_err(unavailable)?;
                 Ok(done.rows_affected() == 1)
             }
 
@@ -203,16 +217,16 @@ macro_rules! impl_worker_store {
                 last_timestamp_ms: i64,
             ) -> Result<(), $crate::snowflake::worker::WorkerStoreError> {
                 use $crate::store::worker_sql::unavailable;
-                let mut tx = self.pool.begin_with($begin).await.map_err(unavailable)?;
-                sqlx::query($crate::store::worker_sql::RELEASE)
-                    .bind(last_timestamp_ms)
-                    .bind(last_timestamp_ms)
-                    .bind(worker_id as i64)
-                    .bind(owner)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(unavailable)?;
-                tx.commit().await.map_err(unavailable)?;
+                $crate::store::worker_sql::write_one!(
+                    self,
+                    $begin,
+                    sqlx::query($crate::store::worker_sql::RELEASE)
+                        .bind(last_timestamp_ms)
+                        .bind(last_timestamp_ms)
+                        .bind(worker_id as i64)
+                        .bind(owner)
+                )
+                .map_err(unavailable)?;
                 Ok(())
             }
         }
