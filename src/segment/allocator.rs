@@ -123,13 +123,19 @@ impl SegmentAllocator {
     /// next refresh decides.
     pub async fn refresh_tags(&self) -> Result<usize, StoreError> {
         let listed_over = self.inner.tags.load_full();
-        let rows = self.inner.store.list_tags().await?;
+        let names = self.inner.store.list_tag_names().await?;
+        // Unchanged (the usual case): one lookup per name, no allocation, no lock.
+        if names.len() == listed_over.len()
+            && names.iter().all(|n| listed_over.contains_key(n.as_str()))
+        {
+            return Ok(names.len());
+        }
         let _w = self.inner.write_lock();
         let old = self.inner.tags.load_full();
-        let mut next = TagMap::with_capacity_and_hasher(rows.len(), Default::default());
-        for row in rows {
-            let Ok(tag) = BizTag::parse(&row.biz_tag) else {
-                warn!(biz_tag = %row.biz_tag, "skipping a leaf_alloc row whose tag leafid cannot serve");
+        let mut next = TagMap::with_capacity_and_hasher(names.len(), Default::default());
+        for name in names {
+            let Ok(tag) = BizTag::parse(&name) else {
+                warn!(biz_tag = %name, "skipping a leaf_alloc row whose tag leafid cannot serve");
                 continue;
             };
             let buf = old
@@ -178,12 +184,17 @@ impl SegmentAllocator {
                     _ = tick.tick() => {}
                 }
                 let bound = this.inner.config.load_timeout;
+                let began = Instant::now();
                 let refreshed = tokio::select! {
                     () = stop.cancelled() => return,
                     r = tokio::time::timeout(bound, this.refresh_tags()) => r,
                 };
                 match refreshed {
-                    Ok(Ok(n)) => debug!(tags = n, "tag list refreshed"),
+                    Ok(Ok(n)) => debug!(
+                        tags = n,
+                        took_ms = began.elapsed().as_secs_f64() * 1e3,
+                        "tag list refreshed"
+                    ),
                     Ok(Err(e)) => warn!(error = %e, "tag list refresh failed"),
                     Err(_) => warn!(
                         timeout_ms = bound.as_millis() as u64,

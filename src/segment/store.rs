@@ -91,6 +91,16 @@ pub trait SegmentStore: Send + Sync + 'static {
     async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError>;
     /// All rows, ordered by tag.
     async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError>;
+    /// Every tag name, in any order: what the periodic refresh needs (the SQL stores read only
+    /// the key column, a fraction of decoding whole rows when there are 100,000 tags).
+    async fn list_tag_names(&self) -> Result<Vec<String>, StoreError> {
+        Ok(self
+            .list_tags()
+            .await?
+            .into_iter()
+            .map(|r| r.biz_tag)
+            .collect())
+    }
     /// Inserts a row; [`StoreError::AlreadyExists`] if the tag is taken,
     /// [`StoreError::BelowDeletedMaxId`] if the tag was deleted at a higher `max_id` than asked.
     async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError>;

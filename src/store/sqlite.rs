@@ -188,6 +188,13 @@ impl SegmentStore for SqliteStore {
         row.as_ref().map(tag_row).transpose().map_err(unavailable)
     }
 
+    async fn list_tag_names(&self) -> Result<Vec<String>, StoreError> {
+        sqlx::query_scalar("SELECT biz_tag FROM leaf_alloc")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)
+    }
+
     async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError> {
         let rows = sqlx::query(SELECT_TAGS)
             .fetch_all(&self.pool)
