@@ -1,0 +1,154 @@
+//! The text answers of `decode`, `plan` and `check` (their `--json` answers are the library's
+//! serialized types).
+
+use std::io::Write;
+
+use leafid::layout_plan::{self, CheckReport, Plan};
+use leafid::snowflake::layout::{BitLayout, format_unix_ms};
+
+use super::parse::bad;
+use crate::cli::CliError;
+
+/// Milliseconds in a mean Gregorian year, only to print years.
+const YEAR_MS: f64 = 365.2425 * 86_400_000.0;
+
+/// The text answer of `decode`: one field a line, and a note when `layout` did not issue `id`.
+pub(super) fn write_decode(
+    out: &mut impl Write,
+    layout: &BitLayout,
+    id: u64,
+) -> Result<(), CliError> {
+    let fields = layout.decompose(id);
+    let at = layout.tick_start_unix_ms(fields.time_delta);
+    writeln!(out, "id          {id}")?;
+    writeln!(out, "layout      {layout}")?;
+    writeln!(out, "prefix      {}", fields.prefix)?;
+    writeln!(out, "time_delta  {} {}", fields.time_delta, layout.unit())?;
+    writeln!(out, "timestamp   {}", format_unix_ms(at))?;
+    writeln!(out, "worker_id   {}", fields.worker_id)?;
+    writeln!(out, "sequence    {}", fields.sequence)?;
+    if !layout.owns(id) {
+        writeln!(
+            out,
+            "note: prefix {} is not this layout's prefix {}: this layout did not issue the id",
+            fields.prefix,
+            layout.prefix_value()
+        )?;
+    }
+    Ok(())
+}
+
+/// Years from `now_ms` to `at_ms` (negative when `at_ms` is past).
+fn years_from(now_ms: i64, at_ms: i64) -> f64 {
+    (i128::from(at_ms) - i128::from(now_ms)) as f64 / YEAR_MS
+}
+
+/// The text answer of `plan`: the needs, the layout, its checks and the server configuration.
+pub(super) fn write_plan(
+    out: &mut impl Write,
+    plan: &Plan,
+    needs: &layout_plan::Needs,
+    now_ms: i64,
+) -> Result<(), CliError> {
+    let layout = plan
+        .bit_layout()
+        .map_err(|e| bad(format!("the plan's layout does not parse: {e}")))?;
+    writeln!(
+        out,
+        "needs          {} worker bits{}, {} sequence bits{}, {} years from {}",
+        needs.worker_bits,
+        needs
+            .workers
+            .map_or_else(String::new, |n| format!(" (for {n} workers)")),
+        needs.seq_bits,
+        needs
+            .ids_per_second
+            .map_or_else(String::new, |n| format!(" (for {n} ids/s per worker)")),
+        needs.years,
+        format_unix_ms(now_ms)
+    )?;
+    if needs.max_id_bits < layout_plan::MAX_ID_BITS {
+        writeln!(
+            out,
+            "max id bits    {} (every id <= {})",
+            needs.max_id_bits,
+            (1u64 << needs.max_id_bits) - 1
+        )?;
+    }
+    writeln!(
+        out,
+        "max legacy id  {} ({})",
+        needs.max_legacy_id, needs.max_source
+    )?;
+    writeln!(out, "new layout     {}", layout.bits_string())?;
+    if layout.prefix_bits() > 0 {
+        writeln!(out, "prefix value   {}", layout.prefix_value())?;
+    }
+    writeln!(out, "unit           {}", layout.unit())?;
+    writeln!(out, "epoch          {}", plan.epoch)?;
+    let capacity = &plan.capacity;
+    writeln!(
+        out,
+        "capacity       {} workers x {} ids/s each = {} ids/s",
+        capacity.max_workers,
+        capacity.max_ids_per_second_per_worker,
+        capacity.max_ids_per_second_cluster
+    )?;
+    writeln!(out, "first id       {}", plan.first_id)?;
+    writeln!(out, "last id        {}", plan.last_id)?;
+    writeln!(
+        out,
+        "exhausted at   {} ({:.2} years from now)",
+        plan.exhausted_at,
+        years_from(now_ms, layout.exhausted_at_unix_ms())
+    )?;
+    writeln!(out, "checks")?;
+    for check in &plan.checks {
+        let mark = if check.ok { "ok" } else { "FAILED" };
+        writeln!(out, "  {mark:<6} {}: {}", check.name, check.detail)?;
+    }
+    writeln!(
+        out,
+        "server configuration (then run `leafid layout check` with it before starting):"
+    )?;
+    writeln!(out, "[snowflake]")?;
+    writeln!(out, "layout = \"{}\"", layout.bits_string())?;
+    if layout.prefix_bits() > 0 {
+        writeln!(out, "prefix_value = {}", layout.prefix_value())?;
+    }
+    writeln!(out, "epoch = \"{}\"", plan.epoch)?;
+    writeln!(out, "unit = \"{}\"", layout.unit())?;
+    writeln!(out, "min_id_floor = {}", needs.max_legacy_id)?;
+    Ok(())
+}
+
+/// The text answer of `check`: the report, and a warning when under a year is left.
+pub(super) fn write_check(
+    out: &mut impl Write,
+    report: &CheckReport,
+    layout: &BitLayout,
+    now_ms: i64,
+) -> Result<(), CliError> {
+    let years_left = years_from(now_ms, layout.exhausted_at_unix_ms()).max(0.0);
+    writeln!(out, "layout        {layout}")?;
+    writeln!(out, "floor         {}", report.floor)?;
+    writeln!(out, "now           {}", report.now)?;
+    match report.first_id {
+        Some(id) => writeln!(out, "first id      {id}")?,
+        None => writeln!(out, "first id      none: the time field has run out")?,
+    }
+    writeln!(
+        out,
+        "exhausted at  {} ({years_left:.2} years from now)",
+        report.exhausted_at
+    )?;
+    let verdict = if report.ok { "yes" } else { "NO" };
+    writeln!(out, "safe          {verdict}: {}", report.detail)?;
+    if report.ok && years_left < 1.0 {
+        writeln!(
+            out,
+            "warning: under one year left before the time field runs out: plan the next layout now"
+        )?;
+    }
+    Ok(())
+}
