@@ -7,57 +7,19 @@
 use std::hint::black_box;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::{fill_forever, segment_engine, tag_names, two_threads, wide_layout};
 use criterion::{Criterion, criterion_group, criterion_main};
 use crossbeam_queue::ArrayQueue;
-use leafid::segment::memory::MemoryStore;
-use leafid::segment::{SegmentAllocator, SegmentConfig};
+use leafid::segment::SegmentAllocator;
 use leafid::snowflake::cached::{CachedConfig, CachedGenerator};
 use leafid::snowflake::clock::SystemClock;
 use leafid::snowflake::direct::DirectGenerator;
-use leafid::snowflake::layout::{BitLayout, TimeUnit};
+use leafid::snowflake::layout::BitLayout;
+
+mod common;
 use leafid::snowflake::ring::RingBuffer;
-
-/// Runs `op` on two threads at once, `iters` times each; the time per iteration is the wall
-/// time for both threads to do one op each.
-fn two_threads<T>(iters: u64, op: &(impl Fn() -> T + Sync)) -> Duration {
-    let start = std::sync::Barrier::new(2);
-    std::thread::scope(|s| {
-        let t = s.spawn(|| {
-            start.wait();
-            for _ in 0..iters {
-                black_box(op());
-            }
-        });
-        start.wait();
-        let began = Instant::now();
-        for _ in 0..iters {
-            black_box(op());
-        }
-        t.join().unwrap();
-        began.elapsed()
-    })
-}
-
-/// A segment engine on an in-memory store (the lease path is not what is measured: a step of
-/// Leaf's 1,000,000 means a background preload every 100,000 ids, as in production).
-fn segment_engine(rt: &tokio::runtime::Runtime, tags: usize) -> (SegmentAllocator, Vec<String>) {
-    let names: Vec<String> = (0..tags).map(|i| format!("tag-{i:05}")).collect();
-    let store = MemoryStore::default();
-    for n in &names {
-        store.insert(n, 1, 1_000_000);
-    }
-    let engine = rt.block_on(async {
-        let e = SegmentAllocator::new(Arc::new(store), SegmentConfig::default());
-        e.refresh_tags().await.unwrap();
-        for n in &names {
-            e.next_id(n).await.unwrap();
-        }
-        e
-    });
-    (engine, names)
-}
 
 /// `try_next_id`, falling back to the async path on the rare segment boundary it has to wait on.
 fn next_id(rt: &tokio::runtime::Runtime, e: &SegmentAllocator, tag: &str) -> i64 {
@@ -78,7 +40,7 @@ fn segment(c: &mut Criterion) {
     g.bench_function("baseline_fetch_add_1_thread", |b| {
         b.iter(|| black_box(atomic.fetch_add(1, Ordering::Relaxed)))
     });
-    let (engine, _) = segment_engine(&rt, 1);
+    let engine = segment_engine(&rt, &tag_names(1));
     let handle = rt.block_on(engine.handle("tag-00000")).unwrap();
     let by_handle = || match handle.try_next_id() {
         Some(id) => id,
@@ -97,7 +59,8 @@ fn segment(c: &mut Criterion) {
     g.bench_function("next_id_by_name_2_threads_one_tag", |b| {
         b.iter_custom(|iters| two_threads(iters, &|| next_id(&rt, &engine, "tag-00000")))
     });
-    let (many, names) = segment_engine(&rt, 10_000);
+    let names = tag_names(10_000);
+    let many = segment_engine(&rt, &names);
     let map: std::collections::HashMap<String, AtomicU64> = names
         .iter()
         .map(|n| (n.clone(), AtomicU64::new(0)))
@@ -116,24 +79,6 @@ fn segment(c: &mut Criterion) {
         })
     });
     g.finish();
-}
-
-/// A millisecond layout with a 22-bit sequence (4M ids per ms): the generators' own cost shows,
-/// not the layout's capacity. (The `twitter` preset caps one worker at 4096 ids per ms.)
-fn wide_layout() -> BitLayout {
-    BitLayout::new(0, 0, 39, 2, 22, TimeUnit::Millis, 1_600_000_000_000).unwrap()
-}
-
-/// Keeps a queue full from a producer thread until `stop`.
-fn fill_forever(stop: &AtomicBool, push: impl Fn(u64) -> bool) {
-    let mut n = 0u64;
-    while !stop.load(Ordering::Relaxed) {
-        if push(n) {
-            n += 1;
-        } else {
-            std::hint::spin_loop();
-        }
-    }
 }
 
 fn snowflake(c: &mut Criterion) {

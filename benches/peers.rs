@@ -13,11 +13,12 @@
 //! to 2000 ms) go faster until the lead is used up. `uuid` v7 and `ulid` have no such cap (a
 //! 42- / 80-bit counter per ms).
 
+use common::two_threads;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use criterion::{BenchmarkGroup, Criterion, measurement::WallTime};
 use leafid::segment::memory::MemoryStore;
@@ -26,6 +27,8 @@ use leafid::snowflake::cached::{CachedConfig, CachedGenerator};
 use leafid::snowflake::clock::SystemClock;
 use leafid::snowflake::direct::{DEFAULT_MAX_BACKWARD_MS, DirectGenerator};
 use leafid::snowflake::layout::BitLayout;
+
+mod common;
 
 const SINGLE: &str = "single_thread";
 const TWO: &str = "two_threads";
@@ -45,27 +48,6 @@ const ROWS: &[(&str, &str)] = &[
     ("uuid_v7", "none"),
     ("ulid_monotonic", "none"),
 ];
-
-/// Runs `op` on two threads at once, `iters` times each; the time per iteration is the wall
-/// time for both threads to take one id each (so ns per id is half of it).
-fn two_threads<T>(iters: u64, op: &(impl Fn() -> T + Sync)) -> Duration {
-    let start = Barrier::new(2);
-    std::thread::scope(|s| {
-        let t = s.spawn(|| {
-            start.wait();
-            for _ in 0..iters {
-                black_box(op());
-            }
-        });
-        start.wait();
-        let began = Instant::now();
-        for _ in 0..iters {
-            black_box(op());
-        }
-        t.join().unwrap();
-        began.elapsed()
-    })
-}
 
 /// Every generator under test, built once and shared by both groups (as a server would).
 struct Peers {

@@ -8,7 +8,8 @@
 //! 21 rounds), so drift shows up as spread instead of silently shifting the figure.
 //!
 //! `cargo bench --bench ratios` (about a minute); writes the table to stdout and
-//! `target/ratios.md`. Ratio = baseline time / subject time: 1.0 is as fast as the baseline.
+//! `target/ratios.md`. `RATIOS_ONLY=<text>` runs only the rows whose name contains it (for a
+//! profiler). Ratio = baseline time / subject time: 1.0 is as fast as the baseline.
 
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -16,14 +17,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use common::{fill_forever, segment_engine, tag_names, two_threads, wide_layout};
 use crossbeam_queue::ArrayQueue;
-use leafid::segment::memory::MemoryStore;
-use leafid::segment::{SegmentAllocator, SegmentConfig};
+use leafid::segment::SegmentAllocator;
 use leafid::snowflake::cached::{CachedConfig, CachedGenerator};
 use leafid::snowflake::clock::SystemClock;
 use leafid::snowflake::direct::DirectGenerator;
-use leafid::snowflake::layout::{BitLayout, TimeUnit};
 use leafid::snowflake::ring::RingBuffer;
+
+mod common;
 
 /// Rounds and length of one timed run (baseline side): `cargo bench` passes `--bench` and gets
 /// the real run; `cargo test --all-targets` runs this binary without it, as a quick smoke check.
@@ -42,26 +44,6 @@ fn timed<T>(n: u64, op: &impl Fn() -> T) -> Duration {
         black_box(op());
     }
     began.elapsed()
-}
-
-/// Times `n` calls of `op` on each of two threads at once (wall time for both).
-fn timed_two<T>(n: u64, op: &(impl Fn() -> T + Sync)) -> Duration {
-    let start = std::sync::Barrier::new(2);
-    std::thread::scope(|s| {
-        let t = s.spawn(|| {
-            start.wait();
-            for _ in 0..n {
-                black_box(op());
-            }
-        });
-        start.wait();
-        let began = Instant::now();
-        for _ in 0..n {
-            black_box(op());
-        }
-        t.join().unwrap();
-        began.elapsed()
-    })
 }
 
 /// One line of the table.
@@ -86,6 +68,18 @@ fn compare(
     subject: &dyn Fn(u64) -> Duration,
 ) -> Row {
     let (rounds, run) = plan();
+    if std::env::var("RATIOS_ONLY").is_ok_and(|only| !name.contains(&only)) {
+        return Row {
+            name,
+            baseline: baseline_name,
+            subject_ns: f64::NAN,
+            baseline_ns: f64::NAN,
+            ratio: f64::NAN,
+            min: f64::NAN,
+            max: f64::NAN,
+            goal,
+        };
+    }
     // Warm up both, then size a run to `run` on the baseline side.
     let mut n = 1_000u64;
     baseline(n);
@@ -129,32 +123,6 @@ fn compare(
     }
 }
 
-/// A segment engine on an in-memory store with Leaf's step (a background preload every
-/// 100,000 ids, as in production); every tag already served once.
-fn segment_engine(rt: &tokio::runtime::Runtime, names: &[String]) -> SegmentAllocator {
-    let store = MemoryStore::default();
-    for n in names {
-        store.insert(n, 1, 1_000_000);
-    }
-    rt.block_on(async {
-        let e = SegmentAllocator::new(Arc::new(store), SegmentConfig::default());
-        e.refresh_tags().await.unwrap();
-        for n in names {
-            e.next_id(n).await.unwrap();
-        }
-        e
-    })
-}
-
-fn tag_names(n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("tag-{i:05}")).collect()
-}
-
-/// A millisecond layout with a 22-bit sequence: the generators' own cost shows, not a cap.
-fn wide_layout() -> BitLayout {
-    BitLayout::new(0, 0, 39, 2, 22, TimeUnit::Millis, 1_600_000_000_000).unwrap()
-}
-
 fn segment_rows(rows: &mut Vec<Row>) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -192,8 +160,8 @@ fn segment_rows(rows: &mut Vec<Row>) {
         "segment `next_id` by tag name, 2 threads, one tag",
         "`fetch_add`, 2 threads, one atomic",
         Some(0.8),
-        &|n| timed_two(n, &fetch_add),
-        &|n| timed_two(n, &|| by_name(&engine, &one[0])),
+        &|n| two_threads(n, &fetch_add),
+        &|n| two_threads(n, &|| by_name(&engine, &one[0])),
     ));
     let names = tag_names(10_000);
     let many = segment_engine(&rt, &names);
@@ -245,8 +213,8 @@ fn snowflake_rows(rows: &mut Vec<Row>) {
     let queue = ArrayQueue::new(1 << 16);
     let ring = RingBuffer::new(1 << 16);
     std::thread::scope(|s| {
-        s.spawn(|| fill(&stop, |v| queue.push(v).is_ok()));
-        s.spawn(|| fill(&stop, |v| ring.try_put(v).is_ok()));
+        s.spawn(|| fill_forever(&stop, |v| queue.push(v).is_ok()));
+        s.spawn(|| fill_forever(&stop, |v| ring.try_put(v).is_ok()));
         let pop = || loop {
             if let Some(v) = queue.pop() {
                 break v;
@@ -266,18 +234,6 @@ fn snowflake_rows(rows: &mut Vec<Row>) {
         ));
         stop.store(true, Ordering::Relaxed);
     });
-}
-
-/// Keeps a queue full until `stop`.
-fn fill(stop: &AtomicBool, push: impl Fn(u64) -> bool) {
-    let mut v = 0u64;
-    while !stop.load(Ordering::Relaxed) {
-        if push(v) {
-            v += 1;
-        } else {
-            std::hint::spin_loop();
-        }
-    }
 }
 
 fn main() {

@@ -27,13 +27,19 @@ fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-/// Migrated once (so the lock table exists), then a live lock held by "another server" for 3 s.
-async fn database_with_lock_until(until_ms: impl FnOnce() -> i64) -> String {
+/// A new database a server started on once (so it is migrated and the lock table exists).
+async fn migrated_database() -> String {
     let url = create_database().await;
     let url2 = url.clone();
     tokio::task::spawn_blocking(move || start(&url2).terminate())
         .await
         .unwrap();
+    url
+}
+
+/// A migrated database whose lock "another server" holds until `until_ms`.
+async fn database_with_lock_until(until_ms: impl FnOnce() -> i64) -> String {
+    let url = migrated_database().await;
     exec_in(
         &url,
         &format!(
@@ -98,11 +104,7 @@ async fn a_lock_left_by_a_crashed_server_is_taken_over() {
 
 #[tokio::test]
 async fn a_migration_left_dirty_runs_again_under_the_lock() {
-    let url = create_database().await;
-    let url2 = url.clone();
-    tokio::task::spawn_blocking(move || start(&url2).terminate())
-        .await
-        .unwrap();
+    let url = migrated_database().await;
     // A run that failed half-way: sqlx marks the row unsuccessful and would refuse to start.
     exec_in(
         &url,
