@@ -2,8 +2,9 @@
 //!
 //! - `disposable` (uid-generator's `WORKER_NODE` table): a new id on every start.
 //! - `lease`: reuse an id whose lease expired; a heartbeat renews it and stores the last
-//!   issued timestamp, and an id whose stored time is ahead of the local clock is refused
-//!   ([`check_lease_clock`]) so no tick is issued twice by two holders of the same id.
+//!   issued timestamp; a claim only takes an id whose stored time is not ahead of the local
+//!   clock (the store's query says so), and the engine resumes after that time, so no tick is
+//!   issued twice by two holders of the same id.
 //! - `static`: from configuration.
 //!
 //! Worker ids never exceed the layout's `max_worker_id`: running out is a start-up error of
@@ -11,8 +12,6 @@
 
 use std::fmt;
 use std::str::FromStr;
-
-use crate::snowflake::error::SnowflakeError;
 
 /// A worker id held under a lease.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,19 +82,6 @@ pub trait WorkerStore: Send + Sync + 'static {
         owner: &str,
         last_timestamp_ms: i64,
     ) -> Result<(), WorkerStoreError>;
-}
-
-/// Refuses a leased worker id whose stored last timestamp is ahead of the local clock.
-///
-/// The error says how far ahead it is, so the caller can wait that long or fail start-up.
-pub fn check_lease_clock(last_timestamp_ms: i64, now_ms: i64) -> Result<(), SnowflakeError> {
-    if last_timestamp_ms > now_ms {
-        Err(SnowflakeError::ClockMovedBackwards {
-            by_ms: (last_timestamp_ms - now_ms) as u64,
-        })
-    } else {
-        Ok(())
-    }
 }
 
 /// How this server gets its worker id (`snowflake.worker.strategy`).
@@ -216,16 +202,6 @@ mod tests {
         assert_eq!(
             WorkerStrategy::from_config("lease", Some(3)),
             Ok(WorkerStrategy::Lease)
-        );
-    }
-
-    #[test]
-    fn lease_clock_check_refuses_a_stored_time_ahead() {
-        assert_eq!(check_lease_clock(1_000, 1_000), Ok(()));
-        assert_eq!(check_lease_clock(999, 1_000), Ok(()));
-        assert_eq!(
-            check_lease_clock(1_250, 1_000),
-            Err(SnowflakeError::ClockMovedBackwards { by_ms: 250 })
         );
     }
 }
