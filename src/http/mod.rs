@@ -76,7 +76,12 @@ pub fn configure(cfg: &mut web::ServiceConfig, max_body_bytes: usize) {
     )
     .app_data(web::QueryConfig::default().error_handler(error::query_error))
     .app_data(web::PathConfig::default().error_handler(error::path_error))
-    // The id routes first: actix tries resources in registration order.
+    // The id routes first: actix tries resources in registration order, and every resource
+    // with a path parameter tried before a match costs a regex run (perf: 4.5% of the
+    // snowflake route's CPU when it came after the segment batch route). Leaf's two routes are
+    // static prefixes, so both go before anything with a parameter.
+    .configure(segment::leaf_route)
+    .configure(snowflake::leaf_route)
     .configure(segment::routes)
     .configure(snowflake::routes)
     .configure(tags::routes)

@@ -25,15 +25,18 @@ use crate::segment::BizTag;
 /// Most ids one batch request may ask for.
 pub const MAX_COUNT: u64 = 100_000;
 
-/// Registers the routes.
+/// Registers Leaf's id route: a static prefix, matched without a regex (actix-router's regexes
+/// are the costliest step of a request); the handler takes the rest of the path as the tag, so
+/// empty tags and tags with slashes still reach validation (400 `invalid_biz_tag`). Registered
+/// before every route with a path parameter (see [`super::configure`]).
+pub fn leaf_route(cfg: &mut web::ServiceConfig) {
+    cfg.service(labeled_get_prefix(LEAF_PREFIX, LEAF_ROUTE, get_leaf));
+}
+
+/// Registers the batch route: the common shape first, a plain segment; then the same handler
+/// under `.*` for empty tags and slashes. Every resource keeps the route's pattern as its label.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    // Leaf's route is a static prefix, matched without a regex (actix-router's regexes are the
-    // costliest step of a request); the handler takes the rest of the path as the tag, so empty
-    // tags and tags with slashes still reach validation (400 `invalid_biz_tag`).
-    // The batch route: the common shape first, a plain segment; then the same handler under `.*`
-    // for empty tags and slashes. Every resource keeps the route's former pattern as its label.
-    cfg.service(labeled_get_prefix(LEAF_PREFIX, LEAF_ROUTE, get_leaf))
-        .service(labeled_get(
+    cfg.service(labeled_get(
             "/api/v1/segment/{biz_tag}/ids",
             BATCH_ROUTE,
             get_batch,

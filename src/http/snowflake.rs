@@ -20,12 +20,16 @@ use super::segment::{
 use crate::snowflake::engine::SnowflakeEngine;
 use crate::snowflake::layout::{BitLayout, format_unix_ms};
 
-/// Registers the routes.
+/// Registers Leaf's id route: a static prefix, matched without a regex; any rest of the path is
+/// the key (empty, or with slashes: it is only logged). Registered before every route with a
+/// path parameter (see [`super::configure`]).
+pub fn leaf_route(cfg: &mut web::ServiceConfig) {
+    cfg.service(labeled_get_prefix(LEAF_PREFIX, LEAF_ROUTE, get_leaf));
+}
+
+/// Registers the other routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    // Leaf's route is a static prefix, matched without a regex; any rest of the path is the key
-    // (empty, or with slashes: it is only logged).
-    cfg.service(labeled_get_prefix(LEAF_PREFIX, LEAF_ROUTE, get_leaf))
-        .service(labeled_get(BATCH_ROUTE, BATCH_ROUTE, get_batch))
+    cfg.service(labeled_get(BATCH_ROUTE, BATCH_ROUTE, get_batch))
         .route("/api/v1/snowflake/decode/{id}", web::get().to(get_decode))
         .route("/decodeSnowflakeId", web::get().to(get_leaf_decode));
 }
