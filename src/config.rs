@@ -7,7 +7,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
-use crate::segment::{SegmentConfig, StepPolicy};
+use crate::segment::tag_rules::{MAX_STEP, MIN_STEP};
+use crate::segment::{SegmentConfig, Step, StepPolicy};
 use crate::snowflake::cached::CachedConfig;
 use crate::snowflake::engine::{GeneratorKind, SnowflakeConfig};
 use crate::snowflake::layout::{BitLayout, JS_SAFE_ID_BITS, PAYLOAD_BITS, TimeUnit, parse_epoch};
@@ -198,7 +199,7 @@ impl Settings {
     /// Checks ranges and relations the types cannot express.
     pub fn validate(&self) -> anyhow::Result<()> {
         let s = &self.segment;
-        let checks: [(bool, &str); 9] = [
+        let checks: [(bool, &str); 8] = [
             (
                 !self.server.host.is_empty(),
                 "server.host must not be empty",
@@ -231,13 +232,13 @@ impl Settings {
                 s.step_grow_below_secs <= s.step_shrink_above_secs,
                 "segment.step_grow_below_secs must not exceed segment.step_shrink_above_secs",
             ),
-            (
-                (1..=1_000_000_000).contains(&s.max_step),
-                "segment.max_step must be within 1..=1000000000",
-            ),
         ];
         if let Some((_, msg)) = checks.iter().find(|(ok, _)| !ok) {
             bail!("invalid configuration: {msg}");
+        }
+        // The doubling cap obeys the rule of a DBA's step.
+        if Step::try_from(s.max_step).is_err() {
+            bail!("invalid configuration: segment.max_step must be within {MIN_STEP}..={MAX_STEP}");
         }
         if !matches!(self.log.format.as_str(), "text" | "json") {
             bail!("invalid configuration: log.format must be \"text\" or \"json\"");
@@ -469,5 +470,13 @@ mod tests {
         s.segment.max_step = 0;
         let e = s.validate().unwrap_err().to_string();
         assert!(e.contains("segment.max_step"), "{e}");
+        s.segment.max_step = 1_000_000_001;
+        let e = s.validate().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "invalid configuration: segment.max_step must be within 1..=1000000000"
+        );
+        s.segment.max_step = 1_000_000_000;
+        s.validate().unwrap();
     }
 }

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use leafid::config::Settings;
+use leafid::segment::SegmentAllocator;
 use leafid::startup::Application;
 use leafid::store::{Database, redact};
 
@@ -91,7 +92,9 @@ async fn tags(command: &cli::tags::TagsCommand, config: Option<&Path>) -> ExitCo
         }
     };
     let mut out = std::io::stdout().lock();
-    let result = cli::tags::run(&checked, command.json(), &*db.segment_store(), &mut out)
+    // The engine the server runs (no background task: nothing is cached beyond this command).
+    let engine = SegmentAllocator::new(db.segment_store(), settings.segment_config());
+    let result = cli::tags::run(&checked, command.json(), &engine, &mut out)
         .await
         .and_then(|()| out.flush().map_err(cli::CliError::from));
     db.close().await;

@@ -1,17 +1,20 @@
 //! `leafid tags {list, show, create, set-step}`: `leaf_alloc` rows for DBAs, straight on the
 //! configured database (`database.url` from the defaults, `--config`, `LEAFID__DATABASE__URL`),
-//! through the same [`SegmentStore`] the server uses. No server needs to run.
+//! through the same [`SegmentAllocator`] and store the server uses. No server needs to run.
 //!
-//! Input is checked before the database is touched, so a bad tag or step is exit 2 even when
-//! the database is down. A new step applies at each server's next segment load (the server
-//! re-reads the row at every lease). Connecting applies leafid's migrations, as the server
-//! does (`CREATE TABLE IF NOT EXISTS`: an existing Leaf table is kept as it is).
+//! Input is checked against the engine's rules ([`leafid::segment::tag_rules`]) before the
+//! database is touched, so a bad tag or step is exit 2 even when the database is down. A new
+//! step applies at each server's next segment load (the server re-reads the row at every
+//! lease). Connecting applies leafid's migrations, as the server does (`CREATE TABLE IF NOT
+//! EXISTS`: an existing Leaf table is kept as it is).
 
 use std::io::Write;
 
 use clap::{Args, Subcommand};
-use leafid::http::tags::{MAX_DESCRIPTION, MAX_STEP};
-use leafid::segment::{BizTag, NewTag, SegmentStore, StoreError, TagRow};
+use leafid::segment::tag_rules::{
+    self, MAX_DESCRIPTION_CHARS, MAX_MAX_ID, MAX_STEP, MIN_MAX_ID, MIN_STEP,
+};
+use leafid::segment::{BizTag, NewTag, SegmentAllocator, Step, StoreError, TagRow};
 
 use super::CliError;
 
@@ -74,7 +77,7 @@ pub enum Checked {
     /// `tags create`.
     Create(NewTag),
     /// `tags set-step`.
-    SetStep(BizTag, i64),
+    SetStep(BizTag, Step),
 }
 
 impl TagsCommand {
@@ -102,19 +105,18 @@ impl TagsCommand {
             } => {
                 let tag = parse_tag(biz_tag)?;
                 let max_id = max_id.as_deref().map(parse_max_id).transpose()?;
-                if let Some(d) = description
-                    && d.chars().count() > MAX_DESCRIPTION
-                {
-                    return Err(CliError::BadInput(format!(
-                        "invalid description: at most {MAX_DESCRIPTION} characters"
-                    )));
+                if let Some(d) = description {
+                    tag_rules::check_description(d).map_err(|_| {
+                        CliError::BadInput(format!(
+                            "invalid description: at most {MAX_DESCRIPTION_CHARS} characters"
+                        ))
+                    })?;
                 }
-                Checked::Create(NewTag {
-                    biz_tag: tag.to_string(),
-                    step: parse_step(step)?,
-                    max_id: max_id.unwrap_or(1),
-                    description: description.clone(),
-                })
+                let step = parse_step(step)?;
+                // Every value passed above: a refusal here would be a rule the checks missed.
+                let new = NewTag::new(tag, step, max_id, description.clone())
+                    .map_err(|e| CliError::BadInput(format!("invalid tag: {e}")))?;
+                Checked::Create(new)
             }
             Self::SetStep { biz_tag, step, .. } => {
                 Checked::SetStep(parse_tag(biz_tag)?, parse_step(step)?)
@@ -127,46 +129,43 @@ fn parse_tag(text: &str) -> Result<BizTag, CliError> {
     BizTag::parse(text).map_err(|e| CliError::BadInput(format!("invalid biz_tag: {e}")))
 }
 
-fn parse_step(text: &str) -> Result<i64, CliError> {
-    match text.trim().parse::<i64>() {
-        Ok(n) if (1..=MAX_STEP).contains(&n) => Ok(n),
-        _ => Err(CliError::BadInput(format!(
-            "invalid step {text:?}: an integer within 1..={MAX_STEP}"
-        ))),
-    }
+fn parse_step(text: &str) -> Result<Step, CliError> {
+    text.parse::<Step>().map_err(|_| {
+        CliError::BadInput(format!(
+            "invalid step {text:?}: an integer within {MIN_STEP}..={MAX_STEP}"
+        ))
+    })
 }
 
 fn parse_max_id(text: &str) -> Result<i64, CliError> {
-    match text.trim().parse::<i64>() {
-        Ok(n) if (1..i64::MAX).contains(&n) => Ok(n),
-        _ => Err(CliError::BadInput(format!(
-            "invalid max_id {text:?}: an integer within 1..={}",
-            i64::MAX - 1
-        ))),
-    }
+    tag_rules::parse_max_id(text).map_err(|_| {
+        CliError::BadInput(format!(
+            "invalid max_id {text:?}: an integer within {MIN_MAX_ID}..={MAX_MAX_ID}"
+        ))
+    })
 }
 
-/// Runs a checked command against `store`, writing the answer to `out`.
+/// Runs a checked command through `engine`, writing the answer to `out`.
 pub async fn run(
     command: &Checked,
     json: bool,
-    store: &dyn SegmentStore,
+    engine: &SegmentAllocator,
     out: &mut impl Write,
 ) -> Result<(), CliError> {
     match command {
         Checked::List => {
-            let rows = store.list_tags().await.map_err(store_error)?;
+            let rows = engine.list_tags().await.map_err(store_error)?;
             if json {
                 writeln!(out, "{}", to_json(&rows))?;
             } else {
                 write_table(out, &rows)?;
             }
         }
-        Checked::Show(tag) => match store.get_tag(tag.as_str()).await.map_err(store_error)? {
+        Checked::Show(tag) => match engine.get_tag(tag).await.map_err(store_error)? {
             Some(row) => write_row(out, &row, json)?,
             None => return Err(CliError::UnknownTag(tag.to_string())),
         },
-        Checked::Create(new) => match store.create_tag(new).await {
+        Checked::Create(new) => match engine.create_tag(new).await {
             Ok(row) => write_row(out, &row, json)?,
             Err(StoreError::AlreadyExists) => {
                 return Err(CliError::TagExists(new.biz_tag.clone()));
@@ -180,8 +179,8 @@ pub async fn run(
             Err(e) => return Err(store_error(e)),
         },
         Checked::SetStep(tag, step) => {
-            match store
-                .update_tag(tag.as_str(), Some(*step), None)
+            match engine
+                .update_tag(tag, &(*step).into())
                 .await
                 .map_err(store_error)?
             {
@@ -253,8 +252,17 @@ fn write_table(out: &mut impl Write, rows: &[TagRow]) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use leafid::segment::SegmentStore;
     use leafid::segment::memory::MemoryStore;
+
+    fn engine(store: MemoryStore) -> (Arc<MemoryStore>, SegmentAllocator) {
+        let store = Arc::new(store);
+        let engine = SegmentAllocator::new(store.clone(), Default::default());
+        (store, engine)
+    }
 
     fn cmd(args: &[&str]) -> TagsCommand {
         use clap::Parser;
@@ -284,33 +292,73 @@ mod tests {
         }
     }
 
+    #[test]
+    fn refusals_keep_their_words_and_order() {
+        let refused = |args: &[&str]| cmd(args).check().unwrap_err().to_string();
+        assert_eq!(
+            refused(&["create", "t", "--step", " 0"]),
+            r#"invalid step " 0": an integer within 1..=1000000000"#
+        );
+        assert_eq!(
+            refused(&["set-step", "t", "1e9"]),
+            r#"invalid step "1e9": an integer within 1..=1000000000"#
+        );
+        // max_id and the description are checked before the step.
+        assert_eq!(
+            refused(&[
+                "create",
+                "t",
+                "--step",
+                "0",
+                "--max-id",
+                "9223372036854775807"
+            ]),
+            r#"invalid max_id "9223372036854775807": an integer within 1..=9223372036854775806"#
+        );
+        let long = "d".repeat(257);
+        assert_eq!(
+            refused(&["create", "t", "--step", "0", "--description", &long]),
+            "invalid description: at most 256 characters"
+        );
+        let fits = "d".repeat(256);
+        let ok = cmd(&[
+            "create",
+            "t",
+            "--step",
+            "1000000000",
+            "--description",
+            &fits,
+        ]);
+        assert!(matches!(ok.check(), Ok(Checked::Create(n)) if n.step == 1_000_000_000));
+    }
+
     #[tokio::test]
     async fn create_then_set_step_then_show() {
-        let store = MemoryStore::default();
+        let (_, engine) = engine(MemoryStore::default());
         let mut out = Vec::new();
         let create = cmd(&["create", "orders", "--step", "500"]).check().unwrap();
-        run(&create, false, &store, &mut out).await.unwrap();
-        let again = run(&create, false, &store, &mut out).await.unwrap_err();
+        run(&create, false, &engine, &mut out).await.unwrap();
+        let again = run(&create, false, &engine, &mut out).await.unwrap_err();
         assert!(matches!(again, CliError::TagExists(_)), "{again}");
         let set = cmd(&["set-step", "orders", "900"]).check().unwrap();
-        run(&set, false, &store, &mut out).await.unwrap();
+        run(&set, false, &engine, &mut out).await.unwrap();
         let mut shown = Vec::new();
         let show = cmd(&["show", "orders"]).check().unwrap();
-        run(&show, true, &store, &mut shown).await.unwrap();
+        run(&show, true, &engine, &mut shown).await.unwrap();
         let row: serde_json::Value = serde_json::from_slice(&shown).unwrap();
         assert_eq!(row["step"], 900);
         let unknown = cmd(&["set-step", "nope", "5"]).check().unwrap();
-        let err = run(&unknown, false, &store, &mut out).await.unwrap_err();
+        let err = run(&unknown, false, &engine, &mut out).await.unwrap_err();
         assert_eq!(err.code(), 1);
     }
 
     #[tokio::test]
     async fn a_deleted_tag_is_refused_below_its_high_water_mark() {
-        let store = MemoryStore::with_rows(&[("orders", 5000, 100)]);
+        let (store, engine) = engine(MemoryStore::with_rows(&[("orders", 5000, 100)]));
         assert!(store.delete_tag("orders").await.unwrap());
         let mut out = Vec::new();
         let create = cmd(&["create", "orders", "--step", "500"]).check().unwrap();
-        let err = run(&create, false, &store, &mut out).await.unwrap_err();
+        let err = run(&create, false, &engine, &mut out).await.unwrap_err();
         assert_eq!(err.code(), 1);
         let shown = err.to_string();
         assert!(
@@ -320,6 +368,6 @@ mod tests {
         let resume = cmd(&["create", "orders", "--step", "500", "--max-id", "5000"])
             .check()
             .unwrap();
-        run(&resume, false, &store, &mut out).await.unwrap();
+        run(&resume, false, &engine, &mut out).await.unwrap();
     }
 }

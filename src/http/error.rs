@@ -7,6 +7,9 @@ use serde::Serialize;
 use tracing::error;
 
 use crate::layout_plan::PlanError;
+use crate::segment::tag_rules::{
+    MAX_DESCRIPTION_CHARS, MAX_MAX_ID, MAX_STEP, MIN_MAX_ID, MIN_STEP, TagRuleError,
+};
 use crate::segment::{BizTagError, SegmentError, StoreError};
 use crate::snowflake::error::SnowflakeError;
 use crate::telemetry::LogLimiter;
@@ -23,10 +26,12 @@ pub enum ApiError {
     /// 400 `invalid_count`: `count` must be an integer within 1..=100000.
     #[error("{0}")]
     InvalidCount(String),
-    /// 400 `invalid_step`: `step` must be an integer within 1..=1000000000.
+    /// 400 `invalid_step`: `step` must be an integer within
+    /// [`MIN_STEP`]`..=`[`MAX_STEP`] (1..=1000000000).
     #[error("{0}")]
     InvalidStep(String),
-    /// 400 `invalid_max_id`: `max_id` must be an integer within 1..=9223372036854775806.
+    /// 400 `invalid_max_id`: `max_id` must be an integer within
+    /// [`MIN_MAX_ID`]`..=`[`MAX_MAX_ID`] (1..=9223372036854775806).
     #[error("{0}")]
     InvalidMaxId(String),
     /// 400 `invalid_request`: malformed body, wrong types, bad query.
@@ -166,6 +171,20 @@ impl ApiError {
         }
     }
 
+    /// 400 `invalid_step` naming the value given (as the client wrote it).
+    pub fn invalid_step(got: impl std::fmt::Display) -> Self {
+        Self::InvalidStep(format!(
+            "step must be an integer within {MIN_STEP}..={MAX_STEP} (got {got})"
+        ))
+    }
+
+    /// 400 `invalid_max_id` naming the value given (as the client wrote it).
+    pub fn invalid_max_id(got: impl std::fmt::Display) -> Self {
+        Self::InvalidMaxId(format!(
+            "max_id must be an integer within {MIN_MAX_ID}..={MAX_MAX_ID} (got {got})"
+        ))
+    }
+
     fn retry_after(&self) -> Option<u64> {
         match self {
             Self::SegmentsNotReady { retry_after_secs } => Some(*retry_after_secs),
@@ -213,6 +232,25 @@ impl From<StoreError> for ApiError {
             StoreError::BadRow(why) => {
                 error!(%why, "leaf_alloc row is invalid");
                 Self::Internal
+            }
+        }
+    }
+}
+
+/// A tag rule's refusal in the admin API's words: `invalid_step`, `invalid_max_id`, or
+/// `invalid_request` for the description and an empty change.
+impl From<TagRuleError> for ApiError {
+    fn from(e: TagRuleError) -> Self {
+        match e {
+            TagRuleError::StepOutOfRange(n) => Self::invalid_step(n),
+            TagRuleError::StepNotInteger(text) => Self::invalid_step(text),
+            TagRuleError::MaxIdOutOfRange(n) => Self::invalid_max_id(n),
+            TagRuleError::MaxIdNotInteger(text) => Self::invalid_max_id(text),
+            TagRuleError::DescriptionTooLong(_) => Self::InvalidRequest(format!(
+                "description must be at most {MAX_DESCRIPTION_CHARS} characters"
+            )),
+            TagRuleError::NothingToChange => {
+                Self::InvalidRequest("nothing to change: give step and/or description".into())
             }
         }
     }

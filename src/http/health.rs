@@ -96,7 +96,7 @@ pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
             snowflake,
         });
     };
-    let ping = tokio::time::timeout(Duration::from_secs(1), segment.store().ping()).await;
+    let ping = tokio::time::timeout(Duration::from_secs(1), segment.ping()).await;
     if matches!(ping, Ok(Ok(()))) {
         return HttpResponse::Ok().json(ReadyBody {
             status: "ready",

@@ -120,7 +120,7 @@ pub async fn cache_page(state: web::Data<AppState>) -> Result<HttpResponse, ApiE
     )
 )]
 pub async fn db_page(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let rows = state.segment()?.store().list_tags().await?;
+    let rows = state.segment()?.list_tags().await?;
     let mut html = String::from(
         "<table><tr><th>biz_tag</th><th>max_id</th><th>step</th><th>description</th><th>update_time</th></tr>",
     );

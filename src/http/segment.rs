@@ -37,11 +37,11 @@ pub fn leaf_route(cfg: &mut web::ServiceConfig) {
 /// under `.*` for empty tags and slashes. Every resource keeps the route's pattern as its label.
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(labeled_get(
-            "/api/v1/segment/{biz_tag}/ids",
-            BATCH_ROUTE,
-            get_batch,
-        ))
-        .service(labeled_get(BATCH_ROUTE, BATCH_ROUTE, get_batch));
+        "/api/v1/segment/{biz_tag}/ids",
+        BATCH_ROUTE,
+        get_batch,
+    ))
+    .service(labeled_get(BATCH_ROUTE, BATCH_ROUTE, get_batch));
 }
 
 /// Static prefix of Leaf's route: the tag is the rest of the path.

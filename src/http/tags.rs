@@ -1,7 +1,9 @@
 //! Tag administration for DBAs: list, show, create, change step or description, delete.
 //!
 //! Writes need [`AdminAuth`]. Numbers arrive as raw JSON values so that every wrong type gets
-//! the specific code (`invalid_step`, `invalid_max_id`) rather than a generic parse error.
+//! the specific code (`invalid_step`, `invalid_max_id`) rather than a generic parse error. The
+//! rules are the engine's ([`crate::segment::tag_rules`]); reads and writes go through the
+//! [`SegmentAllocator`], which keeps its cache in step with them.
 
 use actix_web::{HttpResponse, web};
 use serde::{Deserialize, Serialize};
@@ -12,26 +14,18 @@ use super::AppState;
 use super::admin::AdminAuth;
 use super::error::{ApiError, ErrorBody};
 use crate::segment::{
-    BizTag, BufferSnapshot, NewTag, SegmentAllocator, SegmentStore, StoreError, TagRow,
+    BizTag, BufferSnapshot, NewTag, SegmentAllocator, Step, StoreError, TagRow, TagUpdate,
 };
 
-/// Largest step a DBA may set.
-pub const MAX_STEP: i64 = 1_000_000_000;
-/// Longest description (the column is `varchar(256)`).
-pub const MAX_DESCRIPTION: usize = 256;
-
-/// Runs one store call of an admin route, bounded by `segment.load_timeout_ms`: a write whose
-/// answer never comes is a `503 database_unavailable`, not a request held forever. (A write that
-/// timed out may still have committed: the admin sees the row on the next read.)
-async fn bounded<'a, T, F>(
-    segment: &'a SegmentAllocator,
-    call: impl FnOnce(&'a dyn SegmentStore) -> F,
-) -> Result<T, StoreError>
-where
-    F: std::future::Future<Output = Result<T, StoreError>> + 'a,
-{
+/// Runs the engine call of an admin route, bounded by `segment.load_timeout_ms` as a whole: a
+/// write whose answer never comes is a `503 database_unavailable`, not a request held forever.
+/// (A write that timed out may still have committed: the admin sees the row on the next read.)
+async fn bounded<T>(
+    segment: &SegmentAllocator,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
     let within = segment.config().load_timeout;
-    tokio::time::timeout(within, call(segment.store().as_ref()))
+    tokio::time::timeout(within, call)
         .await
         .unwrap_or_else(|_| {
             Err(StoreError::Unavailable(Box::new(std::io::Error::new(
@@ -89,7 +83,8 @@ pub struct TagList {
     )
 )]
 pub async fn list(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let rows = bounded(state.segment()?, |s| s.list_tags()).await?;
+    let segment = state.segment()?;
+    let rows = bounded(segment, segment.list_tags()).await?;
     let tags: Vec<TagView> = rows.into_iter().map(|r| view(&state, r)).collect();
     Ok(HttpResponse::Ok().json(TagList { tags }))
 }
@@ -113,7 +108,8 @@ pub async fn show(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let tag = BizTag::parse(&path.into_inner())?;
-    match bounded(state.segment()?, |s| s.get_tag(tag.as_str())).await? {
+    let segment = state.segment()?;
+    match bounded(segment, segment.get_tag(&tag)).await? {
         Some(row) => Ok(HttpResponse::Ok().json(view(&state, row))),
         None => Err(ApiError::UnknownBizTag(tag.to_string())),
     }
@@ -158,32 +154,16 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
     Value::deserialize(d).map(Some)
 }
 
-fn parse_step(v: &Value) -> Result<i64, ApiError> {
-    match v.as_i64() {
-        Some(n) if (1..=MAX_STEP).contains(&n) => Ok(n),
-        _ => Err(ApiError::InvalidStep(format!(
-            "step must be an integer within 1..={MAX_STEP} (got {v})"
-        ))),
-    }
+/// A JSON step: an integer (else `invalid_step` naming the value as sent) that the engine takes.
+fn parse_step(v: &Value) -> Result<Step, ApiError> {
+    let n = v.as_i64().ok_or_else(|| ApiError::invalid_step(v))?;
+    Ok(Step::try_from(n)?)
 }
 
+/// A JSON `max_id`: an integer (else `invalid_max_id` naming the value as sent); its range is
+/// checked by [`NewTag::new`].
 fn parse_max_id(v: &Value) -> Result<i64, ApiError> {
-    match v.as_i64() {
-        Some(n) if (1..i64::MAX).contains(&n) => Ok(n),
-        _ => Err(ApiError::InvalidMaxId(format!(
-            "max_id must be an integer within 1..={} (got {v})",
-            i64::MAX - 1
-        ))),
-    }
-}
-
-fn check_description(d: Option<&str>) -> Result<(), ApiError> {
-    match d {
-        Some(d) if d.chars().count() > MAX_DESCRIPTION => Err(ApiError::InvalidRequest(format!(
-            "description must be at most {MAX_DESCRIPTION} characters"
-        ))),
-        _ => Ok(()),
-    }
+    v.as_i64().ok_or_else(|| ApiError::invalid_max_id(v))
 }
 
 /// `POST /api/v1/tags`: creates a row (admin).
@@ -218,28 +198,17 @@ pub async fn create(
         .ok_or_else(|| ApiError::InvalidRequest("biz_tag must be a string".into()))?;
     let tag = BizTag::parse(raw_tag)?;
     let step = parse_step(body.step.as_ref().unwrap_or(&Value::Null))?;
-    let max_id = body
-        .max_id
-        .as_ref()
-        .map(parse_max_id)
-        .transpose()?
-        .unwrap_or(1);
-    check_description(body.description.as_deref())?;
-    let new = NewTag {
-        biz_tag: tag.to_string(),
-        step,
-        max_id,
-        description: body.description,
-    };
+    let max_id = body.max_id.as_ref().map(parse_max_id).transpose()?;
+    let new = NewTag::new(tag.clone(), step, max_id, body.description)?;
     let segment = state.segment()?;
-    match bounded(segment, |s| s.create_tag(&new)).await {
+    match bounded(segment, segment.create_tag(&new)).await {
         Ok(row) => {
-            tracing::info!(biz_tag = %tag, step, max_id, "tag created");
+            tracing::info!(biz_tag = %tag, step = new.step, max_id = new.max_id, "tag created");
             Ok(HttpResponse::Created().json(view(&state, row)))
         }
         Err(StoreError::AlreadyExists) => Err(ApiError::BizTagExists(tag.to_string())),
         Err(StoreError::BelowDeletedMaxId { high_water }) => {
-            tracing::info!(biz_tag = %tag, max_id, high_water, "tag create refused: below its deleted high-water mark");
+            tracing::info!(biz_tag = %tag, max_id = new.max_id, high_water, "tag create refused: below its deleted high-water mark");
             Err(ApiError::MaxIdBelowDeleted {
                 biz_tag: tag.to_string(),
                 high_water,
@@ -276,19 +245,11 @@ pub async fn update(
     let tag = BizTag::parse(&path.into_inner())?;
     let body = body.into_inner();
     let step = body.step.as_ref().map(parse_step).transpose()?;
-    check_description(body.description.as_deref())?;
-    if step.is_none() && body.description.is_none() {
-        return Err(ApiError::InvalidRequest(
-            "nothing to change: give step and/or description".into(),
-        ));
-    }
+    let change = TagUpdate::new(step, body.description)?;
     let segment = state.segment()?;
-    match bounded(segment, |s| {
-        s.update_tag(tag.as_str(), step, body.description.as_deref())
-    })
-    .await?
-    {
+    match bounded(segment, segment.update_tag(&tag, &change)).await? {
         Some(row) => {
+            let step = step.map(Step::get);
             tracing::info!(biz_tag = %tag, ?step, "tag updated; a new step applies from the next segment load");
             Ok(HttpResponse::Ok().json(view(&state, row)))
         }
@@ -320,18 +281,41 @@ pub async fn delete(
 ) -> Result<HttpResponse, ApiError> {
     let tag = BizTag::parse(&path.into_inner())?;
     let segment = state.segment()?;
-    // On MySQL `Orders` deletes the row `orders`: drop the buffer under the stored spelling.
-    let stored = bounded(segment, |s| s.get_tag(tag.as_str()))
-        .await?
-        .map(|r| r.biz_tag);
-    if bounded(segment, |s| s.delete_tag(tag.as_str())).await? {
-        segment.forget(tag.as_str());
-        if let Some(stored) = stored.filter(|s| s != tag.as_str()) {
-            segment.forget(&stored);
-        }
+    // The engine drops the buffer too, also under the stored spelling (MySQL's `Orders` deletes
+    // the row `orders`).
+    if bounded(segment, segment.delete_tag(&tag)).await? {
         tracing::info!(biz_tag = %tag, "tag deleted");
         Ok(HttpResponse::NoContent().finish())
     } else {
         Err(ApiError::UnknownBizTag(tag.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use utoipa::OpenApi;
+
+    use crate::http::openapi::ApiDoc;
+    use crate::segment::tag_rules::{MAX_DESCRIPTION_CHARS, MAX_STEP, MIN_MAX_ID, MIN_STEP};
+
+    /// The schema attributes take literals only: they must match the engine's rules.
+    #[test]
+    fn the_documented_limits_are_the_engines() {
+        let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        let schemas = &doc["components"]["schemas"];
+        for schema in ["CreateTag", "UpdateTag"] {
+            let props = &schemas[schema]["properties"];
+            let step = &props["step"];
+            assert_eq!(step["minimum"].as_i64(), Some(MIN_STEP), "{schema}: {step}");
+            assert_eq!(step["maximum"].as_i64(), Some(MAX_STEP), "{schema}: {step}");
+            let description = &props["description"];
+            assert_eq!(
+                description["maxLength"].as_u64(),
+                Some(MAX_DESCRIPTION_CHARS as u64),
+                "{schema}: {description}"
+            );
+        }
+        let max_id = &schemas["CreateTag"]["properties"]["max_id"];
+        assert_eq!(max_id["minimum"].as_i64(), Some(MIN_MAX_ID), "{max_id}");
     }
 }

@@ -21,7 +21,8 @@ use super::biz_tag::BizTag;
 use super::buffer::{BufferSnapshot, SegmentBuffer, Take};
 use super::error::SegmentError;
 use super::step::StepPolicy;
-use super::store::{SegmentStore, StoreError};
+use super::store::{SegmentStore, StoreError, TagRow};
+use super::tag_rules::{NewTag, Step, TagUpdate};
 
 /// Tunables of the engine.
 #[derive(Debug, Clone)]
@@ -104,11 +105,6 @@ impl SegmentAllocator {
                 runtime: tokio::runtime::Handle::current(),
             }),
         }
-    }
-
-    /// The store behind the engine.
-    pub fn store(&self) -> &Arc<dyn SegmentStore> {
-        &self.inner.store
     }
 
     /// The engine's tunables.
@@ -299,9 +295,62 @@ impl SegmentAllocator {
         Ok(buf)
     }
 
-    /// Drops a tag from the cache (after an admin delete); in-flight requests finish normally.
-    pub fn forget(&self, tag: &str) {
+    /// Drops a tag from the cache (after a delete); in-flight requests finish normally.
+    fn forget(&self, tag: &str) {
         self.inner.remove_tag(tag, None);
+    }
+
+    /// One row, read from the database (not the cache).
+    pub async fn get_tag(&self, tag: &BizTag) -> Result<Option<TagRow>, StoreError> {
+        self.inner.store.get_tag(tag.as_str()).await
+    }
+
+    /// Every row, ordered by tag, read from the database (the cache is left as it is).
+    pub async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError> {
+        self.inner.store.list_tags().await
+    }
+
+    /// Creates a row. The tag serves at its first request, on this server as on the others.
+    pub async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError> {
+        self.inner.store.create_tag(tag).await
+    }
+
+    /// Changes a row's step and/or description; `Ok(None)` if there is no row. A cached buffer
+    /// is kept: the new step applies from its next segment load, which re-reads the row.
+    pub async fn update_tag(
+        &self,
+        tag: &BizTag,
+        change: &TagUpdate,
+    ) -> Result<Option<TagRow>, StoreError> {
+        self.inner
+            .store
+            .update_tag(
+                tag.as_str(),
+                change.step().map(Step::get),
+                change.description(),
+            )
+            .await
+    }
+
+    /// Deletes a row (its `max_id` stays as the tag's high-water mark) and drops its buffer;
+    /// `false` if there was no row. On MySQL `Orders` deletes the row `orders`: the buffer is
+    /// dropped under the stored spelling too. In-flight requests on it finish normally.
+    pub async fn delete_tag(&self, tag: &BizTag) -> Result<bool, StoreError> {
+        let store = &self.inner.store;
+        let stored = store.get_tag(tag.as_str()).await?.map(|r| r.biz_tag);
+        if !store.delete_tag(tag.as_str()).await? {
+            return Ok(false);
+        }
+        self.forget(tag.as_str());
+        if let Some(stored) = stored.filter(|s| s != tag.as_str()) {
+            self.forget(&stored);
+        }
+        Ok(true)
+    }
+
+    /// A cheap round trip to the database, for readiness.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.inner.store.ping().await
     }
 
     /// Snapshots of every cached tag, ordered by tag.
@@ -739,6 +788,41 @@ mod tests {
             e.next_id("t").await,
             Err(SegmentError::UnknownTag)
         ));
+    }
+
+    #[tokio::test]
+    async fn admin_writes_go_to_the_store_and_a_delete_drops_the_buffer() {
+        let store = Arc::new(MemoryStore::default());
+        let e = engine(&store, 200);
+        let tag = BizTag::parse("t").unwrap();
+        let step = Step::try_from(10).unwrap();
+        let new = NewTag::new(tag.clone(), step, Some(100), None).unwrap();
+        assert_eq!(e.create_tag(&new).await.unwrap().max_id, 100);
+        assert!(matches!(
+            e.create_tag(&new).await,
+            Err(StoreError::AlreadyExists)
+        ));
+        assert_eq!(e.next_id("t").await.unwrap(), 100);
+        let change = TagUpdate::new(Some(Step::try_from(20).unwrap()), Some("d".into())).unwrap();
+        let row = e.update_tag(&tag, &change).await.unwrap().unwrap();
+        assert_eq!((row.step, row.description.as_deref()), (20, Some("d")));
+        assert!(e.cached("t").is_some(), "an update keeps the buffer");
+        // (max_id may have moved since: a preload leases in the background.)
+        let read = e.get_tag(&tag).await.unwrap().unwrap();
+        assert_eq!((read.step, read.description), (20, Some("d".into())));
+        assert_eq!(e.list_tags().await.unwrap().len(), 1);
+        e.ping().await.unwrap();
+
+        let buffer = e.cached("t").unwrap();
+        assert!(e.delete_tag(&tag).await.unwrap());
+        assert!(buffer.is_removed() && e.cached("t").is_none());
+        assert!(matches!(
+            e.next_id("t").await,
+            Err(SegmentError::UnknownTag)
+        ));
+        assert!(!e.delete_tag(&tag).await.unwrap());
+        let unknown = BizTag::parse("nope").unwrap();
+        assert_eq!(e.update_tag(&unknown, &change).await.unwrap(), None);
     }
 
     /// Many tasks on a multi-threaded runtime, tiny segments so loads race with takes.

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::store::{Lease, NewTag, SegmentStore, StoreError, TagRow};
+use super::store::{Lease, SegmentStore, StoreError, TagRow};
+use super::tag_rules::NewTag;
 
 /// An in-memory `leaf_alloc` table.
 #[derive(Debug, Default)]

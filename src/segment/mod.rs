@@ -7,6 +7,8 @@
 //! - `slot`: one segment slot under a seqlock. `tickets` and `slot` use atomics only through
 //!   `crate::sync` and nothing async, so `loom/` model-checks them.
 //! - [`step`]: Leaf's adaptive step.
+//! - [`tag_rules`]: the rules of a row's step, starting `max_id` and description ([`Step`],
+//!   [`NewTag`], [`TagUpdate`]), for every adapter that writes rows.
 //! - [`allocator`]: tags, loads (single-flight, bounded, with backoff), waiting, refresh.
 //! - [`load_stats`]: the per-tag lease latency histogram behind the metrics.
 //!
@@ -21,6 +23,7 @@ pub mod memory;
 mod slot;
 pub mod step;
 pub mod store;
+pub mod tag_rules;
 mod tickets;
 
 pub use allocator::{SegmentAllocator, SegmentConfig, TagHandle};
@@ -28,4 +31,5 @@ pub use biz_tag::{BizTag, BizTagError};
 pub use buffer::{BufferSnapshot, SegmentBuffer};
 pub use error::SegmentError;
 pub use step::StepPolicy;
-pub use store::{Lease, NewTag, SegmentStore, StoreError, TagRow};
+pub use store::{Lease, SegmentStore, StoreError, TagRow};
+pub use tag_rules::{NewTag, Step, TagRuleError, TagUpdate};

@@ -5,6 +5,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use thiserror::Error;
 
+use super::tag_rules::NewTag;
+
 /// One `leaf_alloc` row as the engine and the admin API see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct TagRow {
@@ -31,19 +33,6 @@ pub struct Lease {
     /// The row's step as stored, when the lease read it (every lease but MySQL's single-statement
     /// one, which only guarantees that the row's step was not above the step leased).
     pub db_step: Option<i64>,
-}
-
-/// A new tag for [`SegmentStore::create_tag`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewTag {
-    /// The business tag.
-    pub biz_tag: String,
-    /// Step (validated by the caller: 1..=1_000_000_000).
-    pub step: i64,
-    /// Starting `max_id` (validated by the caller: >= 1).
-    pub max_id: i64,
-    /// Free text.
-    pub description: Option<String>,
 }
 
 /// What can go wrong in a store call.
@@ -101,10 +90,12 @@ pub trait SegmentStore: Send + Sync + 'static {
             .map(|r| r.biz_tag)
             .collect())
     }
-    /// Inserts a row; [`StoreError::AlreadyExists`] if the tag is taken,
+    /// Inserts a row (its values checked by [`NewTag::new`]); [`StoreError::AlreadyExists`] if
+    /// the tag is taken,
     /// [`StoreError::BelowDeletedMaxId`] if the tag was deleted at a higher `max_id` than asked.
     async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError>;
-    /// Changes step and/or description; `Ok(None)` if the tag does not exist.
+    /// Changes step and/or description (checked by the caller, see
+    /// [`TagUpdate`](super::TagUpdate)); `Ok(None)` if the tag does not exist.
     async fn update_tag(
         &self,
         biz_tag: &str,
@@ -112,7 +103,7 @@ pub trait SegmentStore: Send + Sync + 'static {
         description: Option<&str>,
     ) -> Result<Option<TagRow>, StoreError>;
     /// Deletes a row, keeping its `max_id` as the tag's high-water mark (the larger of any
-    /// earlier one) in the same transaction; `false` if it did not exist.
+    /// earlier one), recorded before the row goes; `false` if it did not exist.
     async fn delete_tag(&self, biz_tag: &str) -> Result<bool, StoreError>;
     /// A cheap round trip, for readiness.
     async fn ping(&self) -> Result<(), StoreError>;

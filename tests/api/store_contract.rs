@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use leafid::segment::{NewTag, StoreError};
+use leafid::segment::{BizTag, NewTag, Step, StoreError};
 use leafid::snowflake::worker::NodeInfo;
 use leafid::store::{Database, DbOptions};
 
@@ -23,12 +23,8 @@ async fn database(db: Db, single_statement: bool) -> (Database, Option<tempfile:
 }
 
 fn new_tag(tag: &str, step: i64, max_id: i64) -> NewTag {
-    NewTag {
-        biz_tag: tag.into(),
-        step,
-        max_id,
-        description: None,
-    }
+    let tag = BizTag::parse(tag).unwrap();
+    NewTag::new(tag, Step::try_from(step).unwrap(), Some(max_id), None).unwrap()
 }
 
 /// A DBA raised the row's step above the engine's adapted step: the lease takes the row's step
