@@ -6,7 +6,6 @@
 //! Requests that find no ids wait on the buffer's notification (never spin) until `wait_timeout`.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,6 +21,7 @@ use super::buffer::{BufferSnapshot, SegmentBuffer, Take};
 use super::error::SegmentError;
 use super::step::StepPolicy;
 use super::store::{SegmentStore, StoreError, TagRow};
+use super::tag_map::TagMap;
 use super::tag_rules::{NewTag, Step, TagUpdate};
 
 /// Tunables of the engine.
@@ -50,10 +50,6 @@ impl Default for SegmentConfig {
         }
     }
 }
-
-/// Tag -> buffer. foldhash (seeded per map): a tag lookup is on every request, and SipHash's
-/// flood resistance buys nothing for keys that come from `leaf_alloc`.
-type TagMap = HashMap<Box<str>, Arc<SegmentBuffer>, foldhash::fast::RandomState>;
 
 static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(0);
 
@@ -128,7 +124,7 @@ impl SegmentAllocator {
         }
         let _w = self.inner.write_lock();
         let old = self.inner.tags.load_full();
-        let mut next = TagMap::with_capacity_and_hasher(names.len(), Default::default());
+        let mut next = TagMap::with_capacity(names.len());
         for name in names {
             let Ok(tag) = BizTag::parse(&name) else {
                 warn!(biz_tag = %name, "skipping a leaf_alloc row whose tag leafid cannot serve");

@@ -23,6 +23,7 @@ pub mod memory;
 mod slot;
 pub mod step;
 pub mod store;
+mod tag_map;
 pub mod tag_rules;
 mod tickets;
 
