@@ -1,4 +1,5 @@
-//! The store traits called directly, on SQLite and MariaDB: the step a lease takes, what a
+//! The store traits called directly, on SQLite and MariaDB (and the in-memory store where the
+//! contract applies to it): concurrent leases, the step a lease takes, what a
 //! released worker lease still allows, and what a deleted tag leaves behind.
 
 use std::time::Duration;
@@ -187,4 +188,56 @@ async fn the_tombstone_tag_column_copies_leaf_allocs_collation() {
         ]
     );
     database.close().await;
+}
+
+/// Leases of one tag from many tasks at once (as from many servers) never overlap and leave no
+/// gap: each id of `1..max_id` belongs to exactly one lease. On MySQL this races the
+/// compare-and-set lease (first leases, `step = None`) and the single-statement one.
+async fn concurrent_leases_of_one_tag_are_disjoint_and_gapless(
+    store: std::sync::Arc<dyn leafid::segment::SegmentStore>,
+) {
+    store.create_tag(&new_tag("race", 7, 1)).await.unwrap();
+    let tasks: Vec<_> = (0..8)
+        .map(|t| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for i in 0..25 {
+                    // Half the tasks ask the row's step, half an adapted one.
+                    let step = (t % 2 == 1).then_some(3 + i % 5);
+                    let lease = store.lease("race", step).await.unwrap();
+                    got.push((lease.max_id - lease.leased, lease.max_id));
+                }
+                got
+            })
+        })
+        .collect();
+    let mut ranges = Vec::new();
+    for t in tasks {
+        ranges.extend(t.await.unwrap());
+    }
+    ranges.sort_unstable();
+    let mut next = 1;
+    for (start, end) in &ranges {
+        assert_eq!(*start, next, "overlap or gap at {start}: {ranges:?}");
+        assert!(end > start);
+        next = *end;
+    }
+    assert_eq!(store.get_tag("race").await.unwrap().unwrap().max_id, next);
+}
+
+async fn concurrent_leases_are_disjoint(db: Db) {
+    for single_statement in [true, false] {
+        let (database, _dir) = database(db, single_statement).await;
+        concurrent_leases_of_one_tag_are_disjoint_and_gapless(database.segment_store()).await;
+        database.close().await;
+    }
+}
+on_both_databases!(concurrent_leases_are_disjoint);
+
+/// The in-memory store the engine tests use keeps the same contract.
+#[tokio::test]
+async fn concurrent_leases_are_disjoint_on_the_memory_store() {
+    let store = std::sync::Arc::new(leafid::segment::memory::MemoryStore::default());
+    concurrent_leases_of_one_tag_are_disjoint_and_gapless(store).await;
 }
