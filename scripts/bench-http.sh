@@ -4,7 +4,8 @@
 # median requests/s of each and the ratios. Traffic goes to 127.0.0.1 only.
 #
 #   scripts/bench-http.sh [ROUNDS=5] [SECONDS=5]
-# Env: CONNECTIONS (64), THREADS (1), WORKERS (server workers, default 1: wrk needs a core).
+# Env: CONNECTIONS (64), THREADS (1), WORKERS (server workers, default 1: wrk needs a core),
+# PIPELINE (unset; N: HTTP/1.1 pipelining, N requests per write, scripts/pipeline.lua).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-5}"; secs="${2:-5}"
@@ -25,8 +26,10 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 
+script=(); [ -n "${PIPELINE:-}" ] && script=(-s scripts/pipeline.lua)
 run() { # url -> requests/s
-  wrk -t"$threads" -c"$conns" -d"${secs}s" --latency "$1" 2>/dev/null | awk '/Requests\/sec/ {print $2}'
+  wrk -t"$threads" -c"$conns" -d"${secs}s" --latency "${script[@]}" "$1" 2>/dev/null |
+    awk '/Requests\/sec/ {print $2}'
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
@@ -57,4 +60,4 @@ seg="$(echo ${results[segment]} | tr ' ' '\n' | median)"
 segb="$(echo ${results[segment_batch1000]} | tr ' ' '\n' | median)"
 printf '\nsegment batch of 1000: %.0f ids/s = %.1fx the single-id route\n' \
   "$(echo "$segb * 1000" | bc -l)" "$(echo "$segb * 1000 / $seg" | bc -l)"
-echo "(wrk -t$threads -c$conns -d${secs}s, $workers server worker(s), $rounds rounds, $(nproc) cores)"
+echo "(wrk -t$threads -c$conns -d${secs}s${PIPELINE:+, pipelining depth $PIPELINE}, $workers server worker(s), $rounds rounds, $(nproc) cores)"
