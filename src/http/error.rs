@@ -1,5 +1,8 @@
 //! `ApiError`: every error of every route, as one JSON body shape `{"code", "message"}`.
 
+use std::error::Error as StdError;
+use std::fmt::{Display, Write as _};
+
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse, ResponseError, error as aerror};
@@ -20,7 +23,8 @@ pub enum ApiError {
     /// 400 `invalid_biz_tag`: empty, over 128 bytes, or characters outside `[A-Za-z0-9._:-]`.
     #[error("{0}")]
     InvalidBizTag(#[from] BizTagError),
-    /// 404 `unknown_biz_tag`: no `leaf_alloc` row for the tag.
+    /// 404 `unknown_biz_tag`: no `leaf_alloc` row for the tag (named in the message; see
+    /// [`ApiError::unknown_tag`]).
     #[error("unknown biz_tag {0:?}")]
     UnknownBizTag(String),
     /// 400 `invalid_count`: `count` must be an integer within 1..=100000.
@@ -112,6 +116,9 @@ pub enum ApiError {
     /// 404 `engine_disabled`.
     #[error("the {0} engine is disabled in this server's configuration")]
     EngineDisabled(&'static str),
+    /// 503 `not_ready` with `Retry-After: 1`: `/health/ready`'s refusal, with the reason.
+    #[error("{0}")]
+    NotReady(String),
     /// 500 `internal`: details only in the log.
     #[error("internal error")]
     Internal,
@@ -154,20 +161,27 @@ impl ApiError {
             Self::Unauthorized(_) => "unauthorized",
             Self::NotFound(_) => "not_found",
             Self::EngineDisabled(_) => "engine_disabled",
+            Self::NotReady(_) => "not_ready",
             Self::Internal => "internal",
         }
     }
 
-    /// Maps an engine error, naming the tag where the message needs it.
-    pub fn from_segment(e: SegmentError, tag: &str) -> Self {
+    /// 404 `unknown_biz_tag` naming `tag`.
+    pub fn unknown_tag(tag: impl Display) -> Self {
+        Self::UnknownBizTag(tag.to_string())
+    }
+
+    /// A store error of a call about `tag`: the 404 and 409 bodies name it. Errors about no
+    /// one tag go through `From<StoreError>`.
+    pub fn from_store(e: StoreError, tag: &str) -> Self {
         match e {
-            SegmentError::InvalidTag(e) => Self::InvalidBizTag(e),
-            SegmentError::UnknownTag => Self::UnknownBizTag(tag.to_owned()),
-            SegmentError::Exhausted => Self::BizTagExhausted,
-            SegmentError::NotReady { retry_after_secs } => {
-                Self::SegmentsNotReady { retry_after_secs }
-            }
-            SegmentError::Store(e) => e.into(),
+            StoreError::NotFound => Self::unknown_tag(tag),
+            StoreError::AlreadyExists => Self::BizTagExists(tag.to_owned()),
+            StoreError::BelowDeletedMaxId { high_water } => Self::MaxIdBelowDeleted {
+                biz_tag: tag.to_owned(),
+                high_water,
+            },
+            other => other.into(),
         }
     }
 
@@ -188,7 +202,7 @@ impl ApiError {
     fn retry_after(&self) -> Option<u64> {
         match self {
             Self::SegmentsNotReady { retry_after_secs } => Some(*retry_after_secs),
-            Self::DatabaseUnavailable | Self::SnowflakeNotReady(_) => Some(1),
+            Self::DatabaseUnavailable | Self::SnowflakeNotReady(_) | Self::NotReady(_) => Some(1),
             Self::ClockMovedBackwards { by_ms } => Some(by_ms.div_ceil(1000).max(1)),
             _ => None,
         }
@@ -204,36 +218,73 @@ impl From<SnowflakeError> for ApiError {
             | SnowflakeError::WorkerLeaseExpired
             | SnowflakeError::ShutDown => Self::SnowflakeNotReady(e.to_string()),
             other => {
-                if let Some(held_back) = LogLimiter::global().allow("snowflake generator failed") {
-                    error!(error = %other, held_back, "snowflake generator failed");
-                }
+                log_server_error(LogLimiter::global(), "snowflake generator failed", &other);
                 Self::Internal
             }
         }
     }
 }
 
+/// An engine error; [`SegmentError::UnknownTag`] names its tag in the 404 body.
+impl From<SegmentError> for ApiError {
+    fn from(e: SegmentError) -> Self {
+        match e {
+            SegmentError::InvalidTag(e) => Self::InvalidBizTag(e),
+            SegmentError::UnknownTag(tag) => Self::unknown_tag(tag),
+            SegmentError::Exhausted => Self::BizTagExhausted,
+            SegmentError::NotReady { retry_after_secs } => {
+                Self::SegmentsNotReady { retry_after_secs }
+            }
+            SegmentError::Store(e) => e.into(),
+        }
+    }
+}
+
+/// A store error of a call about no one tag (a list, a ping, a lookup the engine has already
+/// mapped): `database_unavailable` (logged with its whole cause), `biz_tag_exhausted`, or
+/// `internal`. The errors that need a tag for their message come through
+/// [`ApiError::from_store`]; one arriving here breaks the store contract and is `internal`.
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::NotFound => Self::UnknownBizTag(String::new()),
-            StoreError::AlreadyExists => Self::BizTagExists(String::new()),
             StoreError::Exhausted => Self::BizTagExhausted,
-            StoreError::BelowDeletedMaxId { high_water } => Self::MaxIdBelowDeleted {
-                biz_tag: String::new(),
-                high_water,
-            },
-            StoreError::Unavailable(cause) => {
-                if let Some(held_back) = LogLimiter::global().allow("database call failed") {
-                    error!(error = %cause, held_back, "database call failed");
-                }
+            StoreError::Unavailable(_) => {
+                log_server_error(LogLimiter::global(), "database call failed", &e);
                 Self::DatabaseUnavailable
             }
-            StoreError::BadRow(why) => {
+            StoreError::BadRow(ref why) => {
                 error!(%why, "leaf_alloc row is invalid");
                 Self::Internal
             }
+            StoreError::NotFound
+            | StoreError::AlreadyExists
+            | StoreError::BelowDeletedMaxId { .. } => {
+                error!(error = %e, "store error about a tag reached a call about none");
+                Self::Internal
+            }
         }
+    }
+}
+
+/// `e` and every error beneath it (its `source()` chain) as one line: `e: source: ...`. A
+/// source whose text the line already holds (an error that prints its cause) is not repeated.
+pub fn error_chain(e: &(dyn StdError + 'static)) -> String {
+    let mut line = e.to_string();
+    let mut next = e.source();
+    while let Some(source) = next {
+        let text = source.to_string();
+        if !line.contains(&text) {
+            let _ = write!(line, ": {text}");
+        }
+        next = source.source();
+    }
+    line
+}
+
+/// Logs the error behind a 5xx answer with its whole chain, once per `cause` per interval.
+fn log_server_error(limiter: &LogLimiter, cause: &'static str, e: &(dyn StdError + 'static)) {
+    if let Some(held_back) = limiter.allow(cause) {
+        error!(error = %error_chain(e), held_back, "{cause}");
     }
 }
 
@@ -288,7 +339,8 @@ impl ResponseError for ApiError {
             | Self::DatabaseUnavailable
             | Self::ClockMovedBackwards { .. }
             | Self::TimeBitsExhausted
-            | Self::SnowflakeNotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
+            | Self::SnowflakeNotReady(_)
+            | Self::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -339,4 +391,141 @@ pub async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
         req.method(),
         req.path()
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use actix_web::body::to_bytes;
+
+    use super::*;
+    use crate::segment::BizTag;
+
+    /// Status, `code`, message and `Retry-After` of the response an error answers.
+    async fn answer(e: ApiError) -> (u16, String, String, Option<String>) {
+        let res = e.error_response();
+        let status = res.status().as_u16();
+        let retry = res
+            .headers()
+            .get(header::RETRY_AFTER)
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body: serde_json::Value =
+            serde_json::from_slice(&to_bytes(res.into_body()).await.unwrap()).unwrap();
+        let text = |k: &str| body[k].as_str().unwrap().to_owned();
+        (status, text("code"), text("message"), retry)
+    }
+
+    /// A driver-like error with a cause of its own, which its text does not print.
+    #[derive(Debug, thiserror::Error)]
+    #[error("error communicating with database")]
+    struct Driver(#[source] io::Error);
+
+    fn unavailable() -> StoreError {
+        StoreError::Unavailable(Box::new(Driver(io::Error::new(
+            io::ErrorKind::ConnectionRefused,
+            "connection refused by 10.0.0.7:3306",
+        ))))
+    }
+
+    #[tokio::test]
+    async fn an_unknown_tag_from_the_engine_names_the_tag() {
+        let tag = BizTag::parse("orders").unwrap();
+        let e = SegmentError::from_store(StoreError::NotFound, &tag);
+        assert_eq!(
+            answer(e.into()).await,
+            (
+                404,
+                "unknown_biz_tag".into(),
+                "unknown biz_tag \"orders\"".into(),
+                None
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn store_errors_about_a_tag_name_it() {
+        let (status, code, message, _) =
+            answer(ApiError::from_store(StoreError::NotFound, "pay")).await;
+        assert_eq!(
+            (status, code.as_str(), message.as_str()),
+            (404, "unknown_biz_tag", "unknown biz_tag \"pay\"")
+        );
+        let (status, code, message, _) =
+            answer(ApiError::from_store(StoreError::AlreadyExists, "pay")).await;
+        assert_eq!(
+            (status, code.as_str(), message.as_str()),
+            (409, "biz_tag_exists", "biz_tag \"pay\" exists already")
+        );
+        let below = StoreError::BelowDeletedMaxId { high_water: 42 };
+        let (status, code, message, _) = answer(ApiError::from_store(below, "pay")).await;
+        assert_eq!((status, code.as_str()), (409, "max_id_below_deleted"));
+        assert!(
+            message.starts_with("biz_tag \"pay\" was deleted") && message.contains("42"),
+            "{message}"
+        );
+        let (status, code, _, retry) = answer(ApiError::from_store(unavailable(), "pay")).await;
+        assert_eq!(
+            (status, code.as_str(), retry.as_deref()),
+            (503, "database_unavailable", Some("1"))
+        );
+    }
+
+    #[tokio::test]
+    async fn not_ready_is_a_503_with_retry_after() {
+        assert_eq!(
+            answer(ApiError::NotReady("draining".into())).await,
+            (503, "not_ready".into(), "draining".into(), Some("1".into()))
+        );
+    }
+
+    #[test]
+    fn the_chain_names_every_cause_once() {
+        let chain = error_chain(&unavailable());
+        assert_eq!(
+            chain,
+            "database unavailable: error communicating with database: connection refused by \
+             10.0.0.7:3306"
+        );
+    }
+
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_server_error_log_line_holds_the_source_text() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let limiter = LogLimiter::new(Duration::from_secs(10));
+        tracing::subscriber::with_default(subscriber, || {
+            log_server_error(&limiter, "database call failed", &unavailable());
+            log_server_error(&limiter, "database call failed", &unavailable());
+        });
+        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(log.lines().count(), 1, "{log}");
+        assert!(log.contains("database call failed"), "{log}");
+        assert!(
+            log.contains(
+                "database unavailable: error communicating with database: connection refused by \
+                 10.0.0.7:3306"
+            ),
+            "{log}"
+        );
+    }
 }

@@ -11,7 +11,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::error::ErrorBody;
+use super::error::{ApiError, ErrorBody};
 use crate::snowflake::engine::SnowflakeStatus;
 
 /// Registers the routes.
@@ -67,43 +67,43 @@ pub struct ReadyBody {
         (status = 503, description = "`not_ready`, with the reason and `Retry-After`", body = ErrorBody),
     )
 )]
-pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
+pub async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     if state.draining.load(std::sync::atomic::Ordering::Relaxed) {
-        return not_ready(
+        return Err(ApiError::NotReady(
             "draining: the server is shutting down; requests are still served".into(),
-        );
+        ));
     }
     if let Some(engine) = state.snowflake.as_ref() {
         let status = engine.status();
         if status.suspended {
-            return not_ready(
+            return Err(ApiError::NotReady(
                 "snowflake worker lease expired: issuing is suspended until it is renewed".into(),
-            );
+            ));
         }
         if status.time_left_secs <= 0 {
-            return not_ready(format!(
+            return Err(ApiError::NotReady(format!(
                 "snowflake layout {} ran out of time at {}",
                 status.layout, status.exhausted_at
-            ));
+            )));
         }
     }
     let snowflake = state.snowflake.as_ref().map(|e| e.status());
     let Some(segment) = state.segment.as_ref() else {
-        return HttpResponse::Ok().json(ReadyBody {
+        return Ok(HttpResponse::Ok().json(ReadyBody {
             status: "ready",
             database: "not used by enabled engines",
             detail: None,
             snowflake,
-        });
+        }));
     };
     let ping = tokio::time::timeout(Duration::from_secs(1), segment.ping()).await;
     if matches!(ping, Ok(Ok(()))) {
-        return HttpResponse::Ok().json(ReadyBody {
+        return Ok(HttpResponse::Ok().json(ReadyBody {
             status: "ready",
             database: "up",
             detail: None,
             snowflake,
-        });
+        }));
     }
     let low: Vec<String> = segment
         .snapshots()
@@ -112,27 +112,18 @@ pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
         .map(|s| s.biz_tag)
         .collect();
     if low.is_empty() {
-        HttpResponse::Ok().json(ReadyBody {
+        Ok(HttpResponse::Ok().json(ReadyBody {
             status: "degraded",
             database: "unreachable",
             detail: Some("serving from buffered segments"),
             snowflake,
-        })
+        }))
     } else {
         let shown: Vec<&str> = low.iter().take(10).map(String::as_str).collect();
-        not_ready(format!(
+        Err(ApiError::NotReady(format!(
             "database unreachable and buffers low for {} tag(s): {}",
             low.len(),
             shown.join(", ")
-        ))
+        )))
     }
-}
-
-fn not_ready(message: String) -> HttpResponse {
-    HttpResponse::ServiceUnavailable()
-        .insert_header(("Retry-After", "1"))
-        .json(ErrorBody {
-            code: "not_ready",
-            message,
-        })
 }

@@ -73,11 +73,7 @@ pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, ApiError> {
     let state = app_state(&req)?;
     let tag = path_tail(&req)?;
     BizTag::validate(&tag)?;
-    let id = state
-        .segment()?
-        .next_id(&tag)
-        .await
-        .map_err(|e| ApiError::from_segment(e, &tag))?;
+    let id = state.segment()?.next_id(&tag).await?;
     Ok(plain_id(id))
 }
 
@@ -333,11 +329,7 @@ pub async fn get_batch(
     BizTag::validate(&tag)?;
     let count = query.parse()?;
     let format = query.format()?;
-    let ids = state
-        .segment()?
-        .next_ids(&tag, count)
-        .await
-        .map_err(|e| ApiError::from_segment(e, &tag))?;
+    let ids = state.segment()?.next_ids(&tag, count).await?;
     Ok(HttpResponse::Ok().json(BatchBody {
         biz_tag: &tag,
         ids: JsonIds { ids, format },

@@ -35,6 +35,17 @@ async fn bounded<T>(
         })
 }
 
+/// [`bounded`] for a call about `tag`: its 404 and 409 bodies name the tag.
+async fn bounded_about<T>(
+    segment: &SegmentAllocator,
+    tag: &BizTag,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, ApiError> {
+    bounded(segment, call)
+        .await
+        .map_err(|e| ApiError::from_store(e, tag.as_str()))
+}
+
 /// Registers the routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/tags", web::get().to(list))
@@ -109,9 +120,9 @@ pub async fn show(
 ) -> Result<HttpResponse, ApiError> {
     let tag = BizTag::parse(&path.into_inner())?;
     let segment = state.segment()?;
-    match bounded(segment, segment.get_tag(&tag)).await? {
+    match bounded_about(segment, &tag, segment.get_tag(&tag)).await? {
         Some(row) => Ok(HttpResponse::Ok().json(view(&state, row))),
-        None => Err(ApiError::UnknownBizTag(tag.to_string())),
+        None => Err(ApiError::unknown_tag(&tag)),
     }
 }
 
@@ -201,21 +212,15 @@ pub async fn create(
     let max_id = body.max_id.as_ref().map(parse_max_id).transpose()?;
     let new = NewTag::new(tag.clone(), step, max_id, body.description)?;
     let segment = state.segment()?;
-    match bounded(segment, segment.create_tag(&new)).await {
-        Ok(row) => {
-            tracing::info!(biz_tag = %tag, step = new.step, max_id = new.max_id, "tag created");
-            Ok(HttpResponse::Created().json(view(&state, row)))
-        }
-        Err(StoreError::AlreadyExists) => Err(ApiError::BizTagExists(tag.to_string())),
-        Err(StoreError::BelowDeletedMaxId { high_water }) => {
-            tracing::info!(biz_tag = %tag, max_id = new.max_id, high_water, "tag create refused: below its deleted high-water mark");
-            Err(ApiError::MaxIdBelowDeleted {
-                biz_tag: tag.to_string(),
-                high_water,
-            })
-        }
-        Err(e) => Err(e.into()),
-    }
+    let row = bounded_about(segment, &tag, segment.create_tag(&new))
+        .await
+        .inspect_err(|e| {
+            if let ApiError::MaxIdBelowDeleted { high_water, .. } = e {
+                tracing::info!(biz_tag = %tag, max_id = new.max_id, high_water, "tag create refused: below its deleted high-water mark");
+            }
+        })?;
+    tracing::info!(biz_tag = %tag, step = new.step, max_id = new.max_id, "tag created");
+    Ok(HttpResponse::Created().json(view(&state, row)))
 }
 
 /// `PATCH /api/v1/tags/{biz_tag}`: changes step and/or description (admin).
@@ -247,13 +252,13 @@ pub async fn update(
     let step = body.step.as_ref().map(parse_step).transpose()?;
     let change = TagUpdate::new(step, body.description)?;
     let segment = state.segment()?;
-    match bounded(segment, segment.update_tag(&tag, &change)).await? {
+    match bounded_about(segment, &tag, segment.update_tag(&tag, &change)).await? {
         Some(row) => {
             let step = step.map(Step::get);
             tracing::info!(biz_tag = %tag, ?step, "tag updated; a new step applies from the next segment load");
             Ok(HttpResponse::Ok().json(view(&state, row)))
         }
-        None => Err(ApiError::UnknownBizTag(tag.to_string())),
+        None => Err(ApiError::unknown_tag(&tag)),
     }
 }
 
@@ -283,11 +288,11 @@ pub async fn delete(
     let segment = state.segment()?;
     // The engine drops the buffer too, also under the stored spelling (MySQL's `Orders` deletes
     // the row `orders`).
-    if bounded(segment, segment.delete_tag(&tag)).await? {
+    if bounded_about(segment, &tag, segment.delete_tag(&tag)).await? {
         tracing::info!(biz_tag = %tag, "tag deleted");
         Ok(HttpResponse::NoContent().finish())
     } else {
-        Err(ApiError::UnknownBizTag(tag.to_string()))
+        Err(ApiError::unknown_tag(&tag))
     }
 }
 

@@ -266,15 +266,16 @@ impl SegmentAllocator {
             .await
             .map_err(|_| SegmentError::NotReady {
                 retry_after_secs: 1,
-            })??;
+            })?
+            .map_err(|e| SegmentError::from_store(e, &tag))?;
         match found {
-            None => return Err(SegmentError::UnknownTag),
+            None => return Err(SegmentError::UnknownTag(tag)),
             // MySQL's default collation matches `Orders` to the row `orders`: serving it would
             // give one row two buffers (and the refresh would drop one). Only the stored
             // spelling serves.
             Some(row) if row.biz_tag != tag.as_str() => {
                 debug!(biz_tag = %tag, stored = %row.biz_tag, "tag differs from the stored spelling");
-                return Err(SegmentError::UnknownTag);
+                return Err(SegmentError::UnknownTag(tag));
             }
             Some(_) => {}
         }
@@ -379,7 +380,7 @@ impl SegmentAllocator {
             tokio::pin!(notified);
             notified.as_mut().enable();
             if buf.is_removed() {
-                return Err(SegmentError::UnknownTag);
+                return Err(SegmentError::UnknownTag(buf.tag().clone()));
             }
             let before = out.len();
             let preload = buf.take_many(count - out.len(), out);
@@ -620,7 +621,7 @@ mod tests {
         let e = engine(&store, 100);
         assert!(matches!(
             e.next_id("nope").await,
-            Err(SegmentError::UnknownTag)
+            Err(SegmentError::UnknownTag(t)) if t.as_str() == "nope"
         ));
         assert!(matches!(
             e.next_id("a b").await,
@@ -782,7 +783,7 @@ mod tests {
         assert!(e.cached("t").is_none());
         assert!(matches!(
             e.next_id("t").await,
-            Err(SegmentError::UnknownTag)
+            Err(SegmentError::UnknownTag(_))
         ));
     }
 
@@ -814,7 +815,7 @@ mod tests {
         assert!(buffer.is_removed() && e.cached("t").is_none());
         assert!(matches!(
             e.next_id("t").await,
-            Err(SegmentError::UnknownTag)
+            Err(SegmentError::UnknownTag(_))
         ));
         assert!(!e.delete_tag(&tag).await.unwrap());
         let unknown = BizTag::parse("nope").unwrap();

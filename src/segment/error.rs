@@ -1,8 +1,9 @@
-//! Errors of the segment engine: small, allocation-free on the id path.
+//! Errors of the segment engine: small, allocation-free on the id path (an error that names its
+//! tag allocates only when it is built, on the cold path).
 
 use thiserror::Error;
 
-use super::biz_tag::BizTagError;
+use super::biz_tag::{BizTag, BizTagError};
 use super::store::StoreError;
 
 /// Why the segment engine could not hand out ids.
@@ -11,9 +12,9 @@ pub enum SegmentError {
     /// The tag failed validation.
     #[error(transparent)]
     InvalidTag(#[from] BizTagError),
-    /// No `leaf_alloc` row exists for the tag.
-    #[error("unknown biz_tag")]
-    UnknownTag,
+    /// No `leaf_alloc` row exists for the tag (named, as the request spelt it).
+    #[error("unknown biz_tag \"{0}\"")]
+    UnknownTag(BizTag),
     /// The next segment would pass `i64::MAX`.
     #[error("biz_tag exhausted: its next segment would pass i64::MAX")]
     Exhausted,
@@ -28,12 +29,38 @@ pub enum SegmentError {
     Store(#[source] StoreError),
 }
 
-impl From<StoreError> for SegmentError {
-    fn from(e: StoreError) -> Self {
+impl SegmentError {
+    /// A store error of a call about `tag`: `NotFound` becomes [`Self::UnknownTag`] naming it,
+    /// `Exhausted` [`Self::Exhausted`], anything else [`Self::Store`].
+    pub fn from_store(e: StoreError, tag: &BizTag) -> Self {
         match e {
-            StoreError::NotFound => Self::UnknownTag,
+            StoreError::NotFound => Self::UnknownTag(tag.clone()),
             StoreError::Exhausted => Self::Exhausted,
             other => Self::Store(other),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_not_found_names_the_tag() {
+        let tag = BizTag::parse("orders").unwrap();
+        let e = SegmentError::from_store(StoreError::NotFound, &tag);
+        assert!(
+            matches!(&e, SegmentError::UnknownTag(t) if t == &tag),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "unknown biz_tag \"orders\"");
+        assert!(matches!(
+            SegmentError::from_store(StoreError::Exhausted, &tag),
+            SegmentError::Exhausted
+        ));
+        assert!(matches!(
+            SegmentError::from_store(StoreError::BadRow("x".into()), &tag),
+            SegmentError::Store(StoreError::BadRow(_))
+        ));
     }
 }
