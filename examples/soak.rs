@@ -97,7 +97,7 @@ fn settings(db_url: &str) -> anyhow::Result<Settings> {
     s.segment.wait_timeout_ms = 1000;
     s.segment.load_timeout_ms = 2000;
     s.segment.max_step = 10_000;
-    s.snowflake.worker.strategy = "lease".into();
+    s.snowflake.worker.strategy = leafid::snowflake::worker::WorkerStrategy::Lease;
     Ok(s)
 }
 
@@ -205,7 +205,7 @@ fn pct(sorted: &[u32], p: f64) -> f64 {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if std::env::var_os("RUST_LOG").is_some() {
-        leafid::telemetry::init(false);
+        leafid::telemetry::init(leafid::config::LogFormat::Text);
     }
     let base_url = args.mysql_url.trim_end_matches('/').to_owned();
     let upstream = {

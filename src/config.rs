@@ -1,11 +1,16 @@
 //! Typed settings: embedded `config/default.toml`, then `--config FILE`, then `LEAFID__*`
-//! environment variables. [`Settings::validate`] names the first bad key in one line.
+//! environment variables. Enumerated values ([`Preset`], [`GeneratorKind`], [`TimeUnit`],
+//! [`WorkerStrategy`], [`LogFormat`]) are parsed once, while loading, and an unknown one fails in
+//! one line naming its key and the accepted values; [`Settings::validate`] names the first bad
+//! key of the remaining checks the same way. [`Secret`] keeps `admin.token` out of `Debug`.
 
+use std::fmt;
 use std::path::Path;
+use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
 use crate::segment::tag_rules::{MAX_STEP, MIN_STEP};
 use crate::segment::{SegmentConfig, Step, StepPolicy};
@@ -98,7 +103,7 @@ pub struct SnowflakeSettings {
     /// Serve the snowflake routes.
     pub enabled: bool,
     /// `twitter`, `uid-generator` or `js-safe`; ignored when `layout` is set.
-    pub preset: String,
+    pub preset: Preset,
     /// `T/W/S` or `P+T/W/S`.
     pub layout: Option<String>,
     /// Value of the prefix bits (default: all ones).
@@ -106,9 +111,11 @@ pub struct SnowflakeSettings {
     /// RFC 3339 with offset (or unix ms), required with `layout`.
     pub epoch: Option<String>,
     /// `seconds` or `millis`, required with `layout`.
-    pub unit: Option<String>,
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub unit: Option<TimeUnit>,
     /// `cached` or `direct`.
-    pub generator: String,
+    #[serde(deserialize_with = "parsed")]
+    pub generator: GeneratorKind,
     /// Every id from now on must be above this.
     pub min_id_floor: u64,
     /// Start-up refuses a layout whose largest id needs more bits (53: JavaScript-safe).
@@ -119,17 +126,40 @@ pub struct SnowflakeSettings {
     pub cached: CachedSettings,
 }
 
-/// `[snowflake.worker]`.
+/// `[snowflake.worker]`, with `strategy` and `id` folded into one [`WorkerStrategy`].
 #[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "RawWorkerSettings")]
 pub struct WorkerSettings {
-    /// `lease`, `disposable` or `static`.
-    pub strategy: String,
-    /// The id for `static`.
-    pub id: Option<u64>,
+    /// `lease`, `disposable`, or `static` with its id (`static:N`, or `static` and `id = N`).
+    pub strategy: WorkerStrategy,
     /// Lease length.
     pub lease_secs: u64,
     /// Renewal period.
     pub heartbeat_secs: u64,
+}
+
+/// `[snowflake.worker]` as written: `strategy` is `disposable`, `lease`, `static:N` or `static`
+/// (case-insensitive), the last with its id in `id`.
+#[derive(Deserialize)]
+struct RawWorkerSettings {
+    strategy: String,
+    id: Option<u64>,
+    lease_secs: u64,
+    heartbeat_secs: u64,
+}
+
+impl TryFrom<RawWorkerSettings> for WorkerSettings {
+    type Error = String;
+
+    fn try_from(raw: RawWorkerSettings) -> Result<Self, String> {
+        let strategy = WorkerStrategy::from_config(&raw.strategy, raw.id)
+            .map_err(|e| format!("snowflake.worker.strategy: {e}"))?;
+        Ok(Self {
+            strategy,
+            lease_secs: raw.lease_secs,
+            heartbeat_secs: raw.heartbeat_secs,
+        })
+    }
 }
 
 /// `[snowflake.cached]`.
@@ -156,18 +186,230 @@ pub struct ClockSettings {
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct AdminSettings {
     /// Bearer token for admin writes; `None`: loopback clients only.
-    pub token: Option<String>,
+    pub token: Option<Secret>,
 }
 
 /// `[log]`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct LogSettings {
     /// `text` or `json`.
-    pub format: String,
+    pub format: LogFormat,
+}
+
+/// A value outside the accepted spellings of its key.
+#[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
+#[error("{key} must be {accepted} (got {got:?})")]
+pub struct UnknownValue {
+    /// The dotted key, e.g. `snowflake.generator`.
+    pub key: &'static str,
+    /// The accepted values, quoted, for the message.
+    pub accepted: &'static str,
+    /// The value given.
+    pub got: String,
+}
+
+/// `snowflake.preset`: a named layout (exact spellings `twitter`, `uid-generator`, `js-safe`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum Preset {
+    /// 41/10/12, milliseconds, epoch 1288834974657 (2010-11-04T01:42:54.657Z).
+    Twitter,
+    /// 28/22/13, seconds, epoch 2016-05-20T00:00:00+08:00 (ran out in 2024: refused at start).
+    UidGenerator,
+    /// 10+31/8/14 with the prefix bits at 0, seconds, epoch 2025-01-01Z: ids <= 2^53 - 1.
+    JsSafe,
+}
+
+impl Preset {
+    /// The layout this preset names.
+    pub fn layout(self) -> BitLayout {
+        match self {
+            Self::Twitter => BitLayout::twitter(),
+            Self::UidGenerator => BitLayout::uid_generator(),
+            Self::JsSafe => BitLayout::js_safe(),
+        }
+    }
+
+    /// The configuration spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Twitter => "twitter",
+            Self::UidGenerator => "uid-generator",
+            Self::JsSafe => "js-safe",
+        }
+    }
+}
+
+impl fmt::Display for Preset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Preset {
+    type Err = UnknownValue;
+
+    fn from_str(s: &str) -> Result<Self, UnknownValue> {
+        [Self::Twitter, Self::UidGenerator, Self::JsSafe]
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| UnknownValue {
+                key: "snowflake.preset",
+                accepted: r#""twitter", "uid-generator" or "js-safe""#,
+                got: s.to_owned(),
+            })
+    }
+}
+
+impl TryFrom<String> for Preset {
+    type Error = UnknownValue;
+
+    fn try_from(s: String) -> Result<Self, UnknownValue> {
+        s.parse()
+    }
+}
+
+/// `snowflake.generator` (exact spellings `cached`, `direct`). The type lives with the engine;
+/// its configuration spelling lives here.
+impl FromStr for GeneratorKind {
+    type Err = UnknownValue;
+
+    fn from_str(s: &str) -> Result<Self, UnknownValue> {
+        match s {
+            "cached" => Ok(Self::Cached),
+            "direct" => Ok(Self::Direct),
+            _ => Err(UnknownValue {
+                key: "snowflake.generator",
+                accepted: r#""cached" or "direct""#,
+                got: s.to_owned(),
+            }),
+        }
+    }
+}
+
+/// `log.format`: how log lines are written (exact spellings `text`, `json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl FromStr for LogFormat {
+    type Err = UnknownValue;
+
+    fn from_str(s: &str) -> Result<Self, UnknownValue> {
+        match s {
+            "text" => Ok(Self::Text),
+            "json" => Ok(Self::Json),
+            _ => Err(UnknownValue {
+                key: "log.format",
+                accepted: r#""text" or "json""#,
+                got: s.to_owned(),
+            }),
+        }
+    }
+}
+
+impl TryFrom<String> for LogFormat {
+    type Error = UnknownValue;
+
+    fn try_from(s: String) -> Result<Self, UnknownValue> {
+        s.parse()
+    }
+}
+
+/// A configured secret (`admin.token`): `Debug` and `Display` print `***`, so it never reaches
+/// a log line by accident; [`Secret::expose`] is the one way to the value.
+#[derive(Clone, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The value itself: compare it in constant time, never log it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(value: &str) -> Self {
+        Self::new(value)
+    }
+}
+
+impl From<String> for Secret {
+    fn from(value: String) -> Self {
+        Self(value)
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// A string setting parsed with the type's `FromStr` (its error names the problem).
+fn parsed<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: FromStr,
+    T::Err: fmt::Display,
+{
+    String::deserialize(d)?
+        .parse()
+        .map_err(serde::de::Error::custom)
+}
+
+/// [`parsed`] for an optional setting.
+fn parsed_opt<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: FromStr,
+    T::Err: fmt::Display,
+{
+    Option::<String>::deserialize(d)?
+        .map(|s| s.parse().map_err(serde::de::Error::custom))
+        .transpose()
+}
+
+/// One line for a deserialization error: the key, then the problem (the key once if the
+/// problem already names it).
+fn describe(e: config::ConfigError) -> String {
+    match e {
+        config::ConfigError::At {
+            error,
+            key: Some(key),
+            ..
+        } => {
+            let msg = error.to_string();
+            if msg.contains(key.as_str()) {
+                msg
+            } else {
+                format!("{key}: {msg}")
+            }
+        }
+        other => other.to_string(),
+    }
 }
 
 impl Settings {
-    /// Loads defaults, then `file` if given, then the environment; then validates.
+    /// Loads defaults, then `file` if given, then the environment; parses every enumerated
+    /// value once, then validates.
     pub fn load(file: Option<&Path>) -> anyhow::Result<Self> {
         let mut builder = config::Config::builder().add_source(config::File::from_str(
             DEFAULT_TOML,
@@ -179,16 +421,24 @@ impl Settings {
             }
             builder = builder.add_source(config::File::from(file).format(config::FileFormat::Toml));
         }
-        let settings: Settings = builder
-            .add_source(
+        Self::from_builder(
+            builder.add_source(
                 config::Environment::with_prefix("LEAFID")
                     .prefix_separator("__")
                     .separator("__")
                     .try_parsing(true),
-            )
+            ),
+        )
+    }
+
+    /// Deserializes the layered sources, then validates.
+    fn from_builder(
+        builder: config::ConfigBuilder<config::builder::DefaultState>,
+    ) -> anyhow::Result<Self> {
+        let settings: Settings = builder
             .build()
             .and_then(|c| c.try_deserialize())
-            .context("invalid configuration")?;
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {}", describe(e)))?;
         settings.validate()?;
         if settings.snowflake.enabled {
             settings.snowflake_config()?;
@@ -240,16 +490,18 @@ impl Settings {
         if Step::try_from(s.max_step).is_err() {
             bail!("invalid configuration: segment.max_step must be within {MIN_STEP}..={MAX_STEP}");
         }
-        if !matches!(self.log.format.as_str(), "text" | "json") {
-            bail!("invalid configuration: log.format must be \"text\" or \"json\"");
-        }
         if !(self.database.url.starts_with("sqlite:")
             || self.database.url.starts_with("mysql:")
             || self.database.url.starts_with("mariadb:"))
         {
             bail!("invalid configuration: database.url must start with sqlite:// or mysql://");
         }
-        if self.admin.token.as_deref().is_some_and(str::is_empty) {
+        if self
+            .admin
+            .token
+            .as_ref()
+            .is_some_and(|t| t.expose().is_empty())
+        {
             bail!("invalid configuration: admin.token must not be empty when set");
         }
         Ok(())
@@ -259,28 +511,16 @@ impl Settings {
     pub fn snowflake_layout(&self) -> anyhow::Result<BitLayout> {
         let sf = &self.snowflake;
         let layout = match sf.layout.as_deref() {
-            None => match sf.preset.as_str() {
-                "twitter" => BitLayout::twitter(),
-                "uid-generator" => BitLayout::uid_generator(),
-                "js-safe" => BitLayout::js_safe(),
-                other => bail!(
-                    "invalid configuration: snowflake.preset must be \"twitter\", \"uid-generator\" or \"js-safe\" (got {other:?})"
-                ),
-            },
+            None => sf.preset.layout(),
             Some(bits) => {
                 let epoch = sf.epoch.as_deref().context(
                     "invalid configuration: snowflake.epoch is required with snowflake.layout",
                 )?;
                 let epoch = parse_epoch(epoch)
                     .map_err(|e| anyhow::anyhow!("invalid configuration: snowflake.epoch: {e}"))?;
-                let unit: TimeUnit = sf
-                    .unit
-                    .as_deref()
-                    .context(
-                        "invalid configuration: snowflake.unit is required with snowflake.layout",
-                    )?
-                    .parse()
-                    .map_err(|e| anyhow::anyhow!("invalid configuration: snowflake.unit: {e}"))?;
+                let unit = sf.unit.context(
+                    "invalid configuration: snowflake.unit is required with snowflake.layout",
+                )?;
                 BitLayout::parse_bits(bits, unit, epoch)
                     .map_err(|e| anyhow::anyhow!("invalid configuration: snowflake.layout: {e}"))?
             }
@@ -296,17 +536,8 @@ impl Settings {
     /// Snowflake engine settings (layout included).
     pub fn snowflake_config(&self) -> anyhow::Result<SnowflakeConfig> {
         let sf = &self.snowflake;
-        let generator = match sf.generator.as_str() {
-            "cached" => GeneratorKind::Cached,
-            "direct" => GeneratorKind::Direct,
-            other => bail!(
-                "invalid configuration: snowflake.generator must be \"cached\" or \"direct\" (got {other:?})"
-            ),
-        };
-        let strategy =
-            WorkerStrategy::from_config(&sf.worker.strategy, sf.worker.id).map_err(|e| {
-                anyhow::anyhow!("invalid configuration: snowflake.worker.strategy: {e}")
-            })?;
+        let generator = sf.generator;
+        let strategy = sf.worker.strategy;
         if sf.worker.heartbeat_secs == 0 || sf.worker.lease_secs < 3 * sf.worker.heartbeat_secs {
             bail!(
                 "invalid configuration: snowflake.worker.lease_secs must be at least 3 x snowflake.worker.heartbeat_secs (> 0)"
@@ -419,7 +650,7 @@ mod tests {
                 .contains("snowflake.epoch")
         );
         s.snowflake.epoch = Some("2016-05-20T00:00:00+08:00".into());
-        s.snowflake.unit = Some("seconds".into());
+        s.snowflake.unit = Some(TimeUnit::Seconds);
         let l = s.snowflake_layout().unwrap();
         assert_eq!((l.prefix_value(), l.epoch_ms()), (127, 1_463_673_600_000));
         s.snowflake.layout = Some("7+30/13/12".into());
@@ -428,13 +659,6 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("snowflake.layout")
-        );
-        s.snowflake.generator = "fast".into();
-        assert!(
-            s.snowflake_config()
-                .unwrap_err()
-                .to_string()
-                .contains("snowflake.generator")
         );
     }
 
@@ -446,7 +670,7 @@ mod tests {
         let e = s.snowflake_config().unwrap_err().to_string();
         assert!(e.contains("snowflake.max_id_bits = 53"), "{e}");
         assert!(e.contains("41/10/12") && e.contains("63 bits"), "{e}");
-        s.snowflake.preset = "js-safe".into();
+        s.snowflake.preset = Preset::JsSafe;
         let c = s.snowflake_config().unwrap();
         assert_eq!(c.layout.bits_string(), "10+31/8/14");
         assert_eq!(c.layout.largest_id(), (1 << 53) - 1);
@@ -478,5 +702,147 @@ mod tests {
         );
         s.segment.max_step = 1_000_000_000;
         s.validate().unwrap();
+    }
+
+    /// The defaults with `toml` layered over them (no environment: tests run in parallel).
+    fn with(toml: &str) -> anyhow::Result<Settings> {
+        Settings::from_builder(
+            config::Config::builder()
+                .add_source(config::File::from_str(
+                    DEFAULT_TOML,
+                    config::FileFormat::Toml,
+                ))
+                .add_source(config::File::from_str(toml, config::FileFormat::Toml)),
+        )
+    }
+
+    /// The one line a refused value gives.
+    fn refusal(toml: &str) -> String {
+        format!("{:#}", with(toml).unwrap_err())
+    }
+
+    #[test]
+    fn defaults_are_typed() {
+        let s = Settings::load(None).unwrap();
+        assert_eq!(s.snowflake.preset, Preset::Twitter);
+        assert_eq!(s.snowflake.generator, GeneratorKind::Cached);
+        assert_eq!(s.snowflake.unit, None);
+        assert_eq!(s.snowflake.worker.strategy, WorkerStrategy::Lease);
+        assert_eq!(s.log.format, LogFormat::Text);
+    }
+
+    #[test]
+    fn presets_accept_their_exact_spellings_only() {
+        for p in [Preset::Twitter, Preset::UidGenerator, Preset::JsSafe] {
+            assert_eq!(p.as_str().parse(), Ok(p));
+        }
+        let s = with("[snowflake]\npreset = \"js-safe\"").unwrap();
+        assert_eq!(s.snowflake.preset, Preset::JsSafe);
+        // uid-generator parses; its exhausted time field is refused later, by the engine.
+        let s = with("[snowflake]\npreset = \"uid-generator\"\nenabled = false").unwrap();
+        assert_eq!(s.snowflake.preset, Preset::UidGenerator);
+        for bad in ["Twitter", "js_safe", " twitter", ""] {
+            assert!(bad.parse::<Preset>().is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            refusal("[snowflake]\npreset = \"snowflake\""),
+            r#"invalid configuration: snowflake.preset must be "twitter", "uid-generator" or "js-safe" (got "snowflake")"#
+        );
+    }
+
+    #[test]
+    fn generators_accept_their_exact_spellings_only() {
+        assert_eq!("cached".parse(), Ok(GeneratorKind::Cached));
+        assert_eq!("direct".parse(), Ok(GeneratorKind::Direct));
+        for bad in ["Direct", "fast", ""] {
+            assert!(bad.parse::<GeneratorKind>().is_err(), "{bad:?}");
+        }
+        let s = with("[snowflake]\ngenerator = \"direct\"").unwrap();
+        assert_eq!(s.snowflake.generator, GeneratorKind::Direct);
+        assert_eq!(
+            refusal("[snowflake]\ngenerator = \"fast\""),
+            r#"invalid configuration: snowflake.generator must be "cached" or "direct" (got "fast")"#
+        );
+    }
+
+    #[test]
+    fn units_accept_seconds_and_millis() {
+        let s = with("[snowflake]\nunit = \"millis\"").unwrap();
+        assert_eq!(s.snowflake.unit, Some(TimeUnit::Millis));
+        let s = with("[snowflake]\nunit = \" seconds \"").unwrap();
+        assert_eq!(
+            s.snowflake.unit,
+            Some(TimeUnit::Seconds),
+            "trimmed, as before"
+        );
+        let e = refusal("[snowflake]\nunit = \"ms\"");
+        assert!(
+            e.starts_with("invalid configuration: snowflake.unit: ") && e.contains("\"ms\""),
+            "{e}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+
+    #[test]
+    fn worker_strategies_take_every_spelling_and_static_carries_its_id() {
+        let strategy = |toml: &str| with(toml).map(|s| s.snowflake.worker.strategy);
+        let cases = [
+            ("strategy = \"lease\"", WorkerStrategy::Lease),
+            ("strategy = \"Disposable\"", WorkerStrategy::Disposable),
+            ("strategy = \" LEASE \"", WorkerStrategy::Lease),
+            ("strategy = \"static:7\"", WorkerStrategy::Static(7)),
+            ("strategy = \"static\"\nid = 3", WorkerStrategy::Static(3)),
+            ("strategy = \"static:5\"\nid = 3", WorkerStrategy::Static(5)),
+            ("strategy = \"lease\"\nid = 3", WorkerStrategy::Lease),
+        ];
+        for (toml, want) in cases {
+            let got = strategy(&format!("[snowflake.worker]\n{toml}")).unwrap();
+            assert_eq!(got, want, "{toml}");
+        }
+        assert_eq!(
+            refusal("[snowflake.worker]\nstrategy = \"static\""),
+            "invalid configuration: snowflake.worker.strategy: static worker strategy needs an id (static:N)"
+        );
+        assert_eq!(
+            refusal("[snowflake.worker]\nstrategy = \"random\""),
+            "invalid configuration: snowflake.worker.strategy: unknown worker strategy \"random\": \
+             expected disposable, lease or static"
+        );
+        let e = refusal("[snowflake.worker]\nstrategy = \"static:x\"");
+        assert!(
+            e.contains("snowflake.worker.strategy") && e.contains("\"x\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn log_formats_accept_text_and_json_only() {
+        assert_eq!(with("").unwrap().log.format, LogFormat::Text);
+        let s = with("[log]\nformat = \"json\"").unwrap();
+        assert_eq!(s.log.format, LogFormat::Json);
+        for bad in ["JSON", "pretty", ""] {
+            assert!(bad.parse::<LogFormat>().is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            refusal("[log]\nformat = \"pretty\""),
+            r#"invalid configuration: log.format must be "text" or "json" (got "pretty")"#
+        );
+    }
+
+    #[test]
+    fn the_admin_token_never_prints() {
+        let s = with("[admin]\ntoken = \"s3cret\"").unwrap();
+        let token = s.admin.token.as_ref().unwrap();
+        assert_eq!(token.expose(), "s3cret");
+        assert_eq!(format!("{token:?} {token}"), "*** ***");
+        let all = format!("{s:?}");
+        assert!(
+            !all.contains("s3cret") && all.contains("token: Some(***)"),
+            "{all}"
+        );
+        assert_eq!(
+            refusal("[admin]\ntoken = \"\""),
+            "invalid configuration: admin.token must not be empty when set"
+        );
     }
 }

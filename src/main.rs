@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use leafid::config::Settings;
+use leafid::config::{LogFormat, Settings};
 use leafid::segment::SegmentAllocator;
 use leafid::startup::Application;
 use leafid::store::{Database, redact};
@@ -123,12 +123,12 @@ async fn serve(config: Option<&Path>) -> ExitCode {
     let settings = match Settings::load(config) {
         Ok(s) => s,
         Err(e) => {
-            leafid::telemetry::init(false);
+            leafid::telemetry::init(LogFormat::Text);
             tracing::error!("{e:#}");
             return ExitCode::FAILURE;
         }
     };
-    leafid::telemetry::init(settings.log.format == "json");
+    leafid::telemetry::init(settings.log.format);
     let app = match Application::build(settings).await {
         Ok(app) => app,
         Err(e) => {

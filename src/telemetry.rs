@@ -7,13 +7,15 @@ use std::time::{Duration, Instant};
 
 use tracing_subscriber::EnvFilter;
 
-/// Installs the global subscriber once; later calls (tests) are no-ops.
-pub fn init(json: bool) {
+use crate::config::LogFormat;
+
+/// Installs the global subscriber once, writing `format` lines; later calls (tests) are no-ops.
+pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    let _ = if json {
+    let _ = if format == LogFormat::Json {
         builder
             .json()
             .flatten_event(true)

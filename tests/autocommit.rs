@@ -46,7 +46,7 @@ impl Server {
         s.database.url = db_url.to_owned();
         s.database.mysql_single_statement_lease = true;
         s.segment.wait_timeout_ms = 2000;
-        s.snowflake.worker.strategy = "lease".into();
+        s.snowflake.worker.strategy = leafid::snowflake::worker::WorkerStrategy::Lease;
         s.snowflake.worker.lease_secs = 5;
         s.snowflake.worker.heartbeat_secs = 1;
         let app = Application::build(s).await.expect("server starts");

@@ -35,7 +35,7 @@ fn check(req: &HttpRequest) -> Result<AdminAuth, ApiError> {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.strip_prefix("Bearer "))
                 .unwrap_or("");
-            if constant_time_eq(given.as_bytes(), token.as_bytes()) {
+            if constant_time_eq(given.as_bytes(), token.expose().as_bytes()) {
                 Ok(AdminAuth)
             } else {
                 Err(ApiError::Unauthorized(

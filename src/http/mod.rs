@@ -27,6 +27,7 @@ use actix_web::web;
 
 use std::sync::Arc;
 
+use crate::config::Secret;
 use crate::metrics::Metrics;
 use crate::segment::SegmentAllocator;
 use crate::snowflake::engine::SnowflakeEngine;
@@ -43,7 +44,7 @@ pub struct AppState {
     /// The database.
     pub db: Database,
     /// `admin.token`, if configured.
-    pub admin_token: Option<String>,
+    pub admin_token: Option<Secret>,
     /// The server's metrics registry, read by `/metrics` and updated by the HTTP middleware.
     pub metrics: Arc<Metrics>,
     /// Set on SIGTERM/SIGINT while the drain period runs: readiness answers 503, requests are

@@ -106,22 +106,23 @@ impl Database {
     }
 }
 
-/// The URL with any password replaced, for logs and errors.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let creds = &url[scheme + 3..at];
-            match creds.find(':') {
-                Some(colon) => format!(
-                    "{}{}:***{}",
-                    &url[..scheme + 3],
-                    &creds[..colon],
-                    &url[at..]
-                ),
-                None => url.to_owned(),
-            }
+/// The URL with any password replaced by `***`, for logs and errors; a URL without one is
+/// returned as given. Text that does not parse as a URL but has credentials (`scheme://...@`)
+/// loses them all rather than risk printing a password.
+pub fn redact(text: &str) -> String {
+    match url::Url::parse(text) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            // Only fails for URLs that cannot have credentials, which have no password either.
+            let _ = parsed.set_password(Some("***"));
+            parsed.into()
         }
-        _ => url.to_owned(),
+        Ok(_) => text.to_owned(),
+        Err(_) => match (text.find("://"), text.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                format!("{}***{}", &text[..scheme + 3], &text[at..])
+            }
+            _ => text.to_owned(),
+        },
     }
 }
 
@@ -173,5 +174,25 @@ mod tests {
             "mysql://root:***@127.0.0.1:3306/leaf"
         );
         assert_eq!(redact("sqlite://data/leafid.db"), "sqlite://data/leafid.db");
+        assert_eq!(redact("sqlite::memory:"), "sqlite::memory:");
+        assert_eq!(redact("sqlite:///tmp/a b.db"), "sqlite:///tmp/a b.db");
+        assert_eq!(
+            redact("mariadb://root@db:3306/leaf"),
+            "mariadb://root@db:3306/leaf"
+        );
+        assert_eq!(
+            redact("mysql://:pw@db/leaf?ssl-mode=REQUIRED"),
+            "mysql://:***@db/leaf?ssl-mode=REQUIRED"
+        );
+        // An '@' inside the password: the last one ends the credentials.
+        assert_eq!(
+            redact("mysql://leaf:p@ss@db/leaf"),
+            "mysql://leaf:***@db/leaf"
+        );
+        // Not a URL (a bad port) but with credentials: all of them go.
+        assert_eq!(
+            redact("mysql://leaf:pw@db:port/leaf"),
+            "mysql://***@db:port/leaf"
+        );
     }
 }

@@ -179,7 +179,7 @@ async fn stringify_ids_other_than_true_or_false_is_invalid_request() {
 /// A server on the `js-safe` preset under `max_id_bits = 53`, which it passes.
 async fn js_safe_app(db: Db) -> TestApp {
     spawn_app_with(db, |s| {
-        s.snowflake.preset = "js-safe".into();
+        s.snowflake.preset = leafid::config::Preset::JsSafe;
         s.snowflake.max_id_bits = 53;
     })
     .await

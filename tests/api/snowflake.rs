@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use leafid::snowflake::engine::GeneratorKind;
+use leafid::snowflake::layout::TimeUnit;
 use leafid::snowflake::worker::{NodeInfo, WorkerStore};
 use leafid::store::{Database, DbOptions};
 
@@ -101,7 +103,10 @@ on_both_databases!(big_batches_and_concurrent_clients_never_repeat);
 
 #[tokio::test]
 async fn the_direct_generator_serves_too() {
-    let app = spawn_app_with(Db::Sqlite, |s| s.snowflake.generator = "direct".into()).await;
+    let app = spawn_app_with(Db::Sqlite, |s| {
+        s.snowflake.generator = GeneratorKind::Direct
+    })
+    .await;
     let ids = ids_of(&app.get("/api/v1/snowflake/ids?count=20000").await.json());
     assert_unique_positive(&ids);
     assert!(ids.windows(2).all(|w| w[0] < w[1]));
@@ -112,7 +117,7 @@ async fn a_migrated_layout_with_a_prefix_runs_above_its_floor() {
     let app = spawn_app_with(Db::Sqlite, |s| {
         s.snowflake.layout = Some("6+31/13/13".into());
         s.snowflake.epoch = Some("2019-10-07T23:47:11Z".into());
-        s.snowflake.unit = Some("seconds".into());
+        s.snowflake.unit = Some(TimeUnit::Seconds);
         s.snowflake.min_id_floor = 9090949948782127403;
     })
     .await;

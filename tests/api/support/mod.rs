@@ -93,7 +93,7 @@ pub async fn spawn_app_with(db: Db, tweak: impl FnOnce(&mut Settings)) -> TestAp
 /// A server on an existing database.
 pub async fn spawn_on(db_url: &str, tweak: impl FnOnce(&mut Settings)) -> TestApp {
     if std::env::var_os("TEST_LOG").is_some() {
-        leafid::telemetry::init(false);
+        leafid::telemetry::init(leafid::config::LogFormat::Text);
     }
     let mut settings = test_settings(db_url);
     tweak(&mut settings);
