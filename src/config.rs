@@ -63,8 +63,8 @@ pub struct ServerSettings {
     pub drain_secs: u64,
 }
 
-/// `[database]`.
-#[derive(Debug, Clone, Deserialize)]
+/// `[database]`. Its `Debug` shows the URL with the password redacted.
+#[derive(Clone, Deserialize)]
 pub struct DatabaseSettings {
     /// `sqlite://path` or `mysql://user:pw@host:port/db`.
     pub url: String,
@@ -74,6 +74,20 @@ pub struct DatabaseSettings {
     pub acquire_timeout_ms: u64,
     /// MySQL: single-statement leases for adapted steps.
     pub mysql_single_statement_lease: bool,
+}
+
+impl std::fmt::Debug for DatabaseSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseSettings")
+            .field("url", &crate::store::redact(&self.url))
+            .field("max_connections", &self.max_connections)
+            .field("acquire_timeout_ms", &self.acquire_timeout_ms)
+            .field(
+                "mysql_single_statement_lease",
+                &self.mysql_single_statement_lease,
+            )
+            .finish()
+    }
 }
 
 /// `[segment]`.

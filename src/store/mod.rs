@@ -17,8 +17,9 @@ use anyhow::Context;
 use crate::segment::{SegmentStore, StoreError};
 use crate::snowflake::worker::WorkerStore;
 
-/// Connection settings shared by both databases.
-#[derive(Debug, Clone)]
+/// Connection settings shared by both databases. Its `Debug` shows the URL with the password
+/// redacted.
+#[derive(Clone)]
 pub struct DbOptions {
     /// `mysql://...` or `sqlite://...`.
     pub url: String,
@@ -28,6 +29,20 @@ pub struct DbOptions {
     pub acquire_timeout: Duration,
     /// MySQL: lease adapted steps with one `LAST_INSERT_ID` statement.
     pub mysql_single_statement_lease: bool,
+}
+
+impl std::fmt::Debug for DbOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbOptions")
+            .field("url", &redact(&self.url))
+            .field("max_connections", &self.max_connections)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .field(
+                "mysql_single_statement_lease",
+                &self.mysql_single_statement_lease,
+            )
+            .finish()
+    }
 }
 
 /// A connected, migrated database.
@@ -166,6 +181,28 @@ pub(crate) struct LeaseRemainder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_output_never_shows_the_database_password() {
+        let opts = DbOptions {
+            url: "mysql://root:hunter2@127.0.0.1:3306/leaf".into(),
+            max_connections: 1,
+            acquire_timeout: std::time::Duration::from_secs(1),
+            mysql_single_statement_lease: true,
+        };
+        let shown = format!("{opts:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("root:***@127.0.0.1"), "{shown}");
+        let settings = crate::config::DatabaseSettings {
+            url: opts.url.clone(),
+            max_connections: 1,
+            acquire_timeout_ms: 1000,
+            mysql_single_statement_lease: true,
+        };
+        let shown = format!("{settings:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("root:***@127.0.0.1"), "{shown}");
+    }
 
     #[test]
     fn redact_hides_only_the_password() {
