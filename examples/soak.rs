@@ -3,7 +3,7 @@
 //! issued twice. Not part of CI.
 //!
 //! ```sh
-//! cargo run --release --example soak -- --minutes 2 [--mysql-url mysql://leafid:leafid@127.0.0.1:33306]
+//! cargo run --release --example soak -- --minutes 2 [--mysql-url mysql://leafid:leafid@127.0.0.1:13306]
 //!     [--servers 2] [--clients 8]
 //! ```
 //!
@@ -39,7 +39,7 @@ struct Args {
     #[arg(
         long,
         env = "LEAFID_TEST_MYSQL_URL",
-        default_value = "mysql://leafid:leafid@127.0.0.1:33306"
+        default_value = "mysql://leafid:leafid@127.0.0.1:13306"
     )]
     mysql_url: String,
     /// Servers sharing the database.

@@ -6,13 +6,14 @@
 #   scripts/mariadb.sh stop    # waits until the server process is gone
 #   scripts/mariadb.sh restart
 #   scripts/mariadb.sh url
-# PORT is $LEAFID_TEST_MYSQL_PORT or 33306; the data lives under $LEAFID_MARIADB_DIR or
-# target/mariadb (tests that restart MariaDB run a second instance with both set).
+# PORT is $LEAFID_TEST_MYSQL_PORT or 13306 (below the ephemeral range 32768-60999); the data
+# lives under $LEAFID_MARIADB_DIR or target/mariadb (tests that restart MariaDB run a second
+# instance with both set).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 base="${LEAFID_MARIADB_DIR:-$root/target/mariadb}"
-port="${LEAFID_TEST_MYSQL_PORT:-33306}"
+port="${LEAFID_TEST_MYSQL_PORT:-13306}"
 data="$base/data"
 sock="$base/mysqld.sock"
 pidf="$base/mysqld.pid"
@@ -38,7 +39,11 @@ running() { [ -S "$sock" ] && client -e 'SELECT 1' >/dev/null 2>&1; }
 
 start() {
   install
-  if running; then echo "$url"; return 0; fi
+  if running; then
+    # Running on this data already; on another port (an older default), restart it on this one.
+    if [ "$(client -Nse 'SELECT @@port')" = "$port" ]; then echo "$url"; return 0; fi
+    stop
+  fi
   mkdir -p "$base"
   local user_opt=(); [ "$(id -u)" = 0 ] && user_opt=(--user=root)
   if [ ! -d "$data/mysql" ]; then

@@ -16,7 +16,10 @@ scripts/haproxy.sh install >/dev/null  # the load-balancer tests run Debian's ha
 # A 3-node MariaDB Galera cluster on 127.0.0.1 for tests/api/galera.rs, stopped when this exits.
 LEAFID_TEST_GALERA_URLS="${LEAFID_TEST_GALERA_URLS:-$(scripts/galera.sh start)}"; export LEAFID_TEST_GALERA_URLS
 trap 'scripts/galera.sh stop' EXIT
+rm -f "${CARGO_TARGET_DIR:-target}"/tmp/sim-*.txt
 cargo test --all-targets "$@"
+# What the deterministic simulations ran and injected (cargo hides a passing test's output).
+cat "${CARGO_TARGET_DIR:-target}"/tmp/sim-*.txt 2>/dev/null || true
 # The client crate against three real servers (the run above built target/debug/leafid).
 cargo test -p leafid-client --all-targets
 

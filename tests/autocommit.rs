@@ -153,8 +153,23 @@ async fn with_global_autocommit_off_every_write_is_committed() {
         "heartbeat not visible: {leases:?} (was {first_until})"
     );
 
-    // A restart continues above every id handed out before.
+    // The release at shutdown is committed too: no lease keeps an owner.
     server.handle.stop(true).await;
+    let mut waited = Duration::ZERO;
+    loop {
+        let (_, leases) = seen_from_outside(&db_url, "ac").await;
+        if leases.is_empty() {
+            break;
+        }
+        assert!(
+            waited < Duration::from_secs(5),
+            "the worker lease is still owned 5 s after shutdown: {leases:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        waited += Duration::from_millis(100);
+    }
+
+    // A restart continues above every id handed out before.
     let server = Server::start(&db_url).await;
     let after = server.ids("ac").await;
     let lowest = *after.iter().min().unwrap();

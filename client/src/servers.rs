@@ -74,14 +74,14 @@ struct Health {
 enum Outcome {
     /// It failed: mark it down, ask the next.
     Fault(Fault),
-    /// It refused (4xx): final, the servers share one database.
+    /// It refused (a 4xx that holds on every server): final, the servers share one database.
     Rejected(Error),
 }
 
 /// Why a fetch brought no batch.
 #[derive(Debug)]
 pub(crate) enum FetchError {
-    /// A server refused (4xx): final, no other server was asked.
+    /// A server refused (a 4xx that holds on every server): final, no other server was asked.
     Rejected(Error),
     /// Every server failed; the last failure, if any server was asked.
     Unavailable(Option<ServerFault>),
@@ -154,7 +154,9 @@ impl Servers {
     }
 
     /// One batch: the preferred server first, then the other up servers in order, then (last
-    /// resort) the down ones. `Rejected` at the first 4xx; `Unavailable` when all failed.
+    /// resort) the down ones. `Rejected` at the first refusal that holds on every server (a
+    /// server-specific 4xx such as `engine_disabled` is a fault: the next is asked);
+    /// `Unavailable` when all failed.
     pub async fn fetch(&self, req: &Request) -> Result<Vec<i64>, FetchError> {
         let n = self.list.len();
         let start = self.preferred.load(Ordering::Relaxed) % n;
@@ -201,6 +203,9 @@ impl Servers {
         let status = resp.status();
         if status.is_client_error() {
             let body: ErrorBody = resp.json().await.unwrap_or_default();
+            if !refusal_holds_on_every_server(status.as_u16(), &body.code) {
+                return Err(Outcome::Fault(Fault::Status(status.as_u16())));
+            }
             return Err(Outcome::Rejected(Error::Rejected {
                 server: server.base.clone(),
                 status: status.as_u16(),
@@ -284,6 +289,16 @@ impl Server {
     }
 }
 
+/// Whether a 4xx answer is the same on every server (final) or only this one's (ask the next).
+///
+/// The servers share one database, so leafid's refusals of the request itself (an unknown or
+/// invalid tag, a bad count, an exhausted tag) hold everywhere. An engine switched off on this
+/// server (`engine_disabled`), a rate limit (429), a timeout (408) and a 4xx without leafid's
+/// JSON `code` (a proxy's or another service's page at that address) are this server's.
+fn refusal_holds_on_every_server(status: u16, code: &str) -> bool {
+    !(code.is_empty() || code == "engine_disabled" || status == 408 || status == 429)
+}
+
 /// The wait after `failures` failures in a row (at least 1).
 pub(crate) fn backoff(timing: &Timing, failures: u32) -> Duration {
     let doublings = failures.saturating_sub(1).min(30);
@@ -345,6 +360,17 @@ mod tests {
         assert!(validate(&body("t", &[2, 2]), &req(3)).is_err());
         assert!(validate(&body("t", &[3, 2]), &req(3)).is_err());
         assert!(validate(&body("u", &[1]), &req(3)).is_err());
+    }
+
+    #[test]
+    fn only_refusals_of_the_request_itself_are_final() {
+        for code in ["unknown_biz_tag", "invalid_biz_tag", "invalid_count", "biz_tag_exhausted"] {
+            assert!(refusal_holds_on_every_server(404, code), "{code}");
+        }
+        assert!(!refusal_holds_on_every_server(404, "engine_disabled"));
+        assert!(!refusal_holds_on_every_server(404, ""), "a page without leafid's body");
+        assert!(!refusal_holds_on_every_server(429, "rate_limited"));
+        assert!(!refusal_holds_on_every_server(408, "timeout"));
     }
 
     #[test]

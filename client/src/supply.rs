@@ -302,9 +302,12 @@ impl Supply {
         };
         let deadline = Instant::now() + self.wait_timeout;
         let mut failures = 0;
+        // Batches in a row that held no id above the floor (a server behind the one used
+        // before): each waits a backoff too, so a lagging server is not asked in a tight loop.
+        let mut behind = 0;
         let mut filled = false;
         while !self.stop.is_cancelled() {
-            match servers.fetch(request).await {
+            let wait = match servers.fetch(request).await {
                 Ok(mut ids) => {
                     self.counters
                         .ids_received
@@ -318,15 +321,16 @@ impl Supply {
                             .fetch_add(cut as u64, Ordering::Relaxed);
                         ids.drain(..cut);
                     }
-                    let Some(&last) = ids.last() else {
-                        continue; // all below the floor: that server is behind, ask again
-                    };
-                    p.floor = last;
-                    p.next = Some(Arc::new(Batch::new(ids)));
-                    p.last_fault = None;
-                    self.counters.batches.fetch_add(1, Ordering::Relaxed);
-                    filled = true;
-                    break;
+                    if let Some(&last) = ids.last() {
+                        p.floor = last;
+                        p.next = Some(Arc::new(Batch::new(ids)));
+                        p.last_fault = None;
+                        self.counters.batches.fetch_add(1, Ordering::Relaxed);
+                        filled = true;
+                        break;
+                    }
+                    behind += 1;
+                    backoff(timing, behind)
                 }
                 Err(FetchError::Rejected(e)) => {
                     self.lock_pending().refused = Some(e);
@@ -336,15 +340,16 @@ impl Supply {
                     self.counters.failed_rounds.fetch_add(1, Ordering::Relaxed);
                     self.lock_pending().last_fault = fault;
                     failures += 1;
-                    let wake = Instant::now() + backoff(timing, failures);
-                    if wake >= deadline {
-                        break;
-                    }
-                    tokio::select! {
-                        () = self.stop.cancelled() => break,
-                        () = tokio::time::sleep_until(wake) => {}
-                    }
+                    backoff(timing, failures)
                 }
+            };
+            let wake = Instant::now() + wait;
+            if wake >= deadline {
+                break;
+            }
+            tokio::select! {
+                () = self.stop.cancelled() => break,
+                () = tokio::time::sleep_until(wake) => {}
             }
         }
         self.refilling.store(false, Ordering::Release);

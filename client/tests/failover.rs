@@ -208,3 +208,31 @@ async fn a_stalled_server_is_skipped_then_brought_back_by_a_probe() {
         last = id;
     }
 }
+
+/// A server with the snowflake engine switched off answers 404 `engine_disabled`: that refusal
+/// is its own, not the cluster's, so the client asks the next server instead of failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_the_engine_is_skipped_not_final() {
+    let db = create_database();
+    let off = Server::start_with(&db, &[("LEAFID__SNOWFLAKE__ENABLED", "false")]);
+    let on = Server::start(&db);
+    let client = Client::builder()
+        .servers([off.address.clone(), on.address.clone()])
+        .batch(100)
+        .backoff(Duration::from_millis(50), Duration::from_millis(400))
+        .build()
+        .unwrap();
+    let snowflake = client.snowflake();
+    let first = snowflake.next_id().await.expect("the second server answers");
+    let second = snowflake.next_id().await.unwrap();
+    assert!(second > first);
+    // (`off` is down only until its next probe: its `/health/ready` answers 200.)
+    assert_eq!(client.preferred_server().0, on.address);
+
+    // A refusal that holds everywhere (an unknown tag) is still final and reaches the caller.
+    let unknown = client.segment("no-such-tag").unwrap().next_id().await;
+    assert!(
+        matches!(&unknown, Err(Error::Rejected { status: 404, code, .. }) if code == "unknown_biz_tag"),
+        "{unknown:?}"
+    );
+}

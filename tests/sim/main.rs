@@ -676,7 +676,7 @@ fn segment_engine_survives_faulty_stores_and_crashes() {
         .zip(counts.faults)
         .map(|(f, n)| format!("{f:?}={n}"))
         .collect();
-    eprintln!(
+    let summary = format!(
         "sim: seed {seed}: {runs} schedule runs (incl. shrinking) of {cases} cases, {ids} ids, \
          {restarts} restarts, {} leases delivered; requests: {} ok, {} not ready, {} exhausted, \
          {} hung on an uncached tag's lookup; store calls: {}",
@@ -686,6 +686,12 @@ fn segment_engine_survives_faulty_stores_and_crashes() {
         counts.answers[2],
         counts.answers[3],
         faults.join(" ")
+    );
+    eprintln!("{summary}");
+    // scripts/test.sh prints it after the run (cargo test hides a passing test's output).
+    let _ = std::fs::write(
+        concat!(env!("CARGO_TARGET_TMPDIR"), "/sim-segment.txt"),
+        summary + "\n",
     );
     if let Err(e) = result {
         panic!("{e}");

@@ -204,7 +204,13 @@ fn random_schedules_never_issue_an_id_twice() {
     let result = runner.run(&schedule(), |(seed, offsets, ops)| {
         run(seed, &offsets, &ops).map_err(TestCaseError::fail)
     });
-    eprintln!("{}", summary(started.elapsed()));
+    let line = summary(started.elapsed());
+    eprintln!("{line}");
+    // scripts/test.sh prints it after the run (cargo test hides a passing test's output).
+    let _ = std::fs::write(
+        concat!(env!("CARGO_TARGET_TMPDIR"), "/sim-snowflake.txt"),
+        line + "\n",
+    );
     match result {
         Ok(()) => {}
         Err(TestError::Fail(why, (seed, offsets, ops))) => panic!(

@@ -84,7 +84,13 @@ pub struct Server {
 impl Server {
     /// Starts the binary with `db_url`; returns once it logged its port.
     pub fn start(db_url: &str) -> Self {
+        Self::start_with(db_url, &[])
+    }
+
+    /// [`Server::start`] with extra environment variables (`LEAFID__...` settings).
+    pub fn start_with(db_url: &str, env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(server_binary())
+            .envs(env.iter().copied())
             .env("LEAFID__SERVER__PORT", "0")
             .env("LEAFID__SERVER__WORKERS", "1")
             .env("LEAFID__DATABASE__URL", db_url)

@@ -112,17 +112,18 @@ pub struct PrivateMariaDb {
 }
 
 impl PrivateMariaDb {
-    /// Starts (initialising on first use) the instance named `name` on a free port.
+    /// Starts (initialising on first use) the instance named `name` on a free port below the
+    /// ephemeral range.
     /// Blocking: call it from `spawn_blocking` in async tests.
     pub fn start(name: &str) -> Self {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("target")
             .join(format!("mariadb-{name}"));
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        // Below the ephemeral range (32768+), where a client socket could take the port
+        // between this check and the server's bind, or while the instance is stopped.
+        let port = (23_700..24_000)
+            .find(|&p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+            .expect("a free port in 23700..24000");
         let db = Self {
             url: format!("mysql://leafid:leafid@127.0.0.1:{port}"),
             dir,
