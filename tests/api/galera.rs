@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::support::assert_unique_positive;
-use crate::support::galera::{cluster_conflicts, create_database, script, serial};
-use crate::support::mysql::exec_in;
+use crate::support::galera::{
+    cluster_conflicts, create_database, insert_tag_everywhere, script, serial,
+};
 use crate::support::process::ServerProcess;
 
 /// The segment tests' tag: DB step 5, adapted at most to 10 (`MAX_STEP`), so every server
@@ -217,11 +218,7 @@ async fn three_servers_never_repeat_an_id(topology: Topology, single_statement: 
         Topology::OneWriterNode => vec![urls[0].clone(); urls.len()],
     };
     let servers = start_servers(&targets, &segment_env(single_statement)).await;
-    exec_in(
-        &urls[0],
-        &format!("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('{TAG}', 1, 5)"),
-    )
-    .await;
+    insert_tag_everywhere(&urls, TAG, 5).await;
     let bases: Vec<String> = servers.iter().map(|s| s.address.clone()).collect();
     let before = cluster_conflicts().await;
     let started = Instant::now();
@@ -321,11 +318,7 @@ async fn a_galera_node_killed_under_load_leaves_the_other_servers_serving() {
     let _serial = serial().await;
     let urls = create_database().await;
     let servers = start_servers(&urls, &segment_env(true)).await;
-    exec_in(
-        &urls[0],
-        &format!("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('{TAG}', 1, 5)"),
-    )
-    .await;
+    insert_tag_everywhere(&urls, TAG, 5).await;
     let bases: Vec<String> = servers.iter().map(|s| s.address.clone()).collect();
     let killed_at: Arc<Mutex<Option<Instant>>> = Arc::default();
     let killer = {

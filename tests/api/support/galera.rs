@@ -30,9 +30,40 @@ pub fn node_urls() -> &'static [String] {
 }
 
 /// Held by each Galera test for its whole run: they share the cluster and one kills a node.
+/// Once held, the cluster is whole: `galera.sh start` (idempotent) brings back a node that an
+/// earlier test killed and could not restart because it failed first.
 pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
     static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    LOCK.lock().await
+    let guard = LOCK.lock().await;
+    tokio::task::spawn_blocking(|| {
+        node_urls();
+        script(&["start"])
+    })
+    .await
+    .unwrap();
+    guard
+}
+
+/// Inserts a `leaf_alloc` row through node 1 and waits until every node has applied it.
+/// Replication is asynchronous to readers (`wsrep_sync_wait = 0`, as docs/deploy.md advises):
+/// a server on another node that looks the tag up a moment too early answers 404, as it would
+/// for any tag created elsewhere a moment ago.
+pub async fn insert_tag_everywhere(urls: &[String], tag: &str, step: i64) {
+    super::mysql::exec_in(
+        &urls[0],
+        &format!("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('{tag}', 1, {step})"),
+    )
+    .await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for url in urls {
+        while super::mysql::row(url, tag).await.is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{tag} not replicated to {url} within 10 s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
 }
 
 /// Runs `scripts/galera.sh ARGS` and returns its stdout (panics with its stderr on failure).
