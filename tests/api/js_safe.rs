@@ -15,12 +15,20 @@ const NEAR_2_62: i64 = (1 << 62) + 1001;
 /// Runs Node's `JSON.parse` on `body` and returns `String(x)` of every id it read: the elements
 /// of `ids`, or `id` of a decode body.
 fn node_parse_ids(body: &str) -> Vec<String> {
+    node_parse(body, &[])
+}
+
+/// Runs Node's `JSON.parse` on `body` and returns `String(x)` of each top-level field named in
+/// `fields`, or (none named) of every id as [`node_parse_ids`] reads them.
+fn node_parse(body: &str, fields: &[&str]) -> Vec<String> {
     use std::io::Write;
     let script = "let s = ''; process.stdin.on('data', d => s += d).on('end', () => { \
-                  const v = JSON.parse(s); \
-                  for (const x of (Array.isArray(v.ids) ? v.ids : [v.id])) console.log(String(x)); })";
+                  const v = JSON.parse(s); const f = process.argv.slice(1); \
+                  const xs = f.length ? f.map(k => v[k]) : (Array.isArray(v.ids) ? v.ids : [v.id]); \
+                  for (const x of xs) console.log(String(x)); })";
     let mut child = std::process::Command::new("node")
         .args(["-e", script])
+        .args(fields)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -230,5 +238,50 @@ async fn max_id_bits_53_refuses_the_twitter_preset_at_start() {
         errors[0].contains("snowflake.max_id_bits") && errors[0].contains("41/10/12"),
         "{}",
         errors[0]
+    );
+}
+
+/// The planner's `first_id` and `last_id` (9.09e18 and up) as strings: Node reads them exactly;
+/// as numbers it rounds them.
+#[tokio::test]
+async fn stringified_plan_ids_survive_node_json_parse_and_numbers_do_not() {
+    let app = spawn_app(Db::Sqlite).await;
+    let body = serde_json::json!({
+        "legacy": {"time_bits": 28, "worker_bits": 22, "seq_bits": 13, "unit": "seconds",
+                   "epoch": "2016-05-20T00:00:00+08:00"},
+        "max_legacy_id": 9_090_949_948_782_127_403_u64, "worker_bits": 13, "seq_bits": 13,
+        "years": 10})
+    .to_string();
+
+    let strings = app
+        .post("/api/v1/layouts/plan?stringify_ids=true", &body)
+        .await;
+    let numbers = app.post("/api/v1/layouts/plan", &body).await;
+
+    assert_eq!(strings.status, 200, "{}", strings.text);
+    assert_eq!(numbers.status, 200, "{}", numbers.text);
+    // Each body against its own exact values (the clock may move the plan's epoch between the
+    // two calls).
+    let fields = ["first_id", "last_id"];
+    let exact = |r: &Reply| -> Vec<String> {
+        fields
+            .iter()
+            .map(|f| match &r.json()[f] {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(n) => n.as_u64().expect("an integer").to_string(),
+                other => panic!("{f} is {other}"),
+            })
+            .collect()
+    };
+    assert!(strings.json()["first_id"].is_string(), "{}", strings.text);
+    assert_eq!(
+        node_parse(&strings.text, &fields),
+        exact(&strings),
+        "node read other ids"
+    );
+    assert_ne!(
+        node_parse(&numbers.text, &fields),
+        exact(&numbers),
+        "Node read the numbers exactly: nothing to protect"
     );
 }
