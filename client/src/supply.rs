@@ -302,9 +302,6 @@ impl Supply {
         };
         let deadline = Instant::now() + self.wait_timeout;
         let mut failures = 0;
-        // Batches in a row that held no id above the floor (a server behind the one used
-        // before): each waits a backoff too, so a lagging server is not asked in a tight loop.
-        let mut behind = 0;
         let mut filled = false;
         while !self.stop.is_cancelled() {
             let wait = match servers.fetch(request).await {
@@ -329,8 +326,11 @@ impl Supply {
                         filled = true;
                         break;
                     }
-                    behind += 1;
-                    backoff(timing, behind)
+                    // Nothing above the floor: that server is behind the one used before (its
+                    // segment is lower, or its snowflake ring still holds ids of older ticks).
+                    // Ask again at once: each answer drains what it is behind by, and the
+                    // deadline below still bounds the loop.
+                    Duration::ZERO
                 }
                 Err(FetchError::Rejected(e)) => {
                     self.lock_pending().refused = Some(e);
@@ -346,6 +346,10 @@ impl Supply {
             let wake = Instant::now() + wait;
             if wake >= deadline {
                 break;
+            }
+            if wait.is_zero() {
+                tokio::task::yield_now().await;
+                continue;
             }
             tokio::select! {
                 () = self.stop.cancelled() => break,
