@@ -17,11 +17,12 @@ scripts/haproxy.sh install >/dev/null  # the load-balancer tests run Debian's ha
 LEAFID_TEST_GALERA_URLS="${LEAFID_TEST_GALERA_URLS:-$(scripts/galera.sh start)}"; export LEAFID_TEST_GALERA_URLS
 trap 'scripts/galera.sh stop' EXIT
 rm -f "${CARGO_TARGET_DIR:-target}"/tmp/sim-*.txt
-cargo test --all-targets "$@"
+# The server and the client crate in one build (one feature resolution for both, so the
+# dependencies compile once); the client's tests run against three real servers started from
+# the target/debug/leafid this builds first.
+cargo test --workspace --all-targets "$@"
 # What the deterministic simulations ran and injected (cargo hides a passing test's output).
 cat "${CARGO_TARGET_DIR:-target}"/tmp/sim-*.txt 2>/dev/null || true
-# The client crate against three real servers (the run above built target/debug/leafid).
-cargo test -p leafid-client --all-targets
 
 # The loom models of the snowflake RingBuffer and the segment seqlock/ticket windows (a tiny crate
 # with no async runtime).
