@@ -364,11 +364,19 @@ mod tests {
 
     #[test]
     fn only_refusals_of_the_request_itself_are_final() {
-        for code in ["unknown_biz_tag", "invalid_biz_tag", "invalid_count", "biz_tag_exhausted"] {
+        for code in [
+            "unknown_biz_tag",
+            "invalid_biz_tag",
+            "invalid_count",
+            "biz_tag_exhausted",
+        ] {
             assert!(refusal_holds_on_every_server(404, code), "{code}");
         }
         assert!(!refusal_holds_on_every_server(404, "engine_disabled"));
-        assert!(!refusal_holds_on_every_server(404, ""), "a page without leafid's body");
+        assert!(
+            !refusal_holds_on_every_server(404, ""),
+            "a page without leafid's body"
+        );
         assert!(!refusal_holds_on_every_server(429, "rate_limited"));
         assert!(!refusal_holds_on_every_server(408, "timeout"));
     }

@@ -223,7 +223,10 @@ async fn a_server_without_the_engine_is_skipped_not_final() {
         .build()
         .unwrap();
     let snowflake = client.snowflake();
-    let first = snowflake.next_id().await.expect("the second server answers");
+    let first = snowflake
+        .next_id()
+        .await
+        .expect("the second server answers");
     let second = snowflake.next_id().await.unwrap();
     assert!(second > first);
     // (`off` is down only until its next probe: its `/health/ready` answers 200.)
