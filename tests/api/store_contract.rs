@@ -238,6 +238,6 @@ on_both_databases!(concurrent_leases_are_disjoint);
 /// The in-memory store the engine tests use keeps the same contract.
 #[tokio::test]
 async fn concurrent_leases_are_disjoint_on_the_memory_store() {
-    let store = std::sync::Arc::new(leafid::segment::memory::MemoryStore::default());
+    let store = std::sync::Arc::new(leafid::testing::MemoryStore::default());
     concurrent_leases_of_one_tag_are_disjoint_and_gapless(store).await;
 }

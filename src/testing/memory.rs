@@ -1,5 +1,6 @@
 //! `MemoryStore`: an in-process [`SegmentStore`] for engine unit tests and benchmarks, with
-//! knobs to make it slow or failing. Integration tests use real databases, never this.
+//! knobs to make it slow or failing. The store contract (`tests/api/store_contract.rs`) runs it
+//! beside SQLite and MariaDB, so it keeps their semantics; black-box tests use real databases.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -8,8 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::store::{Lease, SegmentStore, StoreError, TagRow};
-use super::tag_rules::NewTag;
+use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
 
 /// An in-memory `leaf_alloc` table.
 #[derive(Debug, Default)]
