@@ -21,12 +21,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use criterion::{BenchmarkGroup, Criterion, measurement::WallTime};
-use leafid::segment::memory::MemoryStore;
 use leafid::segment::{SegmentAllocator, SegmentConfig};
 use leafid::snowflake::cached::{CachedConfig, CachedGenerator};
 use leafid::snowflake::clock::SystemClock;
 use leafid::snowflake::direct::{DEFAULT_MAX_BACKWARD_MS, DirectGenerator};
 use leafid::snowflake::layout::BitLayout;
+use leafid::testing::MemoryStore;
 
 mod common;
 

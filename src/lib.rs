@@ -16,7 +16,8 @@
 //! - [`sync`]: the atomics shim (loom under `cfg(loom)`).
 //! - [`store`]: the engines' storage traits on MySQL/MariaDB and SQLite.
 //! - [`http`]: the thin HTTP adapter and the error body.
-//! - `testing` (feature `testing`): the fault proxy shared by tests and the soak example.
+//! - `testing` (unit tests, and feature `testing`): every fake (in-memory stores, hand-driven
+//!   clocks, the fault proxy) for tests, benches and the soak example; not in a release build.
 //! - [`metrics`]: the Prometheus families, read from the engines at scrape time.
 
 pub mod background;

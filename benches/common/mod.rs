@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use leafid::segment::memory::MemoryStore;
 use leafid::segment::{SegmentAllocator, SegmentConfig};
 use leafid::snowflake::layout::{BitLayout, TimeUnit};
+use leafid::testing::MemoryStore;
 
 /// Runs `op` on two threads at once, `iters` times each; the wall time for both threads to do
 /// all of theirs (so the time per op pair is this divided by `iters`).

@@ -256,7 +256,7 @@ mod tests {
 
     use super::*;
     use leafid::segment::SegmentStore;
-    use leafid::segment::memory::MemoryStore;
+    use leafid::testing::MemoryStore;
 
     fn engine(store: MemoryStore) -> (Arc<MemoryStore>, SegmentAllocator) {
         let store = Arc::new(store);

@@ -583,7 +583,7 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use super::*;
-    use crate::segment::memory::MemoryStore;
+    use crate::testing::MemoryStore;
 
     fn engine(store: &Arc<MemoryStore>, wait_ms: u64) -> SegmentAllocator {
         let config = SegmentConfig {

@@ -19,7 +19,6 @@ pub mod biz_tag;
 pub mod buffer;
 pub mod error;
 pub mod load_stats;
-pub mod memory;
 mod slot;
 pub mod step;
 pub mod store;

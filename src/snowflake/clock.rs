@@ -1,4 +1,5 @@
-//! Clocks for the snowflake engine: the system clock and a manual one for tests.
+//! Clocks for the snowflake engine: the [`Clock`] trait and the system clock (the fakes tests
+//! drive by hand live in `crate::testing::clock`).
 //!
 //! Generators read time only through [`Clock`], so tests can hold time still, step it, or
 //! jump it backwards, and every wait a generator does goes through [`Clock::sleep_ms`].
@@ -8,7 +9,6 @@
 //! counting while the process is paused or the machine sleeps. Worker-lease deadlines are kept
 //! on the monotonic one, so a wall-clock step cannot stretch a lease this server holds.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A source of wall-clock time in unix milliseconds.
@@ -73,103 +73,9 @@ fn boot_time_ms() -> i64 {
     i64::try_from(origin.elapsed().as_millis()).unwrap_or(i64::MAX)
 }
 
-/// A clock that moves only when told to, for tests.
-///
-/// [`Clock::sleep_ms`] advances this clock by the requested amount instead of blocking, so a
-/// generator waiting for the next tick (or waiting out a backwards step) always terminates.
-/// Its monotonic reading moves with [`ManualClock::advance`] and `sleep_ms` (time passing) but
-/// not with [`ManualClock::set`] or [`ManualClock::rewind`] (a wall-clock step).
-/// It uses `std` atomics directly, not the `sync` shim: it is test scaffolding, never part of a
-/// loom model, and must work in plain tests even when the crate is built with `cfg(loom)`.
-#[derive(Debug)]
-pub struct ManualClock {
-    /// Current time in unix ms; any value, including one earlier than before.
-    now_ms: AtomicI64,
-    /// How many times `sleep_ms` was called, so tests can see that a generator waited.
-    sleeps: AtomicU64,
-    /// The monotonic reading: only ever increases.
-    mono_ms: AtomicI64,
-}
-
-impl ManualClock {
-    /// A clock reading `unix_ms`.
-    pub fn new(unix_ms: i64) -> Self {
-        Self {
-            now_ms: AtomicI64::new(unix_ms),
-            sleeps: AtomicU64::new(0),
-            mono_ms: AtomicI64::new(0),
-        }
-    }
-
-    /// Sets the wall time (a step: the monotonic reading does not move); may move it backwards.
-    pub fn set(&self, unix_ms: i64) {
-        // Relaxed: the clock value is the only data; no other memory is published with it.
-        self.now_ms.store(unix_ms, Ordering::Relaxed);
-    }
-
-    /// Lets `ms` pass: both the wall and the monotonic readings move forwards.
-    pub fn advance(&self, ms: u64) {
-        self.now_ms.fetch_add(ms as i64, Ordering::Relaxed);
-        self.mono_ms.fetch_add(ms as i64, Ordering::Relaxed);
-    }
-
-    /// Lets `ms` pass on the monotonic clock only (the wall clock was stepped back by as much
-    /// meanwhile, or the process was stopped while the wall clock stood still).
-    pub fn advance_monotonic(&self, ms: u64) {
-        self.mono_ms.fetch_add(ms as i64, Ordering::Relaxed);
-    }
-
-    /// Steps the wall time backwards by `ms` (the monotonic reading does not move).
-    pub fn rewind(&self, ms: u64) {
-        self.now_ms.fetch_sub(ms as i64, Ordering::Relaxed);
-    }
-
-    /// How many times [`Clock::sleep_ms`] has been called.
-    pub fn sleep_count(&self) -> u64 {
-        self.sleeps.load(Ordering::Relaxed)
-    }
-}
-
-impl Clock for ManualClock {
-    fn now_unix_ms(&self) -> i64 {
-        self.now_ms.load(Ordering::Relaxed)
-    }
-
-    fn sleep_ms(&self, ms: u64) {
-        self.sleeps.fetch_add(1, Ordering::Relaxed);
-        // Advance by at least 1 ms so that a caller looping on "sleep until t" always progresses.
-        self.advance(ms.max(1));
-    }
-
-    fn monotonic_ms(&self) -> i64 {
-        self.mono_ms.load(Ordering::Relaxed)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn manual_clock_moves_both_ways_and_sleep_advances_it() {
-        let c = ManualClock::new(1_000);
-        c.advance(5);
-        assert_eq!(c.now_unix_ms(), 1_005);
-        c.rewind(10);
-        assert_eq!(c.now_unix_ms(), 995);
-        c.sleep_ms(7);
-        assert_eq!(c.now_unix_ms(), 1_002);
-        assert_eq!(c.sleep_count(), 1);
-        c.set(42);
-        assert_eq!(c.now_unix_ms(), 42);
-        assert_eq!(
-            c.monotonic_ms(),
-            12,
-            "steps do not move the monotonic clock"
-        );
-        c.advance_monotonic(3);
-        assert_eq!((c.now_unix_ms(), c.monotonic_ms()), (42, 15));
-    }
 
     #[test]
     fn system_monotonic_clock_never_goes_back_and_tracks_sleep() {

@@ -214,8 +214,8 @@ impl DirectGenerator {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::snowflake::clock::ManualClock;
     use crate::snowflake::layout::TimeUnit;
+    use crate::testing::ManualClock;
 
     const EPOCH: i64 = 1_600_000_000_000;
 

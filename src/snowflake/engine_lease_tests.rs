@@ -6,8 +6,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use super::*;
-use crate::snowflake::clock::ManualClock;
 use crate::snowflake::worker::WorkerLease;
+use crate::testing::ManualClock;
 
 /// 2025-01-01T00:00:00Z.
 const T0: i64 = 1_735_689_600_000;

@@ -8,7 +8,7 @@
 //! ```
 //!
 //! - [`layout`]: field widths, compose/decompose (no field may overflow into its neighbour).
-//! - [`clock`]: the [`clock::Clock`] trait, the system clock and a manual clock for tests.
+//! - [`clock`]: the [`clock::Clock`] trait and the system clock.
 //! - [`direct`]: one CAS per id on a packed `tick|sequence` word.
 //! - [`ring`]: the lock-free bounded ring the cached generator serves from.
 //! - [`cached`]: ids made ahead of the clock by a filler thread ("borrowing future ticks").

@@ -3,9 +3,13 @@
 //!
 //! - [`mysql`]: MySQL, MariaDB, TiDB (production).
 //! - [`sqlite`]: the embedded default.
+//! - `sql`: what both share, generic over the driver: the `leaf_alloc` reads, the rows sqlx
+//!   decodes them into, and the `Dialect` trait naming what the two spell differently.
+//! - `worker_sql`: the worker-id store of both, on the same generic functions.
 
 pub(crate) mod migration_lock;
 pub mod mysql;
+pub(crate) mod sql;
 pub mod sqlite;
 pub(crate) mod worker_sql;
 

@@ -28,8 +28,6 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
-use sqlx::Row;
 use sqlx::migrate::MigrateError;
 use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions};
 use tracing::{debug, info, instrument, warn};
@@ -37,13 +35,10 @@ use tracing::{debug, info, instrument, warn};
 use anyhow::Context;
 
 use super::migration_lock::MigrationLock;
-use super::{insert_error, lease_without_update, unavailable};
+use super::{insert_error, lease_without_update, sql, unavailable, worker_sql};
 use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
+use crate::snowflake::worker::{NodeInfo, WorkerLease, WorkerStore, WorkerStoreError};
 
-const SELECT_TAG: &str =
-    "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc WHERE biz_tag = ?";
-const SELECT_TAGS: &str =
-    "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc ORDER BY biz_tag";
 const RETRIES: u32 = 6;
 /// Compare-and-set leases that may find the row moved by another server before giving up.
 const CAS_RETRIES: u32 = 64;
@@ -233,16 +228,6 @@ pub(crate) fn is_retryable(e: &sqlx::Error) -> bool {
         .is_some_and(|m| matches!(m.number(), 1213 | 1205))
 }
 
-fn tag_row(r: &sqlx::mysql::MySqlRow) -> Result<TagRow, sqlx::Error> {
-    Ok(TagRow {
-        biz_tag: r.try_get("biz_tag")?,
-        max_id: r.try_get("max_id")?,
-        step: i64::from(r.try_get::<i32, _>("step")?),
-        description: r.try_get("description")?,
-        update_time: r.try_get::<Option<DateTime<Utc>>, _>("update_time")?,
-    })
-}
-
 #[async_trait]
 impl SegmentStore for MySqlStore {
     #[instrument(skip(self), level = "debug")]
@@ -293,30 +278,15 @@ impl SegmentStore for MySqlStore {
     }
 
     async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {
-        let row = sqlx::query(SELECT_TAG)
-            .bind(biz_tag)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        row.as_ref().map(tag_row).transpose().map_err(unavailable)
+        sql::get_tag(&self.pool, biz_tag).await
     }
 
     async fn list_tag_names(&self) -> Result<Vec<String>, StoreError> {
-        sqlx::query_scalar("SELECT biz_tag FROM leaf_alloc")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(unavailable)
+        sql::list_tag_names(&self.pool).await
     }
 
     async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError> {
-        let rows = sqlx::query(SELECT_TAGS)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        rows.iter()
-            .map(tag_row)
-            .collect::<Result<_, _>>()
-            .map_err(unavailable)
+        sql::list_tags(&self.pool).await
     }
 
     // The admin writes below are autocommit statements, each safe on its own, ordered so that
@@ -423,18 +393,53 @@ impl SegmentStore for MySqlStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1")
-            .execute(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        Ok(())
+        sql::ping(&self.pool).await
     }
 }
 
-super::worker_sql::impl_worker_store!(
-    MySqlStore,
-    None::<&str>,
-    "INSERT INTO WORKER_NODE (HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED) \
-     VALUES (?, ?, 2, CURDATE(), NOW(), NOW())",
-    |r: &sqlx::mysql::MySqlQueryResult| r.last_insert_id()
-);
+#[async_trait]
+impl WorkerStore for MySqlStore {
+    async fn assign_disposable(
+        &self,
+        node: &NodeInfo,
+        max_worker_id: u64,
+    ) -> Result<u64, WorkerStoreError> {
+        worker_sql::assign_disposable(&self.pool, node, max_worker_id).await
+    }
+
+    async fn acquire_lease(
+        &self,
+        node: &NodeInfo,
+        lease_ms: i64,
+        max_worker_id: u64,
+        now_ms: i64,
+    ) -> Result<WorkerLease, WorkerStoreError> {
+        worker_sql::acquire_lease(&self.pool, node, lease_ms, max_worker_id, now_ms).await
+    }
+
+    async fn heartbeat(
+        &self,
+        worker_id: u64,
+        owner: &str,
+        lease_until_ms: i64,
+        last_timestamp_ms: i64,
+    ) -> Result<bool, WorkerStoreError> {
+        worker_sql::heartbeat(
+            &self.pool,
+            worker_id,
+            owner,
+            lease_until_ms,
+            last_timestamp_ms,
+        )
+        .await
+    }
+
+    async fn release(
+        &self,
+        worker_id: u64,
+        owner: &str,
+        last_timestamp_ms: i64,
+    ) -> Result<(), WorkerStoreError> {
+        worker_sql::release(&self.pool, worker_id, owner, last_timestamp_ms).await
+    }
+}

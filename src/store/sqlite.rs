@@ -28,21 +28,17 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, NaiveDateTime, Utc};
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    Sqlite, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteSynchronous,
 };
 use sqlx::{Connection, Row};
 use tracing::instrument;
 
-use super::{insert_error, lease_without_update, unavailable};
+use super::sql::{self, Dialect, SqliteTagRecord};
+use super::{insert_error, lease_without_update, unavailable, worker_sql};
 use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
-
-const SELECT_TAG: &str =
-    "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc WHERE biz_tag = ?1";
-const SELECT_TAGS: &str =
-    "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc ORDER BY biz_tag";
+use crate::snowflake::worker::{NodeInfo, WorkerLease, WorkerStore, WorkerStoreError};
 
 /// The SQLite store: a one-connection pool.
 #[derive(Clone, Debug)]
@@ -159,19 +155,6 @@ impl SqliteStore {
     }
 }
 
-fn tag_row(r: &SqliteRow) -> Result<TagRow, sqlx::Error> {
-    let update_time: Option<String> = r.try_get("update_time")?;
-    Ok(TagRow {
-        biz_tag: r.try_get("biz_tag")?,
-        max_id: r.try_get("max_id")?,
-        step: r.try_get("step")?,
-        description: r.try_get("description")?,
-        update_time: update_time
-            .and_then(|t| NaiveDateTime::parse_from_str(&t, "%Y-%m-%d %H:%M:%S").ok())
-            .map(|t| DateTime::<Utc>::from_naive_utc_and_offset(t, Utc)),
-    })
-}
-
 #[async_trait]
 impl SegmentStore for SqliteStore {
     #[instrument(skip(self), level = "debug")]
@@ -180,30 +163,15 @@ impl SegmentStore for SqliteStore {
     }
 
     async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {
-        let row = sqlx::query(SELECT_TAG)
-            .bind(biz_tag)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        row.as_ref().map(tag_row).transpose().map_err(unavailable)
+        sql::get_tag(&self.pool, biz_tag).await
     }
 
     async fn list_tag_names(&self) -> Result<Vec<String>, StoreError> {
-        sqlx::query_scalar("SELECT biz_tag FROM leaf_alloc")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(unavailable)
+        sql::list_tag_names(&self.pool).await
     }
 
     async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError> {
-        let rows = sqlx::query(SELECT_TAGS)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        rows.iter()
-            .map(tag_row)
-            .collect::<Result<_, _>>()
-            .map_err(unavailable)
+        sql::list_tags(&self.pool).await
     }
 
     async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError> {
@@ -232,14 +200,13 @@ impl SegmentStore for SqliteStore {
         .execute(&mut *tx)
         .await
         .map_err(insert_error)?;
-        let row = sqlx::query(SELECT_TAG)
+        let row: SqliteTagRecord = sqlx::query_as(Sqlite::SELECT_TAG)
             .bind(&tag.biz_tag)
             .fetch_one(&mut *tx)
             .await
             .map_err(unavailable)?;
-        let row = tag_row(&row).map_err(unavailable)?;
         tx.commit().await.map_err(unavailable)?;
-        Ok(row)
+        Ok(row.into())
     }
 
     async fn update_tag(
@@ -263,14 +230,13 @@ impl SegmentStore for SqliteStore {
         .execute(&mut *tx)
         .await
         .map_err(unavailable)?;
-        let row = sqlx::query(SELECT_TAG)
+        let row: Option<SqliteTagRecord> = sqlx::query_as(Sqlite::SELECT_TAG)
             .bind(biz_tag)
             .fetch_optional(&mut *tx)
             .await
             .map_err(unavailable)?;
-        let row = row.as_ref().map(tag_row).transpose().map_err(unavailable)?;
         tx.commit().await.map_err(unavailable)?;
-        Ok(row)
+        Ok(row.map(Into::into))
     }
 
     async fn delete_tag(&self, biz_tag: &str) -> Result<bool, StoreError> {
@@ -310,18 +276,53 @@ impl SegmentStore for SqliteStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1")
-            .execute(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        Ok(())
+        sql::ping(&self.pool).await
     }
 }
 
-super::worker_sql::impl_worker_store!(
-    SqliteStore,
-    Some("BEGIN IMMEDIATE"),
-    "INSERT INTO WORKER_NODE (HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED) \
-     VALUES (?, ?, 2, date('now'), CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)",
-    |r: &sqlx::sqlite::SqliteQueryResult| r.last_insert_rowid() as u64
-);
+#[async_trait]
+impl WorkerStore for SqliteStore {
+    async fn assign_disposable(
+        &self,
+        node: &NodeInfo,
+        max_worker_id: u64,
+    ) -> Result<u64, WorkerStoreError> {
+        worker_sql::assign_disposable(&self.pool, node, max_worker_id).await
+    }
+
+    async fn acquire_lease(
+        &self,
+        node: &NodeInfo,
+        lease_ms: i64,
+        max_worker_id: u64,
+        now_ms: i64,
+    ) -> Result<WorkerLease, WorkerStoreError> {
+        worker_sql::acquire_lease(&self.pool, node, lease_ms, max_worker_id, now_ms).await
+    }
+
+    async fn heartbeat(
+        &self,
+        worker_id: u64,
+        owner: &str,
+        lease_until_ms: i64,
+        last_timestamp_ms: i64,
+    ) -> Result<bool, WorkerStoreError> {
+        worker_sql::heartbeat(
+            &self.pool,
+            worker_id,
+            owner,
+            lease_until_ms,
+            last_timestamp_ms,
+        )
+        .await
+    }
+
+    async fn release(
+        &self,
+        worker_id: u64,
+        owner: &str,
+        last_timestamp_ms: i64,
+    ) -> Result<(), WorkerStoreError> {
+        worker_sql::release(&self.pool, worker_id, owner, last_timestamp_ms).await
+    }
+}

@@ -1,26 +1,92 @@
-//! The store traits called directly, on SQLite and MariaDB (and the in-memory store where the
-//! contract applies to it): concurrent leases, the step a lease takes, what a
-//! released worker lease still allows, and what a deleted tag leaves behind.
+//! The store contract: every scenario of [`SegmentStore`] and [`WorkerStore`] runs against the
+//! in-memory fakes (`leafid::testing`), SQLite and MariaDB, calling the traits directly. The
+//! fakes are only trustworthy because they pass the same scenarios as the real stores.
+//!
+//! `on_every_store!(scenario)` makes one test per store: `scenario::memory`, `scenario::sqlite`,
+//! `scenario::mysql`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use leafid::segment::{BizTag, NewTag, Step, StoreError};
-use leafid::snowflake::worker::NodeInfo;
+use leafid::segment::{BizTag, NewTag, SegmentStore, Step, StoreError};
+use leafid::snowflake::worker::{NodeInfo, WorkerStore, WorkerStoreError};
 use leafid::store::{Database, DbOptions};
+use leafid::testing::{MemoryStore, MemoryWorkerStore};
 
-use crate::on_both_databases;
 use crate::support::{Db, fresh_db};
 
-/// A fresh, migrated database; MySQL with or without the single-statement lease.
-async fn database(db: Db, single_statement: bool) -> (Database, Option<tempfile::TempDir>) {
-    let (url, dir) = fresh_db(db).await;
-    let opts = DbOptions {
-        url,
-        max_connections: 4,
-        acquire_timeout: Duration::from_secs(5),
-        mysql_single_statement_lease: single_statement,
+/// Which implementation a scenario runs on.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    /// `leafid::testing`'s in-memory stores.
+    Memory,
+    /// A store over a real database.
+    Sql(Db),
+}
+
+/// Defines one test per store from an `async fn(Kind)`.
+macro_rules! on_every_store {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test]
+            async fn memory() {
+                super::$name(super::Kind::Memory).await
+            }
+            #[tokio::test]
+            async fn sqlite() {
+                super::$name(super::Kind::Sql($crate::support::Db::Sqlite)).await
+            }
+            #[tokio::test]
+            async fn mysql() {
+                super::$name(super::Kind::Sql($crate::support::Db::MySql)).await
+            }
+        }
     };
-    (Database::connect(&opts).await.unwrap(), dir)
+}
+
+/// Both store traits over one fresh, empty (but for the migrations' seed) backend.
+struct Stores {
+    segments: Arc<dyn SegmentStore>,
+    workers: Arc<dyn WorkerStore>,
+    /// The connected database, closed by [`Stores::close`]; `None` for the in-memory stores.
+    database: Option<Database>,
+    /// The SQLite file's directory, removed when the stores are dropped.
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Stores {
+    /// Fresh stores; on MySQL with or without the single-statement lease (the other stores
+    /// have one lease path and ignore the flag).
+    async fn open(kind: Kind, single_statement: bool) -> Self {
+        let Kind::Sql(db) = kind else {
+            return Self {
+                segments: Arc::new(MemoryStore::default()),
+                workers: Arc::new(MemoryWorkerStore::default()),
+                database: None,
+                _dir: None,
+            };
+        };
+        let (url, dir) = fresh_db(db).await;
+        let opts = DbOptions {
+            url,
+            max_connections: 4,
+            acquire_timeout: Duration::from_secs(5),
+            mysql_single_statement_lease: single_statement,
+        };
+        let database = Database::connect(&opts).await.unwrap();
+        Self {
+            segments: database.segment_store(),
+            workers: database.worker_store(),
+            database: Some(database),
+            _dir: dir,
+        }
+    }
+
+    async fn close(self) {
+        if let Some(database) = &self.database {
+            database.close().await;
+        }
+    }
 }
 
 fn new_tag(tag: &str, step: i64, max_id: i64) -> NewTag {
@@ -28,30 +94,17 @@ fn new_tag(tag: &str, step: i64, max_id: i64) -> NewTag {
     NewTag::new(tag, Step::try_from(step).unwrap(), Some(max_id), None).unwrap()
 }
 
-/// A DBA raised the row's step above the engine's adapted step: the lease takes the row's step
-/// (the DBA's step is a floor), on the single-statement path's fallback as on the transaction.
-async fn a_rows_step_above_the_adapted_step_is_the_floor_of_a_lease(db: Db) {
-    for single_statement in [true, false] {
-        let (database, _dir) = database(db, single_statement).await;
-        let store = database.segment_store();
-        store.create_tag(&new_tag("floor", 1000, 1)).await.unwrap();
-
-        let lease = store.lease("floor", Some(10)).await.unwrap();
-        assert_eq!(
-            (lease.max_id, lease.leased),
-            (1001, 1000),
-            "single_statement={single_statement}: {lease:?}"
-        );
-        assert_eq!(store.get_tag("floor").await.unwrap().unwrap().max_id, 1001);
-
-        // Below the adapted step, the adapted step wins.
-        store.update_tag("floor", Some(5), None).await.unwrap();
-        let lease = store.lease("floor", Some(10)).await.unwrap();
-        assert_eq!((lease.max_id, lease.leased), (1011, 10), "{lease:?}");
-        database.close().await;
-    }
+fn described_tag(tag: &str, step: i64, max_id: i64, description: &str) -> NewTag {
+    let tag = BizTag::parse(tag).unwrap();
+    let description = Some(description.to_owned());
+    NewTag::new(
+        tag,
+        Step::try_from(step).unwrap(),
+        Some(max_id),
+        description,
+    )
+    .unwrap()
 }
-on_both_databases!(a_rows_step_above_the_adapted_step_is_the_floor_of_a_lease);
 
 fn node(owner: &str) -> NodeInfo {
     NodeInfo {
@@ -61,53 +114,154 @@ fn node(owner: &str) -> NodeInfo {
     }
 }
 
-/// After a release, a late heartbeat of the process that released cannot renew the lease.
-async fn a_released_worker_lease_cannot_be_renewed_by_its_old_owner(db: Db) {
-    let (database, _dir) = database(db, true).await;
-    let store = database.worker_store();
-    let now = 1_700_000_000_000i64;
-    let lease = store
-        .acquire_lease(&node("old"), 10_000, 3, now)
+// ---------------------------------------------------------------------------------------------
+// SegmentStore: rows
+// ---------------------------------------------------------------------------------------------
+
+/// A created tag reads back as written, with an update time; a second create of the same tag
+/// is refused; an unknown tag reads as absent.
+async fn a_created_tag_reads_back_as_written(kind: Kind) {
+    let stores = Stores::open(kind, true).await;
+    let store = &stores.segments;
+    let created = store
+        .create_tag(&described_tag("crud-orders", 500, 42, "orders"))
         .await
         .unwrap();
+    assert_eq!(
+        (created.biz_tag.as_str(), created.max_id, created.step),
+        ("crud-orders", 42, 500)
+    );
+    assert_eq!(created.description.as_deref(), Some("orders"));
+
+    let row = store.get_tag("crud-orders").await.unwrap().unwrap();
+    assert_eq!(
+        (row.biz_tag.as_str(), row.max_id, row.step),
+        ("crud-orders", 42, 500)
+    );
+    assert_eq!(row.description.as_deref(), Some("orders"));
+    assert!(row.update_time.is_some(), "{row:?}");
+
+    let again = store
+        .create_tag(&new_tag("crud-orders", 10, 1))
+        .await
+        .unwrap_err();
+    assert!(matches!(again, StoreError::AlreadyExists), "{again:?}");
+    assert_eq!(
+        store.get_tag("crud-orders").await.unwrap().unwrap().step,
+        500
+    );
+    assert!(store.get_tag("crud-unknown").await.unwrap().is_none());
+    store.ping().await.unwrap();
+    stores.close().await;
+}
+on_every_store!(a_created_tag_reads_back_as_written);
+
+/// `list_tags` returns every row ordered by tag; `list_tag_names` the same names.
+async fn tags_are_listed_in_tag_order(kind: Kind) {
+    let stores = Stores::open(kind, true).await;
+    let store = &stores.segments;
+    for (tag, step) in [("crud-b", 20), ("crud-c", 30), ("crud-a", 10)] {
+        store.create_tag(&new_tag(tag, step, 1)).await.unwrap();
+    }
+    // The SQLite migration seeds `leaf-segment-test`: only this scenario's rows are compared.
+    let rows: Vec<(String, i64)> = store
+        .list_tags()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.biz_tag.starts_with("crud-"))
+        .map(|r| (r.biz_tag, r.step))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("crud-a".to_owned(), 10),
+            ("crud-b".to_owned(), 20),
+            ("crud-c".to_owned(), 30)
+        ]
+    );
+    let mut names = store.list_tag_names().await.unwrap();
+    names.retain(|n| n.starts_with("crud-"));
+    names.sort();
+    assert_eq!(names, ["crud-a", "crud-b", "crud-c"]);
+    stores.close().await;
+}
+on_every_store!(tags_are_listed_in_tag_order);
+
+/// An update changes the step and/or the description it names and nothing else (`max_id`
+/// stays); an update of an unknown tag is `None` and creates nothing.
+async fn an_update_changes_only_what_it_names(kind: Kind) {
+    let stores = Stores::open(kind, true).await;
+    let store = &stores.segments;
+    store
+        .create_tag(&described_tag("crud-upd", 100, 7, "before"))
+        .await
+        .unwrap();
+
+    let row = store
+        .update_tag("crud-upd", Some(250), None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((row.max_id, row.step), (7, 250));
+    assert_eq!(row.description.as_deref(), Some("before"));
+
+    let row = store
+        .update_tag("crud-upd", None, Some("after"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((row.max_id, row.step), (7, 250));
+    assert_eq!(row.description.as_deref(), Some("after"));
+    assert_eq!(store.get_tag("crud-upd").await.unwrap().unwrap(), row);
+
     assert!(
         store
-            .heartbeat(lease.worker_id, "old", now + 10_000, now + 5)
+            .update_tag("crud-missing", Some(5), Some("x"))
             .await
             .unwrap()
+            .is_none()
     );
-    store
-        .release(lease.worker_id, "old", now + 6)
-        .await
-        .unwrap();
-    let renewed = store
-        .heartbeat(lease.worker_id, "old", now + 20_000, now + 7)
-        .await
-        .unwrap();
-    assert!(!renewed, "a heartbeat after release renewed the lease");
-
-    // The id is free at once, with the last timestamp the release stored.
-    let next = store
-        .acquire_lease(&node("new"), 10_000, 3, now + 8)
-        .await
-        .unwrap();
-    assert_eq!(next.worker_id, lease.worker_id);
-    assert_eq!(next.last_timestamp_ms, now + 6);
-    assert!(
-        !store
-            .heartbeat(lease.worker_id, "old", now + 20_000, now + 9)
-            .await
-            .unwrap()
-    );
-    database.close().await;
+    assert!(store.get_tag("crud-missing").await.unwrap().is_none());
+    stores.close().await;
 }
-on_both_databases!(a_released_worker_lease_cannot_be_renewed_by_its_old_owner);
+on_every_store!(an_update_changes_only_what_it_names);
+
+/// A deleted tag is gone for every call: read, list, lease, update, delete again.
+async fn a_deleted_tag_is_gone(kind: Kind) {
+    let stores = Stores::open(kind, true).await;
+    let store = &stores.segments;
+    store.create_tag(&new_tag("crud-del", 10, 1)).await.unwrap();
+    store
+        .create_tag(&new_tag("crud-keep", 10, 1))
+        .await
+        .unwrap();
+    assert!(store.delete_tag("crud-del").await.unwrap());
+
+    assert!(store.get_tag("crud-del").await.unwrap().is_none());
+    let names = store.list_tag_names().await.unwrap();
+    assert!(!names.iter().any(|n| n == "crud-del"), "{names:?}");
+    assert!(names.iter().any(|n| n == "crud-keep"), "{names:?}");
+    let err = store.lease("crud-del", None).await.unwrap_err();
+    assert!(matches!(err, StoreError::NotFound), "{err:?}");
+    assert!(
+        store
+            .update_tag("crud-del", Some(5), None)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(!store.delete_tag("crud-del").await.unwrap());
+    assert!(!store.delete_tag("crud-never").await.unwrap());
+    stores.close().await;
+}
+on_every_store!(a_deleted_tag_is_gone);
 
 /// A deleted tag keeps its high-water mark: creating it again below is refused, at or above
 /// it succeeds, and a second delete keeps the higher mark.
-async fn a_deleted_tag_leaves_its_high_water_mark(db: Db) {
-    let (database, _dir) = database(db, true).await;
-    let store = database.segment_store();
+async fn a_deleted_tag_leaves_its_high_water_mark(kind: Kind) {
+    let stores = Stores::open(kind, true).await;
+    let store = &stores.segments;
     store.create_tag(&new_tag("gone", 100, 1)).await.unwrap();
     store.lease("gone", None).await.unwrap();
     store.lease("gone", None).await.unwrap();
@@ -145,9 +299,362 @@ async fn a_deleted_tag_leaves_its_high_water_mark(db: Db) {
         matches!(err, StoreError::BelowDeletedMaxId { high_water: 301 }),
         "{err:?}"
     );
-    database.close().await;
+    stores.close().await;
 }
-on_both_databases!(a_deleted_tag_leaves_its_high_water_mark);
+on_every_store!(a_deleted_tag_leaves_its_high_water_mark);
+
+// ---------------------------------------------------------------------------------------------
+// SegmentStore: leases
+// ---------------------------------------------------------------------------------------------
+
+/// A lease without an adapted step takes the row's step from `max_id` and moves `max_id` past
+/// it; an unknown tag cannot be leased.
+async fn a_lease_takes_the_rows_step_from_max_id(kind: Kind) {
+    for single_statement in [true, false] {
+        let stores = Stores::open(kind, single_statement).await;
+        let store = &stores.segments;
+        store
+            .create_tag(&new_tag("crud-lease", 100, 5))
+            .await
+            .unwrap();
+
+        let lease = store.lease("crud-lease", None).await.unwrap();
+        assert_eq!(
+            (lease.max_id, lease.leased, lease.db_step),
+            (105, 100, Some(100)),
+            "single_statement={single_statement}"
+        );
+        let lease = store.lease("crud-lease", None).await.unwrap();
+        assert_eq!((lease.max_id, lease.leased), (205, 100));
+        let row = store.get_tag("crud-lease").await.unwrap().unwrap();
+        assert_eq!((row.max_id, row.step), (205, 100));
+
+        let err = store.lease("crud-unknown", None).await.unwrap_err();
+        assert!(matches!(err, StoreError::NotFound), "{err:?}");
+        let err = store.lease("crud-unknown", Some(10)).await.unwrap_err();
+        assert!(matches!(err, StoreError::NotFound), "{err:?}");
+        stores.close().await;
+    }
+}
+on_every_store!(a_lease_takes_the_rows_step_from_max_id);
+
+/// Near `i64::MAX` a lease is cut to the ids left, and then the tag is exhausted, whether the
+/// lease asked for the row's step or an adapted one.
+async fn a_lease_near_the_end_of_the_range_takes_the_tail_then_the_tag_is_exhausted(kind: Kind) {
+    for (single_statement, step) in [(true, None), (true, Some(20)), (false, Some(20))] {
+        let stores = Stores::open(kind, single_statement).await;
+        let store = &stores.segments;
+        store
+            .create_tag(&new_tag("crud-end", 10, i64::MAX - 5))
+            .await
+            .unwrap();
+
+        let lease = store.lease("crud-end", step).await.unwrap();
+        assert_eq!(
+            (lease.max_id, lease.leased),
+            (i64::MAX, 5),
+            "single_statement={single_statement} step={step:?}"
+        );
+        let err = store.lease("crud-end", step).await.unwrap_err();
+        assert!(matches!(err, StoreError::Exhausted), "{err:?}");
+        assert_eq!(
+            store.get_tag("crud-end").await.unwrap().unwrap().max_id,
+            i64::MAX
+        );
+        stores.close().await;
+    }
+}
+on_every_store!(a_lease_near_the_end_of_the_range_takes_the_tail_then_the_tag_is_exhausted);
+
+/// A DBA raised the row's step above the engine's adapted step: the lease takes the row's step
+/// (the DBA's step is a floor), on the single-statement path's fallback as on the transaction.
+async fn a_rows_step_above_the_adapted_step_is_the_floor_of_a_lease(kind: Kind) {
+    for single_statement in [true, false] {
+        let stores = Stores::open(kind, single_statement).await;
+        let store = &stores.segments;
+        store.create_tag(&new_tag("floor", 1000, 1)).await.unwrap();
+
+        let lease = store.lease("floor", Some(10)).await.unwrap();
+        assert_eq!(
+            (lease.max_id, lease.leased),
+            (1001, 1000),
+            "single_statement={single_statement}: {lease:?}"
+        );
+        assert_eq!(store.get_tag("floor").await.unwrap().unwrap().max_id, 1001);
+
+        // Below the adapted step, the adapted step wins.
+        store.update_tag("floor", Some(5), None).await.unwrap();
+        let lease = store.lease("floor", Some(10)).await.unwrap();
+        assert_eq!((lease.max_id, lease.leased), (1011, 10), "{lease:?}");
+        stores.close().await;
+    }
+}
+on_every_store!(a_rows_step_above_the_adapted_step_is_the_floor_of_a_lease);
+
+/// Leases of one tag from many tasks at once (as from many servers) never overlap and leave no
+/// gap: each id of `1..max_id` belongs to exactly one lease. On MySQL this races the
+/// compare-and-set lease (first leases, `step = None`) and the single-statement one.
+async fn concurrent_leases_of_one_tag_are_disjoint_and_gapless(store: Arc<dyn SegmentStore>) {
+    store.create_tag(&new_tag("race", 7, 1)).await.unwrap();
+    let tasks: Vec<_> = (0..8)
+        .map(|t| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for i in 0..25 {
+                    // Half the tasks ask the row's step, half an adapted one.
+                    let step = (t % 2 == 1).then_some(3 + i % 5);
+                    let lease = store.lease("race", step).await.unwrap();
+                    got.push((lease.max_id - lease.leased, lease.max_id));
+                }
+                got
+            })
+        })
+        .collect();
+    let mut ranges = Vec::new();
+    for t in tasks {
+        ranges.extend(t.await.unwrap());
+    }
+    ranges.sort_unstable();
+    let mut next = 1;
+    for (start, end) in &ranges {
+        assert_eq!(*start, next, "overlap or gap at {start}: {ranges:?}");
+        assert!(end > start);
+        next = *end;
+    }
+    assert_eq!(store.get_tag("race").await.unwrap().unwrap().max_id, next);
+}
+
+async fn concurrent_leases_are_disjoint(kind: Kind) {
+    for single_statement in [true, false] {
+        let stores = Stores::open(kind, single_statement).await;
+        concurrent_leases_of_one_tag_are_disjoint_and_gapless(stores.segments.clone()).await;
+        stores.close().await;
+    }
+}
+on_every_store!(concurrent_leases_are_disjoint);
+
+// ---------------------------------------------------------------------------------------------
+// WorkerStore
+// ---------------------------------------------------------------------------------------------
+
+/// 2023-11-14T22:13:20Z: the wall clock of the worker-lease scenarios.
+const NOW: i64 = 1_700_000_000_000;
+
+/// Free worker ids are claimed from 0 upwards, each by one owner, until the layout's largest
+/// id is taken; then the claim is refused.
+async fn worker_leases_are_claimed_from_zero_until_the_layout_runs_out(kind: Kind) {
+    let stores = Stores::open(kind, true).await;
+    let store = &stores.workers;
+    let a = store
+        .acquire_lease(&node("a"), 10_000, 1, NOW)
+        .await
+        .unwrap();
+    let b = store
+        .acquire_lease(&node("b"), 10_000, 1, NOW)
+        .await
+        .unwrap();
+    assert_eq!((a.worker_id, a.last_timestamp_ms), (0, 0));
+    assert_eq!((b.worker_id, b.last_timestamp_ms), (1, 0));
+    let err = store
+        .acquire_lease(&node("c"), 10_000, 1, NOW + 1)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, WorkerStoreError::Exhausted(m) if m.contains("all 2 worker ids")),
+        "{err:?}"
+    );
+    stores.close().await;
+}
+on_every_store!(worker_leases_are_claimed_from_zero_until_the_layout_runs_out);
+
+/// Only the owner renews a lease; the stored last timestamp only rises (by heartbeat or
+/// release), and the next holder starts from it.
+async fn only_the_owner_renews_a_worker_lease_and_its_last_timestamp_only_rises(kind: Kind) {
+    let stores = Stores::open(kind, true).await;
+    let store = &stores.workers;
+    let lease = store
+        .acquire_lease(&node("me"), 10_000, 0, NOW)
+        .await
+        .unwrap();
+    let id = lease.worker_id;
+    assert!(
+        !store
+            .heartbeat(id, "someone-else", NOW + 50_000, NOW + 40_000)
+            .await
+            .unwrap(),
+        "another owner renewed the lease"
+    );
+    assert!(
+        store
+            .heartbeat(id, "me", NOW + 12_000, NOW + 5_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .heartbeat(id, "me", NOW + 13_000, NOW + 3_000)
+            .await
+            .unwrap()
+    );
+    store.release(id, "me", NOW + 1_000).await.unwrap();
+
+    let next = store
+        .acquire_lease(&node("next"), 10_000, 0, NOW + 6_000)
+        .await
+        .unwrap();
+    assert_eq!((next.worker_id, next.last_timestamp_ms), (id, NOW + 5_000));
+    stores.close().await;
+}
+on_every_store!(only_the_owner_renews_a_worker_lease_and_its_last_timestamp_only_rises);
+
+/// A lease that expired is taken over (with the last timestamp its holder stored), one that
+/// has not is not; the old holder can no longer renew it.
+async fn an_expired_worker_lease_is_taken_over(kind: Kind) {
+    let stores = Stores::open(kind, true).await;
+    let store = &stores.workers;
+    let old = store
+        .acquire_lease(&node("old"), 10_000, 0, NOW)
+        .await
+        .unwrap();
+    assert!(
+        store
+            .heartbeat(old.worker_id, "old", NOW + 10_000, NOW + 4_000)
+            .await
+            .unwrap()
+    );
+
+    let err = store
+        .acquire_lease(&node("new"), 10_000, 0, NOW + 5_000)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, WorkerStoreError::Exhausted(_)), "{err:?}");
+
+    let new = store
+        .acquire_lease(&node("new"), 10_000, 0, NOW + 10_001)
+        .await
+        .unwrap();
+    assert_eq!(
+        (new.worker_id, new.last_timestamp_ms),
+        (old.worker_id, NOW + 4_000)
+    );
+    assert!(
+        !store
+            .heartbeat(old.worker_id, "old", NOW + 20_000, NOW + 10_002)
+            .await
+            .unwrap(),
+        "the old holder renewed a lease taken over"
+    );
+    assert!(
+        store
+            .heartbeat(new.worker_id, "new", NOW + 20_001, NOW + 10_002)
+            .await
+            .unwrap()
+    );
+    stores.close().await;
+}
+on_every_store!(an_expired_worker_lease_is_taken_over);
+
+/// An expired lease whose stored time is ahead of the claimer's clock is refused (the error
+/// says so) until the clock passes that time.
+async fn an_expired_lease_ahead_of_the_clock_is_refused_until_the_clock_passes_it(kind: Kind) {
+    let stores = Stores::open(kind, true).await;
+    let store = &stores.workers;
+    let old = store
+        .acquire_lease(&node("old"), 10_000, 0, NOW)
+        .await
+        .unwrap();
+    store
+        .release(old.worker_id, "old", NOW + 60_000)
+        .await
+        .unwrap();
+
+    let err = store
+        .acquire_lease(&node("behind"), 10_000, 0, NOW + 20_000)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, WorkerStoreError::Exhausted(m) if m.contains("ahead of this clock")),
+        "{err:?}"
+    );
+    let later = store
+        .acquire_lease(&node("later"), 10_000, 0, NOW + 60_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        (later.worker_id, later.last_timestamp_ms),
+        (old.worker_id, NOW + 60_000)
+    );
+    stores.close().await;
+}
+on_every_store!(an_expired_lease_ahead_of_the_clock_is_refused_until_the_clock_passes_it);
+
+/// After a release, a late heartbeat of the process that released cannot renew the lease.
+async fn a_released_worker_lease_cannot_be_renewed_by_its_old_owner(kind: Kind) {
+    let stores = Stores::open(kind, true).await;
+    let store = &stores.workers;
+    let now = 1_700_000_000_000i64;
+    let lease = store
+        .acquire_lease(&node("old"), 10_000, 3, now)
+        .await
+        .unwrap();
+    assert!(
+        store
+            .heartbeat(lease.worker_id, "old", now + 10_000, now + 5)
+            .await
+            .unwrap()
+    );
+    store
+        .release(lease.worker_id, "old", now + 6)
+        .await
+        .unwrap();
+    let renewed = store
+        .heartbeat(lease.worker_id, "old", now + 20_000, now + 7)
+        .await
+        .unwrap();
+    assert!(!renewed, "a heartbeat after release renewed the lease");
+
+    // The id is free at once, with the last timestamp the release stored.
+    let next = store
+        .acquire_lease(&node("new"), 10_000, 3, now + 8)
+        .await
+        .unwrap();
+    assert_eq!(next.worker_id, lease.worker_id);
+    assert_eq!(next.last_timestamp_ms, now + 6);
+    assert!(
+        !store
+            .heartbeat(lease.worker_id, "old", now + 20_000, now + 9)
+            .await
+            .unwrap()
+    );
+    stores.close().await;
+}
+on_every_store!(a_released_worker_lease_cannot_be_renewed_by_its_old_owner);
+
+/// Disposable ids (`WORKER_NODE`) are new on every call, increasing, and refused (not
+/// wrapped) once above the layout's largest worker id.
+async fn disposable_worker_ids_increase_and_stop_at_the_layouts_max(kind: Kind) {
+    let stores = Stores::open(kind, true).await;
+    let store = &stores.workers;
+    let first = store.assign_disposable(&node("a"), 1_000).await.unwrap();
+    let second = store.assign_disposable(&node("b"), 1_000).await.unwrap();
+    assert!(first >= 1, "{first}");
+    assert!(second > first, "{first} then {second}");
+    let err = store
+        .assign_disposable(&node("c"), second)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, WorkerStoreError::Exhausted(m) if m.contains("above the layout's largest worker id")),
+        "{err:?}"
+    );
+    stores.close().await;
+}
+on_every_store!(disposable_worker_ids_increase_and_stop_at_the_layouts_max);
+
+// ---------------------------------------------------------------------------------------------
+// MariaDB only
+// ---------------------------------------------------------------------------------------------
 
 /// On a `leaf_alloc` that Leaf created with its own character set and collation, the tombstone
 /// table's `biz_tag` compares exactly as `leaf_alloc.biz_tag` does.
@@ -188,56 +695,4 @@ async fn the_tombstone_tag_column_copies_leaf_allocs_collation() {
         ]
     );
     database.close().await;
-}
-
-/// Leases of one tag from many tasks at once (as from many servers) never overlap and leave no
-/// gap: each id of `1..max_id` belongs to exactly one lease. On MySQL this races the
-/// compare-and-set lease (first leases, `step = None`) and the single-statement one.
-async fn concurrent_leases_of_one_tag_are_disjoint_and_gapless(
-    store: std::sync::Arc<dyn leafid::segment::SegmentStore>,
-) {
-    store.create_tag(&new_tag("race", 7, 1)).await.unwrap();
-    let tasks: Vec<_> = (0..8)
-        .map(|t| {
-            let store = store.clone();
-            tokio::spawn(async move {
-                let mut got = Vec::new();
-                for i in 0..25 {
-                    // Half the tasks ask the row's step, half an adapted one.
-                    let step = (t % 2 == 1).then_some(3 + i % 5);
-                    let lease = store.lease("race", step).await.unwrap();
-                    got.push((lease.max_id - lease.leased, lease.max_id));
-                }
-                got
-            })
-        })
-        .collect();
-    let mut ranges = Vec::new();
-    for t in tasks {
-        ranges.extend(t.await.unwrap());
-    }
-    ranges.sort_unstable();
-    let mut next = 1;
-    for (start, end) in &ranges {
-        assert_eq!(*start, next, "overlap or gap at {start}: {ranges:?}");
-        assert!(end > start);
-        next = *end;
-    }
-    assert_eq!(store.get_tag("race").await.unwrap().unwrap().max_id, next);
-}
-
-async fn concurrent_leases_are_disjoint(db: Db) {
-    for single_statement in [true, false] {
-        let (database, _dir) = database(db, single_statement).await;
-        concurrent_leases_of_one_tag_are_disjoint_and_gapless(database.segment_store()).await;
-        database.close().await;
-    }
-}
-on_both_databases!(concurrent_leases_are_disjoint);
-
-/// The in-memory store the engine tests use keeps the same contract.
-#[tokio::test]
-async fn concurrent_leases_are_disjoint_on_the_memory_store() {
-    let store = std::sync::Arc::new(leafid::segment::memory::MemoryStore::default());
-    concurrent_leases_of_one_tag_are_disjoint_and_gapless(store).await;
 }

@@ -1,31 +1,15 @@
 //! Cached generator: uniqueness under consumers, the lead bound, exhaustion, shutdown.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use leafid::snowflake::cached::{CachedConfig, CachedGenerator};
-use leafid::snowflake::clock::{Clock, ManualClock, SystemClock};
+use leafid::snowflake::clock::{Clock, SystemClock};
 use leafid::snowflake::error::SnowflakeError;
 use leafid::snowflake::layout::{BitLayout, TimeUnit};
+use leafid::testing::{FrozenClock, ManualClock};
 
 const EPOCH: i64 = 1_600_000_000_000;
-
-/// A clock that only moves when the test moves it: sleeping really sleeps (1 ms), time stands
-/// still. Lets a test watch the filler stop at its lead bound.
-struct FrozenClock(AtomicI64);
-
-impl Clock for FrozenClock {
-    fn now_unix_ms(&self) -> i64 {
-        self.0.load(Ordering::Relaxed)
-    }
-    fn sleep_ms(&self, _ms: u64) {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    fn monotonic_ms(&self) -> i64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
 
 /// 10 sequence bits (1024 ids a tick), seconds, so tests reach the lead bound quickly.
 fn small_layout(time_bits: u8) -> BitLayout {
@@ -147,7 +131,7 @@ fn four_consumers_on_the_system_clock() {
 
 #[test]
 fn start_up_fills_whole_ticks_ahead_and_stops_at_the_bound() {
-    let clock = Arc::new(FrozenClock(AtomicI64::new(EPOCH + 100_000)));
+    let clock = Arc::new(FrozenClock::new(EPOCH + 100_000));
     let config = CachedConfig {
         max_wait: Duration::from_millis(30),
         ..CachedConfig::default()
@@ -181,7 +165,7 @@ fn start_up_fills_whole_ticks_ahead_and_stops_at_the_bound() {
     assert_eq!(g.stats().ticks_ahead, 8);
 
     // One second later, one more tick may be borrowed.
-    clock.0.fetch_add(1_000, Ordering::Relaxed);
+    clock.advance(1_000);
     let next = g.take().unwrap();
     let d = g.layout().decompose(next);
     assert_eq!((d.time_delta, d.sequence), (109, 0));

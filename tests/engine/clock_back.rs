@@ -3,41 +3,15 @@
 //! resumes by itself once it is not.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use leafid::http::error::ApiError;
 use leafid::snowflake::cached::CachedConfig;
-use leafid::snowflake::clock::{Clock, SystemClock};
 use leafid::snowflake::engine::{GeneratorKind, SnowflakeConfig, SnowflakeEngine};
 use leafid::snowflake::error::SnowflakeError;
 use leafid::snowflake::layout::BitLayout;
 use leafid::snowflake::worker::{NodeInfo, WorkerStrategy};
-
-/// The system clock plus an offset the test shifts, as an NTP step would: time goes on, from
-/// wherever the step put it. Waiting on it really sleeps.
-struct SteppedClock(AtomicI64);
-
-impl SteppedClock {
-    fn now() -> Arc<Self> {
-        Arc::new(Self(AtomicI64::new(0)))
-    }
-    fn shift(&self, ms: i64) {
-        self.0.fetch_add(ms, Ordering::SeqCst);
-    }
-}
-
-impl Clock for SteppedClock {
-    fn now_unix_ms(&self) -> i64 {
-        SystemClock.now_unix_ms() + self.0.load(Ordering::SeqCst)
-    }
-    fn sleep_ms(&self, ms: u64) {
-        std::thread::sleep(Duration::from_millis(ms.min(20)));
-    }
-    fn monotonic_ms(&self) -> i64 {
-        SystemClock.monotonic_ms()
-    }
-}
+use leafid::testing::SteppedClock;
 
 async fn engine(kind: GeneratorKind, clock: Arc<SteppedClock>) -> Arc<SnowflakeEngine> {
     let config = SnowflakeConfig {

@@ -4,7 +4,7 @@
 //!
 //! Five machines compete for the 4 worker ids of a `58/2/3` millisecond layout (sequences wrap
 //! every 8 ids), lease 4 s, heartbeat 1 s, direct generator. Each machine has a
-//! [`ManualClock`](leafid::snowflake::clock::ManualClock) and runs at most one server process
+//! [`ManualClock`](leafid::testing::ManualClock) and runs at most one server process
 //! at a time: a [`SnowflakeEngine`](leafid::snowflake::engine::SnowflakeEngine) started with the
 //! `lease` strategy on the process's own current-thread tokio runtime with paused time. The
 //! runtime is driven only while time passes for that process, so heartbeats run on their

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use leafid::snowflake::clock::ManualClock;
 use leafid::snowflake::worker::{NodeInfo, WorkerLease, WorkerStore, WorkerStoreError};
+use leafid::testing::ManualClock;
 
 /// How often a claim may lose a race before giving up (`CLAIM_ATTEMPTS` in `worker_sql.rs`).
 const CLAIM_ATTEMPTS: u32 = 32;

@@ -13,11 +13,12 @@ use std::time::Duration;
 
 use leafid::background::Background;
 use leafid::snowflake::cached::CachedConfig;
-use leafid::snowflake::clock::{Clock, ManualClock};
+use leafid::snowflake::clock::Clock;
 use leafid::snowflake::engine::{GeneratorKind, SnowflakeConfig, SnowflakeEngine, StartError};
 use leafid::snowflake::error::SnowflakeError;
 use leafid::snowflake::layout::{BitLayout, TimeUnit};
 use leafid::snowflake::worker::{NodeInfo, WorkerStoreError, WorkerStrategy};
+use leafid::testing::ManualClock;
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 

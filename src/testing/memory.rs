@@ -1,5 +1,6 @@
 //! `MemoryStore`: an in-process [`SegmentStore`] for engine unit tests and benchmarks, with
-//! knobs to make it slow or failing. Integration tests use real databases, never this.
+//! knobs to make it slow or failing. The store contract (`tests/api/store_contract.rs`) runs it
+//! beside SQLite and MariaDB, so it keeps their semantics; black-box tests use real databases.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -7,9 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, SubsecRound, Utc};
 
-use super::store::{Lease, SegmentStore, StoreError, TagRow};
-use super::tag_rules::NewTag;
+use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
 
 /// An in-memory `leaf_alloc` table.
 #[derive(Debug, Default)]
@@ -43,7 +44,7 @@ impl MemoryStore {
             max_id,
             step,
             description: None,
-            update_time: None,
+            update_time: Some(now()),
         };
         self.rows.lock().unwrap().insert(tag.into(), row);
     }
@@ -65,6 +66,11 @@ impl MemoryStore {
     }
 }
 
+/// What `update_time` records: the time of the write, to the second like the SQL columns.
+fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(0)
+}
+
 #[async_trait]
 impl SegmentStore for MemoryStore {
     async fn lease(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError> {
@@ -82,6 +88,7 @@ impl SegmentStore for MemoryStore {
             None => return Err(StoreError::Exhausted),
         };
         row.max_id += leased;
+        row.update_time = Some(now());
         self.leases.fetch_add(1, Ordering::Relaxed);
         Ok(Lease {
             max_id: row.max_id,
@@ -115,7 +122,7 @@ impl SegmentStore for MemoryStore {
             max_id: tag.max_id,
             step: tag.step,
             description: tag.description.clone(),
-            update_time: None,
+            update_time: Some(now()),
         };
         rows.insert(tag.biz_tag.clone(), row.clone());
         Ok(row)
@@ -136,6 +143,7 @@ impl SegmentStore for MemoryStore {
             if let Some(d) = description {
                 r.description = Some(d.into());
             }
+            r.update_time = Some(now());
             r.clone()
         }))
     }
