@@ -9,14 +9,17 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use serde::{Deserialize, Deserializer};
 
 use crate::segment::tag_rules::{MAX_STEP, MIN_STEP};
 use crate::segment::{SegmentConfig, Step, StepPolicy};
 use crate::snowflake::cached::CachedConfig;
 use crate::snowflake::engine::{GeneratorKind, SnowflakeConfig};
-use crate::snowflake::layout::{BitLayout, JS_SAFE_ID_BITS, PAYLOAD_BITS, TimeUnit, parse_epoch};
+pub use crate::snowflake::layout::Preset;
+use crate::snowflake::layout::{
+    BitLayout, JS_SAFE_ID_BITS, LayoutArgs, PAYLOAD_BITS, ResolveError, TimeUnit, UnitPolicy,
+};
 use crate::snowflake::worker::WorkerStrategy;
 use crate::store::DbOptions;
 
@@ -117,6 +120,7 @@ pub struct SnowflakeSettings {
     /// Serve the snowflake routes.
     pub enabled: bool,
     /// `twitter`, `uid-generator` or `js-safe`; ignored when `layout` is set.
+    #[serde(deserialize_with = "parsed")]
     pub preset: Preset,
     /// `T/W/S` or `P+T/W/S`.
     pub layout: Option<String>,
@@ -222,49 +226,13 @@ pub struct UnknownValue {
     pub got: String,
 }
 
-/// `snowflake.preset`: a named layout (exact spellings `twitter`, `uid-generator`, `js-safe`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "String")]
-pub enum Preset {
-    /// 41/10/12, milliseconds, epoch 1288834974657 (2010-11-04T01:42:54.657Z).
-    Twitter,
-    /// 28/22/13, seconds, epoch 2016-05-20T00:00:00+08:00 (ran out in 2024: refused at start).
-    UidGenerator,
-    /// 10+31/8/14 with the prefix bits at 0, seconds, epoch 2025-01-01Z: ids <= 2^53 - 1.
-    JsSafe,
-}
-
-impl Preset {
-    /// The layout this preset names.
-    pub fn layout(self) -> BitLayout {
-        match self {
-            Self::Twitter => BitLayout::twitter(),
-            Self::UidGenerator => BitLayout::uid_generator(),
-            Self::JsSafe => BitLayout::js_safe(),
-        }
-    }
-
-    /// The configuration spelling.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Twitter => "twitter",
-            Self::UidGenerator => "uid-generator",
-            Self::JsSafe => "js-safe",
-        }
-    }
-}
-
-impl fmt::Display for Preset {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
+/// `snowflake.preset` (exact spellings `twitter`, `uid-generator`, `js-safe`). The type lives
+/// with the layout; its configuration spelling lives here.
 impl FromStr for Preset {
     type Err = UnknownValue;
 
     fn from_str(s: &str) -> Result<Self, UnknownValue> {
-        [Self::Twitter, Self::UidGenerator, Self::JsSafe]
+        Preset::ALL
             .into_iter()
             .find(|p| p.as_str() == s)
             .ok_or_else(|| UnknownValue {
@@ -272,14 +240,6 @@ impl FromStr for Preset {
                 accepted: r#""twitter", "uid-generator" or "js-safe""#,
                 got: s.to_owned(),
             })
-    }
-}
-
-impl TryFrom<String> for Preset {
-    type Error = UnknownValue;
-
-    fn try_from(s: String) -> Result<Self, UnknownValue> {
-        s.parse()
     }
 }
 
@@ -521,30 +481,35 @@ impl Settings {
         Ok(())
     }
 
-    /// The snowflake layout from `preset`, or from `layout` + `epoch` + `unit`.
+    /// The snowflake layout from `preset`, or from `layout` + `epoch` + `unit` (the unit is
+    /// required here: see [`UnitPolicy::Required`]), with `prefix_value` over either.
     pub fn snowflake_layout(&self) -> anyhow::Result<BitLayout> {
         let sf = &self.snowflake;
-        let layout = match sf.layout.as_deref() {
-            None => sf.preset.layout(),
-            Some(bits) => {
-                let epoch = sf.epoch.as_deref().context(
-                    "invalid configuration: snowflake.epoch is required with snowflake.layout",
-                )?;
-                let epoch = parse_epoch(epoch)
-                    .map_err(|e| anyhow::anyhow!("invalid configuration: snowflake.epoch: {e}"))?;
-                let unit = sf.unit.context(
-                    "invalid configuration: snowflake.unit is required with snowflake.layout",
-                )?;
-                BitLayout::parse_bits(bits, unit, epoch)
-                    .map_err(|e| anyhow::anyhow!("invalid configuration: snowflake.layout: {e}"))?
-            }
+        let args = LayoutArgs {
+            // The preset always has a value (its default): `layout` overrides it.
+            preset: sf.layout.is_none().then_some(sf.preset),
+            bits: sf.layout.as_deref(),
+            epoch: sf.epoch.as_deref(),
+            unit: sf.unit,
+            prefix_value: sf.prefix_value,
+            otherwise: None,
         };
-        match sf.prefix_value {
-            Some(v) => layout
-                .with_prefix_value(v)
-                .map_err(|e| anyhow::anyhow!("invalid configuration: snowflake.prefix_value: {e}")),
-            None => Ok(layout),
-        }
+        args.resolve(UnitPolicy::Required).map_err(|e| {
+            let problem = match e {
+                ResolveError::MissingEpoch => {
+                    "snowflake.epoch is required with snowflake.layout".to_owned()
+                }
+                ResolveError::MissingUnit => {
+                    "snowflake.unit is required with snowflake.layout".to_owned()
+                }
+                ResolveError::Epoch(e) => format!("snowflake.epoch: {e}"),
+                ResolveError::Bits(e) => format!("snowflake.layout: {e}"),
+                ResolveError::PrefixValue(e) => format!("snowflake.prefix_value: {e}"),
+                // A preset always stands in for a missing layout, never beside one.
+                ResolveError::NoLayout | ResolveError::PresetAndBits => e.to_string(),
+            };
+            anyhow::anyhow!("invalid configuration: {problem}")
+        })
     }
 
     /// Snowflake engine settings (layout included).

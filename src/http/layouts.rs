@@ -12,7 +12,7 @@ use super::error::{ApiError, ErrorBody};
 use super::segment::StringifyQuery;
 use super::snowflake::DecodeBody;
 use crate::layout_plan::{self, Plan, PlanRequest};
-use crate::snowflake::layout::{BitLayout, TimeUnit, parse_epoch};
+use crate::snowflake::layout::{BitLayout, LayoutArgs, TimeUnit, UnitPolicy};
 
 /// Registers the routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -98,25 +98,31 @@ pub struct DecodeQuery {
 }
 
 impl DecodeQuery {
-    /// The validated layout, or `invalid_layout` naming what is wrong.
+    /// The validated layout, or `invalid_layout` naming what is wrong; the unit defaults to
+    /// seconds ([`UnitPolicy::DefaultsToSeconds`]).
     pub fn layout(&self) -> Result<BitLayout, ApiError> {
         let invalid = |e: &dyn std::fmt::Display| ApiError::InvalidLayout(e.to_string());
-        let (Some(bits), Some(epoch)) = (&self.layout, &self.epoch) else {
+        if self.layout.is_none() || self.epoch.is_none() {
             return Err(ApiError::InvalidLayout(
                 "give layout (T/W/S or P+T/W/S) and epoch (RFC 3339 with an explicit offset) in the query"
                     .to_owned(),
             ));
-        };
-        let unit = match &self.unit {
-            None => TimeUnit::Seconds,
-            Some(text) => text.parse().map_err(|e| invalid(&e))?,
-        };
-        let epoch_ms = parse_epoch(epoch).map_err(|e| invalid(&e))?;
-        let layout = BitLayout::parse_bits(bits, unit, epoch_ms).map_err(|e| invalid(&e))?;
-        match self.prefix_value {
-            None => Ok(layout),
-            Some(value) => layout.with_prefix_value(value).map_err(|e| invalid(&e)),
         }
+        let unit = self
+            .unit
+            .as_deref()
+            .map(str::parse::<TimeUnit>)
+            .transpose()
+            .map_err(|e| invalid(&e))?;
+        let args = LayoutArgs {
+            bits: self.layout.as_deref(),
+            epoch: self.epoch.as_deref(),
+            unit,
+            prefix_value: self.prefix_value,
+            ..LayoutArgs::default()
+        };
+        args.resolve(UnitPolicy::DefaultsToSeconds)
+            .map_err(|e| invalid(&e))
     }
 }
 

@@ -18,7 +18,7 @@ use super::segment::{
     path_tail, plain_id,
 };
 use crate::snowflake::engine::SnowflakeEngine;
-use crate::snowflake::layout::{BitLayout, format_unix_ms};
+use crate::snowflake::layout::{self, BitLayout};
 
 /// Registers Leaf's id route: a static prefix, matched without a regex; any rest of the path is
 /// the key (empty, or with slashes: it is only logged). Registered before every route with a
@@ -43,18 +43,15 @@ pub const LEAF_ROUTE: &str = "/api/snowflake/get/{key:.*}";
 /// Pattern and metrics label of the batch route.
 pub const BATCH_ROUTE: &str = "/api/v1/snowflake/ids";
 
-/// Parses an id to decode: an integer within `0..=i64::MAX`, else `invalid_id`.
+/// Parses an id to decode ([`layout::parse_id`]): an integer within `0..=i64::MAX`, else
+/// `invalid_id`.
 pub fn parse_id(text: &str) -> Result<u64, ApiError> {
-    text.trim()
-        .parse::<i64>()
-        .ok()
-        .and_then(|id| u64::try_from(id).ok())
-        .ok_or_else(|| {
-            ApiError::InvalidId(format!(
-                "id {text:?} is not an integer within 0..={}",
-                i64::MAX
-            ))
-        })
+    layout::parse_id(text).map_err(|_| {
+        ApiError::InvalidId(format!(
+            "id {text:?} is not an integer within 0..={}",
+            i64::MAX
+        ))
+    })
 }
 
 /// An id's fields under a layout: the body of both decode routes.
@@ -79,17 +76,18 @@ pub struct DecodeBody {
     pub sequence: u64,
 }
 
-/// The decode body shared by the decode routes: the fields plus `id_str` and `layout`; `id` as
-/// `format` says.
+/// The decode body shared by the decode routes: the id read by [`BitLayout::decode`], plus
+/// `id_str` and `layout`; `id` as `format` says.
 pub fn decode_body(layout: &BitLayout, id: u64, format: IdFormat) -> DecodeBody {
-    let fields = layout.decompose(id);
+    let decoded = layout.decode(id);
+    let fields = decoded.fields;
     DecodeBody {
         id: JsonId { id, format },
         id_str: id.to_string(),
         layout: layout.bits_string(),
         prefix: fields.prefix,
         time_delta: fields.time_delta,
-        timestamp: format_unix_ms(layout.tick_start_unix_ms(fields.time_delta)),
+        timestamp: decoded.timestamp(),
         worker_id: fields.worker_id,
         sequence: fields.sequence,
     }
@@ -239,9 +237,8 @@ pub async fn get_leaf_decode(
         .as_deref()
         .ok_or_else(|| ApiError::InvalidId("snowflakeId is required".into()))?;
     let id = parse_id(raw)?;
-    let layout = engine.layout();
-    let fields = layout.decompose(id);
-    let ms = layout.tick_start_unix_ms(fields.time_delta);
+    let decoded = engine.layout().decode(id);
+    let (fields, ms) = (decoded.fields, decoded.tick_start_unix_ms);
     let when = chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f").to_string())
         .unwrap_or_default();
