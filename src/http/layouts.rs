@@ -5,14 +5,14 @@
 //! the clock through [`layout_plan::plan_now`] only.
 
 use actix_web::{HttpResponse, web};
-use serde::Deserialize;
-use utoipa::IntoParams;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, ErrorBody};
-use super::segment::StringifyQuery;
+use super::segment::{IdFormat, JsonId, StringifyQuery, id_schema};
 use super::snowflake::DecodeBody;
 use crate::layout_plan::{self, Plan, PlanRequest};
-use crate::snowflake::layout::{BitLayout, LayoutArgs, TimeUnit, UnitPolicy};
+use crate::snowflake::layout::{BitLayout, LayoutArgs, LayoutSpec, TimeUnit, UnitPolicy};
 
 /// Registers the routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -43,8 +43,98 @@ impl PlanQuery {
     }
 }
 
-/// The id fields of a plan answer, turned into decimal strings by `stringify_ids=true`.
-const PLAN_ID_FIELDS: [&str; 2] = ["first_id", "last_id"];
+/// The planner's answer, as JSON: `{"layout", "epoch", "first_id", "last_id", "exhausted_at",
+/// "capacity", "checks"}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Plan)]
+pub struct PlanBody {
+    /// The new layout, without its epoch.
+    pub layout: LayoutSpec,
+    /// The new layout's epoch, RFC 3339 UTC.
+    pub epoch: String,
+    /// Smallest id the new layout can issue from now on (tick at now, worker 0, sequence 0).
+    #[schema(schema_with = id_schema)]
+    pub first_id: JsonId<u64>,
+    /// Largest id the new layout can issue (last tick, largest worker id and sequence).
+    #[schema(schema_with = id_schema)]
+    pub last_id: JsonId<u64>,
+    /// First instant the new layout cannot represent, RFC 3339 UTC.
+    pub exhausted_at: String,
+    /// What the new layout holds, beside what was asked for: the headroom.
+    pub capacity: PlanCapacityBody,
+    /// The guarantees, each verified by composing ids with the new layout.
+    pub checks: Vec<PlanCheckBody>,
+}
+
+impl PlanBody {
+    /// The answer for `plan`, its ids as `format` says.
+    pub fn new(plan: &Plan, format: IdFormat) -> Self {
+        let c = &plan.capacity;
+        Self {
+            layout: plan.layout.clone(),
+            epoch: plan.epoch.clone(),
+            first_id: JsonId {
+                id: plan.first_id,
+                format,
+            },
+            last_id: JsonId {
+                id: plan.last_id,
+                format,
+            },
+            exhausted_at: plan.exhausted_at.clone(),
+            capacity: PlanCapacityBody {
+                workers: c.workers,
+                ids_per_second: c.ids_per_second,
+                max_workers: c.max_workers,
+                max_ids_per_second_per_worker: c.max_ids_per_second_per_worker,
+                max_ids_per_second_cluster: c.max_ids_per_second_cluster,
+                max_id_bits: c.max_id_bits,
+            },
+            checks: plan
+                .checks
+                .iter()
+                .map(|check| PlanCheckBody {
+                    name: check.name.clone(),
+                    ok: check.ok,
+                    detail: check.detail.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What a plan's layout holds, in users' terms.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = PlanCapacity)]
+pub struct PlanCapacityBody {
+    /// The requested peak worker count, when `workers` was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u64>,
+    /// The requested peak ids per second of each worker (a cluster rate divided among the
+    /// workers, rounded up), when `ids_per_second` was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ids_per_second: Option<u64>,
+    /// Worker ids the layout has: `2^worker_bits`.
+    pub max_workers: u64,
+    /// Ids per second each worker can issue: `2^seq_bits` per tick.
+    pub max_ids_per_second_per_worker: u64,
+    /// Ids per second of the cluster with every worker id in use (saturates at `u64::MAX`).
+    pub max_ids_per_second_cluster: u64,
+    /// Every id is at most `2^max_id_bits - 1`.
+    pub max_id_bits: u8,
+}
+
+/// One verified guarantee of a plan.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = PlanCheck)]
+pub struct PlanCheckBody {
+    /// Stable snake_case name, e.g. `first_id_above_max_legacy_id`.
+    pub name: String,
+    /// Whether it holds (always true in a returned plan).
+    pub ok: bool,
+    /// The numbers behind it, for people.
+    pub detail: String,
+}
 
 /// `POST /api/v1/layouts/plan`: 200 with the plan, 422 `plan_impossible` naming the need, 400
 /// `invalid_plan_request` for a request that asks for something invalid (a body that is not the
@@ -56,7 +146,7 @@ const PLAN_ID_FIELDS: [&str; 2] = ["first_id", "last_id"];
     params(PlanQuery),
     request_body = PlanRequest,
     responses(
-        (status = 200, description = "The new layout, its id range, its capacity and its checks; with `stringify_ids=true`, `first_id` and `last_id` are decimal strings", body = Plan),
+        (status = 200, description = "The new layout, its id range, its capacity and its checks; with `stringify_ids=true`, `first_id` and `last_id` are decimal strings", body = PlanBody),
         (status = 400, description = "`invalid_request`, `invalid_plan_request`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 422, description = "`plan_impossible` (the message names the need and, when worker and sequence bits are too many, how many bits short and what fits instead)", body = ErrorBody),
@@ -66,21 +156,13 @@ pub async fn post_plan(
     query: web::Query<PlanQuery>,
     body: web::Json<PlanRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let stringify = query.stringify_ids()?;
+    let format = if query.stringify_ids()? {
+        IdFormat::String
+    } else {
+        IdFormat::Number
+    };
     let plan = layout_plan::plan_now(&body)?;
-    if !stringify {
-        return Ok(HttpResponse::Ok().json(plan));
-    }
-    let mut json = serde_json::to_value(&plan).map_err(|e| {
-        tracing::error!(error = %e, "plan answer is not JSON");
-        ApiError::Internal
-    })?;
-    for field in PLAN_ID_FIELDS {
-        if let Some(id) = json.get_mut(field) {
-            *id = serde_json::Value::String(id.to_string());
-        }
-    }
-    Ok(HttpResponse::Ok().json(json))
+    Ok(HttpResponse::Ok().json(PlanBody::new(&plan, format)))
 }
 
 /// The layout of `GET /api/v1/layouts/decode/{id}`, as text like on the command line.

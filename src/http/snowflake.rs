@@ -17,8 +17,8 @@ use super::segment::{
     BatchQuery, IdFormat, JsonId, JsonIds, StringifyQuery, app_state, id_schema, ids_schema,
     path_tail, plain_id,
 };
-use crate::snowflake::engine::SnowflakeEngine;
-use crate::snowflake::layout::{self, BitLayout};
+use crate::snowflake::engine::{GeneratorKind, SnowflakeEngine, SnowflakeStatus};
+use crate::snowflake::layout::{self, BitLayout, TimeUnit};
 
 /// Registers Leaf's id route: a static prefix, matched without a regex; any rest of the path is
 /// the key (empty, or with slashes: it is only logged). Registered before every route with a
@@ -247,4 +247,79 @@ pub async fn get_leaf_decode(
         worker_id: fields.worker_id.to_string(),
         sequence_id: fields.sequence.to_string(),
     }))
+}
+
+/// A point-in-time view for health, metrics and pages.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = SnowflakeStatus)]
+pub struct StatusBody {
+    /// `T/W/S` or `P+T/W/S`.
+    pub layout: String,
+    /// The layout's epoch, RFC 3339.
+    pub epoch: String,
+    /// `seconds` or `millis`.
+    pub unit: TimeUnit,
+    /// Cached or direct.
+    pub generator: GeneratorBody,
+    /// This server's worker id.
+    pub worker_id: u64,
+    /// How it was obtained.
+    pub worker_strategy: String,
+    /// When the time field runs out (RFC 3339).
+    pub exhausted_at: String,
+    /// Seconds until then.
+    pub time_left_secs: i64,
+    /// Whether issuing is suspended (lease not renewed in time, taken over, or shut down).
+    pub suspended: bool,
+    /// Milliseconds before issuing stops unless the worker lease is renewed (`lease` only).
+    pub lease_left_ms: Option<i64>,
+    /// Ring capacity (cached).
+    pub ring_capacity: Option<usize>,
+    /// Ids ready in the ring (cached).
+    pub ring_available: Option<usize>,
+    /// Ticks the ring is ahead of the clock (cached).
+    pub ticks_ahead: Option<u64>,
+    /// Ids issued since start.
+    pub ids_issued: u64,
+}
+
+impl From<&SnowflakeStatus> for StatusBody {
+    fn from(s: &SnowflakeStatus) -> Self {
+        Self {
+            layout: s.layout.clone(),
+            epoch: s.epoch.clone(),
+            unit: s.unit,
+            generator: s.generator.into(),
+            worker_id: s.worker_id,
+            worker_strategy: s.worker_strategy.clone(),
+            exhausted_at: s.exhausted_at.clone(),
+            time_left_secs: s.time_left_secs,
+            suspended: s.suspended,
+            lease_left_ms: s.lease_left_ms,
+            ring_capacity: s.ring_capacity,
+            ring_available: s.ring_available,
+            ticks_ahead: s.ticks_ahead,
+            ids_issued: s.ids_issued,
+        }
+    }
+}
+
+/// Which generator serves ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = GeneratorKind)]
+pub enum GeneratorBody {
+    /// Ring buffer filled ahead of the clock (uid-generator's CachedUidGenerator).
+    Cached,
+    /// One CAS per id on the clock (Agrona / Twitter style).
+    Direct,
+}
+
+impl From<GeneratorKind> for GeneratorBody {
+    fn from(kind: GeneratorKind) -> Self {
+        match kind {
+            GeneratorKind::Cached => Self::Cached,
+            GeneratorKind::Direct => Self::Direct,
+        }
+    }
 }

@@ -30,7 +30,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -51,8 +50,7 @@ use lease::{Lease, heartbeat_loop, store_call_timeout};
 pub use status::SnowflakeStatus;
 
 /// Which generator serves ids.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GeneratorKind {
     /// Ring buffer filled ahead of the clock (uid-generator's CachedUidGenerator).
     Cached,

@@ -2,13 +2,11 @@
 
 use std::sync::atomic::Ordering;
 
-use serde::Serialize;
-
 use super::{Generator, GeneratorKind, SnowflakeEngine};
 use crate::snowflake::layout::{TimeUnit, format_unix_ms};
 
 /// A point-in-time view for health, metrics and pages.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone)]
 pub struct SnowflakeStatus {
     /// `T/W/S` or `P+T/W/S`.
     pub layout: String,
