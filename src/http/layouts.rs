@@ -11,7 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::error::{ApiError, ErrorBody};
 use super::segment::{IdFormat, JsonId, StringifyQuery, id_schema};
 use super::snowflake::DecodeBody;
-use crate::layout_plan::{self, Plan, PlanRequest};
+use crate::layout_plan::{self, Plan, PlanRequest, RateScope};
 use crate::snowflake::layout::{BitLayout, LayoutArgs, LayoutSpec, TimeUnit, UnitPolicy};
 
 /// Registers the routes.
@@ -43,13 +43,209 @@ impl PlanQuery {
     }
 }
 
+/// What a migration needs, as JSON:
+/// `{"legacy": <layout with epoch>, "max_legacy_id": N, "worker_bits": W, "seq_bits": S,
+/// "years": Y}`, with `"cutover": "<RFC 3339>"` instead of `max_legacy_id` if wished.
+///
+/// Each dimension is given in bits, in capacity, or both: `workers` (peak worker count) for
+/// `worker_bits`, `ids_per_second` (with `ids_per_second_scope`) for `seq_bits`. From capacity
+/// the planner takes the fewest bits that hold it; given both, the bits are kept and must hold
+/// the capacity (else `invalid_plan_request`).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = PlanRequest)]
+pub struct PlanRequestBody {
+    /// The layout being replaced, with its epoch.
+    pub legacy: LayoutSpecBody,
+    /// The highest id the legacy layout issued (observed). Exactly one of this and `cutover`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0)]
+    pub max_legacy_id: Option<i64>,
+    /// When the legacy generators stop: the legacy maximum is then the largest id the legacy
+    /// layout could have issued by `cutover + margin_seconds` (clamped at its largest id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cutover: Option<String>,
+    /// Seconds added to `cutover` for ids handed out ahead of time; only used with `cutover`.
+    #[serde(default = "default_margin")]
+    pub margin_seconds: u64,
+    /// Worker bits of the new layout, kept as requested. Give this, `workers`, or both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 61)]
+    pub worker_bits: Option<u8>,
+    /// Sequence bits of the new layout, kept as requested. Give this, `ids_per_second`, or both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 61)]
+    pub seq_bits: Option<u8>,
+    /// Peak number of workers (generator instances) at once: worker bits
+    /// `ceil(log2(workers))`, at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub workers: Option<u64>,
+    /// Peak ids per second, of each worker or of the cluster (`ids_per_second_scope`): sequence
+    /// bits `ceil(log2(ids per tick))`, at least 1, with `ceil(ids_per_second / 1000)` ids per
+    /// tick in `millis`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub ids_per_second: Option<u64>,
+    /// `worker` (the default): `ids_per_second` is each worker's peak; `cluster`: it is the
+    /// cluster's, divided among `workers` (rounded up), which must then be given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ids_per_second_scope: Option<RateScopeBody>,
+    /// Every id of the plan is at most `2^max_id_bits - 1` (53 for ids JavaScript numbers hold
+    /// exactly); the bits above are a prefix of zeros. Default 63.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 3, maximum = 63)]
+    pub max_id_bits: Option<u8>,
+    /// Calendar years from now through which the new layout must still issue ids.
+    #[schema(maximum = 1000)]
+    pub years: u32,
+    /// Time unit of the new layout; the legacy unit when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<TimeUnitBody>,
+    /// Epoch of the new layout (not in the future); the planner chooses it when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<String>,
+}
+
+fn default_margin() -> u64 {
+    layout_plan::DEFAULT_MARGIN_SECONDS
+}
+
+impl From<PlanRequestBody> for PlanRequest {
+    fn from(body: PlanRequestBody) -> Self {
+        Self {
+            legacy: body.legacy.into(),
+            max_legacy_id: body.max_legacy_id,
+            cutover: body.cutover,
+            margin_seconds: body.margin_seconds,
+            worker_bits: body.worker_bits,
+            seq_bits: body.seq_bits,
+            workers: body.workers,
+            ids_per_second: body.ids_per_second,
+            ids_per_second_scope: body.ids_per_second_scope.map(RateScope::from),
+            max_id_bits: body.max_id_bits,
+            years: body.years,
+            unit: body.unit.map(TimeUnit::from),
+            epoch: body.epoch,
+        }
+    }
+}
+
+/// Whose rate `ids_per_second` is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[schema(as = RateScope)]
+pub enum RateScopeBody {
+    /// Each worker's peak (the default).
+    Worker,
+    /// The whole cluster's peak, shared by `workers` workers (divided, rounded up).
+    Cluster,
+}
+
+impl From<RateScopeBody> for RateScope {
+    fn from(scope: RateScopeBody) -> Self {
+        match scope {
+            RateScopeBody::Worker => Self::Worker,
+            RateScopeBody::Cluster => Self::Cluster,
+        }
+    }
+}
+
+/// A layout in JSON (DESIGN.md section 6):
+/// `{"prefix_bits": 7, "prefix_value": 127, "time_bits": 30, "worker_bits": 13, "seq_bits": 13,
+/// "unit": "seconds", "epoch": "2016-05-20T00:00:00+08:00"}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = LayoutSpec)]
+pub struct LayoutSpecBody {
+    /// Width of the prefix; 0 when absent.
+    #[serde(default)]
+    #[schema(maximum = 60)]
+    pub prefix_bits: u8,
+    /// The prefix value; all ones of `prefix_bits` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_value: Option<u64>,
+    /// Width of the time field.
+    #[schema(minimum = 1, maximum = 61)]
+    pub time_bits: u8,
+    /// Width of the worker field.
+    #[schema(minimum = 1, maximum = 61)]
+    pub worker_bits: u8,
+    /// Width of the sequence field.
+    #[schema(minimum = 1, maximum = 61)]
+    pub seq_bits: u8,
+    /// Length of one tick.
+    pub unit: TimeUnitBody,
+    /// RFC 3339 with an explicit offset, or unix milliseconds; absent in a plan answer (which
+    /// gives the epoch beside the layout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<String>,
+}
+
+impl From<LayoutSpecBody> for LayoutSpec {
+    fn from(body: LayoutSpecBody) -> Self {
+        Self {
+            prefix_bits: body.prefix_bits,
+            prefix_value: body.prefix_value,
+            time_bits: body.time_bits,
+            worker_bits: body.worker_bits,
+            seq_bits: body.seq_bits,
+            unit: body.unit.into(),
+            epoch: body.epoch,
+        }
+    }
+}
+
+impl From<&LayoutSpec> for LayoutSpecBody {
+    fn from(spec: &LayoutSpec) -> Self {
+        Self {
+            prefix_bits: spec.prefix_bits,
+            prefix_value: spec.prefix_value,
+            time_bits: spec.time_bits,
+            worker_bits: spec.worker_bits,
+            seq_bits: spec.seq_bits,
+            unit: spec.unit.into(),
+            epoch: spec.epoch.clone(),
+        }
+    }
+}
+
+/// The length of one tick of the time field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[schema(as = TimeUnit)]
+pub enum TimeUnitBody {
+    /// One tick per second (uid-generator).
+    Seconds,
+    /// One tick per millisecond (Twitter, Leaf).
+    Millis,
+}
+
+impl From<TimeUnit> for TimeUnitBody {
+    fn from(unit: TimeUnit) -> Self {
+        match unit {
+            TimeUnit::Seconds => Self::Seconds,
+            TimeUnit::Millis => Self::Millis,
+        }
+    }
+}
+
+impl From<TimeUnitBody> for TimeUnit {
+    fn from(unit: TimeUnitBody) -> Self {
+        match unit {
+            TimeUnitBody::Seconds => Self::Seconds,
+            TimeUnitBody::Millis => Self::Millis,
+        }
+    }
+}
+
 /// The planner's answer, as JSON: `{"layout", "epoch", "first_id", "last_id", "exhausted_at",
 /// "capacity", "checks"}`.
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = Plan)]
 pub struct PlanBody {
     /// The new layout, without its epoch.
-    pub layout: LayoutSpec,
+    pub layout: LayoutSpecBody,
     /// The new layout's epoch, RFC 3339 UTC.
     pub epoch: String,
     /// Smallest id the new layout can issue from now on (tick at now, worker 0, sequence 0).
@@ -71,7 +267,7 @@ impl PlanBody {
     pub fn new(plan: &Plan, format: IdFormat) -> Self {
         let c = &plan.capacity;
         Self {
-            layout: plan.layout.clone(),
+            layout: LayoutSpecBody::from(&plan.layout),
             epoch: plan.epoch.clone(),
             first_id: JsonId {
                 id: plan.first_id,
@@ -144,7 +340,7 @@ pub struct PlanCheckBody {
     path = "/api/v1/layouts/plan",
     tag = "layouts",
     params(PlanQuery),
-    request_body = PlanRequest,
+    request_body = PlanRequestBody,
     responses(
         (status = 200, description = "The new layout, its id range, its capacity and its checks; with `stringify_ids=true`, `first_id` and `last_id` are decimal strings", body = PlanBody),
         (status = 400, description = "`invalid_request`, `invalid_plan_request`", body = ErrorBody),
@@ -154,14 +350,14 @@ pub struct PlanCheckBody {
 )]
 pub async fn post_plan(
     query: web::Query<PlanQuery>,
-    body: web::Json<PlanRequest>,
+    body: web::Json<PlanRequestBody>,
 ) -> Result<HttpResponse, ApiError> {
     let format = if query.stringify_ids()? {
         IdFormat::String
     } else {
         IdFormat::Number
     };
-    let plan = layout_plan::plan_now(&body)?;
+    let plan = layout_plan::plan_now(&body.into_inner().into())?;
     Ok(HttpResponse::Ok().json(PlanBody::new(&plan, format)))
 }
 

@@ -12,13 +12,14 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
+use super::layouts::TimeUnitBody;
 use super::metrics::{labeled_get, labeled_get_prefix};
 use super::segment::{
     BatchQuery, IdFormat, JsonId, JsonIds, StringifyQuery, app_state, id_schema, ids_schema,
     path_tail, plain_id,
 };
 use crate::snowflake::engine::{GeneratorKind, SnowflakeEngine, SnowflakeStatus};
-use crate::snowflake::layout::{self, BitLayout, TimeUnit};
+use crate::snowflake::layout::{self, BitLayout};
 
 /// Registers Leaf's id route: a static prefix, matched without a regex; any rest of the path is
 /// the key (empty, or with slashes: it is only logged). Registered before every route with a
@@ -258,7 +259,7 @@ pub struct StatusBody {
     /// The layout's epoch, RFC 3339.
     pub epoch: String,
     /// `seconds` or `millis`.
-    pub unit: TimeUnit,
+    pub unit: TimeUnitBody,
     /// Cached or direct.
     pub generator: GeneratorBody,
     /// This server's worker id.
@@ -288,7 +289,7 @@ impl From<&SnowflakeStatus> for StatusBody {
         Self {
             layout: s.layout.clone(),
             epoch: s.epoch.clone(),
-            unit: s.unit,
+            unit: s.unit.into(),
             generator: s.generator.into(),
             worker_id: s.worker_id,
             worker_strategy: s.worker_strategy.clone(),

@@ -23,7 +23,7 @@ fn default_margin() -> u64 {
 pub const MAX_ID_BITS: u8 = PAYLOAD_BITS;
 
 /// Whose rate `ids_per_second` is.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RateScope {
     /// Each worker's peak (the default).
@@ -55,14 +55,16 @@ impl std::str::FromStr for RateScope {
 /// `worker_bits`, `ids_per_second` (with `ids_per_second_scope`) for `seq_bits`. From capacity
 /// the planner takes the fewest bits that hold it; given both, the bits are kept and must hold
 /// the capacity (else `invalid_plan_request`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+///
+/// `POST /api/v1/layouts/plan` reads `http::layouts::PlanRequestBody` (with the OpenAPI schema)
+/// and converts it; this serde form is kept for the planner's own contract tests.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanRequest {
     /// The layout being replaced, with its epoch.
     pub legacy: LayoutSpec,
     /// The highest id the legacy layout issued (observed). Exactly one of this and `cutover`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 0)]
     pub max_legacy_id: Option<i64>,
     /// When the legacy generators stop: the legacy maximum is then the largest id the legacy
     /// layout could have issued by `cutover + margin_seconds` (clamped at its largest id).
@@ -73,22 +75,18 @@ pub struct PlanRequest {
     pub margin_seconds: u64,
     /// Worker bits of the new layout, kept as requested. Give this, `workers`, or both.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1, maximum = 61)]
     pub worker_bits: Option<u8>,
     /// Sequence bits of the new layout, kept as requested. Give this, `ids_per_second`, or both.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1, maximum = 61)]
     pub seq_bits: Option<u8>,
     /// Peak number of workers (generator instances) at once: worker bits
     /// `ceil(log2(workers))`, at least 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1)]
     pub workers: Option<u64>,
     /// Peak ids per second, of each worker or of the cluster (`ids_per_second_scope`): sequence
     /// bits `ceil(log2(ids per tick))`, at least 1, with `ceil(ids_per_second / 1000)` ids per
     /// tick in `millis`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1)]
     pub ids_per_second: Option<u64>,
     /// `worker` (the default): `ids_per_second` is each worker's peak; `cluster`: it is the
     /// cluster's, divided among `workers` (rounded up), which must then be given.
@@ -97,10 +95,8 @@ pub struct PlanRequest {
     /// Every id of the plan is at most `2^max_id_bits - 1` (53 for ids JavaScript numbers hold
     /// exactly); the bits above are a prefix of zeros. Default 63.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 3, maximum = 63)]
     pub max_id_bits: Option<u8>,
     /// Calendar years from now through which the new layout must still issue ids.
-    #[schema(maximum = 1000)]
     pub years: u32,
     /// Time unit of the new layout; the legacy unit when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
