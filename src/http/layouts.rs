@@ -429,3 +429,39 @@ pub async fn get_decode(
     let body = super::snowflake::decode_body(&layout, id, format);
     Ok(HttpResponse::Ok().json(body))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snowflake::layout::parse_epoch;
+
+    #[test]
+    fn request_json_reads_the_contract_body() {
+        let body = r#"{"legacy": {"time_bits": 28, "worker_bits": 22, "seq_bits": 13, "unit": "seconds",
+        "epoch": "2016-05-20T00:00:00+08:00"}, "max_legacy_id": 9090949948782127403,
+        "worker_bits": 13, "seq_bits": 13, "years": 10}"#;
+        let req: PlanRequest = serde_json::from_str::<PlanRequestBody>(body)
+            .unwrap()
+            .into();
+        // DESIGN.md section 6's request, as the planner's tests build it.
+        let design = PlanRequest {
+            legacy: BitLayout::uid_generator().to_spec(true),
+            max_legacy_id: Some(9_090_949_948_782_127_403),
+            cutover: None,
+            margin_seconds: layout_plan::DEFAULT_MARGIN_SECONDS,
+            worker_bits: Some(13),
+            seq_bits: Some(13),
+            workers: None,
+            ids_per_second: None,
+            ids_per_second_scope: None,
+            max_id_bits: None,
+            years: 10,
+            unit: None,
+            epoch: None,
+        };
+        let cutover = parse_epoch("2025-04-16T00:00:00+08:00").unwrap();
+        assert_eq!(req.needs(cutover), design.needs(cutover));
+        let typo = body.replace("\"years\"", "\"yaers\"");
+        assert!(serde_json::from_str::<PlanRequestBody>(&typo).is_err());
+    }
+}
