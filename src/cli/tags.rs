@@ -11,6 +11,7 @@
 use std::io::Write;
 
 use clap::{Args, Subcommand};
+use leafid::http::tags::TagRowBody;
 use leafid::segment::tag_rules::{
     self, MAX_DESCRIPTION_CHARS, MAX_MAX_ID, MAX_STEP, MIN_MAX_ID, MIN_STEP,
 };
@@ -156,6 +157,7 @@ pub async fn run(
         Checked::List => {
             let rows = engine.list_tags().await.map_err(store_error)?;
             if json {
+                let rows: Vec<TagRowBody> = rows.into_iter().map(TagRowBody::from).collect();
                 writeln!(out, "{}", to_json(&rows))?;
             } else {
                 write_table(out, &rows)?;
@@ -201,14 +203,15 @@ fn store_error(e: StoreError) -> CliError {
     CliError::Database(e.to_string())
 }
 
+/// The API's shape of rows ([`TagRowBody`]), pretty-printed.
 fn to_json<T: serde::Serialize>(value: &T) -> String {
-    // TagRow holds strings, numbers and a timestamp: it always serializes.
+    // A row holds strings, numbers and a timestamp: it always serializes.
     serde_json::to_string_pretty(value).unwrap_or_default()
 }
 
 fn write_row(out: &mut impl Write, row: &TagRow, json: bool) -> std::io::Result<()> {
     if json {
-        return writeln!(out, "{}", to_json(row));
+        return writeln!(out, "{}", to_json(&TagRowBody::from(row.clone())));
     }
     writeln!(out, "biz_tag      {}", row.biz_tag)?;
     writeln!(out, "max_id       {}", row.max_id)?;

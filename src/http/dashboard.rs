@@ -16,7 +16,7 @@ use actix_web::{HttpResponse, web};
 
 use super::AppState;
 use super::error::ApiError;
-use crate::snowflake::engine::SnowflakeStatus;
+use super::snowflake::StatusBody;
 
 /// The page (`/`, `/dashboard`).
 const INDEX_HTML: &str = include_str!("dashboard/index.html");
@@ -101,10 +101,10 @@ pub async fn style_css() -> HttpResponse {
     path = "/api/v1/snowflake/status",
     tag = "snowflake",
     responses(
-        (status = 200, description = "The snowflake engine's state", body = SnowflakeStatus),
+        (status = 200, description = "The snowflake engine's state", body = StatusBody),
         (status = 404, description = "`engine_disabled`", body = super::error::ErrorBody),
     )
 )]
 pub async fn snowflake_status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(state.snowflake()?.status()))
+    Ok(HttpResponse::Ok().json(StatusBody::from(&state.snowflake()?.status())))
 }

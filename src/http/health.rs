@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
-use crate::snowflake::engine::SnowflakeStatus;
+use super::snowflake::StatusBody;
 
 /// Registers the routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -54,7 +54,7 @@ pub struct ReadyBody {
     pub detail: Option<&'static str>,
     /// The snowflake engine's state, when it is enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub snowflake: Option<SnowflakeStatus>,
+    pub snowflake: Option<StatusBody>,
 }
 
 /// `GET /health/ready`: 200 when ids can be handed out, else 503 `not_ready` with the reason.
@@ -87,7 +87,10 @@ pub async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError>
             )));
         }
     }
-    let snowflake = state.snowflake.as_ref().map(|e| e.status());
+    let snowflake = state
+        .snowflake
+        .as_ref()
+        .map(|e| StatusBody::from(&e.status()));
     let Some(segment) = state.segment.as_ref() else {
         return Ok(HttpResponse::Ok().json(ReadyBody {
             status: "ready",

@@ -10,6 +10,11 @@
 //! - [`metrics`]: `/metrics` (Prometheus) and the request-counting middleware.
 //! - [`openapi`]: the OpenAPI 3 document of every route, `/openapi.json`.
 //! - [`error`]: [`error::ApiError`], the one error body shape.
+//!
+//! Request and response bodies are types of this module (`TagRowBody`, `BufferBody`,
+//! `StatusBody`, `PlanRequestBody`, `PlanBody`, ...), built with `From` from the engines' types,
+//! which derive no OpenAPI schema: renaming an engine field cannot change the API silently. Their
+//! OpenAPI names are the engines' (`#[schema(as = ...)]`).
 
 pub mod admin;
 pub mod dashboard;

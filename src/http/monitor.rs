@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
 use crate::segment::BufferSnapshot;
+use crate::segment::buffer::{SegmentSnapshot, SegmentState};
 
 /// Registers the routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -21,7 +22,126 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CacheBody {
     /// Every cached tag's buffer, ordered by tag.
-    pub tags: Vec<BufferSnapshot>,
+    pub tags: Vec<BufferBody>,
+}
+
+/// The live state of one tag's buffer, for `/cache` and metrics.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = BufferSnapshot)]
+pub struct BufferBody {
+    /// The tag.
+    pub biz_tag: String,
+    /// Both slots.
+    pub segments: Vec<SegmentBody>,
+    /// Whether the next segment is loaded and waiting.
+    pub next_ready: bool,
+    /// Whether a load is in flight.
+    pub loading: bool,
+    /// The adaptive step of the last lease.
+    pub step: i64,
+    /// The DBA's step as last read.
+    pub db_step: i64,
+    /// Successful loads since start.
+    pub loads: u64,
+    /// Failed loads in a row.
+    pub consecutive_failures: u32,
+    /// The last load error, if the last load failed.
+    pub last_error: Option<String>,
+    /// When the last load finished (unix ms).
+    pub last_load_unix_ms: Option<i64>,
+    /// How long the last lease took.
+    pub last_load_latency_ms: Option<f64>,
+    /// Ids left in memory.
+    pub remaining: u64,
+    /// Ids taken from this tag's segments since the buffer was created (an id lost to a race or
+    /// to a request that gave up counts too: it is never issued again).
+    pub ids_issued: u64,
+    /// Failed loads since start.
+    pub load_failures_total: u64,
+}
+
+impl From<&BufferSnapshot> for BufferBody {
+    fn from(b: &BufferSnapshot) -> Self {
+        Self {
+            biz_tag: b.biz_tag.clone(),
+            segments: b.segments.iter().map(SegmentBody::from).collect(),
+            next_ready: b.next_ready,
+            loading: b.loading,
+            step: b.step,
+            db_step: b.db_step,
+            loads: b.loads,
+            consecutive_failures: b.consecutive_failures,
+            last_error: b.last_error.clone(),
+            last_load_unix_ms: b.last_load_unix_ms,
+            last_load_latency_ms: b.last_load_latency_ms,
+            remaining: b.remaining,
+            ids_issued: b.ids_issued,
+            load_failures_total: b.load_failures_total,
+        }
+    }
+}
+
+/// One slot of a [`BufferSnapshot`].
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = SegmentSnapshot)]
+pub struct SegmentBody {
+    /// Slot index (0 or 1).
+    pub slot: usize,
+    /// Current, ready, spent or empty.
+    pub state: SegmentStateBody,
+    /// First id of the segment.
+    pub min_id: Option<i64>,
+    /// Last id of the segment.
+    pub max_id: Option<i64>,
+    /// Next id it will hand out.
+    pub next_id: Option<i64>,
+    /// Ids in the segment.
+    pub size: u64,
+    /// Ids handed out (or lost to races) so far.
+    pub used: u64,
+    /// Ids left.
+    pub remaining: u64,
+}
+
+impl From<&SegmentSnapshot> for SegmentBody {
+    fn from(s: &SegmentSnapshot) -> Self {
+        Self {
+            slot: s.slot,
+            state: s.state.into(),
+            min_id: s.min_id,
+            max_id: s.max_id,
+            next_id: s.next_id,
+            size: s.size,
+            used: s.used,
+            remaining: s.remaining,
+        }
+    }
+}
+
+/// Where a segment is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = SegmentState)]
+pub enum SegmentStateBody {
+    /// Nothing loaded in this slot yet.
+    Empty,
+    /// Ids are being handed out from it.
+    Current,
+    /// Loaded ahead and waiting to become current.
+    Ready,
+    /// Every id handed out.
+    Spent,
+}
+
+impl From<SegmentState> for SegmentStateBody {
+    fn from(state: SegmentState) -> Self {
+        match state {
+            SegmentState::Empty => Self::Empty,
+            SegmentState::Current => Self::Current,
+            SegmentState::Ready => Self::Ready,
+            SegmentState::Spent => Self::Spent,
+        }
+    }
 }
 
 /// `GET /api/v1/cache`: the buffers of every cached tag (the JSON form of `/cache`).
@@ -35,7 +155,12 @@ pub struct CacheBody {
     )
 )]
 pub async fn cache_json(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let tags = state.segment()?.snapshots();
+    let tags = state
+        .segment()?
+        .snapshots()
+        .iter()
+        .map(BufferBody::from)
+        .collect();
     Ok(HttpResponse::Ok().json(CacheBody { tags }))
 }
 

@@ -12,13 +12,14 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
+use super::layouts::TimeUnitBody;
 use super::metrics::{labeled_get, labeled_get_prefix};
 use super::segment::{
     BatchQuery, IdFormat, JsonId, JsonIds, StringifyQuery, app_state, id_schema, ids_schema,
     path_tail, plain_id,
 };
-use crate::snowflake::engine::SnowflakeEngine;
-use crate::snowflake::layout::{BitLayout, format_unix_ms};
+use crate::snowflake::engine::{GeneratorKind, SnowflakeEngine, SnowflakeStatus};
+use crate::snowflake::layout::{self, BitLayout};
 
 /// Registers Leaf's id route: a static prefix, matched without a regex; any rest of the path is
 /// the key (empty, or with slashes: it is only logged). Registered before every route with a
@@ -43,18 +44,15 @@ pub const LEAF_ROUTE: &str = "/api/snowflake/get/{key:.*}";
 /// Pattern and metrics label of the batch route.
 pub const BATCH_ROUTE: &str = "/api/v1/snowflake/ids";
 
-/// Parses an id to decode: an integer within `0..=i64::MAX`, else `invalid_id`.
+/// Parses an id to decode ([`layout::parse_id`]): an integer within `0..=i64::MAX`, else
+/// `invalid_id`.
 pub fn parse_id(text: &str) -> Result<u64, ApiError> {
-    text.trim()
-        .parse::<i64>()
-        .ok()
-        .and_then(|id| u64::try_from(id).ok())
-        .ok_or_else(|| {
-            ApiError::InvalidId(format!(
-                "id {text:?} is not an integer within 0..={}",
-                i64::MAX
-            ))
-        })
+    layout::parse_id(text).map_err(|_| {
+        ApiError::InvalidId(format!(
+            "id {text:?} is not an integer within 0..={}",
+            i64::MAX
+        ))
+    })
 }
 
 /// An id's fields under a layout: the body of both decode routes.
@@ -79,17 +77,18 @@ pub struct DecodeBody {
     pub sequence: u64,
 }
 
-/// The decode body shared by the decode routes: the fields plus `id_str` and `layout`; `id` as
-/// `format` says.
+/// The decode body shared by the decode routes: the id read by [`BitLayout::decode`], plus
+/// `id_str` and `layout`; `id` as `format` says.
 pub fn decode_body(layout: &BitLayout, id: u64, format: IdFormat) -> DecodeBody {
-    let fields = layout.decompose(id);
+    let decoded = layout.decode(id);
+    let fields = decoded.fields;
     DecodeBody {
         id: JsonId { id, format },
         id_str: id.to_string(),
         layout: layout.bits_string(),
         prefix: fields.prefix,
         time_delta: fields.time_delta,
-        timestamp: format_unix_ms(layout.tick_start_unix_ms(fields.time_delta)),
+        timestamp: decoded.timestamp(),
         worker_id: fields.worker_id,
         sequence: fields.sequence,
     }
@@ -239,9 +238,8 @@ pub async fn get_leaf_decode(
         .as_deref()
         .ok_or_else(|| ApiError::InvalidId("snowflakeId is required".into()))?;
     let id = parse_id(raw)?;
-    let layout = engine.layout();
-    let fields = layout.decompose(id);
-    let ms = layout.tick_start_unix_ms(fields.time_delta);
+    let decoded = engine.layout().decode(id);
+    let (fields, ms) = (decoded.fields, decoded.tick_start_unix_ms);
     let when = chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f").to_string())
         .unwrap_or_default();
@@ -250,4 +248,79 @@ pub async fn get_leaf_decode(
         worker_id: fields.worker_id.to_string(),
         sequence_id: fields.sequence.to_string(),
     }))
+}
+
+/// A point-in-time view for health, metrics and pages.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = SnowflakeStatus)]
+pub struct StatusBody {
+    /// `T/W/S` or `P+T/W/S`.
+    pub layout: String,
+    /// The layout's epoch, RFC 3339.
+    pub epoch: String,
+    /// `seconds` or `millis`.
+    pub unit: TimeUnitBody,
+    /// Cached or direct.
+    pub generator: GeneratorBody,
+    /// This server's worker id.
+    pub worker_id: u64,
+    /// How it was obtained.
+    pub worker_strategy: String,
+    /// When the time field runs out (RFC 3339).
+    pub exhausted_at: String,
+    /// Seconds until then.
+    pub time_left_secs: i64,
+    /// Whether issuing is suspended (lease not renewed in time, taken over, or shut down).
+    pub suspended: bool,
+    /// Milliseconds before issuing stops unless the worker lease is renewed (`lease` only).
+    pub lease_left_ms: Option<i64>,
+    /// Ring capacity (cached).
+    pub ring_capacity: Option<usize>,
+    /// Ids ready in the ring (cached).
+    pub ring_available: Option<usize>,
+    /// Ticks the ring is ahead of the clock (cached).
+    pub ticks_ahead: Option<u64>,
+    /// Ids issued since start.
+    pub ids_issued: u64,
+}
+
+impl From<&SnowflakeStatus> for StatusBody {
+    fn from(s: &SnowflakeStatus) -> Self {
+        Self {
+            layout: s.layout.clone(),
+            epoch: s.epoch.clone(),
+            unit: s.unit.into(),
+            generator: s.generator.into(),
+            worker_id: s.worker_id,
+            worker_strategy: s.worker_strategy.clone(),
+            exhausted_at: s.exhausted_at.clone(),
+            time_left_secs: s.time_left_secs,
+            suspended: s.suspended,
+            lease_left_ms: s.lease_left_ms,
+            ring_capacity: s.ring_capacity,
+            ring_available: s.ring_available,
+            ticks_ahead: s.ticks_ahead,
+            ids_issued: s.ids_issued,
+        }
+    }
+}
+
+/// Which generator serves ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = GeneratorKind)]
+pub enum GeneratorBody {
+    /// Ring buffer filled ahead of the clock (uid-generator's CachedUidGenerator).
+    Cached,
+    /// One CAS per id on the clock (Agrona / Twitter style).
+    Direct,
+}
+
+impl From<GeneratorKind> for GeneratorBody {
+    fn from(kind: GeneratorKind) -> Self {
+        match kind {
+            GeneratorKind::Cached => Self::Cached,
+            GeneratorKind::Direct => Self::Direct,
+        }
+    }
 }

@@ -6,6 +6,7 @@
 //! [`SegmentAllocator`], which keeps its cache in step with them.
 
 use actix_web::{HttpResponse, web};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -13,9 +14,8 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::admin::AdminAuth;
 use super::error::{ApiError, ErrorBody};
-use crate::segment::{
-    BizTag, BufferSnapshot, NewTag, SegmentAllocator, Step, StoreError, TagRow, TagUpdate,
-};
+use super::monitor::BufferBody;
+use crate::segment::{BizTag, NewTag, SegmentAllocator, Step, StoreError, TagRow, TagUpdate};
 
 /// Runs the engine call of an admin route, bounded by `segment.load_timeout_ms` as a whole: a
 /// write whose answer never comes is a `503 database_unavailable`, not a request held forever.
@@ -55,14 +55,42 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/api/v1/tags/{biz_tag:.*}", web::delete().to(delete));
 }
 
+/// One `leaf_alloc` row as the engine and the admin API see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[schema(as = TagRow)]
+pub struct TagRowBody {
+    /// The business tag (primary key).
+    pub biz_tag: String,
+    /// The first id not yet leased to any server: the next lease starts here.
+    pub max_id: i64,
+    /// The DBA's step: the floor of the adaptive step and the size of a first lease.
+    pub step: i64,
+    /// Free text for humans.
+    pub description: Option<String>,
+    /// When the row last changed (a lease or an admin write).
+    pub update_time: Option<DateTime<Utc>>,
+}
+
+impl From<TagRow> for TagRowBody {
+    fn from(row: TagRow) -> Self {
+        Self {
+            biz_tag: row.biz_tag,
+            max_id: row.max_id,
+            step: row.step,
+            description: row.description,
+            update_time: row.update_time,
+        }
+    }
+}
+
 /// A row with the live state of its buffer (absent until the tag served a request).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TagView {
     /// The row.
     #[serde(flatten)]
-    pub row: TagRow,
+    pub row: TagRowBody,
     /// The buffer, if cached.
-    pub buffer: Option<BufferSnapshot>,
+    pub buffer: Option<BufferBody>,
 }
 
 fn view(state: &AppState, row: TagRow) -> TagView {
@@ -70,8 +98,11 @@ fn view(state: &AppState, row: TagRow) -> TagView {
         .segment
         .as_ref()
         .and_then(|s| s.cached(&row.biz_tag))
-        .map(|b| b.snapshot());
-    TagView { row, buffer }
+        .map(|b| BufferBody::from(&b.snapshot()));
+    TagView {
+        row: row.into(),
+        buffer,
+    }
 }
 
 /// Body of `GET /api/v1/tags`.

@@ -55,16 +55,17 @@ pub fn check(layout: &BitLayout, floor: u64, now_unix_ms: i64) -> CheckReport {
     }
 }
 
-/// An id's fields under `layout`:
+/// An id's fields under `layout` ([`BitLayout::decode`]):
 /// `{"id", "prefix", "time_delta", "timestamp" (RFC 3339 UTC), "worker_id", "sequence"}`.
 /// `prefix` holds every bit above the time field, so an id of another layout shows it.
 pub fn decode_json(layout: &BitLayout, id: u64) -> Value {
-    let fields = layout.decompose(id);
+    let decoded = layout.decode(id);
+    let fields = decoded.fields;
     json!({
         "id": id,
         "prefix": fields.prefix,
         "time_delta": fields.time_delta,
-        "timestamp": format_unix_ms(layout.tick_start_unix_ms(fields.time_delta)),
+        "timestamp": decoded.timestamp(),
         "worker_id": fields.worker_id,
         "sequence": fields.sequence,
     })

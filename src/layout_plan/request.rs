@@ -1,7 +1,7 @@
-//! The planner's request (the body of `POST /api/v1/layouts/plan`) and its validation.
+//! The planner's request (what `POST /api/v1/layouts/plan` and `leafid layout plan` ask) and its
+//! validation.
 
 use chrono::{DateTime, Months};
-use serde::{Deserialize, Serialize};
 
 use super::PlanError;
 use crate::snowflake::layout::{
@@ -15,16 +15,11 @@ pub const DEFAULT_MARGIN_SECONDS: u64 = 86_400;
 /// Largest `years` accepted: keeps the horizon a representable calendar date.
 pub const MAX_YEARS: u32 = 1000;
 
-fn default_margin() -> u64 {
-    DEFAULT_MARGIN_SECONDS
-}
-
 /// Largest `max_id_bits`: ids are positive `i64`s.
 pub const MAX_ID_BITS: u8 = PAYLOAD_BITS;
 
 /// Whose rate `ids_per_second` is.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum RateScope {
     /// Each worker's peak (the default).
     #[default]
@@ -55,58 +50,42 @@ impl std::str::FromStr for RateScope {
 /// `worker_bits`, `ids_per_second` (with `ids_per_second_scope`) for `seq_bits`. From capacity
 /// the planner takes the fewest bits that hold it; given both, the bits are kept and must hold
 /// the capacity (else `invalid_plan_request`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
+///
+/// Its JSON form is `http::layouts::PlanRequestBody`, which `POST /api/v1/layouts/plan` reads
+/// and converts; the CLI builds it from flags.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanRequest {
     /// The layout being replaced, with its epoch.
     pub legacy: LayoutSpec,
     /// The highest id the legacy layout issued (observed). Exactly one of this and `cutover`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 0)]
     pub max_legacy_id: Option<i64>,
     /// When the legacy generators stop: the legacy maximum is then the largest id the legacy
     /// layout could have issued by `cutover + margin_seconds` (clamped at its largest id).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cutover: Option<String>,
     /// Seconds added to `cutover` for ids handed out ahead of time; only used with `cutover`.
-    #[serde(default = "default_margin")]
     pub margin_seconds: u64,
     /// Worker bits of the new layout, kept as requested. Give this, `workers`, or both.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1, maximum = 61)]
     pub worker_bits: Option<u8>,
     /// Sequence bits of the new layout, kept as requested. Give this, `ids_per_second`, or both.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1, maximum = 61)]
     pub seq_bits: Option<u8>,
     /// Peak number of workers (generator instances) at once: worker bits
     /// `ceil(log2(workers))`, at least 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1)]
     pub workers: Option<u64>,
     /// Peak ids per second, of each worker or of the cluster (`ids_per_second_scope`): sequence
     /// bits `ceil(log2(ids per tick))`, at least 1, with `ceil(ids_per_second / 1000)` ids per
     /// tick in `millis`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1)]
     pub ids_per_second: Option<u64>,
     /// `worker` (the default): `ids_per_second` is each worker's peak; `cluster`: it is the
     /// cluster's, divided among `workers` (rounded up), which must then be given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ids_per_second_scope: Option<RateScope>,
     /// Every id of the plan is at most `2^max_id_bits - 1` (53 for ids JavaScript numbers hold
     /// exactly); the bits above are a prefix of zeros. Default 63.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 3, maximum = 63)]
     pub max_id_bits: Option<u8>,
     /// Calendar years from now through which the new layout must still issue ids.
-    #[schema(maximum = 1000)]
     pub years: u32,
     /// Time unit of the new layout; the legacy unit when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit: Option<TimeUnit>,
     /// Epoch of the new layout (not in the future); the planner chooses it when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epoch: Option<String>,
 }
 

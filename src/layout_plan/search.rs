@@ -13,7 +13,7 @@ const YEAR_MS: f64 = 365.2425 * 86_400_000.0;
 
 /// The planner's answer, as JSON: `{"layout", "epoch", "first_id", "last_id", "exhausted_at",
 /// "capacity", "checks"}`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     /// The new layout, without its epoch.
     pub layout: LayoutSpec,
@@ -32,7 +32,7 @@ pub struct Plan {
 }
 
 /// What a plan's layout holds, in users' terms.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanCapacity {
     /// The requested peak worker count, when `workers` was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -89,7 +89,7 @@ pub(super) fn grouped(n: u128) -> String {
 }
 
 /// One verified guarantee of a plan.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanCheck {
     /// Stable snake_case name, e.g. `first_id_above_max_legacy_id`.
     pub name: String,

@@ -177,20 +177,6 @@ fn plan_json_has_the_contract_shape() {
 }
 
 #[test]
-fn request_json_reads_the_contract_body() {
-    let body = r#"{"legacy": {"time_bits": 28, "worker_bits": 22, "seq_bits": 13, "unit": "seconds",
-        "epoch": "2016-05-20T00:00:00+08:00"}, "max_legacy_id": 9090949948782127403,
-        "worker_bits": 13, "seq_bits": 13, "years": 10}"#;
-    let req: PlanRequest = serde_json::from_str(body).unwrap();
-    assert_eq!(
-        req.needs(cutover()),
-        request(DESIGN_MAX, 13, 10).needs(cutover())
-    );
-    let typo = body.replace("\"years\"", "\"yaers\"");
-    assert!(serde_json::from_str::<PlanRequest>(&typo).is_err());
-}
-
-#[test]
 fn cutover_takes_the_largest_legacy_id_by_cutover_plus_margin() {
     let mut req = request(0, 13, 10);
     req.max_legacy_id = None;

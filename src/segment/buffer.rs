@@ -9,7 +9,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio::sync::Notify;
 // tokio's clock (the std one unless a test pauses time): backoff and the step rule then follow
 // the same clock as the waits and timeouts of the allocator.
@@ -309,8 +308,7 @@ impl SegmentBuffer {
 }
 
 /// Where a segment is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SegmentState {
     /// Nothing loaded in this slot yet.
     Empty,
@@ -323,7 +321,7 @@ pub enum SegmentState {
 }
 
 /// One slot of a [`BufferSnapshot`].
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone)]
 pub struct SegmentSnapshot {
     /// Slot index (0 or 1).
     pub slot: usize,
@@ -344,7 +342,7 @@ pub struct SegmentSnapshot {
 }
 
 /// The live state of one tag's buffer, for `/cache` and metrics.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone)]
 pub struct BufferSnapshot {
     /// The tag.
     pub biz_tag: String,
@@ -376,7 +374,6 @@ pub struct BufferSnapshot {
     /// Failed loads since start.
     pub load_failures_total: u64,
     /// Latency histogram of the successful loads (metrics only).
-    #[serde(skip)]
     pub load_latency: LoadLatency,
 }
 

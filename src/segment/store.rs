@@ -2,13 +2,12 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use thiserror::Error;
 
 use super::tag_rules::NewTag;
 
 /// One `leaf_alloc` row as the engine and the admin API see it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TagRow {
     /// The business tag (primary key).
     pub biz_tag: String,

@@ -7,7 +7,10 @@
 //! +----+--------------------+-----------------+-------------+-----------+
 //! ```
 //!
-//! - [`layout`]: field widths, compose/decompose (no field may overflow into its neighbour).
+//! - [`layout`]: field widths, compose/decompose (no field may overflow into its neighbour);
+//!   presets and the one resolution of a layout from its settings, flags or query
+//!   ([`layout::LayoutArgs::resolve`]); the one id parser and decoder ([`layout::parse_id`],
+//!   [`layout::BitLayout::decode`]).
 //! - [`clock`]: the [`clock::Clock`] trait and the system clock.
 //! - [`direct`]: one CAS per id on a packed `tick|sequence` word.
 //! - [`ring`]: the lock-free bounded ring the cached generator serves from.

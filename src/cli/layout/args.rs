@@ -2,7 +2,7 @@
 //! (see `parse`), so that a bad value gets one line naming it.
 
 use clap::{ArgGroup, Args, Subcommand, ValueEnum};
-use leafid::snowflake::layout::BitLayout;
+use leafid::snowflake::layout;
 
 /// `leafid layout ...`: decode ids, plan a migration to a new layout, check a layout.
 #[derive(Debug, Subcommand)]
@@ -15,7 +15,7 @@ pub enum LayoutCommand {
     Check(CheckArgs),
 }
 
-/// A named layout.
+/// A named layout: clap's spelling and help of [`layout::Preset`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Preset {
     /// 28/22/13, seconds, epoch 2016-05-20T00:00:00+08:00.
@@ -26,13 +26,12 @@ pub enum Preset {
     JsSafe,
 }
 
-impl Preset {
-    /// The layout the preset names.
-    pub(super) fn layout(self) -> BitLayout {
-        match self {
-            Preset::UidGenerator => BitLayout::uid_generator(),
-            Preset::Twitter => BitLayout::twitter(),
-            Preset::JsSafe => BitLayout::js_safe(),
+impl From<Preset> for layout::Preset {
+    fn from(preset: Preset) -> Self {
+        match preset {
+            Preset::UidGenerator => layout::Preset::UidGenerator,
+            Preset::Twitter => layout::Preset::Twitter,
+            Preset::JsSafe => layout::Preset::JsSafe,
         }
     }
 }

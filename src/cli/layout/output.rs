@@ -18,13 +18,13 @@ pub(super) fn write_decode(
     layout: &BitLayout,
     id: u64,
 ) -> Result<(), CliError> {
-    let fields = layout.decompose(id);
-    let at = layout.tick_start_unix_ms(fields.time_delta);
+    let decoded = layout.decode(id);
+    let fields = decoded.fields;
     writeln!(out, "id          {id}")?;
     writeln!(out, "layout      {layout}")?;
     writeln!(out, "prefix      {}", fields.prefix)?;
     writeln!(out, "time_delta  {} {}", fields.time_delta, layout.unit())?;
-    writeln!(out, "timestamp   {}", format_unix_ms(at))?;
+    writeln!(out, "timestamp   {}", decoded.timestamp())?;
     writeln!(out, "worker_id   {}", fields.worker_id)?;
     writeln!(out, "sequence    {}", fields.sequence)?;
     if !layout.owns(id) {

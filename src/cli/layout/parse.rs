@@ -2,9 +2,11 @@
 //! error is one [`CliError::BadInput`] line that names the flag.
 
 use leafid::layout_plan::{self, PlanRequest};
-use leafid::snowflake::layout::{BitLayout, TimeUnit, parse_epoch, parse_timestamp};
+use leafid::snowflake::layout::{
+    self, BitLayout, IdParseError, LayoutArgs, ResolveError, TimeUnit, UnitPolicy, parse_timestamp,
+};
 
-use super::args::{LayoutFlags, PlanArgs};
+use super::args::{LayoutFlags, PlanArgs, Preset};
 use crate::cli::CliError;
 
 /// A [`CliError::BadInput`] with `message`.
@@ -12,34 +14,23 @@ pub(super) fn bad(message: String) -> CliError {
     CliError::BadInput(message)
 }
 
-/// Parses a non-negative `i64` given as decimal text, naming `what` when it is not one.
+/// Parses an id ([`layout::parse_id`]), naming `what` when the text is not one.
 pub(super) fn parse_id(what: &str, text: &str) -> Result<u64, CliError> {
-    let trimmed = text.trim();
-    let (negative, digits) = match trimmed.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, trimmed.strip_prefix('+').unwrap_or(trimmed)),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad(format!(
-            "{what} {text:?} is not a decimal integer (expected 0..={})",
-            i64::MAX
-        )));
-    }
-    let zero = digits.bytes().all(|b| b == b'0');
-    if negative && !zero {
-        return Err(bad(format!(
-            "{what} {trimmed} is negative: ids are within 0..={}",
-            i64::MAX
-        )));
-    }
-    match digits.parse::<u64>() {
-        Ok(n) if n <= i64::MAX as u64 => Ok(n),
-        _ => Err(bad(format!(
-            "{what} {trimmed} is larger than i64::MAX ({}): ids are within 0..={}",
-            i64::MAX,
-            i64::MAX
-        ))),
-    }
+    let max = i64::MAX;
+    layout::parse_id(text).map_err(|e| {
+        let trimmed = text.trim();
+        bad(match e {
+            IdParseError::NotDecimal => {
+                format!("{what} {text:?} is not a decimal integer (expected 0..={max})")
+            }
+            IdParseError::Negative => {
+                format!("{what} {trimmed} is negative: ids are within 0..={max}")
+            }
+            IdParseError::TooLarge => format!(
+                "{what} {trimmed} is larger than i64::MAX ({max}): ids are within 0..={max}"
+            ),
+        })
+    })
 }
 
 /// The unit `text` names, if any (`what` names the flag in messages).
@@ -61,47 +52,41 @@ pub(super) fn parse_now(text: Option<&str>, now_ms: i64) -> Result<i64, CliError
 }
 
 /// The layout the flags describe (`what` names it in messages), or `configured` when they
-/// name none.
+/// name none; the unit defaults to seconds ([`UnitPolicy::DefaultsToSeconds`]).
 pub(super) fn resolve_layout(
     what: &str,
     flags: &LayoutFlags,
     configured: Option<BitLayout>,
 ) -> Result<BitLayout, CliError> {
-    let base = match (flags.preset, &flags.layout) {
-        (Some(preset), None) => preset.layout(),
-        (Some(_), Some(_)) => {
-            return Err(bad(format!(
-                "{what}: give either a preset or bits with an epoch, not both"
-            )));
-        }
-        (None, Some(bits)) => {
-            let epoch = flags.epoch.as_deref().ok_or_else(|| {
-                bad(format!(
-                    "{what}: an epoch is needed (RFC 3339 with an explicit offset)"
-                ))
-            })?;
-            let epoch_ms = parse_epoch(epoch).map_err(|e| bad(format!("{what}: {e}")))?;
-            let unit = parse_unit(what, flags.unit.as_deref())?.unwrap_or(TimeUnit::Seconds);
-            BitLayout::parse_bits(bits, unit, epoch_ms).map_err(|e| bad(format!("{what}: {e}")))?
-        }
-        (None, None) => configured.ok_or_else(|| {
-            bad(format!(
-                "no {what} given: use --layout BITS --epoch RFC3339 [--unit seconds|millis], or --preset uid-generator|twitter|js-safe"
-            ))
-        })?,
-    };
-    match &flags.prefix_value {
-        None => Ok(base),
-        Some(text) => {
-            let value = text.trim().parse::<u64>().map_err(|_| {
+    let prefix_value = flags
+        .prefix_value
+        .as_deref()
+        .map(|text| {
+            text.trim().parse::<u64>().map_err(|_| {
                 bad(format!(
                     "{what}: prefix value {text:?} is not a non-negative integer"
                 ))
-            })?;
-            base.with_prefix_value(value)
-                .map_err(|e| bad(format!("{what}: {e}")))
-        }
-    }
+            })
+        })
+        .transpose()?;
+    let args = LayoutArgs {
+        preset: flags.preset.map(Preset::into),
+        bits: flags.layout.as_deref(),
+        epoch: flags.epoch.as_deref(),
+        unit: parse_unit(what, flags.unit.as_deref())?,
+        prefix_value,
+        otherwise: configured,
+    };
+    args.resolve(UnitPolicy::DefaultsToSeconds)
+        .map_err(|e| match e {
+            ResolveError::NoLayout => bad(format!(
+                "no {what} given: use --layout BITS --epoch RFC3339 [--unit seconds|millis], or --preset uid-generator|twitter|js-safe"
+            )),
+            ResolveError::MissingEpoch => bad(format!(
+                "{what}: an epoch is needed (RFC 3339 with an explicit offset)"
+            )),
+            other => bad(format!("{what}: {other}")),
+        })
 }
 
 /// The planner's request from the flags.

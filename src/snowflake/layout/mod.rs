@@ -28,14 +28,23 @@
 //!   RFC 3339 formatting ([`format_unix_ms`]).
 //! - `spec`: [`LayoutSpec`], the JSON shape of a layout, and its conversion to and from
 //!   [`BitLayout`].
+//! - `decode`: [`parse_id`], the one parser of an id given as text, and [`BitLayout::decode`],
+//!   the one reading of an id ([`Decoded`]) behind every decoder (HTTP, Leaf's, the CLI).
+//! - `resolve`: [`Preset`] and [`LayoutArgs::resolve`], the one rule that turns a preset, or bits
+//!   with an epoch and a unit, plus a prefix value into a [`BitLayout`] (configuration, CLI and
+//!   HTTP all call it).
 
 use std::fmt;
 
+mod decode;
+mod resolve;
 mod spec;
 #[cfg(test)]
 mod tests;
 mod time;
 
+pub use decode::{Decoded, IdParseError, parse_id};
+pub use resolve::{LayoutArgs, Preset, ResolveError, UnitPolicy};
 pub use spec::LayoutSpec;
 pub use time::{
     MAX_EPOCH_MS, MIN_EPOCH_MS, TimeUnit, format_unix_ms, parse_epoch, parse_timestamp,

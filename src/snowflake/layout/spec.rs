@@ -7,25 +7,23 @@ use super::{BitLayout, LayoutError, TimeUnit, all_ones, format_unix_ms, parse_ep
 
 /// A layout in JSON (DESIGN.md section 6):
 /// `{"prefix_bits": 7, "prefix_value": 127, "time_bits": 30, "worker_bits": 13, "seq_bits": 13,
-/// "unit": "seconds", "epoch": "2016-05-20T00:00:00+08:00"}`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+/// "unit": "seconds", "epoch": "2016-05-20T00:00:00+08:00"}`. This serde form is what
+/// `leafid layout plan|check --json` print; the HTTP API has its own twin with the OpenAPI
+/// schema, `http::layouts::LayoutSpecBody`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LayoutSpec {
     /// Width of the prefix; 0 when absent.
     #[serde(default)]
-    #[schema(maximum = 60)]
     pub prefix_bits: u8,
     /// The prefix value; all ones of `prefix_bits` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_value: Option<u64>,
     /// Width of the time field.
-    #[schema(minimum = 1, maximum = 61)]
     pub time_bits: u8,
     /// Width of the worker field.
-    #[schema(minimum = 1, maximum = 61)]
     pub worker_bits: u8,
     /// Width of the sequence field.
-    #[schema(minimum = 1, maximum = 61)]
     pub seq_bits: u8,
     /// Length of one tick.
     pub unit: TimeUnit,

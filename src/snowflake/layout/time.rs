@@ -19,7 +19,7 @@ pub const MIN_EPOCH_MS: i64 = 0;
 pub const MAX_EPOCH_MS: i64 = 253_402_300_799_999;
 
 /// The length of one tick of the time field.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TimeUnit {
     /// One tick per second (uid-generator).

@@ -1,0 +1,315 @@
+//! Typed settings: embedded `config/default.toml`, then `--config FILE`, then `LEAFID__*`
+//! environment variables. Enumerated values ([`Preset`],
+//! [`GeneratorKind`](crate::snowflake::engine::GeneratorKind),
+//! [`TimeUnit`](crate::snowflake::layout::TimeUnit),
+//! [`WorkerStrategy`](crate::snowflake::worker::WorkerStrategy), [`LogFormat`]) are parsed once, while loading, and an unknown one fails in
+//! one line naming its key and the accepted values; [`Settings::validate`] names the first bad
+//! key of the remaining checks the same way. [`Secret`] keeps `admin.token` out of `Debug`.
+//!
+//! The parts: `snowflake` (the `[snowflake]` section and the engine settings built from it),
+//! `values` (the spellings of enumerated values, and [`Secret`]); the other sections, loading
+//! and validation are here.
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::bail;
+use serde::{Deserialize, Deserializer};
+
+use crate::segment::tag_rules::{MAX_STEP, MIN_STEP};
+use crate::segment::{SegmentConfig, Step, StepPolicy};
+use crate::store::DbOptions;
+
+mod snowflake;
+#[cfg(test)]
+mod tests;
+mod values;
+
+pub use crate::snowflake::layout::Preset;
+pub use snowflake::{CachedSettings, SnowflakeSettings, WorkerSettings};
+pub use values::{LogFormat, Secret, UnknownValue};
+
+/// Largest `clock.max_backward_ms`: a backward step is waited out on a request thread.
+pub const MAX_BACKWARD_MS: u64 = 1_000;
+
+/// The shipped defaults, compiled in so the binary runs without files beside it.
+pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
+
+/// All settings.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Settings {
+    /// HTTP listener.
+    pub server: ServerSettings,
+    /// The database of both engines.
+    pub database: DatabaseSettings,
+    /// The segment engine.
+    pub segment: SegmentSettings,
+    /// The snowflake engine.
+    pub snowflake: SnowflakeSettings,
+    /// Admin access.
+    #[serde(default)]
+    pub admin: AdminSettings,
+    /// Clock tolerance.
+    pub clock: ClockSettings,
+    /// Log output.
+    pub log: LogSettings,
+}
+
+/// `[server]`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ServerSettings {
+    /// Address to bind (default loopback).
+    pub host: String,
+    /// Port; 0 picks a free one.
+    pub port: u16,
+    /// HTTP worker threads; 0 = one per core.
+    pub workers: usize,
+    /// Largest request body accepted.
+    pub max_body_bytes: usize,
+    /// Grace period after SIGTERM.
+    pub shutdown_timeout_secs: u64,
+    /// Readiness answers 503 for this long after SIGTERM before the listener closes.
+    pub drain_secs: u64,
+}
+
+/// `[database]`. Its `Debug` shows the URL with the password redacted.
+#[derive(Clone, Deserialize)]
+pub struct DatabaseSettings {
+    /// `sqlite://path` or `mysql://user:pw@host:port/db`.
+    pub url: String,
+    /// Pool size for MySQL.
+    pub max_connections: u32,
+    /// Wait for a pooled connection.
+    pub acquire_timeout_ms: u64,
+    /// MySQL: single-statement leases for adapted steps.
+    pub mysql_single_statement_lease: bool,
+}
+
+impl std::fmt::Debug for DatabaseSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseSettings")
+            .field("url", &crate::store::redact(&self.url))
+            .field("max_connections", &self.max_connections)
+            .field("acquire_timeout_ms", &self.acquire_timeout_ms)
+            .field(
+                "mysql_single_statement_lease",
+                &self.mysql_single_statement_lease,
+            )
+            .finish()
+    }
+}
+
+/// `[segment]`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SegmentSettings {
+    /// Serve `/api/segment` and the tag routes.
+    pub enabled: bool,
+    /// Deadline of a request waiting for a segment.
+    pub wait_timeout_ms: u64,
+    /// Deadline of one lease.
+    pub load_timeout_ms: u64,
+    /// Loads in flight across tags.
+    pub max_concurrent_loads: usize,
+    /// Tag list refresh period.
+    pub refresh_interval_secs: u64,
+    /// Loads closer than this double the step.
+    pub step_grow_below_secs: u64,
+    /// Loads further apart than this halve the step.
+    pub step_shrink_above_secs: u64,
+    /// Cap of the doubling.
+    pub max_step: i64,
+}
+
+/// `[clock]`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClockSettings {
+    /// A backward step up to this is waited out.
+    pub max_backward_ms: u64,
+}
+
+/// `[admin]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct AdminSettings {
+    /// Bearer token for admin writes; `None`: loopback clients only.
+    pub token: Option<Secret>,
+}
+
+/// `[log]`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LogSettings {
+    /// `text` or `json`.
+    pub format: LogFormat,
+}
+
+/// A string setting parsed with the type's `FromStr` (its error names the problem).
+fn parsed<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: FromStr,
+    T::Err: fmt::Display,
+{
+    String::deserialize(d)?
+        .parse()
+        .map_err(serde::de::Error::custom)
+}
+
+/// [`parsed`] for an optional setting.
+fn parsed_opt<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: FromStr,
+    T::Err: fmt::Display,
+{
+    Option::<String>::deserialize(d)?
+        .map(|s| s.parse().map_err(serde::de::Error::custom))
+        .transpose()
+}
+
+/// One line for a deserialization error: the key, then the problem (the key once if the
+/// problem already names it).
+fn describe(e: config::ConfigError) -> String {
+    match e {
+        config::ConfigError::At {
+            error,
+            key: Some(key),
+            ..
+        } => {
+            let msg = error.to_string();
+            if msg.contains(key.as_str()) {
+                msg
+            } else {
+                format!("{key}: {msg}")
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+impl Settings {
+    /// Loads defaults, then `file` if given, then the environment; parses every enumerated
+    /// value once, then validates.
+    pub fn load(file: Option<&Path>) -> anyhow::Result<Self> {
+        let mut builder = config::Config::builder().add_source(config::File::from_str(
+            DEFAULT_TOML,
+            config::FileFormat::Toml,
+        ));
+        if let Some(file) = file {
+            if !file.exists() {
+                bail!("configuration file {} does not exist", file.display());
+            }
+            builder = builder.add_source(config::File::from(file).format(config::FileFormat::Toml));
+        }
+        Self::from_builder(
+            builder.add_source(
+                config::Environment::with_prefix("LEAFID")
+                    .prefix_separator("__")
+                    .separator("__")
+                    .try_parsing(true),
+            ),
+        )
+    }
+
+    /// Deserializes the layered sources, then validates.
+    fn from_builder(
+        builder: config::ConfigBuilder<config::builder::DefaultState>,
+    ) -> anyhow::Result<Self> {
+        let settings: Settings = builder
+            .build()
+            .and_then(|c| c.try_deserialize())
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {}", describe(e)))?;
+        settings.validate()?;
+        if settings.snowflake.enabled {
+            settings.snowflake_config()?;
+        }
+        Ok(settings)
+    }
+
+    /// Checks ranges and relations the types cannot express.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let s = &self.segment;
+        let checks: [(bool, &str); 8] = [
+            (
+                !self.server.host.is_empty(),
+                "server.host must not be empty",
+            ),
+            (
+                self.server.max_body_bytes >= 256,
+                "server.max_body_bytes must be at least 256",
+            ),
+            (
+                self.database.max_connections >= 1,
+                "database.max_connections must be at least 1",
+            ),
+            (
+                s.wait_timeout_ms >= 1,
+                "segment.wait_timeout_ms must be at least 1",
+            ),
+            (
+                s.load_timeout_ms >= 1,
+                "segment.load_timeout_ms must be at least 1",
+            ),
+            (
+                s.max_concurrent_loads >= 1,
+                "segment.max_concurrent_loads must be at least 1",
+            ),
+            (
+                s.refresh_interval_secs >= 1,
+                "segment.refresh_interval_secs must be at least 1",
+            ),
+            (
+                s.step_grow_below_secs <= s.step_shrink_above_secs,
+                "segment.step_grow_below_secs must not exceed segment.step_shrink_above_secs",
+            ),
+        ];
+        if let Some((_, msg)) = checks.iter().find(|(ok, _)| !ok) {
+            bail!("invalid configuration: {msg}");
+        }
+        // The doubling cap obeys the rule of a DBA's step.
+        if Step::try_from(s.max_step).is_err() {
+            bail!("invalid configuration: segment.max_step must be within {MIN_STEP}..={MAX_STEP}");
+        }
+        if !(self.database.url.starts_with("sqlite:")
+            || self.database.url.starts_with("mysql:")
+            || self.database.url.starts_with("mariadb:"))
+        {
+            bail!("invalid configuration: database.url must start with sqlite:// or mysql://");
+        }
+        if self
+            .admin
+            .token
+            .as_ref()
+            .is_some_and(|t| t.expose().is_empty())
+        {
+            bail!("invalid configuration: admin.token must not be empty when set");
+        }
+        Ok(())
+    }
+
+    /// Database connection options.
+    pub fn db_options(&self) -> DbOptions {
+        DbOptions {
+            url: self.database.url.clone(),
+            max_connections: self.database.max_connections,
+            acquire_timeout: Duration::from_millis(self.database.acquire_timeout_ms),
+            mysql_single_statement_lease: self.database.mysql_single_statement_lease,
+        }
+    }
+
+    /// Segment engine tunables.
+    pub fn segment_config(&self) -> SegmentConfig {
+        let s = &self.segment;
+        SegmentConfig {
+            policy: StepPolicy {
+                grow_below: Duration::from_secs(s.step_grow_below_secs),
+                shrink_above: Duration::from_secs(s.step_shrink_above_secs),
+                max_step: s.max_step,
+            },
+            wait_timeout: Duration::from_millis(s.wait_timeout_ms),
+            load_timeout: Duration::from_millis(s.load_timeout_ms),
+            max_concurrent_loads: s.max_concurrent_loads,
+            refresh_interval: Duration::from_secs(s.refresh_interval_secs),
+        }
+    }
+}

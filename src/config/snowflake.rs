@@ -1,0 +1,192 @@
+//! `[snowflake]`: its settings, and the engine settings they make ([`Settings::snowflake_layout`],
+//! [`Settings::snowflake_config`]).
+
+use std::time::Duration;
+
+use anyhow::bail;
+use serde::Deserialize;
+
+use super::{MAX_BACKWARD_MS, Settings, parsed, parsed_opt};
+use crate::snowflake::cached::CachedConfig;
+use crate::snowflake::engine::{GeneratorKind, SnowflakeConfig};
+use crate::snowflake::layout::{
+    BitLayout, JS_SAFE_ID_BITS, LayoutArgs, PAYLOAD_BITS, Preset, ResolveError, TimeUnit,
+    UnitPolicy,
+};
+use crate::snowflake::worker::WorkerStrategy;
+
+/// `[snowflake]`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SnowflakeSettings {
+    /// Serve the snowflake routes.
+    pub enabled: bool,
+    /// `twitter`, `uid-generator` or `js-safe`; ignored when `layout` is set.
+    #[serde(deserialize_with = "parsed")]
+    pub preset: Preset,
+    /// `T/W/S` or `P+T/W/S`.
+    pub layout: Option<String>,
+    /// Value of the prefix bits (default: all ones).
+    pub prefix_value: Option<u64>,
+    /// RFC 3339 with offset (or unix ms), required with `layout`.
+    pub epoch: Option<String>,
+    /// `seconds` or `millis`, required with `layout`.
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub unit: Option<TimeUnit>,
+    /// `cached` or `direct`.
+    #[serde(deserialize_with = "parsed")]
+    pub generator: GeneratorKind,
+    /// Every id from now on must be above this.
+    pub min_id_floor: u64,
+    /// Start-up refuses a layout whose largest id needs more bits (53: JavaScript-safe).
+    pub max_id_bits: u8,
+    /// Worker id assignment.
+    pub worker: WorkerSettings,
+    /// Cached generator tuning.
+    pub cached: CachedSettings,
+}
+
+/// `[snowflake.worker]`, with `strategy` and `id` folded into one [`WorkerStrategy`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "RawWorkerSettings")]
+pub struct WorkerSettings {
+    /// `lease`, `disposable`, or `static` with its id (`static:N`, or `static` and `id = N`).
+    pub strategy: WorkerStrategy,
+    /// Lease length.
+    pub lease_secs: u64,
+    /// Renewal period.
+    pub heartbeat_secs: u64,
+}
+
+/// `[snowflake.worker]` as written: `strategy` is `disposable`, `lease`, `static:N` or `static`
+/// (case-insensitive), the last with its id in `id`.
+#[derive(Deserialize)]
+struct RawWorkerSettings {
+    strategy: String,
+    id: Option<u64>,
+    lease_secs: u64,
+    heartbeat_secs: u64,
+}
+
+impl TryFrom<RawWorkerSettings> for WorkerSettings {
+    type Error = String;
+
+    fn try_from(raw: RawWorkerSettings) -> Result<Self, String> {
+        let strategy = WorkerStrategy::from_config(&raw.strategy, raw.id)
+            .map_err(|e| format!("snowflake.worker.strategy: {e}"))?;
+        Ok(Self {
+            strategy,
+            lease_secs: raw.lease_secs,
+            heartbeat_secs: raw.heartbeat_secs,
+        })
+    }
+}
+
+/// `[snowflake.cached]`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CachedSettings {
+    /// Ring slots = (max_sequence + 1) << boost_power.
+    pub boost_power: u8,
+    /// Refill threshold, percent.
+    pub padding_factor: u8,
+    /// Wait for the filler on an empty ring.
+    pub max_wait_ms: u64,
+    /// Periodic top-up (0 = off).
+    pub schedule_interval_secs: u64,
+}
+
+impl Settings {
+    /// The snowflake layout from `preset`, or from `layout` + `epoch` + `unit` (the unit is
+    /// required here: see [`UnitPolicy::Required`]), with `prefix_value` over either.
+    pub fn snowflake_layout(&self) -> anyhow::Result<BitLayout> {
+        let sf = &self.snowflake;
+        let args = LayoutArgs {
+            // The preset always has a value (its default): `layout` overrides it.
+            preset: sf.layout.is_none().then_some(sf.preset),
+            bits: sf.layout.as_deref(),
+            epoch: sf.epoch.as_deref(),
+            unit: sf.unit,
+            prefix_value: sf.prefix_value,
+            otherwise: None,
+        };
+        args.resolve(UnitPolicy::Required).map_err(|e| {
+            let problem = match e {
+                ResolveError::MissingEpoch => {
+                    "snowflake.epoch is required with snowflake.layout".to_owned()
+                }
+                ResolveError::MissingUnit => {
+                    "snowflake.unit is required with snowflake.layout".to_owned()
+                }
+                ResolveError::Epoch(e) => format!("snowflake.epoch: {e}"),
+                ResolveError::Bits(e) => format!("snowflake.layout: {e}"),
+                ResolveError::PrefixValue(e) => format!("snowflake.prefix_value: {e}"),
+                // A preset always stands in for a missing layout, never beside one.
+                ResolveError::NoLayout | ResolveError::PresetAndBits => e.to_string(),
+            };
+            anyhow::anyhow!("invalid configuration: {problem}")
+        })
+    }
+
+    /// Snowflake engine settings (layout included).
+    pub fn snowflake_config(&self) -> anyhow::Result<SnowflakeConfig> {
+        let sf = &self.snowflake;
+        let generator = sf.generator;
+        let strategy = sf.worker.strategy;
+        if sf.worker.heartbeat_secs == 0 || sf.worker.lease_secs < 3 * sf.worker.heartbeat_secs {
+            bail!(
+                "invalid configuration: snowflake.worker.lease_secs must be at least 3 x snowflake.worker.heartbeat_secs (> 0)"
+            );
+        }
+        if !(1..=99).contains(&sf.cached.padding_factor) {
+            bail!("invalid configuration: snowflake.cached.padding_factor must be within 1..=99");
+        }
+        if sf.cached.boost_power > 10 {
+            bail!("invalid configuration: snowflake.cached.boost_power must be at most 10");
+        }
+        if self.clock.max_backward_ms > MAX_BACKWARD_MS {
+            bail!(
+                "invalid configuration: clock.max_backward_ms = {} is above {MAX_BACKWARD_MS}: \
+                 the direct generator waits a backward step out on request threads",
+                self.clock.max_backward_ms
+            );
+        }
+        let layout = self.snowflake_layout()?;
+        if !(1..=PAYLOAD_BITS).contains(&sf.max_id_bits) {
+            bail!(
+                "invalid configuration: snowflake.max_id_bits must be within 1..={PAYLOAD_BITS} (got {})",
+                sf.max_id_bits
+            );
+        }
+        if layout.id_bits() > sf.max_id_bits {
+            bail!(
+                "invalid configuration: snowflake.max_id_bits = {} but layout {} issues ids up to {} \
+                 ({} bits); choose a layout whose largest id fits (preset \"js-safe\" for {JS_SAFE_ID_BITS})",
+                sf.max_id_bits,
+                layout.bits_string(),
+                layout.largest_id(),
+                layout.id_bits()
+            );
+        }
+        let config = SnowflakeConfig {
+            layout,
+            generator,
+            strategy,
+            lease: Duration::from_secs(sf.worker.lease_secs),
+            heartbeat: Duration::from_secs(sf.worker.heartbeat_secs),
+            max_backward_ms: self.clock.max_backward_ms,
+            cached: CachedConfig {
+                boost_power: sf.cached.boost_power,
+                padding_factor: sf.cached.padding_factor,
+                max_wait: Duration::from_millis(sf.cached.max_wait_ms),
+                schedule_interval: (sf.cached.schedule_interval_secs > 0)
+                    .then(|| Duration::from_secs(sf.cached.schedule_interval_secs)),
+                start_after_tick: None,
+                max_ahead_ticks: None,
+            },
+            min_id_floor: sf.min_id_floor,
+        };
+        if strategy == WorkerStrategy::Lease {
+            config.check_lease().map_err(anyhow::Error::msg)?;
+        }
+        Ok(config)
+    }
+}

@@ -1,0 +1,224 @@
+//! Loading, typed values and validation of the settings.
+
+use super::*;
+use crate::snowflake::engine::GeneratorKind;
+use crate::snowflake::layout::TimeUnit;
+use crate::snowflake::worker::WorkerStrategy;
+
+#[test]
+fn defaults_load_and_validate() {
+    let s = Settings::load(None).unwrap();
+    assert_eq!(s.server.port, 8080);
+    assert_eq!(s.server.host, "127.0.0.1");
+    assert!(s.database.url.starts_with("sqlite://"));
+    assert!(s.segment.enabled && s.snowflake.enabled);
+    assert!(s.admin.token.is_none());
+}
+
+#[test]
+fn snowflake_layouts_come_from_presets_or_explicit_bits() {
+    let mut s = Settings::load(None).unwrap();
+    assert_eq!(s.snowflake_layout().unwrap().bits_string(), "41/10/12");
+    s.snowflake.layout = Some("7+30/13/13".into());
+    assert!(
+        s.snowflake_layout()
+            .unwrap_err()
+            .to_string()
+            .contains("snowflake.epoch")
+    );
+    s.snowflake.epoch = Some("2016-05-20T00:00:00+08:00".into());
+    s.snowflake.unit = Some(TimeUnit::Seconds);
+    let l = s.snowflake_layout().unwrap();
+    assert_eq!((l.prefix_value(), l.epoch_ms()), (127, 1_463_673_600_000));
+    s.snowflake.layout = Some("7+30/13/12".into());
+    assert!(
+        s.snowflake_layout()
+            .unwrap_err()
+            .to_string()
+            .contains("snowflake.layout")
+    );
+}
+
+#[test]
+fn max_id_bits_refuses_wider_layouts_and_takes_js_safe() {
+    let mut s = Settings::load(None).unwrap();
+    assert_eq!(s.snowflake.max_id_bits, 63);
+    s.snowflake.max_id_bits = 53;
+    let e = s.snowflake_config().unwrap_err().to_string();
+    assert!(e.contains("snowflake.max_id_bits = 53"), "{e}");
+    assert!(e.contains("41/10/12") && e.contains("63 bits"), "{e}");
+    s.snowflake.preset = Preset::JsSafe;
+    let c = s.snowflake_config().unwrap();
+    assert_eq!(c.layout.bits_string(), "10+31/8/14");
+    assert_eq!(c.layout.largest_id(), (1 << 53) - 1);
+    s.snowflake.prefix_value = Some(1);
+    assert!(
+        s.snowflake_config().is_err(),
+        "a prefix of 1 lifts ids past 2^53"
+    );
+    s.snowflake.prefix_value = None;
+    s.snowflake.max_id_bits = 64;
+    let e = s.snowflake_config().unwrap_err().to_string();
+    assert!(
+        e.contains("snowflake.max_id_bits must be within 1..=63"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_bad_value_names_its_key() {
+    let mut s = Settings::load(None).unwrap();
+    s.segment.max_step = 0;
+    let e = s.validate().unwrap_err().to_string();
+    assert!(e.contains("segment.max_step"), "{e}");
+    s.segment.max_step = 1_000_000_001;
+    let e = s.validate().unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "invalid configuration: segment.max_step must be within 1..=1000000000"
+    );
+    s.segment.max_step = 1_000_000_000;
+    s.validate().unwrap();
+}
+
+/// The defaults with `toml` layered over them (no environment: tests run in parallel).
+fn with(toml: &str) -> anyhow::Result<Settings> {
+    Settings::from_builder(
+        config::Config::builder()
+            .add_source(config::File::from_str(
+                DEFAULT_TOML,
+                config::FileFormat::Toml,
+            ))
+            .add_source(config::File::from_str(toml, config::FileFormat::Toml)),
+    )
+}
+
+/// The one line a refused value gives.
+fn refusal(toml: &str) -> String {
+    format!("{:#}", with(toml).unwrap_err())
+}
+
+#[test]
+fn defaults_are_typed() {
+    let s = Settings::load(None).unwrap();
+    assert_eq!(s.snowflake.preset, Preset::Twitter);
+    assert_eq!(s.snowflake.generator, GeneratorKind::Cached);
+    assert_eq!(s.snowflake.unit, None);
+    assert_eq!(s.snowflake.worker.strategy, WorkerStrategy::Lease);
+    assert_eq!(s.log.format, LogFormat::Text);
+}
+
+#[test]
+fn presets_accept_their_exact_spellings_only() {
+    for p in [Preset::Twitter, Preset::UidGenerator, Preset::JsSafe] {
+        assert_eq!(p.as_str().parse(), Ok(p));
+    }
+    let s = with("[snowflake]\npreset = \"js-safe\"").unwrap();
+    assert_eq!(s.snowflake.preset, Preset::JsSafe);
+    // uid-generator parses; its exhausted time field is refused later, by the engine.
+    let s = with("[snowflake]\npreset = \"uid-generator\"\nenabled = false").unwrap();
+    assert_eq!(s.snowflake.preset, Preset::UidGenerator);
+    for bad in ["Twitter", "js_safe", " twitter", ""] {
+        assert!(bad.parse::<Preset>().is_err(), "{bad:?}");
+    }
+    assert_eq!(
+        refusal("[snowflake]\npreset = \"snowflake\""),
+        r#"invalid configuration: snowflake.preset must be "twitter", "uid-generator" or "js-safe" (got "snowflake")"#
+    );
+}
+
+#[test]
+fn generators_accept_their_exact_spellings_only() {
+    assert_eq!("cached".parse(), Ok(GeneratorKind::Cached));
+    assert_eq!("direct".parse(), Ok(GeneratorKind::Direct));
+    for bad in ["Direct", "fast", ""] {
+        assert!(bad.parse::<GeneratorKind>().is_err(), "{bad:?}");
+    }
+    let s = with("[snowflake]\ngenerator = \"direct\"").unwrap();
+    assert_eq!(s.snowflake.generator, GeneratorKind::Direct);
+    assert_eq!(
+        refusal("[snowflake]\ngenerator = \"fast\""),
+        r#"invalid configuration: snowflake.generator must be "cached" or "direct" (got "fast")"#
+    );
+}
+
+#[test]
+fn units_accept_seconds_and_millis() {
+    let s = with("[snowflake]\nunit = \"millis\"").unwrap();
+    assert_eq!(s.snowflake.unit, Some(TimeUnit::Millis));
+    let s = with("[snowflake]\nunit = \" seconds \"").unwrap();
+    assert_eq!(
+        s.snowflake.unit,
+        Some(TimeUnit::Seconds),
+        "trimmed, as before"
+    );
+    let e = refusal("[snowflake]\nunit = \"ms\"");
+    assert!(
+        e.starts_with("invalid configuration: snowflake.unit: ") && e.contains("\"ms\""),
+        "{e}"
+    );
+    assert_eq!(e.lines().count(), 1, "{e}");
+}
+
+#[test]
+fn worker_strategies_take_every_spelling_and_static_carries_its_id() {
+    let strategy = |toml: &str| with(toml).map(|s| s.snowflake.worker.strategy);
+    let cases = [
+        ("strategy = \"lease\"", WorkerStrategy::Lease),
+        ("strategy = \"Disposable\"", WorkerStrategy::Disposable),
+        ("strategy = \" LEASE \"", WorkerStrategy::Lease),
+        ("strategy = \"static:7\"", WorkerStrategy::Static(7)),
+        ("strategy = \"static\"\nid = 3", WorkerStrategy::Static(3)),
+        ("strategy = \"static:5\"\nid = 3", WorkerStrategy::Static(5)),
+        ("strategy = \"lease\"\nid = 3", WorkerStrategy::Lease),
+    ];
+    for (toml, want) in cases {
+        let got = strategy(&format!("[snowflake.worker]\n{toml}")).unwrap();
+        assert_eq!(got, want, "{toml}");
+    }
+    assert_eq!(
+        refusal("[snowflake.worker]\nstrategy = \"static\""),
+        "invalid configuration: snowflake.worker.strategy: static worker strategy needs an id (static:N)"
+    );
+    assert_eq!(
+        refusal("[snowflake.worker]\nstrategy = \"random\""),
+        "invalid configuration: snowflake.worker.strategy: unknown worker strategy \"random\": \
+         expected disposable, lease or static"
+    );
+    let e = refusal("[snowflake.worker]\nstrategy = \"static:x\"");
+    assert!(
+        e.contains("snowflake.worker.strategy") && e.contains("\"x\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn log_formats_accept_text_and_json_only() {
+    assert_eq!(with("").unwrap().log.format, LogFormat::Text);
+    let s = with("[log]\nformat = \"json\"").unwrap();
+    assert_eq!(s.log.format, LogFormat::Json);
+    for bad in ["JSON", "pretty", ""] {
+        assert!(bad.parse::<LogFormat>().is_err(), "{bad:?}");
+    }
+    assert_eq!(
+        refusal("[log]\nformat = \"pretty\""),
+        r#"invalid configuration: log.format must be "text" or "json" (got "pretty")"#
+    );
+}
+
+#[test]
+fn the_admin_token_never_prints() {
+    let s = with("[admin]\ntoken = \"s3cret\"").unwrap();
+    let token = s.admin.token.as_ref().unwrap();
+    assert_eq!(token.expose(), "s3cret");
+    assert_eq!(format!("{token:?} {token}"), "*** ***");
+    let all = format!("{s:?}");
+    assert!(
+        !all.contains("s3cret") && all.contains("token: Some(***)"),
+        "{all}"
+    );
+    assert_eq!(
+        refusal("[admin]\ntoken = \"\""),
+        "invalid configuration: admin.token must not be empty when set"
+    );
+}
