@@ -156,6 +156,20 @@ impl Settings {
                 sf.max_id_bits
             );
         }
+        // The js-safe preset promises ids JavaScript holds as numbers: it brings its own bound,
+        // so a prefix value that lifts its ids past 2^53 - 1 is refused with the default
+        // `max_id_bits = 63` too.
+        let js_safe_preset = sf.layout.is_none() && sf.preset == Preset::JsSafe;
+        if js_safe_preset && layout.id_bits() > JS_SAFE_ID_BITS {
+            bail!(
+                "invalid configuration: snowflake.preset = \"js-safe\" keeps every id within \
+                 {JS_SAFE_ID_BITS} bits, but snowflake.prefix_value = {} makes ids up to {} ({} \
+                 bits); leave the prefix at 0 or choose snowflake.layout",
+                layout.prefix_value(),
+                layout.largest_id(),
+                layout.id_bits()
+            );
+        }
         if layout.id_bits() > sf.max_id_bits {
             bail!(
                 "invalid configuration: snowflake.max_id_bits = {} but layout {} issues ids up to {} \

@@ -56,6 +56,18 @@ fn max_id_bits_refuses_wider_layouts_and_takes_js_safe() {
         s.snowflake_config().is_err(),
         "a prefix of 1 lifts ids past 2^53"
     );
+    // The preset brings its own 53-bit bound: refused with the default max_id_bits too.
+    s.snowflake.max_id_bits = 63;
+    let e = s.snowflake_config().unwrap_err().to_string();
+    assert!(
+        e.contains("snowflake.preset = \"js-safe\"") && e.contains("snowflake.prefix_value = 1"),
+        "{e}"
+    );
+    s.snowflake.prefix_value = Some(0);
+    assert_eq!(
+        s.snowflake_config().unwrap().layout.largest_id(),
+        (1 << 53) - 1
+    );
     s.snowflake.prefix_value = None;
     s.snowflake.max_id_bits = 64;
     let e = s.snowflake_config().unwrap_err().to_string();
