@@ -18,6 +18,7 @@ mod metrics;
 mod migrations;
 mod outage_logs;
 mod restarts;
+mod routes;
 mod scale;
 mod segment;
 mod snowflake;
