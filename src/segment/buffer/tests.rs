@@ -1,0 +1,237 @@
+//! Unit tests of [`super::SegmentBuffer`]: the load state machine, snapshots, backoff.
+
+use super::*;
+use std::sync::atomic::AtomicUsize;
+
+fn lease(max_id: i64, leased: i64) -> Lease {
+    Lease {
+        max_id,
+        leased,
+        db_step: Some(leased),
+    }
+}
+
+fn buffer() -> SegmentBuffer {
+    SegmentBuffer::new(BizTag::parse("t").unwrap())
+}
+
+#[test]
+fn empty_buffer_asks_to_wait() {
+    assert_eq!(buffer().try_next(), Take::Beyond);
+}
+
+#[test]
+fn hands_out_a_segment_then_asks_for_the_next() {
+    let b = buffer();
+    b.publish(lease(11, 10), None, Duration::ZERO);
+    let ids: Vec<Take> = (0..10).map(|_| b.try_next()).collect();
+    assert_eq!(
+        ids[0],
+        Take::Id {
+            id: 1,
+            preload: false
+        }
+    );
+    assert_eq!(
+        ids[1],
+        Take::Id {
+            id: 2,
+            preload: true
+        },
+        "10% used: preload"
+    );
+    assert_eq!(
+        ids[9],
+        Take::Id {
+            id: 10,
+            preload: true
+        }
+    );
+    assert_eq!(b.try_next(), Take::Beyond);
+}
+
+#[test]
+fn a_ready_next_segment_is_used_without_waiting_and_stops_preloading() {
+    let b = buffer();
+    b.publish(lease(101, 100), None, Duration::ZERO);
+    for _ in 0..50 {
+        b.try_next();
+    }
+    b.publish(lease(1101, 1000), None, Duration::ZERO);
+    assert!(matches!(
+        b.try_next(),
+        Take::Id {
+            id: 51,
+            preload: false
+        }
+    ));
+    let mut last = 0;
+    for _ in 0..49 {
+        if let Take::Id { id, .. } = b.try_next() {
+            last = id;
+        }
+    }
+    assert_eq!(last, 100);
+    assert_eq!(
+        b.try_next(),
+        Take::Id {
+            id: 101,
+            preload: false
+        }
+    );
+}
+
+#[test]
+fn a_reload_after_exhaustion_skips_abandoned_tickets_without_gaps_in_ids() {
+    let b = buffer();
+    b.publish(lease(3, 2), None, Duration::ZERO);
+    assert!(matches!(b.try_next(), Take::Id { id: 1, .. }));
+    assert!(matches!(b.try_next(), Take::Id { id: 2, .. }));
+    for _ in 0..100 {
+        assert_eq!(b.try_next(), Take::Beyond); // e.g. requests during an outage
+    }
+    b.publish(lease(1003, 1000), None, Duration::ZERO);
+    assert!(matches!(b.try_next(), Take::Id { id: 3, .. }));
+}
+
+#[test]
+fn never_issues_ids_below_one() {
+    let b = buffer();
+    b.publish(lease(3, 10), None, Duration::ZERO); // row started at max_id -7
+    assert!(matches!(b.try_next(), Take::Id { id: 1, .. }));
+    assert!(matches!(b.try_next(), Take::Id { id: 2, .. }));
+    assert_eq!(b.try_next(), Take::Beyond);
+}
+
+#[test]
+fn the_last_segment_ends_at_i64_max() {
+    let b = buffer();
+    b.publish(lease(i64::MAX, 2), None, Duration::ZERO);
+    assert!(matches!(b.try_next(), Take::Id { id, .. } if id == i64::MAX - 2));
+    assert!(matches!(b.try_next(), Take::Id { id, .. } if id == i64::MAX - 1));
+    assert_eq!(b.try_next(), Take::Beyond);
+}
+
+#[test]
+fn take_many_spans_both_segments_and_stops_at_the_horizon() {
+    let b = buffer();
+    b.publish(lease(11, 10), None, Duration::ZERO);
+    b.publish(lease(31, 10), None, Duration::ZERO);
+    let mut out = Vec::new();
+    b.take_many(25, &mut out);
+    let expected: Vec<i64> = (1..=10).chain(21..=30).collect();
+    assert_eq!(out, expected);
+}
+
+#[test]
+fn ids_issued_survives_slot_reuse_and_failures_and_latency_are_recorded() {
+    let b = buffer();
+    b.publish(lease(11, 10), None, Duration::from_millis(2));
+    for _ in 0..4 {
+        b.try_next();
+    }
+    assert_eq!(b.snapshot().ids_issued, 4);
+    b.publish(lease(21, 10), None, Duration::from_millis(3));
+    for _ in 0..10 {
+        b.try_next();
+    }
+    b.fail_load("down".into());
+    b.publish(lease(31, 10), None, Duration::from_millis(4)); // reuses slot 0
+    b.try_next();
+    let snap = b.snapshot();
+    assert_eq!(snap.ids_issued, 15);
+    assert_eq!(snap.load_failures_total, 1);
+    assert_eq!(snap.load_latency.count(), 3);
+    assert_eq!(snap.loads, 3);
+}
+
+#[test]
+fn plan_load_is_skipped_while_the_next_segment_is_ready() {
+    let b = buffer();
+    let p = StepPolicy::default();
+    assert_eq!(b.plan_load(&p), Some(LoadPlan { step: None }));
+    b.publish(lease(101, 100), None, Duration::ZERO);
+    assert_eq!(b.plan_load(&p), None, "nothing used yet");
+    for _ in 0..10 {
+        b.try_next();
+    }
+    assert!(b.plan_load(&p).is_some());
+    b.publish(lease(201, 100), None, Duration::ZERO);
+    assert_eq!(b.plan_load(&p), None, "next is ready");
+}
+
+#[test]
+fn backoff_grows_after_failures_and_clears_on_success() {
+    let b = buffer();
+    assert!(b.try_begin_load());
+    assert!(!b.try_begin_load(), "single flight");
+    b.fail_load("down".into());
+    assert!(!b.try_begin_load(), "backoff");
+    assert!(b.backoff_left() > Duration::ZERO);
+    b.retry_at_ms.store(0, Ordering::Relaxed);
+    assert!(b.try_begin_load());
+    b.publish(lease(11, 10), None, Duration::ZERO);
+    assert_eq!(b.backoff_left(), Duration::ZERO);
+    assert_eq!(b.snapshot().consecutive_failures, 0);
+}
+
+/// Several threads take ids while a loader thread keeps publishing segments: every id is
+/// unique and positive, and each thread sees its own ids strictly increase.
+#[test]
+fn hammered_by_threads_while_reloading_ids_stay_unique_and_increasing() {
+    const THREADS: usize = 4;
+    const PER_THREAD: usize = 50_000;
+    let b = buffer();
+    let policy = StepPolicy::default();
+    let done = AtomicUsize::new(0);
+    let mut all: Vec<i64> = std::thread::scope(|s| {
+        let loader = s.spawn(|| {
+            let mut max_id = 1i64;
+            while done.load(Ordering::Acquire) < THREADS {
+                if b.try_begin_load() {
+                    if b.plan_load(&policy).is_some() {
+                        let step = 97 + (max_id % 13); // odd sizes exercise the edges
+                        max_id += step;
+                        b.publish(lease(max_id, step), Some(step), Duration::ZERO);
+                    } else {
+                        b.finish_load();
+                    }
+                }
+                std::thread::yield_now();
+            }
+        });
+        let workers: Vec<_> = (0..THREADS)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::with_capacity(PER_THREAD);
+                    let mut batch = Vec::new();
+                    while mine.len() < PER_THREAD {
+                        if mine.len() % 7 == 0 {
+                            batch.clear();
+                            b.take_many(5, &mut batch);
+                            mine.extend_from_slice(&batch);
+                        } else if let Take::Id { id, .. } = b.try_next() {
+                            mine.push(id);
+                        } else {
+                            std::thread::yield_now();
+                        }
+                    }
+                    done.fetch_add(1, Ordering::Release);
+                    assert!(mine.windows(2).all(|w| w[0] < w[1]), "per-thread order");
+                    mine
+                })
+            })
+            .collect();
+        let all = workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect();
+        loader.join().unwrap();
+        all
+    });
+    let n = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), n, "duplicate ids");
+    assert!(all[0] >= 1);
+}
