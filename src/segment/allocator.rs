@@ -250,7 +250,6 @@ impl SegmentAllocator {
     }
 
     /// The fast path alone: an id if the tag is cached and its segment has one. Never waits.
-    #[inline]
     pub fn try_next_id(&self, tag: &str) -> Option<i64> {
         self.inner
             .with_buffer(tag, |buf| self.try_next_in(buf))
@@ -502,14 +501,17 @@ impl Inner {
         let generation = self.tags_generation.load(Ordering::Acquire);
         TAG_CACHE.with(|cache| {
             let mut cache = cache.borrow_mut();
-            if cache.engine == self.id
+            let hit = cache.engine == self.id
                 && cache.generation == generation
-                && let Some(last) = &cache.last
-                && same_bytes(last.tag().as_str().as_bytes(), tag.as_bytes())
-            {
-                return Some(f(last));
-            }
-            self.look_up(&mut cache, generation, tag).map(f)
+                && (cache.last.as_ref())
+                    .is_some_and(|last| same_bytes(last.tag().as_str().as_bytes(), tag.as_bytes()));
+            // One call of `f` (the id path), so it inlines here.
+            let buf = if hit {
+                cache.last.as_ref()?
+            } else {
+                self.look_up(&mut cache, generation, tag)?
+            };
+            Some(f(buf))
         })
     }
 
