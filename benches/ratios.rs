@@ -21,7 +21,7 @@ use common::{fill_forever, segment_engine, tag_names, two_threads, wide_layout};
 use crossbeam_queue::ArrayQueue;
 use leafid::segment::SegmentAllocator;
 use leafid::snowflake::cached::{CachedConfig, CachedGenerator};
-use leafid::snowflake::clock::SystemClock;
+use leafid::snowflake::clock::{Clock, SystemClock};
 use leafid::snowflake::direct::DirectGenerator;
 use leafid::snowflake::ring::RingBuffer;
 
@@ -157,6 +157,13 @@ fn segment_rows(rows: &mut Vec<Row>) {
         &|n| timed(n, &|| by_name(&engine, &one[0])),
     ));
     rows.push(compare(
+        "segment `next_id` by tag name against the handle, 1 thread",
+        "per-tag handle",
+        Some(0.8),
+        &|n| timed(n, &by_handle),
+        &|n| timed(n, &|| by_name(&engine, &one[0])),
+    ));
+    rows.push(compare(
         "segment `next_id` by tag name, 2 threads, one tag",
         "`fetch_add`, 2 threads, one atomic",
         Some(0.8),
@@ -188,11 +195,19 @@ fn snowflake_rows(rows: &mut Vec<Row>) {
     let fetch_add = || atomic.fetch_add(1, Ordering::Relaxed);
     let direct = DirectGenerator::new(wide_layout(), 1, Arc::new(SystemClock), 5).unwrap();
     rows.push(compare(
-        "direct snowflake `next_id` (clock read per id)",
+        "direct snowflake `next_id` (coarse tick)",
         "`fetch_add`",
         None,
         &|n| timed(n, &fetch_add),
         &|n| timed(n, &|| direct.next_id().unwrap()),
+    ));
+    let precise = DirectGenerator::new(wide_layout(), 1, Arc::new(ClockPerId), 5).unwrap();
+    rows.push(compare(
+        "direct snowflake `next_id` (clock read per id)",
+        "`fetch_add`",
+        None,
+        &|n| timed(n, &fetch_add),
+        &|n| timed(n, &|| precise.next_id().unwrap()),
     ));
     let config = CachedConfig {
         boost_power: 0,
@@ -234,6 +249,25 @@ fn snowflake_rows(rows: &mut Vec<Row>) {
         ));
         stop.store(true, Ordering::Relaxed);
     });
+}
+
+/// The system clock without the direct generator's coarse tick: it reads the clock per id,
+/// as before the tick (the row that shows what the tick saves).
+struct ClockPerId;
+
+impl Clock for ClockPerId {
+    fn now_unix_ms(&self) -> i64 {
+        SystemClock.now_unix_ms()
+    }
+    fn sleep_ms(&self, ms: u64) {
+        SystemClock.sleep_ms(ms);
+    }
+    fn monotonic_ms(&self) -> i64 {
+        SystemClock.monotonic_ms()
+    }
+    fn moves_by_itself(&self) -> bool {
+        false
+    }
 }
 
 fn main() {
