@@ -39,17 +39,19 @@ pub(crate) enum Take {
 /// The ticket counter and the two segment slots of one tag.
 #[derive(Debug, Default)]
 pub(crate) struct Tickets {
-    /// The counter and the hints every take reads, on a line of their own.
+    /// The counter and the slot hint.
     head: CachePadded<Head>,
     /// The two segments. The newer one has the larger `ticket_end`; a slot is overwritten only
-    /// once `issued` has passed its `ticket_end` (every ticket of it handed out).
+    /// once `issued` has passed its `ticket_end` (every ticket of it handed out). A segment
+    /// with a successor has `preload_at == u64::MAX` (see [`Tickets::publish`]), so a take
+    /// decides whether to preload from its own slot alone.
     slots: [CachePadded<Slot>; 2],
 }
 
-/// What a take touches besides the slot that maps its ticket, together on one cache line: a
-/// take among many tags (each cold in the cache) then misses two lines, this one and the
-/// slot's, instead of three. Under two threads on one tag the hints are read right after the
-/// `fetch_add` that brought the line in, so sharing it costs no extra transfer.
+/// The counter and the hint, together on one cache line: a take among many tags (each cold in
+/// the cache) then misses two lines, this one and its slot's, instead of three. Under two
+/// threads on one tag the hint is read right after the `fetch_add` that brought the line in,
+/// so sharing the line costs next to nothing; nothing else a take reads lives here.
 #[derive(Debug, Default)]
 struct Head {
     /// Tickets handed out so far. Relaxed is enough for every access: a ticket needs only to be
@@ -58,11 +60,6 @@ struct Head {
     issued: AtomicU64,
     /// Index of the slot that served the latest ticket: read first, a hint only.
     hint: AtomicUsize,
-    /// `ticket_start` of the newest published segment: a segment whose start equals it has no
-    /// successor yet, so reaching its preload mark must start a load. Stored (Release) after
-    /// the slot write; read Relaxed: a stale (older) value only asks for a load that the loader
-    /// then finds unnecessary ([`Tickets::wants_next`]).
-    newest_start: AtomicU64,
 }
 
 /// Where one ticket landed.
@@ -153,10 +150,11 @@ impl Tickets {
         }
     }
 
-    /// Whether ticket `t` of segment `v` passed its preload mark while `v` has no successor.
+    /// Whether ticket `t` of segment `v` passed its preload mark while `v` has no successor
+    /// (a segment with one has its mark at `u64::MAX`).
     #[inline]
     fn needs_preload(&self, v: &SlotView, t: u64) -> bool {
-        t >= v.preload_at && self.head.newest_start.load(Ordering::Relaxed) <= v.ticket_start
+        t >= v.preload_at
     }
 
     /// Emits the ids of the tickets `[t, end)` that the segment holding `t` covers.
@@ -217,8 +215,14 @@ impl Tickets {
             // load has the remaining 90% of the segment's lifetime to finish.
             preload_at: start + len / 10,
         });
-        // Release: a reader that sees this start also sees the slot written above.
-        self.head.newest_start.store(start, Ordering::Release);
+        // The previous segment now has a successor: its takes stop asking for loads. Until this
+        // write they may ask once more, which the loader then finds unnecessary (`wants_next`).
+        if newest.ticket_end > 0 {
+            self.slots[newest_idx].write(SlotView {
+                preload_at: u64::MAX,
+                ..newest
+            });
+        }
         old.ticket_end - old.ticket_start
     }
 
