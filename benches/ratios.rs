@@ -170,6 +170,13 @@ fn segment_rows(rows: &mut Vec<Row>) {
         &|n| two_threads(n, &fetch_add),
         &|n| two_threads(n, &|| by_name(&engine, &one[0])),
     ));
+    rows.push(compare(
+        "segment `next_id`, per-tag handle, 2 threads, one tag",
+        "`fetch_add`, 2 threads, one atomic",
+        None,
+        &|n| two_threads(n, &fetch_add),
+        &|n| two_threads(n, &by_handle),
+    ));
     let names = tag_names(10_000);
     let many = segment_engine(&rt, &names);
     let map: HashMap<String, AtomicU64> = names
