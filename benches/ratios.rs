@@ -4,8 +4,9 @@
 //! apart and a machine whose speed drifts (a shared 2-core box: frequency, neighbours) moves
 //! them differently; README's ratios moved by 2x between runs. Here every round times the
 //! baseline and the subject back to back over the same number of iterations (alternating which
-//! goes first), and the table shows the median ratio of the rounds with its spread (min..max over
-//! 21 rounds), so drift shows up as spread instead of silently shifting the figure.
+//! goes first), and the table shows the median ratio of the rounds with its spread (the middle
+//! half of the 31 rounds, p25..p75, and min..max), so drift shows up as spread instead of
+//! silently shifting the figure.
 //!
 //! `cargo bench --bench ratios` (about a minute); writes the table to stdout and
 //! `target/ratios.md`. `RATIOS_ONLY=<text>` runs only the rows whose name contains it (for a
@@ -31,7 +32,7 @@ mod common;
 /// the real run; `cargo test --all-targets` runs this binary without it, as a quick smoke check.
 fn plan() -> (usize, Duration) {
     if std::env::args().any(|a| a == "--bench") {
-        (21, Duration::from_millis(15))
+        (31, Duration::from_millis(15))
     } else {
         (3, Duration::from_micros(200))
     }
@@ -54,6 +55,8 @@ struct Row {
     baseline_ns: f64,
     ratio: f64,
     min: f64,
+    p25: f64,
+    p75: f64,
     max: f64,
     goal: Option<f64>,
 }
@@ -76,6 +79,8 @@ fn compare(
             baseline_ns: f64::NAN,
             ratio: f64::NAN,
             min: f64::NAN,
+            p25: f64::NAN,
+            p75: f64::NAN,
             max: f64::NAN,
             goal,
         };
@@ -118,6 +123,8 @@ fn compare(
         baseline_ns: median(&mut b_ns),
         ratio,
         min: ratios[0],
+        p25: ratios[ratios.len() / 4],
+        p75: ratios[ratios.len() * 3 / 4],
         max: ratios[ratios.len() - 1],
         goal,
     }
@@ -159,7 +166,7 @@ fn segment_rows(rows: &mut Vec<Row>) {
     rows.push(compare(
         "segment `next_id` by tag name against the handle, 1 thread",
         "per-tag handle",
-        Some(0.8),
+        None,
         &|n| timed(n, &by_handle),
         &|n| timed(n, &|| by_name(&engine, &one[0])),
     ));
@@ -282,8 +289,8 @@ fn main() {
     segment_rows(&mut rows);
     snowflake_rows(&mut rows);
     let mut out = String::from(
-        "| path | ns/op | baseline (same rounds) | ns/op | ratio (median) | spread (min..max) | goal |\n\
-         | --- | --- | --- | --- | --- | --- | --- |\n",
+        "| path | ns/op | baseline (same rounds) | ns/op | ratio (median) | p25..p75 | min..max | goal |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for r in &rows {
         let goal = match r.goal {
@@ -292,8 +299,17 @@ fn main() {
             None => "—".into(),
         };
         out.push_str(&format!(
-            "| {} | {:.1} | {} | {:.1} | **{:.2}x** | {:.2}..{:.2} | {} |\n",
-            r.name, r.subject_ns, r.baseline, r.baseline_ns, r.ratio, r.min, r.max, goal
+            "| {} | {:.1} | {} | {:.1} | **{:.2}x** | {:.2}..{:.2} | {:.2}..{:.2} | {} |\n",
+            r.name,
+            r.subject_ns,
+            r.baseline,
+            r.baseline_ns,
+            r.ratio,
+            r.p25,
+            r.p75,
+            r.min,
+            r.max,
+            goal
         ));
     }
     print!("{out}");
