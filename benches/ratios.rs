@@ -4,8 +4,9 @@
 //! apart and a machine whose speed drifts (a shared 2-core box: frequency, neighbours) moves
 //! them differently; README's ratios moved by 2x between runs. Here every round times the
 //! baseline and the subject back to back over the same number of iterations (alternating which
-//! goes first), and the table shows the median ratio of the rounds with its spread (min..max over
-//! 21 rounds), so drift shows up as spread instead of silently shifting the figure.
+//! goes first), and the table shows the median ratio of the rounds with its spread (the middle
+//! half of the 31 rounds, p25..p75, and min..max), so drift shows up as spread instead of
+//! silently shifting the figure.
 //!
 //! `cargo bench --bench ratios` (about a minute); writes the table to stdout and
 //! `target/ratios.md`. `RATIOS_ONLY=<text>` runs only the rows whose name contains it (for a
@@ -21,7 +22,7 @@ use common::{fill_forever, segment_engine, tag_names, two_threads, wide_layout};
 use crossbeam_queue::ArrayQueue;
 use leafid::segment::SegmentAllocator;
 use leafid::snowflake::cached::{CachedConfig, CachedGenerator};
-use leafid::snowflake::clock::SystemClock;
+use leafid::snowflake::clock::{Clock, SystemClock};
 use leafid::snowflake::direct::DirectGenerator;
 use leafid::snowflake::ring::RingBuffer;
 
@@ -31,7 +32,7 @@ mod common;
 /// the real run; `cargo test --all-targets` runs this binary without it, as a quick smoke check.
 fn plan() -> (usize, Duration) {
     if std::env::args().any(|a| a == "--bench") {
-        (21, Duration::from_millis(15))
+        (31, Duration::from_millis(15))
     } else {
         (3, Duration::from_micros(200))
     }
@@ -54,6 +55,8 @@ struct Row {
     baseline_ns: f64,
     ratio: f64,
     min: f64,
+    p25: f64,
+    p75: f64,
     max: f64,
     goal: Option<f64>,
 }
@@ -76,6 +79,8 @@ fn compare(
             baseline_ns: f64::NAN,
             ratio: f64::NAN,
             min: f64::NAN,
+            p25: f64::NAN,
+            p75: f64::NAN,
             max: f64::NAN,
             goal,
         };
@@ -118,6 +123,8 @@ fn compare(
         baseline_ns: median(&mut b_ns),
         ratio,
         min: ratios[0],
+        p25: ratios[ratios.len() / 4],
+        p75: ratios[ratios.len() * 3 / 4],
         max: ratios[ratios.len() - 1],
         goal,
     }
@@ -157,11 +164,25 @@ fn segment_rows(rows: &mut Vec<Row>) {
         &|n| timed(n, &|| by_name(&engine, &one[0])),
     ));
     rows.push(compare(
+        "segment `next_id` by tag name against the handle, 1 thread",
+        "per-tag handle",
+        None,
+        &|n| timed(n, &by_handle),
+        &|n| timed(n, &|| by_name(&engine, &one[0])),
+    ));
+    rows.push(compare(
         "segment `next_id` by tag name, 2 threads, one tag",
         "`fetch_add`, 2 threads, one atomic",
         Some(0.8),
         &|n| two_threads(n, &fetch_add),
         &|n| two_threads(n, &|| by_name(&engine, &one[0])),
+    ));
+    rows.push(compare(
+        "segment `next_id`, per-tag handle, 2 threads, one tag",
+        "`fetch_add`, 2 threads, one atomic",
+        None,
+        &|n| two_threads(n, &fetch_add),
+        &|n| two_threads(n, &by_handle),
     ));
     let names = tag_names(10_000);
     let many = segment_engine(&rt, &names);
@@ -188,11 +209,19 @@ fn snowflake_rows(rows: &mut Vec<Row>) {
     let fetch_add = || atomic.fetch_add(1, Ordering::Relaxed);
     let direct = DirectGenerator::new(wide_layout(), 1, Arc::new(SystemClock), 5).unwrap();
     rows.push(compare(
-        "direct snowflake `next_id` (clock read per id)",
+        "direct snowflake `next_id` (coarse tick)",
         "`fetch_add`",
         None,
         &|n| timed(n, &fetch_add),
         &|n| timed(n, &|| direct.next_id().unwrap()),
+    ));
+    let precise = DirectGenerator::new(wide_layout(), 1, Arc::new(ClockPerId), 5).unwrap();
+    rows.push(compare(
+        "direct snowflake `next_id` (clock read per id)",
+        "`fetch_add`",
+        None,
+        &|n| timed(n, &fetch_add),
+        &|n| timed(n, &|| precise.next_id().unwrap()),
     ));
     let config = CachedConfig {
         boost_power: 0,
@@ -236,13 +265,32 @@ fn snowflake_rows(rows: &mut Vec<Row>) {
     });
 }
 
+/// The system clock without the direct generator's coarse tick: it reads the clock per id,
+/// as before the tick (the row that shows what the tick saves).
+struct ClockPerId;
+
+impl Clock for ClockPerId {
+    fn now_unix_ms(&self) -> i64 {
+        SystemClock.now_unix_ms()
+    }
+    fn sleep_ms(&self, ms: u64) {
+        SystemClock.sleep_ms(ms);
+    }
+    fn monotonic_ms(&self) -> i64 {
+        SystemClock.monotonic_ms()
+    }
+    fn moves_by_itself(&self) -> bool {
+        false
+    }
+}
+
 fn main() {
     let mut rows = Vec::new();
     segment_rows(&mut rows);
     snowflake_rows(&mut rows);
     let mut out = String::from(
-        "| path | ns/op | baseline (same rounds) | ns/op | ratio (median) | spread (min..max) | goal |\n\
-         | --- | --- | --- | --- | --- | --- | --- |\n",
+        "| path | ns/op | baseline (same rounds) | ns/op | ratio (median) | p25..p75 | min..max | goal |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for r in &rows {
         let goal = match r.goal {
@@ -251,8 +299,17 @@ fn main() {
             None => "—".into(),
         };
         out.push_str(&format!(
-            "| {} | {:.1} | {} | {:.1} | **{:.2}x** | {:.2}..{:.2} | {} |\n",
-            r.name, r.subject_ns, r.baseline, r.baseline_ns, r.ratio, r.min, r.max, goal
+            "| {} | {:.1} | {} | {:.1} | **{:.2}x** | {:.2}..{:.2} | {:.2}..{:.2} | {} |\n",
+            r.name,
+            r.subject_ns,
+            r.baseline,
+            r.baseline_ns,
+            r.ratio,
+            r.p25,
+            r.p75,
+            r.min,
+            r.max,
+            goal
         ));
     }
     print!("{out}");

@@ -21,7 +21,7 @@ use super::buffer::{BufferSnapshot, SegmentBuffer, Take};
 use super::error::SegmentError;
 use super::step::StepPolicy;
 use super::store::{SegmentStore, StoreError, TagRow};
-use super::tag_map::TagMap;
+use super::tag_map::{TagMap, same_bytes};
 use super::tag_rules::{NewTag, Step, TagUpdate};
 
 /// Tunables of the engine.
@@ -54,9 +54,41 @@ impl Default for SegmentConfig {
 static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
-    /// Per thread: (engine id, tag map generation, the map). A thread holds on to one map at a
-    /// time, so an idle thread keeps at most one outdated map alive until its next request.
-    static TAG_CACHE: RefCell<Option<(u64, u64, Arc<TagMap>)>> = const { RefCell::new(None) };
+    /// Per thread: one engine's tag map and the buffer of the tag asked for last. A thread
+    /// holds on to one map at a time, so an idle thread keeps at most one outdated map (and
+    /// buffer) alive until its next request.
+    static TAG_CACHE: RefCell<ThreadTags> = const { RefCell::new(ThreadTags::EMPTY) };
+}
+
+/// A thread's view of one engine's tags (see [`TAG_CACHE`]). Every entry belongs to engine
+/// `engine` at tag-map generation `generation`: a newer generation (a tag added, deleted, or
+/// dropped by a refresh) clears them all before any is used, so a deleted tag never serves
+/// from here.
+struct ThreadTags {
+    /// [`Inner::id`] of the engine the entries are of (meaningful only with a `map`).
+    engine: u64,
+    /// The engine's `tags_generation` when `map` was loaded.
+    generation: u64,
+    /// The engine's tag map at `generation`.
+    map: Option<Arc<TagMap>>,
+    /// The buffer of the last tag asked for, once it was asked for twice in a row: a thread
+    /// asking for it again compares the name with the buffer's own tag and skips the hash and
+    /// the probe. Kept only on a repeat because taking an `Arc` costs an atomic increment (and a
+    /// cache miss among many tags) that a thread whose tags vary from call to call never pays.
+    last: Option<Arc<SegmentBuffer>>,
+    /// Address of the buffer the previous lookup found (identity only, never dereferenced):
+    /// the same one found again is a repeat and goes to `last`.
+    seen: usize,
+}
+
+impl ThreadTags {
+    const EMPTY: Self = Self {
+        engine: 0,
+        generation: 0,
+        map: None,
+        last: None,
+        seen: 0,
+    };
 }
 
 /// The segment engine: cheap to clone, shared by all request handlers.
@@ -220,9 +252,11 @@ impl SegmentAllocator {
     /// The fast path alone: an id if the tag is cached and its segment has one. Never waits.
     pub fn try_next_id(&self, tag: &str) -> Option<i64> {
         self.inner
-            .with_tags(|tags| self.try_next_in(tags.get(tag)?))
+            .with_buffer(tag, |buf| self.try_next_in(buf))
+            .flatten()
     }
 
+    #[inline]
     fn try_next_in(&self, buf: &Arc<SegmentBuffer>) -> Option<i64> {
         match buf.try_next() {
             Take::Id { id, preload } => {
@@ -454,21 +488,63 @@ impl Inner {
         self.tags_generation.fetch_add(1, Ordering::Release);
     }
 
-    /// Runs `f` on this thread's copy of the tag map, refreshing it when the map changed.
+    /// Runs `f` on the buffer of `tag` in this thread's copy of the tag map (refreshed when the
+    /// map changed); `None` if the tag is not cached.
+    ///
+    /// Small enough to inline: a thread asking for the same tag again (the usual HTTP traffic)
+    /// costs one Acquire load, the thread-local access and a compare of the name; the rest is
+    /// in [`Self::look_up`].
     #[inline]
-    fn with_tags<R>(&self, f: impl FnOnce(&TagMap) -> R) -> R {
-        // Acquire: pairs with the Release in `publish_tags`.
+    fn with_buffer<R>(&self, tag: &str, f: impl FnOnce(&Arc<SegmentBuffer>) -> R) -> Option<R> {
+        // Acquire: pairs with the Release in `publish_tags`, so the map loaded below is at
+        // least the one this generation announced.
         let generation = self.tags_generation.load(Ordering::Acquire);
         TAG_CACHE.with(|cache| {
             let mut cache = cache.borrow_mut();
-            let fresh = matches!(&*cache, Some((id, g, _)) if *id == self.id && *g == generation);
-            if !fresh {
-                *cache = Some((self.id, generation, self.tags.load_full()));
-            }
-            let (_, _, tags) = cache.as_ref().expect("filled above");
-            f(tags)
+            let hit = cache.engine == self.id
+                && cache.generation == generation
+                && (cache.last.as_ref())
+                    .is_some_and(|last| same_bytes(last.tag().as_str().as_bytes(), tag.as_bytes()));
+            // One call of `f` (the id path), so it inlines here.
+            let buf = if hit {
+                cache.last.as_ref()?
+            } else {
+                self.look_up(&mut cache, generation, tag)?
+            };
+            Some(f(buf))
         })
     }
+
+    /// [`Self::with_buffer`] past its first check: reloads the thread's map if the engine or
+    /// the generation changed, then finds `tag` in it (keeping its buffer in `last` on a repeat).
+    #[inline(never)]
+    fn look_up<'c>(
+        &self,
+        cache: &'c mut ThreadTags,
+        generation: u64,
+        tag: &str,
+    ) -> Option<&'c Arc<SegmentBuffer>> {
+        if cache.engine != self.id || cache.generation != generation || cache.map.is_none() {
+            // Dropping the old entries first: a thread keeps one map alive, not two.
+            *cache = ThreadTags::EMPTY;
+            *cache = ThreadTags {
+                engine: self.id,
+                generation,
+                map: Some(self.tags.load_full()),
+                ..ThreadTags::EMPTY
+            };
+        }
+        // `last` did not match: a thread whose tags vary does not keep one alive.
+        cache.last = None;
+        let buf = cache.map.as_ref()?.get(tag)?;
+        let at = Arc::as_ptr(buf) as usize;
+        if cache.seen == at {
+            return Some(cache.last.insert(buf.clone()));
+        }
+        cache.seen = at;
+        Some(buf)
+    }
+
     /// One load: lease a segment and publish it, or record why not.
     async fn load(self: Arc<Self>, buf: Arc<SegmentBuffer>) {
         let guard = LoadGuard(Some(buf.clone()));
@@ -820,6 +896,46 @@ mod tests {
         assert!(!e.delete_tag(&tag).await.unwrap());
         let unknown = BizTag::parse("nope").unwrap();
         assert_eq!(e.update_tag(&unknown, &change).await.unwrap(), None);
+    }
+
+    /// The thread's last tag (kept after two requests in a row) never outlives its row: a delete
+    /// or a refresh that drops the tag stops it at once, and two engines on one thread never
+    /// serve each other's buffers.
+    #[tokio::test]
+    async fn a_tag_repeated_by_a_thread_still_disappears_on_delete_and_refresh() {
+        let store = Arc::new(MemoryStore::with_rows(&[("t", 1, 100), ("u", 1, 100)]));
+        let e = engine(&store, 200);
+        for expected in 1..=3 {
+            assert_eq!(e.next_id("t").await.unwrap(), expected);
+        }
+        assert_eq!(
+            e.try_next_id("t"),
+            Some(4),
+            "served from the thread's last tag"
+        );
+        e.delete_tag(&BizTag::parse("t").unwrap()).await.unwrap();
+        assert_eq!(e.try_next_id("t"), None);
+        assert!(matches!(
+            e.next_id("t").await,
+            Err(SegmentError::UnknownTag(_))
+        ));
+
+        for expected in 1..=3 {
+            assert_eq!(e.next_id("u").await.unwrap(), expected);
+        }
+        store.remove("u");
+        e.refresh_tags().await.unwrap();
+        assert_eq!(e.try_next_id("u"), None);
+
+        let (a, b) = (
+            engine(&Arc::new(MemoryStore::with_rows(&[("v", 1, 100)])), 200),
+            engine(&Arc::new(MemoryStore::with_rows(&[("v", 1_000, 100)])), 200),
+        );
+        for i in 0..4 {
+            assert_eq!(a.next_id("v").await.unwrap(), 1 + 2 * i);
+            assert_eq!(a.next_id("v").await.unwrap(), 2 + 2 * i);
+            assert_eq!(b.next_id("v").await.unwrap(), 1_000 + i);
+        }
     }
 
     /// Many tasks on a multi-threaded runtime, tiny segments so loads race with takes.

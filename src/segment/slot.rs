@@ -20,7 +20,8 @@ pub(crate) struct SlotView {
     pub ticket_end: u64,
     /// The id that `ticket_start` becomes.
     pub id_start: i64,
-    /// Once a ticket reaches this, the next segment should be loaded (10% consumed).
+    /// Once a ticket reaches this, the next segment should be loaded (10% consumed);
+    /// `u64::MAX` once the next segment is published.
     pub preload_at: u64,
 }
 

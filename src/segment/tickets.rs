@@ -39,20 +39,27 @@ pub(crate) enum Take {
 /// The ticket counter and the two segment slots of one tag.
 #[derive(Debug, Default)]
 pub(crate) struct Tickets {
+    /// The counter and the slot hint.
+    head: CachePadded<Head>,
+    /// The two segments. The newer one has the larger `ticket_end`; a slot is overwritten only
+    /// once `issued` has passed its `ticket_end` (every ticket of it handed out). A segment
+    /// with a successor has `preload_at == u64::MAX` (see [`Tickets::publish`]), so a take
+    /// decides whether to preload from its own slot alone.
+    slots: [CachePadded<Slot>; 2],
+}
+
+/// The counter and the hint, together on one cache line: a take among many tags (each cold in
+/// the cache) then misses two lines, this one and its slot's, instead of three. Under two
+/// threads on one tag the hint is read right after the `fetch_add` that brought the line in,
+/// so sharing the line costs next to nothing; nothing else a take reads lives here.
+#[derive(Debug, Default)]
+struct Head {
     /// Tickets handed out so far. Relaxed is enough for every access: a ticket needs only to be
     /// unique (guaranteed by the RMW), and which segment serves it is decided by the seqlocked
     /// slots, not by this counter.
-    issued: CachePadded<AtomicU64>,
-    /// The two segments. The newer one has the larger `ticket_end`; a slot is overwritten only
-    /// once `issued` has passed its `ticket_end` (every ticket of it handed out).
-    slots: [CachePadded<Slot>; 2],
+    issued: AtomicU64,
     /// Index of the slot that served the latest ticket: read first, a hint only.
     hint: AtomicUsize,
-    /// `ticket_start` of the newest published segment: a segment whose start equals it has no
-    /// successor yet, so reaching its preload mark must start a load. Stored (Release) after
-    /// the slot write; read Relaxed: a stale (older) value only asks for a load that the loader
-    /// then finds unnecessary ([`Tickets::wants_next`]).
-    newest_start: AtomicU64,
 }
 
 /// Where one ticket landed.
@@ -83,7 +90,7 @@ impl Tickets {
     #[inline]
     pub(crate) fn try_next(&self) -> Take {
         loop {
-            let t = self.issued.fetch_add(1, Ordering::Relaxed);
+            let t = self.head.issued.fetch_add(1, Ordering::Relaxed);
             match self.resolve(t) {
                 Resolved::Id(id, preload) => return Take::Id { id, preload },
                 Resolved::Beyond => return Take::Beyond,
@@ -100,12 +107,12 @@ impl Tickets {
         while remaining > 0 {
             let (a, b) = (self.slots[0].read(), self.slots[1].read());
             let horizon = a.ticket_end.max(b.ticket_end);
-            let avail = horizon.saturating_sub(self.issued.load(Ordering::Relaxed));
+            let avail = horizon.saturating_sub(self.head.issued.load(Ordering::Relaxed));
             if avail == 0 {
                 break;
             }
             let k = remaining.min(avail);
-            let first = self.issued.fetch_add(k, Ordering::Relaxed);
+            let first = self.head.issued.fetch_add(k, Ordering::Relaxed);
             let mut t = first;
             while t < first + k {
                 match self.resolve_run(t, first + k, out) {
@@ -126,14 +133,14 @@ impl Tickets {
     /// Maps ticket `t` through the slots.
     #[inline]
     fn resolve(&self, t: u64) -> Resolved {
-        let h = self.hint.load(Ordering::Relaxed);
+        let h = self.head.hint.load(Ordering::Relaxed);
         let v = self.slots[h].read();
         if v.contains(t) {
             return Resolved::Id(v.id_of(t), self.needs_preload(&v, t));
         }
         let o = self.slots[h ^ 1].read();
         if o.contains(t) {
-            self.hint.store(h ^ 1, Ordering::Relaxed);
+            self.head.hint.store(h ^ 1, Ordering::Relaxed);
             return Resolved::Id(o.id_of(t), self.needs_preload(&o, t));
         }
         if t >= v.ticket_end.max(o.ticket_end) {
@@ -143,10 +150,11 @@ impl Tickets {
         }
     }
 
-    /// Whether ticket `t` of segment `v` passed its preload mark while `v` has no successor.
+    /// Whether ticket `t` of segment `v` passed its preload mark while `v` has no successor
+    /// (a segment with one has its mark at `u64::MAX`).
     #[inline]
     fn needs_preload(&self, v: &SlotView, t: u64) -> bool {
-        t >= v.preload_at && self.newest_start.load(Ordering::Relaxed) <= v.ticket_start
+        t >= v.preload_at
     }
 
     /// Emits the ids of the tickets `[t, end)` that the segment holding `t` covers.
@@ -179,7 +187,7 @@ impl Tickets {
     /// reached the newest segment's preload mark (so the older slot is spent and may be reused).
     pub(crate) fn wants_next(&self) -> bool {
         let newest = self.newest().1;
-        newest.ticket_end == 0 || self.issued.load(Ordering::Relaxed) >= newest.preload_at
+        newest.ticket_end == 0 || self.head.issued.load(Ordering::Relaxed) >= newest.preload_at
     }
 
     /// Publishes the leased ids `[id_start, id_start + len)` as the next segment, in the slot
@@ -191,7 +199,7 @@ impl Tickets {
     pub(crate) fn publish(&self, id_start: i64, len: u64) -> u64 {
         debug_assert!(len > 0, "an empty segment is never published");
         let (newest_idx, newest) = self.newest();
-        let issued = self.issued.load(Ordering::Relaxed);
+        let issued = self.head.issued.load(Ordering::Relaxed);
         let start = newest.ticket_end.max(issued);
         let target = newest_idx ^ 1;
         let old = self.slots[target].read();
@@ -207,14 +215,20 @@ impl Tickets {
             // load has the remaining 90% of the segment's lifetime to finish.
             preload_at: start + len / 10,
         });
-        // Release: a reader that sees this start also sees the slot written above.
-        self.newest_start.store(start, Ordering::Release);
+        // The previous segment now has a successor: its takes stop asking for loads. Until this
+        // write they may ask once more, which the loader then finds unnecessary (`wants_next`).
+        if newest.ticket_end > 0 {
+            self.slots[newest_idx].write(SlotView {
+                preload_at: u64::MAX,
+                ..newest
+            });
+        }
         old.ticket_end - old.ticket_start
     }
 
     /// Tickets handed out so far (including those lost to races or to requests that waited).
     pub(crate) fn issued(&self) -> u64 {
-        self.issued.load(Ordering::Relaxed)
+        self.head.issued.load(Ordering::Relaxed)
     }
 
     /// Consistent copies of both slots (each one consistent; the pair is not a snapshot).

@@ -20,6 +20,13 @@ pub trait Clock: Send + Sync + 'static {
     /// Milliseconds on a clock that never moves backwards and counts time the process spent
     /// stopped (`SIGSTOP`, a suspended machine); its origin is arbitrary.
     fn monotonic_ms(&self) -> i64;
+    /// Whether the clock moves on its own, in real time. A generator may then keep a reading
+    /// of it current from a thread and read that instead of the clock on every id (the direct
+    /// generator's coarse tick). A clock that moves only when a test moves it says `false`, so
+    /// the generator reads it every time and the test sees each step at once.
+    fn moves_by_itself(&self) -> bool {
+        true
+    }
 }
 
 impl std::fmt::Debug for dyn Clock {

@@ -83,6 +83,11 @@ impl Clock for ManualClock {
     fn monotonic_ms(&self) -> i64 {
         self.mono_ms.load(Ordering::Relaxed)
     }
+
+    /// It moves only when the test moves it: generators read it on every id.
+    fn moves_by_itself(&self) -> bool {
+        false
+    }
 }
 
 /// A clock that moves only when the test moves it, whose sleep really sleeps (1 ms) while time
@@ -120,6 +125,11 @@ impl Clock for FrozenClock {
 
     fn monotonic_ms(&self) -> i64 {
         self.now_ms.load(Ordering::Relaxed)
+    }
+
+    /// It moves only when the test moves it: generators read it on every id.
+    fn moves_by_itself(&self) -> bool {
+        false
     }
 }
 
