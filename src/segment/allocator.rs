@@ -76,8 +76,7 @@ struct ThreadTags {
     /// The engine's tag map at `generation`.
     map: Option<Arc<TagMap>>,
     /// The buffer of the last tag asked for, once it was asked for twice in a row: a thread
-    /// asking for it again compares the name with the buffer's own tag and skips the hash and
-    /// the probe. Kept only on a repeat because taking an `Arc` costs an atomic increment (and a
+    /// asking for it again compares the name with `last_tag` and skips the hash and the probe. Kept only on a repeat because taking an `Arc` costs an atomic increment (and a
     /// cache miss among many tags) that a thread whose tags vary from call to call never pays.
     last: Option<Arc<SegmentBuffer>>,
     /// The name of `last`, here rather than read from the buffer: the check then touches
