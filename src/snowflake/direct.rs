@@ -72,7 +72,14 @@ struct CoarseTick {
     tick_plus_one: CachePadded<AtomicU64>,
     /// Set when the generator drops: the updater exits at its next wake-up.
     stop: AtomicBool,
+    /// Set by the updater when it stops refreshing (see [`CoarseTick::run`]); the id path,
+    /// finding the tick cleared, takes the flag and wakes it.
+    parked: AtomicBool,
 }
+
+/// Refreshes after which the updater parks until an id is asked for (a second for a
+/// millisecond layout): an idle server does not wake a thousand times a second.
+const REFRESHES_BEFORE_PARKING: u32 = 1_000;
 
 impl CoarseTick {
     /// The cached `tick + 1` (0: none). Acquire, paired with the updater's Release store: the
@@ -99,16 +106,43 @@ impl CoarseTick {
     }
 
     /// The updater: records the clock's tick, then sleeps until the next tick starts (every
-    /// millisecond for a millisecond layout, at most a second), until `stop`.
+    /// millisecond for a millisecond layout, at most a second), until `stop`. After
+    /// [`REFRESHES_BEFORE_PARKING`] refreshes it clears the tick and parks: the next id reads
+    /// the clock itself and wakes it ([`CoarseTick::wake`]), so under steady traffic one id in
+    /// that many pays a clock read and a wake-up, and an idle generator costs no wake-ups.
     fn run(&self, layout: BitLayout, clock: &dyn Clock) {
+        let mut refreshes = 0u32;
         // Acquire: pairs with the Release in `Drop for DirectGenerator` (nothing else is
         // published with the flag; it keeps the exit prompt and the reasoning local).
         while !self.stop.load(Ordering::Acquire) {
+            if refreshes == REFRESHES_BEFORE_PARKING {
+                refreshes = 0;
+                // Cleared before the flag is raised: an id that finds the flag down still saw
+                // a usable tick or reads the clock, and the next one finds the flag up.
+                self.tick_plus_one.store(0, Ordering::Release);
+                self.parked.store(true, Ordering::Release);
+                // Acquire: pairs with the AcqRel swap in `wake`. A wake-up before `park` only
+                // makes it return at once (the thread's token), so none is lost.
+                while self.parked.load(Ordering::Acquire) && !self.stop.load(Ordering::Acquire) {
+                    std::thread::park();
+                }
+                continue;
+            }
             let now_ms = clock.now_unix_ms();
             let next_ms = self.record(&layout, now_ms);
+            refreshes += 1;
             // A real sleep, never `clock.sleep_ms`: a test clock would move under the test.
             let wait = (next_ms - now_ms).clamp(1, 1_000) as u64;
             std::thread::park_timeout(Duration::from_millis(wait));
+        }
+    }
+
+    /// Wakes a parked updater (`updater`, its thread); a no-op while it runs.
+    fn wake(&self, updater: &JoinHandle<()>) {
+        // Relaxed pre-check: the common case (not parked) writes nothing. AcqRel on the swap:
+        // exactly one caller takes the flag and unparks.
+        if self.parked.load(Ordering::Relaxed) && self.parked.swap(false, Ordering::AcqRel) {
+            updater.thread().unpark();
         }
     }
 }
@@ -275,6 +309,9 @@ impl DirectGenerator {
         pos: u64,
         waited_back: &mut bool,
     ) -> Result<Option<u64>, SnowflakeError> {
+        if let Some(updater) = &self.updater {
+            self.coarse.wake(updater);
+        }
         let max_tick = self.layout.max_time_delta();
         let now_ms = self.clock.now_unix_ms();
         let now_tick = self.layout.delta_at(now_ms)?;
@@ -536,6 +573,34 @@ mod tests {
         );
         clock.advance(1_000);
         assert!(g.next_id().unwrap() > before);
+    }
+
+    #[test]
+    fn the_updater_parks_when_no_id_is_asked_for_and_the_next_id_wakes_it() {
+        use crate::snowflake::clock::SystemClock;
+        let layout = BitLayout::twitter();
+        let g = DirectGenerator::new(layout, 1, Arc::new(SystemClock), 5).unwrap();
+        let parked = |g: &DirectGenerator| g.coarse.parked.load(Ordering::Acquire);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !parked(&g) {
+            assert!(Instant::now() < deadline, "the updater never parked");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(
+            g.coarse.load(),
+            0,
+            "a parked updater leaves no tick to trust"
+        );
+        let id = g.next_id().unwrap();
+        assert!(
+            layout.decompose(id).time_delta <= layout.delta_at(SystemClock.now_unix_ms()).unwrap()
+        );
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while g.coarse.load() == 0 {
+            assert!(Instant::now() < deadline, "the updater was not woken");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!parked(&g));
     }
 
     #[test]

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use leafid::snowflake::clock::SystemClock;
+use leafid::snowflake::clock::{Clock, SystemClock};
 use leafid::snowflake::direct::{DEFAULT_MAX_BACKWARD_MS, DirectGenerator};
-use leafid::snowflake::layout::BitLayout;
+use leafid::snowflake::layout::{BitLayout, TimeUnit};
 
 #[test]
 fn four_threads_hammering_never_get_a_duplicate() {
@@ -61,4 +61,32 @@ fn four_threads_hammering_never_get_a_duplicate() {
         "direct: {total} ids in {elapsed:?} ({:.0} ids/s, debug build)",
         total as f64 / elapsed.as_secs_f64()
     );
+}
+
+/// The coarse tick under threads: with the system clock the id path reads the tick an updater
+/// thread keeps, and no id may carry a tick the clock has not reached when the id is returned.
+#[test]
+fn ids_from_the_coarse_tick_never_run_ahead_of_the_clock() {
+    // A millisecond layout with a small sequence, so ticks wrap and the clock is read too.
+    let layout = BitLayout::new(0, 0, 41, 14, 8, TimeUnit::Millis, 1_600_000_000_000).unwrap();
+    let g =
+        DirectGenerator::new(layout, 3, Arc::new(SystemClock), DEFAULT_MAX_BACKWARD_MS).unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..3 {
+            s.spawn(|| {
+                let mut last = 0;
+                for _ in 0..50_000 {
+                    let id = g.next_id().unwrap();
+                    let now = layout.delta_at(SystemClock.now_unix_ms()).unwrap();
+                    let tick = layout.decompose(id).time_delta;
+                    assert!(
+                        tick <= now,
+                        "id from tick {tick} while the clock reads {now}"
+                    );
+                    assert!(id > last);
+                    last = id;
+                }
+            });
+        }
+    });
 }
