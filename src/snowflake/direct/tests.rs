@@ -1,0 +1,304 @@
+//! Unit tests of [`super::DirectGenerator`]: waits, clock steps, the coarse tick, hammering.
+
+use super::*;
+use crate::snowflake::layout::TimeUnit;
+use crate::testing::ManualClock;
+
+const EPOCH: i64 = 1_600_000_000_000;
+
+/// 31 time bits of seconds, 22 worker bits, 10 sequence bits: 1024 ids per tick.
+fn small_seq() -> BitLayout {
+    BitLayout::new(0, 0, 31, 22, 10, TimeUnit::Seconds, EPOCH).unwrap()
+}
+
+fn gen_at(layout: BitLayout, ms: i64) -> (Arc<ManualClock>, DirectGenerator) {
+    let clock = Arc::new(ManualClock::new(ms));
+    let g = DirectGenerator::new(layout, 7, clock.clone(), DEFAULT_MAX_BACKWARD_MS).unwrap();
+    (clock, g)
+}
+
+#[test]
+fn ids_strictly_increase_and_decode_to_the_clock() {
+    let (clock, g) = gen_at(small_seq(), EPOCH + 10_500);
+    let mut last = 0;
+    for i in 0..5_000 {
+        if i % 700 == 0 {
+            clock.advance(300);
+        }
+        let id = g.next_id().unwrap();
+        assert!(id > last);
+        last = id;
+    }
+    let d = g.layout().decompose(last);
+    assert_eq!(d.worker_id, 7);
+    assert!(d.time_delta <= g.layout().delta_at(clock.now_unix_ms()).unwrap());
+}
+
+#[test]
+fn sequence_wrap_waits_for_the_next_tick() {
+    let (clock, g) = gen_at(small_seq(), EPOCH + 5_000);
+    let mut ids = Vec::new();
+    g.next_ids(1024, &mut ids).unwrap();
+    assert_eq!(clock.sleep_count(), 0);
+    let next = g.next_id().unwrap();
+    assert!(clock.sleep_count() >= 1, "must have waited");
+    assert_eq!(clock.now_unix_ms(), EPOCH + 6_000);
+    let d = g.layout().decompose(next);
+    assert_eq!((d.time_delta, d.sequence), (6, 0));
+    assert!(next > *ids.last().unwrap());
+}
+
+#[test]
+fn batch_spans_ticks_and_matches_single_ids() {
+    let (_clock, g) = gen_at(small_seq(), EPOCH + 1_000);
+    let mut ids = Vec::new();
+    g.next_ids(3_000, &mut ids).unwrap();
+    assert_eq!(ids.len(), 3_000);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    let last = g.layout().decompose(ids[2_999]);
+    assert_eq!((last.time_delta, last.sequence), (3, 3_000 - 2 * 1024 - 1));
+}
+
+#[test]
+fn small_backward_step_is_waited_out() {
+    let layout = BitLayout::twitter();
+    let (clock, g) = gen_at(layout, 1_700_000_000_000);
+    let a = g.next_id().unwrap();
+    clock.rewind(3);
+    let b = g.next_id().unwrap();
+    assert!(b > a);
+    assert!(clock.sleep_count() >= 1);
+}
+
+#[test]
+fn large_backward_step_is_an_error_and_no_past_tick_is_reused() {
+    let (clock, g) = gen_at(BitLayout::twitter(), 1_700_000_000_000);
+    let mut before = Vec::new();
+    g.next_ids(100, &mut before).unwrap();
+    clock.rewind(1_000);
+    assert_eq!(
+        g.next_id(),
+        Err(SnowflakeError::ClockMovedBackwards { by_ms: 1_000 })
+    );
+    // Once the clock is back, ids continue above the old ones: the past tick is not reissued.
+    clock.advance(1_000);
+    let after = g.next_id().unwrap();
+    assert!(after > *before.last().unwrap());
+}
+
+#[test]
+fn jump_back_within_tolerance_never_reissues_a_past_tick() {
+    let (clock, g) = gen_at(BitLayout::twitter(), 1_700_000_000_000);
+    let mut ids = Vec::new();
+    for _ in 0..50 {
+        g.next_ids(10, &mut ids).unwrap();
+        clock.advance(2);
+        g.next_ids(10, &mut ids).unwrap();
+        clock.rewind(4);
+    }
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), ids.len());
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+}
+
+#[test]
+fn worker_id_too_large_is_rejected() {
+    let clock = Arc::new(ManualClock::new(EPOCH));
+    let max = small_seq().max_worker_id();
+    let e = DirectGenerator::new(small_seq(), max + 1, clock.clone(), 5).unwrap_err();
+    assert_eq!(
+        e,
+        SnowflakeError::WorkerIdTooLarge {
+            worker_id: max + 1,
+            max
+        }
+    );
+    assert!(DirectGenerator::new(small_seq(), max, clock, 5).is_ok());
+}
+
+#[test]
+fn time_past_the_field_is_time_bits_exhausted_never_a_wrapped_id() {
+    // 8 time bits of seconds: the last tick is 255.
+    let layout = BitLayout::new(0, 0, 8, 45, 10, TimeUnit::Seconds, EPOCH).unwrap();
+    let (clock, g) = gen_at(layout, EPOCH + 255_000);
+    let mut ids = Vec::new();
+    g.next_ids(1024, &mut ids).unwrap();
+    assert!(
+        ids.iter()
+            .all(|&id| (id as i64) > 0 && layout.decompose(id).time_delta == 255)
+    );
+    // The last tick's sequence is used up and there is no next tick.
+    assert_eq!(g.next_id(), Err(SnowflakeError::TimeBitsExhausted));
+    clock.advance(10_000);
+    assert_eq!(g.next_id(), Err(SnowflakeError::TimeBitsExhausted));
+}
+
+#[test]
+fn resume_after_skips_the_stored_tick() {
+    let (clock, g) = gen_at(small_seq(), EPOCH + 9_000);
+    let g = g.resume_after(9);
+    let id = g.next_id().unwrap();
+    assert_eq!(g.layout().decompose(id).time_delta, 10);
+    assert_eq!(clock.now_unix_ms(), EPOCH + 10_000);
+}
+
+#[test]
+fn before_epoch_is_an_error() {
+    let (_clock, g) = gen_at(small_seq(), EPOCH - 1);
+    assert_eq!(g.next_id(), Err(SnowflakeError::BeforeEpoch));
+}
+
+/// The updater stalled at tick 98 while the clock went on to 100: ids come from tick 98
+/// (reached, never ahead) until its sequence wraps, then from the clock's own tick, without
+/// waiting.
+#[test]
+fn a_stalled_coarse_tick_issues_from_an_older_tick_then_reads_the_clock() {
+    let (clock, g) = gen_at(small_seq(), EPOCH + 100_400);
+    g.set_coarse_tick(Some(98));
+    let mut ids = Vec::new();
+    g.next_ids(1024, &mut ids).unwrap();
+    assert!(
+        ids.iter()
+            .all(|&id| g.layout().decompose(id).time_delta == 98)
+    );
+    let next = g.next_id().unwrap();
+    assert_eq!(g.layout().decompose(next).time_delta, 100);
+    assert!(next > *ids.last().unwrap());
+    assert_eq!(
+        clock.sleep_count(),
+        0,
+        "the clock was past the wrapped tick"
+    );
+}
+
+/// A cached tick behind the state never hides a step back: the precise path sees it and
+/// refuses (or waits out) as without the cache.
+#[test]
+fn a_coarse_tick_behind_the_state_leaves_step_back_handling_to_the_clock() {
+    let (clock, g) = gen_at(BitLayout::twitter(), 1_700_000_000_000);
+    let before = g.next_id().unwrap();
+    let tick = g.layout().decompose(before).time_delta;
+    g.set_coarse_tick(Some(tick - 1));
+    clock.rewind(1_000);
+    assert_eq!(
+        g.next_id(),
+        Err(SnowflakeError::ClockMovedBackwards { by_ms: 1_000 })
+    );
+    clock.advance(1_000);
+    assert!(g.next_id().unwrap() > before);
+}
+
+#[test]
+fn the_updater_parks_when_no_id_is_asked_for_and_the_next_id_wakes_it() {
+    use crate::snowflake::clock::SystemClock;
+    let layout = BitLayout::twitter();
+    let g = DirectGenerator::new(layout, 1, Arc::new(SystemClock), 5).unwrap();
+    let parked = |g: &DirectGenerator| g.coarse.parked.load(Ordering::Acquire);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !parked(&g) {
+        assert!(Instant::now() < deadline, "the updater never parked");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        g.coarse.load(),
+        0,
+        "a parked updater leaves no tick to trust"
+    );
+    let id = g.next_id().unwrap();
+    assert!(layout.decompose(id).time_delta <= layout.delta_at(SystemClock.now_unix_ms()).unwrap());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while g.coarse.load() == 0 {
+        assert!(Instant::now() < deadline, "the updater was not woken");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(!parked(&g));
+}
+
+#[test]
+fn the_updater_follows_a_real_clock_and_stops_with_the_generator() {
+    use crate::snowflake::clock::SystemClock;
+    let layout = BitLayout::twitter();
+    let g = DirectGenerator::new(layout, 1, Arc::new(SystemClock), 5).unwrap();
+    assert!(g.updater.is_some());
+    let before = layout.delta_at(SystemClock.now_unix_ms()).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let cached = g.coarse.load() - 1;
+    let after = layout.delta_at(SystemClock.now_unix_ms()).unwrap();
+    assert!(
+        before < cached && cached <= after,
+        "{before} {cached} {after}"
+    );
+    let id = g.next_id().unwrap();
+    assert!(layout.decompose(id).time_delta <= layout.delta_at(SystemClock.now_unix_ms()).unwrap());
+    drop(g); // joins the updater: a leak would hang here
+}
+
+proptest::proptest! {
+    // Each sequence wrap on a manual millisecond clock spins ~3 ms of real time before
+    // sleeping on the clock: fewer cases keep this quick in debug.
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn ids_increase_whatever_the_clock_does(
+        steps in proptest::collection::vec((-40i64..60, 1usize..40), 1..60)
+    ) {
+        let (clock, g) = gen_at(small_seq_millis(), EPOCH + 1_000_000);
+        let mut last = 0u64;
+        for (step, batch) in steps {
+            if step >= 0 { clock.advance(step as u64) } else { clock.rewind((-step) as u64) }
+            let mut ids = Vec::new();
+            match g.next_ids(batch, &mut ids) {
+                Ok(()) => proptest::prop_assert_eq!(ids.len(), batch),
+                Err(SnowflakeError::ClockMovedBackwards { by_ms }) => {
+                    proptest::prop_assert!(by_ms > DEFAULT_MAX_BACKWARD_MS)
+                }
+                Err(e) => proptest::prop_assert!(false, "unexpected {e}"),
+            }
+            for id in ids {
+                proptest::prop_assert!(id > last);
+                last = id;
+            }
+        }
+    }
+
+    /// As above with a cached tick that an updater refreshes now and then (or leaves
+    /// stale): ids still increase, and none carries a tick the clock has not reached.
+    #[test]
+    fn ids_increase_and_never_run_ahead_with_a_lagging_coarse_tick(
+        steps in proptest::collection::vec((-40i64..60, 1usize..40, proptest::bool::ANY), 1..60)
+    ) {
+        let (clock, g) = gen_at(small_seq_millis(), EPOCH + 1_000_000);
+        let layout = *g.layout();
+        let mut reached = layout.delta_at(clock.now_unix_ms()).unwrap();
+        let mut last = 0u64;
+        for (step, batch, refresh) in steps {
+            if step >= 0 { clock.advance(step as u64) } else { clock.rewind((-step) as u64) }
+            let now = layout.delta_at(clock.now_unix_ms()).unwrap();
+            if refresh {
+                g.set_coarse_tick(Some(now));
+            }
+            let mut ids = Vec::new();
+            match g.next_ids(batch, &mut ids) {
+                Ok(()) => proptest::prop_assert_eq!(ids.len(), batch),
+                Err(SnowflakeError::ClockMovedBackwards { by_ms }) => {
+                    proptest::prop_assert!(by_ms > DEFAULT_MAX_BACKWARD_MS)
+                }
+                Err(e) => proptest::prop_assert!(false, "unexpected {e}"),
+            }
+            // Waits move the manual clock: what it reached includes them.
+            reached = reached.max(layout.delta_at(clock.now_unix_ms()).unwrap());
+            for id in ids {
+                proptest::prop_assert!(id > last);
+                proptest::prop_assert!(layout.decompose(id).time_delta <= reached);
+                last = id;
+            }
+        }
+    }
+}
+
+/// Millisecond layout with only 4 sequence bits, so batches wrap ticks often.
+fn small_seq_millis() -> BitLayout {
+    BitLayout::new(0, 0, 41, 18, 4, TimeUnit::Millis, EPOCH).unwrap()
+}
