@@ -208,6 +208,35 @@ async fn a_deleted_tag_is_not_restarted_below_the_ids_it_issued(db: Db) {
 }
 on_both_databases!(a_deleted_tag_is_not_restarted_below_the_ids_it_issued);
 
+/// Every HTTP worker thread keeps the buffer of a tag it serves again and again (the by-name
+/// fast path, `segment::allocator::thread_tags`): a delete must reach those copies before the
+/// next request, or the deleted tag would go on handing out ids from memory.
+async fn a_deleted_tag_serves_no_id_from_any_threads_copy(db: Db) {
+    let app = spawn_app(db).await;
+    app.create_tag("hot", 1000, 1).await;
+    let mut ids = Vec::new();
+    // Many keep-alive requests in a row: every worker thread sees the tag repeatedly.
+    for _ in 0..200 {
+        ids.push(app.leaf_id("hot").await);
+    }
+    let del = app
+        .send(Method::DELETE, "/api/v1/tags/hot", None, None)
+        .await;
+    assert_eq!(del.status, 204, "{}", del.text);
+
+    for _ in 0..200 {
+        let r = app.get("/api/segment/get/hot").await;
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (404, "unknown_biz_tag"),
+            "an id after the delete: {}",
+            r.text
+        );
+    }
+    assert_unique_positive(&ids);
+}
+on_both_databases!(a_deleted_tag_serves_no_id_from_any_threads_copy);
+
 /// MySQL compares `biz_tag` case-insensitively: `Orders` finds the row `orders`. Only the
 /// stored spelling serves, so one row never gets two buffers.
 #[tokio::test]
