@@ -28,6 +28,27 @@ use leafid::snowflake::ring::RingBuffer;
 
 mod common;
 
+ferroid::define_snowflake_id!(
+    /// `common::wide_layout` for ferroid: sign / 39 ms / 2 worker / 22 sequence bits.
+    WideId, u64,
+    reserved: 1,
+    timestamp: 39,
+    machine_id: 2,
+    sequence: 22
+);
+
+/// ferroid's lock-free generator on `wide_layout`: the fastest peer in `benches/peers.rs`, the
+/// baseline that "ahead of every peer on the same layout" is measured against.
+fn ferroid_wide()
+-> ferroid::generator::AtomicSnowflakeGenerator<WideId, ferroid::time::MonotonicClock> {
+    ferroid::generator::AtomicSnowflakeGenerator::new(
+        1,
+        ferroid::time::MonotonicClock::with_epoch(Duration::from_millis(
+            common::WIDE_EPOCH_MS as u64,
+        )),
+    )
+}
+
 /// Rounds and length of one timed run (baseline side): `cargo bench` passes `--bench` and gets
 /// the real run; `cargo test --all-targets` runs this binary without it, as a quick smoke check.
 fn plan() -> (usize, Duration) {
@@ -214,6 +235,22 @@ fn snowflake_rows(rows: &mut Vec<Row>) {
         None,
         &|n| timed(n, &fetch_add),
         &|n| timed(n, &|| direct.next_id().unwrap()),
+    ));
+    let ferroid = ferroid_wide();
+    let ferroid_id = || ferroid.next_id(|_| std::hint::spin_loop()).to_raw();
+    rows.push(compare(
+        "direct snowflake `next_id` (coarse tick), same layout as the peer",
+        "ferroid 2.0 atomic generator",
+        Some(1.0),
+        &|n| timed(n, &ferroid_id),
+        &|n| timed(n, &|| direct.next_id().unwrap()),
+    ));
+    rows.push(compare(
+        "direct snowflake `next_id`, 2 threads, same layout as the peer",
+        "ferroid 2.0 atomic generator, 2 threads",
+        Some(1.0),
+        &|n| two_threads(n, &ferroid_id),
+        &|n| two_threads(n, &|| direct.next_id().unwrap()),
     ));
     let precise = DirectGenerator::new(wide_layout(), 1, Arc::new(ClockPerId), 5).unwrap();
     rows.push(compare(

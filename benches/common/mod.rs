@@ -57,8 +57,11 @@ pub fn segment_engine(rt: &tokio::runtime::Runtime, names: &[String]) -> Segment
 /// A millisecond layout with a 22-bit sequence (4M ids per ms): the generators' own cost shows,
 /// not the layout's capacity. (The `twitter` preset caps one worker at 4096 ids per ms.)
 pub fn wide_layout() -> BitLayout {
-    BitLayout::new(0, 0, 39, 2, 22, TimeUnit::Millis, 1_600_000_000_000).unwrap()
+    BitLayout::new(0, 0, 39, 2, 22, TimeUnit::Millis, WIDE_EPOCH_MS).unwrap()
 }
+
+/// [`wide_layout`]'s epoch (unix ms).
+pub const WIDE_EPOCH_MS: i64 = 1_600_000_000_000;
 
 /// Keeps a queue full from a producer thread until `stop`.
 pub fn fill_forever(stop: &AtomicBool, push: impl Fn(u64) -> bool) {

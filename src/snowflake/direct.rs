@@ -55,6 +55,14 @@ pub struct DirectGenerator {
     seq_bits: u32,
     /// `layout.max_sequence()`: the mask of the sequence part of a position.
     seq_mask: u64,
+    /// `layout.worker_bits()`: a position's tick part shifted left by this lands in the id's
+    /// time field (see [`DirectGenerator::compose`]).
+    worker_bits: u32,
+    /// The id's fixed bits: the prefix and this worker id, composed once by `layout.compose`.
+    fixed_bits: u64,
+    /// First position past the layout's last tick: `(max_time_delta + 1) << seq_bits`. A
+    /// position below it has a tick the time field holds.
+    end_pos: u64,
     /// The clock's current tick as an updater thread last read it (see the module docs).
     coarse: Arc<CoarseTick>,
     /// The updater thread, if the clock moves by itself and the thread could be started;
@@ -63,13 +71,17 @@ pub struct DirectGenerator {
 }
 
 /// The wall clock's tick, read by one updater thread and loaded by the id path.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct CoarseTick {
-    /// `tick + 1` of the updater's latest clock reading, or 0 when there is none to use (no
-    /// updater, a reading before the epoch or past the layout's last tick). Every non-zero
-    /// value is a tick the wall clock has reached, so the id path may issue from it. Written
-    /// only by the updater (Release: see [`CoarseTick::load`]).
-    tick_plus_one: CachePadded<AtomicU64>,
+    /// `(tick + 1) << seq_bits` for the `tick` of the updater's latest clock reading: the first
+    /// position past that tick. 0 when there is none to use (no updater, a reading before the
+    /// epoch or past the layout's last tick). Every non-zero value stands for a tick the wall
+    /// clock has reached, so the id path may issue from it. Kept as a position rather than a
+    /// tick so [`DirectGenerator::next_id`] compares without a shift. Written only by the
+    /// updater (Release: see [`CoarseTick::load`]).
+    end_pos: CachePadded<AtomicU64>,
+    /// The layout's sequence bits.
+    seq_bits: u32,
     /// Set when the generator drops: the updater exits at its next wake-up.
     stop: AtomicBool,
     /// Set by the updater when it stops refreshing (see [`CoarseTick::run`]); the id path,
@@ -82,13 +94,28 @@ struct CoarseTick {
 const REFRESHES_BEFORE_PARKING: u32 = 1_000;
 
 impl CoarseTick {
+    fn new(seq_bits: u32) -> Self {
+        Self {
+            end_pos: CachePadded::new(AtomicU64::new(0)),
+            seq_bits,
+            stop: AtomicBool::new(false),
+            parked: AtomicBool::new(false),
+        }
+    }
+
+    /// The cached tick's first position past it (0: none); see [`CoarseTick::load`].
+    #[inline]
+    fn load_end_pos(&self) -> u64 {
+        self.end_pos.load(Ordering::Acquire)
+    }
+
     /// The cached `tick + 1` (0: none). Acquire, paired with the updater's Release store: the
     /// clock reading behind the value happens before the id made from it is published (the
     /// state CAS's Release), which keeps the precise path's argument (a position seen was made
     /// from a clock reading taken before this thread's own reading) true for coarse positions.
     #[inline]
     fn load(&self) -> u64 {
-        self.tick_plus_one.load(Ordering::Acquire)
+        self.load_end_pos() >> self.seq_bits
     }
 
     /// Records a reading of the clock: `unix_ms` as the layout's tick, or "none" (0) outside
@@ -101,7 +128,8 @@ impl CoarseTick {
             // Before the epoch or past the last tick: the id path reads the clock and reports it.
             _ => (0, unix_ms + 1),
         };
-        self.tick_plus_one.store(value, Ordering::Release);
+        self.end_pos
+            .store(value << self.seq_bits, Ordering::Release);
         next_ms
     }
 
@@ -119,7 +147,7 @@ impl CoarseTick {
                 refreshes = 0;
                 // Cleared before the flag is raised: an id that finds the flag down still saw
                 // a usable tick or reads the clock, and the next one finds the flag up.
-                self.tick_plus_one.store(0, Ordering::Release);
+                self.end_pos.store(0, Ordering::Release);
                 self.parked.store(true, Ordering::Release);
                 // Acquire: pairs with the AcqRel swap in `wake`. A wake-up before `park` only
                 // makes it return at once (the thread's token), so none is lost.
@@ -163,7 +191,10 @@ impl DirectGenerator {
         }
         let seq_bits = u32::from(layout.seq_bits());
         let seq_mask = layout.max_sequence();
-        let coarse = Arc::new(CoarseTick::default());
+        // The prefix and worker id through the checked composer, so they are known to fit.
+        let fixed_bits = layout.compose(0, worker_id, 0)?;
+        let end_pos = (layout.max_time_delta() + 1) << seq_bits;
+        let coarse = Arc::new(CoarseTick::new(seq_bits));
         let updater = if clock.moves_by_itself() {
             // The first reading before any id, so the first ids already skip the clock.
             coarse.record(&layout, clock.now_unix_ms());
@@ -175,7 +206,7 @@ impl DirectGenerator {
                 Ok(handle) => Some(handle),
                 Err(e) => {
                     // Without the updater the cached tick would go stale: read the clock.
-                    coarse.tick_plus_one.store(0, Ordering::Release);
+                    coarse.end_pos.store(0, Ordering::Release);
                     tracing::warn!(error = %e, "no clock updater thread: reading the clock per id");
                     None
                 }
@@ -191,6 +222,9 @@ impl DirectGenerator {
             max_backward_ms,
             seq_bits,
             seq_mask,
+            worker_bits: u32::from(layout.worker_bits()),
+            fixed_bits,
+            end_pos,
             coarse,
             updater,
         })
@@ -206,7 +240,34 @@ impl DirectGenerator {
     }
 
     /// The next id.
+    ///
+    /// The common case inline: the state's position lies in the cached tick, so the id is that
+    /// position, claimed with one CAS (what [`Self::reserve`] picks on that branch). The check
+    /// depends only on the cached tick, not on the state, so the CAS waits for nothing but the
+    /// state's load, as a bare counter would. Anything else (no usable cached tick, the first
+    /// id of a new tick, a lost CAS) goes the general way.
+    #[inline]
     pub fn next_id(&self) -> Result<u64, SnowflakeError> {
+        // Orderings as in `reserve`.
+        let pos = self.state.load(Ordering::Acquire);
+        // The cached tick's positions are `[end - 2^seq_bits, end)`; `end` is 0 without one.
+        let end = self.coarse.load_end_pos();
+        // `end > pos >= 0` first, so the subtraction cannot wrap.
+        if pos < end
+            && pos >= end - (self.seq_mask + 1)
+            && self
+                .state
+                .compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            return self.compose(pos);
+        }
+        self.next_id_general()
+    }
+
+    /// [`Self::next_id`] through [`Self::reserve`].
+    #[inline(never)]
+    fn next_id_general(&self) -> Result<u64, SnowflakeError> {
         let (pos, _) = self.reserve(1)?;
         self.compose(pos)
     }
@@ -249,13 +310,22 @@ impl DirectGenerator {
     #[cfg(test)]
     fn set_coarse_tick(&self, tick: Option<u64>) {
         let value = tick.map_or(0, |t| t + 1);
-        self.coarse.tick_plus_one.store(value, Ordering::Release);
+        self.coarse
+            .end_pos
+            .store(value << self.seq_bits, Ordering::Release);
     }
 
+    /// The id of position `pos`: its tick in the time field, its sequence in the sequence field,
+    /// over the fixed prefix and worker bits. Equal to `layout.compose(tick, worker, seq)`
+    /// (unit-tested), without re-checking the fixed fields per id; the one per-id check left,
+    /// `pos < end_pos`, keeps the tick inside the time field, so no id can spill into the
+    /// prefix or the sign bit.
+    #[inline]
     fn compose(&self, pos: u64) -> Result<u64, SnowflakeError> {
-        Ok(self
-            .layout
-            .compose(pos >> self.seq_bits, self.worker_id, pos & self.seq_mask)?)
+        if pos >= self.end_pos {
+            return Err(SnowflakeError::TimeBitsExhausted);
+        }
+        Ok(self.fixed_bits | ((pos & !self.seq_mask) << self.worker_bits) | (pos & self.seq_mask))
     }
 
     /// Claims up to `want` consecutive positions of one tick; returns the first and the count.

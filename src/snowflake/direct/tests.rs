@@ -267,7 +267,8 @@ proptest::proptest! {
     /// stale): ids still increase, and none carries a tick the clock has not reached.
     #[test]
     fn ids_increase_and_never_run_ahead_with_a_lagging_coarse_tick(
-        steps in proptest::collection::vec((-40i64..60, 1usize..40, proptest::bool::ANY), 1..60)
+        steps in proptest::collection::vec((-40i64..60, 1usize..40, proptest::bool::ANY), 1..60),
+        one_by_one in proptest::bool::ANY,
     ) {
         let (clock, g) = gen_at(small_seq_millis(), EPOCH + 1_000_000);
         let layout = *g.layout();
@@ -280,7 +281,13 @@ proptest::proptest! {
                 g.set_coarse_tick(Some(now));
             }
             let mut ids = Vec::new();
-            match g.next_ids(batch, &mut ids) {
+            // `next_id`'s inline path (one id per CAS from the cached tick) or the batch path.
+            let taken = if one_by_one {
+                (0..batch).try_for_each(|_| g.next_id().map(|id| ids.push(id)))
+            } else {
+                g.next_ids(batch, &mut ids)
+            };
+            match taken {
                 Ok(()) => proptest::prop_assert_eq!(ids.len(), batch),
                 Err(SnowflakeError::ClockMovedBackwards { by_ms }) => {
                     proptest::prop_assert!(by_ms > DEFAULT_MAX_BACKWARD_MS)
@@ -294,6 +301,36 @@ proptest::proptest! {
                 proptest::prop_assert!(layout.decompose(id).time_delta <= reached);
                 last = id;
             }
+        }
+    }
+}
+
+proptest::proptest! {
+    /// The generator's own composer (fixed bits composed once, one range check per id) gives
+    /// exactly `BitLayout::compose` for any layout, worker and position, and refuses a
+    /// position past the last tick instead of spilling into the prefix or the sign.
+    #[test]
+    fn compose_matches_the_layouts_composer(
+        prefix_bits in 0u8..20,
+        worker_bits in 1u8..20,
+        seq_bits in 1u8..20,
+        raw in proptest::prelude::any::<(u64, u64, u64, u64)>(),
+    ) {
+        let time_bits = 63 - prefix_bits - worker_bits - seq_bits;
+        let all = |bits: u8| (1u64 << bits) - 1;
+        let prefix = raw.0 & all(prefix_bits);
+        let layout =
+            BitLayout::new(prefix_bits, prefix, time_bits, worker_bits, seq_bits, TimeUnit::Millis, EPOCH)
+                .unwrap();
+        let worker = raw.1 & all(worker_bits);
+        let g = DirectGenerator::new(layout, worker, Arc::new(ManualClock::new(EPOCH)), 5).unwrap();
+        // Ticks up to one past the last, so both sides of the bound are tried.
+        let tick = raw.2 % (all(time_bits) + 2);
+        let seq = raw.3 & all(seq_bits);
+        let pos = (tick << seq_bits) | seq;
+        match layout.compose(tick, worker, seq) {
+            Ok(id) => proptest::prop_assert_eq!(g.compose(pos).unwrap(), id),
+            Err(_) => proptest::prop_assert!(g.compose(pos).is_err()),
         }
     }
 }
