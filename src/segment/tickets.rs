@@ -20,7 +20,7 @@
 use crossbeam_utils::CachePadded;
 
 use super::slot::{Slot, SlotView};
-use crate::sync::{AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{AtomicU64, AtomicUsize, Ordering, prefetch_for_write};
 
 /// The outcome of mapping tickets onto the published segments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,14 +89,39 @@ impl Tickets {
     }
 
     /// Takes one id if a published segment has it. Lock-free: one `fetch_add` and a few loads.
+    ///
+    /// The current slot (by the hint) is read *before* the ticket is taken: a locked RMW keeps
+    /// later loads waiting, so reading first lets a tag that is cold in the cache (one of many)
+    /// fetch the slot's line and the counter's line at the same time instead of one after the
+    /// other. The read may be stale by the time the ticket is known, and that is safe: windows
+    /// of successive segments never overlap, so *any* consistent view of any slot that contains
+    /// ticket `t` maps it to the one id its segment gives it, whenever that view was read. A
+    /// view that does not contain `t` (the segment moved on meanwhile) costs only the full
+    /// resolve the ticket would have had anyway.
     #[inline]
     pub(crate) fn try_next(&self) -> Take {
+        // The counter's line is asked for first, with write intent, so both misses overlap.
+        prefetch_for_write(&*self.issued);
+        let early = self.slots[self.slots[0].hint.load(Ordering::Relaxed)].slot.read();
+        let t = self.issued.fetch_add(1, Ordering::Relaxed);
+        if early.contains(t) {
+            return Take::Id {
+                id: early.id_of(t),
+                preload: self.needs_preload(&early, t),
+            };
+        }
+        self.resolve_loop(t)
+    }
+
+    /// [`Self::try_next`] after the early view missed: the full resolve, with fresh tickets
+    /// for orphans.
+    fn resolve_loop(&self, first: u64) -> Take {
+        let mut t = first;
         loop {
-            let t = self.issued.fetch_add(1, Ordering::Relaxed);
             match self.resolve(t) {
                 Resolved::Id(id, preload) => return Take::Id { id, preload },
                 Resolved::Beyond => return Take::Beyond,
-                Resolved::Orphan => continue,
+                Resolved::Orphan => t = self.issued.fetch_add(1, Ordering::Relaxed),
             }
         }
     }
