@@ -102,7 +102,9 @@ impl Tickets {
     pub(crate) fn try_next(&self) -> Take {
         // The counter's line is asked for first, with write intent, so both misses overlap.
         prefetch_for_write(&*self.issued);
-        let early = self.slots[self.slots[0].hint.load(Ordering::Relaxed)].slot.read();
+        let early = self.slots[self.slots[0].hint.load(Ordering::Relaxed)]
+            .slot
+            .read();
         let t = self.issued.fetch_add(1, Ordering::Relaxed);
         if early.contains(t) {
             return Take::Id {
