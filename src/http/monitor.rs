@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
+use super::segment::{IdFormat, JsonId, StringifyQuery, optional_id_schema};
 use crate::segment::BufferSnapshot;
 use crate::segment::buffer::{SegmentSnapshot, SegmentState};
 
@@ -60,11 +61,16 @@ pub struct BufferBody {
     pub load_failures_total: u64,
 }
 
-impl From<&BufferSnapshot> for BufferBody {
-    fn from(b: &BufferSnapshot) -> Self {
+impl BufferBody {
+    /// The body of `b`, its ids as `format` says.
+    pub fn new(b: &BufferSnapshot, format: IdFormat) -> Self {
         Self {
             biz_tag: b.biz_tag.clone(),
-            segments: b.segments.iter().map(SegmentBody::from).collect(),
+            segments: b
+                .segments
+                .iter()
+                .map(|s| SegmentBody::new(s, format))
+                .collect(),
             next_ready: b.next_ready,
             loading: b.loading,
             step: b.step,
@@ -89,12 +95,15 @@ pub struct SegmentBody {
     pub slot: usize,
     /// Current, ready, spent or empty.
     pub state: SegmentStateBody,
-    /// First id of the segment.
-    pub min_id: Option<i64>,
-    /// Last id of the segment.
-    pub max_id: Option<i64>,
-    /// Next id it will hand out.
-    pub next_id: Option<i64>,
+    /// First id of the segment (a decimal string with `stringify_ids=true`).
+    #[schema(schema_with = optional_id_schema)]
+    pub min_id: Option<JsonId<i64>>,
+    /// Last id of the segment (a decimal string with `stringify_ids=true`).
+    #[schema(schema_with = optional_id_schema)]
+    pub max_id: Option<JsonId<i64>>,
+    /// Next id it will hand out (a decimal string with `stringify_ids=true`).
+    #[schema(schema_with = optional_id_schema)]
+    pub next_id: Option<JsonId<i64>>,
     /// Ids in the segment.
     pub size: u64,
     /// Ids handed out (or lost to races) so far.
@@ -103,14 +112,16 @@ pub struct SegmentBody {
     pub remaining: u64,
 }
 
-impl From<&SegmentSnapshot> for SegmentBody {
-    fn from(s: &SegmentSnapshot) -> Self {
+impl SegmentBody {
+    /// The body of `s`, its ids as `format` says.
+    pub fn new(s: &SegmentSnapshot, format: IdFormat) -> Self {
+        let id = |id: Option<i64>| id.map(|id| JsonId { id, format });
         Self {
             slot: s.slot,
             state: s.state.into(),
-            min_id: s.min_id,
-            max_id: s.max_id,
-            next_id: s.next_id,
+            min_id: id(s.min_id),
+            max_id: id(s.max_id),
+            next_id: id(s.next_id),
             size: s.size,
             used: s.used,
             remaining: s.remaining,
@@ -144,22 +155,29 @@ impl From<SegmentState> for SegmentStateBody {
     }
 }
 
-/// `GET /api/v1/cache`: the buffers of every cached tag (the JSON form of `/cache`).
+/// `GET /api/v1/cache[?stringify_ids=true]`: the buffers of every cached tag (the JSON form of
+/// `/cache`); their ids as decimal strings with `stringify_ids=true`.
 #[utoipa::path(
     get,
     path = "/api/v1/cache",
     tag = "monitor",
+    params(StringifyQuery),
     responses(
         (status = 200, description = "Every cached tag's buffer", body = CacheBody),
+        (status = 400, description = "`invalid_request` (a `stringify_ids` other than true or false)", body = ErrorBody),
         (status = 404, description = "`engine_disabled`", body = ErrorBody),
     )
 )]
-pub async fn cache_json(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+pub async fn cache_json(
+    state: web::Data<AppState>,
+    query: web::Query<StringifyQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let format = query.format()?;
     let tags = state
         .segment()?
         .snapshots()
         .iter()
-        .map(BufferBody::from)
+        .map(|b| BufferBody::new(b, format))
         .collect();
     Ok(HttpResponse::Ok().json(CacheBody { tags }))
 }

@@ -127,6 +127,50 @@ mod tests {
         assert!(doc["components"]["securitySchemes"]["admin_token"].is_object());
     }
 
+    /// The admin and monitor bodies: a row's `max_id` and a buffer's ids are numbers or
+    /// strings (the buffer's also null, for an empty slot), under a documented `stringify_ids`.
+    #[test]
+    fn the_tag_and_cache_routes_document_stringify_ids() {
+        let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        for (path, method) in [
+            ("/api/v1/tags", "get"),
+            ("/api/v1/tags", "post"),
+            ("/api/v1/tags/{biz_tag}", "get"),
+            ("/api/v1/tags/{biz_tag}", "patch"),
+            ("/api/v1/cache", "get"),
+        ] {
+            let op = &doc["paths"][path][method];
+            let param = op["parameters"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{method} {path}: {op}"))
+                .iter()
+                .find(|p| p["name"] == "stringify_ids")
+                .unwrap_or_else(|| panic!("{method} {path} lacks stringify_ids"));
+            assert_eq!(param["in"], "query", "{method} {path}");
+            assert_eq!(param["schema"]["type"], "boolean", "{method} {path}");
+        }
+        let kinds = |schema: &serde_json::Value| -> Vec<String> {
+            schema["oneOf"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{schema}"))
+                .iter()
+                .map(|s| s["type"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        let schemas = &doc["components"]["schemas"];
+        assert_eq!(
+            kinds(&schemas["TagRow"]["properties"]["max_id"]),
+            ["integer", "string"]
+        );
+        for field in ["min_id", "max_id", "next_id"] {
+            assert_eq!(
+                kinds(&schemas["SegmentSnapshot"]["properties"][field]),
+                ["integer", "string", "null"],
+                "{field}"
+            );
+        }
+    }
+
     #[test]
     fn the_id_routes_document_stringify_ids_and_ids_as_number_or_string() {
         let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();

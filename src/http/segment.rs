@@ -167,7 +167,7 @@ impl IdFormat {
 }
 
 /// One id in a JSON body: a number, or its decimal string under [`IdFormat::String`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JsonId<T> {
     /// The id.
     pub id: T,
@@ -229,6 +229,17 @@ pub fn id_schema() -> Schema {
         .into()
 }
 
+/// Schema of an id that may be absent: [`id_schema`]'s number or string, or `null`.
+pub fn optional_id_schema() -> Schema {
+    let Schema::OneOf(mut one_of) = id_schema() else {
+        unreachable!("id_schema is a oneOf")
+    };
+    one_of.items.push(RefOr::T(
+        ObjectBuilder::new().schema_type(Type::Null).into(),
+    ));
+    Schema::OneOf(one_of)
+}
+
 /// Schema of a list of ids, increasing: all numbers, or all strings under `stringify_ids=true`.
 pub fn ids_schema() -> Schema {
     ArrayBuilder::new()
@@ -239,7 +250,9 @@ pub fn ids_schema() -> Schema {
         .into()
 }
 
-/// The `stringify_ids` query parameter of the decode routes.
+/// The `stringify_ids` query parameter of the routes whose bodies carry ids but take no other
+/// query: the decode routes, the tag rows (`max_id`) and the buffers (`min_id`, `max_id`,
+/// `next_id`).
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct StringifyQuery {

@@ -15,6 +15,7 @@ use super::AppState;
 use super::admin::AdminAuth;
 use super::error::{ApiError, ErrorBody};
 use super::monitor::BufferBody;
+use super::segment::{IdFormat, JsonId, StringifyQuery, id_schema};
 use crate::segment::{BizTag, NewTag, SegmentAllocator, Step, StoreError, TagRow, TagUpdate};
 
 /// Runs the engine call of an admin route, bounded by `segment.load_timeout_ms` as a whole: a
@@ -61,8 +62,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 pub struct TagRowBody {
     /// The business tag (primary key).
     pub biz_tag: String,
-    /// The first id not yet leased to any server: the next lease starts here.
-    pub max_id: i64,
+    /// The first id not yet leased to any server: the next lease starts here (a decimal string
+    /// with `stringify_ids=true`).
+    #[schema(schema_with = id_schema)]
+    pub max_id: JsonId<i64>,
     /// The DBA's step: the floor of the adaptive step and the size of a first lease.
     pub step: i64,
     /// Free text for humans.
@@ -72,10 +75,21 @@ pub struct TagRowBody {
 }
 
 impl From<TagRow> for TagRowBody {
+    /// `max_id` as a JSON number.
     fn from(row: TagRow) -> Self {
+        Self::new(row, IdFormat::Number)
+    }
+}
+
+impl TagRowBody {
+    /// The body of `row`, its `max_id` as `format` says.
+    pub fn new(row: TagRow, format: IdFormat) -> Self {
         Self {
             biz_tag: row.biz_tag,
-            max_id: row.max_id,
+            max_id: JsonId {
+                id: row.max_id,
+                format,
+            },
             step: row.step,
             description: row.description,
             update_time: row.update_time,
@@ -93,14 +107,15 @@ pub struct TagView {
     pub buffer: Option<BufferBody>,
 }
 
-fn view(state: &AppState, row: TagRow) -> TagView {
+/// `row` with its buffer, ids as `format` says.
+fn view(state: &AppState, row: TagRow, format: IdFormat) -> TagView {
     let buffer = state
         .segment
         .as_ref()
         .and_then(|s| s.cached(&row.biz_tag))
-        .map(|b| BufferBody::from(&b.snapshot()));
+        .map(|b| BufferBody::new(&b.snapshot(), format));
     TagView {
-        row: row.into(),
+        row: TagRowBody::new(row, format),
         buffer,
     }
 }
@@ -117,17 +132,23 @@ pub struct TagList {
     get,
     path = "/api/v1/tags",
     tag = "tags",
+    params(StringifyQuery),
     responses(
         (status = 200, description = "Every row, ordered by tag", body = TagList),
+        (status = 400, description = "`invalid_request` (a `stringify_ids` other than true or false)", body = ErrorBody),
         (status = 404, description = "`engine_disabled`", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody),
         (status = 503, description = "`database_unavailable`", body = ErrorBody),
     )
 )]
-pub async fn list(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+pub async fn list(
+    state: web::Data<AppState>,
+    query: web::Query<StringifyQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let format = query.format()?;
     let segment = state.segment()?;
     let rows = bounded(segment, segment.list_tags()).await?;
-    let tags: Vec<TagView> = rows.into_iter().map(|r| view(&state, r)).collect();
+    let tags: Vec<TagView> = rows.into_iter().map(|r| view(&state, r, format)).collect();
     Ok(HttpResponse::Ok().json(TagList { tags }))
 }
 
@@ -136,10 +157,10 @@ pub async fn list(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> 
     get,
     path = "/api/v1/tags/{biz_tag}",
     tag = "tags",
-    params(("biz_tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9._:-]{1,128}$")),
+    params(("biz_tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9._:-]{1,128}$"), StringifyQuery),
     responses(
         (status = 200, description = "The row", body = TagView),
-        (status = 400, description = "`invalid_biz_tag`", body = ErrorBody),
+        (status = 400, description = "`invalid_biz_tag`, `invalid_request`", body = ErrorBody),
         (status = 404, description = "`unknown_biz_tag`, `engine_disabled`", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody),
         (status = 503, description = "`database_unavailable`", body = ErrorBody),
@@ -148,11 +169,13 @@ pub async fn list(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> 
 pub async fn show(
     state: web::Data<AppState>,
     path: web::Path<String>,
+    query: web::Query<StringifyQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let tag = BizTag::parse(&path.into_inner())?;
+    let format = query.format()?;
     let segment = state.segment()?;
     match bounded_about(segment, &tag, segment.get_tag(&tag)).await? {
-        Some(row) => Ok(HttpResponse::Ok().json(view(&state, row))),
+        Some(row) => Ok(HttpResponse::Ok().json(view(&state, row, format))),
         None => Err(ApiError::unknown_tag(&tag)),
     }
 }
@@ -213,6 +236,7 @@ fn parse_max_id(v: &Value) -> Result<i64, ApiError> {
     post,
     path = "/api/v1/tags",
     tag = "tags",
+    params(StringifyQuery),
     request_body = CreateTag,
     security((), ("admin_token" = [])),
     responses(
@@ -231,8 +255,10 @@ fn parse_max_id(v: &Value) -> Result<i64, ApiError> {
 pub async fn create(
     _: AdminAuth,
     state: web::Data<AppState>,
+    query: web::Query<StringifyQuery>,
     body: web::Json<CreateTag>,
 ) -> Result<HttpResponse, ApiError> {
+    let format = query.format()?;
     let body = body.into_inner();
     let raw_tag = body
         .biz_tag
@@ -251,7 +277,7 @@ pub async fn create(
             }
         })?;
     tracing::info!(biz_tag = %tag, step = new.step, max_id = new.max_id, "tag created");
-    Ok(HttpResponse::Created().json(view(&state, row)))
+    Ok(HttpResponse::Created().json(view(&state, row, format)))
 }
 
 /// `PATCH /api/v1/tags/{biz_tag}`: changes step and/or description (admin).
@@ -259,7 +285,7 @@ pub async fn create(
     patch,
     path = "/api/v1/tags/{biz_tag}",
     tag = "tags",
-    params(("biz_tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9._:-]{1,128}$")),
+    params(("biz_tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9._:-]{1,128}$"), StringifyQuery),
     request_body = UpdateTag,
     security((), ("admin_token" = [])),
     responses(
@@ -276,9 +302,11 @@ pub async fn update(
     _: AdminAuth,
     state: web::Data<AppState>,
     path: web::Path<String>,
+    query: web::Query<StringifyQuery>,
     body: web::Json<UpdateTag>,
 ) -> Result<HttpResponse, ApiError> {
     let tag = BizTag::parse(&path.into_inner())?;
+    let format = query.format()?;
     let body = body.into_inner();
     let step = body.step.as_ref().map(parse_step).transpose()?;
     let change = TagUpdate::new(step, body.description)?;
@@ -287,7 +315,7 @@ pub async fn update(
         Some(row) => {
             let step = step.map(Step::get);
             tracing::info!(biz_tag = %tag, ?step, "tag updated; a new step applies from the next segment load");
-            Ok(HttpResponse::Ok().json(view(&state, row)))
+            Ok(HttpResponse::Ok().json(view(&state, row, format)))
         }
         None => Err(ApiError::unknown_tag(&tag)),
     }

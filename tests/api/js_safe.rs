@@ -18,13 +18,15 @@ fn node_parse_ids(body: &str) -> Vec<String> {
     node_parse(body, &[])
 }
 
-/// Runs Node's `JSON.parse` on `body` and returns `String(x)` of each top-level field named in
-/// `fields`, or (none named) of every id as [`node_parse_ids`] reads them.
+/// Runs Node's `JSON.parse` on `body` and returns `String(x)` of each field named in `fields`
+/// (a dotted path: `max_id`, `tags.0.segments.0.min_id`), or (none named) of every id as
+/// [`node_parse_ids`] reads them.
 fn node_parse(body: &str, fields: &[&str]) -> Vec<String> {
     use std::io::Write;
     let script = "let s = ''; process.stdin.on('data', d => s += d).on('end', () => { \
                   const v = JSON.parse(s); const f = process.argv.slice(1); \
-                  const xs = f.length ? f.map(k => v[k]) : (Array.isArray(v.ids) ? v.ids : [v.id]); \
+                  const at = k => k.split('.').reduce((o, p) => o[p], v); \
+                  const xs = f.length ? f.map(at) : (Array.isArray(v.ids) ? v.ids : [v.id]); \
                   for (const x of xs) console.log(String(x)); })";
     let mut child = std::process::Command::new("node")
         .args(["-e", script])
@@ -158,6 +160,106 @@ async fn stringified_segment_ids_near_2_62_survive_node_json_parse(db: Db) {
 }
 on_both_databases!(stringified_segment_ids_near_2_62_survive_node_json_parse);
 
+/// The admin and monitor bodies carry ids too: a row's `max_id` and a buffer's `min_id`,
+/// `max_id` and `next_id`. With `stringify_ids=true` Node reads every one exactly (on the list,
+/// the single row, a create and an update); as numbers near 2^62 it rounds them.
+async fn stringified_tag_and_cache_ids_survive_node_json_parse(db: Db) {
+    let app = spawn_app(db).await;
+    let r = app
+        .post(
+            "/api/v1/tags?stringify_ids=true",
+            &format!(r#"{{"biz_tag":"big","step":1000,"max_id":{NEAR_2_62}}}"#),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(node_parse(&r.text, &["max_id"]), [NEAR_2_62.to_string()]);
+    assert_eq!(app.leaf_id("big").await, NEAR_2_62);
+
+    // Exact values as Rust reads them (numbers or strings), then Node against them.
+    let exact = |r: &Reply, fields: &[&str]| -> Vec<String> {
+        assert_eq!(r.status, 200, "{}", r.text);
+        let json = r.json();
+        fields
+            .iter()
+            .map(|f| {
+                let v = f
+                    .split('.')
+                    .fold(&json, |v, k| k.parse::<usize>().map_or(&v[k], |i| &v[i]));
+                match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Number(n) => n.as_i64().expect("an integer").to_string(),
+                    other => panic!("{f} is {other} in {}", r.text),
+                }
+            })
+            .collect()
+    };
+    // The loaded slot (the other one is empty: its ids are null).
+    let cache = app.get("/api/v1/cache").await.json();
+    let slot = cache["tags"][0]["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|s| !s["min_id"].is_null())
+        .expect("a loaded segment");
+    let cached = [
+        format!("tags.0.segments.{slot}.min_id"),
+        format!("tags.0.segments.{slot}.max_id"),
+        format!("tags.0.segments.{slot}.next_id"),
+    ];
+    let row = [
+        "max_id".to_owned(),
+        format!("buffer.segments.{slot}.min_id"),
+        format!("buffer.segments.{slot}.next_id"),
+    ];
+    let listed = [
+        "tags.0.max_id".to_owned(),
+        format!("tags.0.buffer.segments.{slot}.max_id"),
+    ];
+    for (path, fields) in [
+        ("/api/v1/cache", &cached[..]),
+        ("/api/v1/tags/big", &row[..]),
+        ("/api/v1/tags", &listed[..]),
+    ] {
+        let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+        let fields = &fields[..];
+        let strings = app.get(&format!("{path}?stringify_ids=true")).await;
+        let want = exact(&strings, fields);
+        assert!(
+            want.iter().all(|id| id.parse::<i64>().unwrap() > 1 << 53),
+            "{path}: {want:?}"
+        );
+        assert!(
+            strings.text.contains(&format!("\"{}\"", want[0])),
+            "{path}: not a string: {}",
+            strings.text
+        );
+        assert_eq!(
+            node_parse(&strings.text, fields),
+            want,
+            "{path}: node read other ids"
+        );
+
+        let numbers = app.get(path).await;
+        let want = exact(&numbers, fields);
+        assert_ne!(
+            node_parse(&numbers.text, fields),
+            want,
+            "{path}: Node read the numbers exactly: nothing to protect"
+        );
+    }
+
+    let r = app
+        .patch(
+            "/api/v1/tags/big?stringify_ids=true",
+            r#"{"description":"near 2^62"}"#,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(r.json()["max_id"].is_string(), "{}", r.text);
+    assert_eq!(node_parse(&r.text, &["max_id"]), exact(&r, &["max_id"]));
+}
+on_both_databases!(stringified_tag_and_cache_ids_survive_node_json_parse);
+
 #[tokio::test]
 async fn stringify_ids_other_than_true_or_false_is_invalid_request() {
     let app = spawn_app(Db::Sqlite).await;
@@ -168,6 +270,9 @@ async fn stringify_ids_other_than_true_or_false_is_invalid_request() {
             "/api/v1/segment/t/ids?count=2&".to_owned(),
             "/api/v1/snowflake/decode/12345?".to_owned(),
             "/api/v1/layouts/decode/12345?layout=41/10/12&epoch=1288834974657&".to_owned(),
+            "/api/v1/tags?".to_owned(),
+            "/api/v1/tags/t?".to_owned(),
+            "/api/v1/cache?".to_owned(),
         ] {
             let r = app.get(&format!("{path}stringify_ids={value}")).await;
             assert_eq!(r.status, 400, "{path}{value}: {}", r.text);
