@@ -45,3 +45,18 @@ pub fn prefetch_for_write<T>(value: &T) {
     #[cfg(not(all(target_arch = "x86_64", not(loom))))]
     let _ = value;
 }
+
+/// Asks the CPU to start fetching the cache line of `value` for reading (x86-64: `prefetcht0`).
+/// A hint only, as [`prefetch_for_write`].
+#[inline(always)]
+pub fn prefetch_for_read<T>(value: &T) {
+    // SAFETY: as in `prefetch_for_write`.
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            (value as *const T).cast::<i8>(),
+        );
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    let _ = value;
+}

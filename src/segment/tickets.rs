@@ -20,7 +20,7 @@
 use crossbeam_utils::CachePadded;
 
 use super::slot::{Slot, SlotView};
-use crate::sync::{AtomicU64, AtomicUsize, Ordering, prefetch_for_write};
+use crate::sync::{AtomicU64, AtomicUsize, Ordering, prefetch_for_read, prefetch_for_write};
 
 /// The outcome of mapping tickets onto the published segments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,8 +100,12 @@ impl Tickets {
     /// resolve the ticket would have had anyway.
     #[inline]
     pub(crate) fn try_next(&self) -> Take {
-        // The counter's line is asked for first, with write intent, so both misses overlap.
+        // The counter's line is asked for first, with write intent, and slot 1's line too: the
+        // hint sits in slot 0's line, so a tag whose current segment is in slot 1 would
+        // otherwise find out which line it needs only after the first miss. All the misses
+        // then overlap.
         prefetch_for_write(&*self.issued);
+        prefetch_for_read(&self.slots[1]);
         let early = self.slots[self.slots[0].hint.load(Ordering::Relaxed)]
             .slot
             .read();
