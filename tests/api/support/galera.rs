@@ -84,7 +84,7 @@ pub fn script(args: &[&str]) -> String {
 }
 
 /// A new database, created through node 1 (DDL replicates to every node), and its URL on each
-/// node, node 1 first.
+/// node, node 1 first; returns once every node has it.
 pub async fn create_database() -> Vec<String> {
     let nodes = tokio::task::spawn_blocking(node_urls).await.unwrap();
     let name = super::unique_name("leafid_g");
@@ -95,7 +95,23 @@ pub async fn create_database() -> Vec<String> {
         .execute(&mut conn)
         .await
         .unwrap();
-    nodes.iter().map(|n| format!("{n}/{name}")).collect()
+    let urls: Vec<String> = nodes.iter().map(|n| format!("{n}/{name}")).collect();
+    // DDL commits on node 1 before the other nodes have applied it: a server started on node 3
+    // at once could find no such database (seen: `1049 Unknown database`). Wait until every
+    // node lets a connection into it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    for url in &urls {
+        loop {
+            match MySqlConnection::connect(url).await {
+                Ok(_) => break,
+                Err(_) if std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("database {name} never reached {url}: {e}"),
+            }
+        }
+    }
+    urls
 }
 
 /// Conflicts node `url` counted so far, `None` if it does not answer:
