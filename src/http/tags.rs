@@ -194,7 +194,7 @@ pub struct CreateTag {
     /// Starting `max_id` (default 1). A tag that was deleted must start at or above the
     /// highest `max_id` it reached (else 409 `max_id_below_deleted`).
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<i64>, minimum = 1)]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 9_223_372_036_854_775_806_i64)]
     pub max_id: Option<Value>,
     /// Free text, at most 256 characters.
     #[schema(max_length = 256)]
@@ -360,7 +360,9 @@ mod tests {
     use utoipa::OpenApi;
 
     use crate::http::openapi::ApiDoc;
-    use crate::segment::tag_rules::{MAX_DESCRIPTION_CHARS, MAX_STEP, MIN_MAX_ID, MIN_STEP};
+    use crate::segment::tag_rules::{
+        MAX_DESCRIPTION_CHARS, MAX_MAX_ID, MAX_STEP, MIN_MAX_ID, MIN_STEP,
+    };
 
     /// The schema attributes take literals only: they must match the engine's rules.
     #[test]
@@ -381,5 +383,6 @@ mod tests {
         }
         let max_id = &schemas["CreateTag"]["properties"]["max_id"];
         assert_eq!(max_id["minimum"].as_i64(), Some(MIN_MAX_ID), "{max_id}");
+        assert_eq!(max_id["maximum"].as_i64(), Some(MAX_MAX_ID), "{max_id}");
     }
 }
