@@ -77,8 +77,8 @@ struct CoarseTick {
     /// position past that tick. 0 when there is none to use (no updater, a reading before the
     /// epoch or past the layout's last tick). Every non-zero value stands for a tick the wall
     /// clock has reached, so the id path may issue from it. Kept as a position rather than a
-    /// tick so [`DirectGenerator::next_id`] compares without a shift. Written only by the
-    /// updater (Release: see [`CoarseTick::load`]).
+    /// tick so the id path compares without a shift. Written only by the
+    /// updater (Release: see [`CoarseTick::load_end_pos`]).
     end_pos: CachePadded<AtomicU64>,
     /// The layout's sequence bits.
     seq_bits: u32,
@@ -103,17 +103,18 @@ impl CoarseTick {
         }
     }
 
-    /// The cached tick's first position past it (0: none); see [`CoarseTick::load`].
+    /// The cached tick's first position past it (0: none). Acquire, paired with the updater's
+    /// Release store: the clock reading behind the value happens before the id made from it is
+    /// published (the state CAS's Release), which keeps the precise path's argument (a position
+    /// seen was made from a clock reading taken before this thread's own reading) true for
+    /// coarse positions.
     #[inline]
     fn load_end_pos(&self) -> u64 {
         self.end_pos.load(Ordering::Acquire)
     }
 
-    /// The cached `tick + 1` (0: none). Acquire, paired with the updater's Release store: the
-    /// clock reading behind the value happens before the id made from it is published (the
-    /// state CAS's Release), which keeps the precise path's argument (a position seen was made
-    /// from a clock reading taken before this thread's own reading) true for coarse positions.
-    #[inline]
+    /// The cached `tick + 1` (0: none), for tests that check which tick the updater holds.
+    #[cfg(test)]
     fn load(&self) -> u64 {
         self.load_end_pos() >> self.seq_bits
     }
@@ -239,35 +240,10 @@ impl DirectGenerator {
         self
     }
 
-    /// The next id.
-    ///
-    /// The common case inline: the state's position lies in the cached tick, so the id is that
-    /// position, claimed with one CAS (what [`Self::reserve`] picks on that branch). The check
-    /// depends only on the cached tick, not on the state, so the CAS waits for nothing but the
-    /// state's load, as a bare counter would. Anything else (no usable cached tick, the first
-    /// id of a new tick, a lost CAS) goes the general way.
+    /// The next id. Inline: in the common case (the state in the cached tick) this is one CAS
+    /// and a few instructions; everything else is in [`Self::precise_start`], out of line.
     #[inline]
     pub fn next_id(&self) -> Result<u64, SnowflakeError> {
-        // Orderings as in `reserve`.
-        let pos = self.state.load(Ordering::Acquire);
-        // The cached tick's positions are `[end - 2^seq_bits, end)`; `end` is 0 without one.
-        let end = self.coarse.load_end_pos();
-        // `end > pos >= 0` first, so the subtraction cannot wrap.
-        if pos < end
-            && pos >= end - (self.seq_mask + 1)
-            && self
-                .state
-                .compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        {
-            return self.compose(pos);
-        }
-        self.next_id_general()
-    }
-
-    /// [`Self::next_id`] through [`Self::reserve`].
-    #[inline(never)]
-    fn next_id_general(&self) -> Result<u64, SnowflakeError> {
         let (pos, _) = self.reserve(1)?;
         self.compose(pos)
     }
@@ -329,6 +305,7 @@ impl DirectGenerator {
     }
 
     /// Claims up to `want` consecutive positions of one tick; returns the first and the count.
+    #[inline]
     fn reserve(&self, want: u64) -> Result<(u64, u64), SnowflakeError> {
         debug_assert!(want > 0);
         let mut waited_back = false;
@@ -337,17 +314,13 @@ impl DirectGenerator {
             // from a clock reading also reads the clock after it, so only a real step back makes
             // the clock look behind the state.
             let pos = self.state.load(Ordering::Acquire);
-            let pos_tick = pos >> self.seq_bits;
-            let coarse = self.coarse.load();
-            let start = if pos_tick < coarse {
-                // The cached tick (`coarse - 1`, at most `max_tick`) is at or past the state's
-                // and the clock has reached it: issue from it without reading the clock.
-                let now_tick = coarse - 1;
-                if pos_tick < now_tick {
-                    now_tick << self.seq_bits
-                } else {
-                    pos
-                }
+            // The cached tick's positions are `[end - 2^seq_bits, end)`; `end` is 0 without one.
+            let end = self.coarse.load_end_pos();
+            let start = if pos < end {
+                // The cached tick (at most `max_tick`) is at or past the state's and the clock
+                // has reached it: issue from it without reading the clock, from its first
+                // position or on from the state's (`end > pos >= 0`: no wrap).
+                pos.max(end - (self.seq_mask + 1))
             } else {
                 match self.precise_start(pos, &mut waited_back)? {
                     Some(start) => start,

@@ -281,7 +281,7 @@ proptest::proptest! {
                 g.set_coarse_tick(Some(now));
             }
             let mut ids = Vec::new();
-            // `next_id`'s inline path (one id per CAS from the cached tick) or the batch path.
+            // One id per call (`next_id`, one CAS from the cached tick) or batches (`next_ids`).
             let taken = if one_by_one {
                 (0..batch).try_for_each(|_| g.next_id().map(|id| ids.push(id)))
             } else {
