@@ -24,6 +24,7 @@ mod segment;
 mod snowflake;
 mod store_contract;
 mod store_faults;
+mod wall_clock;
 
 /// Defines one test per database from an `async fn(Db)`.
 #[macro_export]
