@@ -39,7 +39,7 @@ COPY benches ./benches
 COPY examples ./examples
 COPY tests ./tests
 # A workspace member: cargo loads every member's manifest (and its targets) before it builds.
-COPY client ./client
+COPY clients/rust ./clients/rust
 RUN cargo build --release --locked --bin leafid
 
 FROM debian:${DEBIAN_RELEASE}-slim AS runtime

@@ -23,7 +23,7 @@ pub fn server_binary() -> PathBuf {
     }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target")));
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")));
     let bin = target.join("debug/leafid");
     assert!(
         bin.is_file(),
@@ -42,7 +42,7 @@ fn mysql_url() -> String {
     let out = Command::new("bash")
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../scripts/mariadb.sh"
+            "/../../scripts/mariadb.sh"
         ))
         .arg("start")
         .output()
