@@ -1,0 +1,145 @@
+// Types of @leafid/client (hand-written; the package is plain ESM JavaScript).
+
+/** Options of a {@link Client}. */
+export interface ClientOptions<Ids extends 'bigint' | 'string' = 'bigint'> {
+  /** Base URLs (`http://host:port`), asked in this order: the first is preferred. Required. */
+  servers: string[];
+  /** Ids per batch request, both engines, 1..=100000. Default 1000. */
+  batch?: number;
+  /** Longest a `nextId` call waits for ids when the local batches are spent. Default 5000. */
+  waitTimeoutMs?: number;
+  /** Bound of one batch request, connect to last byte; a slower server is skipped. Default 2000. */
+  requestTimeoutMs?: number;
+  /** Bound of one `/health/ready` probe of a down server. Default 1000. */
+  probeTimeoutMs?: number;
+  /** First probe backoff of a down server; doubles with each failure. Default 50. */
+  backoffMinMs?: number;
+  /** Largest probe backoff. Default 5000. */
+  backoffMaxMs?: number;
+  /** How ids are handed out: `bigint` (default) or decimal `string`. Never a `number`. */
+  ids?: Ids;
+}
+
+/** Per-call options of `nextId`. */
+export interface NextIdOptions {
+  /** Aborts the wait for ids; the promise then rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** Overrides the client's `waitTimeoutMs` for this call. */
+  timeoutMs?: number;
+}
+
+/** Counters of one supply. */
+export interface SupplyStats {
+  /** Ids handed to callers. */
+  idsServed: number;
+  /** 200 answers whose ids were taken into a local batch. */
+  batches: number;
+  /** Ids received in 200 answers, discarded ones included. */
+  idsReceived: number;
+  /** Ids received but never handed out: not above the last id accepted (a lagging server). */
+  discardedIds: number;
+  /** Fetch rounds in which no server delivered a batch. */
+  failedRounds: number;
+}
+
+/** Counters of a client: every supply summed, and the failovers. */
+export interface ClientStats extends SupplyStats {
+  /** Times a request went to another server because the one asked failed. */
+  failovers: number;
+}
+
+/** One server as the client sees it. */
+export interface ServerStatus {
+  url: string;
+  /** False once marked down, until a probe (or a last-resort request) gets a 200. */
+  up: boolean;
+  /** Failures in a row. */
+  failures: number;
+  /** Whether it is asked first (the last one that answered). */
+  preferred: boolean;
+}
+
+/** One id stream: one tag's ids, or the client's snowflake ids. Increasing, never repeated. */
+export declare class IdSupply<Id extends bigint | string = bigint> {
+  private constructor();
+  /** The tag, or null for the snowflake supply. */
+  readonly tag: string | null;
+  /** The next id; local when a batch holds one, else waits for the refill (wait timeout). */
+  nextId(options?: NextIdOptions): Promise<Id>;
+  /** The next id if the current local batch has one, else `undefined`. Never waits or throws. */
+  tryNextId(): Id | undefined;
+  /** This supply's counters. */
+  stats(): SupplyStats;
+}
+
+type IdOf<Ids> = Ids extends 'string' ? string : bigint;
+
+/** A leafid client. */
+export declare class Client<Ids extends 'bigint' | 'string' = 'bigint'> {
+  /** @throws {ConfigError} on unusable options. */
+  constructor(options: ClientOptions<Ids>);
+  /** The supply of a tag (the same object for the same tag). @throws {InvalidTagError} */
+  segment(tag: string): IdSupply<IdOf<Ids>>;
+  /** The snowflake supply (one per client). */
+  snowflake(): IdSupply<IdOf<Ids>>;
+  /** `segment(tag).nextId(options)`; an invalid tag rejects with `InvalidTagError`. */
+  nextId(tag: string, options?: NextIdOptions): Promise<IdOf<Ids>>;
+  /** `snowflake().nextId(options)`. */
+  nextSnowflakeId(options?: NextIdOptions): Promise<IdOf<Ids>>;
+  /** Every supply's counters summed, and the failovers. */
+  stats(): ClientStats;
+  /** Each server's health. */
+  servers(): ServerStatus[];
+  /** Whether `close()` was called. */
+  readonly closed: boolean;
+  /** Aborts requests, clears every timer, closes sockets; resolves when nothing runs. */
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** Most ids one batch request may ask for. */
+export declare const MAX_BATCH: 100000;
+
+/** Whether a tag follows the server's rule (1 to 128 of `A-Z a-z 0-9 . _ : -`). */
+export declare function isValidTag(tag: unknown): tag is string;
+
+/** Base of every error the client throws. */
+export declare class LeafidError extends Error {
+  readonly kind: 'rejected' | 'unavailable' | 'invalid_tag' | 'config' | 'closed';
+}
+/** The tag was refused locally; no request sent. */
+export declare class InvalidTagError extends LeafidError {
+  readonly kind: 'invalid_tag';
+  readonly tag: unknown;
+}
+/** The options are unusable. */
+export declare class ConfigError extends LeafidError {
+  readonly kind: 'config';
+}
+/** A server refused the request itself (same on every server): no failover. */
+export declare class RejectedError extends LeafidError {
+  readonly kind: 'rejected';
+  readonly server: string;
+  readonly status: number;
+  /** `unknown_biz_tag`, `invalid_biz_tag`, `biz_tag_exhausted`, `invalid_count` or `invalid_request`. */
+  readonly code: string;
+  readonly serverMessage: string;
+}
+/** No ids within the wait timeout: every server failed or is down. */
+export declare class UnavailableError extends LeafidError {
+  readonly kind: 'unavailable';
+  readonly waitedMs: number;
+  /** The last server failure, or null when no server was asked. */
+  readonly lastFault: ServerFault | null;
+}
+/** The client is closed. */
+export declare class ClosedError extends LeafidError {
+  readonly kind: 'closed';
+}
+/** One server's failure to deliver a batch. */
+export declare class ServerFault {
+  readonly server: string;
+  readonly type: 'transport' | 'status' | 'bad_response';
+  readonly detail: string;
+  toString(): string;
+}

@@ -1,0 +1,246 @@
+// `Client`: its options, the supplies it makes (one per tag, one for snowflake), stats, close.
+
+import { ConfigError, InvalidTagError } from './errors.js';
+import { Servers } from './servers.js';
+import { IdSupply } from './supply.js';
+
+/** Most ids one batch request may ask for (the server's limit). */
+export const MAX_BATCH = 100_000;
+
+/** The server's tag rule: 1 to 128 of `A-Z a-z 0-9 . _ : -`. */
+const TAG = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * Whether `tag` follows the server's rule (1 to 128 of `A-Z a-z 0-9 . _ : -`).
+ * @param {unknown} tag
+ */
+export function isValidTag(tag) {
+  return typeof tag === 'string' && TAG.test(tag);
+}
+
+const DEFAULTS = Object.freeze({
+  batch: 1000,
+  waitTimeoutMs: 5000,
+  requestTimeoutMs: 2000,
+  probeTimeoutMs: 1000,
+  backoffMinMs: 50,
+  backoffMaxMs: 5000,
+  ids: 'bigint',
+});
+
+/**
+ * A leafid client: per tag (and for snowflake) a local double-buffered id supply, fed by the
+ * batch routes of several servers with failover.
+ *
+ * ```js
+ * const client = new Client({ servers: ['http://10.0.0.1:8080', 'http://10.0.0.2:8080'] });
+ * const id = await client.nextId('orders'); // a bigint
+ * await client.close();
+ * ```
+ */
+export class Client {
+  /**
+   * @param {object} options
+   * @param {string[]} options.servers base URLs (`http://host:port`), asked in this order
+   * @param {number} [options.batch] ids per request, 1..=100000 (default 1000)
+   * @param {number} [options.waitTimeoutMs] longest a `nextId` call waits for ids (default 5000)
+   * @param {number} [options.requestTimeoutMs] bound of one batch request (default 2000)
+   * @param {number} [options.probeTimeoutMs] bound of one health probe (default 1000)
+   * @param {number} [options.backoffMinMs] first probe backoff of a down server (default 50)
+   * @param {number} [options.backoffMaxMs] largest probe backoff (default 5000)
+   * @param {'bigint' | 'string'} [options.ids] how ids are handed out (default `bigint`)
+   */
+  constructor(options) {
+    const o = { ...DEFAULTS, ...(options ?? {}) };
+    if (!Array.isArray(o.servers) || o.servers.length === 0) {
+      throw new ConfigError('no server given (servers: an array of http:// URLs)');
+    }
+    const bases = o.servers.map(checkUrl);
+    if (!Number.isInteger(o.batch) || o.batch < 1 || o.batch > MAX_BATCH) {
+      throw new ConfigError(`batch must be an integer within 1..=${MAX_BATCH} (got ${o.batch})`);
+    }
+    for (const k of ['waitTimeoutMs', 'requestTimeoutMs', 'probeTimeoutMs', 'backoffMinMs', 'backoffMaxMs']) {
+      const v = o[k];
+      if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0 || v > 2 ** 31 - 1) {
+        throw new ConfigError(`${k} must be a number of milliseconds within 1..=2147483647 (got ${v})`);
+      }
+    }
+    if (o.backoffMaxMs < o.backoffMinMs) {
+      throw new ConfigError('backoff needs backoffMinMs <= backoffMaxMs');
+    }
+    if (o.ids !== 'bigint' && o.ids !== 'string') {
+      throw new ConfigError(`ids must be "bigint" or "string" (got ${JSON.stringify(o.ids)})`);
+    }
+    /** Aborted by `close()`: stops refills, probes and in-flight requests. */
+    this._stopper = new AbortController();
+    this._timing = {
+      requestTimeoutMs: o.requestTimeoutMs,
+      probeTimeoutMs: o.probeTimeoutMs,
+      backoffMinMs: o.backoffMinMs,
+      backoffMaxMs: o.backoffMaxMs,
+    };
+    this._servers = new Servers(bases, this._timing, this._stopper.signal);
+    this._batch = o.batch;
+    this._waitTimeoutMs = o.waitTimeoutMs;
+    this._asString = o.ids === 'string';
+    /** One supply per tag, so every caller of a tag shares one increasing stream. @type {Map<string, IdSupply>} */
+    this._segments = new Map();
+    /** The snowflake supply, made on first use. @type {IdSupply | null} */
+    this._snowflake = null;
+    /** Refills running, so `close()` can wait for them. @type {Set<Promise<void>>} */
+    this._refills = new Set();
+    this._closed = null;
+  }
+
+  /**
+   * The supply of a tag (the same one on every call for that tag). No request is sent until
+   * the first `nextId`. Throws `InvalidTagError` for a tag the server would refuse.
+   * @param {string} tag
+   * @returns {IdSupply}
+   */
+  segment(tag) {
+    let s = this._segments.get(tag);
+    if (s !== undefined) return s;
+    if (!isValidTag(tag)) throw new InvalidTagError(tag);
+    s = this._supply({
+      path: `/api/v1/segment/${tag}/ids?count=${this._batch}&stringify_ids=true`,
+      count: this._batch,
+      tag,
+    });
+    this._segments.set(tag, s);
+    return s;
+  }
+
+  /**
+   * The snowflake supply (one per client).
+   * @returns {IdSupply}
+   */
+  snowflake() {
+    if (this._snowflake === null) {
+      this._snowflake = this._supply({
+        path: `/api/v1/snowflake/ids?count=${this._batch}&stringify_ids=true`,
+        count: this._batch,
+        tag: null,
+      });
+    }
+    return this._snowflake;
+  }
+
+  /**
+   * The next id of `tag` (see `IdSupply.nextId`). An invalid tag rejects with `InvalidTagError`.
+   * @param {string} tag
+   * @param {{signal?: AbortSignal, timeoutMs?: number}} [options]
+   * @returns {Promise<bigint | string>}
+   */
+  nextId(tag, options) {
+    let s;
+    try {
+      s = this.segment(tag);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return s.nextId(options);
+  }
+
+  /**
+   * The next snowflake id (see `IdSupply.nextId`).
+   * @param {{signal?: AbortSignal, timeoutMs?: number}} [options]
+   * @returns {Promise<bigint | string>}
+   */
+  nextSnowflakeId(options) {
+    return this.snowflake().nextId(options);
+  }
+
+  /**
+   * Counters summed over every supply, and the client's failovers.
+   * @returns {{idsServed: number, batches: number, idsReceived: number, discardedIds: number, failedRounds: number, failovers: number}}
+   */
+  stats() {
+    const sum = { idsServed: 0, batches: 0, idsReceived: 0, discardedIds: 0, failedRounds: 0, failovers: 0 };
+    const all = [...this._segments.values()];
+    if (this._snowflake !== null) all.push(this._snowflake);
+    for (const s of all) {
+      const t = s.stats();
+      sum.idsServed += t.idsServed;
+      sum.batches += t.batches;
+      sum.idsReceived += t.idsReceived;
+      sum.discardedIds += t.discardedIds;
+      sum.failedRounds += t.failedRounds;
+    }
+    sum.failovers = this._servers.failovers;
+    return sum;
+  }
+
+  /**
+   * Each server's URL, whether it is up (not marked down), its failures in a row, and whether
+   * it is the one asked first.
+   * @returns {{url: string, up: boolean, failures: number, preferred: boolean}[]}
+   */
+  servers() {
+    return this._servers.status();
+  }
+
+  /** Whether `close()` was called. */
+  get closed() {
+    return this._closed !== null;
+  }
+
+  /**
+   * Stops everything: in-flight requests are aborted, probe and wait timers cleared, pooled
+   * sockets closed; waiting `nextId` calls reject with `ClosedError`, later ones too. Resolves
+   * once every background refill has ended. Idempotent.
+   * @returns {Promise<void>}
+   */
+  close() {
+    if (this._closed === null) {
+      this._stopper.abort();
+      this._servers.close();
+      for (const s of this._segments.values()) s._close();
+      this._snowflake?._close();
+      this._closed = Promise.allSettled([...this._refills]).then(() => {
+        this._servers.close(); // sockets a request opened while closing
+      });
+    }
+    return this._closed;
+  }
+
+  /** `await using client = new Client(...)` closes it at the end of the scope. */
+  [Symbol.asyncDispose ?? Symbol.for('Symbol.asyncDispose')]() {
+    return this.close();
+  }
+
+  /** @param {{path: string, count: number, tag: string | null}} request */
+  _supply(request) {
+    return new IdSupply({
+      servers: this._servers,
+      request,
+      timing: this._timing,
+      waitTimeoutMs: this._waitTimeoutMs,
+      asString: this._asString,
+      stop: this._stopper.signal,
+      track: (p) => {
+        this._refills.add(p);
+        p.finally(() => this._refills.delete(p));
+      },
+    });
+  }
+}
+
+/**
+ * A server URL: `http://` or `https://`, host and optional port, no query or fragment; returned
+ * without a trailing `/`.
+ * @param {unknown} url
+ */
+function checkUrl(url) {
+  if (typeof url !== 'string') throw new ConfigError(`not a URL: ${JSON.stringify(url)}`);
+  let u;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new ConfigError(`not a URL: ${JSON.stringify(url)}`);
+  }
+  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.search || u.hash || u.username) {
+    throw new ConfigError(`not an http:// or https:// base URL: ${JSON.stringify(url)}`);
+  }
+  return url.replace(/\/+$/, '');
+}

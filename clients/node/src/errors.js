@@ -1,0 +1,118 @@
+// The client's errors: what a caller of `nextId` (or the constructor) can get. Every error is a
+// `LeafidError` with a stable `kind`, so callers can switch on it without `instanceof`.
+
+/** Base class of every error the client throws itself (an aborted call throws the signal's reason). */
+export class LeafidError extends Error {
+  /**
+   * @param {string} kind one of `rejected`, `unavailable`, `invalid_tag`, `config`, `closed`
+   * @param {string} message
+   */
+  constructor(kind, message) {
+    super(message);
+    this.name = this.constructor.name;
+    /** Stable kind, the same in every leafid client. */
+    this.kind = kind;
+  }
+}
+
+/** The tag is not 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (the server's rule); no request was sent. */
+export class InvalidTagError extends LeafidError {
+  /** @param {unknown} tag */
+  constructor(tag) {
+    super('invalid_tag', `invalid biz tag ${JSON.stringify(String(tag))}: 1 to 128 of A-Z a-z 0-9 . _ : -`);
+    /** The tag refused. */
+    this.tag = tag;
+  }
+}
+
+/** The client's options are unusable (no server, a bad URL, a batch outside 1..=100000, ...). */
+export class ConfigError extends LeafidError {
+  /** @param {string} message */
+  constructor(message) {
+    super('config', `invalid client configuration: ${message}`);
+  }
+}
+
+/**
+ * A server refused the request itself (4xx `unknown_biz_tag`, `invalid_biz_tag`,
+ * `biz_tag_exhausted`, `invalid_count`, `invalid_request`). The servers share one database, so
+ * no other server was asked: it would answer the same.
+ */
+export class RejectedError extends LeafidError {
+  /**
+   * @param {string} server base URL of the server that answered
+   * @param {number} status HTTP status
+   * @param {string} code the body's stable `code`
+   * @param {string} serverMessage the body's `message`
+   */
+  constructor(server, status, code, serverMessage) {
+    super('rejected', `${server} refused the request (${status} ${code}): ${serverMessage}`);
+    /** The server that answered. */
+    this.server = server;
+    /** The HTTP status. */
+    this.status = status;
+    /** The server's stable error code, e.g. `unknown_biz_tag`. */
+    this.code = code;
+    /** The server's message. */
+    this.serverMessage = serverMessage;
+  }
+}
+
+/** No ids arrived within the wait timeout: every server failed or is down. */
+export class UnavailableError extends LeafidError {
+  /**
+   * @param {number} waitedMs how long the call waited
+   * @param {ServerFault | null} lastFault the last server failure seen by the refill, if any
+   */
+  constructor(waitedMs, lastFault) {
+    super(
+      'unavailable',
+      `no ids within ${Math.round(waitedMs)} ms: no server answered` +
+        (lastFault ? ` (last: ${lastFault})` : ''),
+    );
+    /** How long the call waited, in milliseconds. */
+    this.waitedMs = waitedMs;
+    /** The last server failure, or null when no server was asked. */
+    this.lastFault = lastFault;
+  }
+}
+
+/** The client was closed: no more ids. */
+export class ClosedError extends LeafidError {
+  constructor() {
+    super('closed', 'the leafid client is closed');
+  }
+}
+
+/**
+ * One server's failure to deliver a batch (the server is then marked down and the next one is
+ * asked). `type` is `transport` (no HTTP answer: refused, reset, timeout), `status` (a 5xx, or a
+ * 4xx that is that server's own, such as `engine_disabled`) or `bad_response` (a 200 whose body
+ * is not a valid batch: none of its ids is handed out).
+ */
+export class ServerFault {
+  /**
+   * @param {string} server base URL
+   * @param {'transport' | 'status' | 'bad_response'} type
+   * @param {string} detail
+   */
+  constructor(server, type, detail) {
+    /** Base URL of the server. */
+    this.server = server;
+    /** What kind of failure. */
+    this.type = type;
+    /** What happened, for humans. */
+    this.detail = detail;
+  }
+
+  toString() {
+    switch (this.type) {
+      case 'status':
+        return `${this.server}: HTTP ${this.detail}`;
+      case 'bad_response':
+        return `${this.server}: bad response: ${this.detail}`;
+      default:
+        return `${this.server}: ${this.detail}`;
+    }
+  }
+}

@@ -1,0 +1,346 @@
+// The server list: which server a batch is asked from, failover, backoff and health probes.
+//
+// Batches go to the *preferred* server (the last one that answered). A server that fails (no
+// answer within the request timeout, a refused or reset connection, a 5xx, a 4xx that is only
+// its own such as `engine_disabled`, a 200 whose body is not a valid batch) is marked down and
+// the next one is asked at once, in the same call. A down server is not asked again until a
+// probe of its `/health/ready` answers 200; probes run after an exponential backoff
+// (`backoffMinMs` doubling up to `backoffMaxMs`) counted from each failure. Only when every
+// server is down does a fetch try the down ones too (last resort), so a client never stalls
+// behind a probe schedule while a server could answer.
+//
+// The only ids that leave this module come from the body of a 200 that parsed and passed
+// `validateBatch`; a failed or partial answer contributes nothing.
+
+import http from 'node:http';
+import https from 'node:https';
+
+import { RejectedError, ServerFault } from './errors.js';
+
+/** Largest id a leafid server can issue: 2^63 - 1. */
+export const MAX_ID = (1n << 63n) - 1n;
+
+/** Largest body read from a server (a 100000-id batch of 19-digit strings is ~2.2 MB). */
+const MAX_BODY_BYTES = 8 * 1024 * 1024;
+
+/**
+ * The 4xx codes that refuse the request itself. The servers share one database, so every server
+ * would answer the same: final, no failover. Any other 4xx (`engine_disabled`, a proxy's page,
+ * 408, 429, ...) is that server's failure.
+ */
+export const REFUSAL_CODES = new Set([
+  'unknown_biz_tag',
+  'invalid_biz_tag',
+  'biz_tag_exhausted',
+  'invalid_count',
+  'invalid_request',
+]);
+
+/** A canonical positive decimal of at most 19 digits (no sign, no leading zero). */
+const DECIMAL = /^[1-9][0-9]{0,18}$/;
+
+/**
+ * The wait after `failures` failures in a row (at least 1): `min * 2^(failures-1)`, at most `max`.
+ * @param {{backoffMinMs: number, backoffMaxMs: number}} timing
+ * @param {number} failures
+ */
+export function backoff(timing, failures) {
+  const doublings = Math.min(Math.max(failures - 1, 0), 30);
+  return Math.min(timing.backoffMinMs * 2 ** doublings, timing.backoffMaxMs);
+}
+
+/**
+ * Checks a parsed 200 body against the request: `ids` is an array of 1..=count decimal strings,
+ * each a positive 64-bit signed value, strictly increasing; on the segment route `biz_tag` names
+ * the tag asked. Returns the ids (exact, as bigints and as their strings), or throws a string
+ * saying what is wrong.
+ * @param {unknown} body
+ * @param {{count: number, tag: string | null}} request
+ * @returns {{ids: bigint[], strs: string[]}}
+ */
+export function validateBatch(body, request) {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    throw 'the body is not a JSON object';
+  }
+  const b = /** @type {{biz_tag?: unknown, ids?: unknown}} */ (body);
+  if (request.tag !== null && b.biz_tag !== request.tag) {
+    throw `asked for tag ${JSON.stringify(request.tag)}, got ${JSON.stringify(b.biz_tag)}`;
+  }
+  const raw = b.ids;
+  if (!Array.isArray(raw)) throw 'no "ids" array';
+  if (raw.length === 0 || raw.length > request.count) {
+    throw `${raw.length} ids for a count of ${request.count}`;
+  }
+  const ids = new Array(raw.length);
+  let prev = 0n;
+  for (let i = 0; i < raw.length; i++) {
+    const s = raw[i];
+    if (typeof s !== 'string' || !DECIMAL.test(s)) {
+      throw `id ${JSON.stringify(s)} is not a positive decimal string`;
+    }
+    const id = BigInt(s);
+    if (id > MAX_ID) throw `id ${s} is above 2^63 - 1`;
+    if (id <= prev) throw `ids not increasing: ${prev} then ${s}`;
+    ids[i] = id;
+    prev = id;
+  }
+  return { ids, strs: /** @type {string[]} */ (raw) };
+}
+
+/**
+ * One GET: resolves with the status and the body text, rejects on a transport failure. The
+ * timeout covers connect to last byte; `stop` aborts it (client closed). Leaves no timer.
+ * @param {string} url
+ * @param {http.Agent} agent
+ * @param {number} timeoutMs
+ * @param {AbortSignal} stop
+ * @returns {Promise<{status: number, body: string}>}
+ */
+function get(url, agent, timeoutMs, stop) {
+  return new Promise((resolve, reject) => {
+    if (stop.aborted) {
+      reject(new Error('client closed'));
+      return;
+    }
+    let done = false;
+    /** @type {NodeJS.Timeout | undefined} */
+    let timer;
+    const onStop = () => req.destroy(new Error('client closed'));
+    /** @param {(() => void)} settle */
+    const finish = (settle) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      stop.removeEventListener('abort', onStop);
+      settle();
+    };
+    const mod = url.startsWith('https:') ? https : http;
+    const req = mod.get(url, { agent, headers: { accept: 'application/json' } }, (res) => {
+      let body = '';
+      let size = 0;
+      res.setEncoding('utf8');
+      res.on('data', (chunk) => {
+        size += chunk.length;
+        if (size > MAX_BODY_BYTES) {
+          req.destroy(new Error(`body larger than ${MAX_BODY_BYTES} bytes`));
+          return;
+        }
+        body += chunk;
+      });
+      res.on('end', () => finish(() => resolve({ status: res.statusCode ?? 0, body })));
+      res.on('error', (e) => finish(() => reject(e)));
+    });
+    req.on('error', (e) => finish(() => reject(e)));
+    timer = setTimeout(() => req.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+    stop.addEventListener('abort', onStop, { once: true });
+  });
+}
+
+/** One server and its health. */
+class Server {
+  /** @param {string} base base URL without a trailing `/` */
+  constructor(base) {
+    /** Base URL without a trailing `/`. */
+    this.base = base;
+    /** Set by a failed request or probe; cleared only by a 200 (a probe's or a request's). */
+    this.down = false;
+    /** Failures in a row (requests and probes): the probe backoff doubles with each. */
+    this.failures = 0;
+    /** The pending probe, while down and no probe runs. @type {NodeJS.Timeout | null} */
+    this.probeTimer = null;
+    /** True while a probe request runs: its outcome schedules the next one. */
+    this.probing = false;
+  }
+}
+
+/**
+ * The servers of one client: failover and health. Every method keeps to one event-loop turn
+ * between awaits, so no lock is needed.
+ */
+export class Servers {
+  /**
+   * @param {string[]} bases base URLs, checked by the client
+   * @param {{requestTimeoutMs: number, probeTimeoutMs: number, backoffMinMs: number, backoffMaxMs: number}} timing
+   * @param {AbortSignal} stop aborted by `close()`: in-flight requests are destroyed
+   */
+  constructor(bases, timing, stop) {
+    /** The servers, in the order given: the first is preferred at start. */
+    this.list = bases.map((b) => new Server(b));
+    /** Index of the server that answered last: asked first. */
+    this.preferred = 0;
+    /** Times a request went to another server because the one asked failed. */
+    this.failovers = 0;
+    this.timing = timing;
+    this.stop = stop;
+    /** Keep-alive pools, destroyed by `close()` so no socket outlives the client. */
+    this.httpAgent = new http.Agent({ keepAlive: true });
+    this.httpsAgent = new https.Agent({ keepAlive: true });
+  }
+
+  /** @param {string} url */
+  agentFor(url) {
+    return url.startsWith('https:') ? this.httpsAgent : this.httpAgent;
+  }
+
+  /**
+   * One batch: the preferred server first, then the other up servers in order, then (last
+   * resort) the down ones.
+   * @param {{path: string, count: number, tag: string | null}} request
+   * @returns {Promise<{ids: bigint[], strs: string[]} | {rejected: RejectedError} | {fault: ServerFault | null}>}
+   */
+  async fetch(request) {
+    const n = this.list.length;
+    const start = this.preferred % n;
+    const tried = new Array(n).fill(false);
+    /** @type {ServerFault | null} */
+    let last = null;
+    for (const lastResort of [false, true]) {
+      for (let k = 0; k < n; k++) {
+        const i = (start + k) % n;
+        const server = this.list[i];
+        if (tried[i] || (!lastResort && server.down)) continue;
+        if (this.stop.aborted) return { fault: last };
+        tried[i] = true;
+        if (last !== null) this.failovers++;
+        const outcome = await this.ask(server, request);
+        if ('ids' in outcome) {
+          this.markUp(server);
+          this.preferred = i;
+          return outcome;
+        }
+        if ('rejected' in outcome) return outcome;
+        if (!this.stop.aborted) this.markDown(server);
+        last = outcome.fault;
+      }
+    }
+    return { fault: last };
+  }
+
+  /**
+   * One request to one server.
+   * @param {Server} server
+   * @param {{path: string, count: number, tag: string | null}} request
+   * @returns {Promise<{ids: bigint[], strs: string[]} | {rejected: RejectedError} | {fault: ServerFault}>}
+   */
+  async ask(server, request) {
+    const url = server.base + request.path;
+    let res;
+    try {
+      res = await get(url, this.agentFor(url), this.timing.requestTimeoutMs, this.stop);
+    } catch (e) {
+      return { fault: new ServerFault(server.base, 'transport', errorText(e)) };
+    }
+    if (res.status >= 400 && res.status < 500) {
+      const { code, message } = parseErrorBody(res.body);
+      if (REFUSAL_CODES.has(code)) {
+        return { rejected: new RejectedError(server.base, res.status, code, message) };
+      }
+      return { fault: new ServerFault(server.base, 'status', `${res.status}${code ? ` ${code}` : ''}`) };
+    }
+    if (res.status !== 200) {
+      const { code } = parseErrorBody(res.body);
+      return { fault: new ServerFault(server.base, 'status', `${res.status}${code ? ` ${code}` : ''}`) };
+    }
+    try {
+      return validateBatch(JSON.parse(res.body), request);
+    } catch (e) {
+      return { fault: new ServerFault(server.base, 'bad_response', errorText(e)) };
+    }
+  }
+
+  /** @param {Server} server */
+  markUp(server) {
+    server.down = false;
+    server.failures = 0;
+    if (server.probeTimer !== null) {
+      clearTimeout(server.probeTimer);
+      server.probeTimer = null;
+    }
+  }
+
+  /**
+   * Down, next probe after `backoff(failures)`.
+   * @param {Server} server
+   */
+  markDown(server) {
+    server.down = true;
+    server.failures++;
+    if (server.probing || this.stop.aborted) return; // the running probe schedules the next
+    if (server.probeTimer !== null) clearTimeout(server.probeTimer);
+    server.probeTimer = setTimeout(() => {
+      server.probeTimer = null;
+      this.probe(server);
+    }, backoff(this.timing, server.failures));
+  }
+
+  /**
+   * Probes `/health/ready`: a 200 brings the server back, anything else backs off further.
+   * @param {Server} server
+   */
+  async probe(server) {
+    if (!server.down || this.stop.aborted) return;
+    server.probing = true;
+    let ok = false;
+    try {
+      const url = `${server.base}/health/ready`;
+      const res = await get(url, this.agentFor(url), this.timing.probeTimeoutMs, this.stop);
+      ok = res.status === 200;
+    } catch {
+      ok = false;
+    }
+    server.probing = false;
+    if (this.stop.aborted) return;
+    if (ok) this.markUp(server);
+    else if (server.down) this.markDown(server);
+  }
+
+  /** Each server's URL and health. */
+  status() {
+    return this.list.map((s, i) => ({
+      url: s.base,
+      up: !s.down,
+      failures: s.failures,
+      preferred: i === this.preferred % this.list.length,
+    }));
+  }
+
+  /** Clears every probe timer and closes every pooled socket (`stop` is already aborted). */
+  close() {
+    for (const s of this.list) {
+      if (s.probeTimer !== null) clearTimeout(s.probeTimer);
+      s.probeTimer = null;
+    }
+    this.httpAgent.destroy();
+    this.httpsAgent.destroy();
+  }
+}
+
+/**
+ * The error body (`{"code", "message"}`), read leniently: a body that is not leafid's gives an
+ * empty code (so a 4xx from a proxy is that server's failure, not a refusal).
+ * @param {string} text
+ */
+function parseErrorBody(text) {
+  try {
+    const v = JSON.parse(text);
+    if (v !== null && typeof v === 'object') {
+      return {
+        code: typeof v.code === 'string' ? v.code : '',
+        message: typeof v.message === 'string' ? v.message : '',
+      };
+    }
+  } catch {
+    // not JSON
+  }
+  return { code: '', message: '' };
+}
+
+/** @param {unknown} e */
+function errorText(e) {
+  if (typeof e === 'string') return e;
+  if (e instanceof Error) {
+    const code = /** @type {{code?: string}} */ (e).code;
+    return code && !e.message.includes(code) ? `${code}: ${e.message}` : e.message;
+  }
+  return String(e);
+}
