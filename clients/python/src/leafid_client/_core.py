@@ -1,0 +1,474 @@
+"""The parts shared by the blocking and the asyncio client: no I/O and no waiting here.
+
+- :func:`valid_tag`, :class:`Settings`, :class:`Endpoint`: what the constructors check.
+- :func:`interpret`: what one HTTP answer means (ids, a refusal, or that server's failure), with
+  the validation of a batch body: only ids that pass it are ever handed out.
+- :class:`ServerSet`: which server is asked next, failover, backoff, which probes are due.
+- :class:`SupplyCore`: one id stream's double buffer and its *floor* (see below).
+
+The floor: the servers of one database lease disjoint id ranges, but a range leased by another
+server is not ordered relative to what this client already received (after a failover the new
+server may still serve a lower segment; another snowflake worker may be behind in time). Handing
+such ids out would break "increasing", so every batch is cut to its ids above the largest id
+accepted so far; the cut ids are counted in ``discarded_ids`` and never handed out.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+import time
+import urllib.parse
+from dataclasses import dataclass
+from typing import Callable, Iterator, List, Optional, Sequence
+
+from .errors import ConfigError, InvalidTagError, RejectedError, ServerFault
+
+MAX_BATCH = 100_000
+"""Most ids one batch request may ask for (the server's limit)."""
+
+MAX_ID = (1 << 64) - 1
+"""Largest id accepted in a body (ids are 64-bit; segment ids stay below 2^63)."""
+
+REFUSAL_CODES = frozenset(
+    {"unknown_biz_tag", "invalid_biz_tag", "biz_tag_exhausted", "invalid_count", "invalid_request"}
+)
+"""4xx codes that refuse the request itself: every server would answer the same."""
+
+_TAG = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+_DECIMAL = re.compile(r"[0-9]{1,20}")
+
+
+def valid_tag(tag: object) -> bool:
+    """The server's tag rule: 1 to 128 of ``A-Z a-z 0-9 . _ : -``."""
+    return isinstance(tag, str) and _TAG.fullmatch(tag) is not None
+
+
+def check_tag(tag: object) -> str:
+    """``tag`` if valid, else :class:`InvalidTagError`."""
+    if not valid_tag(tag):
+        raise InvalidTagError(tag)
+    assert isinstance(tag, str)
+    return tag
+
+
+def backoff(minimum: float, maximum: float, failures: int) -> float:
+    """The wait after ``failures`` failures in a row (at least 1): ``minimum`` doubling up to
+    ``maximum``."""
+    doublings = min(max(failures - 1, 0), 30)
+    return min(minimum * (1 << doublings), maximum)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One server's base URL, parsed."""
+
+    url: str
+    """The base URL without a trailing ``/`` (how errors and stats name the server)."""
+    host: str
+    """Host name or address (IPv6 without brackets)."""
+    port: int
+    """TCP port."""
+    prefix: str
+    """Path prefix before ``/api/...`` (``""`` when the server is at the root)."""
+
+    @property
+    def host_header(self) -> str:
+        """The ``Host`` header value."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == 80 else f"{host}:{self.port}"
+
+    @classmethod
+    def parse(cls, url: object) -> "Endpoint":
+        """An ``http://host[:port][/prefix]`` URL, else :class:`ConfigError`."""
+        if not isinstance(url, str):
+            raise ConfigError(f"a server URL must be a str, got {url!r}")
+        base = url.rstrip("/")
+        try:
+            parts = urllib.parse.urlsplit(base)
+            port = parts.port
+        except ValueError as e:
+            raise ConfigError(f"not an http:// URL: {url!r} ({e})") from None
+        if (
+            parts.scheme != "http"
+            or not parts.hostname
+            or parts.query
+            or parts.fragment
+            or parts.username is not None
+        ):
+            raise ConfigError(f"not an http://host[:port] URL: {url!r}")
+        return cls(base, parts.hostname, port if port is not None else 80, parts.path)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The validated settings of one client (seconds for every duration)."""
+
+    endpoints: Sequence[Endpoint]
+    batch: int
+    request_timeout: float
+    wait_timeout: float
+    backoff_min: float
+    backoff_max: float
+
+    @classmethod
+    def build(
+        cls,
+        servers: object,
+        batch: object,
+        request_timeout: object,
+        wait_timeout: object,
+        backoff_min: object,
+        backoff_max: object,
+    ) -> "Settings":
+        """Checks every setting, else :class:`ConfigError`."""
+        if isinstance(servers, str):
+            servers = [servers]
+        if not isinstance(servers, (list, tuple)) or not servers:
+            raise ConfigError("give at least one server URL (a list of http://host:port)")
+        endpoints = [Endpoint.parse(u) for u in servers]
+        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
+            raise ConfigError(f"batch must be an int within 1..={MAX_BATCH} (got {batch!r})")
+        durations = {
+            "request_timeout": request_timeout,
+            "wait_timeout": wait_timeout,
+            "backoff_min": backoff_min,
+            "backoff_max": backoff_max,
+        }
+        for name, value in durations.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigError(f"{name} must be a positive number of seconds (got {value!r})")
+        if backoff_max < backoff_min:  # type: ignore[operator]
+            raise ConfigError("backoff needs backoff_min <= backoff_max")
+        return cls(
+            endpoints,
+            batch,
+            float(request_timeout),  # type: ignore[arg-type]
+            float(wait_timeout),  # type: ignore[arg-type]
+            float(backoff_min),  # type: ignore[arg-type]
+            float(backoff_max),  # type: ignore[arg-type]
+        )
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    """One batch route and what its answer must hold."""
+
+    path: str
+    """Path and query, e.g. ``/api/v1/segment/orders/ids?count=1000&stringify_ids=true``."""
+    count: int
+    """Ids asked for: a body with more is invalid."""
+    tag: Optional[str]
+    """The tag the body must name (segment route); ``None`` for snowflake."""
+
+    @classmethod
+    def segment(cls, tag: str, count: int) -> "BatchRequest":
+        """The segment route of a (valid) tag."""
+        return cls(f"/api/v1/segment/{tag}/ids?count={count}&stringify_ids=true", count, tag)
+
+    @classmethod
+    def snowflake(cls, count: int) -> "BatchRequest":
+        """The snowflake route."""
+        return cls(f"/api/v1/snowflake/ids?count={count}&stringify_ids=true", count, None)
+
+
+class ServerFailure(Exception):
+    """Internal: one server failed one request (it is marked down, the next one is asked)."""
+
+    def __init__(self, fault: ServerFault) -> None:
+        super().__init__(str(fault))
+        self.fault = fault
+
+
+class AllFailed(Exception):
+    """Internal: every server failed one fetch round; ``last`` is the last failure."""
+
+    def __init__(self, last: Optional[ServerFault]) -> None:
+        super().__init__(str(last))
+        self.last = last
+
+
+def interpret(server: str, status: int, body: bytes, req: BatchRequest) -> List[int]:
+    """The ids of one answer, or :class:`RejectedError` (a refusal that holds on every server),
+    or :class:`ServerFailure` (this server's failure: any other 4xx, a 5xx, a bad 200 body)."""
+    if 400 <= status < 500:
+        code, message = _error_body(body)
+        if code in REFUSAL_CODES:
+            raise RejectedError(server, status, code, message)
+        raise ServerFailure(ServerFault(server, "status", f"HTTP {status} {code or '(no code)'}"))
+    if status != 200:
+        raise ServerFailure(ServerFault(server, "status", f"HTTP {status}"))
+    try:
+        return parse_batch(body, req)
+    except ValueError as e:
+        raise ServerFailure(ServerFault(server, "bad_response", str(e))) from None
+
+
+def _error_body(body: bytes) -> "tuple[str, str]":
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return "", ""
+    if not isinstance(doc, dict):
+        return "", ""
+    code, message = doc.get("code"), doc.get("message")
+    return (code if isinstance(code, str) else "", message if isinstance(message, str) else "")
+
+
+def parse_batch(body: bytes, req: BatchRequest) -> List[int]:
+    """The ids of a 200 body, if it is a batch: JSON ``{"ids": [...]}`` (plus ``"biz_tag"`` equal
+    to the tag asked, on the segment route) with 1..count ids, each a decimal string (or JSON
+    integer) in 1..2^64-1, strictly increasing. Else ``ValueError``: none of its ids is used."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        raise ValueError(f"not JSON: {body[:80]!r}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("ids"), list):
+        raise ValueError(f"no ids list: {body[:80]!r}")
+    if req.tag is not None and doc.get("biz_tag") != req.tag:
+        raise ValueError(f"asked for tag {req.tag!r}, got {doc.get('biz_tag')!r}")
+    raw = doc["ids"]
+    if not 1 <= len(raw) <= req.count:
+        raise ValueError(f"{len(raw)} ids for a count of {req.count}")
+    ids: List[int] = []
+    prev = 0
+    for item in raw:
+        if isinstance(item, str) and _DECIMAL.fullmatch(item):
+            value = int(item)
+        elif isinstance(item, int) and not isinstance(item, bool):
+            value = item
+        else:
+            raise ValueError(f"id {item!r} is not a decimal integer")
+        if not 0 < value <= MAX_ID:
+            raise ValueError(f"id {value} is not within 1..2^64-1")
+        if value <= prev:
+            raise ValueError(f"ids not increasing: {prev} then {value}")
+        ids.append(value)
+        prev = value
+    return ids
+
+
+class _ServerState:
+    """Health of one server."""
+
+    __slots__ = ("endpoint", "down", "failures", "next_probe")
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.down = False
+        """Set by a failed request or probe; cleared only by a 200."""
+        self.failures = 0
+        """Failures in a row (requests and probes): the probe backoff doubles with each."""
+        self.next_probe = 0.0
+        """A down server is probed at or after this ``time.monotonic()``."""
+
+
+class ServerSet:
+    """The servers of one client: which one is asked first, which are down, when to probe.
+
+    Not locked: the blocking client calls it under its own lock, the asyncio one on its loop.
+    Batches go to the *preferred* server (the last that answered), then to the other servers that
+    are up, in the order given; only when all of them failed in a fetch are the down ones tried
+    too (last resort), so a client never stalls behind a probe schedule while a server could
+    answer.
+    """
+
+    def __init__(
+        self,
+        endpoints: Sequence[Endpoint],
+        backoff_min: float,
+        backoff_max: float,
+        on_down: Callable[[], None] = lambda: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.servers = [_ServerState(e) for e in endpoints]
+        self.preferred = 0
+        """Index of the server asked first."""
+        self.failovers = 0
+        """Requests sent to another server because the one asked before failed."""
+        self._backoff = (backoff_min, backoff_max)
+        self._on_down = on_down
+        self._clock = clock
+
+    def plan(self) -> Iterator[int]:
+        """The servers to ask for one batch, in order, read lazily (a server marked down while
+        the fetch runs is skipped): preferred, the other up ones, then the down ones."""
+        n = len(self.servers)
+        start = self.preferred
+        tried = [False] * n
+        for last_resort in (False, True):
+            for k in range(n):
+                i = (start + k) % n
+                if tried[i] or (not last_resort and self.servers[i].down):
+                    continue
+                tried[i] = True
+                yield i
+
+    def succeeded(self, i: int) -> None:
+        """Server ``i`` delivered a batch: up, and asked first from now on."""
+        self.mark_up(i)
+        self.preferred = i
+
+    def mark_up(self, i: int) -> None:
+        """Server ``i`` answered 200 (a batch or a probe)."""
+        s = self.servers[i]
+        s.down = False
+        s.failures = 0
+
+    def mark_down(self, i: int) -> None:
+        """Server ``i`` failed: down, probed after ``backoff_min * 2^(failures-1)`` (at most
+        ``backoff_max``)."""
+        s = self.servers[i]
+        s.down = True
+        s.failures += 1
+        s.next_probe = self._clock() + backoff(*self._backoff, s.failures)
+        self._on_down()
+
+    def due_probes(self) -> List[int]:
+        """The down servers whose probe is due."""
+        now = self._clock()
+        return [i for i, s in enumerate(self.servers) if s.down and s.next_probe <= now]
+
+    def next_probe_in(self) -> Optional[float]:
+        """Seconds until the next probe is due (0 if one is), ``None`` when no server is down."""
+        now = self._clock()
+        due = [s.next_probe for s in self.servers if s.down]
+        return max(min(due) - now, 0.0) if due else None
+
+    def down_urls(self) -> List[str]:
+        """Base URLs of the servers marked down."""
+        return [s.endpoint.url for s in self.servers if s.down]
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Counters of one client (summed over its supplies) or of one supply."""
+
+    ids_served: int = 0
+    """Ids handed to callers."""
+    batches: int = 0
+    """200 answers whose ids were taken into a local buffer (at least one above the floor)."""
+    failovers: int = 0
+    """Times a request went to another server because the one asked failed (client-wide;
+    always 0 in a supply's stats)."""
+    discarded_ids: int = 0
+    """Ids received in 200 answers but never handed out: not above the supply's floor."""
+    ids_received: int = 0
+    """Ids received in valid 200 answers, discarded ones included."""
+    failed_rounds: int = 0
+    """Fetch rounds in which no server delivered a batch."""
+
+    def __add__(self, other: "Stats") -> "Stats":
+        return Stats(
+            self.ids_served + other.ids_served,
+            self.batches + other.batches,
+            self.failovers + other.failovers,
+            self.discarded_ids + other.discarded_ids,
+            self.ids_received + other.ids_received,
+            self.failed_rounds + other.failed_rounds,
+        )
+
+
+class SupplyCore:
+    """One id stream's state: the current batch, at most one next batch, the floor.
+
+    Not locked: every method runs under the blocking supply's lock, or on the asyncio loop.
+
+    Invariants: every batch holds only ids above every id of the batches accepted before it (the
+    floor), and a batch is replaced only once exhausted, so ids taken in order strictly
+    increase; an index of the current batch is taken once, so no id is handed out twice.
+    """
+
+    __slots__ = (
+        "ids",
+        "pos",
+        "preload_at",
+        "next",
+        "floor",
+        "refilling",
+        "refused",
+        "last_fault",
+        "served",
+        "batches",
+        "received",
+        "discarded",
+        "failed_rounds",
+    )
+
+    def __init__(self) -> None:
+        self.ids: List[int] = []
+        """The batch being served: strictly increasing, all above every earlier batch."""
+        self.pos = 0
+        """Index of the next id of ``ids`` to hand out."""
+        self.preload_at = 0
+        """The index whose taker starts the refill: 10% of the batch, as the server preloads."""
+        self.next: Optional[List[int]] = None
+        """The batch to serve after the current one, once fetched."""
+        self.floor = 0
+        """The largest id accepted into a batch (0 before the first: ids are positive)."""
+        self.refilling = False
+        """True while a refill runs (single flight)."""
+        self.refused: Optional[RejectedError] = None
+        """Set when the last refill was refused; cleared when a refill starts."""
+        self.last_fault: Optional[ServerFault] = None
+        """The last server failure of the refills, for UnavailableError; cleared by a batch."""
+        self.served = 0
+        self.batches = 0
+        self.received = 0
+        self.discarded = 0
+        self.failed_rounds = 0
+
+    def take(self) -> "tuple[Optional[int], bool]":
+        """The next id (``None`` when both batches are spent) and whether to start a refill
+        (the id taken was the current batch's preload mark, and no next batch is there)."""
+        i = self.pos
+        ids = self.ids
+        if i >= len(ids):
+            nxt = self.next
+            if nxt is None:
+                return None, False
+            self.ids = ids = nxt
+            self.next = None
+            self.preload_at = len(nxt) // 10
+            i = 0
+        self.pos = i + 1
+        self.served += 1
+        return ids[i], i == self.preload_at and self.next is None
+
+    def begin_refill(self) -> bool:
+        """Whether a refill should start now (none runs and no next batch); if so, marks one
+        running and clears the last refusal."""
+        if self.refilling or self.next is not None:
+            return False
+        self.refilling = True
+        self.refused = None
+        return True
+
+    def accept(self, ids: List[int]) -> bool:
+        """Takes a validated batch as the next one, cut to its ids above the floor. False (and
+        nothing kept) when none is above: that server is behind; the caller asks again."""
+        self.received += len(ids)
+        # Strictly increasing: the ids at or below the floor are a prefix.
+        cut = bisect.bisect_right(ids, self.floor)
+        if cut:
+            self.discarded += cut
+            ids = ids[cut:]
+        if not ids:
+            return False
+        assert self.next is None, "single flight: one refill fills next"
+        self.floor = ids[-1]
+        self.next = ids
+        self.last_fault = None
+        self.batches += 1
+        return True
+
+    def stats(self) -> Stats:
+        """This supply's counters."""
+        return Stats(
+            ids_served=self.served,
+            batches=self.batches,
+            discarded_ids=self.discarded,
+            ids_received=self.received,
+            failed_rounds=self.failed_rounds,
+        )

@@ -1,0 +1,527 @@
+"""The asyncio client: :class:`AsyncClient` and its handles, for one event loop.
+
+Same semantics as the blocking :class:`~leafid_client.Client`, with tasks instead of threads:
+one refill task per supply while it fetches (single flight) and one health task, started when a
+server is first marked down. HTTP/1.1 over ``asyncio`` streams (keep-alive, ``Content-Length`` or
+chunked bodies), standard library only. :meth:`AsyncClient.close` cancels and awaits every task
+and closes every connection.
+
+``next_id`` honours task cancellation and ``asyncio.wait_for``: a cancelled caller leaves the
+supply as it was (a refill it started goes on for the next caller).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Awaitable, Dict, List, Optional, Set, Tuple
+
+from ._core import (
+    AllFailed,
+    BatchRequest,
+    Endpoint,
+    ServerFailure,
+    ServerSet,
+    Settings,
+    Stats,
+    SupplyCore,
+    backoff,
+    check_tag,
+    interpret,
+)
+from .errors import ClientClosedError, RejectedError, ServerFault, UnavailableError
+
+__all__ = ["AsyncClient", "AsyncSegmentSupply", "AsyncSnowflakeSupply"]
+
+log = logging.getLogger("leafid_client")
+
+_IDLE_PER_SERVER = 4
+"""Idle keep-alive connections kept per server."""
+
+_MAX_BODY = 64 << 20
+"""Largest response body read (100,000 ids as strings are about 2.5 MB)."""
+
+_Conn = Tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+class _StaleConnection(ConnectionError):
+    """A kept-alive connection closed by the server before it answered."""
+
+
+class _AsyncHttp:
+    """Keep-alive HTTP/1.1 connections per server over asyncio streams."""
+
+    def __init__(self) -> None:
+        self._idle: Dict[Endpoint, List[_Conn]] = {}
+        self._closed = False
+
+    async def get(self, ep: Endpoint, path: str, timeout: float) -> Tuple[int, bytes]:
+        """``GET`` ``path`` on ``ep``: status and body, all of it within ``timeout`` seconds."""
+        return await asyncio.wait_for(self._get(ep, path), timeout)
+
+    async def _get(self, ep: Endpoint, path: str) -> Tuple[int, bytes]:
+        request = (
+            f"GET {ep.prefix}{path} HTTP/1.1\r\nHost: {ep.host_header}\r\n"
+            "Accept: application/json\r\nUser-Agent: leafid-client-python\r\n\r\n"
+        ).encode("ascii")
+        for attempt in (0, 1):
+            if self._closed:
+                raise ConnectionAbortedError("client closed")
+            idle = self._idle.get(ep)
+            conn = idle.pop() if idle else None
+            reused = conn is not None
+            if conn is None:
+                conn = await asyncio.open_connection(ep.host, ep.port)
+            reader, writer = conn
+            try:
+                writer.write(request)
+                await writer.drain()
+                status, body, keep = await _read_response(reader, reused)
+            except _StaleConnection:
+                writer.close()
+                if attempt == 0:
+                    continue
+                raise
+            except BaseException:
+                writer.close()
+                raise
+            if keep and not self._closed and len(self._idle.setdefault(ep, [])) < _IDLE_PER_SERVER:
+                self._idle[ep].append(conn)
+            else:
+                writer.close()
+            return status, body
+        raise AssertionError("unreachable")
+
+    def forget(self, ep: Endpoint) -> None:
+        """Closes the idle connections to ``ep`` (it failed: they are likely dead too)."""
+        for _, writer in self._idle.pop(ep, []):
+            writer.close()
+
+    async def close(self) -> None:
+        """Closes every idle connection; no new ones."""
+        self._closed = True
+        conns = [c for cs in self._idle.values() for c in cs]
+        self._idle.clear()
+        for _, writer in conns:
+            writer.close()
+        for _, writer in conns:
+            try:
+                await writer.wait_closed()
+            except (OSError, asyncio.CancelledError):
+                pass
+
+
+async def _read_response(reader: asyncio.StreamReader, reused: bool) -> Tuple[int, bytes, bool]:
+    """Status, body and whether the connection may be reused."""
+    try:
+        line = await reader.readline()
+    except ConnectionError:
+        if reused:
+            raise _StaleConnection("connection closed before the answer") from None
+        raise
+    if not line:
+        if reused:
+            raise _StaleConnection("connection closed before the answer")
+        raise ConnectionResetError("connection closed before the answer")
+    parts = line.split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise ConnectionError(f"not an HTTP answer: {line[:80]!r}")
+    status = int(parts[1])
+    keep = parts[0] == b"HTTP/1.1"
+    length: Optional[int] = None
+    chunked = False
+    while True:
+        h = await reader.readline()
+        if h in (b"\r\n", b"\n"):
+            break
+        if not h:
+            raise ConnectionResetError("connection closed in the headers")
+        name, _, value = h.partition(b":")
+        name = name.strip().lower()
+        value = value.strip().lower()
+        if name == b"content-length":
+            length = int(value)
+            if not 0 <= length <= _MAX_BODY:
+                raise ConnectionError(f"body of {length} bytes")
+        elif name == b"transfer-encoding" and value != b"identity":
+            chunked = True
+        elif name == b"connection":
+            keep = value == b"keep-alive" or (keep and value != b"close")
+    if chunked:
+        chunks = []
+        total = 0
+        while True:
+            size = int((await reader.readline()).split(b";")[0].strip() or b"x", 16)
+            if size == 0:
+                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    pass
+                break
+            total += size
+            if total > _MAX_BODY:
+                raise ConnectionError("body too large")
+            chunks.append(await reader.readexactly(size))
+            await reader.readline()
+        body = b"".join(chunks)
+    elif length is not None:
+        body = await reader.readexactly(length)
+    else:
+        body = await reader.read(_MAX_BODY)
+        keep = False
+    return status, body, keep
+
+
+class _AsyncSupply:
+    """One id stream: :class:`SupplyCore` on the loop, fed by refill tasks."""
+
+    def __init__(self, client: "AsyncClient", request: BatchRequest, name: str) -> None:
+        self._client = client
+        self._request = request
+        self._name = name
+        self._core = SupplyCore()
+        self._refilled: Optional[asyncio.Event] = None
+        """Set when a refill ends (successful or not) or the client closes; replaced by a new
+        event for each refill. Made on the loop (an Event binds to one on Python 3.9)."""
+
+    def take(self) -> Optional[int]:
+        """The fast path: an id of a local batch, or ``None``."""
+        if self._client._closed:
+            return None
+        core = self._core
+        i = core.pos
+        if i < len(core.ids):
+            core.pos = i + 1
+            core.served += 1
+            if i == core.preload_at and core.next is None:
+                self._start_refill()
+            return core.ids[i]
+        return None
+
+    def try_take(self) -> Optional[int]:
+        """An id of the local batches (promoting the next one), or ``None``."""
+        if self._client._closed:
+            return None
+        id_, refill = self._core.take()
+        if refill:
+            self._start_refill()
+        return id_
+
+    async def next_id(self, timeout: Optional[float]) -> int:
+        id_ = self.take()
+        if id_ is not None:
+            return id_
+        return await self._next_id_slow(timeout)
+
+    async def _next_id_slow(self, timeout: Optional[float]) -> int:
+        wait = self._client._settings.wait_timeout if timeout is None else timeout
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        deadline = started + wait
+        waited = False
+        core = self._core
+        while True:
+            if self._client._closed:
+                raise ClientClosedError("the client is closed")
+            id_, refill = core.take()
+            if id_ is not None:
+                if refill:
+                    self._start_refill()
+                return id_
+            if waited and core.refused is not None:
+                raise core.refused.copy()
+            self._start_refill()
+            waited = True
+            event = self._refilled
+            remaining = deadline - loop.time()
+            if remaining <= 0 or event is None:
+                raise UnavailableError(loop.time() - started, core.last_fault)
+            try:
+                await asyncio.wait_for(event.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+
+    def _start_refill(self) -> None:
+        if self._core.begin_refill():
+            self._refilled = asyncio.Event()
+            if not self._client._spawn(self._refill(), f"leafid-refill-{self._name}"):
+                self._core.refilling = False
+
+    async def _refill(self) -> None:
+        """Fetches one batch above the floor into ``next``; retries failed rounds with backoff
+        for at most the wait timeout."""
+        client = self._client
+        s = client._settings
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + s.wait_timeout
+        failures = 0
+        core = self._core
+        try:
+            while not client._closed:
+                try:
+                    ids = await client._fetch(self._request)
+                except RejectedError as e:
+                    core.refused = e
+                    return
+                except AllFailed as e:
+                    core.failed_rounds += 1
+                    core.last_fault = e.last
+                    failures += 1
+                    pause = backoff(s.backoff_min, s.backoff_max, failures)
+                else:
+                    if core.accept(ids):
+                        return
+                    # Nothing above the floor: that server is behind; ask again at once.
+                    pause = 0.0
+                if loop.time() + pause >= deadline:
+                    return
+                await asyncio.sleep(pause)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a bug, not a server's failure: keep it visible
+            log.exception("leafid refill of %s failed", self._name)
+            core.last_fault = ServerFault("", "internal", repr(e))
+        finally:
+            core.refilling = False
+            self.wake_all()
+
+    def wake_all(self) -> None:
+        if self._refilled is not None:
+            self._refilled.set()
+
+    def stats(self) -> Stats:
+        return self._core.stats()
+
+
+class AsyncSegmentSupply:
+    """The ids of one tag (see :class:`~leafid_client.SegmentSupply`), for asyncio."""
+
+    __slots__ = ("_supply", "tag")
+
+    def __init__(self, supply: _AsyncSupply, tag: str) -> None:
+        self._supply = supply
+        self.tag = tag
+        """The biz tag."""
+
+    async def next_id(self, timeout: Optional[float] = None) -> int:
+        """The next id of the tag: from the local batch without suspending when it has one,
+        else after the refill, waiting at most ``timeout`` seconds (the client's
+        ``wait_timeout`` when ``None``). Cancellable."""
+        return await self._supply.next_id(timeout)
+
+    def try_next_id(self) -> Optional[int]:
+        """An id of the local batches if they hold one, else ``None``; never waits (the refill
+        still starts at the preload mark)."""
+        return self._supply.try_take()
+
+    def stats(self) -> Stats:
+        """This tag's counters."""
+        return self._supply.stats()
+
+    def __repr__(self) -> str:
+        return f"AsyncSegmentSupply({self.tag!r})"
+
+
+class AsyncSnowflakeSupply:
+    """Snowflake ids, buffered like a tag's, for asyncio."""
+
+    __slots__ = ("_supply",)
+
+    def __init__(self, supply: _AsyncSupply) -> None:
+        self._supply = supply
+
+    async def next_id(self, timeout: Optional[float] = None) -> int:
+        """The next snowflake id (see :meth:`AsyncSegmentSupply.next_id`)."""
+        return await self._supply.next_id(timeout)
+
+    def stats(self) -> Stats:
+        """The snowflake supply's counters."""
+        return self._supply.stats()
+
+    def __repr__(self) -> str:
+        return "AsyncSnowflakeSupply()"
+
+
+class AsyncClient:
+    """The asyncio leafid client; same settings as :class:`~leafid_client.Client`. Use it from
+    one event loop; the constructor needs no loop, tasks start on first use.
+
+    ::
+
+        async with AsyncClient(["http://10.0.0.1:8080", "http://10.0.0.2:8080"]) as client:
+            order_id = await client.segment("orders").next_id()
+    """
+
+    def __init__(
+        self,
+        servers: "List[str] | Tuple[str, ...] | str",
+        *,
+        batch: int = 1000,
+        request_timeout: float = 2.0,
+        wait_timeout: float = 5.0,
+        backoff_min: float = 0.05,
+        backoff_max: float = 5.0,
+    ) -> None:
+        self._settings = Settings.build(
+            servers, batch, request_timeout, wait_timeout, backoff_min, backoff_max
+        )
+        self._servers = ServerSet(
+            self._settings.endpoints,
+            self._settings.backoff_min,
+            self._settings.backoff_max,
+            on_down=self._on_down,
+        )
+        self._http = _AsyncHttp()
+        self._segments: Dict[str, _AsyncSupply] = {}
+        self._snowflake: Optional[_AsyncSupply] = None
+        self._tasks: Set["asyncio.Task[Any]"] = set()
+        self._health_started = False
+        self._health_wake: Optional[asyncio.Event] = None
+        self._closed = False
+
+    def segment(self, tag: str) -> AsyncSegmentSupply:
+        """The supply of a tag (the same stream on every call for that tag)."""
+        tag = check_tag(tag)
+        supply = self._segments.get(tag)
+        if supply is None:
+            req = BatchRequest.segment(tag, self._settings.batch)
+            supply = self._segments[tag] = _AsyncSupply(self, req, tag)
+        return AsyncSegmentSupply(supply, tag)
+
+    def snowflake(self) -> AsyncSnowflakeSupply:
+        """The snowflake supply (one per client)."""
+        if self._snowflake is None:
+            self._snowflake = _AsyncSupply(
+                self, BatchRequest.snowflake(self._settings.batch), "snowflake"
+            )
+        return AsyncSnowflakeSupply(self._snowflake)
+
+    async def next_id(self, tag: str, timeout: Optional[float] = None) -> int:
+        """Shorthand for ``await client.segment(tag).next_id(timeout)``."""
+        return await self.segment(tag).next_id(timeout)
+
+    async def next_snowflake_id(self, timeout: Optional[float] = None) -> int:
+        """Shorthand for ``await client.snowflake().next_id(timeout)``."""
+        return await self.snowflake().next_id(timeout)
+
+    def stats(self) -> Stats:
+        """Counters summed over every supply, plus the client's failovers."""
+        total = Stats(failovers=self._servers.failovers)
+        for s in self._supplies():
+            total = total + s.stats()
+        return total
+
+    def down_servers(self) -> List[str]:
+        """Base URLs of the servers currently marked down."""
+        return self._servers.down_urls()
+
+    def preferred_server(self) -> str:
+        """Base URL of the server asked first."""
+        return self._servers.servers[self._servers.preferred].endpoint.url
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    async def close(self) -> None:
+        """Cancels and awaits every task of this client and closes its connections; waiting
+        callers get :class:`ClientClosedError`. Idempotent."""
+        self._closed = True
+        for s in self._supplies():
+            s.wake_all()
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        await self._http.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        urls = [e.url for e in self._settings.endpoints]
+        return f"AsyncClient({urls!r}, batch={self._settings.batch})"
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _supplies(self) -> List[_AsyncSupply]:
+        out = list(self._segments.values())
+        if self._snowflake is not None:
+            out.append(self._snowflake)
+        return out
+
+    def _spawn(self, coro: Awaitable[None], name: str) -> bool:
+        if self._closed:
+            coro.close()  # type: ignore[attr-defined]
+            return False
+        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return True
+
+    def _on_down(self) -> None:
+        if not self._health_started:
+            self._health_wake = asyncio.Event()
+            self._health_started = self._spawn(self._health_loop(), "leafid-health")
+        if self._health_wake is not None:
+            self._health_wake.set()
+
+    async def _fetch(self, req: BatchRequest) -> List[int]:
+        s = self._settings
+        last: Optional[ServerFault] = None
+        for i in self._servers.plan():
+            if last is not None:
+                self._servers.failovers += 1
+            ep = self._servers.servers[i].endpoint
+            try:
+                status, body = await self._get(ep, req.path, s.request_timeout)
+                ids = interpret(ep.url, status, body, req)
+            except ServerFailure as f:
+                last = f.fault
+            else:
+                self._servers.succeeded(i)
+                return ids
+            if self._closed:
+                break
+            self._http.forget(ep)
+            self._servers.mark_down(i)
+        raise AllFailed(last)
+
+    async def _get(self, ep: Endpoint, path: str, timeout: float) -> Tuple[int, bytes]:
+        try:
+            return await self._http.get(ep, path, timeout)
+        except asyncio.TimeoutError:
+            raise ServerFailure(ServerFault(ep.url, "transport", "timed out")) from None
+        except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as e:
+            detail = f"{type(e).__name__}: {e}"
+            raise ServerFailure(ServerFault(ep.url, "transport", detail)) from None
+
+    async def _health_loop(self) -> None:
+        """Probes every down server when its backoff has passed; sleeps while none is down."""
+        wake = self._health_wake
+        assert wake is not None
+        while not self._closed:
+            delay = self._servers.next_probe_in()
+            try:
+                await asyncio.wait_for(wake.wait(), delay)
+            except asyncio.TimeoutError:
+                pass
+            wake.clear()
+            for i in self._servers.due_probes():
+                ep = self._servers.servers[i].endpoint
+                try:
+                    status, _ = await self._http.get(
+                        ep, "/health/ready", self._settings.request_timeout
+                    )
+                    ok = status == 200
+                except (OSError, ValueError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+                    ok = False
+                if ok:
+                    self._servers.mark_up(i)
+                elif self._servers.servers[i].down:
+                    self._servers.mark_down(i)
+

@@ -1,0 +1,513 @@
+"""The blocking client: :class:`Client` and its handles :class:`SegmentSupply` and
+:class:`SnowflakeSupply`, safe to share between threads.
+
+Threads it runs, all owned and joined by :meth:`Client.close`:
+
+- one ``leafid-refill`` thread per supply while that supply fetches a batch (single flight),
+  started when 10% of the current batch is used or when a caller finds both batches spent;
+- one ``leafid-health`` thread, started when a server is first marked down, which probes the
+  down servers' ``/health/ready`` on their backoff schedule and sleeps while none is down.
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import socket
+import threading
+import time
+from typing import Dict, List, Optional, Set, Tuple
+
+from ._core import (
+    AllFailed,
+    BatchRequest,
+    Endpoint,
+    ServerFailure,
+    ServerSet,
+    Settings,
+    Stats,
+    SupplyCore,
+    backoff,
+    check_tag,
+    interpret,
+)
+from .errors import ClientClosedError, RejectedError, ServerFault, UnavailableError
+
+__all__ = ["Client", "SegmentSupply", "SnowflakeSupply"]
+
+log = logging.getLogger("leafid_client")
+
+_IDLE_PER_SERVER = 4
+"""Idle keep-alive connections kept per server."""
+
+
+class _HttpPool:
+    """Keep-alive ``http.client`` connections per server. :meth:`abort` shuts down the sockets
+    of requests in flight, so :meth:`Client.close` need not wait for a hung server."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: Dict[Endpoint, List[http.client.HTTPConnection]] = {}
+        self._active: Set[http.client.HTTPConnection] = set()
+        self._closed = False
+
+    def get(self, ep: Endpoint, path: str, timeout: float) -> Tuple[int, bytes]:
+        """``GET`` ``path`` on ``ep``: status and body. ``timeout`` bounds the connect and each
+        read. A kept-alive connection the server closed meanwhile is retried once on a new
+        one (that is not the server's failure)."""
+        for attempt in (0, 1):
+            conn, reused = self._checkout(ep, timeout)
+            try:
+                conn.request("GET", ep.prefix + path, headers={"Accept": "application/json"})
+                resp = conn.getresponse()
+                body = resp.read()
+            except (ConnectionError, http.client.BadStatusLine):
+                conn.close()
+                if reused and attempt == 0:
+                    continue
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            finally:
+                with self._lock:
+                    self._active.discard(conn)
+            if resp.will_close:
+                conn.close()
+            else:
+                self._checkin(ep, conn)
+            return resp.status, body
+        raise AssertionError("unreachable")
+
+    def _checkout(self, ep: Endpoint, timeout: float) -> Tuple[http.client.HTTPConnection, bool]:
+        with self._lock:
+            if self._closed:
+                raise ConnectionAbortedError("client closed")
+            idle = self._idle.get(ep)
+            conn = idle.pop() if idle else None
+            reused = conn is not None
+            if conn is None:
+                conn = http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
+            else:
+                conn.timeout = timeout
+                if conn.sock is not None:
+                    conn.sock.settimeout(timeout)
+            self._active.add(conn)
+        return conn, reused
+
+    def _checkin(self, ep: Endpoint, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            idle = self._idle.setdefault(ep, [])
+            if self._closed or len(idle) >= _IDLE_PER_SERVER:
+                conn.close()
+            else:
+                idle.append(conn)
+
+    def forget(self, ep: Endpoint) -> None:
+        """Closes the idle connections to ``ep`` (it failed: they are likely dead too)."""
+        with self._lock:
+            idle = self._idle.pop(ep, [])
+        for c in idle:
+            c.close()
+
+    def abort(self) -> None:
+        """Closes every idle connection and shuts down the ones in use; no new ones."""
+        with self._lock:
+            self._closed = True
+            idle = [c for cs in self._idle.values() for c in cs]
+            self._idle.clear()
+            active = list(self._active)
+        for c in idle:
+            c.close()
+        for c in active:
+            sock = c.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+class _Supply:
+    """One id stream (a tag, or snowflake): :class:`SupplyCore` under a lock, fed by refill
+    threads."""
+
+    def __init__(self, client: "Client", request: BatchRequest, name: str) -> None:
+        self._client = client
+        self._request = request
+        self._name = name
+        self._core = SupplyCore()
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        """Notified when a refill ends (successful or not) and on close."""
+
+    def next_id(self, timeout: Optional[float]) -> int:
+        with self._lock:
+            core = self._core
+            # The fast path, inlined: an id of the current batch.
+            i = core.pos
+            if i < len(core.ids) and not self._client._closed:
+                core.pos = i + 1
+                core.served += 1
+                if i == core.preload_at and core.next is None:
+                    self._start_refill_locked()
+                return core.ids[i]
+        return self._next_id_slow(timeout)
+
+    def _next_id_slow(self, timeout: Optional[float]) -> int:
+        wait = self._client._settings.wait_timeout if timeout is None else timeout
+        started = time.monotonic()
+        deadline = started + wait
+        # A refusal counts only from a refill this call waited for, not one from before.
+        waited = False
+        with self._cond:
+            core = self._core
+            while True:
+                if self._client._closed:
+                    raise ClientClosedError("the client is closed")
+                id_, refill = core.take()
+                if id_ is not None:
+                    if refill:
+                        self._start_refill_locked()
+                    return id_
+                if waited and core.refused is not None:
+                    raise core.refused.copy()
+                self._start_refill_locked()
+                waited = True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise UnavailableError(time.monotonic() - started, core.last_fault)
+                self._cond.wait(remaining)
+
+    def _start_refill_locked(self) -> None:
+        if self._core.begin_refill():
+            if not self._client._spawn(self._refill, f"leafid-refill-{self._name}"):
+                self._core.refilling = False
+
+    def _refill(self) -> None:
+        """Fetches one batch above the floor into ``next``; retries failed rounds with backoff
+        for at most the wait timeout (then the next caller that needs a batch starts another)."""
+        client = self._client
+        s = client._settings
+        deadline = time.monotonic() + s.wait_timeout
+        failures = 0
+        try:
+            while not client._closed:
+                try:
+                    ids = client._fetch(self._request)
+                except RejectedError as e:
+                    with self._lock:
+                        self._core.refused = e
+                    return
+                except AllFailed as e:
+                    with self._lock:
+                        self._core.failed_rounds += 1
+                        self._core.last_fault = e.last
+                    failures += 1
+                    pause = backoff(s.backoff_min, s.backoff_max, failures)
+                else:
+                    with self._lock:
+                        if self._core.accept(ids):
+                            return
+                    # Nothing above the floor: that server is behind the one used before.
+                    # Ask again at once: each answer drains what it is behind by.
+                    pause = 0.0
+                if time.monotonic() + pause >= deadline:
+                    return
+                if pause and client._stop.wait(pause):
+                    return
+        except Exception as e:  # a bug, not a server's failure: keep it visible
+            log.exception("leafid refill of %s failed", self._name)
+            with self._lock:
+                self._core.last_fault = ServerFault("", "internal", repr(e))
+        finally:
+            with self._cond:
+                self._core.refilling = False
+                self._cond.notify_all()
+
+    def wake_all(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def stats(self) -> Stats:
+        with self._lock:
+            return self._core.stats()
+
+
+class SegmentSupply:
+    """The ids of one tag: increasing, never repeated, served from local batches. Get it from
+    :meth:`Client.segment`; every handle of a tag shares one stream."""
+
+    __slots__ = ("_supply", "tag")
+
+    def __init__(self, supply: _Supply, tag: str) -> None:
+        self._supply = supply
+        self.tag = tag
+        """The biz tag."""
+
+    def next_id(self, timeout: Optional[float] = None) -> int:
+        """The next id of the tag. Fast path: an index into the local batch under a lock. When
+        both local batches are spent it waits for the refill, at most ``timeout`` seconds (the
+        client's ``wait_timeout`` when ``None``).
+
+        Raises :class:`RejectedError` (e.g. ``unknown_biz_tag``, ``biz_tag_exhausted``),
+        :class:`UnavailableError`, :class:`ClientClosedError`."""
+        return self._supply.next_id(timeout)
+
+    def stats(self) -> Stats:
+        """This tag's counters (``failovers`` is client-wide: see :meth:`Client.stats`)."""
+        return self._supply.stats()
+
+    def __repr__(self) -> str:
+        return f"SegmentSupply({self.tag!r})"
+
+
+class SnowflakeSupply:
+    """Snowflake ids from the servers' batch route, buffered like a tag's; increasing per
+    client. Get it from :meth:`Client.snowflake`."""
+
+    __slots__ = ("_supply",)
+
+    def __init__(self, supply: _Supply) -> None:
+        self._supply = supply
+
+    def next_id(self, timeout: Optional[float] = None) -> int:
+        """The next snowflake id (see :meth:`SegmentSupply.next_id`)."""
+        return self._supply.next_id(timeout)
+
+    def stats(self) -> Stats:
+        """The snowflake supply's counters."""
+        return self._supply.stats()
+
+    def __repr__(self) -> str:
+        return "SnowflakeSupply()"
+
+
+class Client:
+    """A leafid client: per tag (and for snowflake) a local double-buffered id supply, fed by the
+    batch routes of several servers with failover. Thread-safe; use one per process.
+
+    ::
+
+        with Client(["http://10.0.0.1:8080", "http://10.0.0.2:8080"]) as client:
+            orders = client.segment("orders")
+            order_id = orders.next_id()
+
+    :param servers: base URLs (``http://host:port``), the first is preferred.
+    :param batch: ids per request, 1..100000 (both engines). Each supply holds up to two
+        batches; ids left when the client closes are never used (a gap).
+    :param request_timeout: seconds; bounds the connect and each read of one request. A server
+        that takes longer is marked down and the next one asked.
+    :param wait_timeout: seconds a ``next_id`` waits for ids when its local batches are spent,
+        then :class:`UnavailableError`.
+    :param backoff_min: first wait (seconds) before probing a down server; doubles per failure.
+    :param backoff_max: longest wait between two probes of a down server.
+    :raises ConfigError: on unusable settings.
+    """
+
+    def __init__(
+        self,
+        servers: "List[str] | Tuple[str, ...] | str",
+        *,
+        batch: int = 1000,
+        request_timeout: float = 2.0,
+        wait_timeout: float = 5.0,
+        backoff_min: float = 0.05,
+        backoff_max: float = 5.0,
+    ) -> None:
+        self._settings = Settings.build(
+            servers, batch, request_timeout, wait_timeout, backoff_min, backoff_max
+        )
+        self._lock = threading.Lock()
+        """Guards the supplies map, the thread set and the server set (never held while a
+        request runs)."""
+        self._servers = ServerSet(
+            self._settings.endpoints,
+            self._settings.backoff_min,
+            self._settings.backoff_max,
+            on_down=self._on_down_locked,
+        )
+        self._http = _HttpPool()
+        self._segments: Dict[str, _Supply] = {}
+        self._snowflake: Optional[_Supply] = None
+        self._threads: Set[threading.Thread] = set()
+        self._health_started = False
+        self._health_wake = threading.Event()
+        self._stop = threading.Event()
+        self._closed = False
+
+    # -- public surface -------------------------------------------------------------------
+
+    def segment(self, tag: str) -> SegmentSupply:
+        """The supply of a tag (the same stream on every call for that tag). No request is sent
+        until its first ``next_id``. :class:`InvalidTagError` unless the tag is 1 to 128 of
+        ``A-Z a-z 0-9 . _ : -``."""
+        tag = check_tag(tag)
+        with self._lock:
+            supply = self._segments.get(tag)
+            if supply is None:
+                req = BatchRequest.segment(tag, self._settings.batch)
+                supply = self._segments[tag] = _Supply(self, req, tag)
+        return SegmentSupply(supply, tag)
+
+    def snowflake(self) -> SnowflakeSupply:
+        """The snowflake supply (one per client)."""
+        with self._lock:
+            if self._snowflake is None:
+                req = BatchRequest.snowflake(self._settings.batch)
+                self._snowflake = _Supply(self, req, "snowflake")
+            return SnowflakeSupply(self._snowflake)
+
+    def next_id(self, tag: str, timeout: Optional[float] = None) -> int:
+        """Shorthand for ``client.segment(tag).next_id(timeout)``."""
+        return self.segment(tag).next_id(timeout)
+
+    def next_snowflake_id(self, timeout: Optional[float] = None) -> int:
+        """Shorthand for ``client.snowflake().next_id(timeout)``."""
+        return self.snowflake().next_id(timeout)
+
+    def stats(self) -> Stats:
+        """Counters summed over every supply, plus the client's failovers."""
+        with self._lock:
+            supplies = list(self._segments.values())
+            if self._snowflake is not None:
+                supplies.append(self._snowflake)
+            failovers = self._servers.failovers
+        total = Stats(failovers=failovers)
+        for s in supplies:
+            total = total + s.stats()
+        return total
+
+    def down_servers(self) -> List[str]:
+        """Base URLs of the servers currently marked down."""
+        with self._lock:
+            return self._servers.down_urls()
+
+    def preferred_server(self) -> str:
+        """Base URL of the server asked first (the last one that delivered a batch)."""
+        with self._lock:
+            return self._servers.servers[self._servers.preferred].endpoint.url
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def close(self, timeout: Optional[float] = None) -> None:
+        """Stops every background thread and waits for them (at most ``timeout`` seconds when
+        given): requests in flight are aborted, waiting callers get
+        :class:`ClientClosedError`. Idempotent."""
+        with self._lock:
+            self._closed = True
+            supplies = list(self._segments.values())
+            if self._snowflake is not None:
+                supplies.append(self._snowflake)
+        self._stop.set()
+        self._health_wake.set()
+        self._http.abort()
+        for s in supplies:
+            s.wake_all()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            threads = [t for t in self._threads if t is not threading.current_thread()]
+        for t in threads:
+            t.join(None if deadline is None else max(deadline - time.monotonic(), 0.0))
+        with self._lock:
+            self._threads = {t for t in self._threads if t.is_alive()}
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        urls = [e.url for e in self._settings.endpoints]
+        return f"Client({urls!r}, batch={self._settings.batch})"
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _spawn(self, target: "object", name: str) -> bool:
+        """Starts an owned daemon thread unless closed."""
+        with self._lock:
+            return self._spawn_locked(target, name)
+
+    def _spawn_locked(self, target: "object", name: str) -> bool:
+        if self._closed:
+            return False
+        # Finished threads are pruned here, not by themselves: close() joins every thread still
+        # in the set, so none is left even in its last instructions when close() returns.
+        self._threads = {t for t in self._threads if t.is_alive()}
+        t = threading.Thread(target=target, name=name, daemon=True)  # type: ignore[arg-type]
+        self._threads.add(t)
+        t.start()
+        return True
+
+    def _on_down_locked(self) -> None:
+        """A server was marked down: wake the health thread, or start it."""
+        if not self._health_started:
+            self._health_started = self._spawn_locked(self._health_loop, "leafid-health")
+        self._health_wake.set()
+
+    def _fetch(self, req: BatchRequest) -> List[int]:
+        """One batch: the preferred server first, then the others (see ServerSet.plan).
+        RejectedError at a refusal; AllFailed when every server failed."""
+        s = self._settings
+        last: Optional[ServerFault] = None
+        with self._lock:
+            plan = self._servers.plan()
+        while True:
+            with self._lock:
+                i = next(plan, None)
+                if i is None:
+                    raise AllFailed(last)
+                if last is not None:
+                    self._servers.failovers += 1
+                ep = self._servers.servers[i].endpoint
+            try:
+                status, body = self._get(ep, req.path, s.request_timeout)
+                ids = interpret(ep.url, status, body, req)
+            except ServerFailure as f:
+                last = f.fault
+            else:
+                with self._lock:
+                    self._servers.succeeded(i)
+                return ids
+            if self._closed:
+                raise AllFailed(last)
+            self._http.forget(ep)
+            with self._lock:
+                self._servers.mark_down(i)
+
+    def _get(self, ep: Endpoint, path: str, timeout: float) -> Tuple[int, bytes]:
+        try:
+            return self._http.get(ep, path, timeout)
+        except (OSError, http.client.HTTPException) as e:
+            detail = "timed out" if isinstance(e, socket.timeout) else f"{type(e).__name__}: {e}"
+            raise ServerFailure(ServerFault(ep.url, "transport", detail)) from None
+
+    def _health_loop(self) -> None:
+        """Probes every down server when its backoff has passed; sleeps while none is down."""
+        while not self._stop.is_set():
+            with self._lock:
+                delay = self._servers.next_probe_in()
+            self._health_wake.wait(delay)
+            if self._stop.is_set():
+                return
+            self._health_wake.clear()
+            with self._lock:
+                due = self._servers.due_probes()
+            for i in due:
+                if self._stop.is_set():
+                    return
+                ep = self._servers.servers[i].endpoint
+                try:
+                    status, _ = self._http.get(ep, "/health/ready", self._settings.request_timeout)
+                    ok = status == 200
+                except (OSError, http.client.HTTPException):
+                    ok = False
+                with self._lock:
+                    if ok:
+                        self._servers.mark_up(i)
+                    elif self._servers.servers[i].down:
+                        self._servers.mark_down(i)

@@ -1,0 +1,105 @@
+"""The client's errors: what a caller of ``next_id`` (or a constructor) can get.
+
+Every error is a :class:`LeafidError`. A caller usually handles two of them:
+
+- :class:`RejectedError`: a server refused the request itself (an unknown or exhausted tag...).
+  Every server shares the database and would answer the same, so no other server was asked.
+- :class:`UnavailableError`: no ids within the wait timeout; every server failed or is down.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+__all__ = [
+    "LeafidError",
+    "InvalidTagError",
+    "ConfigError",
+    "RejectedError",
+    "UnavailableError",
+    "ClientClosedError",
+    "ServerFault",
+]
+
+
+@dataclass(frozen=True)
+class ServerFault:
+    """One server's failure to deliver a batch; that server is then marked down.
+
+    ``kind`` is ``"transport"`` (no HTTP answer: refused or reset connection, timeout),
+    ``"status"`` (a 5xx, or a 4xx that is this server's own, such as ``engine_disabled``) or
+    ``"bad_response"`` (a 200 whose body is not a valid batch: none of its ids is used).
+    """
+
+    server: str
+    """Base URL of the server."""
+    kind: str
+    """``"transport"``, ``"status"`` or ``"bad_response"``."""
+    detail: str
+    """What happened, for humans."""
+
+    def __str__(self) -> str:
+        return f"{self.server}: {self.kind}: {self.detail}"
+
+
+class LeafidError(Exception):
+    """Base class of every error this package raises."""
+
+
+class InvalidTagError(LeafidError, ValueError):
+    """The tag is not 1 to 128 characters of ``A-Z a-z 0-9 . _ : -``; no request was sent."""
+
+    def __init__(self, tag: object) -> None:
+        super().__init__(f"invalid biz tag {tag!r}: 1 to 128 of A-Z a-z 0-9 . _ : -")
+        self.tag = tag
+
+
+class ConfigError(LeafidError, ValueError):
+    """The client's settings are unusable (no server, a URL that is not ``http://``, a batch
+    outside 1..100000, a bad timeout or backoff)."""
+
+
+class RejectedError(LeafidError):
+    """A server refused the request itself: a 4xx whose code is ``unknown_biz_tag``,
+    ``invalid_biz_tag``, ``biz_tag_exhausted``, ``invalid_count`` or ``invalid_request``.
+
+    Not a failover: the servers share one database, so asking another would not help.
+    """
+
+    def __init__(self, server: str, status: int, code: str, message: str) -> None:
+        super().__init__(f"{server} refused the request ({status} {code}): {message}")
+        self.server = server
+        """The server that answered."""
+        self.status = status
+        """The HTTP status."""
+        self.code = code
+        """The body's stable ``code``."""
+        self.message = message
+        """The body's ``message``."""
+
+    def copy(self) -> "RejectedError":
+        """A fresh instance (one refusal is raised to every caller that waited for it)."""
+        return RejectedError(self.server, self.status, self.code, self.message)
+
+
+class UnavailableError(LeafidError):
+    """No ids within the wait timeout: every server failed or is down.
+
+    ``last`` names the last server failure seen by the refill (``None`` if no request had
+    finished yet, e.g. the only server hangs longer than the wait).
+    """
+
+    def __init__(self, waited: float, last: Optional[ServerFault]) -> None:
+        msg = f"no ids within {waited:.3f} s: no server answered"
+        if last is not None:
+            msg += f" (last: {last})"
+        super().__init__(msg)
+        self.waited = waited
+        """Seconds the call waited."""
+        self.last = last
+        """The last server failure, if any."""
+
+
+class ClientClosedError(LeafidError):
+    """The client was closed: it hands out no more ids."""
