@@ -1,0 +1,115 @@
+package leafid
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrClosed is returned by every call on a client after Close.
+var ErrClosed = errors.New("leafid: client closed")
+
+// InvalidTagError: the tag is not 1 to 128 characters of A-Z a-z 0-9 . _ : - (the server's
+// rule). No request was sent.
+type InvalidTagError struct {
+	// Tag is the refused tag.
+	Tag string
+}
+
+func (e *InvalidTagError) Error() string {
+	return fmt.Sprintf("leafid: invalid biz tag %q: 1 to 128 of A-Z a-z 0-9 . _ : -", e.Tag)
+}
+
+// ConfigError: New refused its Config (no server, a URL that is not http://host:port, a batch
+// outside 1..=100000, a bad timeout or backoff).
+type ConfigError struct {
+	// Reason says which setting and why.
+	Reason string
+}
+
+func (e *ConfigError) Error() string { return "leafid: invalid configuration: " + e.Reason }
+
+// RejectedError: a server refused the request itself with a 4xx whose code holds on every server
+// (they share one database): unknown_biz_tag, invalid_biz_tag, biz_tag_exhausted, invalid_count,
+// invalid_request. No other server was asked.
+type RejectedError struct {
+	// Server is the base URL of the server that answered.
+	Server string
+	// Status is the HTTP status (400, 404, 409...).
+	Status int
+	// Code is the body's stable code, e.g. "unknown_biz_tag".
+	Code string
+	// Message is the body's human-readable message.
+	Message string
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("leafid: %s refused the request (%d %s): %s", e.Server, e.Status, e.Code, e.Message)
+}
+
+// UnavailableError: no ids arrived within the wait timeout because every server failed or is
+// down. Last is the last server failure seen (nil if no server could be asked at all).
+type UnavailableError struct {
+	// Waited is how long the call waited for ids.
+	Waited time.Duration
+	// Last is the most recent server failure, if any.
+	Last *ServerFault
+}
+
+func (e *UnavailableError) Error() string {
+	s := fmt.Sprintf("leafid: no ids within %v: no server answered", e.Waited.Round(time.Millisecond))
+	if e.Last != nil {
+		s += " (last: " + e.Last.Error() + ")"
+	}
+	return s
+}
+
+// Unwrap gives the last server failure, so errors.As finds a *ServerFault.
+func (e *UnavailableError) Unwrap() error {
+	if e.Last == nil {
+		return nil
+	}
+	return e.Last
+}
+
+// FaultKind says how a server failed to deliver a batch.
+type FaultKind int
+
+const (
+	// FaultTransport: no HTTP answer (connection refused or reset, timeout).
+	FaultTransport FaultKind = iota + 1
+	// FaultStatus: a 5xx, or a 4xx that is this server's only (engine_disabled, a proxy's page...).
+	FaultStatus
+	// FaultBadResponse: a 200 whose body is not a valid batch (not JSON, ids not positive and
+	// strictly increasing, more ids than asked, another tag). None of its ids is used.
+	FaultBadResponse
+)
+
+// ServerFault is one server's failure to deliver a batch: the server is then marked down and the
+// next one is asked at once.
+type ServerFault struct {
+	// Server is the base URL of the server.
+	Server string
+	// Kind is what went wrong.
+	Kind FaultKind
+	// Status is the HTTP status for FaultStatus, else 0.
+	Status int
+	// Code is the error body's code for FaultStatus, if it had one.
+	Code string
+	// Detail describes the failure.
+	Detail string
+}
+
+func (f *ServerFault) Error() string {
+	switch f.Kind {
+	case FaultStatus:
+		if f.Code != "" {
+			return fmt.Sprintf("%s: HTTP %d %s", f.Server, f.Status, f.Code)
+		}
+		return fmt.Sprintf("%s: HTTP %d", f.Server, f.Status)
+	case FaultBadResponse:
+		return fmt.Sprintf("%s: bad response: %s", f.Server, f.Detail)
+	default:
+		return fmt.Sprintf("%s: %s", f.Server, f.Detail)
+	}
+}

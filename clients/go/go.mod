@@ -1,0 +1,3 @@
+module github.com/leafid/leafid/clients/go
+
+go 1.19

@@ -1,0 +1,337 @@
+package leafid
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxBodyBytes bounds a response body read: 100000 ids of 19 digits as JSON strings fit in
+// about 2.3 MB.
+const maxBodyBytes = 8 << 20
+
+// servers is the server list of one client: which server a batch is asked from, failover,
+// backoff and health probes.
+//
+// A batch goes to the preferred server (the last one that delivered; the first one given at
+// start). A server that fails is marked down and the next up server is asked at once, in the
+// same call. A down server is asked again only after a 200 from its /health/ready (the health
+// loop probes it with exponential backoff), or as a last resort when every server is down, so a
+// client never stalls behind a probe schedule while some server could answer.
+type servers struct {
+	// list holds the servers in the order given to New.
+	list []*server
+	// preferred is the index of the server asked first: a hint only (any index is a correct
+	// place to start; a stale one costs at most one failed request).
+	preferred atomic.Int64
+	// http is one connection pool for every server, owned by the client (closed by Close).
+	http *http.Client
+	// requestTimeout bounds one batch request or probe, connect to last byte.
+	requestTimeout time.Duration
+	// backoffMin is the first wait after a failure, and the health loop's tick.
+	backoffMin time.Duration
+	// backoffMax is the longest wait between two probes of a down server.
+	backoffMax time.Duration
+	// failovers counts requests that went to another server because the one asked failed.
+	failovers atomic.Uint64
+}
+
+// server is one server and its health.
+type server struct {
+	// base is the URL without a trailing slash.
+	base string
+	// mu guards the fields below; held for a few instructions, never across a request.
+	mu sync.Mutex
+	// down is set by a failed request or probe, cleared only by a 200 (a probe's or a request's).
+	down bool
+	// failures counts failures in a row; the probe backoff doubles with each.
+	failures int
+	// nextProbe is when a down server is probed next.
+	nextProbe time.Time
+}
+
+// request is one batch request and what its answer must look like.
+type request struct {
+	// path is the path and query, e.g. /api/v1/segment/orders/ids?count=1000&stringify_ids=true.
+	path string
+	// count is the ids asked for: a body with more is invalid.
+	count int
+	// tag is the tag the body must name (segment route); empty for snowflake.
+	tag string
+}
+
+// fetchResult is the outcome of one fetch: ids, or a refusal, or every server failed.
+type fetchResult struct {
+	// ids of a valid 200 body, strictly increasing and positive.
+	ids []int64
+	// rejected is set when a server refused the request itself (final).
+	rejected *RejectedError
+	// fault is the last server failure when no server delivered (nil if none could be asked).
+	fault *ServerFault
+}
+
+// finalCodes are the refusals of the request itself: every server shares the database and would
+// answer the same, so they reach the caller and are no failover.
+var finalCodes = map[string]bool{
+	"unknown_biz_tag":   true,
+	"invalid_biz_tag":   true,
+	"biz_tag_exhausted": true,
+	"invalid_count":     true,
+	"invalid_request":   true,
+}
+
+func newServers(bases []string, httpClient *http.Client, requestTimeout, backoffMin, backoffMax time.Duration) *servers {
+	s := &servers{
+		http:           httpClient,
+		requestTimeout: requestTimeout,
+		backoffMin:     backoffMin,
+		backoffMax:     backoffMax,
+	}
+	for _, b := range bases {
+		s.list = append(s.list, &server{base: b})
+	}
+	return s
+}
+
+// fetch asks for one batch: the preferred server first, then the other up servers in order,
+// then (last resort) the down ones. It stops at the first valid batch or the first refusal of
+// the request itself.
+func (s *servers) fetch(ctx context.Context, req *request) fetchResult {
+	n := len(s.list)
+	start := int(s.preferred.Load()) % n
+	tried := make([]bool, n)
+	var last *ServerFault
+	for _, lastResort := range [2]bool{false, true} {
+		for k := 0; k < n; k++ {
+			i := (start + k) % n
+			if tried[i] || (!lastResort && s.list[i].isDown()) {
+				continue
+			}
+			if ctx.Err() != nil {
+				return fetchResult{fault: last}
+			}
+			if last != nil {
+				// The server asked before this one failed: this request fails over.
+				s.failovers.Add(1)
+			}
+			tried[i] = true
+			ids, rejected, fault := s.ask(ctx, s.list[i], req)
+			switch {
+			case fault != nil:
+				if ctx.Err() != nil {
+					// Closing, not the server's fault.
+					return fetchResult{fault: last}
+				}
+				s.list[i].markDown(s.backoff)
+				last = fault
+			case rejected != nil:
+				return fetchResult{rejected: rejected}
+			default:
+				s.list[i].markUp()
+				s.preferred.Store(int64(i))
+				return fetchResult{ids: ids}
+			}
+		}
+	}
+	return fetchResult{fault: last}
+}
+
+// idsBody is the 200 body of both batch routes (biz_tag only on the segment one). Ids are read
+// as json.Number (the decimal text, string or number) and parsed exactly as int64.
+type idsBody struct {
+	BizTag *string       `json:"biz_tag"`
+	IDs    []json.Number `json:"ids"`
+}
+
+// errorBody is the server's error body, read leniently.
+type errorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// ask sends one batch request to one server.
+func (s *servers) ask(ctx context.Context, srv *server, req *request) ([]int64, *RejectedError, *ServerFault) {
+	ctx, cancel := context.WithTimeout(ctx, s.requestTimeout)
+	defer cancel()
+	fault := func(kind FaultKind, status int, code, detail string) *ServerFault {
+		return &ServerFault{Server: srv.base, Kind: kind, Status: status, Code: code, Detail: detail}
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.base+req.path, nil)
+	if err != nil {
+		return nil, nil, fault(FaultTransport, 0, "", err.Error())
+	}
+	hreq.Header.Set("Accept", "application/json")
+	resp, err := s.http.Do(hreq)
+	if err != nil {
+		return nil, nil, fault(FaultTransport, 0, "", err.Error())
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes+1))
+	resp.Body.Close()
+	if err != nil {
+		return nil, nil, fault(FaultTransport, 0, "", "reading the body: "+err.Error())
+	}
+	if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+		var eb errorBody
+		_ = json.Unmarshal(body, &eb)
+		if finalCodes[eb.Code] {
+			return nil, &RejectedError{Server: srv.base, Status: resp.StatusCode, Code: eb.Code, Message: eb.Message}, nil
+		}
+		return nil, nil, fault(FaultStatus, resp.StatusCode, eb.Code, "")
+	}
+	if resp.StatusCode != http.StatusOK {
+		var eb errorBody
+		_ = json.Unmarshal(body, &eb)
+		return nil, nil, fault(FaultStatus, resp.StatusCode, eb.Code, "")
+	}
+	if len(body) > maxBodyBytes {
+		return nil, nil, fault(FaultBadResponse, 0, "", "body too large")
+	}
+	ids, err := parseBatch(body, req)
+	if err != nil {
+		return nil, nil, fault(FaultBadResponse, 0, "", err.Error())
+	}
+	return ids, nil, nil
+}
+
+// parseBatch reads a 200 body as a batch. It is one only if it has 1..=count ids, each an exact
+// positive int64, strictly increasing, for the tag asked. Anything else is the server's fault
+// and none of its ids is used.
+func parseBatch(body []byte, req *request) ([]int64, error) {
+	var b idsBody
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, fmt.Errorf("not a batch body: %v", err)
+	}
+	if req.tag != "" {
+		if b.BizTag == nil {
+			return nil, errors.New("no biz_tag in the body")
+		}
+		if *b.BizTag != req.tag {
+			return nil, fmt.Errorf("asked for tag %q, got %q", req.tag, *b.BizTag)
+		}
+	}
+	if len(b.IDs) == 0 || len(b.IDs) > req.count {
+		return nil, fmt.Errorf("%d ids for a count of %d", len(b.IDs), req.count)
+	}
+	ids := make([]int64, len(b.IDs))
+	for i, text := range b.IDs {
+		id, err := strconv.ParseInt(string(text), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("id %q is not a 64-bit integer", string(text))
+		}
+		if id <= 0 {
+			return nil, fmt.Errorf("id %d is not positive", id)
+		}
+		if i > 0 && id <= ids[i-1] {
+			return nil, fmt.Errorf("ids not increasing: %d then %d", ids[i-1], id)
+		}
+		ids[i] = id
+	}
+	return ids, nil
+}
+
+// healthLoop probes, every backoffMin, each down server whose backoff has passed, until ctx is
+// done. Probes of one tick run concurrently and the next tick waits for them.
+func (s *servers) healthLoop(ctx context.Context) {
+	tick := time.NewTicker(s.backoffMin)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		var wg sync.WaitGroup
+		for _, srv := range s.list {
+			if !srv.dueForProbe(now) {
+				continue
+			}
+			wg.Add(1)
+			go func(srv *server) {
+				defer wg.Done()
+				if s.probe(ctx, srv) {
+					srv.markUp()
+				} else if ctx.Err() == nil {
+					srv.markDown(s.backoff)
+				}
+			}(srv)
+		}
+		wg.Wait()
+	}
+}
+
+// probe reports whether srv answers 200 on /health/ready within the request timeout.
+func (s *servers) probe(ctx context.Context, srv *server) bool {
+	ctx, cancel := context.WithTimeout(ctx, s.requestTimeout)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.base+"/health/ready", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := s.http.Do(hreq)
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// backoff is the wait after failures failures in a row (at least 1): backoffMin doubling, at
+// most backoffMax.
+func (s *servers) backoff(failures int) time.Duration {
+	d := s.backoffMin
+	for i := 1; i < failures && d < s.backoffMax; i++ {
+		d *= 2
+	}
+	if d > s.backoffMax {
+		d = s.backoffMax
+	}
+	return d
+}
+
+// downList gives the base URLs of the servers marked down.
+func (s *servers) downList() []string {
+	var out []string
+	for _, srv := range s.list {
+		if srv.isDown() {
+			out = append(out, srv.base)
+		}
+	}
+	return out
+}
+
+func (srv *server) isDown() bool {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.down
+}
+
+func (srv *server) dueForProbe(now time.Time) bool {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.down && !now.Before(srv.nextProbe)
+}
+
+func (srv *server) markUp() {
+	srv.mu.Lock()
+	srv.down = false
+	srv.failures = 0
+	srv.mu.Unlock()
+}
+
+// markDown marks the server down; its next probe comes after backoff(failures in a row).
+func (srv *server) markDown(backoff func(int) time.Duration) {
+	srv.mu.Lock()
+	srv.down = true
+	srv.failures++
+	srv.nextProbe = time.Now().Add(backoff(srv.failures))
+	srv.mu.Unlock()
+}
