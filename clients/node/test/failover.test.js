@@ -1,0 +1,236 @@
+// Several real servers on one database: killed, stopped, without an engine, lagging, all down;
+// and a local server that answers a malformed 200.
+
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { after, before, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { Client, UnavailableError } from '../src/index.js';
+import { assertIncreasing, assertUnique, runCallers } from './support/ids.js';
+import { closedPort, createTag, freeFixedPort, getJson, LeafidServer, tempDatabase } from './support/server.js';
+
+/** Temporary databases, removed at the end. */
+const dbs = [];
+/** Every server started here, killed at the end. @type {LeafidServer[]} */
+const servers = [];
+
+function database() {
+  const db = tempDatabase();
+  dbs.push(db);
+  return db;
+}
+
+async function start(db, o) {
+  const s = await LeafidServer.start(db.url, o);
+  servers.push(s);
+  return s;
+}
+
+after(async () => {
+  await Promise.all(servers.map((s) => s.kill9()));
+  for (const db of dbs) db.remove();
+});
+
+/** Waits until `cond()` holds, at most `ms`. */
+async function until(cond, ms, what) {
+  const end = performance.now() + ms;
+  while (!cond()) {
+    if (performance.now() > end) assert.fail(`not within ${ms} ms: ${what}`);
+    await sleep(10);
+  }
+}
+
+/** The server the client asks first. */
+function preferredOf(client, list) {
+  const url = client.servers().find((s) => s.preferred).url;
+  return list.find((s) => s.address === url);
+}
+
+test('killing the preferred server under load costs callers nothing (segment and snowflake)', async () => {
+  const db = database();
+  const a = await start(db);
+  const three = [a, await start(db), await start(db)];
+  await createTag(a.address, 'kill9', 1000);
+  const c = new Client({ servers: three.map((s) => s.address), batch: 100, requestTimeoutMs: 1000 });
+  const seg = runCallers(4, 600, () => c.nextId('kill9'), 1);
+  const snow = runCallers(2, 600, () => c.nextSnowflakeId(), 1);
+  await sleep(300);
+  const victim = preferredOf(c, three);
+  await victim.kill9();
+  const [s, f] = await Promise.all([seg, snow]);
+  assert.deepEqual(s.errors.map(String), []);
+  assert.deepEqual(f.errors.map(String), []);
+  for (const l of [...s.lists, ...f.lists]) assertIncreasing(l, 'a caller');
+  assertIncreasing(s.order, 'segment, in return order');
+  assertIncreasing(f.order, 'snowflake, in return order');
+  assert.equal(assertUnique(s.lists), 2400);
+  assert.equal(assertUnique(f.lists), 1200);
+  const st = c.stats();
+  assert.ok(st.failovers >= 1, `failovers ${st.failovers}`);
+  assert.equal(st.idsServed, 3600);
+  const down = c.servers().filter((x) => !x.up).map((x) => x.url);
+  assert.deepEqual(down, [victim.address]);
+  await c.close();
+});
+
+test('a closed port is skipped in the same call', async () => {
+  const db = database();
+  const s = await start(db);
+  const dead = `http://127.0.0.1:${await closedPort()}`;
+  const c = new Client({ servers: [dead, s.address], batch: 10 });
+  const t0 = performance.now();
+  assert.equal(typeof (await c.nextId('leaf-segment-test')), 'bigint');
+  assert.ok(performance.now() - t0 < 1000);
+  assert.equal(c.stats().failovers, 1);
+  assert.deepEqual(
+    c.servers().map((x) => [x.url, x.up, x.preferred]),
+    [
+      [dead, false, false],
+      [s.address, true, true],
+    ],
+  );
+  await c.close();
+});
+
+test('a stopped server is skipped after the request timeout, then a probe brings it back', async () => {
+  const db = database();
+  const a = await start(db);
+  const b = await start(db);
+  await createTag(a.address, 'stall', 1000);
+  const c = new Client({
+    servers: [a.address, b.address],
+    batch: 20,
+    requestTimeoutMs: 300,
+    probeTimeoutMs: 200,
+    backoffMinMs: 50,
+    backoffMaxMs: 200,
+  });
+  await c.nextId('stall');
+  a.stop();
+  try {
+    const r = await runCallers(3, 100, () => c.nextId('stall'), 2);
+    assert.deepEqual(r.errors.map(String), []);
+    assertIncreasing(r.order, 'stall');
+    assert.equal(c.servers()[0].up, false, 'the stopped server is down');
+    assert.equal(c.servers()[1].preferred, true);
+    assert.ok(c.stats().failovers >= 1);
+  } finally {
+    a.cont();
+  }
+  await until(() => c.servers()[0].up, 3000, 'the continued server is probed back up');
+  await c.close();
+});
+
+test('a server without the snowflake engine is skipped, not a refusal', async () => {
+  const db = database();
+  const a = await start(db, { env: { LEAFID__SNOWFLAKE__ENABLED: 'false' } });
+  const b = await start(db);
+  const direct = await getJson(`${a.address}/api/v1/snowflake/ids?count=1&stringify_ids=true`);
+  assert.equal(direct.status, 404);
+  assert.equal(direct.body.code, 'engine_disabled');
+  const c = new Client({ servers: [a.address, b.address], batch: 10 });
+  const r = await runCallers(2, 50, () => c.nextSnowflakeId());
+  assert.deepEqual(r.errors.map(String), []);
+  assertIncreasing(r.order, 'snowflake');
+  assert.ok(c.stats().failovers >= 1);
+  // The segment engine of the same server still serves.
+  const c2 = new Client({ servers: [a.address], batch: 10 });
+  assert.equal(typeof (await c2.nextId('leaf-segment-test')), 'bigint');
+  await Promise.all([c.close(), c2.close()]);
+});
+
+test('a 200 whose body is not a valid batch is that server\'s failure: none of its ids is used', async () => {
+  const db = database();
+  const real = await start(db);
+  await createTag(real.address, 'bad-body', 1000);
+  const bodies = [
+    'not json',
+    '{"biz_tag":"bad-body","ids":["9000000000000000002","9000000000000000001"]}',
+    '{"biz_tag":"other","ids":["9000000000000000001"]}',
+    '{"biz_tag":"bad-body","ids":[9000000000000000001]}',
+    '{"biz_tag":"bad-body","ids":["0"]}',
+    '{"biz_tag":"bad-body","ids":[]}',
+    `{"biz_tag":"bad-body","ids":[${Array.from({ length: 11 }, (_, i) => `"${9000000000000000001n + BigInt(i)}"`)}]}`,
+    '{"biz_tag":"bad-body","ids":["9223372036854775808"]}',
+  ];
+  for (const body of bodies) {
+    const liar = http.createServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(body);
+    });
+    await new Promise((r) => liar.listen(0, '127.0.0.1', r));
+    const liarUrl = `http://127.0.0.1:${liar.address().port}`;
+    const c = new Client({ servers: [liarUrl, real.address], batch: 10 });
+    try {
+      const ids = [];
+      for (let i = 0; i < 25; i++) ids.push(await c.nextId('bad-body'));
+      assertIncreasing(ids, body);
+      assert.ok(ids.every((id) => id < 9000000000000000000n), `${body}: a liar's id was handed out`);
+      assert.ok(c.stats().failovers >= 1, body);
+      assert.equal(c.servers()[1].preferred, true, body);
+    } finally {
+      await c.close();
+      liar.closeAllConnections();
+      await new Promise((r) => liar.close(r));
+    }
+  }
+});
+
+test('ids of a lagging server below what was handed out are discarded, counted, never served', async () => {
+  const db = database();
+  const a = await start(db);
+  const b = await start(db);
+  await createTag(a.address, 'lag', 1000);
+  // A leases the first segment (1..1000), B the next (1001..2000).
+  assert.deepEqual((await getJson(`${a.address}/api/v1/segment/lag/ids?count=1&stringify_ids=true`)).body.ids, ['1']);
+  assert.deepEqual((await getJson(`${b.address}/api/v1/segment/lag/ids?count=1&stringify_ids=true`)).body.ids, ['1001']);
+  const c = new Client({ servers: [b.address, a.address], batch: 100 });
+  const ids = [];
+  for (let i = 0; i < 300; i++) ids.push(await c.nextId('lag'));
+  assert.equal(ids[0], 1002n);
+  await b.kill9();
+  for (let i = 0; i < 300; i++) ids.push(await c.nextId('lag'));
+  assertIncreasing(ids, 'across the failover to the lagging server');
+  assertUnique([ids]);
+  const st = c.stats();
+  // A still serves 2..1000: everything it sends until its next segment is below the floor.
+  assert.ok(st.discardedIds >= 900, `discarded ${st.discardedIds}`);
+  assert.equal(st.idsReceived - st.discardedIds >= st.idsServed, true);
+  assert.ok(ids.slice(300).every((id) => id > 2000n), 'after the failover: only A\'s next segment');
+  await c.close();
+});
+
+test('with every server down: unavailable after the wait timeout, then ids again once one is back', async () => {
+  const db = database();
+  const port = await freeFixedPort();
+  let s = await start(db, { port });
+  const c = new Client({
+    servers: [s.address],
+    batch: 10,
+    waitTimeoutMs: 400,
+    requestTimeoutMs: 200,
+    backoffMinMs: 20,
+    backoffMaxMs: 100,
+  });
+  const before = [];
+  for (let i = 0; i < 15; i++) before.push(await c.nextId('leaf-segment-test'));
+  await s.kill9();
+  let err;
+  for (let i = 0; i < 100 && !err; i++) {
+    try {
+      before.push(await c.nextId('leaf-segment-test'));
+    } catch (e) {
+      err = e;
+    }
+  }
+  assert.ok(err instanceof UnavailableError, String(err));
+  assert.ok(err.waitedMs >= 390, `waited ${err.waitedMs}`);
+  assert.match(String(err.lastFault), new RegExp(`127\\.0\\.0\\.1:${port}`));
+  s = await start(db, { port });
+  const afterIds = [];
+  for (let i = 0; i < 30; i++) afterIds.push(await c.nextId('leaf-segment-test'));
+  assertIncreasing([...before, ...afterIds], 'before the outage and after');
+  await until(() => c.servers()[0].up, 2000, 'the restarted server is up');
+  await c.close();
+});

@@ -1,0 +1,140 @@
+// One real server: ids, exact values near 2^63, concurrency, refusals, waits and cancellation.
+
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+
+import { Client, RejectedError, UnavailableError } from '../src/index.js';
+import { assertIncreasing, assertUnique, runCallers } from './support/ids.js';
+import { closedPort, createTag, LeafidServer, tempDatabase } from './support/server.js';
+
+let db;
+/** @type {LeafidServer} */
+let server;
+
+before(async () => {
+  db = tempDatabase();
+  server = await LeafidServer.start(db.url);
+});
+
+after(async () => {
+  await server.kill9();
+  db.remove();
+});
+
+test('segment ids are exact bigints, increasing across many batches, with stats', async () => {
+  await createTag(server.address, 'plain', 1000);
+  const c = new Client({ servers: [server.address], batch: 50 });
+  const ids = [];
+  for (let i = 0; i < 1000; i++) ids.push(await c.nextId('plain'));
+  assert.equal(typeof ids[0], 'bigint');
+  assert.equal(ids[0], 1n, 'a new tag starts at 1');
+  assertIncreasing(ids, 'plain');
+  assertUnique([ids]);
+  const st = c.stats();
+  assert.equal(st.idsServed, 1000);
+  assert.ok(st.batches >= 20 && st.batches <= 22, `batches ${st.batches}: 20 used, at most 2 ahead`);
+  assert.equal(st.discardedIds, 0);
+  assert.equal(st.failovers, 0);
+  assert.equal(c.segment('plain'), c.segment('plain'), 'one supply per tag');
+  await c.close();
+});
+
+test('string mode hands out decimal strings, snowflake too', async () => {
+  const c = new Client({ servers: [server.address], batch: 10, ids: 'string' });
+  const a = await c.nextId('leaf-segment-test');
+  const b = await c.nextId('leaf-segment-test');
+  assert.equal(typeof a, 'string');
+  assert.ok(BigInt(a) < BigInt(b));
+  const s1 = await c.nextSnowflakeId();
+  const s2 = await c.snowflake().nextId();
+  assert.match(s1, /^[1-9][0-9]*$/);
+  assert.ok(BigInt(s1) < BigInt(s2));
+  assert.ok(BigInt(s1) > 2n ** 53n, 'a twitter-layout snowflake id is beyond a double');
+  await c.close();
+});
+
+test('ids near 2^63 are exact, then the tag is exhausted (rejected, not unavailable)', async () => {
+  // 9223372036854770000 is not a double (the nearest is ...769984 or ...771008).
+  await createTag(server.address, 'near-max', 1000, '9223372036854770000');
+  const c = new Client({ servers: [server.address], batch: 1000 });
+  const ids = [];
+  let err;
+  for (;;) {
+    try {
+      ids.push(await c.nextId('near-max'));
+    } catch (e) {
+      err = e;
+      break;
+    }
+  }
+  assert.ok(err instanceof RejectedError, String(err));
+  assert.equal(err.code, 'biz_tag_exhausted');
+  assert.equal(ids[0], 9223372036854770000n);
+  assertIncreasing(ids, 'near-max');
+  assert.ok(ids.at(-1) <= 2n ** 63n - 1n);
+  // Every id from the first to the last the server leased, nothing skipped or rounded: the
+  // server stops when its next segment would pass 2^63 - 1 (with step 1000: at ...774999).
+  assert.equal(BigInt(ids.length), ids.at(-1) - ids[0] + 1n);
+  assert.ok(ids.at(-1) > 2n ** 63n - 1n - 100_000n, `last ${ids.at(-1)}`);
+  assert.equal(c.stats().failovers, 0);
+  // And it stays refused.
+  await assert.rejects(c.nextId('near-max'), (e) => e.code === 'biz_tag_exhausted');
+  await c.close();
+});
+
+test('an unknown tag is rejected with its code, and no other server is asked', async () => {
+  const c = new Client({ servers: [server.address, `http://127.0.0.1:${await closedPort()}`] });
+  await assert.rejects(c.nextId('no-such-tag'), (e) => {
+    assert.ok(e instanceof RejectedError);
+    assert.equal(e.kind, 'rejected');
+    assert.equal(e.code, 'unknown_biz_tag');
+    assert.equal(e.status, 404);
+    assert.equal(e.server, server.address);
+    return true;
+  });
+  assert.equal(c.stats().failovers, 0);
+  assert.ok(c.servers().every((s) => s.up), 'a refusal marks no server down');
+  await c.close();
+});
+
+test('concurrent callers share one increasing stream: no duplicate, increasing in return order', async () => {
+  await createTag(server.address, 'busy', 1000);
+  const c = new Client({ servers: [server.address], batch: 100 });
+  const { lists, order, errors } = await runCallers(8, 1000, () => c.nextId('busy'));
+  assert.deepEqual(errors, []);
+  for (const [i, l] of lists.entries()) assertIncreasing(l, `caller ${i}`);
+  assertIncreasing(order, 'return order across callers');
+  assert.equal(assertUnique(lists), 8000);
+  assert.equal(c.stats().idsServed, 8000);
+  await c.close();
+});
+
+test('with every server down, nextId waits the wait timeout and names the last failure', async () => {
+  const port = await closedPort();
+  const c = new Client({ servers: [`http://127.0.0.1:${port}`], waitTimeoutMs: 300, backoffMinMs: 20, backoffMaxMs: 40 });
+  const t0 = performance.now();
+  const e = await c.nextId('leaf-segment-test').catch((x) => x);
+  const waited = performance.now() - t0;
+  assert.ok(e instanceof UnavailableError, String(e));
+  assert.ok(waited >= 290 && waited < 2000, `waited ${waited} ms`);
+  assert.equal(e.lastFault.server, `http://127.0.0.1:${port}`);
+  assert.equal(e.lastFault.type, 'transport');
+  assert.match(e.message, /ECONNREFUSED/);
+  assert.ok(c.stats().failedRounds >= 2);
+  assert.equal(c.servers()[0].up, false);
+  await c.close();
+});
+
+test('an AbortSignal ends the wait at once; close() rejects waiting calls', async () => {
+  const c = new Client({ servers: [`http://127.0.0.1:${await closedPort()}`], waitTimeoutMs: 10_000 });
+  const t0 = performance.now();
+  await assert.rejects(c.nextId('t', { signal: AbortSignal.timeout(100) }), (e) => e.name === 'TimeoutError');
+  assert.ok(performance.now() - t0 < 1000);
+  const ac = new AbortController();
+  ac.abort(new Error('mine'));
+  await assert.rejects(c.nextId('t', { signal: ac.signal }), /mine/);
+  const waiting = c.nextId('t');
+  setTimeout(() => c.close(), 50);
+  await assert.rejects(waiting, (e) => e.kind === 'closed');
+  await assert.rejects(c.nextId('t'), (e) => e.kind === 'closed');
+});
