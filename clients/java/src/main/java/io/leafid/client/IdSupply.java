@@ -1,0 +1,488 @@
+package io.leafid.client;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.OptionalLong;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * One local id stream: the ids of one segment tag, or the snowflake ids, of one client. Get it
+ * from {@link LeafidClient#segment(String)} or {@link LeafidClient#snowflake()}; every call for
+ * the same tag returns the same supply, so all callers share one increasing stream.
+ *
+ * <p>Double-buffered like the server's segment buffer: the supply holds the <em>current</em>
+ * batch (the ids of one 200 answer) and at most one <em>next</em> batch. {@link #nextId()} takes
+ * an index with one {@code getAndIncrement} on the current batch: that is the whole fast path.
+ * The caller whose index is the batch's preload mark (10% of it) starts the refill, which
+ * fetches the next batch on a client thread (single flight); when the current batch runs out,
+ * the first caller to find it spent promotes the next one, and callers that find no next batch
+ * wait for the refill, at most the wait timeout.
+ *
+ * <h2>Guarantees</h2>
+ * <ul>
+ *   <li><b>No id twice.</b> An index is taken by exactly one caller, and each accepted batch
+ *       holds only ids above every id of the batches accepted before it (the <em>floor</em>).
+ *   <li><b>Only received ids.</b> A batch is built only from the ids of a 200 body that passed
+ *       validation; nothing is computed.
+ *   <li><b>Increasing.</b> If one {@code nextId} call returns before another starts, the second
+ *       id is larger, whichever threads make the calls. A batch is promoted only once the
+ *       current one is spent, and after a failover the new server's ids at or below the floor
+ *       are cut (counted in {@link Stats#discardedIds()}, never handed out); a batch cut to
+ *       nothing is fetched again at once.
+ * </ul>
+ */
+public final class IdSupply {
+    /** Ids of one answer, handed out in order by index. */
+    private static final class Batch {
+        /** Strictly increasing, all above the ids of every earlier batch of the supply. */
+        final long[] ids;
+        /**
+         * Indexes taken so far; the caller that takes {@code i < ids.length} owns {@code ids[i]}.
+         * Runs past the length once spent (each late caller adds one; a long cannot wrap).
+         */
+        final AtomicLong taken = new AtomicLong();
+        /** The index whose taker starts the refill: 10% of the batch, as the server preloads. */
+        final long preloadAt;
+
+        Batch(long[] ids) {
+            this.ids = ids;
+            this.preloadAt = ids.length / 10;
+        }
+
+        boolean isSpent() {
+            return taken.get() >= ids.length;
+        }
+
+        /** Ids handed out from this batch. */
+        long served() {
+            return Math.min(taken.get(), ids.length);
+        }
+    }
+
+    private static final Batch EMPTY = new Batch(new long[0]);
+
+    /** The client's servers, threads, settings and closed flag. */
+    private final LeafidClient.Shared shared;
+    /** The batch request (segment or snowflake route). */
+    private final Servers.Request request;
+    /** The tag, or null for snowflake. */
+    private final String tag;
+
+    /**
+     * The batch being served. Written only under {@link #lock}, and only to replace a spent
+     * batch (promotion); volatile so the fast path sees a promoted batch and its ids.
+     */
+    private volatile Batch current = EMPTY;
+
+    /** Guards the fields below; never held across a request. */
+    private final ReentrantLock lock = new ReentrantLock();
+    /** Signalled when a refill ends (successful or not) and when the client closes. */
+    private final Condition refillEnded = lock.newCondition();
+    /** The batch to serve after the current one, once fetched. */
+    private Batch next;
+    /** The largest id accepted into a batch so far (0 before the first: ids are positive). */
+    private long floor;
+    /** True while one refill runs (single flight). */
+    private boolean refilling;
+    /** Set when the last refill was refused; cleared when a new refill starts. */
+    private RejectedException refused;
+    /** The last server failure of the refills, for {@link UnavailableException}; a success clears it. */
+    private ServerFault lastFault;
+    /** Async callers waiting for the refill to end: each retries once run. */
+    private List<Runnable> waiters = new ArrayList<>();
+    /** Ids of the batches promoted away (all handed out: a batch is promoted once spent). */
+    private long retiredServed;
+
+    /** Batches accepted. Statistics only. */
+    private final AtomicLong batches = new AtomicLong();
+    /** Ids cut below the floor. Statistics only. */
+    private final AtomicLong discarded = new AtomicLong();
+    /** Failovers of this supply's fetches. Statistics only. */
+    private final AtomicLong failovers = new AtomicLong();
+
+    IdSupply(LeafidClient.Shared shared, Servers.Request request, String tag) {
+        this.shared = shared;
+        this.request = request;
+        this.tag = tag;
+    }
+
+    /** The tag of this supply, or {@code null} for the snowflake supply. */
+    public String tag() {
+        return tag;
+    }
+
+    /**
+     * The next id, waiting at most the client's wait timeout when the local batches are spent.
+     *
+     * @throws RejectedException a server refused the request (unknown tag, exhausted tag...)
+     * @throws UnavailableException no ids within the wait timeout: every server failed or is down
+     * @throws ClosedException the client is closed, or the thread was interrupted while waiting
+     *     (its interrupt flag is set again)
+     */
+    public long nextId() {
+        return nextId(shared.waitTimeout);
+    }
+
+    /**
+     * The next id, waiting at most {@code maxWait} when the local batches are spent (the fast
+     * path never waits).
+     *
+     * @throws RejectedException a server refused the request
+     * @throws UnavailableException no ids within {@code maxWait}
+     * @throws ClosedException the client is closed, or the thread was interrupted while waiting
+     */
+    public long nextId(Duration maxWait) {
+        long id = fastPath();
+        if (id > 0) {
+            return id;
+        }
+        return nextIdSlow(System.nanoTime(), maxWait.toNanos());
+    }
+
+    /**
+     * The next id if a local batch holds one, without waiting or failing (a spent batch starts
+     * the refill). Empty: call {@link #nextId()}, or try again later.
+     *
+     * @throws ClosedException the client is closed
+     */
+    public OptionalLong tryNextId() {
+        long id = fastPath();
+        if (id > 0) {
+            return OptionalLong.of(id);
+        }
+        if (shared.closed) {
+            return OptionalLong.empty();
+        }
+        lock.lock();
+        try {
+            id = takeLocked();
+            if (id > 0) {
+                return OptionalLong.of(id);
+            }
+            startRefillLocked();
+            return OptionalLong.empty();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * The next id as a future: already complete when a local batch holds one; else completed
+     * by the refill, or exceptionally with a {@link LeafidException} (an
+     * {@link UnavailableException} after the client's wait timeout). Cancelling it stops the
+     * wait. Dependent stages may run on the client's threads: give an executor
+     * ({@code thenApplyAsync(fn, executor)}) for anything slow.
+     */
+    public CompletableFuture<Long> nextIdAsync() {
+        return nextIdAsync(shared.waitTimeout);
+    }
+
+    /** {@link #nextIdAsync()} with its own wait bound. */
+    public CompletableFuture<Long> nextIdAsync(Duration maxWait) {
+        long id = fastPath();
+        if (id > 0) {
+            return CompletableFuture.completedFuture(id);
+        }
+        long started = System.nanoTime();
+        long waitNanos = maxWait.toNanos();
+        CompletableFuture<Long> result = new CompletableFuture<>();
+        attemptAsync(result, started, waitNanos, false);
+        if (!result.isDone()) {
+            try {
+                ScheduledFuture<?> timer = shared.timer.schedule(
+                        () -> result.completeExceptionally(unavailable(started)),
+                        Math.max(0, started + waitNanos - System.nanoTime()), TimeUnit.NANOSECONDS);
+                result.whenComplete((v, e) -> timer.cancel(false));
+            } catch (RejectedExecutionException e) {
+                result.completeExceptionally(new ClosedException("client closed"));
+            }
+        }
+        return result;
+    }
+
+    /** Counters of this supply. */
+    public Stats stats() {
+        long served;
+        lock.lock();
+        try {
+            served = retiredServed + current.served();
+        } finally {
+            lock.unlock();
+        }
+        return new Stats(served, batches.get(), failovers.get(), discarded.get());
+    }
+
+    // ---- internals ----
+
+    /** An id of the current batch, or 0 when it is spent (ids are positive). */
+    private long fastPath() {
+        if (shared.closed) {
+            throw new ClosedException("client closed");
+        }
+        Batch b = current;
+        long i = b.taken.getAndIncrement();
+        if (i < b.ids.length) {
+            if (i == b.preloadAt) {
+                startRefill();
+            }
+            return b.ids[(int) i];
+        }
+        return 0;
+    }
+
+    /**
+     * Under the lock: an id of the current batch, promoting the next one over a spent current;
+     * 0 when there is no id locally.
+     */
+    private long takeLocked() {
+        while (true) {
+            Batch b = current;
+            long i = b.taken.getAndIncrement();
+            if (i < b.ids.length) {
+                if (i == b.preloadAt) {
+                    startRefillLocked();
+                }
+                return b.ids[(int) i];
+            }
+            if (next == null) {
+                return 0;
+            }
+            // b is spent (its counter is past the end, and counters only grow): every call that
+            // took one of its ids did so before this promotion.
+            retiredServed += b.ids.length;
+            current = next;
+            next = null;
+        }
+    }
+
+    private long nextIdSlow(long started, long waitNanos) {
+        long deadline = started + waitNanos;
+        boolean waited = false;
+        lock.lock();
+        try {
+            while (true) {
+                if (shared.closed) {
+                    throw new ClosedException("client closed");
+                }
+                long id = takeLocked();
+                if (id > 0) {
+                    return id;
+                }
+                // A refusal counts only from a refill this call waited for, not one from before.
+                if (waited && refused != null) {
+                    throw refused.copy();
+                }
+                startRefillLocked();
+                waited = true;
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    throw unavailableLocked(started);
+                }
+                try {
+                    refillEnded.awaitNanos(left);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new ClosedException("interrupted while waiting for ids");
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private void attemptAsync(CompletableFuture<Long> result, long started, long waitNanos,
+            boolean waited) {
+        if (result.isDone()) {
+            return;
+        }
+        lock.lock();
+        try {
+            if (shared.closed) {
+                result.completeExceptionally(new ClosedException("client closed"));
+                return;
+            }
+            long id = takeLocked();
+            if (id > 0) {
+                // If the future was cancelled or timed out meanwhile, this id is dropped (a gap).
+                result.complete(id);
+                return;
+            }
+            if (waited && refused != null) {
+                result.completeExceptionally(refused.copy());
+                return;
+            }
+            startRefillLocked();
+            if (System.nanoTime() - (started + waitNanos) >= 0) {
+                result.completeExceptionally(unavailableLocked(started));
+                return;
+            }
+            waiters.add(() -> attemptAsync(result, started, waitNanos, true));
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private UnavailableException unavailable(long started) {
+        lock.lock();
+        try {
+            return unavailableLocked(started);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private UnavailableException unavailableLocked(long started) {
+        return new UnavailableException(Duration.ofNanos(System.nanoTime() - started), lastFault);
+    }
+
+    /** Starts the refill unless one runs or the next batch is already there. */
+    private void startRefill() {
+        lock.lock();
+        try {
+            startRefillLocked();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private void startRefillLocked() {
+        if (refilling || next != null || shared.closed) {
+            return;
+        }
+        refilling = true;
+        refused = null;
+        try {
+            shared.workers.execute(this::refill);
+        } catch (RejectedExecutionException e) {
+            refilling = false; // closing
+        }
+    }
+
+    /**
+     * Fetches one batch above the floor into {@code next}, retrying failed rounds with backoff
+     * for at most the wait timeout (then the next caller that needs a batch starts another).
+     */
+    private void refill() {
+        long deadline = System.nanoTime() + shared.waitTimeout.toNanos();
+        int failures = 0;
+        try {
+            while (!shared.closed) {
+                Servers.FetchResult r = shared.servers.fetch(request);
+                failovers.addAndGet(r.failovers);
+                long wait;
+                if (r.ids != null) {
+                    if (accept(r.ids)) {
+                        return;
+                    }
+                    // Nothing above the floor: that server is behind the one used before. Ask
+                    // again at once: each answer drains what it is behind by, and the deadline
+                    // below still bounds the loop.
+                    wait = 0;
+                } else if (r.rejected != null) {
+                    lock.lock();
+                    try {
+                        refused = r.rejected;
+                    } finally {
+                        lock.unlock();
+                    }
+                    return;
+                } else {
+                    lock.lock();
+                    try {
+                        if (r.fault != null) {
+                            lastFault = r.fault;
+                        }
+                    } finally {
+                        lock.unlock();
+                    }
+                    failures++;
+                    wait = shared.timing.backoff(failures);
+                }
+                if (System.nanoTime() + wait - deadline >= 0) {
+                    return;
+                }
+                if (wait > 0) {
+                    TimeUnit.NANOSECONDS.sleep(wait);
+                }
+            }
+        } catch (InterruptedException e) {
+            // The client is closing.
+        } catch (RuntimeException e) {
+            lock.lock();
+            try {
+                lastFault = new ServerFault("(client)", ServerFault.Kind.TRANSPORT, String.valueOf(e));
+            } finally {
+                lock.unlock();
+            }
+        } finally {
+            endRefill();
+        }
+    }
+
+    /** Cuts {@code ids} to those above the floor; true if some were left and became {@code next}. */
+    private boolean accept(long[] ids) {
+        lock.lock();
+        try {
+            // Ids are strictly increasing: the ones at or below the floor are a prefix.
+            int cut = 0;
+            while (cut < ids.length && ids[cut] <= floor) {
+                cut++;
+            }
+            if (cut > 0) {
+                discarded.addAndGet(cut);
+            }
+            if (cut == ids.length) {
+                return false;
+            }
+            long[] kept = cut == 0 ? ids : Arrays.copyOfRange(ids, cut, ids.length);
+            floor = kept[kept.length - 1];
+            next = new Batch(kept);
+            lastFault = null;
+            batches.incrementAndGet();
+            return true;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Marks the refill over and wakes everyone waiting for it. */
+    private void endRefill() {
+        List<Runnable> run;
+        lock.lock();
+        try {
+            refilling = false;
+            refillEnded.signalAll();
+            run = waiters;
+            waiters = new ArrayList<>();
+        } finally {
+            lock.unlock();
+        }
+        for (Runnable w : run) {
+            w.run();
+        }
+    }
+
+    /** Wakes every waiting caller: they see the client closed. */
+    void close() {
+        List<Runnable> run;
+        lock.lock();
+        try {
+            refillEnded.signalAll();
+            run = waiters;
+            waiters = new ArrayList<>();
+        } finally {
+            lock.unlock();
+        }
+        for (Runnable w : run) {
+            w.run();
+        }
+    }
+}

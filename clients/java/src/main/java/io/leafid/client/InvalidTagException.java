@@ -1,0 +1,21 @@
+package io.leafid.client;
+
+/**
+ * The tag is not 1 to 128 characters of {@code A-Z a-z 0-9 . _ : -} (the server's rule); no
+ * request was sent.
+ */
+public final class InvalidTagException extends LeafidException {
+    private static final long serialVersionUID = 1L;
+
+    private final String tag;
+
+    InvalidTagException(String tag) {
+        super("invalid biz tag \"" + tag + "\": 1 to 128 of A-Z a-z 0-9 . _ : -");
+        this.tag = tag;
+    }
+
+    /** The refused tag. */
+    public String tag() {
+        return tag;
+    }
+}

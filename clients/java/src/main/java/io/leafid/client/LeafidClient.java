@@ -1,0 +1,371 @@
+package io.leafid.client;
+
+import java.lang.reflect.Method;
+import java.net.URI;
+import java.net.URISyntaxException;
+import java.net.http.HttpClient;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.SynchronousQueue;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * A leafid client: per tag (and for snowflake) a local double-buffered id supply, fed by the
+ * batch routes of several servers with failover. Thread-safe; make one per process and share
+ * it. Close it when done: {@link #close()} stops every thread it started.
+ *
+ * <pre>{@code
+ * try (LeafidClient client = LeafidClient.builder()
+ *         .servers("http://10.0.0.1:8080", "http://10.0.0.2:8080")
+ *         .batchSize(1000)
+ *         .build()) {
+ *     IdSupply orders = client.segment("orders");
+ *     long id = orders.nextId();
+ * }
+ * }</pre>
+ */
+public final class LeafidClient implements AutoCloseable {
+    /** Most ids one batch request may ask for (the server's limit). */
+    public static final int MAX_BATCH = 100_000;
+
+    private static final AtomicInteger CLIENTS = new AtomicInteger();
+
+    /** What every supply of one client shares. */
+    static final class Shared {
+        /** The servers, their health and the HTTP pool. */
+        final Servers servers;
+        /** Timeouts and backoff. */
+        final Servers.Timing timing;
+        /** Default bound of a caller's wait for a batch; also a refill's retry bound. */
+        final Duration waitTimeout;
+        /** Runs refills and the HTTP client's work; daemon threads, stopped by close. */
+        final ThreadPoolExecutor workers;
+        /** Health-probe ticks and async wait timeouts; one daemon thread, stopped by close. */
+        final ScheduledThreadPoolExecutor timer;
+        /** Set once by close; checked on every call (a plain load on the fast path). */
+        volatile boolean closed;
+
+        Shared(Servers servers, Servers.Timing timing, Duration waitTimeout,
+                ThreadPoolExecutor workers, ScheduledThreadPoolExecutor timer) {
+            this.servers = servers;
+            this.timing = timing;
+            this.waitTimeout = waitTimeout;
+            this.workers = workers;
+            this.timer = timer;
+        }
+    }
+
+    private final Shared shared;
+    private final int batchSize;
+    /** One supply per tag, so every caller of a tag shares one increasing stream. */
+    private final Map<String, IdSupply> segments = new ConcurrentHashMap<>();
+    /** The snowflake supply. */
+    private final IdSupply snowflake;
+    /** The HTTP client, dropped by close (JDK 21+: shut down too). */
+    private volatile HttpClient http;
+
+    private LeafidClient(Builder b, List<String> bases) {
+        int n = CLIENTS.incrementAndGet();
+        ThreadPoolExecutor workers = new ThreadPoolExecutor(0, Integer.MAX_VALUE, 30,
+                TimeUnit.SECONDS, new SynchronousQueue<>(), daemon("leafid-" + n + "-worker-"));
+        ScheduledThreadPoolExecutor timer = new ScheduledThreadPoolExecutor(1,
+                daemon("leafid-" + n + "-timer-"));
+        timer.setRemoveOnCancelPolicy(true);
+        timer.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
+        this.http = HttpClient.newBuilder()
+                .version(HttpClient.Version.HTTP_1_1)
+                .followRedirects(HttpClient.Redirect.NEVER)
+                .connectTimeout(b.connectTimeout)
+                .executor(workers)
+                .build();
+        Servers.Timing timing = new Servers.Timing(b.requestTimeout, b.backoffMin, b.backoffMax);
+        Servers servers = new Servers(bases, http, timing);
+        this.shared = new Shared(servers, timing, b.waitTimeout, workers, timer);
+        this.batchSize = b.batchSize;
+        this.snowflake = new IdSupply(shared, new Servers.Request(
+                "/api/v1/snowflake/ids?count=" + batchSize + "&stringify_ids=true", batchSize, null),
+                null);
+        long tick = b.backoffMin.toNanos();
+        timer.scheduleWithFixedDelay(servers::probeDue, tick, tick, TimeUnit.NANOSECONDS);
+    }
+
+    private static ThreadFactory daemon(String prefix) {
+        AtomicInteger k = new AtomicInteger();
+        return r -> {
+            Thread t = new Thread(r, prefix + k.incrementAndGet());
+            t.setDaemon(true);
+            return t;
+        };
+    }
+
+    /**
+     * A builder with the defaults: batch 1000, wait timeout 5 s, request timeout 2 s, connect
+     * timeout 500 ms, probe backoff 50 ms to 5 s.
+     */
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /**
+     * The supply of a tag (the same object on every call for that tag). No request is sent
+     * until its first {@code nextId}.
+     *
+     * @throws InvalidTagException the tag is not 1 to 128 of {@code A-Z a-z 0-9 . _ : -}
+     * @throws ClosedException the client is closed
+     */
+    public IdSupply segment(String tag) {
+        if (!isValidTag(tag)) {
+            throw new InvalidTagException(String.valueOf(tag));
+        }
+        if (shared.closed) {
+            throw new ClosedException("client closed");
+        }
+        return segments.computeIfAbsent(tag, t -> new IdSupply(shared, new Servers.Request(
+                "/api/v1/segment/" + t + "/ids?count=" + batchSize + "&stringify_ids=true",
+                batchSize, t), t));
+    }
+
+    /** The snowflake supply (one per client). */
+    public IdSupply snowflake() {
+        return snowflake;
+    }
+
+    /** Shorthand for {@code segment(tag).nextId()}. */
+    public long nextId(String tag) {
+        return segment(tag).nextId();
+    }
+
+    /** Shorthand for {@code snowflake().nextId()}. */
+    public long nextSnowflakeId() {
+        return snowflake.nextId();
+    }
+
+    /** Counters summed over every supply of this client. */
+    public Stats stats() {
+        Stats s = snowflake.stats();
+        for (IdSupply sup : segments.values()) {
+            s = s.plus(sup.stats());
+        }
+        return s;
+    }
+
+    /** Base URLs of the servers, in the order given. */
+    public List<String> servers() {
+        return shared.servers.bases();
+    }
+
+    /** The server asked first: the last one that answered (the first given, at the start). */
+    public String preferredServer() {
+        return shared.servers.preferred();
+    }
+
+    /** Base URLs of the servers marked down (waiting for a 200 from their health probe). */
+    public List<String> downServers() {
+        return shared.servers.down();
+    }
+
+    /**
+     * Stops the client: callers waiting for ids get a {@link ClosedException}, later calls too;
+     * the refills, probes and timers stop, and every thread the client started has ended when
+     * this returns (bounded by 5 s). Ids left in the local batches are never used (a gap).
+     * Idempotent.
+     *
+     * <p>The JDK's HttpClient keeps one selector thread of its own: on JDK 21+ it is shut down
+     * here; on JDK 11 to 20 it ends by itself once the dropped HttpClient is garbage collected
+     * (the JDK offers no way to stop it).
+     */
+    @Override
+    public void close() {
+        if (shared.closed) {
+            return;
+        }
+        shared.closed = true;
+        shared.timer.shutdownNow();
+        shared.servers.close();
+        snowflake.close();
+        for (IdSupply s : segments.values()) {
+            s.close();
+        }
+        shared.workers.shutdownNow();
+        HttpClient h = http;
+        http = null;
+        shutdownHttpClient(h);
+        boolean interrupted = false;
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        try {
+            shared.timer.awaitTermination(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            shared.workers.awaitTermination(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+        } catch (InterruptedException e) {
+            interrupted = true;
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** JDK 21+: {@code HttpClient.shutdownNow()}, found reflectively (this builds for JDK 11). */
+    private static void shutdownHttpClient(HttpClient h) {
+        if (h == null) {
+            return;
+        }
+        try {
+            Method m = HttpClient.class.getMethod("shutdownNow");
+            m.invoke(h);
+        } catch (NoSuchMethodException e) {
+            // JDK 11 to 20: the selector thread ends once h is garbage collected.
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            // Best effort.
+        }
+    }
+
+    /** The server's tag rule: 1 to 128 of {@code A-Z a-z 0-9 . _ : -}. */
+    public static boolean isValidTag(String tag) {
+        if (tag == null || tag.isEmpty() || tag.length() > 128) {
+            return false;
+        }
+        for (int k = 0; k < tag.length(); k++) {
+            char c = tag.charAt(k);
+            boolean ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+                    || c == '.' || c == '_' || c == ':' || c == '-';
+            if (!ok) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** Builds a {@link LeafidClient}. */
+    public static final class Builder {
+        private List<String> servers = new ArrayList<>();
+        private int batchSize = 1000;
+        private Duration waitTimeout = Duration.ofSeconds(5);
+        private Duration requestTimeout = Duration.ofSeconds(2);
+        private Duration connectTimeout = Duration.ofMillis(500);
+        private Duration backoffMin = Duration.ofMillis(50);
+        private Duration backoffMax = Duration.ofSeconds(5);
+
+        private Builder() {}
+
+        /** Base URLs of the servers ({@code http://host:port}), asked in this order. Required. */
+        public Builder servers(String... urls) {
+            return servers(Arrays.asList(urls));
+        }
+
+        /** Base URLs of the servers, asked in this order. Required. */
+        public Builder servers(List<String> urls) {
+            this.servers = new ArrayList<>(urls);
+            return this;
+        }
+
+        /**
+         * Ids per batch request, 1 to 100000 (default 1000). Each supply holds up to two
+         * batches; ids left when the client closes are never used (a gap).
+         */
+        public Builder batchSize(int n) {
+            this.batchSize = n;
+            return this;
+        }
+
+        /**
+         * How long {@code nextId} waits for a batch when the local ones are spent (default 5
+         * s); then {@link UnavailableException}. Also how long one refill keeps retrying.
+         */
+        public Builder waitTimeout(Duration d) {
+            this.waitTimeout = d;
+            return this;
+        }
+
+        /**
+         * Upper bound of one batch request, connect to last byte (default 2 s); a server that
+         * takes longer is marked down and the next one asked.
+         */
+        public Builder requestTimeout(Duration d) {
+            this.requestTimeout = d;
+            return this;
+        }
+
+        /** Upper bound of opening a connection (default 500 ms, at most the request timeout). */
+        public Builder connectTimeout(Duration d) {
+            this.connectTimeout = d;
+            return this;
+        }
+
+        /** Backoff of a down server's health probes: {@code min} doubling up to {@code max}. */
+        public Builder backoff(Duration min, Duration max) {
+            this.backoffMin = min;
+            this.backoffMax = max;
+            return this;
+        }
+
+        /**
+         * The client; starts its timer thread (health probes).
+         *
+         * @throws ConfigException a setting is unusable
+         */
+        public LeafidClient build() {
+            if (servers.isEmpty()) {
+                throw new ConfigException("no server given");
+            }
+            if (batchSize < 1 || batchSize > MAX_BATCH) {
+                throw new ConfigException("batch size must be within 1..=" + MAX_BATCH + " (got " + batchSize + ")");
+            }
+            for (Duration d : List.of(waitTimeout, requestTimeout, connectTimeout, backoffMin, backoffMax)) {
+                if (d == null || d.isNegative() || d.isZero()) {
+                    throw new ConfigException("timeouts and backoff must be positive");
+                }
+            }
+            if (backoffMax.compareTo(backoffMin) < 0) {
+                throw new ConfigException("backoff needs min <= max");
+            }
+            List<String> bases = new ArrayList<>();
+            for (String url : servers) {
+                bases.add(base(url));
+            }
+            Duration connect = connectTimeout.compareTo(requestTimeout) > 0 ? requestTimeout : connectTimeout;
+            Builder b = copy();
+            b.connectTimeout = connect;
+            return new LeafidClient(b, bases);
+        }
+
+        private Builder copy() {
+            Builder b = new Builder();
+            b.servers = servers;
+            b.batchSize = batchSize;
+            b.waitTimeout = waitTimeout;
+            b.requestTimeout = requestTimeout;
+            b.connectTimeout = connectTimeout;
+            b.backoffMin = backoffMin;
+            b.backoffMax = backoffMax;
+            return b;
+        }
+
+        private static String base(String url) {
+            Objects.requireNonNull(url, "server URL");
+            String base = url;
+            while (base.endsWith("/")) {
+                base = base.substring(0, base.length() - 1);
+            }
+            URI u;
+            try {
+                u = new URI(base);
+            } catch (URISyntaxException e) {
+                throw new ConfigException("not a URL: \"" + url + "\"");
+            }
+            String scheme = u.getScheme();
+            if (scheme == null || !(scheme.equals("http") || scheme.equals("https")) || u.getHost() == null
+                    || u.getRawQuery() != null || u.getRawFragment() != null) {
+                throw new ConfigException("not an http:// or https:// base URL: \"" + url + "\"");
+            }
+            return base;
+        }
+    }
+}

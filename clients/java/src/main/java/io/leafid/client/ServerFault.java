@@ -1,0 +1,57 @@
+package io.leafid.client;
+
+/**
+ * One server's failure to deliver a batch: the server is then marked down and the next one is
+ * asked at once.
+ */
+public final class ServerFault {
+    /** What went wrong with one server. */
+    public enum Kind {
+        /** No HTTP answer: connection refused or reset, timeout. */
+        TRANSPORT,
+        /**
+         * A status that is this server's problem: a 5xx, or a 4xx that is not a refusal of the
+         * request itself ({@code engine_disabled}, 408, 429, a 4xx without leafid's body).
+         */
+        STATUS,
+        /** A 200 whose body is not a valid batch: none of its ids is handed out. */
+        BAD_RESPONSE,
+    }
+
+    private final String server;
+    private final Kind kind;
+    private final String detail;
+
+    ServerFault(String server, Kind kind, String detail) {
+        this.server = server;
+        this.kind = kind;
+        this.detail = detail;
+    }
+
+    /** Base URL of the server. */
+    public String server() {
+        return server;
+    }
+
+    /** The kind of failure. */
+    public Kind kind() {
+        return kind;
+    }
+
+    /** What happened, for humans. */
+    public String detail() {
+        return detail;
+    }
+
+    @Override
+    public String toString() {
+        switch (kind) {
+            case STATUS:
+                return server + ": HTTP " + detail;
+            case BAD_RESPONSE:
+                return server + ": bad response: " + detail;
+            default:
+                return server + ": " + detail;
+        }
+    }
+}

@@ -1,0 +1,460 @@
+package io.leafid.client;
+
+import java.io.IOException;
+import java.net.ConnectException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.net.http.HttpTimeoutException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * The server list of one client: which server a batch is asked from, failover, backoff and
+ * health probes.
+ *
+ * <p>Batches go to the <em>preferred</em> server (the last one that answered). A server that
+ * fails (no answer within the request timeout, a 5xx, a 4xx that is not a refusal of the request
+ * itself, a 200 whose body is not a valid batch) is marked down and the next one is asked at
+ * once, in the same call. A down server is not asked again until a health probe gets a 200 from
+ * its {@code /health/ready}; probes run on the client's timer every {@code backoffMin}, and a
+ * down server is probed once its backoff ({@code backoffMin} doubling per failure in a row, at
+ * most {@code backoffMax}) has passed. Only when every server is down does a fetch ask the down
+ * ones too (last resort), so the client never stalls behind a probe schedule while a server
+ * could answer.
+ *
+ * <p>The only ids that leave this class come from the body of a 200 that parsed and passed
+ * {@link #parseBatch}; a failed or partial answer contributes nothing.
+ */
+final class Servers {
+    /** Timeouts and backoff, in nanoseconds. */
+    static final class Timing {
+        /** Upper bound of one batch request (connect to last byte). */
+        final long requestTimeout;
+        /** First backoff after a failure; also the probe timer's period. */
+        final long backoffMin;
+        /** Largest backoff between two probes of a down server. */
+        final long backoffMax;
+
+        Timing(Duration requestTimeout, Duration backoffMin, Duration backoffMax) {
+            this.requestTimeout = requestTimeout.toNanos();
+            this.backoffMin = backoffMin.toNanos();
+            this.backoffMax = backoffMax.toNanos();
+        }
+
+        /** The wait after {@code failures} failures in a row (at least 1). */
+        long backoff(int failures) {
+            int doublings = Math.min(Math.max(failures - 1, 0), 30);
+            long b = backoffMin;
+            for (int k = 0; k < doublings && b < backoffMax; k++) {
+                b = b > Long.MAX_VALUE / 2 ? Long.MAX_VALUE : b * 2;
+            }
+            return Math.min(b, backoffMax);
+        }
+    }
+
+    /** A batch request: where, and what a valid answer looks like. */
+    static final class Request {
+        /** Path and query, e.g. {@code /api/v1/segment/orders/ids?count=1000&stringify_ids=true}. */
+        final String path;
+        /** The ids asked for: a body with more is invalid. */
+        final int count;
+        /** The tag the body must name (segment route), null for snowflake. */
+        final String tag;
+
+        Request(String path, int count, String tag) {
+            this.path = path;
+            this.count = count;
+            this.tag = tag;
+        }
+    }
+
+    /** What a fetch brought: ids, a refusal, or nothing (every server failed). */
+    static final class FetchResult {
+        /** The ids of a valid 200 body (strictly increasing, positive), or null. */
+        final long[] ids;
+        /** The refusal that holds on every server, or null. */
+        final RejectedException rejected;
+        /** With neither: the last server failure (null if no server could be asked). */
+        final ServerFault fault;
+        /** Servers asked after the one before them failed, in this fetch. */
+        final int failovers;
+
+        FetchResult(long[] ids, RejectedException rejected, ServerFault fault, int failovers) {
+            this.ids = ids;
+            this.rejected = rejected;
+            this.fault = fault;
+            this.failovers = failovers;
+        }
+    }
+
+    /** A 200 body that is not a valid batch. */
+    static final class BadBatch extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        BadBatch(String message) {
+            super(message);
+        }
+    }
+
+    /** One server and its health. The health fields are guarded by the object's monitor. */
+    private static final class Server {
+        /** Base URL without a trailing {@code /}. */
+        final String base;
+        /** Set by a failed request or probe; cleared only by a 200 (a probe's or a request's). */
+        boolean down;
+        /** Failures in a row (requests and probes): the backoff doubles with each. */
+        int failures;
+        /** A down server is probed at or after this {@link System#nanoTime()}. */
+        long nextProbe;
+        /** A probe is in flight (at most one per server). */
+        boolean probing;
+
+        Server(String base) {
+            this.base = base;
+        }
+
+        synchronized boolean isDown() {
+            return down;
+        }
+
+        synchronized void markUp() {
+            down = false;
+            failures = 0;
+        }
+
+        synchronized void markDown(Timing t) {
+            down = true;
+            if (failures < Integer.MAX_VALUE) {
+                failures++;
+            }
+            nextProbe = System.nanoTime() + t.backoff(failures);
+        }
+    }
+
+    /** The servers in the order given: the first is preferred until it fails. */
+    private final Server[] list;
+    /** Index of the server that answered last: asked first. A hint only. */
+    private final AtomicInteger preferred = new AtomicInteger();
+    /** One connection pool for every server. */
+    private final HttpClient http;
+    /** Timeouts and backoff. */
+    private final Timing timing;
+    /** Probes in flight, cancelled by {@link #close}. */
+    private final Set<CompletableFuture<?>> probes = ConcurrentHashMap.newKeySet();
+
+    Servers(List<String> bases, HttpClient http, Timing timing) {
+        this.list = new Server[bases.size()];
+        for (int k = 0; k < list.length; k++) {
+            list[k] = new Server(bases.get(k));
+        }
+        this.http = http;
+        this.timing = timing;
+    }
+
+    /** Base URLs in the order given. */
+    List<String> bases() {
+        List<String> out = new ArrayList<>();
+        for (Server s : list) {
+            out.add(s.base);
+        }
+        return out;
+    }
+
+    /** Base URL of the server asked first (the last that answered). */
+    String preferred() {
+        return list[preferred.get() % list.length].base;
+    }
+
+    /** Base URLs of the servers marked down. */
+    List<String> down() {
+        List<String> out = new ArrayList<>();
+        for (Server s : list) {
+            if (s.isDown()) {
+                out.add(s.base);
+            }
+        }
+        return out;
+    }
+
+    /**
+     * One batch: the preferred server first, then the other up servers in order, then (last
+     * resort) the down ones. Stops at the first refusal that holds on every server.
+     */
+    FetchResult fetch(Request req) throws InterruptedException {
+        int n = list.length;
+        int start = preferred.get() % n;
+        boolean[] tried = new boolean[n];
+        ServerFault last = null;
+        int failovers = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            boolean lastResort = pass == 1;
+            for (int k = 0; k < n; k++) {
+                int i = (start + k) % n;
+                if (tried[i] || (!lastResort && list[i].isDown())) {
+                    continue;
+                }
+                tried[i] = true;
+                if (last != null) {
+                    failovers++;
+                }
+                Outcome o = ask(list[i], req);
+                if (o.ids != null) {
+                    list[i].markUp();
+                    preferred.set(i);
+                    return new FetchResult(o.ids, null, null, failovers);
+                }
+                if (o.rejected != null) {
+                    return new FetchResult(null, o.rejected, null, failovers);
+                }
+                list[i].markDown(timing);
+                last = o.fault;
+            }
+        }
+        return new FetchResult(null, null, last, failovers);
+    }
+
+    /** What one server did with one request: exactly one field is set. */
+    private static final class Outcome {
+        final long[] ids;
+        final RejectedException rejected;
+        final ServerFault fault;
+
+        Outcome(long[] ids, RejectedException rejected, ServerFault fault) {
+            this.ids = ids;
+            this.rejected = rejected;
+            this.fault = fault;
+        }
+    }
+
+    private Outcome ask(Server s, Request req) throws InterruptedException {
+        HttpRequest hr;
+        try {
+            hr = HttpRequest.newBuilder(URI.create(s.base + req.path))
+                    .timeout(Duration.ofNanos(timing.requestTimeout))
+                    .header("Accept", "application/json")
+                    .GET()
+                    .build();
+        } catch (IllegalArgumentException e) {
+            return fault(s, ServerFault.Kind.TRANSPORT, "bad URL: " + e.getMessage());
+        }
+        CompletableFuture<HttpResponse<String>> f =
+                http.sendAsync(hr, HttpResponse.BodyHandlers.ofString());
+        HttpResponse<String> resp;
+        try {
+            // The request's own timeout ends at the response headers; this bounds the body too.
+            resp = f.get(timing.requestTimeout, TimeUnit.NANOSECONDS);
+        } catch (TimeoutException e) {
+            f.cancel(true);
+            return fault(s, ServerFault.Kind.TRANSPORT,
+                    "timed out after " + TimeUnit.NANOSECONDS.toMillis(timing.requestTimeout) + " ms");
+        } catch (InterruptedException e) {
+            f.cancel(true);
+            throw e;
+        } catch (CancellationException e) {
+            return fault(s, ServerFault.Kind.TRANSPORT, "request cancelled");
+        } catch (ExecutionException e) {
+            return fault(s, ServerFault.Kind.TRANSPORT, describe(e.getCause()));
+        }
+        int status = resp.statusCode();
+        String body = resp.body() == null ? "" : resp.body();
+        if (status >= 400 && status < 500) {
+            String code = "";
+            String message = "";
+            try {
+                Object v = Json.parse(body);
+                if (v instanceof Map) {
+                    Map<?, ?> m = (Map<?, ?>) v;
+                    if (m.get("code") instanceof String) {
+                        code = (String) m.get("code");
+                    }
+                    if (m.get("message") instanceof String) {
+                        message = (String) m.get("message");
+                    }
+                }
+            } catch (Json.ParseException e) {
+                // Not leafid's body (a proxy's page): this server's fault, below.
+            }
+            if (refusalHoldsOnEveryServer(code)) {
+                return new Outcome(null, new RejectedException(s.base, status, code, message), null);
+            }
+            return fault(s, ServerFault.Kind.STATUS, status + (code.isEmpty() ? "" : " " + code));
+        }
+        if (status != 200) {
+            return fault(s, ServerFault.Kind.STATUS, Integer.toString(status));
+        }
+        try {
+            return new Outcome(parseBatch(body, req), null, null);
+        } catch (BadBatch e) {
+            return fault(s, ServerFault.Kind.BAD_RESPONSE, e.getMessage());
+        }
+    }
+
+    private static Outcome fault(Server s, ServerFault.Kind kind, String detail) {
+        return new Outcome(null, null, new ServerFault(s.base, kind, detail));
+    }
+
+    private static String describe(Throwable t) {
+        if (t instanceof HttpTimeoutException) {
+            return "timed out: " + t.getMessage();
+        }
+        if (t instanceof ConnectException) {
+            return "connection refused";
+        }
+        if (t instanceof IOException) {
+            return t.getClass().getSimpleName() + (t.getMessage() == null ? "" : ": " + t.getMessage());
+        }
+        return String.valueOf(t);
+    }
+
+    /**
+     * Whether a 4xx is the same on every server (final, reaches the caller) or only this one's
+     * (ask the next). The servers share one database, so leafid's refusals of the request itself
+     * hold everywhere; any other code ({@code engine_disabled}, {@code not_found},
+     * {@code unauthorized}, none at all...) is this server's.
+     */
+    static boolean refusalHoldsOnEveryServer(String code) {
+        switch (code) {
+            case "unknown_biz_tag":
+            case "invalid_biz_tag":
+            case "biz_tag_exhausted":
+            case "invalid_count":
+            case "invalid_request":
+                return true;
+            default:
+                return false;
+        }
+    }
+
+    /**
+     * The ids of a 200 body, exactly: {@code {"biz_tag": tag?, "ids": [...]}} with 1..count ids,
+     * each a decimal string (or a JSON integer) within 1..2^63-1, strictly increasing, and the
+     * tag asked for (segment route). Anything else is the server's fault and none of its ids is
+     * used.
+     */
+    static long[] parseBatch(String body, Request req) throws BadBatch {
+        Object v;
+        try {
+            v = Json.parse(body);
+        } catch (Json.ParseException e) {
+            throw new BadBatch("not JSON: " + e.getMessage());
+        }
+        if (!(v instanceof Map)) {
+            throw new BadBatch("not a JSON object");
+        }
+        Map<?, ?> m = (Map<?, ?>) v;
+        if (req.tag != null) {
+            Object tag = m.get("biz_tag");
+            if (!req.tag.equals(tag)) {
+                throw new BadBatch("asked for tag " + req.tag + ", got " + tag);
+            }
+        }
+        if (!(m.get("ids") instanceof List)) {
+            throw new BadBatch("no ids array");
+        }
+        List<?> raw = (List<?>) m.get("ids");
+        if (raw.isEmpty() || raw.size() > req.count) {
+            throw new BadBatch(raw.size() + " ids for a count of " + req.count);
+        }
+        long[] ids = new long[raw.size()];
+        for (int k = 0; k < ids.length; k++) {
+            ids[k] = parseId(raw.get(k));
+            if (k > 0 && ids[k] <= ids[k - 1]) {
+                throw new BadBatch("ids not increasing: " + ids[k - 1] + " then " + ids[k]);
+            }
+        }
+        return ids;
+    }
+
+    /** One id: a positive decimal that fits a signed 64-bit integer, parsed exactly. */
+    private static long parseId(Object o) throws BadBatch {
+        String text;
+        if (o instanceof String) {
+            text = (String) o;
+        } else if (o instanceof Json.Num) {
+            text = ((Json.Num) o).text;
+        } else {
+            throw new BadBatch("id " + o + " is not a decimal string");
+        }
+        if (text.isEmpty() || text.length() > 19) {
+            throw new BadBatch("id \"" + text + "\" is not a positive 64-bit integer");
+        }
+        for (int k = 0; k < text.length(); k++) {
+            char c = text.charAt(k);
+            if (c < '0' || c > '9') {
+                throw new BadBatch("id \"" + text + "\" is not a positive 64-bit integer");
+            }
+        }
+        long id;
+        try {
+            id = Long.parseLong(text);
+        } catch (NumberFormatException e) {
+            throw new BadBatch("id \"" + text + "\" is above 2^63-1");
+        }
+        if (id <= 0) {
+            throw new BadBatch("id " + id + " is not positive");
+        }
+        return id;
+    }
+
+    /**
+     * One tick of the probe timer: probes each down server whose backoff has passed (one probe
+     * per server at a time); a 200 from {@code /health/ready} marks it up.
+     */
+    void probeDue() {
+        long now = System.nanoTime();
+        for (Server s : list) {
+            synchronized (s) {
+                if (!s.down || s.probing || now - s.nextProbe < 0) {
+                    continue;
+                }
+                s.probing = true;
+            }
+            CompletableFuture<HttpResponse<Void>> f;
+            try {
+                HttpRequest hr = HttpRequest.newBuilder(URI.create(s.base + "/health/ready"))
+                        .timeout(Duration.ofNanos(timing.requestTimeout))
+                        .GET()
+                        .build();
+                f = http.sendAsync(hr, HttpResponse.BodyHandlers.discarding());
+            } catch (RuntimeException e) {
+                synchronized (s) {
+                    s.probing = false;
+                }
+                s.markDown(timing);
+                continue;
+            }
+            probes.add(f);
+            f.whenComplete((resp, err) -> {
+                probes.remove(f);
+                if (err == null && resp.statusCode() == 200) {
+                    s.markUp();
+                } else {
+                    s.markDown(timing);
+                }
+                synchronized (s) {
+                    s.probing = false;
+                }
+            });
+        }
+    }
+
+    /** Cancels the probes in flight. */
+    void close() {
+        for (CompletableFuture<?> f : probes) {
+            f.cancel(true);
+        }
+        probes.clear();
+    }
+}

@@ -1,0 +1,53 @@
+package io.leafid.client;
+
+/**
+ * Counters of one supply or (summed) of a whole client: a snapshot, read without stopping
+ * anything.
+ */
+public final class Stats {
+    private final long idsServed;
+    private final long batches;
+    private final long failovers;
+    private final long discardedIds;
+
+    Stats(long idsServed, long batches, long failovers, long discardedIds) {
+        this.idsServed = idsServed;
+        this.batches = batches;
+        this.failovers = failovers;
+        this.discardedIds = discardedIds;
+    }
+
+    /** Ids handed to callers. */
+    public long idsServed() {
+        return idsServed;
+    }
+
+    /** 200 answers whose ids were taken into a local batch (at least one id above the floor). */
+    public long batches() {
+        return batches;
+    }
+
+    /** Times a request went to another server because the one asked failed. */
+    public long failovers() {
+        return failovers;
+    }
+
+    /**
+     * Ids received in 200 answers but never handed out because they were not above the last id
+     * accepted (a server behind the one used before, after a failover).
+     */
+    public long discardedIds() {
+        return discardedIds;
+    }
+
+    Stats plus(Stats o) {
+        return new Stats(idsServed + o.idsServed, batches + o.batches, failovers + o.failovers,
+                discardedIds + o.discardedIds);
+    }
+
+    @Override
+    public String toString() {
+        return "Stats{idsServed=" + idsServed + ", batches=" + batches + ", failovers=" + failovers
+                + ", discardedIds=" + discardedIds + "}";
+    }
+}
