@@ -1,27 +1,40 @@
 #!/usr/bin/env bash
 # A private 3-node MariaDB Galera cluster for tests, on 127.0.0.1, from Debian's packages
-# (mariadb-server, galera-4, rsync; installed if missing). Data under target/galera/nodeN.
+# (mariadb-server, galera-4, rsync, iproute2, procps; installed if missing). Data in a directory
+# of this checkout's own under /tmp (see Choices).
 #
 #   scripts/galera.sh start    # idempotent; starts what is down, waits until all 3 nodes are
 #                              # Synced, prints the 3 URLs (space-separated, node 1 first)
 #   scripts/galera.sh stop     # stops nodes 3, 2, 1 and waits until the processes are gone
+#   scripts/galera.sh purge    # stop, then remove the data directory (a clone about to go)
 #   scripts/galera.sh url      # prints the 3 URLs
 #   scripts/galera.sh kill N   # SIGKILL node N's mariadbd (a crash); `start` rejoins it
-#   scripts/galera.sh status   # one line per node: pid, state, cluster size
+#   scripts/galera.sh status   # one line per node: pid, state, cluster size; then the data dir
 #
-# URLs: mysql://leafid:leafid@127.0.0.1:2400N (user leafid, all privileges, no database).
+# URLs: mysql://leafid:leafid@127.0.0.1:PORT (user leafid, all privileges, no database).
 #
 # Choices (a test cluster: its data is disposable, speed and a small footprint come first):
-# - Ports, all below 32768 so they never collide with ephemeral ports (Linux hands out
-#   32768-60999), offset from $LEAFID_GALERA_PORT_BASE (default 24000), N = 1..3:
-#     SQL 2400N; Galera group communication 2401N (base_port and gmcast.listen_addr);
-#     IST receive 2402N (ist.recv_addr: its default, base_port + 1, would be the next node's
-#     group port); rsync SST receive 2403N (wsrep_sst_receive_address).
+# - Ports: $LEAFID_GALERA_PORT_BASE + offset, N = 1..3: SQL base+N; Galera group communication
+#   base+3+N (base_port and gmcast.listen_addr); IST receive base+6+N (ist.recv_addr: its
+#   default, base_port + 1, would be the next node's group port); rsync SST receive base+9+N
+#   (wsrep_sst_receive_address). The default base is the first port of this checkout's block
+#   (scripts/lib/common.sh: derived from the checkout's path, so two checkouts on one machine
+#   never share a port; all below the ephemeral range 32768-60999). A cold start stops with one
+#   line if another process holds one of the 12 ports.
+# - Data directory: the nodes' datadirs, my.cnf files, sockets and logs live in
+#   /tmp/leafid-galera.XXXXXX (made by mktemp, mode 0700, owned by the user the nodes run as),
+#   whose path is recorded in target/galera/rundir so that stop, kill and status find it; a
+#   record that is gone (a reboot cleared /tmp) or not that user's gets a new directory and a
+#   cold start. Not under the checkout, because root runs the nodes as user mysql (below) and
+#   mysql cannot pass through a checkout under a 0700 directory (root's home, mktemp -d); and a
+#   path free of spaces is what mariadb-install-db and the rsync SST script need.
+#   $LEAFID_GALERA_DIR, when set, is used as that directory instead (the caller sees to its
+#   owner). A cluster still running in the older layout (target/galera/nodeN, ports 2400N) is
+#   used as it is until stopped.
 # - Everything binds 127.0.0.1 only (bind-address, gmcast.listen_addr, base_host, ist.recv_addr,
 #   wsrep_node_address).
-# - Each node runs with --defaults-file=target/galera/nodeN/my.cnf, generated here: nothing is
-#   read from /etc/mysql, and the SST scripts (which the server hands the same file) see the same
-#   settings.
+# - Each node runs with --defaults-file=DIR/nodeN/my.cnf, generated here: nothing is read from
+#   /etc/mysql, and the SST scripts (which the server hands the same file) see the same settings.
 # - Galera requires binlog_format=ROW, InnoDB and innodb_autoinc_lock_mode=2 (interleaved).
 # - SST is rsync (wsrep_sst_method=rsync): no credentials needed, nothing but rsync to install.
 #   It blocks the donor while it copies, which is fine for a handful of megabytes.
@@ -43,42 +56,94 @@
 #   (`start` now restarts such a cluster instead of waiting for it).
 # - pc.recovery=FALSE: a restart never re-forms the primary component from gvwstate.dat behind
 #   this script's back; the cold-start rule above decides who bootstraps.
-# - Root runs the nodes as user mysql (created by Debian's mariadb-server) and chowns
-#   target/galera to it, unlike scripts/mariadb.sh's --user=root: the joiner's rsync daemon,
+# - Root runs the nodes as user mysql (created by Debian's mariadb-server) and the data
+#   directory is mysql's, unlike scripts/mariadb.sh's --user=root: the joiner's rsync daemon,
 #   started as root, would switch to user nobody (rsyncd's default for root) and could not write
 #   into a root-owned datadir. Another user runs the nodes as itself.
 # - Root logs in through the unix socket of each node (auth by socket), as in mariadb.sh; user
 #   leafid@127.0.0.1 is created through node 1 and replicates (DDL runs in TOI on all nodes).
 set -euo pipefail
 
-root="$(cd "$(dirname "$0")/.." && pwd)"
-base="${LEAFID_GALERA_DIR:-$root/target/galera}"
-port_base="${LEAFID_GALERA_PORT_BASE:-24000}"
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
+root="$LEAFID_ROOT"
+record="$root/target/galera/rundir"
+legacy="$root/target/galera"  # the older layout: nodeN under target/galera, ports 2400N
+port_default="${LEAFID_GALERA_PORT_BASE:-$(leafid_port_block)}"
+port_base="$port_default"
+base=""  # set by use_base (start) or find_base (the other commands)
+old=0    # 1 while a cluster of the older layout is the one in use
 provider=/usr/lib/galera/libgalera_smm.so
 nodes=(1 2 3)
 
-log() { printf 'galera.sh: %s\n' "$*" >&2; }
-
-find_bin() {
-  for b in "$@"; do command -v "$b" >/dev/null 2>&1 && { command -v "$b"; return 0; }; done
-  for b in "$@"; do [ -x "/usr/sbin/$b" ] && { echo "/usr/sbin/$b"; return 0; }; done
-  return 1
-}
+log() { leafid_log "$@"; }
+find_bin() { leafid_find_bin "$@"; }
 
 install() {
-  if find_bin mariadbd mysqld >/dev/null && [ -f "$provider" ] && command -v rsync >/dev/null \
-    && command -v wsrep_sst_rsync >/dev/null && command -v ss >/dev/null; then
-    return 0
+  local missing=()
+  { find_bin mariadbd mysqld && find_bin mariadb-install-db mysql_install_db &&
+    find_bin wsrep_sst_rsync; } >/dev/null || missing+=(mariadb-server)
+  find_bin mariadb mysql >/dev/null || missing+=(mariadb-client)
+  [ -f "$provider" ] || missing+=(galera-4)
+  command -v rsync >/dev/null || missing+=(rsync)
+  # `ss`: the rsync SST script uses it to see its daemon listening.
+  find_bin ss >/dev/null || missing+=(iproute2)
+  command -v pgrep >/dev/null || missing+=(procps)
+  leafid_install_packages "${missing[@]}"
+}
+
+# Whether the older layout's node N runs (its pid file under target/galera/nodeN).
+legacy_alive() {
+  local pid; pid="$(cat "$legacy/node$1/mysqld.pid" 2>/dev/null || true)"
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+legacy_running() {
+  [ -z "${LEAFID_GALERA_DIR:-}" ] || return 1
+  local n; for n in "${nodes[@]}"; do legacy_alive "$n" && return 0; done; return 1
+}
+
+# The data directory for the commands that only look (stop, kill, status): the recorded one
+# ("" when none); a running cluster of the older layout first.
+find_base() {
+  old=0; port_base="$port_default"
+  if legacy_running; then
+    base="$legacy"; old=1; port_base="${LEAFID_GALERA_PORT_BASE:-24000}"
+  elif [ -n "${LEAFID_GALERA_DIR:-}" ]; then
+    base="$LEAFID_GALERA_DIR"
+  else
+    base="$(leafid_rundir_recorded "$record")"
   fi
-  log "installing mariadb-server, galera-4 and rsync from Debian's packages"
-  local sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq >&2
-  # iproute2 gives `ss`, which the rsync SST script uses to see its daemon listening.
-  $sudo apt-get install -y -qq mariadb-server mariadb-client galera-4 rsync iproute2 >&2
+}
+
+# The data directory for start: as find_base, else the recorded one or a new one (see header).
+use_base() {
+  old=0; port_base="$port_default"
+  if legacy_running; then
+    base="$legacy"; old=1; port_base="${LEAFID_GALERA_PORT_BASE:-24000}"
+    log "a cluster of the older layout runs under $legacy; using it (stop makes the next start use /tmp)"
+  elif [ -n "${LEAFID_GALERA_DIR:-}" ]; then
+    base="$LEAFID_GALERA_DIR"; mkdir -p "$base"
+  else
+    base="$(leafid_rundir "$record" galera "$(leafid_service_user)")"
+    if [ -d "$legacy/node1" ]; then
+      log "removing the stopped older layout's data ($legacy/node1..3)"
+      rm -rf "$legacy/node1" "$legacy/node2" "$legacy/node3"
+    fi
+  fi
 }
 
 sql_port() { echo $((port_base + $1)); }
+group_port() {
+  if [ "$old" = 1 ]; then echo $((port_base + 10 + $1)); else echo $((port_base + 3 + $1)); fi
+}
+ist_port() {
+  if [ "$old" = 1 ]; then echo $((port_base + 20 + $1)); else echo $((port_base + 6 + $1)); fi
+}
+sst_port() {
+  if [ "$old" = 1 ]; then echo $((port_base + 30 + $1)); else echo $((port_base + 9 + $1)); fi
+}
+all_ports() { local n; for n in "${nodes[@]}"; do sql_port "$n"; group_port "$n"; ist_port "$n"; sst_port "$n"; done; }
 dir() { echo "$base/node$1"; }
 sock() { echo "$(dir "$1")/mysqld.sock"; }
 pidf() { echo "$(dir "$1")/mysqld.pid"; }
@@ -95,7 +160,7 @@ status_var() {
   client "$1" -N -B -e "SHOW GLOBAL STATUS LIKE '$2'" 2>/dev/null | awk '{print $2}' || true
 }
 
-pid_of() { cat "$(pidf "$1")" 2>/dev/null || true; }
+pid_of() { if [ -n "$base" ]; then cat "$(pidf "$1")" 2>/dev/null || true; fi; }
 
 alive() { local pid; pid="$(pid_of "$1")"; [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; }
 
@@ -108,9 +173,9 @@ any_alive() { local n; for n in "${nodes[@]}"; do alive "$n" && return 0; done; 
 
 write_cnf() {
   local n="$1" d; d="$(dir "$n")"
-  local gport=$((port_base + 10 + n)) iport=$((port_base + 20 + n)) sport=$((port_base + 30 + n))
-  local peers=() m
-  for m in "${nodes[@]}"; do peers+=("127.0.0.1:$((port_base + 10 + m))"); done
+  local gport iport sport peers=() m
+  gport="$(group_port "$n")" iport="$(ist_port "$n")" sport="$(sst_port "$n")"
+  for m in "${nodes[@]}"; do peers+=("127.0.0.1:$(group_port "$m")"); done
   local user=""; [ "$(id -u)" = 0 ] && user="user=mysql"
   mkdir -p "$d/data"
   [ "$(id -u)" = 0 ] && chown -R mysql:mysql "$d"
@@ -224,7 +289,7 @@ create_user() {
 
 start() {
   install
-  mkdir -p "$base"
+  use_base
   local n cold=0
   # A running node that does not become Synced (e.g. a partition under heavy load left no
   # primary component: each survivor alone and non-primary) is not waited for: the cluster is
@@ -240,6 +305,8 @@ start() {
   done
   if ! any_alive; then
     cold=1
+    # shellcheck disable=SC2046 # one port per word
+    leafid_ports_free_or_die $(all_ports)
     start_bootstrap
   fi
   for n in "${nodes[@]}"; do
@@ -275,7 +342,31 @@ stop_node() {
 
 stop() {
   # Node 1 last: it is the one the next cold start bootstraps.
+  [ -n "$base" ] || return 0
   local n; for n in 3 2 1; do stop_node "$n"; done
+}
+
+# Stops the cluster of the older layout if it runs, then the one in the recorded directory.
+stop_all() {
+  while legacy_running; do
+    find_base  # the older layout's cluster first
+    stop
+  done
+  find_base
+  stop
+}
+
+# Stops everything, then removes the data directory and its record.
+purge() {
+  stop_all
+  [ -n "$base" ] || return 0
+  if [ -n "${LEAFID_GALERA_DIR:-}" ]; then
+    rm -rf "$base/node1" "$base/node2" "$base/node3"
+  else
+    rm -rf "$base"
+    rm -f "$record"
+  fi
+  log "removed $base"
 }
 
 kill_node() {
@@ -297,13 +388,15 @@ status() {
       echo "node$n down"
     fi
   done
+  echo "data=${base:-none}"
 }
 
 case "${1:-start}" in
   start) start ;;
-  stop) stop ;;
-  url) urls ;;
-  kill) kill_node "${2:-}" ;;
-  status) status ;;
-  *) echo "usage: $0 start|stop|url|kill N|status" >&2; exit 2 ;;
+  stop) stop_all ;;
+  purge) purge ;;
+  url) find_base; urls ;;
+  kill) find_base; kill_node "${2:-}" ;;
+  status) find_base; status ;;
+  *) echo "usage: $0 start|stop|purge|url|kill N|status" >&2; exit 2 ;;
 esac
