@@ -3,11 +3,12 @@ outlives its test."""
 
 from __future__ import annotations
 
+import http.server
 import itertools
 import os
 import threading
 from pathlib import Path
-from typing import Callable, Iterator, List
+from typing import Callable, Iterator, List, Tuple
 
 import pytest
 
@@ -62,3 +63,30 @@ def no_leftover_threads() -> Iterator[None]:
     yield
     left = [t.name for t in threading.enumerate() if t.name.startswith("leafid-")]
     assert not left, f"threads still running after the test: {left}"
+
+
+class BadServer(http.server.BaseHTTPRequestHandler):
+    body = b""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def bad_server() -> Iterator[Tuple[str, "type[BadServer]"]]:
+    """A local HTTP server that answers every GET with 200 and ``handler.body``."""
+    handler = type("Bad", (BadServer,), {"body": b""})
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=srv.serve_forever, name="bad-server", daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}", handler
+    srv.shutdown()
+    srv.server_close()
+    t.join()

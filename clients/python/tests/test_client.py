@@ -4,11 +4,10 @@ probes, exact 64-bit values, concurrency and close()."""
 from __future__ import annotations
 
 import bisect
-import http.server
 import json
 import threading
 import time
-from typing import Callable, Iterator, List, Tuple
+from typing import Callable, List, Tuple
 
 import pytest
 
@@ -18,6 +17,7 @@ from leafid_client import (
     RejectedError,
     UnavailableError,
 )
+from conftest import BadServer
 from leafid_server import LeafidServer, free_low_port
 
 SEEDED = "leaf-segment-test"
@@ -187,33 +187,6 @@ def test_a_server_restarted_on_its_port_is_used_again(
     assert strictly_increasing(ids) and len(ids) >= 25
 
 
-class _BadServer(http.server.BaseHTTPRequestHandler):
-    body = b""
-
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(self.body)))
-        self.end_headers()
-        self.wfile.write(self.body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def bad_server(request: pytest.FixtureRequest) -> Iterator[Tuple[str, "type[_BadServer]"]]:
-    """A local HTTP server that answers every GET with 200 and ``handler.body``."""
-    handler = type("Bad", (_BadServer,), {"body": b""})
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    t = threading.Thread(target=srv.serve_forever, name="bad-server", daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}", handler
-    srv.shutdown()
-    srv.server_close()
-    t.join()
-
-
 BAD_BODIES = [
     b"not json",
     json.dumps({"biz_tag": SEEDED, "ids": ["999999999", "999999998"]}).encode(),
@@ -226,7 +199,7 @@ BAD_BODIES = [
 
 @pytest.mark.parametrize("raw", BAD_BODIES)
 def test_a_malformed_200_is_that_servers_failure(
-    raw: bytes, bad_server: Tuple[str, "type[_BadServer]"], shared_pair: List[LeafidServer]
+    raw: bytes, bad_server: Tuple[str, "type[BadServer]"], shared_pair: List[LeafidServer]
 ) -> None:
     url, handler = bad_server
     handler.body = raw

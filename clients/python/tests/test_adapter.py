@@ -1,0 +1,63 @@
+"""The conformance adapter speaks PROTOCOL.md: one JSON answer per command, ids as decimal
+strings, errors grouped by kind and code, close() exits 0 with nothing left running."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any, Dict, List
+
+from leafid_server import LeafidServer, free_low_port
+
+ADAPTER = Path(__file__).resolve().parents[1] / "conformance-adapter"
+
+
+class Adapter:
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [str(ADAPTER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+
+    def send(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+
+def test_the_adapter_follows_the_protocol(shared_pair: List[LeafidServer]) -> None:
+    a = Adapter()
+    try:
+        bad = a.send({"op": "open", "servers": ["ftp://x"], "batch": 10, "request_timeout_ms": 500,
+                      "wait_timeout_ms": 1000, "backoff_min_ms": 20, "backoff_max_ms": 200})
+        assert bad["ok"] is False and bad["error"]["kind"] == "config"
+        dead = f"http://127.0.0.1:{free_low_port()}"
+        opened = a.send({"op": "open", "servers": [dead] + [s.url for s in shared_pair],
+                         "batch": 10, "request_timeout_ms": 500, "wait_timeout_ms": 1000,
+                         "backoff_min_ms": 20, "backoff_max_ms": 200})
+        assert opened == {"ok": True}
+        r = a.send({"op": "take", "engine": "segment", "tag": "leaf-segment-test", "callers": 3,
+                    "per_caller": 40, "pause_ms": 0})
+        assert r["ok"] and r["errors"] == [] and len(r["ids"]) == 3
+        ids = [int(i) for lst in r["ids"] for i in lst]
+        assert all(isinstance(i, str) for lst in r["ids"] for i in lst)
+        assert len(set(ids)) == 120
+        r = a.send({"op": "take", "engine": "snowflake", "callers": 2, "per_caller": 5,
+                    "pause_ms": 1})
+        assert r["ok"] and sum(len(x) for x in r["ids"]) == 10
+        r = a.send({"op": "take", "engine": "segment", "tag": "no-such-tag", "callers": 2,
+                    "per_caller": 2, "pause_ms": 0})
+        assert r["errors"] == [{"kind": "rejected", "code": "unknown_biz_tag", "count": 4}]
+        r = a.send({"op": "take", "engine": "segment", "tag": "a/b", "callers": 1,
+                    "per_caller": 3, "pause_ms": 0})
+        assert r["errors"] == [{"kind": "invalid_tag", "code": "", "count": 3}]
+        s = a.send({"op": "stats"})
+        assert s["ok"] and s["ids_served"] == 130 and s["failovers"] == 1
+        assert s["batches"] >= 13 and s["discarded_ids"] >= 0
+        assert a.send({"op": "close"}) == {"ok": True}
+        assert a.proc.wait(10) == 0
+    finally:
+        if a.proc.poll() is None:
+            a.proc.kill()
+            a.proc.wait()
