@@ -15,9 +15,7 @@ fi
 scripts/haproxy.sh install >/dev/null  # the load-balancer tests run Debian's haproxy
 # tests/api/wall_clock.rs steps the server's wall clock with Debian's libfaketime.
 if [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ]; then
-  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null ||
-    { $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null; }
+  (source scripts/lib/common.sh && leafid_install_packages faketime)  # root, sudo, or one line
 fi
 # A 3-node MariaDB Galera cluster on 127.0.0.1 for tests/api/galera.rs, stopped when this exits.
 LEAFID_TEST_GALERA_URLS="${LEAFID_TEST_GALERA_URLS:-$(scripts/galera.sh start)}"; export LEAFID_TEST_GALERA_URLS
