@@ -1,0 +1,210 @@
+// Command leafid-conformance is the Go client's conformance adapter: it reads the driver's
+// commands (one JSON object a line on stdin), translates each into calls of the leafid package's
+// public API and writes one JSON answer a line on stdout (clients/conformance/PROTOCOL.md).
+// It implements no guarantee itself: every id and count it reports comes from the client.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	leafid "github.com/leafid/leafid/clients/go"
+)
+
+// command is any driver command; each op reads its own fields.
+type command struct {
+	Op             string   `json:"op"`
+	Servers        []string `json:"servers"`
+	Batch          int      `json:"batch"`
+	RequestTimeout int64    `json:"request_timeout_ms"`
+	WaitTimeout    int64    `json:"wait_timeout_ms"`
+	BackoffMin     int64    `json:"backoff_min_ms"`
+	BackoffMax     int64    `json:"backoff_max_ms"`
+	Engine         string   `json:"engine"`
+	Tag            string   `json:"tag"`
+	Callers        int      `json:"callers"`
+	PerCaller      int      `json:"per_caller"`
+	PauseMs        int64    `json:"pause_ms"`
+}
+
+// errorInfo is the protocol's error object.
+type errorInfo struct {
+	Kind    string `json:"kind"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// errorCount is one group of the errors a take saw.
+type errorCount struct {
+	Kind  string `json:"kind"`
+	Code  string `json:"code"`
+	Count int    `json:"count"`
+}
+
+// classify maps a client error to the protocol's kind and code.
+func classify(err error) errorInfo {
+	var rej *leafid.RejectedError
+	var un *leafid.UnavailableError
+	var inv *leafid.InvalidTagError
+	var cfg *leafid.ConfigError
+	switch {
+	case errors.As(err, &rej):
+		return errorInfo{"rejected", rej.Code, err.Error()}
+	case errors.As(err, &un):
+		return errorInfo{"unavailable", "", err.Error()}
+	case errors.As(err, &inv):
+		return errorInfo{"invalid_tag", "", err.Error()}
+	case errors.As(err, &cfg):
+		return errorInfo{"config", "", err.Error()}
+	default:
+		return errorInfo{"internal", "", err.Error()}
+	}
+}
+
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// adapter holds the one client the driver opened.
+type adapter struct {
+	client *leafid.Client
+}
+
+func (a *adapter) open(c *command) map[string]any {
+	if a.client != nil {
+		a.client.Close()
+		a.client = nil
+	}
+	client, err := leafid.New(leafid.Config{
+		Servers:        c.Servers,
+		Batch:          c.Batch,
+		RequestTimeout: ms(c.RequestTimeout),
+		WaitTimeout:    ms(c.WaitTimeout),
+		BackoffMin:     ms(c.BackoffMin),
+		BackoffMax:     ms(c.BackoffMax),
+	})
+	if err != nil {
+		return fail(classify(err))
+	}
+	a.client = client
+	return map[string]any{"ok": true}
+}
+
+func (a *adapter) take(c *command) map[string]any {
+	if a.client == nil {
+		return fail(errorInfo{"internal", "", "take before open"})
+	}
+	var next func(context.Context) (int64, error)
+	switch c.Engine {
+	case "segment":
+		tag := c.Tag
+		next = func(ctx context.Context) (int64, error) { return a.client.NextID(ctx, tag) }
+	case "snowflake":
+		next = a.client.NextSnowflakeID
+	default:
+		return fail(errorInfo{"internal", "", fmt.Sprintf("unknown engine %q", c.Engine)})
+	}
+	ids := make([][]string, c.Callers)
+	errs := make([]map[[2]string]int, c.Callers)
+	var wg sync.WaitGroup
+	for g := 0; g < c.Callers; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			mine := make([]string, 0, c.PerCaller)
+			seen := map[[2]string]int{}
+			for i := 0; i < c.PerCaller; i++ {
+				id, err := next(context.Background())
+				if err != nil {
+					e := classify(err)
+					seen[[2]string{e.Kind, e.Code}]++
+				} else {
+					mine = append(mine, strconv.FormatInt(id, 10))
+				}
+				if c.PauseMs > 0 {
+					time.Sleep(ms(c.PauseMs))
+				}
+			}
+			ids[g], errs[g] = mine, seen
+		}(g)
+	}
+	wg.Wait()
+	total := map[[2]string]int{}
+	var order [][2]string
+	for _, m := range errs {
+		for k, n := range m {
+			if _, ok := total[k]; !ok {
+				order = append(order, k)
+			}
+			total[k] += n
+		}
+	}
+	groups := make([]errorCount, 0, len(order))
+	for _, k := range order {
+		groups = append(groups, errorCount{k[0], k[1], total[k]})
+	}
+	return map[string]any{"ok": true, "ids": ids, "errors": groups}
+}
+
+func (a *adapter) stats() map[string]any {
+	if a.client == nil {
+		return fail(errorInfo{"internal", "", "stats before open"})
+	}
+	st := a.client.Stats()
+	return map[string]any{"ok": true, "ids_served": st.IDsServed, "batches": st.Batches,
+		"failovers": st.Failovers, "discarded_ids": st.DiscardedIDs}
+}
+
+func fail(e errorInfo) map[string]any {
+	return map[string]any{"ok": false, "error": e}
+}
+
+func main() {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 64<<20)
+	out := bufio.NewWriter(os.Stdout)
+	answer := func(v map[string]any) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			b, _ = json.Marshal(fail(errorInfo{"internal", "", err.Error()}))
+		}
+		out.Write(b)
+		out.WriteByte('\n')
+		out.Flush()
+	}
+	a := &adapter{}
+	for in.Scan() {
+		var c command
+		if err := json.Unmarshal(in.Bytes(), &c); err != nil {
+			answer(fail(errorInfo{"internal", "", "bad command: " + err.Error()}))
+			continue
+		}
+		switch c.Op {
+		case "open":
+			answer(a.open(&c))
+		case "take":
+			answer(a.take(&c))
+		case "stats":
+			answer(a.stats())
+		case "close":
+			if a.client != nil {
+				a.client.Close()
+			}
+			answer(map[string]any{"ok": true})
+			os.Exit(0)
+		default:
+			answer(fail(errorInfo{"internal", "", fmt.Sprintf("unknown op %q", c.Op)}))
+		}
+	}
+	if err := in.Err(); err != nil {
+		fmt.Fprintln(os.Stderr, "leafid-conformance: reading stdin:", err)
+	}
+	if a.client != nil {
+		a.client.Close()
+	}
+}
