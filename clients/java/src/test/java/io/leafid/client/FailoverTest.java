@@ -1,0 +1,275 @@
+package io.leafid.client;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.sun.net.httpserver.HttpServer;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Failover against real leafid servers sharing one SQLite database: kill -9, SIGSTOP, a closed
+ * port, a lagging server, engine_disabled, every server down; malformed 200s from a tiny local
+ * HTTP server (the only stand-in, for answers a real server never gives).
+ */
+class FailoverTest {
+    private final List<AutoCloseable> cleanup = new ArrayList<>();
+
+    @AfterEach
+    void tearDown() throws Exception {
+        for (int k = cleanup.size() - 1; k >= 0; k--) {
+            cleanup.get(k).close();
+        }
+    }
+
+    private LeafidServer server(Path db) throws IOException {
+        return server(db, 0, Map.of());
+    }
+
+    private LeafidServer server(Path db, int port, Map<String, String> env) throws IOException {
+        LeafidServer s = LeafidServer.start(db, port, env);
+        cleanup.add(s);
+        return s;
+    }
+
+    private LeafidClient client(LeafidClient.Builder b) {
+        LeafidClient c = b.build();
+        cleanup.add(c);
+        return c;
+    }
+
+    private static LeafidClient.Builder fast(String... servers) {
+        return LeafidClient.builder().servers(servers).requestTimeout(Duration.ofMillis(400))
+                .waitTimeout(Duration.ofSeconds(5)).backoff(Duration.ofMillis(20), Duration.ofMillis(200));
+    }
+
+    private static String closedUrl() throws IOException {
+        return "http://127.0.0.1:" + LeafidServer.closedPort();
+    }
+
+    @Test
+    void a_closed_port_first_is_skipped_in_the_same_call() throws Exception {
+        Path db = LeafidServer.newDatabase();
+        LeafidServer a = server(db);
+        String dead = closedUrl();
+        LeafidClient c = client(fast(dead, a.url()).batchSize(50));
+        long id = c.nextId("leaf-segment-test");
+        assertTrue(id > 0);
+        assertEquals(1, c.stats().failovers());
+        assertEquals(List.of(dead), c.downServers());
+        assertEquals(a.url(), c.preferredServer());
+        for (int k = 0; k < 500; k++) {
+            c.nextId("leaf-segment-test");
+        }
+        assertEquals(1, c.stats().failovers(), "a down server is not asked again");
+    }
+
+    @Test
+    void kill_9_of_the_preferred_server_reaches_no_caller() throws Exception {
+        Path db = LeafidServer.newDatabase();
+        LeafidServer a = server(db);
+        LeafidServer b = server(db);
+        LeafidClient c = client(fast(a.url(), b.url()).batchSize(50));
+        IdSupply seg = c.segment("leaf-segment-test");
+        IdSupply snow = c.snowflake();
+        List<Long> segIds = new ArrayList<>();
+        List<Long> snowIds = new ArrayList<>();
+        for (int k = 0; k < 3000; k++) {
+            if (k == 1000) {
+                a.kill();
+            }
+            segIds.add(seg.nextId());
+            snowIds.add(snow.nextId());
+        }
+        Checks.strictlyIncreasing(segIds);
+        Checks.strictlyIncreasing(snowIds);
+        assertTrue(c.stats().failovers() >= 1, c.stats().toString());
+        assertEquals(b.url(), c.preferredServer());
+        assertEquals(List.of(a.url()), c.downServers());
+        assertEquals(6000, c.stats().idsServed());
+    }
+
+    @Test
+    void a_stopped_server_times_out_is_skipped_and_is_used_again_after_its_probe() throws Exception {
+        Path db = LeafidServer.newDatabase();
+        LeafidServer a = server(db);
+        LeafidServer b = server(db);
+        LeafidClient c = client(fast(a.url(), b.url()).batchSize(20));
+        IdSupply seg = c.segment("leaf-segment-test");
+        List<Long> ids = new ArrayList<>();
+        for (int k = 0; k < 100; k++) {
+            ids.add(seg.nextId());
+        }
+        a.pause();
+        try {
+            for (int k = 0; k < 300; k++) {
+                ids.add(seg.nextId());
+            }
+            assertEquals(List.of(a.url()), c.downServers());
+            assertEquals(b.url(), c.preferredServer());
+            Thread.sleep(500); // probes of the stopped server time out too
+            assertEquals(List.of(a.url()), c.downServers());
+        } finally {
+            a.resume();
+        }
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (!c.downServers().isEmpty() && System.nanoTime() < deadline) {
+            Thread.sleep(20);
+        }
+        assertEquals(List.of(), c.downServers(), "the probe brought it back");
+        for (int k = 0; k < 100; k++) {
+            ids.add(seg.nextId());
+        }
+        Checks.strictlyIncreasing(ids);
+        assertTrue(c.stats().failovers() >= 1);
+    }
+
+    @Test
+    void a_lagging_server_ids_are_cut_below_the_floor_and_counted() throws Exception {
+        Path db = LeafidServer.newDatabase();
+        LeafidServer a = server(db);
+        LeafidServer b = server(db);
+        a.createTag("lag", 1000, null);
+        // B leases the tag's first segment now; A leases a later one for the client.
+        assertEquals(200, b.get("/api/v1/segment/lag/ids?count=1").statusCode());
+        LeafidClient c = client(fast(a.url(), b.url()).batchSize(100));
+        IdSupply s = c.segment("lag");
+        List<Long> ids = new ArrayList<>();
+        for (int k = 0; k < 300; k++) {
+            ids.add(s.nextId());
+        }
+        assertTrue(ids.get(0) > 1000, "from A's segment: " + ids.get(0));
+        a.kill();
+        for (int k = 0; k < 1000; k++) {
+            ids.add(s.nextId());
+        }
+        Checks.strictlyIncreasing(ids);
+        Stats st = c.stats();
+        assertTrue(st.discardedIds() > 0, st.toString());
+        assertEquals(1300, st.idsServed());
+    }
+
+    @Test
+    void engine_disabled_is_that_server_s_failure() throws Exception {
+        Path db = LeafidServer.newDatabase();
+        LeafidServer off = server(db, 0, Map.of("LEAFID__SNOWFLAKE__ENABLED", "false"));
+        LeafidServer on = server(db);
+        assertEquals(404 / 100, off.get("/api/v1/snowflake/ids?count=1").statusCode() / 100);
+        LeafidClient c = client(fast(off.url(), on.url()).batchSize(100));
+        List<Long> ids = new ArrayList<>();
+        for (int k = 0; k < 300; k++) {
+            ids.add(c.nextSnowflakeId());
+        }
+        Checks.strictlyIncreasing(ids);
+        // Its /health/ready answers 200 (it is ready, only that engine is off), so its probe
+        // marks it up again and a later refill may ask it again: one failover each time.
+        assertTrue(c.stats().failovers() >= 1, c.stats().toString());
+        assertEquals(on.url(), c.preferredServer());
+    }
+
+    @Test
+    void every_server_down_is_unavailable_after_the_wait_naming_the_last_failure() throws Exception {
+        String d1 = closedUrl();
+        String d2 = closedUrl();
+        LeafidClient c = client(fast(d1, d2).waitTimeout(Duration.ofMillis(800)));
+        long t0 = System.nanoTime();
+        UnavailableException e = assertThrows(UnavailableException.class, () -> c.nextId("leaf-segment-test"));
+        long took = System.nanoTime() - t0;
+        assertTrue(took >= TimeUnit.MILLISECONDS.toNanos(700) && took < TimeUnit.SECONDS.toNanos(3), took + " ns");
+        assertTrue(e.lastFault().isPresent(), e.getMessage());
+        assertTrue(List.of(d1, d2).contains(e.lastFault().get().server()));
+        assertEquals(ServerFault.Kind.TRANSPORT, e.lastFault().get().kind());
+        assertTrue(e.getMessage().contains("127.0.0.1"), e.getMessage());
+        CompletableFuture<Long> f = c.snowflake().nextIdAsync(Duration.ofMillis(300));
+        ExecutionException ee = assertThrows(ExecutionException.class, () -> f.get(5, TimeUnit.SECONDS));
+        assertInstanceOf(UnavailableException.class, ee.getCause());
+    }
+
+    @Test
+    void a_server_that_comes_back_on_its_port_serves_again() throws Exception {
+        Path db = LeafidServer.newDatabase();
+        LeafidServer a = server(db);
+        int port = a.port();
+        a.kill();
+        LeafidClient c = client(fast(a.url()).waitTimeout(Duration.ofMillis(500)));
+        assertThrows(UnavailableException.class, () -> c.nextId("leaf-segment-test"));
+        server(db, port, Map.of());
+        // The same client, without any rebuild: a refill asks the down server as a last resort,
+        // and its probe marks it up.
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (!c.downServers().isEmpty() && System.nanoTime() < deadline) {
+            Thread.sleep(20);
+        }
+        assertEquals(List.of(), c.downServers());
+        assertTrue(c.nextId("leaf-segment-test") > 0);
+    }
+
+    /** A local HTTP server answering every request with one status and body. */
+    private HttpServer fake(int status, String body, AtomicInteger hits) throws IOException {
+        HttpServer h = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+        h.createContext("/", ex -> {
+            hits.incrementAndGet();
+            byte[] b = body.getBytes(StandardCharsets.UTF_8);
+            ex.getResponseHeaders().add("Content-Type", "application/json");
+            ex.sendResponseHeaders(status, b.length);
+            try (OutputStream o = ex.getResponseBody()) {
+                o.write(b);
+            }
+        });
+        h.start();
+        cleanup.add(() -> h.stop(0));
+        return h;
+    }
+
+    @Test
+    void malformed_answers_and_foreign_4xx_are_failovers_and_none_of_their_ids_is_used() throws Exception {
+        Path db = LeafidServer.newDatabase();
+        LeafidServer real = server(db);
+        String tag = "leaf-segment-test";
+        String[][] cases = {
+            {"200", "not json"},
+            {"200", "{\"biz_tag\":\"" + tag + "\",\"ids\":[\"900000\",\"899999\"]}"},
+            {"200", "{\"biz_tag\":\"other\",\"ids\":[\"900000\"]}"},
+            {"200", "{\"biz_tag\":\"" + tag + "\",\"ids\":[\"900000\",\"900001\",\"900002\",\"900003\"]}"},
+            {"200", "{\"biz_tag\":\"" + tag + "\",\"ids\":[\"0\"]}"},
+            {"200", "{\"biz_tag\":\"" + tag + "\",\"ids\":[\"9223372036854775808\"]}"},
+            {"404", "{\"code\":\"engine_disabled\",\"message\":\"off\"}"},
+            {"404", "<html>not found</html>"},
+            {"503", "{\"code\":\"segments_not_ready\",\"message\":\"x\"}"},
+        };
+        for (String[] k : cases) {
+            AtomicInteger hits = new AtomicInteger();
+            HttpServer f = fake(Integer.parseInt(k[0]), k[1], hits);
+            String fakeUrl = "http://127.0.0.1:" + f.getAddress().getPort();
+            try (LeafidClient c = fast(fakeUrl, real.url()).batchSize(3).build()) {
+                List<Long> ids = new ArrayList<>();
+                for (int n = 0; n < 20; n++) {
+                    ids.add(c.nextId(tag));
+                }
+                Checks.strictlyIncreasing(ids);
+                for (long id : ids) {
+                    assertTrue(id < 900000 && id > 0, k[1] + ": id " + id);
+                }
+                assertTrue(hits.get() >= 1, "the fake was asked");
+                assertTrue(c.stats().failovers() >= 1, k[1]);
+                assertFalse(c.preferredServer().equals(fakeUrl), k[1]);
+            }
+        }
+    }
+}
