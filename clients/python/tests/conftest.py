@@ -69,6 +69,12 @@ class BadServer(http.server.BaseHTTPRequestHandler):
     body = b""
 
     def do_GET(self) -> None:
+        if not self.path.startswith("/api/"):
+            # Not ready: so a probe does not bring it back during the test.
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(self.body)))
@@ -81,7 +87,8 @@ class BadServer(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def bad_server() -> Iterator[Tuple[str, "type[BadServer]"]]:
-    """A local HTTP server that answers every GET with 200 and ``handler.body``."""
+    """A local HTTP server that answers every GET under ``/api/`` with 200 and
+    ``handler.body``, and any other (``/health/ready``) with 503."""
     handler = type("Bad", (BadServer,), {"body": b""})
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     t = threading.Thread(target=srv.serve_forever, name="bad-server", daemon=True)

@@ -159,7 +159,10 @@ def test_the_floor_cuts_what_is_not_above_the_last_batch() -> None:
     assert core.accept([11, 12, 13, 14])
     assert core.discarded == 5
     assert [core.take()[0] for _ in range(3)] == [13, 14, None]
-    assert (core.served, core.batches, core.received) == (5, 2, 10)
+    stats = core.stats()
+    assert (stats.ids_served, stats.batches, stats.ids_received) == (5, 2, 10)
+    core.close()
+    assert core.take() == (None, False) and core.stats().ids_served == 5
 
 
 def test_the_refill_starts_once_ten_percent_of_a_batch_is_used() -> None:

@@ -16,7 +16,9 @@ accepted so far; the cut ids are counted in ``discarded_ids`` and never handed o
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
+import operator
 import re
 import time
 import urllib.parse
@@ -231,21 +233,28 @@ def parse_batch(body: bytes, req: BatchRequest) -> List[int]:
     raw = doc["ids"]
     if not 1 <= len(raw) <= req.count:
         raise ValueError(f"{len(raw)} ids for a count of {req.count}")
-    ids: List[int] = []
-    prev = 0
-    for item in raw:
-        if isinstance(item, str) and _DECIMAL.fullmatch(item):
-            value = int(item)
-        elif isinstance(item, int) and not isinstance(item, bool):
-            value = item
-        else:
-            raise ValueError(f"id {item!r} is not a decimal integer")
-        if not 0 < value <= MAX_ID:
-            raise ValueError(f"id {value} is not within 1..2^64-1")
-        if value <= prev:
-            raise ValueError(f"ids not increasing: {prev} then {value}")
-        ids.append(value)
-        prev = value
+    if all(type(x) is str for x in raw):
+        # The usual body (stringify_ids=true), checked at C speed: non-empty ASCII digits only
+        # (no sign, space, "_" or other Unicode digits, which int() would take).
+        if not (all(raw) and all(map(str.isascii, raw)) and all(map(str.isdigit, raw))):
+            bad = next(x for x in raw if not (x and x.isascii() and x.isdigit()))
+            raise ValueError(f"id {bad!r} is not a decimal string")
+        ids = list(map(int, raw))
+    else:
+        ids = []
+        for item in raw:
+            if isinstance(item, str) and _DECIMAL.fullmatch(item):
+                ids.append(int(item))
+            elif isinstance(item, int) and not isinstance(item, bool):
+                ids.append(item)
+            else:
+                raise ValueError(f"id {item!r} is not a decimal integer")
+    if not all(map(operator.lt, ids, itertools.islice(ids, 1, None))):
+        bad = next(k for k in range(1, len(ids)) if ids[k - 1] >= ids[k])
+        raise ValueError(f"ids not increasing: {ids[bad - 1]} then {ids[bad]}")
+    # Increasing: the first and last bound them all.
+    if ids[0] <= 0 or ids[-1] > MAX_ID:
+        raise ValueError(f"ids {ids[0]}..{ids[-1]} not within 1..2^64-1")
     return ids
 
 
@@ -389,7 +398,7 @@ class SupplyCore:
         "refilling",
         "refused",
         "last_fault",
-        "served",
+        "served_before",
         "batches",
         "received",
         "discarded",
@@ -413,7 +422,8 @@ class SupplyCore:
         """Set when the last refill was refused; cleared when a refill starts."""
         self.last_fault: Optional[ServerFault] = None
         """The last server failure of the refills, for UnavailableError; cleared by a batch."""
-        self.served = 0
+        self.served_before = 0
+        """Ids handed out from the batches before the current one (served = this + pos)."""
         self.batches = 0
         self.received = 0
         self.discarded = 0
@@ -428,12 +438,12 @@ class SupplyCore:
             nxt = self.next
             if nxt is None:
                 return None, False
+            self.served_before += len(ids)
             self.ids = ids = nxt
             self.next = None
             self.preload_at = len(nxt) // 10
             i = 0
         self.pos = i + 1
-        self.served += 1
         return ids[i], i == self.preload_at and self.next is None
 
     def begin_refill(self) -> bool:
@@ -463,10 +473,16 @@ class SupplyCore:
         self.batches += 1
         return True
 
+    def close(self) -> None:
+        """Drops the local batches (a closed client hands out nothing): the fast path finds
+        the current batch spent and the slow path raises."""
+        self.served_before += self.pos
+        self.ids, self.pos, self.next = [], 0, None
+
     def stats(self) -> Stats:
         """This supply's counters."""
         return Stats(
-            ids_served=self.served,
+            ids_served=self.served_before + self.pos,
             batches=self.batches,
             discarded_ids=self.discarded,
             ids_received=self.received,

@@ -171,7 +171,10 @@ async def _read_response(reader: asyncio.StreamReader, reused: bool) -> Tuple[in
 
 
 class _AsyncSupply:
-    """One id stream: :class:`SupplyCore` on the loop, fed by refill tasks."""
+    """One id stream: :class:`SupplyCore` on the loop, fed by refill tasks. The public handles
+    below are this object itself."""
+
+    __slots__ = ("_client", "_request", "_name", "_core", "_refilled", "_yield_every")
 
     def __init__(self, client: "AsyncClient", request: BatchRequest, name: str) -> None:
         self._client = client
@@ -181,23 +184,36 @@ class _AsyncSupply:
         self._refilled: Optional[asyncio.Event] = None
         """Set when a refill ends (successful or not) or the client closes; replaced by a new
         event for each refill. Made on the loop (an Event binds to one on Python 3.9)."""
+        self._yield_every = max(request.count // 20, 1)
+        """While a refill runs, the fast path yields to the loop once per this many ids, so a
+        caller that never awaits anything else still lets the refill's answer in."""
 
-    def take(self) -> Optional[int]:
-        """The fast path: an id of a local batch, or ``None``."""
-        if self._client._closed:
-            return None
+    async def next_id(self, timeout: Optional[float] = None) -> int:
+        """The next id: from the local batches when they hold one, else after the refill,
+        waiting at most ``timeout`` seconds (the client's ``wait_timeout`` when ``None``).
+        Cancellable (``asyncio.wait_for``, ``Task.cancel``): a cancelled caller takes nothing
+        and leaves the refill running for the next one.
+
+        :raises RejectedError: the servers refused (e.g. ``unknown_biz_tag``).
+        :raises UnavailableError: no ids within the timeout: every server failed or is down.
+        :raises ClientClosedError: the client is closed.
+        """
         core = self._core
+        if core.refilling and core.pos % self._yield_every == 0:
+            # Before taking, so calls still return in the order of their ids.
+            await asyncio.sleep(0)
         i = core.pos
-        if i < len(core.ids):
+        ids = core.ids
+        if i < len(ids):
             core.pos = i + 1
-            core.served += 1
             if i == core.preload_at and core.next is None:
                 self._start_refill()
-            return core.ids[i]
-        return None
+            return ids[i]
+        return await self._next_id_slow(timeout)
 
-    def try_take(self) -> Optional[int]:
-        """An id of the local batches (promoting the next one), or ``None``."""
+    def try_next_id(self) -> Optional[int]:
+        """An id of the local batches if they hold one, else ``None``; never waits (the refill
+        still starts at the preload mark)."""
         if self._client._closed:
             return None
         id_, refill = self._core.take()
@@ -205,11 +221,9 @@ class _AsyncSupply:
             self._start_refill()
         return id_
 
-    async def next_id(self, timeout: Optional[float]) -> int:
-        id_ = self.take()
-        if id_ is not None:
-            return id_
-        return await self._next_id_slow(timeout)
+    def stats(self) -> Stats:
+        """This supply's counters (``failovers`` is client-wide)."""
+        return self._core.stats()
 
     async def _next_id_slow(self, timeout: Optional[float]) -> int:
         wait = self._client._settings.wait_timeout if timeout is None else timeout
@@ -242,7 +256,7 @@ class _AsyncSupply:
     def _start_refill(self) -> None:
         if self._core.begin_refill():
             self._refilled = asyncio.Event()
-            if not self._client._spawn(self._refill(), f"leafid-refill-{self._name}"):
+            if not self._client._spawn(self._refill()):
                 self._core.refilling = False
 
     async def _refill(self) -> None:
@@ -267,7 +281,7 @@ class _AsyncSupply:
                     failures += 1
                     pause = backoff(s.backoff_min, s.backoff_max, failures)
                 else:
-                    if core.accept(ids):
+                    if client._closed or core.accept(ids):
                         return
                     # Nothing above the floor: that server is behind; ask again at once.
                     pause = 0.0
@@ -281,60 +295,40 @@ class _AsyncSupply:
             core.last_fault = ServerFault("", "internal", repr(e))
         finally:
             core.refilling = False
-            self.wake_all()
+            self._wake_all()
 
-    def wake_all(self) -> None:
+    def _wake_all(self) -> None:
         if self._refilled is not None:
             self._refilled.set()
 
-    def stats(self) -> Stats:
-        return self._core.stats()
+    def _close(self) -> None:
+        self._core.close()
+        self._wake_all()
 
 
-class AsyncSegmentSupply:
-    """The ids of one tag (see :class:`~leafid_client.SegmentSupply`), for asyncio."""
+class AsyncSegmentSupply(_AsyncSupply):
+    """The ids of one tag (see :class:`~leafid_client.SegmentSupply`), for asyncio. Get it
+    from :meth:`AsyncClient.segment`."""
 
-    __slots__ = ("_supply", "tag")
+    __slots__ = ("tag",)
 
-    def __init__(self, supply: _AsyncSupply, tag: str) -> None:
-        self._supply = supply
+    def __init__(self, client: "AsyncClient", tag: str) -> None:
+        super().__init__(client, BatchRequest.segment(tag, client._settings.batch), tag)
         self.tag = tag
         """The biz tag."""
-
-    async def next_id(self, timeout: Optional[float] = None) -> int:
-        """The next id of the tag: from the local batch without suspending when it has one,
-        else after the refill, waiting at most ``timeout`` seconds (the client's
-        ``wait_timeout`` when ``None``). Cancellable."""
-        return await self._supply.next_id(timeout)
-
-    def try_next_id(self) -> Optional[int]:
-        """An id of the local batches if they hold one, else ``None``; never waits (the refill
-        still starts at the preload mark)."""
-        return self._supply.try_take()
-
-    def stats(self) -> Stats:
-        """This tag's counters."""
-        return self._supply.stats()
 
     def __repr__(self) -> str:
         return f"AsyncSegmentSupply({self.tag!r})"
 
 
-class AsyncSnowflakeSupply:
-    """Snowflake ids, buffered like a tag's, for asyncio."""
+class AsyncSnowflakeSupply(_AsyncSupply):
+    """Snowflake ids, buffered like a tag's, for asyncio. Get it from
+    :meth:`AsyncClient.snowflake`."""
 
-    __slots__ = ("_supply",)
+    __slots__ = ()
 
-    def __init__(self, supply: _AsyncSupply) -> None:
-        self._supply = supply
-
-    async def next_id(self, timeout: Optional[float] = None) -> int:
-        """The next snowflake id (see :meth:`AsyncSegmentSupply.next_id`)."""
-        return await self._supply.next_id(timeout)
-
-    def stats(self) -> Stats:
-        """The snowflake supply's counters."""
-        return self._supply.stats()
+    def __init__(self, client: "AsyncClient") -> None:
+        super().__init__(client, BatchRequest.snowflake(client._settings.batch), "snowflake")
 
     def __repr__(self) -> str:
         return "AsyncSnowflakeSupply()"
@@ -370,8 +364,8 @@ class AsyncClient:
             on_down=self._on_down,
         )
         self._http = _AsyncHttp()
-        self._segments: Dict[str, _AsyncSupply] = {}
-        self._snowflake: Optional[_AsyncSupply] = None
+        self._segments: Dict[str, AsyncSegmentSupply] = {}
+        self._snowflake: Optional[AsyncSnowflakeSupply] = None
         self._tasks: Set["asyncio.Task[Any]"] = set()
         self._health_started = False
         self._health_wake: Optional[asyncio.Event] = None
@@ -379,20 +373,16 @@ class AsyncClient:
 
     def segment(self, tag: str) -> AsyncSegmentSupply:
         """The supply of a tag (the same stream on every call for that tag)."""
-        tag = check_tag(tag)
-        supply = self._segments.get(tag)
+        supply = self._segments.get(tag) if isinstance(tag, str) else None
         if supply is None:
-            req = BatchRequest.segment(tag, self._settings.batch)
-            supply = self._segments[tag] = _AsyncSupply(self, req, tag)
-        return AsyncSegmentSupply(supply, tag)
+            supply = self._segments[check_tag(tag)] = AsyncSegmentSupply(self, tag)
+        return supply
 
     def snowflake(self) -> AsyncSnowflakeSupply:
         """The snowflake supply (one per client)."""
         if self._snowflake is None:
-            self._snowflake = _AsyncSupply(
-                self, BatchRequest.snowflake(self._settings.batch), "snowflake"
-            )
-        return AsyncSnowflakeSupply(self._snowflake)
+            self._snowflake = AsyncSnowflakeSupply(self)
+        return self._snowflake
 
     async def next_id(self, tag: str, timeout: Optional[float] = None) -> int:
         """Shorthand for ``await client.segment(tag).next_id(timeout)``."""
@@ -427,7 +417,7 @@ class AsyncClient:
         callers get :class:`ClientClosedError`. Idempotent."""
         self._closed = True
         for s in self._supplies():
-            s.wake_all()
+            s._close()
         tasks = list(self._tasks)
         for t in tasks:
             t.cancel()
@@ -454,7 +444,7 @@ class AsyncClient:
             out.append(self._snowflake)
         return out
 
-    def _spawn(self, coro: Awaitable[None], name: str) -> bool:
+    def _spawn(self, coro: Awaitable[None]) -> bool:
         if self._closed:
             coro.close()  # type: ignore[attr-defined]
             return False
@@ -466,7 +456,7 @@ class AsyncClient:
     def _on_down(self) -> None:
         if not self._health_started:
             self._health_wake = asyncio.Event()
-            self._health_started = self._spawn(self._health_loop(), "leafid-health")
+            self._health_started = self._spawn(self._health_loop())
         if self._health_wake is not None:
             self._health_wake.set()
 

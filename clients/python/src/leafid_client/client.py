@@ -130,7 +130,10 @@ class _HttpPool:
 
 class _Supply:
     """One id stream (a tag, or snowflake): :class:`SupplyCore` under a lock, fed by refill
-    threads."""
+    threads. The public handles below are this object itself: no indirection on the fast
+    path."""
+
+    __slots__ = ("_client", "_request", "_name", "_core", "_lock", "_cond")
 
     def __init__(self, client: "Client", request: BatchRequest, name: str) -> None:
         self._client = client
@@ -141,18 +144,31 @@ class _Supply:
         self._cond = threading.Condition(self._lock)
         """Notified when a refill ends (successful or not) and on close."""
 
-    def next_id(self, timeout: Optional[float]) -> int:
+    def next_id(self, timeout: Optional[float] = None) -> int:
+        """The next id. Fast path: an index into the local batch under a lock. When both local
+        batches are spent it waits for the refill, at most ``timeout`` seconds (the client's
+        ``wait_timeout`` when ``None``).
+
+        :raises RejectedError: the servers refused (e.g. ``unknown_biz_tag``,
+            ``biz_tag_exhausted``).
+        :raises UnavailableError: no ids within the timeout: every server failed or is down.
+        :raises ClientClosedError: the client is closed.
+        """
         with self._lock:
             core = self._core
-            # The fast path, inlined: an id of the current batch.
             i = core.pos
-            if i < len(core.ids) and not self._client._closed:
+            ids = core.ids
+            if i < len(ids):
                 core.pos = i + 1
-                core.served += 1
                 if i == core.preload_at and core.next is None:
                     self._start_refill_locked()
-                return core.ids[i]
+                return ids[i]
         return self._next_id_slow(timeout)
+
+    def stats(self) -> Stats:
+        """This supply's counters (``failovers`` is client-wide: see :meth:`Client.stats`)."""
+        with self._lock:
+            return self._core.stats()
 
     def _next_id_slow(self, timeout: Optional[float]) -> int:
         wait = self._client._settings.wait_timeout if timeout is None else timeout
@@ -207,7 +223,7 @@ class _Supply:
                     pause = backoff(s.backoff_min, s.backoff_max, failures)
                 else:
                     with self._lock:
-                        if self._core.accept(ids):
+                        if client._closed or self._core.accept(ids):
                             return
                     # Nothing above the floor: that server is behind the one used before.
                     # Ask again at once: each answer drains what it is behind by.
@@ -225,59 +241,36 @@ class _Supply:
                 self._core.refilling = False
                 self._cond.notify_all()
 
-    def wake_all(self) -> None:
+    def _close(self) -> None:
+        """Drops the local batches and wakes every waiting caller (they raise)."""
         with self._cond:
+            self._core.close()
             self._cond.notify_all()
 
-    def stats(self) -> Stats:
-        with self._lock:
-            return self._core.stats()
 
-
-class SegmentSupply:
+class SegmentSupply(_Supply):
     """The ids of one tag: increasing, never repeated, served from local batches. Get it from
-    :meth:`Client.segment`; every handle of a tag shares one stream."""
+    :meth:`Client.segment` (the same object for every call with that tag). Thread-safe."""
 
-    __slots__ = ("_supply", "tag")
+    __slots__ = ("tag",)
 
-    def __init__(self, supply: _Supply, tag: str) -> None:
-        self._supply = supply
+    def __init__(self, client: "Client", tag: str) -> None:
+        super().__init__(client, BatchRequest.segment(tag, client._settings.batch), tag)
         self.tag = tag
         """The biz tag."""
-
-    def next_id(self, timeout: Optional[float] = None) -> int:
-        """The next id of the tag. Fast path: an index into the local batch under a lock. When
-        both local batches are spent it waits for the refill, at most ``timeout`` seconds (the
-        client's ``wait_timeout`` when ``None``).
-
-        Raises :class:`RejectedError` (e.g. ``unknown_biz_tag``, ``biz_tag_exhausted``),
-        :class:`UnavailableError`, :class:`ClientClosedError`."""
-        return self._supply.next_id(timeout)
-
-    def stats(self) -> Stats:
-        """This tag's counters (``failovers`` is client-wide: see :meth:`Client.stats`)."""
-        return self._supply.stats()
 
     def __repr__(self) -> str:
         return f"SegmentSupply({self.tag!r})"
 
 
-class SnowflakeSupply:
+class SnowflakeSupply(_Supply):
     """Snowflake ids from the servers' batch route, buffered like a tag's; increasing per
-    client. Get it from :meth:`Client.snowflake`."""
+    client. Get it from :meth:`Client.snowflake`. Thread-safe."""
 
-    __slots__ = ("_supply",)
+    __slots__ = ()
 
-    def __init__(self, supply: _Supply) -> None:
-        self._supply = supply
-
-    def next_id(self, timeout: Optional[float] = None) -> int:
-        """The next snowflake id (see :meth:`SegmentSupply.next_id`)."""
-        return self._supply.next_id(timeout)
-
-    def stats(self) -> Stats:
-        """The snowflake supply's counters."""
-        return self._supply.stats()
+    def __init__(self, client: "Client") -> None:
+        super().__init__(client, BatchRequest.snowflake(client._settings.batch), "snowflake")
 
     def __repr__(self) -> str:
         return "SnowflakeSupply()"
@@ -328,8 +321,8 @@ class Client:
             on_down=self._on_down_locked,
         )
         self._http = _HttpPool()
-        self._segments: Dict[str, _Supply] = {}
-        self._snowflake: Optional[_Supply] = None
+        self._segments: Dict[str, SegmentSupply] = {}
+        self._snowflake: Optional[SnowflakeSupply] = None
         self._threads: Set[threading.Thread] = set()
         self._health_started = False
         self._health_wake = threading.Event()
@@ -342,21 +335,26 @@ class Client:
         """The supply of a tag (the same stream on every call for that tag). No request is sent
         until its first ``next_id``. :class:`InvalidTagError` unless the tag is 1 to 128 of
         ``A-Z a-z 0-9 . _ : -``."""
+        # A dict read is atomic; the insert is locked.
+        supply = self._segments.get(tag) if isinstance(tag, str) else None
+        if supply is not None:
+            return supply
         tag = check_tag(tag)
         with self._lock:
             supply = self._segments.get(tag)
             if supply is None:
-                req = BatchRequest.segment(tag, self._settings.batch)
-                supply = self._segments[tag] = _Supply(self, req, tag)
-        return SegmentSupply(supply, tag)
+                supply = self._segments[tag] = SegmentSupply(self, tag)
+            return supply
 
     def snowflake(self) -> SnowflakeSupply:
         """The snowflake supply (one per client)."""
+        supply = self._snowflake
+        if supply is not None:
+            return supply
         with self._lock:
             if self._snowflake is None:
-                req = BatchRequest.snowflake(self._settings.batch)
-                self._snowflake = _Supply(self, req, "snowflake")
-            return SnowflakeSupply(self._snowflake)
+                self._snowflake = SnowflakeSupply(self)
+            return self._snowflake
 
     def next_id(self, tag: str, timeout: Optional[float] = None) -> int:
         """Shorthand for ``client.segment(tag).next_id(timeout)``."""
@@ -369,7 +367,7 @@ class Client:
     def stats(self) -> Stats:
         """Counters summed over every supply, plus the client's failovers."""
         with self._lock:
-            supplies = list(self._segments.values())
+            supplies: List[_Supply] = list(self._segments.values())
             if self._snowflake is not None:
                 supplies.append(self._snowflake)
             failovers = self._servers.failovers
@@ -399,14 +397,14 @@ class Client:
         :class:`ClientClosedError`. Idempotent."""
         with self._lock:
             self._closed = True
-            supplies = list(self._segments.values())
+            supplies: List[_Supply] = list(self._segments.values())
             if self._snowflake is not None:
                 supplies.append(self._snowflake)
         self._stop.set()
         self._health_wake.set()
         self._http.abort()
         for s in supplies:
-            s.wake_all()
+            s._close()
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             threads = [t for t in self._threads if t is not threading.current_thread()]
