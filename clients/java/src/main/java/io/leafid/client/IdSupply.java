@@ -114,6 +114,18 @@ public final class IdSupply {
         this.tag = tag;
     }
 
+    /**
+     * A supply of exactly {@code ids} (strictly increasing, positive) that never contacts a
+     * server: for benchmarks of the local path and tests. Once they are spent, {@code nextId}
+     * waits {@code waitTimeout} and fails with {@link UnavailableException}.
+     */
+    static IdSupply fixed(long[] ids, Duration waitTimeout) {
+        IdSupply s = new IdSupply(new LeafidClient.Shared(null, null, waitTimeout, null, null), null, "fixed");
+        s.current = new Batch(ids);
+        s.floor = ids.length == 0 ? 0 : ids[ids.length - 1];
+        return s;
+    }
+
     /** The tag of this supply, or {@code null} for the snowflake supply. */
     public String tag() {
         return tag;
@@ -354,7 +366,7 @@ public final class IdSupply {
     }
 
     private void startRefillLocked() {
-        if (refilling || next != null || shared.closed) {
+        if (refilling || next != null || shared.closed || shared.servers == null) {
             return;
         }
         refilling = true;

@@ -69,7 +69,16 @@ final class LeafidServer implements AutoCloseable {
 
     /** A server on {@code db} with extra environment, on {@code port} (0: it picks). */
     static LeafidServer start(Path db, int port, Map<String, String> env) throws IOException {
-        ProcessBuilder pb = new ProcessBuilder(binary().toString());
+        return start(binary(), db, port, env);
+    }
+
+    /** A server from the binary {@code bin} on {@code db}, on a port it picks. */
+    static LeafidServer startWith(Path bin, Path db, Map<String, String> env) throws IOException {
+        return start(bin, db, 0, env);
+    }
+
+    private static LeafidServer start(Path bin, Path db, int port, Map<String, String> env) throws IOException {
+        ProcessBuilder pb = new ProcessBuilder(bin.toString());
         Map<String, String> e = pb.environment();
         e.put("LEAFID__SERVER__HOST", "127.0.0.1");
         e.put("LEAFID__SERVER__PORT", Integer.toString(port));

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Builds the Java client offline from Debian's Maven repository and runs its tests against real
+# leafid servers; then compiles the conformance adapter and the example, and smoke-tests the
+# adapter. Exit status non-zero on any failure.
+#
+#   clients/java/test.sh            # LEAFID_BIN=/path/to/leafid to test another server binary
+set -euo pipefail
+cd "$(dirname "$0")"
+here=$(pwd)
+repo=$(cd ../.. && pwd)
+REPO=/usr/share/maven-repo
+
+# Toolchain: JDK, Maven, JUnit 5 and the Maven plugins the pom pins, all Debian packages.
+need=()
+command -v javac >/dev/null || need+=(default-jdk-headless)
+command -v mvn >/dev/null || need+=(maven)
+[ -d "$REPO/org/junit/jupiter/junit-jupiter-engine" ] || need+=(junit5)
+[ -d "$REPO/org/apache/maven/plugins/maven-compiler-plugin/3.10.1" ] || need+=(libmaven-compiler-plugin-java)
+[ -d "$REPO/org/apache/maven/plugins/maven-jar-plugin/3.3.0" ] || need+=(libmaven-jar-plugin-java)
+[ -d "$REPO/org/apache/maven/plugins/maven-resources-plugin/3.3.0" ] || need+=(libmaven-resources-plugin-java)
+[ -d "$REPO/org/apache/maven/plugins/maven-surefire-plugin/2.22.3" ] || need+=(libsurefire-java)
+if [ ${#need[@]} -gt 0 ]; then
+    echo "installing ${need[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# The server the tests start (target/debug/leafid unless LEAFID_BIN says otherwise).
+if [ -z "${LEAFID_BIN:-}" ] && [ ! -x "$repo/target/debug/leafid" ]; then
+    (cd "$repo" && cargo build --bin leafid)
+fi
+
+# Stale classes of removed sources would otherwise survive (no maven-clean-plugin offline).
+rm -rf target/classes target/test-classes target/conformance-classes target/example-classes \
+    target/surefire-reports
+mvn -o -B --no-transfer-progress -Dmaven.repo.local="$REPO" package
+
+javac --release 11 -Xlint:all -Werror -d target/conformance-classes -cp target/classes \
+    conformance/io/leafid/client/*.java
+javac --release 11 -Xlint:all -Werror -d target/example-classes -cp target/classes examples/*.java
+
+# Adapter smoke test: the protocol's framing and error mapping, no server needed.
+answers=$(printf '%s\n' \
+    '{"op":"open","servers":["http://127.0.0.1:1"],"batch":10,"request_timeout_ms":200,"wait_timeout_ms":300,"backoff_min_ms":10,"backoff_max_ms":100}' \
+    '{"op":"take","engine":"segment","tag":"bad tag","callers":2,"per_caller":3,"pause_ms":0}' \
+    '{"op":"take","engine":"snowflake","callers":1,"per_caller":1,"pause_ms":0}' \
+    '{"op":"stats"}' \
+    '{"op":"close"}' | ./conformance-adapter 2>/dev/null)
+expected='{"ok":true}
+{"ok":true,"ids":[[],[]],"errors":[{"kind":"invalid_tag","code":"","count":6}]}
+{"ok":true,"ids":[[]],"errors":[{"kind":"unavailable","code":"","count":1}]}
+{"ok":true,"ids_served":0,"batches":0,"failovers":0,"discarded_ids":0}
+{"ok":true}'
+if [ "$answers" != "$expected" ]; then
+    echo "conformance adapter smoke test failed; got:" >&2
+    echo "$answers" >&2
+    exit 1
+fi
+echo "conformance adapter smoke test: ok"
