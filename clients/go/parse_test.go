@@ -1,0 +1,117 @@
+package leafid
+
+import (
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestParseBatchTakesOnlyValidBatchesOfTheTag(t *testing.T) {
+	seg := &request{count: 3, tag: "t"}
+	snow := &request{count: 3}
+	for _, c := range []struct {
+		body string
+		req  *request
+		want []int64
+	}{
+		{`{"biz_tag":"t","ids":["1","2","5"]}`, seg, []int64{1, 2, 5}},
+		{` { "ids" : [ "1" , 2 ] , "biz_tag" : "t" } `, seg, []int64{1, 2}},
+		{`{"biz_tag":"t","ids":["9223372036854775807"]}`, seg, []int64{9223372036854775807}},
+		{`{"ids":["7"]}`, snow, []int64{7}},
+		{`{"ids":["7"],"biz_tag":"x"}`, snow, []int64{7}},
+		{`{"biz_tag":"t","ids":["1"],"extra":{"a":[1,2]}}`, seg, []int64{1}},
+		{`{"biz_tag":"\u0074","ids":["1"]}`, seg, []int64{1}},
+		{`{"biz_tag":"t","ids":["1","2","5","6"]}`, seg, nil},
+		{`{"biz_tag":"t","ids":[]}`, seg, nil},
+		{`{"biz_tag":"t"}`, seg, nil},
+		{`{"biz_tag":"t","ids":null}`, seg, nil},
+		{`{"biz_tag":"t","ids":["0","1"]}`, seg, nil},
+		{`{"biz_tag":"t","ids":["-1"]}`, seg, nil},
+		{`{"biz_tag":"t","ids":["2","2"]}`, seg, nil},
+		{`{"biz_tag":"t","ids":["3","2"]}`, seg, nil},
+		{`{"biz_tag":"t","ids":["9223372036854775808"]}`, seg, nil},
+		{`{"biz_tag":"t","ids":["1e3"]}`, seg, nil},
+		{`{"biz_tag":"t","ids":["01"]}`, seg, nil},
+		{`{"biz_tag":"t","ids":[""]}`, seg, nil},
+		{`{"biz_tag":"t","ids":[true]}`, seg, nil},
+		{`{"biz_tag":"u","ids":["1"]}`, seg, nil},
+		{`{"biz_tag":null,"ids":["1"]}`, seg, nil},
+		{`{"ids":["1"]}`, seg, nil},
+		{`{"biz_tag":"t","ids":["1"]} x`, seg, nil},
+		{`{"biz_tag":"t","ids":["1"]`, seg, nil},
+		{``, seg, nil},
+		{`[]`, seg, nil},
+	} {
+		got, err := parseBatch([]byte(c.body), c.req)
+		if c.want == nil {
+			if err == nil {
+				t.Errorf("%s: accepted %v", c.body, got)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %v, %v; want %v", c.body, got, err, c.want)
+		}
+	}
+}
+
+// FuzzScanBatch checks the fast scanner against encoding/json: wherever it reads a body, it
+// reads what encoding/json reads. `go test` runs the seeds; `go test -fuzz FuzzScanBatch` more.
+func FuzzScanBatch(f *testing.F) {
+	for _, s := range []string{
+		`{"biz_tag":"t","ids":["1","2","5"]}`, `{"ids":[1,2,3]}`, `{}`, `{"ids":[]}`,
+		` {"ids" :[ "9223372036854775807" ] ,"biz_tag":"a:b.c-d_e"}`, `{"ids":["01"]}`,
+		`{"ids":[1.5]}`, `{"ids":["1"],"ids":["2"]}`, `{"biz_tag":"a","biz_tag":"b"}`,
+		`{"ids":["18446744073709551616"]}`, `{"ids":[1,]}`, `{"ids":[1 2]}`, `{"IDS":[1]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		tag, hasTag, ids, ok := scanBatch(body)
+		if !ok {
+			return
+		}
+		tag2, hasTag2, ids2, err := decodeBatch(body)
+		if err != nil {
+			t.Fatalf("%q: scanned %q %v %v, encoding/json: %v", body, tag, hasTag, ids, err)
+		}
+		if tag != tag2 || hasTag != hasTag2 || !reflect.DeepEqual(ids, ids2) {
+			t.Fatalf("%q: scanned %q %v %v, encoding/json %q %v %v", body, tag, hasTag, ids, tag2, hasTag2, ids2)
+		}
+	})
+}
+
+// batchBody is a segment body of n ids near 2^63, as the server writes it.
+func batchBody(n int) []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"biz_tag":"bench","ids":[`)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`"` + strconv.FormatInt(9223372036854000000+int64(i), 10) + `"`)
+	}
+	sb.WriteString("]}")
+	return []byte(sb.String())
+}
+
+// BenchmarkParseBatch reads a body of 1000 ids with the scanner and with encoding/json.
+func BenchmarkParseBatch(b *testing.B) {
+	body := batchBody(1000)
+	req := &request{count: 1000, tag: "bench"}
+	b.Run("scan", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := parseBatch(body, req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, _, _, err := decodeBatch(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
