@@ -60,7 +60,8 @@
 #   directory is mysql's, unlike scripts/mariadb.sh's --user=root: the joiner's rsync daemon,
 #   started as root, would switch to user nobody (rsyncd's default for root) and could not write
 #   into a root-owned datadir. Another user runs the nodes as itself.
-# - Root logs in through the unix socket of each node (auth by socket), as in mariadb.sh; user
+# - The script logs in through the unix socket of each node as the database account named like
+#   the OS user running it (auth by socket; root for root), as in mariadb.sh; user
 #   leafid@127.0.0.1 is created through node 1 and replicates (DDL runs in TOI on all nodes).
 set -euo pipefail
 
@@ -152,7 +153,7 @@ urls() { local n out=(); for n in "${nodes[@]}"; do out+=("$(url "$n")"); done; 
 
 client() {
   local n="$1"; shift
-  "$(find_bin mariadb mysql)" --no-defaults --protocol=socket --socket="$(sock "$n")" -uroot "$@"
+  "$(find_bin mariadb mysql)" --no-defaults --protocol=socket --socket="$(sock "$n")" -u"$LEAFID_DB_ADMIN" "$@"
 }
 
 # A wsrep status variable of node N ("" when the node does not answer).
@@ -256,7 +257,8 @@ start_bootstrap() {
     log "initialising $d/data"
     local user_opt=(); [ "$(id -u)" = 0 ] && user_opt=(--user=mysql)
     "$(find_bin mariadb-install-db mysql_install_db)" --no-defaults --datadir="$d/data" \
-      "${user_opt[@]}" --auth-root-authentication-method=socket --skip-test-db \
+      "${user_opt[@]}" --auth-root-authentication-method=socket \
+      --auth-root-socket-user="$LEAFID_DB_ADMIN" --skip-test-db \
       >"$d/install.log" 2>&1 || { cat "$d/install.log" >&2; exit 1; }
   fi
   [ -f "$d/data/grastate.dat" ] &&

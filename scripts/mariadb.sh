@@ -16,7 +16,8 @@
 # - The data lives under $LEAFID_MARIADB_DIR or target/mariadb (tests that restart MariaDB run a
 #   second instance with both set). Root runs mariadbd with --user=root, another user as itself,
 #   so a checkout under a 0700 directory (root's home, mktemp -d) works: nobody else has to
-#   enter it.
+#   enter it. The script logs in through the unix socket as the database account named like the
+#   OS user running it (auth by socket; root for root), which mariadb-install-db creates.
 # - Every path goes to mariadbd as one argument, so a checkout path with spaces works.
 #   mariadb-install-db is the exception (it splits --user's chown of the datadir at spaces): it
 #   gets the datadir through a space-free symlink in a mktemp directory under /tmp, removed
@@ -44,7 +45,7 @@ install() {
   leafid_install_packages "${missing[@]}"
 }
 
-client() { "$(find_bin mariadb mysql)" --no-defaults --protocol=socket --socket="$sock" -uroot "$@"; }
+client() { "$(find_bin mariadb mysql)" --no-defaults --protocol=socket --socket="$sock" -u"$LEAFID_DB_ADMIN" "$@"; }
 
 running() { [ -S "$sock" ] && client -e 'SELECT 1' >/dev/null 2>&1; }
 
@@ -70,7 +71,8 @@ start() {
     local alias; alias="$(mktemp -d /tmp/leafid-install-db.XXXXXX)"
     ln -s "$data" "$alias/data"
     if ! "$(find_bin mariadb-install-db mysql_install_db)" --no-defaults --datadir="$alias/data" \
-      "${user_opt[@]}" --auth-root-authentication-method=socket --skip-test-db \
+      "${user_opt[@]}" --auth-root-authentication-method=socket \
+      --auth-root-socket-user="$LEAFID_DB_ADMIN" --skip-test-db \
       >"$base/install.log" 2>&1; then
       rm -rf "$alias"
       cat "$base/install.log" >&2
@@ -82,8 +84,10 @@ start() {
     --bind-address=127.0.0.1 --port="$port" --socket="$sock" --pid-file="$pidf" \
     --log-error="$base/error.log" --skip-log-bin --innodb-buffer-pool-size=128M \
     --max-connections=1000 --skip-name-resolve >/dev/null 2>&1 &
+  local pid=$!
   for _ in $(seq 1 120); do
     running && break
+    kill -0 "$pid" 2>/dev/null || break  # it exited: no use waiting
     sleep 0.5
   done
   running || { log "MariaDB did not start; see $base/error.log"; tail -20 "$base/error.log" >&2; exit 1; }

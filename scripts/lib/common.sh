@@ -27,6 +27,12 @@
 # The checkout's root (physical path, symlinks resolved): one checkout, one set of ports.
 LEAFID_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 
+# The database account the scripts log in as through the unix socket (auth by socket): the OS
+# user running them, root or not; mariadb-install-db gets it as --auth-root-socket-user (its
+# default, $USER, may be unset or stale under su or in CI).
+# shellcheck disable=SC2034 # used by the scripts that source this file
+LEAFID_DB_ADMIN="$(id -un)"
+
 # Name used in messages: the sourcing script's file name.
 LEAFID_SCRIPT="$(basename "${BASH_SOURCE[1]:-$0}")"
 
