@@ -83,6 +83,10 @@ const (
 	// FaultBadResponse: a 200 whose body is not a valid batch (not JSON, ids not positive and
 	// strictly increasing, more ids than asked, another tag). None of its ids is used.
 	FaultBadResponse
+	// FaultBehind: a valid batch whose ids all lie at or below the last id this client handed
+	// out for the supply (a lagging server after a failover). Its ids are discarded and the
+	// server asked again at once.
+	FaultBehind
 )
 
 // ServerFault is one server's failure to deliver a batch: the server is then marked down and the
@@ -109,6 +113,8 @@ func (f *ServerFault) Error() string {
 		return fmt.Sprintf("%s: HTTP %d", f.Server, f.Status)
 	case FaultBadResponse:
 		return fmt.Sprintf("%s: bad response: %s", f.Server, f.Detail)
+	case FaultBehind:
+		return fmt.Sprintf("%s: behind: %s", f.Server, f.Detail)
 	default:
 		return fmt.Sprintf("%s: %s", f.Server, f.Detail)
 	}

@@ -71,6 +71,8 @@ type request struct {
 type fetchResult struct {
 	// ids of a valid 200 body, strictly increasing and positive.
 	ids []int64
+	// server is the base URL of the server that sent ids.
+	server string
 	// rejected is set when a server refused the request itself (final).
 	rejected *RejectedError
 	// fault is the last server failure when no server delivered (nil if none could be asked).
@@ -136,7 +138,7 @@ func (s *servers) fetch(ctx context.Context, req *request) fetchResult {
 			default:
 				s.list[i].markUp()
 				s.preferred.Store(int64(i))
-				return fetchResult{ids: ids}
+				return fetchResult{ids: ids, server: s.list[i].base}
 			}
 		}
 	}

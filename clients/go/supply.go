@@ -2,6 +2,7 @@ package leafid
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -227,6 +228,9 @@ func (s *supply) refill(ctx context.Context) {
 				s.lastFault = nil
 				s.batches.Add(1)
 				filled = true
+			} else {
+				s.lastFault = &ServerFault{Server: res.server, Kind: FaultBehind,
+					Detail: fmt.Sprintf("%d ids, none above %d", cut, floor)}
 			}
 			s.mu.Unlock()
 			if filled {

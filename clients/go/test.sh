@@ -11,6 +11,11 @@ if ! command -v go >/dev/null 2>&1; then
   echo "test.sh: go is missing; installing Debian's golang-go" >&2
   apt-get install -y golang-go || { apt-get update && apt-get install -y golang-go; }
 fi
+if [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ]; then
+  # The lagging-snowflake test runs one server with its wall clock behind (Debian's faketime).
+  echo "test.sh: libfaketime is missing; installing Debian's faketime" >&2
+  apt-get install -y faketime || { apt-get update && apt-get install -y faketime; }
+fi
 export GOFLAGS=-mod=mod GOPROXY=off GO111MODULE=on
 export GOCACHE="${GOCACHE:-${HOME:-/root}/.cache/go-build}"
 
