@@ -51,6 +51,9 @@ def per_id_ns(fn, n: int) -> float:
 
 
 def local(url: str, rounds: int, n: int) -> None:
+    """Interleaved rounds of n ids each: the counter, next_id on ids already local (no refill
+    running: the fast path alone), next_id through the server (batch 100000, refills included).
+    """
     lock = threading.Lock()
     counter = itertools.count(1)
 
@@ -58,21 +61,33 @@ def local(url: str, rounds: int, n: int) -> None:
         with lock:
             return next(counter)
 
-    with Client([url], batch=100_000) as c:
+    with Client([url], batch=100_000) as c, Client(["http://127.0.0.1:9"]) as offline:
         supply = c.segment(TAG)
         for _ in range(200_000):  # warm up: two batches fetched
             supply.next_id()
-        ours, base = [], []
+        # The fast path alone: a supply holding rounds * n ids that never refills (internal
+        # API, benchmark only).
+        local_only = offline.segment("bench")
+        local_only._core.ids = list(range(1, rounds * n + 1))
+        local_only._core.preload_at = -1
+        base, fast, e2e = [], [], []
         for _ in range(rounds):
-            ours.append(per_id_ns(supply.next_id, n))
             base.append(per_id_ns(counter_next, n))
+            fast.append(per_id_ns(local_only.next_id, n))
+            e2e.append(per_id_ns(supply.next_id, n))
         stats = c.stats()
-    o, b = statistics.median(ours), statistics.median(base)
-    print(f"local next_id (batch 100000): median {o:.0f} ns/id ({1e9 / o / 1e6:.2f} M ids/s), "
-          f"runs {', '.join(f'{x:.0f}' for x in ours)}")
-    print(f"itertools.count + Lock:       median {b:.0f} ns/id ({1e9 / b / 1e6:.2f} M ids/s), "
-          f"runs {', '.join(f'{x:.0f}' for x in base)}")
-    print(f"ratio (counter time / next_id time): {b / o:.2f}x  [{stats}]")
+
+    def row(name: str, runs: "list[float]") -> float:
+        m = statistics.median(runs)
+        print(f"{name:<44} median {m:5.0f} ns/id ({1e3 / m:5.2f} M ids/s), runs "
+              + ", ".join(f"{x:.0f}" for x in runs))
+        return m
+
+    b = row("itertools.count() under threading.Lock", base)
+    f = row("next_id, ids already local (fast path)", fast)
+    e = row("next_id via the server, batch 100000", e2e)
+    print(f"ratio to the counter (its ns / ours): fast path {b / f:.2f}x, via the server "
+          f"{b / e:.2f}x  [{stats}]")
 
 
 def sustained(url: str, batch: int, seconds: float) -> None:

@@ -185,3 +185,15 @@ def test_a_malformed_200_is_that_servers_failure(
         assert strictly_increasing(ids) and max(ids) < 999999998
 
     run(main())
+
+
+def test_an_adaptive_batch_grows_while_callers_wait(shared_pair: List[LeafidServer]) -> None:
+    async def main() -> None:
+        async with AsyncClient([shared_pair[0].url], batch=10, max_batch=5000) as c:
+            supply = c.segment(SEEDED)
+            ids = [await supply.next_id() for _ in range(20_000)]
+            stats = supply.stats()
+        assert strictly_increasing(ids)
+        assert stats.batch_size > 10 and stats.batches < 500, stats
+
+    run(main())

@@ -289,3 +289,13 @@ def test_close_aborts_a_request_in_flight_and_leaves_no_thread(
         c.close()  # idempotent
     finally:
         a.cont()
+
+
+def test_an_adaptive_batch_grows_while_callers_wait(shared_pair: List[LeafidServer]) -> None:
+    with Client([shared_pair[0].url], batch=10, max_batch=5000) as c:
+        supply = c.segment(SEEDED)
+        ids = [supply.next_id() for _ in range(20_000)]
+        stats = supply.stats()
+    assert strictly_increasing(ids)
+    # 20,000 ids in batches of 10 would be 2,000 requests.
+    assert stats.batch_size > 10 and stats.batches < 500, stats

@@ -182,3 +182,32 @@ def test_an_invalid_tag_fails_locally() -> None:
             with pytest.raises(InvalidTagError):
                 c.segment(bad)
         assert c.stats().batches == 0 and c.down_servers() == []
+
+
+def test_an_adaptive_supply_doubles_when_callers_wait_and_halves_when_idle() -> None:
+    core = SupplyCore(10, 40)
+    core.starve()  # an empty supply is no sign of demand
+    assert core.begin_refill() and core.count == 10
+    counts = []
+    for first in (1, 100, 200, 300):
+        assert core.accept(list(range(first, first + 10)))
+        core.refilling = False
+        while core.take()[0] is not None:
+            pass
+        core.starve()  # a caller found both batches spent
+        assert core.begin_refill()
+        counts.append(core.count)
+    assert counts == [20, 40, 40, 40]
+    core.accept([1000, 1001])
+    core.refilling = False
+    core.promoted_at -= SupplyCore.SHRINK_AFTER + 1  # the last batch lasted over a minute
+    assert core.take()[0] == 1000
+    assert core.count == 20 and core.stats().batch_size == 20
+    assert SupplyCore(10, 10).count == 10
+
+
+def test_max_batch_is_checked() -> None:
+    for bad in (5, 100_001, "x"):
+        with pytest.raises(ConfigError):
+            Client(["http://a:1"], batch=10, max_batch=bad)  # type: ignore[arg-type]
+    Client(["http://a:1"], batch=10, max_batch=10).close()

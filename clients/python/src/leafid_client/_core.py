@@ -109,6 +109,7 @@ class Settings:
 
     endpoints: Sequence[Endpoint]
     batch: int
+    max_batch: int
     request_timeout: float
     wait_timeout: float
     backoff_min: float
@@ -119,6 +120,7 @@ class Settings:
         cls,
         servers: object,
         batch: object,
+        max_batch: object,
         request_timeout: object,
         wait_timeout: object,
         backoff_min: object,
@@ -132,6 +134,16 @@ class Settings:
         endpoints = [Endpoint.parse(u) for u in servers]
         if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
             raise ConfigError(f"batch must be an int within 1..={MAX_BATCH} (got {batch!r})")
+        if max_batch is None:
+            max_batch = batch
+        if (
+            isinstance(max_batch, bool)
+            or not isinstance(max_batch, int)
+            or not batch <= max_batch <= MAX_BATCH
+        ):
+            raise ConfigError(
+                f"max_batch must be an int within batch..={MAX_BATCH} (got {max_batch!r})"
+            )
         durations = {
             "request_timeout": request_timeout,
             "wait_timeout": wait_timeout,
@@ -146,6 +158,7 @@ class Settings:
         return cls(
             endpoints,
             batch,
+            max_batch,
             float(request_timeout),  # type: ignore[arg-type]
             float(wait_timeout),  # type: ignore[arg-type]
             float(backoff_min),  # type: ignore[arg-type]
@@ -367,6 +380,9 @@ class Stats:
     """Ids received in valid 200 answers, discarded ones included."""
     failed_rounds: int = 0
     """Fetch rounds in which no server delivered a batch."""
+    batch_size: int = 0
+    """Ids the supply's next request asks for (adaptive: it grows); in a client's stats, the
+    largest of its supplies."""
 
     def __add__(self, other: "Stats") -> "Stats":
         return Stats(
@@ -376,6 +392,7 @@ class Stats:
             self.discarded_ids + other.discarded_ids,
             self.ids_received + other.ids_received,
             self.failed_rounds + other.failed_rounds,
+            max(self.batch_size, other.batch_size),
         )
 
 
@@ -403,9 +420,17 @@ class SupplyCore:
         "received",
         "discarded",
         "failed_rounds",
+        "count",
+        "min_count",
+        "max_count",
+        "starved",
+        "promoted_at",
     )
 
-    def __init__(self) -> None:
+    SHRINK_AFTER = 60.0
+    """A batch used up more slowly than this (seconds) halves the next request (adaptive)."""
+
+    def __init__(self, min_count: int = 1, max_count: int = 1) -> None:
         self.ids: List[int] = []
         """The batch being served: strictly increasing, all above every earlier batch."""
         self.pos = 0
@@ -428,6 +453,15 @@ class SupplyCore:
         self.received = 0
         self.discarded = 0
         self.failed_rounds = 0
+        self.count = min_count
+        """Ids the next refill asks for: ``min_count`` doubling up to ``max_count`` each time a
+        caller had to wait for a batch, halving when a batch lasted over ``SHRINK_AFTER``."""
+        self.min_count = min_count
+        self.max_count = max_count
+        self.starved = False
+        """A caller found both batches spent since the last refill started (after the first)."""
+        self.promoted_at = time.monotonic()
+        """When the current batch started being served."""
 
     def take(self) -> "tuple[Optional[int], bool]":
         """The next id (``None`` when both batches are spent) and whether to start a refill
@@ -443,6 +477,11 @@ class SupplyCore:
             self.next = None
             self.preload_at = len(nxt) // 10
             i = 0
+            if self.max_count > self.min_count:
+                now = time.monotonic()
+                if now - self.promoted_at > self.SHRINK_AFTER:
+                    self.count = max(self.count // 2, self.min_count)
+                self.promoted_at = now
         self.pos = i + 1
         return ids[i], i == self.preload_at and self.next is None
 
@@ -453,7 +492,16 @@ class SupplyCore:
             return False
         self.refilling = True
         self.refused = None
+        if self.starved:
+            self.starved = False
+            self.count = min(self.count * 2, self.max_count)
         return True
+
+    def starve(self) -> None:
+        """A caller found both batches spent (and must wait): the next request asks for more,
+        if adaptive (not for the first batch: an empty supply is no sign of demand)."""
+        if self.batches:
+            self.starved = True
 
     def accept(self, ids: List[int]) -> bool:
         """Takes a validated batch as the next one, cut to its ids above the floor. False (and
@@ -480,9 +528,10 @@ class SupplyCore:
         self.ids, self.pos, self.next = [], 0, None
 
     def stats(self) -> Stats:
-        """This supply's counters."""
+        """This supply's counters (``batch_size``: what the next request asks for)."""
         return Stats(
             ids_served=self.served_before + self.pos,
+            batch_size=self.count,
             batches=self.batches,
             discarded_ids=self.discarded,
             ids_received=self.received,

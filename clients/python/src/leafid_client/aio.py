@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Dict, List, Optional, Set, Tuple
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Tuple
 
 from ._core import (
     AllFailed,
@@ -40,6 +40,10 @@ _IDLE_PER_SERVER = 4
 
 _MAX_BODY = 64 << 20
 """Largest response body read (100,000 ids as strings are about 2.5 MB)."""
+
+_YIELD_MASK = 63
+"""While a refill runs, the fast path yields to the loop once per 64 ids, so a caller that
+never awaits anything else still lets the refill's request out and its answer in."""
 
 _Conn = Tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
@@ -174,19 +178,19 @@ class _AsyncSupply:
     """One id stream: :class:`SupplyCore` on the loop, fed by refill tasks. The public handles
     below are this object itself."""
 
-    __slots__ = ("_client", "_request", "_name", "_core", "_refilled", "_yield_every")
+    __slots__ = ("_client", "_request_for", "_name", "_core", "_refilled")
 
-    def __init__(self, client: "AsyncClient", request: BatchRequest, name: str) -> None:
+    def __init__(
+        self, client: "AsyncClient", request_for: Callable[[int], BatchRequest], name: str
+    ) -> None:
         self._client = client
-        self._request = request
+        self._request_for = request_for
+        """The batch request for a count."""
         self._name = name
-        self._core = SupplyCore()
+        self._core = SupplyCore(client._settings.batch, client._settings.max_batch)
         self._refilled: Optional[asyncio.Event] = None
         """Set when a refill ends (successful or not) or the client closes; replaced by a new
         event for each refill. Made on the loop (an Event binds to one on Python 3.9)."""
-        self._yield_every = max(request.count // 20, 1)
-        """While a refill runs, the fast path yields to the loop once per this many ids, so a
-        caller that never awaits anything else still lets the refill's answer in."""
 
     async def next_id(self, timeout: Optional[float] = None) -> int:
         """The next id: from the local batches when they hold one, else after the refill,
@@ -199,7 +203,7 @@ class _AsyncSupply:
         :raises ClientClosedError: the client is closed.
         """
         core = self._core
-        if core.refilling and core.pos % self._yield_every == 0:
+        if core.refilling and not core.pos & _YIELD_MASK:
             # Before taking, so calls still return in the order of their ids.
             await asyncio.sleep(0)
         i = core.pos
@@ -242,6 +246,8 @@ class _AsyncSupply:
                 return id_
             if waited and core.refused is not None:
                 raise core.refused.copy()
+            if not waited:
+                core.starve()
             self._start_refill()
             waited = True
             event = self._refilled
@@ -268,10 +274,11 @@ class _AsyncSupply:
         deadline = loop.time() + s.wait_timeout
         failures = 0
         core = self._core
+        request = self._request_for(core.count)
         try:
             while not client._closed:
                 try:
-                    ids = await client._fetch(self._request)
+                    ids = await client._fetch(request)
                 except RejectedError as e:
                     core.refused = e
                     return
@@ -313,7 +320,7 @@ class AsyncSegmentSupply(_AsyncSupply):
     __slots__ = ("tag",)
 
     def __init__(self, client: "AsyncClient", tag: str) -> None:
-        super().__init__(client, BatchRequest.segment(tag, client._settings.batch), tag)
+        super().__init__(client, lambda n: BatchRequest.segment(tag, n), tag)
         self.tag = tag
         """The biz tag."""
 
@@ -328,7 +335,7 @@ class AsyncSnowflakeSupply(_AsyncSupply):
     __slots__ = ()
 
     def __init__(self, client: "AsyncClient") -> None:
-        super().__init__(client, BatchRequest.snowflake(client._settings.batch), "snowflake")
+        super().__init__(client, BatchRequest.snowflake, "snowflake")
 
     def __repr__(self) -> str:
         return "AsyncSnowflakeSupply()"
@@ -349,13 +356,14 @@ class AsyncClient:
         servers: "List[str] | Tuple[str, ...] | str",
         *,
         batch: int = 1000,
+        max_batch: Optional[int] = None,
         request_timeout: float = 2.0,
         wait_timeout: float = 5.0,
         backoff_min: float = 0.05,
         backoff_max: float = 5.0,
     ) -> None:
         self._settings = Settings.build(
-            servers, batch, request_timeout, wait_timeout, backoff_min, backoff_max
+            servers, batch, max_batch, request_timeout, wait_timeout, backoff_min, backoff_max
         )
         self._servers = ServerSet(
             self._settings.endpoints,

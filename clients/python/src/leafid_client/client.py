@@ -16,7 +16,7 @@ import logging
 import socket
 import threading
 import time
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from ._core import (
     AllFailed,
@@ -133,13 +133,16 @@ class _Supply:
     threads. The public handles below are this object itself: no indirection on the fast
     path."""
 
-    __slots__ = ("_client", "_request", "_name", "_core", "_lock", "_cond")
+    __slots__ = ("_client", "_request_for", "_name", "_core", "_lock", "_cond")
 
-    def __init__(self, client: "Client", request: BatchRequest, name: str) -> None:
+    def __init__(
+        self, client: "Client", request_for: Callable[[int], BatchRequest], name: str
+    ) -> None:
         self._client = client
-        self._request = request
+        self._request_for = request_for
+        """The batch request for a count."""
         self._name = name
-        self._core = SupplyCore()
+        self._core = SupplyCore(client._settings.batch, client._settings.max_batch)
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         """Notified when a refill ends (successful or not) and on close."""
@@ -188,6 +191,8 @@ class _Supply:
                     return id_
                 if waited and core.refused is not None:
                     raise core.refused.copy()
+                if not waited:
+                    core.starve()
                 self._start_refill_locked()
                 waited = True
                 remaining = deadline - time.monotonic()
@@ -207,10 +212,12 @@ class _Supply:
         s = client._settings
         deadline = time.monotonic() + s.wait_timeout
         failures = 0
+        with self._lock:
+            request = self._request_for(self._core.count)
         try:
             while not client._closed:
                 try:
-                    ids = client._fetch(self._request)
+                    ids = client._fetch(request)
                 except RejectedError as e:
                     with self._lock:
                         self._core.refused = e
@@ -255,7 +262,7 @@ class SegmentSupply(_Supply):
     __slots__ = ("tag",)
 
     def __init__(self, client: "Client", tag: str) -> None:
-        super().__init__(client, BatchRequest.segment(tag, client._settings.batch), tag)
+        super().__init__(client, lambda n: BatchRequest.segment(tag, n), tag)
         self.tag = tag
         """The biz tag."""
 
@@ -270,7 +277,7 @@ class SnowflakeSupply(_Supply):
     __slots__ = ()
 
     def __init__(self, client: "Client") -> None:
-        super().__init__(client, BatchRequest.snowflake(client._settings.batch), "snowflake")
+        super().__init__(client, BatchRequest.snowflake, "snowflake")
 
     def __repr__(self) -> str:
         return "SnowflakeSupply()"
@@ -303,13 +310,14 @@ class Client:
         servers: "List[str] | Tuple[str, ...] | str",
         *,
         batch: int = 1000,
+        max_batch: Optional[int] = None,
         request_timeout: float = 2.0,
         wait_timeout: float = 5.0,
         backoff_min: float = 0.05,
         backoff_max: float = 5.0,
     ) -> None:
         self._settings = Settings.build(
-            servers, batch, request_timeout, wait_timeout, backoff_min, backoff_max
+            servers, batch, max_batch, request_timeout, wait_timeout, backoff_min, backoff_max
         )
         self._lock = threading.Lock()
         """Guards the supplies map, the thread set and the server set (never held while a
