@@ -119,7 +119,15 @@ fn healthcheck(port: Option<u16>, config: Option<&Path>) -> ExitCode {
     }
 }
 
+/// Runs the server, then gives its last log lines up to 2 s to reach stderr (never longer: a
+/// blocked or full stderr must not hold the exit up).
 async fn serve(config: Option<&Path>) -> ExitCode {
+    let code = run_server(config).await;
+    leafid::telemetry::sink::flush(std::time::Duration::from_secs(2));
+    code
+}
+
+async fn run_server(config: Option<&Path>) -> ExitCode {
     let settings = match Settings::load(config) {
         Ok(s) => s,
         Err(e) => {

@@ -11,6 +11,7 @@
 //! | `leafid_ids_issued_total` | counter | `engine`, `biz_tag` | ids handed out (`biz_tag` empty for snowflake) |
 //! | `leafid_segment_loads_total` | counter | `biz_tag` | successful segment leases |
 //! | `leafid_segment_load_failures_total` | counter | `biz_tag` | failed or timed-out leases |
+//! | `leafid_segment_regressions_total` | counter | `biz_tag` | leases at or below this server's high-water mark, refused or trimmed (the database lost committed leases) |
 //! | `leafid_segment_load_duration_seconds` | histogram | `biz_tag` | latency of successful leases |
 //! | `leafid_segment_step` | gauge | `biz_tag` | adaptive step of the last lease |
 //! | `leafid_segment_db_step` | gauge | `biz_tag` | the DBA's step (floor of the adaptive step) |
@@ -24,6 +25,7 @@
 //! | `leafid_snowflake_ring_available` | gauge | | ids ready in the ring (cached generator) |
 //! | `leafid_http_requests_total` | counter | `method`, `route`, `status` | requests by matched route pattern |
 //! | `leafid_http_request_duration_seconds` | histogram | `method`, `route` | time to answer |
+//! | `leafid_log_lines_dropped_total` | counter | | log lines lost: stderr full, closed or blocked ([`crate::telemetry::sink`]) |
 
 use std::sync::Arc;
 
@@ -108,6 +110,7 @@ impl Metrics {
         registry.register(Box::new(http_requests.clone()))?;
         registry.register(Box::new(http_duration.clone()))?;
         registry.register(Box::new(EngineCollector::new(segment, snowflake)?))?;
+        registry.register(Box::new(LogCollector::new()?))?;
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Ok(Self {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -192,6 +195,11 @@ const ENGINE_FAMILIES: &[(&str, &str, &[&str])] = &[
     (
         "leafid_segment_load_failures_total",
         "Failed or timed-out segment leases per tag",
+        &["biz_tag"],
+    ),
+    (
+        "leafid_segment_regressions_total",
+        "Leases at or below this server's high-water mark of the tag, refused or trimmed (the database lost committed leases)",
         &["biz_tag"],
     ),
     (
@@ -353,6 +361,7 @@ impl Collector for EngineCollector {
         if let Some(engine) = &self.segment {
             let mut loads = Family::new("leafid_segment_loads_total", COUNTER);
             let mut failures = Family::new("leafid_segment_load_failures_total", COUNTER);
+            let mut regressions = Family::new("leafid_segment_regressions_total", COUNTER);
             let mut latency = Family::new("leafid_segment_load_duration_seconds", HISTOGRAM);
             let mut step = Family::new("leafid_segment_step", GAUGE);
             let mut db_step = Family::new("leafid_segment_db_step", GAUGE);
@@ -370,6 +379,7 @@ impl Collector for EngineCollector {
                 );
                 loads.counter(&by_tag, s.loads as f64);
                 failures.counter(&by_tag, s.load_failures_total as f64);
+                regressions.counter(&by_tag, s.regressions_total as f64);
                 latency.histogram(&by_tag, &s.load_latency);
                 step.gauge(&by_tag, s.step as f64);
                 db_step.gauge(&by_tag, s.db_step as f64);
@@ -391,7 +401,15 @@ impl Collector for EngineCollector {
                 next_ready.gauge(&by_tag, f64::from(u8::from(s.next_ready)));
             }
             for f in [
-                loads, failures, latency, step, db_step, remaining, next_ready, tags,
+                loads,
+                failures,
+                regressions,
+                latency,
+                step,
+                db_step,
+                remaining,
+                next_ready,
+                tags,
             ] {
                 f.done(&mut out);
             }
@@ -423,5 +441,45 @@ impl Collector for EngineCollector {
         }
         issued.done(&mut out);
         out
+    }
+}
+
+/// `leafid_log_lines_dropped_total`, read from the log sink at scrape time.
+struct LogCollector {
+    desc: Desc,
+}
+
+impl LogCollector {
+    const NAME: &'static str = "leafid_log_lines_dropped_total";
+    const HELP: &'static str =
+        "Log lines dropped because stderr refused them (full disk, closed) or was too slow";
+
+    fn new() -> Result<Self, MetricsError> {
+        let desc = Desc::new(
+            Self::NAME.to_owned(),
+            Self::HELP.to_owned(),
+            Vec::new(),
+            Default::default(),
+        )?;
+        Ok(Self { desc })
+    }
+}
+
+impl Collector for LogCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        vec![&self.desc]
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let mut family = MetricFamily::default();
+        family.set_name(Self::NAME.to_owned());
+        family.set_help(Self::HELP.to_owned());
+        family.set_field_type(MetricType::COUNTER);
+        let mut counter = Counter::default();
+        counter.set_value(crate::telemetry::sink::dropped_lines() as f64);
+        let mut metric = Metric::default();
+        metric.set_counter(counter);
+        family.mut_metric().push(metric);
+        vec![family]
     }
 }

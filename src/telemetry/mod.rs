@@ -1,7 +1,12 @@
-//! Tracing subscriber: `RUST_LOG` filter (default `info`), text or JSON lines on stderr; and
-//! [`LogLimiter`], which keeps a failure repeated per request to one line per cause per interval.
+//! Tracing subscriber: `RUST_LOG` filter (default `info`), text or JSON lines on stderr written
+//! off the request threads by [`sink`] (a full, closed or slow stderr drops lines, counted, and
+//! never stops an id); and [`LogLimiter`], which keeps a failure repeated per request to one line
+//! per cause per interval.
+
+pub mod sink;
 
 use std::collections::HashMap;
+use std::io::IsTerminal;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -14,7 +19,11 @@ pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_ansi(std::io::stderr().is_terminal())
+        // The writer never reports an error, and the subscriber must never report one itself:
+        // it would do so with `eprintln!`, which panics when stderr cannot be written.
+        .log_internal_errors(false)
+        .with_writer(sink::writer(std::io::stderr()));
     let _ = if format == LogFormat::Json {
         builder
             .json()

@@ -8,7 +8,7 @@
 use crate::support::{Db, spawn_app};
 
 /// A concrete path for a documented template: each `{param}` gets a sample value.
-fn sample(path: &str) -> String {
+pub(crate) fn sample(path: &str) -> String {
     let mut out = String::new();
     let mut rest = path;
     while let Some(open) = rest.find('{') {

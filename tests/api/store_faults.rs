@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::process::ServerProcess;
@@ -208,5 +208,159 @@ async fn a_full_disk_under_sqlite_never_repeats_an_id_and_recovers_when_space_re
         seen.len()
     );
     drop(server);
+    drop(mount);
+}
+
+/// Fills `dir`'s filesystem with `dd` (as an operator's runaway job would); returns the file.
+fn fill_with_dd(dir: &Path) -> PathBuf {
+    let filler = dir.join("dd-filler");
+    let out = Command::new("dd")
+        .arg("if=/dev/zero")
+        .arg(format!("of={}", filler.display()))
+        .args(["bs=64k", "conv=fsync"])
+        .output()
+        .expect("run dd");
+    // dd stops with "No space left on device": a failure status is the expected outcome.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("No space left"),
+        "dd did not fill the disk: {err}"
+    );
+    filler
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_volume_holding_the_database_and_the_log_never_repeats_an_id_and_honours_sigterm() {
+    const TAG: &str = "full-volume";
+    let mount = TmpfsMount::new("4m");
+    let db = mount.path().join("leafid.db");
+    let log_path = mount.path().join("leafid.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut server = ServerProcess::start_with_output(
+        &format!("sqlite://{}", db.display()),
+        &[
+            ("LEAFID__SNOWFLAKE__ENABLED", "false"),
+            ("LEAFID__SEGMENT__WAIT_TIMEOUT_MS", "150"),
+            ("LEAFID__SEGMENT__LOAD_TIMEOUT_MS", "1000"),
+            ("LEAFID__SEGMENT__MAX_STEP", "20"),
+            ("LEAFID__DATABASE__ACQUIRE_TIMEOUT_MS", "1000"),
+            ("LEAFID__SERVER__DRAIN_SECS", "1"),
+            // sqlx logs every statement at debug: the log writes as much as the database.
+            ("RUST_LOG", "info,sqlx=debug"),
+        ],
+        Stdio::null(),
+        Stdio::from(log),
+    );
+    let base = server.address.clone();
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let created = client
+        .post(format!("{base}/api/v1/tags"))
+        .header("content-type", "application/json")
+        .body(format!(r#"{{"biz_tag":"{TAG}","step":10}}"#))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status().as_u16(), 201);
+    let mut seen = HashSet::new();
+    for i in 0..20 {
+        match request(&client, &base, TAG, (i % 2 == 1).then_some(7)).await {
+            Outcome::Ids(ids) => record(&mut seen, &ids, "before the volume fills"),
+            Outcome::Refused(code) => panic!("refused with space left: {code}"),
+        }
+    }
+    let log_before = std::fs::metadata(&log_path).unwrap().len();
+    assert!(log_before > 0, "the server logs to the volume");
+
+    // The volume fills: every lease's commit and every log write fail from here on.
+    let filler = fill_with_dd(mount.path());
+    let (mut served, mut refused) = (0usize, 0usize);
+    let full_since = Instant::now();
+    let mut i = 0usize;
+    while i < 400 && full_since.elapsed() < Duration::from_secs(8) {
+        match request(&client, &base, TAG, (i % 3 == 2).then_some(1 + i % 9)).await {
+            Outcome::Ids(ids) => {
+                served += ids.len();
+                record(&mut seen, &ids, "volume full");
+            }
+            Outcome::Refused(_) => refused += 1,
+        }
+        // Readiness answers (200 while buffers last, then a 503 with a body), never a cut
+        // connection.
+        if i % 20 == 0 {
+            let ready = client.get(format!("{base}/health/ready")).send().await;
+            let ready = ready.unwrap_or_else(|e| panic!("/health/ready: no answer: {e}"));
+            assert!(
+                [200, 503].contains(&ready.status().as_u16()),
+                "{}",
+                ready.status()
+            );
+        }
+        i += 1;
+    }
+    assert!(
+        refused > 0,
+        "no request failed on a full volume ({served} ids served)"
+    );
+    let dropped = crate::log_sink::dropped_lines(&client, &base).await;
+    assert!(
+        dropped > 0,
+        "no log line counted as dropped on a full volume"
+    );
+
+    // Space returns: ids flow again, still new, and the log is written again.
+    std::fs::remove_file(&filler).unwrap();
+    let freed = Instant::now();
+    let mut recovered = 0usize;
+    while recovered < 200 {
+        assert!(
+            freed.elapsed() < Duration::from_secs(20),
+            "no recovery within 20 s of freeing the volume ({recovered} ids since)"
+        );
+        match request(&client, &base, TAG, Some(11)).await {
+            Outcome::Ids(ids) => {
+                recovered += ids.len();
+                record(&mut seen, &ids, "after space returned");
+            }
+            Outcome::Refused(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    let log_full = std::fs::metadata(&log_path).unwrap().len();
+    let grew = {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let _ = request(&client, &base, TAG, Some(11)).await;
+            let now = std::fs::metadata(&log_path).unwrap().len();
+            if now > log_full || Instant::now() >= deadline {
+                break now > log_full;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    assert!(grew, "the log is not written again once space returned");
+
+    // The full volume never kept the server from stopping.
+    let filler = fill_with_dd(mount.path());
+    let before_signal = Instant::now();
+    server.send_term();
+    let (status, server) = tokio::task::spawn_blocking(move || {
+        let status = server.wait_exit(Duration::from_secs(20));
+        (status, server)
+    })
+    .await
+    .unwrap();
+    let status = status.expect("SIGTERM stops the server on a full volume");
+    assert!(status.success(), "{status:?}");
+    eprintln!(
+        "full volume (database + log): {served} ids served from buffers and {refused} clean 503s \
+         while full, {dropped} log lines dropped; {recovered} new ids after freeing; stopped \
+         {:?} after SIGTERM on a full volume; {} distinct ids",
+        before_signal.elapsed(),
+        seen.len()
+    );
+    drop(server);
+    let _ = std::fs::remove_file(filler);
     drop(mount);
 }

@@ -3,7 +3,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A running `leafid serve` process.
 pub struct ServerProcess {
@@ -18,17 +18,10 @@ impl ServerProcess {
     /// Starts the binary on port 0 with `db_url` and extra `LEAFID__*` variables; returns once
     /// it logged its port.
     pub fn start(db_url: &str, env: &[(&str, &str)]) -> Self {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_leafid"));
+        let mut cmd = Self::command(db_url, env);
         cmd.env("LEAFID__SERVER__PORT", "0")
-            .env("LEAFID__SERVER__WORKERS", "1")
-            .env("LEAFID__DATABASE__URL", db_url)
-            .env("LEAFID__LOG__FORMAT", "json")
-            .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
         let mut child = cmd.spawn().expect("spawn leafid");
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
@@ -69,6 +62,53 @@ impl ServerProcess {
             address: format!("http://127.0.0.1:{port}"),
             logs,
         }
+    }
+
+    /// Starts the binary with its stdout and stderr on `stdout`/`stderr` (a full device, a
+    /// file on a full disk, a pipe nobody reads), so its log cannot tell the port: it listens
+    /// on a free port below 32768 picked here, and this returns once `/health/live` answers.
+    pub fn start_with_output(
+        db_url: &str,
+        env: &[(&str, &str)],
+        stdout: Stdio,
+        stderr: Stdio,
+    ) -> Self {
+        let port = free_low_port();
+        let mut child = Self::command(db_url, env)
+            .env("LEAFID__SERVER__PORT", port.to_string())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn leafid");
+        let started = Instant::now();
+        while !answers_200(port, "/health/live") {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("leafid exited before serving: {status}");
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "leafid did not answer /health/live on port {port} within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self {
+            child,
+            address: format!("http://127.0.0.1:{port}"),
+            logs: Arc::default(),
+        }
+    }
+
+    /// The command for `leafid serve` with the test defaults and `env`.
+    fn command(db_url: &str, env: &[(&str, &str)]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_leafid"));
+        cmd.env("LEAFID__SERVER__WORKERS", "1")
+            .env("LEAFID__DATABASE__URL", db_url)
+            .env("LEAFID__LOG__FORMAT", "json")
+            .env("RUST_LOG", "info");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd
     }
 
     /// The stderr lines so far whose JSON `message` starts with `prefix`.
@@ -172,4 +212,37 @@ fn signal(pid: u32, name: &str) -> bool {
         .args([format!("-{name}"), pid.to_string()])
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// A loopback port below 32768 (the kernel's ephemeral range starts there, so no client
+/// connection takes it meanwhile) that nothing listens on now.
+fn free_low_port() -> u16 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let seed = u64::from(std::process::id()) << 32 | u64::from(nanos);
+    (0..2_000u64)
+        .map(|i| {
+            20_000 + ((seed.wrapping_mul(2_654_435_761).wrapping_add(i * 7_919)) % 12_000) as u16
+        })
+        .find(|&port| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok())
+        .expect("a free loopback port in 20000..32000")
+}
+
+/// Whether `GET path` on the local `port` answers 200 (a plain HTTP/1.0 exchange, so the
+/// probe needs no runtime).
+fn answers_200(port: u16, path: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .is_err()
+    {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[9..12] == b"200"
 }
