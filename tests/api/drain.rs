@@ -18,23 +18,39 @@ async fn sigterm_fails_readiness_for_the_drain_period_while_ids_are_still_served
         .unwrap();
     assert_eq!(ready.status(), 200);
 
+    // Taken before the signal is sent: the server starts its drain when the signal arrives,
+    // which is after this instant, so "lived at least the drain period" is measured from the
+    // only side that bounds it (an instant taken after `kill` returns may be later than the
+    // arrival on a loaded machine).
+    let before_signal = Instant::now();
     server.send_term();
-    let signalled = Instant::now();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let ready = client
-        .get(format!("{}/health/ready", server.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ready.status(), 503, "readiness fails while draining");
-    let body: serde_json::Value = ready.json().await.unwrap();
+    // Readiness fails once the signal is handled; a loaded machine may take a while to run the
+    // handler, so poll instead of sleeping a fixed time.
+    let body: serde_json::Value = loop {
+        let ready = client
+            .get(format!("{}/health/ready", server.address))
+            .send()
+            .await
+            .unwrap();
+        if ready.status() == 503 {
+            break ready.json().await.unwrap();
+        }
+        assert_eq!(ready.status(), 200);
+        assert!(
+            before_signal.elapsed() < Duration::from_millis(1_500),
+            "readiness still 200 1.5 s after SIGTERM (the drain period is 2 s)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(body["code"], "not_ready");
     assert!(
         body["message"].as_str().unwrap().contains("draining"),
         "{body}"
     );
     let mut served = 0;
-    while signalled.elapsed() < Duration::from_millis(1_500) {
+    // Ids are served during the drain: at least one round, and rounds until 1.2 s after the
+    // instant before the signal (so inside the drain however late the signal arrived).
+    loop {
         for route in ["/api/segment/get/leaf-segment-test", "/api/snowflake/get/x"] {
             let res = client
                 .get(format!("{}{route}", server.address))
@@ -44,16 +60,19 @@ async fn sigterm_fails_readiness_for_the_drain_period_while_ids_are_still_served
             assert_eq!(res.status(), 200, "{route} is still served while draining");
             served += 1;
         }
+        if before_signal.elapsed() >= Duration::from_millis(1_200) {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(served >= 10);
+    assert!(served >= 2, "{served} requests during the drain");
     let status = tokio::task::spawn_blocking(move || server.wait_exit(Duration::from_secs(10)))
         .await
         .unwrap()
         .expect("the server exits after the drain period");
     assert!(status.success(), "{status:?}");
     assert!(
-        signalled.elapsed() >= Duration::from_secs(2),
+        before_signal.elapsed() >= Duration::from_secs(2),
         "not before the drain period ended"
     );
 }
