@@ -46,21 +46,19 @@ leafid_find_bin() {
   return 1
 }
 
-# This checkout's port slot (0..499), see the header.
+# This checkout's port slot (0..499), see the header; checked here, at source time, so that a
+# bad override stops the script at once.
 leafid_slot() {
-  if [ -n "${LEAFID_TEST_PORT_SLOT:-}" ]; then
-    case "$LEAFID_TEST_PORT_SLOT" in
-      *[!0-9]*) leafid_log "LEAFID_TEST_PORT_SLOT must be a number in 0..499"; exit 2 ;;
-    esac
-    [ "$LEAFID_TEST_PORT_SLOT" -lt 500 ] ||
-      { leafid_log "LEAFID_TEST_PORT_SLOT must be a number in 0..499"; exit 2; }
-    echo "$((10#$LEAFID_TEST_PORT_SLOT))"
-    return 0
-  fi
+  if [ -n "${LEAFID_TEST_PORT_SLOT:-}" ]; then echo "$((10#$LEAFID_TEST_PORT_SLOT))"; return 0; fi
   local crc
   crc="$(printf '%s' "$LEAFID_ROOT" | cksum | cut -d' ' -f1)"
   echo $((crc % 500))
 }
+case "${LEAFID_TEST_PORT_SLOT:-0}" in
+  '' | *[!0-9]* | ????*) leafid_log "LEAFID_TEST_PORT_SLOT must be a number in 0..499"; exit 2 ;;
+esac
+[ "$((10#${LEAFID_TEST_PORT_SLOT:-0}))" -lt 500 ] ||
+  { leafid_log "LEAFID_TEST_PORT_SLOT must be a number in 0..499"; exit 2; }
 
 # The first port of this checkout's block.
 leafid_port_block() { echo $((10000 + 16 * $(leafid_slot))); }
