@@ -199,7 +199,10 @@ impl Client {
             .entry(tag.to_owned())
             .or_insert_with(|| {
                 Arc::new(self.supply(Request {
-                    path: format!("/api/v1/segment/{tag}/ids?count={}", s.batch),
+                    path: format!(
+                        "/api/v1/segment/{tag}/ids?count={}&stringify_ids=true",
+                        s.batch
+                    ),
                     count: s.batch,
                     tag: Some(tag.to_owned()),
                 }))
@@ -218,7 +221,7 @@ impl Client {
         let supply = slot
             .get_or_insert_with(|| {
                 Arc::new(self.supply(Request {
-                    path: format!("/api/v1/snowflake/ids?count={}", s.batch),
+                    path: format!("/api/v1/snowflake/ids?count={}&stringify_ids=true", s.batch),
                     count: s.batch,
                     tag: None,
                 }))
@@ -228,6 +231,24 @@ impl Client {
             supply,
             _owner: s.owner.clone(),
         }
+    }
+
+    /// The counters of every supply made so far (each tag's and snowflake's), summed.
+    pub fn stats(&self) -> SupplyStats {
+        let s = &self.shared;
+        let mut total = SupplyStats::default();
+        for supply in s
+            .segments
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+        {
+            total += supply.stats();
+        }
+        if let Some(supply) = &*s.snowflake.lock().unwrap_or_else(|e| e.into_inner()) {
+            total += supply.stats();
+        }
+        total
     }
 
     /// The server asked first (the last that answered), and whether it is up.

@@ -15,8 +15,11 @@ pub enum Error {
     /// no tokio runtime).
     #[error("invalid client configuration: {0}")]
     Config(String),
-    /// A server answered with a 4xx (`unknown_biz_tag`, `biz_tag_exhausted`,
-    /// `engine_disabled`...): the servers share one database, so asking another would not help.
+    /// A server refused the request itself: a 4xx whose `code` is `unknown_biz_tag`,
+    /// `invalid_biz_tag`, `biz_tag_exhausted`, `invalid_count` or `invalid_request`. The servers
+    /// share one database, so asking another would not help; no other server was asked. (Any
+    /// other 4xx, such as `engine_disabled`, `not_found` or `unauthorized`, is that server's
+    /// failure: the next server is asked, see [`Fault::Refused`].)
     #[error("{server} refused the request ({status} {code}): {message}")]
     Rejected {
         /// The server that answered.
@@ -55,6 +58,14 @@ pub enum Fault {
     Transport(String),
     /// A 5xx (503 `segments_not_ready`, `database_unavailable`...).
     Status(u16),
+    /// A 4xx that is not a refusal of the request itself (see [`Error::Rejected`]):
+    /// `engine_disabled`, `not_found`, `unauthorized`, a rate limit...
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The body's `code`, empty if the body had none.
+        code: String,
+    },
     /// A 200 whose body is not a valid batch (not JSON, ids not positive and increasing, more
     /// ids than asked, another tag): none of its ids is handed out.
     BadResponse(String),
@@ -65,6 +76,9 @@ impl fmt::Display for ServerFault {
         match &self.fault {
             Fault::Transport(e) => write!(f, "{}: {e}", self.server),
             Fault::Status(s) => write!(f, "{}: HTTP {s}", self.server),
+            Fault::Refused { status, code } => {
+                write!(f, "{}: HTTP {status} {code}", self.server)
+            }
             Fault::BadResponse(e) => write!(f, "{}: bad response: {e}", self.server),
         }
     }

@@ -1,8 +1,8 @@
 //! The server list: which server a batch is asked from, failover, backoff and health probes.
 //!
 //! Batches go to the *preferred* server (the last one that answered). A server that fails
-//! (no answer, a 5xx, a body that is not a valid batch) is marked down and the next one is
-//! asked at once. A down server is not asked again until the health task (see
+//! (no answer, a 5xx, a 4xx other than a refusal of the request itself, a body that is not a
+//! valid batch) is marked down and the next one is asked at once (a *failover*). A down server is not asked again until the health task (see
 //! [`Servers::run_health_checks`]) gets a 200 from its `/health/ready`; it probes after an
 //! exponential backoff (`backoff_min` doubling up to `backoff_max`) counted from each failure.
 //! Only when every server is down does a fetch try the down ones too (last resort), so a client
@@ -11,7 +11,7 @@
 //! The only ids that leave this module come from the body of a 200 that parsed and passed
 //! [`validate`]; a failed or partial answer contributes nothing.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -92,7 +92,49 @@ pub(crate) enum FetchError {
 struct IdsBody {
     #[serde(default)]
     biz_tag: Option<String>,
+    /// Decimal strings (the client asks with `stringify_ids=true`); JSON integers are accepted
+    /// too. Anything else (a fraction, a string that is not an `i64`) makes the body invalid.
+    #[serde(deserialize_with = "ids_as_numbers_or_strings")]
     ids: Vec<i64>,
+}
+
+/// One id of a batch body: a JSON integer, or an `i64` in decimal as a JSON string.
+struct AnyId(i64);
+
+impl<'de> Deserialize<'de> for AnyId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = AnyId;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an id: an i64 or its decimal string")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<AnyId, E> {
+                Ok(AnyId(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<AnyId, E> {
+                i64::try_from(v)
+                    .map(AnyId)
+                    .map_err(|_| E::custom(format!("id {v} is above i64::MAX")))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<AnyId, E> {
+                // Digits only (an optional `-`, refused later as not positive): no `+`, spaces.
+                let digits = v.strip_prefix('-').unwrap_or(v);
+                if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(E::custom(format!("id {v:?} is not a decimal integer")));
+                }
+                v.parse()
+                    .map(AnyId)
+                    .map_err(|_| E::custom(format!("id {v:?} is not an i64")))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+fn ids_as_numbers_or_strings<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<i64>, D::Error> {
+    let ids: Vec<AnyId> = Deserialize::deserialize(d)?;
+    Ok(ids.into_iter().map(|AnyId(id)| id).collect())
 }
 
 /// The error body of the server (`{"code", "message"}`), read leniently.
@@ -156,8 +198,13 @@ impl Servers {
     /// One batch: the preferred server first, then the other up servers in order, then (last
     /// resort) the down ones. `Rejected` at the first refusal that holds on every server (a
     /// server-specific 4xx such as `engine_disabled` is a fault: the next is asked);
-    /// `Unavailable` when all failed.
-    pub async fn fetch(&self, req: &Request) -> Result<Vec<i64>, FetchError> {
+    /// `Unavailable` when all failed. Each request sent because the server asked before it
+    /// failed adds one to `failovers`.
+    pub async fn fetch(
+        &self,
+        req: &Request,
+        failovers: &AtomicU64,
+    ) -> Result<Vec<i64>, FetchError> {
         let n = self.list.len();
         let start = self.preferred.load(Ordering::Relaxed) % n;
         let mut tried = vec![false; n];
@@ -169,6 +216,9 @@ impl Servers {
                     continue;
                 }
                 tried[i] = true;
+                if last.is_some() {
+                    failovers.fetch_add(1, Ordering::Relaxed);
+                }
                 match self.ask(i, req).await {
                     Ok(ids) => {
                         self.list[i].mark_up();
@@ -203,8 +253,11 @@ impl Servers {
         let status = resp.status();
         if status.is_client_error() {
             let body: ErrorBody = resp.json().await.unwrap_or_default();
-            if !refusal_holds_on_every_server(status.as_u16(), &body.code) {
-                return Err(Outcome::Fault(Fault::Status(status.as_u16())));
+            if !refusal_holds_on_every_server(&body.code) {
+                return Err(Outcome::Fault(Fault::Refused {
+                    status: status.as_u16(),
+                    code: body.code,
+                }));
             }
             return Err(Outcome::Rejected(Error::Rejected {
                 server: server.base.clone(),
@@ -291,13 +344,24 @@ impl Server {
 
 /// Whether a 4xx answer is the same on every server (final) or only this one's (ask the next).
 ///
-/// The servers share one database, so leafid's refusals of the request itself (an unknown or
-/// invalid tag, a bad count, an exhausted tag) hold everywhere. An engine switched off on this
-/// server (`engine_disabled`), a rate limit (429), a timeout (408) and a 4xx without leafid's
-/// JSON `code` (a proxy's or another service's page at that address) are this server's.
-fn refusal_holds_on_every_server(status: u16, code: &str) -> bool {
-    !(code.is_empty() || code == "engine_disabled" || status == 408 || status == 429)
+/// The servers share one database, so leafid's refusals of the request itself hold everywhere:
+/// an unknown or invalid tag, an exhausted tag, a bad count, a malformed request. Every other
+/// 4xx is this server's: an engine switched off on it (`engine_disabled`), a route it does not
+/// have (`not_found`: a wrong base URL, another service at that address), `unauthorized`, a
+/// rate limit, a timeout, or a 4xx without leafid's JSON `code` (a proxy's page).
+fn refusal_holds_on_every_server(code: &str) -> bool {
+    REQUEST_REFUSALS.contains(&code)
 }
+
+/// The `code`s of leafid's 4xx answers that refuse the request itself (see
+/// [`refusal_holds_on_every_server`]).
+const REQUEST_REFUSALS: [&str; 5] = [
+    "unknown_biz_tag",
+    "invalid_biz_tag",
+    "biz_tag_exhausted",
+    "invalid_count",
+    "invalid_request",
+];
 
 /// The wait after `failures` failures in a row (at least 1).
 pub(crate) fn backoff(timing: &Timing, failures: u32) -> Duration {
@@ -363,22 +427,49 @@ mod tests {
     }
 
     #[test]
+    fn ids_parse_from_decimal_strings_or_integers_only() {
+        let parse = |json: &str| serde_json::from_str::<IdsBody>(json).map(|b| b.ids);
+        assert_eq!(
+            parse(r#"{"ids":["1","9223372036854775807"]}"#).unwrap(),
+            [1, i64::MAX]
+        );
+        assert_eq!(parse(r#"{"ids":[1,2]}"#).unwrap(), [1, 2]);
+        for bad in [
+            r#"{"ids":["9223372036854775808"]}"#,
+            r#"{"ids":[9223372036854775808]}"#,
+            r#"{"ids":["1.0"]}"#,
+            r#"{"ids":[1.5]}"#,
+            r#"{"ids":["+1"]}"#,
+            r#"{"ids":[" 1"]}"#,
+            r#"{"ids":[""]}"#,
+            r#"{"ids":[null]}"#,
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn only_refusals_of_the_request_itself_are_final() {
         for code in [
             "unknown_biz_tag",
             "invalid_biz_tag",
             "invalid_count",
             "biz_tag_exhausted",
+            "invalid_request",
         ] {
-            assert!(refusal_holds_on_every_server(404, code), "{code}");
+            assert!(refusal_holds_on_every_server(code), "{code}");
         }
-        assert!(!refusal_holds_on_every_server(404, "engine_disabled"));
-        assert!(
-            !refusal_holds_on_every_server(404, ""),
-            "a page without leafid's body"
-        );
-        assert!(!refusal_holds_on_every_server(429, "rate_limited"));
-        assert!(!refusal_holds_on_every_server(408, "timeout"));
+        for code in [
+            "engine_disabled",
+            "not_found",
+            "unauthorized",
+            "rate_limited",
+            "timeout",
+            "payload_too_large",
+            "",
+        ] {
+            assert!(!refusal_holds_on_every_server(code), "{code:?}");
+        }
     }
 
     #[test]

@@ -109,6 +109,9 @@ struct Pending {
     refused: Option<Error>,
     /// The last server failure of the refills, for `Unavailable`; cleared by a success.
     last_fault: Option<ServerFault>,
+    /// Ids of the batches served before the current one (each was exhausted when the next
+    /// was promoted, so all of its ids were handed out).
+    served_before: u64,
 }
 
 /// Counters, Relaxed: statistics only, nothing is decided on them.
@@ -118,11 +121,14 @@ struct Counters {
     ids_received: AtomicU64,
     discarded_ids: AtomicU64,
     failed_rounds: AtomicU64,
+    failovers: AtomicU64,
 }
 
 /// A snapshot of a supply's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SupplyStats {
+    /// Ids handed to callers (`next_id` and `try_next_id` answers).
+    pub ids_served: u64,
     /// Batches accepted (at least one id above the floor).
     pub batches: u64,
     /// Ids received in 200 bodies, discarded ones included.
@@ -132,6 +138,21 @@ pub struct SupplyStats {
     pub discarded_ids: u64,
     /// Fetch rounds in which no server delivered a batch.
     pub failed_rounds: u64,
+    /// Requests sent to another server because the one asked before failed (no answer, a 5xx,
+    /// a 4xx of that server only, an invalid body).
+    pub failovers: u64,
+}
+
+impl std::ops::AddAssign for SupplyStats {
+    /// Sums two supplies' counters (a client's total).
+    fn add_assign(&mut self, o: Self) {
+        self.ids_served += o.ids_served;
+        self.batches += o.batches;
+        self.ids_received += o.ids_received;
+        self.discarded_ids += o.discarded_ids;
+        self.failed_rounds += o.failed_rounds;
+        self.failovers += o.failovers;
+    }
 }
 
 /// One id stream.
@@ -249,6 +270,7 @@ impl Supply {
                     continue;
                 }
                 if let Some(next) = p.next.take() {
+                    p.served_before += self.current.load().ids.len() as u64;
                     self.current.store(next);
                     continue;
                 }
@@ -304,7 +326,7 @@ impl Supply {
         let mut failures = 0;
         let mut filled = false;
         while !self.stop.is_cancelled() {
-            let wait = match servers.fetch(request).await {
+            let wait = match servers.fetch(request, &self.counters.failovers).await {
                 Ok(mut ids) => {
                     self.counters
                         .ids_received
@@ -378,7 +400,16 @@ impl Supply {
 
     pub(crate) fn stats(&self) -> SupplyStats {
         let c = &self.counters;
+        // Under the lock: a promotion (which adds to `served_before`) cannot run in between.
+        let ids_served = {
+            let p = self.lock_pending();
+            let cur = self.current.load();
+            let taken = cur.taken.load(Ordering::Relaxed).min(cur.ids.len());
+            p.served_before + taken as u64
+        };
         SupplyStats {
+            ids_served,
+            failovers: c.failovers.load(Ordering::Relaxed),
             batches: c.batches.load(Ordering::Relaxed),
             ids_received: c.ids_received.load(Ordering::Relaxed),
             discarded_ids: c.discarded_ids.load(Ordering::Relaxed),
@@ -402,6 +433,7 @@ mod tests {
             Err(Error::Unavailable { last: None, .. })
         ));
         assert_eq!(s.try_next_id(), None);
+        assert_eq!(s.stats().ids_served, 3, "the failed calls served nothing");
     }
 
     #[test]

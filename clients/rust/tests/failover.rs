@@ -130,6 +130,8 @@ async fn killing_the_used_server_under_load_costs_callers_nothing() {
         "still on the dead server"
     );
     assert!(stats.batches > 2 && stats.ids_received >= total as u64);
+    assert_eq!(stats.ids_served, total as u64, "{stats:?}");
+    assert!(stats.failovers >= 1, "the kill made no failover: {stats:?}");
 }
 
 /// The address the client was given at `i` (servers are given in order).
@@ -231,6 +233,7 @@ async fn a_server_without_the_engine_is_skipped_not_final() {
     assert!(second > first);
     // (`off` is down only until its next probe: its `/health/ready` answers 200.)
     assert_eq!(client.preferred_server().0, on.address);
+    assert_eq!(snowflake.stats().failovers, 1, "{:?}", snowflake.stats());
 
     // A refusal that holds everywhere (an unknown tag) is still final and reaches the caller.
     let unknown = client.segment("no-such-tag").unwrap().next_id().await;
@@ -238,4 +241,40 @@ async fn a_server_without_the_engine_is_skipped_not_final() {
         matches!(&unknown, Err(Error::Rejected { status: 404, code, .. }) if code == "unknown_biz_tag"),
         "{unknown:?}"
     );
+}
+
+/// Any 4xx that is not a refusal of the request itself is that server's failure. Here a real
+/// server reached through a base URL with a path it does not route answers `404 not_found`:
+/// the client asks the next server at once, the caller sees no error, and the stats count one
+/// failover (later batches go straight to the server that answered).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_4xx_of_one_server_only_fails_over_and_is_counted() {
+    let db = create_database();
+    let server = Server::start(&db);
+    create_tag(&server.address, "acct", 100).await;
+    let wrong = format!("{}/elsewhere", server.address);
+    let client = Client::builder()
+        .servers([wrong.clone(), server.address.clone()])
+        .batch(10)
+        .backoff(Duration::from_millis(50), Duration::from_millis(400))
+        .build()
+        .unwrap();
+    let acct = client.segment("acct").unwrap();
+    let mut last = 0;
+    for _ in 0..25 {
+        let id = acct.next_id().await.expect("the second server answers");
+        assert!(id > last);
+        last = id;
+    }
+    assert_eq!(client.preferred_server(), (server.address.clone(), true));
+    assert_eq!(client.down_servers(), vec![wrong], "its probes get 404 too");
+    let stats = client.stats();
+    assert_eq!(
+        stats,
+        acct.stats(),
+        "one supply: the client's total is its own"
+    );
+    assert_eq!(stats.failovers, 1, "{stats:?}");
+    assert_eq!(stats.ids_served, 25, "{stats:?}");
+    assert!(stats.batches >= 3 && stats.discarded_ids == 0, "{stats:?}");
 }
