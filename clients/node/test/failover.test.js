@@ -10,6 +10,18 @@ import { Client, UnavailableError } from '../src/index.js';
 import { assertIncreasing, assertUnique, runCallers } from './support/ids.js';
 import { closedPort, createTag, freeFixedPort, getJson, LeafidServer, tempDatabase } from './support/server.js';
 
+/** Every client made here: closed at the end, so callers still looping after a failed test end at once. */
+const clients = [];
+
+/** @template C @param {C} c @returns {C} */
+function track(c) {
+  clients.push(c);
+  return c;
+}
+
+/** Each test's bound: a failure must end the run, not hang it. */
+const T = { timeout: 60000 };
+
 /** Temporary databases, removed at the end. */
 const dbs = [];
 /** Every server started here, killed at the end. @type {LeafidServer[]} */
@@ -28,6 +40,7 @@ async function start(db, o) {
 }
 
 after(async () => {
+  await Promise.all(clients.map((c) => c.close()));
   await Promise.all(servers.map((s) => s.kill9()));
   for (const db of dbs) db.remove();
 });
@@ -47,12 +60,12 @@ function preferredOf(client, list) {
   return list.find((s) => s.address === url);
 }
 
-test('killing the preferred server under load costs callers nothing (segment and snowflake)', async () => {
+test('killing the preferred server under load costs callers nothing (segment and snowflake)', T, async () => {
   const db = database();
   const a = await start(db);
   const three = [a, await start(db), await start(db)];
   await createTag(a.address, 'kill9', 1000);
-  const c = new Client({ servers: three.map((s) => s.address), batch: 100, requestTimeoutMs: 1000 });
+  const c = track(new Client({ servers: three.map((s) => s.address), batch: 100, requestTimeoutMs: 1000 }));
   const seg = runCallers(4, 600, () => c.nextId('kill9'), 1);
   const snow = runCallers(2, 600, () => c.nextSnowflakeId(), 1);
   await sleep(300);
@@ -74,11 +87,11 @@ test('killing the preferred server under load costs callers nothing (segment and
   await c.close();
 });
 
-test('a closed port is skipped in the same call', async () => {
+test('a closed port is skipped in the same call', T, async () => {
   const db = database();
   const s = await start(db);
   const dead = `http://127.0.0.1:${await closedPort()}`;
-  const c = new Client({ servers: [dead, s.address], batch: 10 });
+  const c = track(new Client({ servers: [dead, s.address], batch: 10 }));
   const t0 = performance.now();
   assert.equal(typeof (await c.nextId('leaf-segment-test')), 'bigint');
   assert.ok(performance.now() - t0 < 1000);
@@ -93,19 +106,19 @@ test('a closed port is skipped in the same call', async () => {
   await c.close();
 });
 
-test('a stopped server is skipped after the request timeout, then a probe brings it back', async () => {
+test('a stopped server is skipped after the request timeout, then a probe brings it back', T, async () => {
   const db = database();
   const a = await start(db);
   const b = await start(db);
   await createTag(a.address, 'stall', 1000);
-  const c = new Client({
+  const c = track(new Client({
     servers: [a.address, b.address],
     batch: 20,
     requestTimeoutMs: 300,
     probeTimeoutMs: 200,
     backoffMinMs: 50,
     backoffMaxMs: 200,
-  });
+  }));
   await c.nextId('stall');
   a.stop();
   try {
@@ -122,25 +135,25 @@ test('a stopped server is skipped after the request timeout, then a probe brings
   await c.close();
 });
 
-test('a server without the snowflake engine is skipped, not a refusal', async () => {
+test('a server without the snowflake engine is skipped, not a refusal', T, async () => {
   const db = database();
   const a = await start(db, { env: { LEAFID__SNOWFLAKE__ENABLED: 'false' } });
   const b = await start(db);
   const direct = await getJson(`${a.address}/api/v1/snowflake/ids?count=1&stringify_ids=true`);
   assert.equal(direct.status, 404);
   assert.equal(direct.body.code, 'engine_disabled');
-  const c = new Client({ servers: [a.address, b.address], batch: 10 });
+  const c = track(new Client({ servers: [a.address, b.address], batch: 10 }));
   const r = await runCallers(2, 50, () => c.nextSnowflakeId());
   assert.deepEqual(r.errors.map(String), []);
   assertIncreasing(r.order, 'snowflake');
   assert.ok(c.stats().failovers >= 1);
   // The segment engine of the same server still serves.
-  const c2 = new Client({ servers: [a.address], batch: 10 });
+  const c2 = track(new Client({ servers: [a.address], batch: 10 }));
   assert.equal(typeof (await c2.nextId('leaf-segment-test')), 'bigint');
   await Promise.all([c.close(), c2.close()]);
 });
 
-test('a 200 whose body is not a valid batch is that server\'s failure: none of its ids is used', async () => {
+test('a 200 whose body is not a valid batch is that server\'s failure: none of its ids is used', T, async () => {
   const db = database();
   const real = await start(db);
   await createTag(real.address, 'bad-body', 1000);
@@ -161,7 +174,7 @@ test('a 200 whose body is not a valid batch is that server\'s failure: none of i
     });
     await new Promise((r) => liar.listen(0, '127.0.0.1', r));
     const liarUrl = `http://127.0.0.1:${liar.address().port}`;
-    const c = new Client({ servers: [liarUrl, real.address], batch: 10 });
+    const c = track(new Client({ servers: [liarUrl, real.address], batch: 10 }));
     try {
       const ids = [];
       for (let i = 0; i < 25; i++) ids.push(await c.nextId('bad-body'));
@@ -177,7 +190,7 @@ test('a 200 whose body is not a valid batch is that server\'s failure: none of i
   }
 });
 
-test('ids of a lagging server below what was handed out are discarded, counted, never served', async () => {
+test('ids of a lagging server below what was handed out are discarded, counted, never served', T, async () => {
   const db = database();
   const a = await start(db);
   const b = await start(db);
@@ -185,7 +198,7 @@ test('ids of a lagging server below what was handed out are discarded, counted, 
   // A leases the first segment (1..1000), B the next (1001..2000).
   assert.deepEqual((await getJson(`${a.address}/api/v1/segment/lag/ids?count=1&stringify_ids=true`)).body.ids, ['1']);
   assert.deepEqual((await getJson(`${b.address}/api/v1/segment/lag/ids?count=1&stringify_ids=true`)).body.ids, ['1001']);
-  const c = new Client({ servers: [b.address, a.address], batch: 100 });
+  const c = track(new Client({ servers: [b.address, a.address], batch: 100 }));
   const ids = [];
   for (let i = 0; i < 300; i++) ids.push(await c.nextId('lag'));
   assert.equal(ids[0], 1002n);
@@ -201,18 +214,18 @@ test('ids of a lagging server below what was handed out are discarded, counted, 
   await c.close();
 });
 
-test('with every server down: unavailable after the wait timeout, then ids again once one is back', async () => {
+test('with every server down: unavailable after the wait timeout, then ids again once one is back', T, async () => {
   const db = database();
   const port = await freeFixedPort();
   let s = await start(db, { port });
-  const c = new Client({
+  const c = track(new Client({
     servers: [s.address],
     batch: 10,
     waitTimeoutMs: 400,
     requestTimeoutMs: 200,
     backoffMinMs: 20,
     backoffMaxMs: 100,
-  });
+  }));
   const before = [];
   for (let i = 0; i < 15; i++) before.push(await c.nextId('leaf-segment-test'));
   await s.kill9();

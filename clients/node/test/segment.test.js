@@ -7,6 +7,18 @@ import { Client, RejectedError, UnavailableError } from '../src/index.js';
 import { assertIncreasing, assertUnique, runCallers } from './support/ids.js';
 import { closedPort, createTag, LeafidServer, tempDatabase } from './support/server.js';
 
+/** Every client made here: closed at the end, so callers still looping after a failed test end at once. */
+const clients = [];
+
+/** @template C @param {C} c @returns {C} */
+function track(c) {
+  clients.push(c);
+  return c;
+}
+
+/** Each test's bound: a failure must end the run, not hang it. */
+const T = { timeout: 30000 };
+
 let db;
 /** @type {LeafidServer} */
 let server;
@@ -17,13 +29,14 @@ before(async () => {
 });
 
 after(async () => {
+  await Promise.all(clients.map((c) => c.close()));
   await server.kill9();
   db.remove();
 });
 
-test('segment ids are exact bigints, increasing across many batches, with stats', async () => {
+test('segment ids are exact bigints, increasing across many batches, with stats', T, async () => {
   await createTag(server.address, 'plain', 1000);
-  const c = new Client({ servers: [server.address], batch: 50 });
+  const c = track(new Client({ servers: [server.address], batch: 50 }));
   const ids = [];
   for (let i = 0; i < 1000; i++) ids.push(await c.nextId('plain'));
   assert.equal(typeof ids[0], 'bigint');
@@ -39,8 +52,8 @@ test('segment ids are exact bigints, increasing across many batches, with stats'
   await c.close();
 });
 
-test('string mode hands out decimal strings, snowflake too', async () => {
-  const c = new Client({ servers: [server.address], batch: 10, ids: 'string' });
+test('string mode hands out decimal strings, snowflake too', T, async () => {
+  const c = track(new Client({ servers: [server.address], batch: 10, ids: 'string' }));
   const a = await c.nextId('leaf-segment-test');
   const b = await c.nextId('leaf-segment-test');
   assert.equal(typeof a, 'string');
@@ -53,10 +66,10 @@ test('string mode hands out decimal strings, snowflake too', async () => {
   await c.close();
 });
 
-test('ids near 2^63 are exact, then the tag is exhausted (rejected, not unavailable)', async () => {
+test('ids near 2^63 are exact, then the tag is exhausted (rejected, not unavailable)', T, async () => {
   // 9223372036854770000 is not a double (the nearest is ...769984 or ...771008).
   await createTag(server.address, 'near-max', 1000, '9223372036854770000');
-  const c = new Client({ servers: [server.address], batch: 1000 });
+  const c = track(new Client({ servers: [server.address], batch: 1000 }));
   const ids = [];
   let err;
   for (;;) {
@@ -82,8 +95,8 @@ test('ids near 2^63 are exact, then the tag is exhausted (rejected, not unavaila
   await c.close();
 });
 
-test('an unknown tag is rejected with its code, and no other server is asked', async () => {
-  const c = new Client({ servers: [server.address, `http://127.0.0.1:${await closedPort()}`] });
+test('an unknown tag is rejected with its code, and no other server is asked', T, async () => {
+  const c = track(new Client({ servers: [server.address, `http://127.0.0.1:${await closedPort()}`] }));
   await assert.rejects(c.nextId('no-such-tag'), (e) => {
     assert.ok(e instanceof RejectedError);
     assert.equal(e.kind, 'rejected');
@@ -97,9 +110,9 @@ test('an unknown tag is rejected with its code, and no other server is asked', a
   await c.close();
 });
 
-test('concurrent callers share one increasing stream: no duplicate, increasing in return order', async () => {
+test('concurrent callers share one increasing stream: no duplicate, increasing in return order', T, async () => {
   await createTag(server.address, 'busy', 1000);
-  const c = new Client({ servers: [server.address], batch: 100 });
+  const c = track(new Client({ servers: [server.address], batch: 100 }));
   const { lists, order, errors } = await runCallers(8, 1000, () => c.nextId('busy'));
   assert.deepEqual(errors, []);
   for (const [i, l] of lists.entries()) assertIncreasing(l, `caller ${i}`);
@@ -109,9 +122,9 @@ test('concurrent callers share one increasing stream: no duplicate, increasing i
   await c.close();
 });
 
-test('with every server down, nextId waits the wait timeout and names the last failure', async () => {
+test('with every server down, nextId waits the wait timeout and names the last failure', T, async () => {
   const port = await closedPort();
-  const c = new Client({ servers: [`http://127.0.0.1:${port}`], waitTimeoutMs: 300, backoffMinMs: 20, backoffMaxMs: 40 });
+  const c = track(new Client({ servers: [`http://127.0.0.1:${port}`], waitTimeoutMs: 300, backoffMinMs: 20, backoffMaxMs: 40 }));
   const t0 = performance.now();
   const e = await c.nextId('leaf-segment-test').catch((x) => x);
   const waited = performance.now() - t0;
@@ -125,8 +138,8 @@ test('with every server down, nextId waits the wait timeout and names the last f
   await c.close();
 });
 
-test('an AbortSignal ends the wait at once; close() rejects waiting calls', async () => {
-  const c = new Client({ servers: [`http://127.0.0.1:${await closedPort()}`], waitTimeoutMs: 10_000 });
+test('an AbortSignal ends the wait at once; close() rejects waiting calls', T, async () => {
+  const c = track(new Client({ servers: [`http://127.0.0.1:${await closedPort()}`], waitTimeoutMs: 10_000 }));
   const t0 = performance.now();
   await assert.rejects(c.nextId('t', { signal: AbortSignal.timeout(100) }), (e) => e.name === 'TimeoutError');
   assert.ok(performance.now() - t0 < 1000);

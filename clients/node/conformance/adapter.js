@@ -1,0 +1,138 @@
+// The conformance adapter (clients/conformance/PROTOCOL.md): reads one JSON command per line on
+// stdin, answers one JSON line on stdout. It only translates commands into calls of the
+// client's public API; everything it reports comes from the client.
+
+import readline from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { Client, LeafidError } from '../src/index.js';
+
+/** @type {Client<'string'> | null} */
+let client = null;
+
+/** @param {object} v */
+function answer(v) {
+  process.stdout.write(JSON.stringify(v) + '\n');
+}
+
+/**
+ * The protocol's error kind and code for an error of the client.
+ * @param {unknown} e
+ */
+function classify(e) {
+  if (e instanceof LeafidError && ['rejected', 'unavailable', 'invalid_tag', 'config'].includes(e.kind)) {
+    return { kind: e.kind, code: e.kind === 'rejected' ? /** @type {any} */ (e).code : '' };
+  }
+  return { kind: 'internal', code: '' };
+}
+
+/** @param {unknown} e */
+function failure(e) {
+  const { kind, code } = classify(e);
+  return { ok: false, error: { kind, code, message: e instanceof Error ? e.message : String(e) } };
+}
+
+/** @param {any} cmd */
+async function open(cmd) {
+  if (client !== null) await client.close();
+  client = null;
+  client = new Client({
+    servers: cmd.servers,
+    batch: cmd.batch,
+    requestTimeoutMs: cmd.request_timeout_ms,
+    waitTimeoutMs: cmd.wait_timeout_ms,
+    backoffMinMs: cmd.backoff_min_ms,
+    backoffMaxMs: cmd.backoff_max_ms,
+    ids: 'string',
+  });
+  return { ok: true };
+}
+
+/** @param {any} cmd */
+async function take(cmd) {
+  const c = needClient();
+  const snowflake = cmd.engine === 'snowflake';
+  if (!snowflake && cmd.engine !== 'segment') throw new Error(`unknown engine ${JSON.stringify(cmd.engine)}`);
+  const pause = cmd.pause_ms ?? 0;
+  /** @type {Map<string, {kind: string, code: string, count: number}>} */
+  const errors = new Map();
+  const ids = await Promise.all(
+    Array.from({ length: cmd.callers }, async () => {
+      /** @type {string[]} */
+      const mine = [];
+      for (let i = 0; i < cmd.per_caller; i++) {
+        try {
+          mine.push(String(snowflake ? await c.nextSnowflakeId() : await c.nextId(cmd.tag)));
+        } catch (e) {
+          const { kind, code } = classify(e);
+          const key = `${kind}\u0000${code}`;
+          const g = errors.get(key) ?? { kind, code, count: 0 };
+          g.count++;
+          errors.set(key, g);
+          if (kind === 'internal') process.stderr.write(`internal error: ${e instanceof Error ? e.stack : e}\n`);
+        }
+        if (pause > 0) await sleep(pause);
+      }
+      return mine;
+    }),
+  );
+  return { ok: true, ids, errors: [...errors.values()] };
+}
+
+function stats() {
+  const s = needClient().stats();
+  return {
+    ok: true,
+    ids_served: s.idsServed,
+    batches: s.batches,
+    failovers: s.failovers,
+    discarded_ids: s.discardedIds,
+  };
+}
+
+function needClient() {
+  if (client === null) throw new Error('no client: send "open" first');
+  return client;
+}
+
+const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
+for await (const line of rl) {
+  if (line.trim() === '') continue;
+  let cmd;
+  try {
+    cmd = JSON.parse(line);
+  } catch (e) {
+    answer(failure(new Error(`not JSON: ${line}`)));
+    continue;
+  }
+  if (cmd.op === 'close') {
+    if (client !== null) await client.close();
+    answer({ ok: true });
+    rl.close();
+    process.stdin.destroy();
+    // Nothing of the client runs any more: the process ends by itself. If it does not, that is
+    // a defect of close(): say what is left, and fail.
+    setTimeout(() => {
+      process.stderr.write(`still running 5 s after close: ${process.getActiveResourcesInfo()}\n`);
+      process.exit(1);
+    }, 5000).unref();
+    break;
+  }
+  try {
+    switch (cmd.op) {
+      case 'open':
+        answer(await open(cmd));
+        break;
+      case 'take':
+        answer(await take(cmd));
+        break;
+      case 'stats':
+        answer(stats());
+        break;
+      default:
+        answer(failure(new Error(`unknown op ${JSON.stringify(cmd.op)}`)));
+    }
+  } catch (e) {
+    answer(failure(e));
+  }
+}
