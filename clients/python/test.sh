@@ -32,5 +32,9 @@ fi
 # "Build": every module must compile (syntax) on this interpreter, adapter included.
 "$PYTHON" -m compileall -q src conformance examples bench >/dev/null
 chmod +x conformance-adapter
+# Types, when mypy is installed (it is not required).
+if "$PYTHON" -m mypy --version >/dev/null 2>&1; then
+    "$PYTHON" -m mypy --strict --no-error-summary src/leafid_client
+fi
 
 exec "$PYTHON" -m pytest -q -p no:cacheprovider tests "$@"

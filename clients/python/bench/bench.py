@@ -6,7 +6,7 @@
    in the background) against the language's own counter, ``next(itertools.count())`` under a
    ``threading.Lock``: interleaved rounds in one process, median ns per id.
 2. Sustained ids/s from one caller: ``next_id`` in a loop for ``--seconds``, batches of 1,000
-   (the default) and of 100,000, blocking and asyncio.
+   (the default), adaptive from 1,000 to 100,000, and 100,000; blocking and asyncio.
 
 The server is ``LEAFID_BIN`` if set, else ``target/release/leafid`` if it exists, else
 ``target/debug/leafid`` (printed).
@@ -31,7 +31,7 @@ sys.path.insert(0, str(HERE.parent / "src"))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from leafid_client import AsyncClient, Client  # noqa: E402
-from leafid_server import REPO, LeafidServer  # noqa: E402
+from leafid_server import REPO, LeafidServer  # type: ignore[import-not-found]  # noqa: E402
 
 TAG = "leaf-segment-test"
 
@@ -90,8 +90,12 @@ def local(url: str, rounds: int, n: int) -> None:
           f"{b / e:.2f}x  [{stats}]")
 
 
-def sustained(url: str, batch: int, seconds: float) -> None:
-    with Client([url], batch=batch) as c:
+def label(batch: int, max_batch: "int | None") -> str:
+    return f"batch {batch}" + (f" adaptive to {max_batch}" if max_batch else "")
+
+
+def sustained(url: str, batch: int, max_batch: "int | None", seconds: float) -> None:
+    with Client([url], batch=batch, max_batch=max_batch) as c:
         supply = c.segment(TAG)
         supply.next_id()
         n = 0
@@ -105,14 +109,13 @@ def sustained(url: str, batch: int, seconds: float) -> None:
                 break
         elapsed = time.perf_counter() - t0
         s = c.stats()
-    print(f"sustained, blocking, batch {batch}: {n / elapsed / 1e6:.2f} M ids/s "
-          f"({n} ids in {elapsed:.2f} s, {s.batches} batches, "
-          f"{s.failed_rounds} failed rounds)")
+    print(f"sustained, blocking, {label(batch, max_batch)}: {n / elapsed / 1e6:.2f} M ids/s "
+          f"({n} ids in {elapsed:.2f} s, {s.batches} batches, last size {s.batch_size})")
 
 
-def sustained_async(url: str, batch: int, seconds: float) -> None:
+def sustained_async(url: str, batch: int, max_batch: "int | None", seconds: float) -> None:
     async def main() -> None:
-        async with AsyncClient([url], batch=batch) as c:
+        async with AsyncClient([url], batch=batch, max_batch=max_batch) as c:
             supply = c.segment(TAG)
             await supply.next_id()
             n = 0
@@ -126,8 +129,8 @@ def sustained_async(url: str, batch: int, seconds: float) -> None:
                     break
             elapsed = time.perf_counter() - t0
             s = c.stats()
-        print(f"sustained, asyncio,  batch {batch}: {n / elapsed / 1e6:.2f} M ids/s "
-              f"({n} ids in {elapsed:.2f} s, {s.batches} batches)")
+        print(f"sustained, asyncio,  {label(batch, max_batch)}: {n / elapsed / 1e6:.2f} M ids/s "
+              f"({n} ids in {elapsed:.2f} s, {s.batches} batches, last size {s.batch_size})")
 
     asyncio.run(main())
 
@@ -146,9 +149,9 @@ def main() -> None:
         srv = LeafidServer(Path(d) / "leafid.db", env={"LEAFID__SERVER__WORKERS": "0"})
         with srv:
             local(srv.url, args.rounds, args.n)
-            for batch in (1000, 100_000):
-                sustained(srv.url, batch, args.seconds)
-                sustained_async(srv.url, batch, args.seconds)
+            for batch, max_batch in ((1000, None), (1000, 100_000), (100_000, None)):
+                sustained(srv.url, batch, max_batch, args.seconds)
+                sustained_async(srv.url, batch, max_batch, args.seconds)
 
 
 if __name__ == "__main__":

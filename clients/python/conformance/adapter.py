@@ -44,7 +44,9 @@ def failure(e: BaseException) -> Dict[str, Any]:
 
 
 def open_client(cmd: Dict[str, Any]) -> Client:
-    ms = lambda key, default: cmd.get(key, default) / 1000.0  # noqa: E731
+    def ms(key: str, default: float) -> float:
+        return float(cmd.get(key, default)) / 1000.0
+
     return Client(
         cmd.get("servers"),  # type: ignore[arg-type]
         batch=cmd.get("batch", 1000),
@@ -60,7 +62,7 @@ def take(client: Client, cmd: Dict[str, Any]) -> Dict[str, Any]:
     tag = cmd.get("tag")
     callers = int(cmd.get("callers", 1))
     per_caller = int(cmd.get("per_caller", 1))
-    pause = cmd.get("pause_ms", 0) / 1000.0
+    pause = float(cmd.get("pause_ms", 0)) / 1000.0
     if engine == "segment":
         call: Callable[[], int] = lambda: client.next_id(tag)  # type: ignore[arg-type]  # noqa: E731
     elif engine == "snowflake":

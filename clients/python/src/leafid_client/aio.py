@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Coroutine, Dict, List, Optional, Set, Tuple
 
 from ._core import (
     AllFailed,
@@ -447,16 +447,16 @@ class AsyncClient:
     # -- internals -----------------------------------------------------------------------
 
     def _supplies(self) -> List[_AsyncSupply]:
-        out = list(self._segments.values())
+        out: List[_AsyncSupply] = list(self._segments.values())
         if self._snowflake is not None:
             out.append(self._snowflake)
         return out
 
-    def _spawn(self, coro: Awaitable[None]) -> bool:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> bool:
         if self._closed:
-            coro.close()  # type: ignore[attr-defined]
+            coro.close()
             return False
-        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return True
