@@ -28,6 +28,10 @@ cargo test --workspace --all-targets "$@"
 # What the deterministic simulations ran and injected (cargo hides a passing test's output).
 cat "${CARGO_TARGET_DIR:-target}"/tmp/sim-*.txt 2>/dev/null || true
 
+# Every client in clients/ (Rust, Java, Go, Python, Node): its own tests, then the conformance
+# suite against release servers on the MariaDB above (the Rust client's tests ran just above).
+LEAFID_RUST_CLIENT_TESTED=1 scripts/clients-test.sh
+
 # The loom models of the snowflake RingBuffer and the segment seqlock/ticket windows (a tiny crate
 # with no async runtime).
 RUSTFLAGS="--cfg loom" cargo test --manifest-path loom/Cargo.toml --target-dir target/loom

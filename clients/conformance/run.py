@@ -1,0 +1,728 @@
+#!/usr/bin/env python3
+"""The conformance driver of every leafid client (clients/conformance/PROTOCOL.md).
+
+    clients/conformance/run.py [CLIENT...]      CLIENT: rust java go python node (default: every
+                                                clients/<name> with a conformance-adapter)
+
+For each client it runs the six scenarios of PROTOCOL.md against real leafid servers on one
+fresh MariaDB database: it starts the servers a scenario needs (on free loopback ports, read
+from their JSON "listening" log line), starts the client's adapter, drives it, kills, stops and
+continues servers from another thread while a `take` runs, and checks every id the client
+handed out. It prints one table line per client and scenario, writes them to
+target/conformance.md, and exits non-zero on any failure, naming client, scenario and rule.
+
+Environment:
+  LEAFID_BIN              the server binary (default: target/release/leafid of this checkout)
+  LEAFID_TEST_MYSQL_URL   mysql://user:password@host:port of the test MariaDB (default: the one
+                          scripts/mariadb.sh starts); a database is created per run, dropped after
+  CONFORMANCE_LOG_DIR     where adapter and server logs go (default: target/conformance-logs)
+
+Python 3.11 standard library only.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+I64_MAX = 2**63 - 1
+LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+# A command answered later than this is a failure (a take's budget is added to it).
+ANSWER_TIMEOUT_S = 20.0
+# `close` must answer and the adapter exit within this.
+CLOSE_TIMEOUT_S = 5.0
+DECIMAL = re.compile(r"[1-9][0-9]*\Z")
+
+
+class Failure(Exception):
+    """A broken rule: the scenario fails with this message."""
+
+    def __init__(self, rule: str, detail: str):
+        super().__init__(f"{rule}: {detail}")
+        self.rule = rule
+        self.detail = detail
+
+
+class SetupError(Exception):
+    """The driver could not set a scenario up (a server did not start...): not the client's fault,
+    but the run still fails."""
+
+
+# ---------------------------------------------------------------------------------------------
+# MariaDB and servers
+
+
+def mysql_url() -> str:
+    url = os.environ.get("LEAFID_TEST_MYSQL_URL")
+    if url:
+        return url.rstrip("/")
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts/mariadb.sh"), "start"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.strip().rstrip("/")
+
+
+def mariadb(url: str, sql: str) -> None:
+    """Runs `sql` with the mariadb command-line client on the server of `url` (no database)."""
+    u = urllib.parse.urlparse(url)
+    cmd = ["mariadb", "-h", u.hostname or "127.0.0.1", "-P", str(u.port or 3306)]
+    if u.username:
+        cmd += ["-u", urllib.parse.unquote(u.username)]
+    if u.password:
+        cmd += [f"-p{urllib.parse.unquote(u.password)}"]
+    subprocess.run(cmd + ["-e", sql], check=True, capture_output=True, text=True)
+
+
+class Server:
+    """One `leafid` process on a free loopback port (port 0; the port is read from its log)."""
+
+    def __init__(self, binary: str, db_url: str, name: str, log_dir: Path, env: dict | None = None):
+        self.name = name
+        full_env = dict(os.environ)
+        full_env.update(
+            {
+                "LEAFID__SERVER__HOST": "127.0.0.1",
+                "LEAFID__SERVER__PORT": "0",
+                "LEAFID__SERVER__WORKERS": "1",
+                "LEAFID__DATABASE__URL": db_url,
+                "LEAFID__LOG__FORMAT": "json",
+                "RUST_LOG": "info",
+            }
+        )
+        full_env.update(env or {})
+        self.log_path = log_dir / f"{name}.log"
+        self.tail: collections.deque[str] = collections.deque(maxlen=40)
+        self.proc = subprocess.Popen(
+            [binary],
+            env=full_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.stopped = False
+        ports: queue.Queue[int] = queue.Queue()
+
+        def drain() -> None:
+            with open(self.log_path, "w", encoding="utf-8") as log:
+                for line in self.proc.stderr:
+                    log.write(line)
+                    self.tail.append(line.rstrip())
+                    if '"listening"' in line:
+                        try:
+                            ports.put(int(json.loads(line)["port"]))
+                        except (ValueError, KeyError):
+                            pass
+
+        threading.Thread(target=drain, daemon=True).start()
+        try:
+            self.port = ports.get(timeout=30)
+        except queue.Empty:
+            self.kill()
+            raise SetupError(f"server {name} did not log its port within 30 s: " + " | ".join(self.tail))
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def signal(self, sig: signal.Signals) -> None:
+        self.proc.send_signal(sig)
+        self.stopped = sig == signal.SIGSTOP
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            if self.stopped:
+                self.proc.send_signal(signal.SIGCONT)
+            self.proc.kill()
+        self.proc.wait()
+
+    def request(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if data is not None:
+            req.add_header("content-type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, json.loads(r.read() or b"{}")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"{}")
+
+    def create_tag(self, tag: str, step: int, max_id: int | None = None) -> None:
+        body = {"biz_tag": tag, "step": step}
+        if max_id is not None:
+            body["max_id"] = max_id
+        status, answer = self.request("POST", "/api/v1/tags", body)
+        if status != 201:
+            raise SetupError(f"creating tag {tag} on {self.name}: {status} {answer}")
+
+
+class Cluster:
+    """The servers of one scenario; all killed at the end."""
+
+    def __init__(self, run: "Run", scenario: str):
+        self.run = run
+        self.scenario = scenario
+        self.servers: list[Server] = []
+
+    def start(self, count: int, env: dict | None = None) -> list[Server]:
+        started: list[Server | Exception] = [None] * count  # type: ignore[list-item]
+
+        def one(i: int) -> None:
+            name = f"{self.run.current_client}-{self.scenario}-{len(self.servers) + i}"
+            try:
+                started[i] = Server(self.run.binary, self.run.db_url, name, self.run.log_dir, env)
+            except Exception as e:  # noqa: BLE001 - reported below
+                started[i] = e
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for s in started:
+            if isinstance(s, Exception):
+                for other in started:
+                    if isinstance(other, Server):
+                        other.kill()
+                raise s if isinstance(s, SetupError) else SetupError(str(s))
+        self.servers += started  # type: ignore[arg-type]
+        return started  # type: ignore[return-value]
+
+    def close(self) -> None:
+        for s in self.servers:
+            s.kill()
+
+
+# ---------------------------------------------------------------------------------------------
+# The adapter
+
+
+class Adapter:
+    """One adapter process: commands on its stdin, answers read from its stdout by a thread."""
+
+    def __init__(self, client: str, scenario: str, log_dir: Path):
+        self.client = client
+        exe = ROOT / "clients" / client / "conformance-adapter"
+        self.stderr = open(log_dir / f"{client}-{scenario}.adapter.log", "w", encoding="utf-8")
+        self.proc = subprocess.Popen(
+            [str(exe)],
+            cwd=exe.parent,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+            bufsize=1,
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+
+        def read() -> None:
+            for line in self.proc.stdout:
+                self.lines.put(line)
+            self.lines.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def send(self, cmd: dict) -> None:
+        try:
+            self.proc.stdin.write(json.dumps(cmd) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as e:
+            raise Failure("adapter", f"{cmd['op']}: the adapter is gone ({e}); see its log")
+
+    def answer(self, cmd: dict, timeout: float) -> dict:
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise Failure("adapter", f"no answer to {cmd['op']} within {timeout:.0f} s")
+        if line is None:
+            raise Failure("adapter", f"the adapter exited ({self.proc.poll()}) before answering {cmd['op']}")
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            raise Failure("protocol", f"answer to {cmd['op']} is not JSON: {line[:200]!r}")
+        if not isinstance(answer, dict) or not isinstance(answer.get("ok"), bool):
+            raise Failure("protocol", f"answer to {cmd['op']} has no boolean ok: {line[:200]!r}")
+        return answer
+
+    def call(self, cmd: dict, timeout: float = ANSWER_TIMEOUT_S) -> dict:
+        self.send(cmd)
+        answer = self.answer(cmd, timeout)
+        if not answer["ok"]:
+            raise Failure("adapter", f"{cmd['op']} answered ok:false: {answer.get('error')}")
+        return answer
+
+    def close(self) -> None:
+        """`close`: must answer ok and exit 0 within CLOSE_TIMEOUT_S."""
+        started = time.monotonic()
+        cmd = {"op": "close"}
+        self.send(cmd)
+        answer = self.answer(cmd, CLOSE_TIMEOUT_S)
+        if not answer["ok"]:
+            raise Failure("close", f"answered ok:false: {answer.get('error')}")
+        left = CLOSE_TIMEOUT_S - (time.monotonic() - started)
+        try:
+            code = self.proc.wait(timeout=max(left, 0.01))
+        except subprocess.TimeoutExpired:
+            raise Failure("close", f"the adapter did not exit within {CLOSE_TIMEOUT_S:.0f} s of close")
+        if code != 0:
+            raise Failure("close", f"the adapter exited with status {code}")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.stderr.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks
+
+
+@dataclass
+class Stream:
+    """Everything one client handed out for one tag (or snowflake) in one scenario."""
+
+    seen: set[int] = field(default_factory=set)
+    # (min, max) of each take, in order.
+    takes: list[tuple[int, int]] = field(default_factory=list)
+
+
+@dataclass
+class Outcome:
+    ids: int = 0
+    failovers: int = 0
+    discarded: int = 0
+    errors: collections.Counter = field(default_factory=collections.Counter)
+
+
+class Scenario:
+    """One scenario run for one client: the adapter, the servers, the checks."""
+
+    def __init__(self, run: "Run", name: str):
+        self.run = run
+        self.name = name
+        self.cluster = Cluster(run, name)
+        self.adapter: Adapter | None = None
+        self.streams: dict[str, Stream] = collections.defaultdict(Stream)
+        self.outcome = Outcome()
+
+    def tag(self, base: str) -> str:
+        # Unique per client and scenario within the run's database.
+        return f"{self.run.current_client}.{self.name}.{base}"
+
+    def open(self, servers: list[str], **settings) -> None:
+        self.adapter = Adapter(self.run.current_client, self.name, self.run.log_dir)
+        cmd = {
+            "op": "open",
+            "servers": servers,
+            "batch": settings.get("batch", 100),
+            "request_timeout_ms": settings.get("request_timeout_ms", 500),
+            "wait_timeout_ms": settings.get("wait_timeout_ms", 4000),
+            "backoff_min_ms": settings.get("backoff_min_ms", 50),
+            "backoff_max_ms": settings.get("backoff_max_ms", 1000),
+        }
+        self.adapter.call(cmd, timeout=30)
+
+    def take(
+        self,
+        engine: str,
+        tag: str | None = None,
+        callers: int = 2,
+        per_caller: int = 200,
+        pause_ms: int = 0,
+        actions: list[tuple[float, callable]] = (),
+        expect_errors: dict[tuple[str, str], int | None] | None = None,
+    ) -> list[list[int]]:
+        """One `take`; `actions` run from another thread at their delays (seconds after the
+        command was sent). Checks ids and errors; returns the callers' id lists."""
+        cmd = {"op": "take", "engine": engine, "callers": callers, "per_caller": per_caller, "pause_ms": pause_ms}
+        if tag is not None:
+            cmd["tag"] = tag
+        label = f"take {engine}" + (f" {tag}" if tag else "")
+        self.adapter.send(cmd)
+        sent = time.monotonic()
+        acted: list[BaseException] = []
+
+        def act() -> None:
+            for delay, fn in actions:
+                time.sleep(max(0.0, sent + delay - time.monotonic()))
+                try:
+                    fn()
+                except BaseException as e:  # noqa: BLE001 - re-raised on the main thread
+                    acted.append(e)
+
+        actor = threading.Thread(target=act, daemon=True)
+        actor.start()
+        budget = ANSWER_TIMEOUT_S + per_caller * pause_ms / 1000.0
+        answer = self.adapter.answer(cmd, budget)
+        actor.join()
+        if acted:
+            raise SetupError(f"{label}: a server action failed: {acted[0]!r}")
+        if not answer["ok"]:
+            raise Failure("adapter", f"{label} answered ok:false: {answer.get('error')}")
+        lists = answer.get("ids")
+        errors = answer.get("errors")
+        if not isinstance(lists, list) or len(lists) != callers or not isinstance(errors, list):
+            raise Failure("protocol", f"{label}: want {callers} id lists and an errors list, got {str(answer)[:200]}")
+
+        # Errors: grouped by (kind, code); `internal` always fails; anything not expected fails.
+        got: collections.Counter = collections.Counter()
+        for e in errors:
+            if not isinstance(e, dict) or not isinstance(e.get("count"), int):
+                raise Failure("protocol", f"{label}: bad error entry {e!r}")
+            got[(str(e.get("kind")), str(e.get("code", "")))] += e["count"]
+        self.outcome.errors.update(got)
+        expect = expect_errors or {}
+        for key, n in got.items():
+            if key[0] == "internal":
+                raise Failure("no internal error", f"{label}: {n} x internal {key[1]!r}")
+            if key not in expect:
+                what = "an error reached a caller while a server was healthy" if not expect else "unexpected error"
+                raise Failure("no error while a server is healthy" if not expect else "expected typed errors",
+                              f"{label}: {n} x {key[0]}/{key[1] or '-'} ({what})")
+        for key, n in expect.items():
+            if n is not None and got.get(key, 0) != n:
+                raise Failure("expected typed errors", f"{label}: want {n} x {key[0]}/{key[1]}, got {got.get(key, 0)}")
+
+        # Ids: decimal strings of i64 > 0; per caller strictly increasing; no duplicate per stream;
+        # a later take's ids all above an earlier take's.
+        stream = self.streams[tag if engine == "segment" else "<snowflake>"]
+        parsed: list[list[int]] = []
+        calls = 0
+        for i, ids in enumerate(lists):
+            if not isinstance(ids, list):
+                raise Failure("protocol", f"{label}: caller {i}'s ids are not a list")
+            mine = []
+            for s in ids:
+                if not isinstance(s, str) or not DECIMAL.match(s) or int(s) > I64_MAX:
+                    raise Failure("ids are decimal i64 > 0", f"{label}: caller {i} got {s!r}")
+                mine.append(int(s))
+            for a, b in zip(mine, mine[1:]):
+                if b <= a:
+                    raise Failure("per caller strictly increasing", f"{label}: caller {i} got {a} then {b}")
+            parsed.append(mine)
+            calls += len(mine)
+        calls += sum(got.values())
+        if calls != callers * per_caller:
+            raise Failure("one answer per call", f"{label}: {callers} x {per_caller} calls, {calls} ids and errors")
+        flat = [x for mine in parsed for x in mine]
+        dupes = len(flat) - len(set(flat))
+        repeated = set(flat) & stream.seen
+        if dupes or repeated:
+            example = next(iter(repeated)) if repeated else collections.Counter(flat).most_common(1)[0][0]
+            raise Failure("no duplicate id", f"{label}: {dupes + len(repeated)} repeats, e.g. {example}")
+        if flat:
+            lo, hi = min(flat), max(flat)
+            for n, (plo, phi) in enumerate(stream.takes):
+                if lo <= phi:
+                    raise Failure(
+                        "ids increase across takes",
+                        f"{label}: smallest id {lo} not above the largest {phi} of take {n + 1} of this stream",
+                    )
+            stream.takes.append((lo, hi))
+        stream.seen.update(flat)
+        self.outcome.ids += len(flat)
+        return parsed
+
+    def stats(self) -> dict:
+        s = self.adapter.call({"op": "stats"})
+        for k in ("ids_served", "batches", "failovers", "discarded_ids"):
+            if not isinstance(s.get(k), int) or s[k] < 0:
+                raise Failure("protocol", f"stats: {k} is not a count: {s!r}")
+        self.outcome.failovers = s["failovers"]
+        self.outcome.discarded = s["discarded_ids"]
+        if s["ids_served"] != self.outcome.ids:
+            raise Failure("stats", f"ids_served {s['ids_served']}, but callers received {self.outcome.ids} ids")
+        return s
+
+    def finish(self) -> None:
+        self.stats()
+        self.adapter.close()
+
+    def cleanup(self) -> None:
+        if self.adapter:
+            self.adapter.kill()
+        self.cluster.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The six scenarios
+
+
+def kill9(sc: Scenario) -> None:
+    """Three servers; the preferred one killed (-9) during a segment take, the next preferred
+    during a snowflake take; then both engines again on the last one."""
+    a, b, c = sc.cluster.start(3)
+    tag = sc.tag("orders")
+    a.create_tag(tag, step=1000)
+    sc.open([a.url, b.url, c.url], batch=100, request_timeout_ms=500)
+    sc.take("segment", tag, callers=4, per_caller=600, pause_ms=1, actions=[(0.3, a.kill)])
+    sc.take("snowflake", callers=4, per_caller=600, pause_ms=1, actions=[(0.3, b.kill)])
+    sc.take("segment", tag, callers=2, per_caller=300)
+    sc.take("snowflake", callers=2, per_caller=300)
+    s = sc.stats()
+    if s["failovers"] < 2:
+        raise Failure("failover counted", f"two servers killed under load, failovers = {s['failovers']}")
+    sc.adapter.close()
+
+
+def sigstop(sc: Scenario) -> None:
+    """Two servers; the preferred one stopped (SIGSTOP) for 1.2 s, far past the 300 ms request
+    timeout, then continued; the callers go on throughout, and after it is back."""
+    a, b = sc.cluster.start(2)
+    tag = sc.tag("pay")
+    a.create_tag(tag, step=500)
+    sc.open([a.url, b.url], batch=50, request_timeout_ms=300, backoff_min_ms=50, backoff_max_ms=400)
+    sc.take(
+        "segment", tag, callers=3, per_caller=400, pause_ms=3,
+        actions=[(0.3, lambda: a.signal(signal.SIGSTOP)), (1.5, lambda: a.signal(signal.SIGCONT))],
+    )
+    sc.take(
+        "snowflake", callers=2, per_caller=300, pause_ms=3,
+        actions=[(0.2, lambda: a.signal(signal.SIGSTOP)), (1.4, lambda: a.signal(signal.SIGCONT))],
+    )
+    time.sleep(0.5)  # a's probes bring it back
+    sc.take("segment", tag, callers=2, per_caller=300)
+    sc.take("snowflake", callers=2, per_caller=300)
+    s = sc.stats()
+    if s["failovers"] < 1:
+        raise Failure("failover counted", f"the preferred server stopped under load, failovers = {s['failovers']}")
+    sc.adapter.close()
+
+
+def engine_disabled(sc: Scenario) -> None:
+    """The preferred server runs without the snowflake engine (404 engine_disabled): that is its
+    own failure, not a refusal of the request; the next server serves, the caller sees nothing."""
+    (off,) = sc.cluster.start(1, {"LEAFID__SNOWFLAKE__ENABLED": "false"})
+    (on,) = sc.cluster.start(1)
+    status, body = off.request("GET", "/api/v1/snowflake/ids?count=1&stringify_ids=true")
+    if status != 404 or body.get("code") != "engine_disabled":
+        raise SetupError(f"the engine-disabled server answered {status} {body}")
+    tag = sc.tag("mixed")
+    off.create_tag(tag, step=100)
+    sc.open([off.url, on.url], batch=50)
+    sc.take("snowflake", callers=2, per_caller=300)
+    sc.take("segment", tag, callers=2, per_caller=200)
+    sc.take("snowflake", callers=2, per_caller=300)
+    s = sc.stats()
+    if s["failovers"] < 1:
+        raise Failure("failover counted", f"engine_disabled on the preferred server, failovers = {s['failovers']}")
+    sc.adapter.close()
+
+
+def lagging(sc: Scenario) -> None:
+    """Snowflake ids from a server whose wall clock runs 2 s behind (libfaketime; both servers on
+    the direct generator, so ids follow each one's clock): once it is the only server left, its
+    first ids lie below what the client handed out. The client must discard them, not hand them
+    out, and still answer every caller within the wait timeout."""
+    if not os.path.exists(LIBFAKETIME):
+        raise SetupError(f"{LIBFAKETIME} is missing (Debian package faketime)")
+    direct = {"LEAFID__SNOWFLAKE__GENERATOR": "direct"}
+    (ahead,) = sc.cluster.start(1, direct)
+    (behind,) = sc.cluster.start(
+        1, {**direct, "LD_PRELOAD": LIBFAKETIME, "FAKETIME": "-2", "DONT_FAKE_MONOTONIC": "1"}
+    )
+    sc.open([ahead.url, behind.url], batch=100, wait_timeout_ms=6000)
+    first = sc.take("snowflake", callers=2, per_caller=300)
+    top = max(x for ids in first for x in ids)
+    ahead.kill()
+    status, body = behind.request("GET", "/api/v1/snowflake/ids?count=1&stringify_ids=true")
+    if status != 200 or int(body["ids"][0]) >= top:
+        raise SetupError(f"the lagging server is not behind: {status} {body} vs {top}")
+    sc.take("snowflake", callers=2, per_caller=300)
+    s = sc.stats()
+    if s["discarded_ids"] < 1:
+        raise Failure("lagging ids discarded", f"the lagging server's first ids were below {top}, discarded_ids = 0")
+    sc.adapter.close()
+
+
+def unknown_tag(sc: Scenario) -> None:
+    """A tag no server knows: every call a rejected/unknown_biz_tag error, and no failover (every
+    server shares the database). A tag outside the rule: invalid_tag, no request. A known tag on
+    the same client still works."""
+    a, b = sc.cluster.start(2)
+    tag = sc.tag("known")
+    a.create_tag(tag, step=100)
+    sc.open([a.url, b.url], batch=20)
+    sc.take("segment", sc.tag("nobody-made-this"), callers=2, per_caller=3,
+            expect_errors={("rejected", "unknown_biz_tag"): 6})
+    sc.take("segment", "no such/tag", callers=1, per_caller=2, expect_errors={("invalid_tag", ""): 2})
+    sc.take("segment", tag, callers=2, per_caller=100)
+    s = sc.stats()
+    if s["failovers"] != 0:
+        raise Failure("a refusal is no failover", f"failovers = {s['failovers']} after unknown_biz_tag")
+    sc.adapter.close()
+
+
+# The near-max tag: max_id = i64::MAX - 100, so ids i64::MAX - 100 ..= i64::MAX - 1 (100 ids; the
+# server caps the last segment), then 409 biz_tag_exhausted. A batch of 5 divides 100, so every
+# batch is whole and the ids handed out are exactly that range.
+NEAR_MAX_FIRST = I64_MAX - 100
+NEAR_MAX_LAST = I64_MAX - 1
+
+
+def near_max(sc: Scenario) -> None:
+    """Ids just below 2^63 (exact as decimal strings, beyond every double), then exhaustion as a
+    typed rejected/biz_tag_exhausted error reaching the callers."""
+    a, b = sc.cluster.start(2)
+    tag = sc.tag("edge")
+    a.create_tag(tag, step=10, max_id=NEAR_MAX_FIRST)
+    sc.open([a.url, b.url], batch=5)
+    first = sc.take("segment", tag, callers=1, per_caller=3)
+    if first[0] != [NEAR_MAX_FIRST, NEAR_MAX_FIRST + 1, NEAR_MAX_FIRST + 2]:
+        raise Failure("exact ids near 2^63", f"want {NEAR_MAX_FIRST}.., got {first[0]}")
+    rest = sc.take("segment", tag, callers=2, per_caller=60,
+                   expect_errors={("rejected", "biz_tag_exhausted"): None})
+    got = sorted(x for ids in rest for x in ids)
+    want = list(range(NEAR_MAX_FIRST + 3, NEAR_MAX_LAST + 1))
+    if got != want:
+        missing = sorted(set(want) - set(got))[:3]
+        extra = sorted(set(got) - set(want))[:3]
+        raise Failure("exact ids near 2^63", f"{len(got)} ids, want {len(want)}; missing {missing}, extra {extra}")
+    if sc.outcome.errors[("rejected", "biz_tag_exhausted")] != 120 - len(want):
+        raise Failure("expected typed errors", "every call past the last id must be rejected/biz_tag_exhausted")
+    sc.take("segment", tag, callers=1, per_caller=2, expect_errors={("rejected", "biz_tag_exhausted"): 2})
+    s = sc.stats()
+    if s["failovers"] != 0:
+        raise Failure("a refusal is no failover", f"failovers = {s['failovers']} after biz_tag_exhausted")
+    sc.adapter.close()
+
+
+SCENARIOS = [
+    ("kill9", kill9),
+    ("sigstop", sigstop),
+    ("engine_disabled", engine_disabled),
+    ("lagging", lagging),
+    ("unknown_tag", unknown_tag),
+    ("near_max", near_max),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+
+
+@dataclass
+class Row:
+    client: str
+    scenario: str
+    outcome: Outcome
+    seconds: float
+    error: str | None
+
+
+class Run:
+    def __init__(self, clients: list[str]):
+        self.clients = clients
+        self.binary = os.environ.get("LEAFID_BIN", str(ROOT / "target/release/leafid"))
+        self.log_dir = Path(os.environ.get("CONFORMANCE_LOG_DIR", ROOT / "target/conformance-logs"))
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.server_url = mysql_url()
+        self.db_name = f"leafid_conformance_{os.getpid()}_{int(time.time())}"
+        self.db_url = f"{self.server_url}/{self.db_name}"
+        self.current_client = ""
+        self.rows: list[Row] = []
+
+    def go(self) -> int:
+        if not os.access(self.binary, os.X_OK):
+            print(f"conformance: the server binary {self.binary} is missing (cargo build --release --bin leafid, "
+                  "or set LEAFID_BIN)", file=sys.stderr)
+            return 2
+        mariadb(self.server_url, f"CREATE DATABASE {self.db_name}")
+        try:
+            # One server first, alone: it creates the tables; the scenarios then start theirs in parallel.
+            Server(self.binary, self.db_url, "migrate", self.log_dir).kill()
+            for client in self.clients:
+                self.current_client = client
+                started = time.monotonic()
+                for name, fn in SCENARIOS:
+                    self.one(client, name, fn)
+                print(f"conformance: {client}: {time.monotonic() - started:.1f} s", file=sys.stderr)
+        finally:
+            try:
+                mariadb(self.server_url, f"DROP DATABASE IF EXISTS {self.db_name}")
+            except subprocess.CalledProcessError:
+                pass
+        return self.report()
+
+    def one(self, client: str, name: str, fn) -> None:
+        sc = Scenario(self, name)
+        started = time.monotonic()
+        error = None
+        exe = ROOT / "clients" / client / "conformance-adapter"
+        try:
+            if not os.access(exe, os.X_OK):
+                raise Failure("adapter", f"{exe} is missing or not executable")
+            fn(sc)
+        except Failure as e:
+            error = f"{e.rule}: {e.detail}"
+        except SetupError as e:
+            error = f"setup: {e}"
+        except Exception as e:  # noqa: BLE001 - a driver bug still fails the run, named
+            error = f"driver error: {e!r}"
+        finally:
+            sc.cleanup()
+        row = Row(client, name, sc.outcome, time.monotonic() - started, error)
+        self.rows.append(row)
+        print(self.line(row), flush=True)
+
+    @staticmethod
+    def errors_text(outcome: Outcome) -> str:
+        if not outcome.errors:
+            return "0"
+        return ", ".join(f"{n} {k}/{c}" if c else f"{n} {k}" for (k, c), n in sorted(outcome.errors.items()))
+
+    def line(self, row: Row) -> str:
+        o = row.outcome
+        verdict = "ok" if row.error is None else f"FAIL {row.error}"
+        return (f"| {row.client} | {row.scenario} | {o.ids} | {o.failovers} | {o.discarded} | "
+                f"{self.errors_text(o)} | {row.seconds:.1f} s | {verdict} |")
+
+    def report(self) -> int:
+        header = ("| client | scenario | ids seen | failovers | discarded ids | errors | time | result |\n"
+                  "| --- | --- | ---: | ---: | ---: | --- | ---: | --- |")
+        out = ROOT / "target" / "conformance.md"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out, "w", encoding="utf-8") as f:
+            f.write("# Client conformance (clients/conformance/run.py)\n\n")
+            f.write(f"Server: `{self.binary}`. {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}.\n\n")
+            f.write(header + "\n")
+            for row in self.rows:
+                f.write(self.line(row) + "\n")
+        print(header)
+        for row in self.rows:
+            print(self.line(row))
+        failed = [r for r in self.rows if r.error is not None]
+        for r in failed:
+            print(f"conformance: FAIL {r.client} / {r.scenario}: {r.error}", file=sys.stderr)
+        print(f"conformance: {len(self.rows) - len(failed)}/{len(self.rows)} passed; table in {out}; "
+              f"logs in {self.log_dir}", file=sys.stderr)
+        return 1 if failed else 0
+
+
+def main(argv: list[str]) -> int:
+    clients = argv[1:]
+    if not clients:
+        clients = sorted(p.parent.name for p in (ROOT / "clients").glob("*/conformance-adapter"))
+    if not clients:
+        print("conformance: no client given and no clients/*/conformance-adapter found", file=sys.stderr)
+        return 2
+    return Run(clients).go()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The Rust client's own tests (unit tests, and tests/failover.rs against three real servers:
+# needs target/debug/leafid and a MariaDB, see tests/support), then the build of its
+# conformance adapter (examples/conformance_adapter.rs, run by ./conformance-adapter).
+# LEAFID_RUST_CLIENT_TESTED=1 skips the tests (scripts/test.sh ran them in its workspace run).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if [ "${LEAFID_RUST_CLIENT_TESTED:-}" != 1 ]; then
+  cargo build --bin leafid
+  cargo test -p leafid-client
+fi
+cargo build -p leafid-client --example conformance_adapter
