@@ -380,15 +380,17 @@ func TestEngineDisabledIsThatServersFailure(t *testing.T) {
 	db := database(t)
 	a := startServer(t, db, 0, "LEAFID__SNOWFLAKE__ENABLED=false")
 	b := startServer(t, db, 0)
-	c := newClient(t, Config{Servers: []string{a.URL, b.URL}, Batch: 100})
+	// A long backoff: the probe would find a up (its /health/ready is fine) and mark it so.
+	c := newClient(t, Config{Servers: []string{a.URL, b.URL}, Batch: 100,
+		BackoffMin: 30 * time.Second, BackoffMax: 30 * time.Second})
 
 	take(t, 500, c.NextSnowflakeID)
 
 	if st := c.Stats(); st.Failovers != 1 {
 		t.Fatalf("stats %+v", st)
 	}
-	if down := c.DownServers(); len(down) != 1 || down[0] != a.URL {
-		t.Fatalf("down %v", down)
+	if down := c.DownServers(); len(down) != 1 || down[0] != a.URL || c.PreferredServer() != b.URL {
+		t.Fatalf("down %v, preferred %s", down, c.PreferredServer())
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseBatchTakesOnlyValidBatchesOfTheTag(t *testing.T) {
@@ -114,4 +115,13 @@ func BenchmarkParseBatch(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestBackoffDoublesUpToTheCap(t *testing.T) {
+	s := newServers([]string{"http://h:1"}, nil, time.Second, 50*time.Millisecond, 5*time.Second)
+	got := []time.Duration{s.backoff(1), s.backoff(2), s.backoff(3), s.backoff(8), s.backoff(1 << 30)}
+	want := []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 5 * time.Second, 5 * time.Second}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%v, want %v", got, want)
+	}
 }

@@ -35,12 +35,16 @@ type servers struct {
 	http *http.Client
 	// requestTimeout bounds one batch request or probe, connect to last byte.
 	requestTimeout time.Duration
-	// backoffMin is the first wait after a failure, and the health loop's tick.
+	// backoffMin is the first wait after a failure (before the first probe, between two failed
+	// fetch rounds of a refill).
 	backoffMin time.Duration
 	// backoffMax is the longest wait between two probes of a down server.
 	backoffMax time.Duration
 	// failovers counts requests that went to another server because the one asked failed.
 	failovers atomic.Uint64
+	// wentDown wakes the health loop when a server is marked down (buffered: one pending wake
+	// is enough, the loop rereads every server).
+	wentDown chan struct{}
 }
 
 // server is one server and its health.
@@ -95,6 +99,7 @@ func newServers(bases []string, httpClient *http.Client, requestTimeout, backoff
 		requestTimeout: requestTimeout,
 		backoffMin:     backoffMin,
 		backoffMax:     backoffMax,
+		wentDown:       make(chan struct{}, 1),
 	}
 	for _, b := range bases {
 		s.list = append(s.list, &server{base: b})
@@ -131,7 +136,7 @@ func (s *servers) fetch(ctx context.Context, req *request) fetchResult {
 					// Closing, not the server's fault.
 					return fetchResult{fault: last}
 				}
-				s.list[i].markDown(s.backoff)
+				s.markDown(s.list[i])
 				last = fault
 			case rejected != nil:
 				return fetchResult{rejected: rejected}
@@ -416,16 +421,28 @@ func bytesCount(b []byte, c byte) int {
 	return n
 }
 
-// healthLoop probes, every backoffMin, each down server whose backoff has passed, until ctx is
-// done. Probes of one tick run concurrently and the next tick waits for them.
+// healthLoop probes each down server once its backoff has passed, until ctx is done. It sleeps
+// until the earliest probe is due, or until a server goes down while none was; with every
+// server up it does nothing. Probes due together run concurrently, and the next round waits for
+// them.
 func (s *servers) healthLoop(ctx context.Context) {
-	tick := time.NewTicker(s.backoffMin)
-	defer tick.Stop()
 	for {
+		var due <-chan time.Time
+		var timer *time.Timer
+		if at, ok := s.earliestProbe(); ok {
+			timer = time.NewTimer(time.Until(at))
+			due = timer.C
+		}
 		select {
 		case <-ctx.Done():
+		case <-s.wentDown:
+		case <-due:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
 			return
-		case <-tick.C:
 		}
 		now := time.Now()
 		var wg sync.WaitGroup
@@ -439,11 +456,39 @@ func (s *servers) healthLoop(ctx context.Context) {
 				if s.probe(ctx, srv) {
 					srv.markUp()
 				} else if ctx.Err() == nil {
-					srv.markDown(s.backoff)
+					s.markDown(srv)
 				}
 			}(srv)
 		}
 		wg.Wait()
+	}
+}
+
+// earliestProbe is when the next probe is due, if any server is down.
+func (s *servers) earliestProbe() (time.Time, bool) {
+	var at time.Time
+	found := false
+	for _, srv := range s.list {
+		srv.mu.Lock()
+		if srv.down && (!found || srv.nextProbe.Before(at)) {
+			at, found = srv.nextProbe, true
+		}
+		srv.mu.Unlock()
+	}
+	return at, found
+}
+
+// markDown marks srv down (its next probe after the backoff of its failures in a row) and wakes
+// the health loop.
+func (s *servers) markDown(srv *server) {
+	srv.mu.Lock()
+	srv.down = true
+	srv.failures++
+	srv.nextProbe = time.Now().Add(s.backoff(srv.failures))
+	srv.mu.Unlock()
+	select {
+	case s.wentDown <- struct{}{}:
+	default:
 	}
 }
 
@@ -504,14 +549,5 @@ func (srv *server) markUp() {
 	srv.mu.Lock()
 	srv.down = false
 	srv.failures = 0
-	srv.mu.Unlock()
-}
-
-// markDown marks the server down; its next probe comes after backoff(failures in a row).
-func (srv *server) markDown(backoff func(int) time.Duration) {
-	srv.mu.Lock()
-	srv.down = true
-	srv.failures++
-	srv.nextProbe = time.Now().Add(backoff(srv.failures))
 	srv.mu.Unlock()
 }
