@@ -129,7 +129,12 @@ public final class ConformanceAdapter {
                     try {
                         mine.add(snowflake ? client.snowflake().nextId() : client.segment(tag).nextId());
                     } catch (LeafidException e) {
-                        count(errors, kind(e), code(e));
+                        if (count(errors, kind(e), code(e)) <= 3) {
+                            System.err.println("java adapter: caller error: " + e.getMessage() + "; " + client.stats());
+                            if (e instanceof UnavailableException) {
+                                dumpClientThreads();
+                            }
+                        }
                     } catch (RuntimeException e) {
                         System.err.println("java adapter: " + e);
                         count(errors, "internal", "");
@@ -184,9 +189,28 @@ public final class ConformanceAdapter {
                 + ",\"failovers\":" + s.failovers() + ",\"discarded_ids\":" + s.discardedIds() + "}";
     }
 
-    private static void count(Map<String, Integer> errors, String kind, String code) {
+    private static boolean dumped;
+
+    /** Stacks of the client's threads, to stderr, once (why a caller waited in vain). */
+    private static synchronized void dumpClientThreads() {
+        if (dumped) {
+            return;
+        }
+        dumped = true;
+        for (Map.Entry<Thread, StackTraceElement[]> t : Thread.getAllStackTraces().entrySet()) {
+            if (t.getKey().getName().startsWith("leafid-")) {
+                System.err.println("  thread " + t.getKey().getName() + " " + t.getKey().getState());
+                for (StackTraceElement f : t.getValue()) {
+                    System.err.println("    at " + f);
+                }
+            }
+        }
+    }
+
+    /** Counts one error; the count of its kind and code so far. */
+    private static int count(Map<String, Integer> errors, String kind, String code) {
         synchronized (errors) {
-            errors.merge(kind + "\u0000" + code, 1, Integer::sum);
+            return errors.merge(kind + "\u0000" + code, 1, Integer::sum);
         }
     }
 

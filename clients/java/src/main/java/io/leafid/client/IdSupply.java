@@ -391,7 +391,7 @@ public final class IdSupply {
                 failovers.addAndGet(r.failovers);
                 long wait;
                 if (r.ids != null) {
-                    if (accept(r.ids)) {
+                    if (accept(r.ids, r.server)) {
                         return;
                     }
                     // Nothing above the floor: that server is behind the one used before. Ask
@@ -439,8 +439,11 @@ public final class IdSupply {
         }
     }
 
-    /** Cuts {@code ids} to those above the floor; true if some were left and became {@code next}. */
-    private boolean accept(long[] ids) {
+    /**
+     * Cuts {@code ids} to those above the floor; true if some were left and became {@code next}.
+     * A batch cut to nothing becomes the last fault (named by {@link UnavailableException}).
+     */
+    private boolean accept(long[] ids, String server) {
         lock.lock();
         try {
             // Ids are strictly increasing: the ones at or below the floor are a prefix.
@@ -452,6 +455,8 @@ public final class IdSupply {
                 discarded.addAndGet(cut);
             }
             if (cut == ids.length) {
+                lastFault = new ServerFault(server, ServerFault.Kind.BEHIND, ids.length
+                        + " ids up to " + ids[ids.length - 1] + ", all at or below the last id accepted, " + floor);
                 return false;
             }
             long[] kept = cut == 0 ? ids : Arrays.copyOfRange(ids, cut, ids.length);

@@ -16,6 +16,12 @@ public final class ServerFault {
         STATUS,
         /** A 200 whose body is not a valid batch: none of its ids is handed out. */
         BAD_RESPONSE,
+        /**
+         * A valid batch whose ids all lie at or below the last id this client accepted: the
+         * server is behind the one used before (cut, counted in {@link Stats#discardedIds()}).
+         * Not a reason to mark it down; it is asked again at once.
+         */
+        BEHIND,
     }
 
     private final String server;
@@ -50,6 +56,8 @@ public final class ServerFault {
                 return server + ": HTTP " + detail;
             case BAD_RESPONSE:
                 return server + ": bad response: " + detail;
+            case BEHIND:
+                return server + ": behind: " + detail;
             default:
                 return server + ": " + detail;
         }

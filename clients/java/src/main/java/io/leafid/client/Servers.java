@@ -90,12 +90,15 @@ final class Servers {
         final ServerFault fault;
         /** Servers asked after the one before them failed, in this fetch. */
         final int failovers;
+        /** With ids: base URL of the server that sent them. */
+        final String server;
 
-        FetchResult(long[] ids, RejectedException rejected, ServerFault fault, int failovers) {
+        FetchResult(long[] ids, RejectedException rejected, ServerFault fault, int failovers, String server) {
             this.ids = ids;
             this.rejected = rejected;
             this.fault = fault;
             this.failovers = failovers;
+            this.server = server;
         }
     }
 
@@ -213,16 +216,16 @@ final class Servers {
                 if (o.ids != null) {
                     list[i].markUp();
                     preferred.set(i);
-                    return new FetchResult(o.ids, null, null, failovers);
+                    return new FetchResult(o.ids, null, null, failovers, list[i].base);
                 }
                 if (o.rejected != null) {
-                    return new FetchResult(null, o.rejected, null, failovers);
+                    return new FetchResult(null, o.rejected, null, failovers, null);
                 }
                 list[i].markDown(timing);
                 last = o.fault;
             }
         }
-        return new FetchResult(null, null, last, failovers);
+        return new FetchResult(null, null, last, failovers, null);
     }
 
     /** What one server did with one request: exactly one field is set. */
