@@ -69,7 +69,10 @@ async function take(cmd) {
           const g = errors.get(key) ?? { kind, code, count: 0 };
           g.count++;
           errors.set(key, g);
-          if (kind === 'internal') process.stderr.write(`internal error: ${e instanceof Error ? e.stack : e}\n`);
+          if (g.count === 1) {
+            const what = kind === 'internal' && e instanceof Error ? e.stack : String(e);
+            process.stderr.write(`take: first ${kind} error: ${what}; servers: ${JSON.stringify(c.servers())}\n`);
+          }
         }
         if (pause > 0) await sleep(pause);
       }

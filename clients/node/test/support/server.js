@@ -24,6 +24,9 @@ export function serverBinary() {
   return bin;
 }
 
+/** The admin token every test server is started with (admin writes send it). */
+export const ADMIN_TOKEN = 'node-client-test-token';
+
 /** Every server started, killed when the test process exits. @type {Set<LeafidServer>} */
 const running = new Set();
 process.on('exit', () => {
@@ -61,6 +64,7 @@ export class LeafidServer {
         LEAFID__SERVER__WORKERS: '1',
         LEAFID__DATABASE__URL: db,
         LEAFID__LOG__FORMAT: 'json',
+        LEAFID__ADMIN__TOKEN: ADMIN_TOKEN,
         RUST_LOG: 'info',
         ...(o.env ?? {}),
       },
@@ -163,7 +167,7 @@ export async function closedPort() {
 }
 
 /**
- * Creates a tag through the admin route (loopback: no token needed).
+ * Creates a tag through the admin route, with the admin token.
  * @param {string} server base URL
  * @param {string} tag
  * @param {number} step
@@ -173,7 +177,7 @@ export async function createTag(server, tag, step, maxId) {
   const body = `{"biz_tag":${JSON.stringify(tag)},"step":${step}${maxId ? `,"max_id":${maxId}` : ''}}`;
   const r = await fetch(`${server}/api/v1/tags`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN_TOKEN}` },
     body,
   });
   if (r.status !== 201) throw new Error(`create tag ${tag}: ${r.status} ${await r.text()}`);
