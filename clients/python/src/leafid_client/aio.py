@@ -78,8 +78,13 @@ class _AsyncHttp:
                 conn = await asyncio.open_connection(ep.host, ep.port)
             reader, writer = conn
             try:
-                writer.write(request)
-                await writer.drain()
+                try:
+                    writer.write(request)
+                    await writer.drain()
+                except ConnectionError:
+                    if reused:
+                        raise _StaleConnection("connection closed before the request") from None
+                    raise
                 status, body, keep = await _read_response(reader, reused)
             except _StaleConnection:
                 writer.close()
@@ -169,7 +174,18 @@ async def _read_response(reader: asyncio.StreamReader, reused: bool) -> Tuple[in
     elif length is not None:
         body = await reader.readexactly(length)
     else:
-        body = await reader.read(_MAX_BODY)
+        # No length: the body runs to the end of the connection.
+        chunks = []
+        total = 0
+        while True:
+            chunk = await reader.read(1 << 16)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > _MAX_BODY:
+                raise ConnectionError("body too large")
+            chunks.append(chunk)
+        body = b"".join(chunks)
         keep = False
     return status, body, keep
 
@@ -342,8 +358,9 @@ class AsyncSnowflakeSupply(_AsyncSupply):
 
 
 class AsyncClient:
-    """The asyncio leafid client; same settings as :class:`~leafid_client.Client`. Use it from
-    one event loop; the constructor needs no loop, tasks start on first use.
+    """The asyncio leafid client; same settings as :class:`~leafid_client.Client`
+    (``request_timeout`` bounds the whole request here). Use it from one event loop; the
+    constructor needs no loop, tasks start on first use.
 
     ::
 

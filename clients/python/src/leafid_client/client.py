@@ -52,14 +52,18 @@ class _HttpPool:
         self._closed = False
 
     def get(self, ep: Endpoint, path: str, timeout: float) -> Tuple[int, bytes]:
-        """``GET`` ``path`` on ``ep``: status and body. ``timeout`` bounds the connect and each
-        read. A kept-alive connection the server closed meanwhile is retried once on a new
-        one (that is not the server's failure)."""
+        """``GET`` ``path`` on ``ep``: status and body. ``timeout`` bounds the connect, then
+        the head and the body are each given the time left (a server that trickles bytes
+        can stretch the body's read). A kept-alive connection the server closed meanwhile is
+        retried once on a new one (that is not the server's failure)."""
+        deadline = time.monotonic() + timeout
         for attempt in (0, 1):
             conn, reused = self._checkout(ep, timeout)
             try:
                 conn.request("GET", ep.prefix + path, headers={"Accept": "application/json"})
+                _time_left(conn, deadline)
                 resp = conn.getresponse()
+                _time_left(conn, deadline)
                 body = resp.read()
             except (ConnectionError, http.client.BadStatusLine):
                 conn.close()
@@ -126,6 +130,15 @@ class _HttpPool:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+
+def _time_left(conn: http.client.HTTPConnection, deadline: float) -> None:
+    """Gives the connection's next reads what is left until ``deadline``."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise socket.timeout("timed out")
+    if conn.sock is not None:
+        conn.sock.settimeout(left)
 
 
 class _Supply:
@@ -296,8 +309,12 @@ class Client:
     :param servers: base URLs (``http://host:port``), the first is preferred.
     :param batch: ids per request, 1..100000 (both engines). Each supply holds up to two
         batches; ids left when the client closes are never used (a gap).
-    :param request_timeout: seconds; bounds the connect and each read of one request. A server
-        that takes longer is marked down and the next one asked.
+    :param max_batch: adaptive batches when given (``batch..=100000``): the request size
+        doubles up to it each time a caller had to wait for a batch, and halves back towards
+        ``batch`` after a batch lasted over a minute. ``None``: fixed ``batch``.
+    :param request_timeout: seconds for one request (the connect; then the head and the body
+        each get the time left). A server that takes longer is marked down and the next one
+        asked.
     :param wait_timeout: seconds a ``next_id`` waits for ids when its local batches are spent,
         then :class:`UnavailableError`.
     :param backoff_min: first wait (seconds) before probing a down server; doubles per failure.
