@@ -17,8 +17,9 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::biz_tag::BizTag;
-use super::buffer::{BufferSnapshot, SegmentBuffer, Take};
+use super::buffer::{BufferSnapshot, Publish, SegmentBuffer, Take};
 use super::error::SegmentError;
+use super::high_water::{self, RetiredMarks};
 use super::step::StepPolicy;
 use super::store::{SegmentStore, StoreError, TagRow};
 use super::tag_map::TagMap;
@@ -87,6 +88,8 @@ struct Inner {
     tags_write: Mutex<()>,
     /// Bounds the loads in flight.
     loads: Semaphore,
+    /// The high-water marks of deleted tags, for their next generation (`super::high_water`).
+    retired: RetiredMarks,
     /// Where load tasks are spawned (captured at construction, so callers need no runtime).
     runtime: tokio::runtime::Handle,
 }
@@ -105,6 +108,7 @@ impl SegmentAllocator {
                     generation: AtomicU64::new(0),
                 }),
                 tags_write: Mutex::new(()),
+                retired: RetiredMarks::default(),
                 runtime: tokio::runtime::Handle::current(),
             }),
         }
@@ -140,7 +144,7 @@ impl SegmentAllocator {
             let buf = old
                 .get(tag.as_str())
                 .cloned()
-                .unwrap_or_else(|| Arc::new(SegmentBuffer::new(tag.clone())));
+                .unwrap_or_else(|| self.inner.new_buffer(&tag));
             next.insert(tag.as_str().into(), buf);
         }
         for (tag, buf) in old.iter() {
@@ -150,7 +154,7 @@ impl SegmentAllocator {
             let listed = listed_over.get(tag).is_some_and(|b| Arc::ptr_eq(b, buf));
             if listed {
                 info!(biz_tag = %tag, "tag removed from the database");
-                buf.mark_removed();
+                self.inner.retire(buf);
             } else {
                 next.insert(tag.clone(), buf.clone());
             }
@@ -293,7 +297,7 @@ impl SegmentAllocator {
         if let Some(buf) = current.get(tag.as_str()) {
             return Ok(buf.clone());
         }
-        let buf = Arc::new(SegmentBuffer::new(tag.clone()));
+        let buf = self.inner.new_buffer(&tag);
         let mut next = TagMap::clone(&current);
         next.insert(tag.as_str().into(), buf.clone());
         self.inner.publish_tags(next);
@@ -450,10 +454,22 @@ impl Inner {
         if only.is_some_and(|o| !Arc::ptr_eq(o, buf)) {
             return;
         }
-        buf.mark_removed();
+        self.retire(buf);
         let mut next = TagMap::clone(&current);
         next.remove(tag);
         self.publish_tags(next);
+    }
+
+    /// A buffer for `tag`, starting above the mark of its previous generation, if any.
+    fn new_buffer(&self, tag: &BizTag) -> Arc<SegmentBuffer> {
+        let above = self.retired.of(tag.as_str());
+        Arc::new(SegmentBuffer::above(tag.clone(), above))
+    }
+
+    /// Marks a buffer removed, keeping its high-water mark for the tag's next generation.
+    fn retire(&self, buf: &SegmentBuffer) {
+        buf.mark_removed();
+        self.retired.retire(buf.tag().as_str(), buf.leased_to());
     }
 
     /// Replaces the tag map and announces it to the thread-local caches.
@@ -463,7 +479,10 @@ impl Inner {
         self.key.generation.fetch_add(1, Ordering::Release);
     }
 
-    /// One load: lease a segment and publish it, or record why not.
+    /// One load: lease a segment and publish it, or record why not. A lease at or below the
+    /// buffer's high-water mark is refused and leased again at once with a step that jumps past
+    /// the mark (`super::high_water`), at most [`high_water::MAX_JUMPS`] times, all within one
+    /// `load_timeout`.
     async fn load(self: Arc<Self>, buf: Arc<SegmentBuffer>) {
         let guard = LoadGuard(Some(buf.clone()));
         let _permit = self.loads.acquire().await;
@@ -472,48 +491,89 @@ impl Inner {
             return;
         };
         let started = Instant::now();
-        let result = tokio::time::timeout(
-            self.config.load_timeout,
-            self.store.lease(buf.tag().as_str(), plan.step),
-        )
-        .await;
+        let deadline = started + self.config.load_timeout;
+        let mut ask = plan.step;
+        let mut jumps = 0;
+        let failure = loop {
+            let leased =
+                tokio::time::timeout_at(deadline, self.store.lease(buf.tag().as_str(), ask)).await;
+            let lease = match leased {
+                Ok(Ok(lease)) => lease,
+                Ok(Err(e)) => break LoadFailure::Store(e),
+                Err(_) => break LoadFailure::TimedOut,
+            };
+            match buf.publish_lease(lease, plan.step, started.elapsed(), jumps > 0) {
+                Publish::Loaded { len, regression } => {
+                    if let Some(r) = regression {
+                        high_water::report(buf.tag(), &r, "trimmed to the ids above the mark");
+                    }
+                    info!(
+                        max_id = lease.max_id,
+                        size = len,
+                        step = plan.step.unwrap_or(lease.leased),
+                        db_step = ?lease.db_step,
+                        latency_ms = started.elapsed().as_secs_f64() * 1e3,
+                        "segment loaded"
+                    );
+                    guard.disarm();
+                    return;
+                }
+                Publish::Refused(r) => {
+                    high_water::report(buf.tag(), &r, "refused, leasing past the mark");
+                    jumps += 1;
+                    if jumps > high_water::MAX_JUMPS {
+                        break LoadFailure::BelowMark(r.leased_to - 1);
+                    }
+                    let step = plan.step.or(lease.db_step).unwrap_or(lease.leased);
+                    ask = Some(high_water::jump_step(r.end, r.leased_to, step));
+                }
+            }
+        };
         let latency = started.elapsed();
         let buf = guard.disarm();
-        match result {
-            Ok(Ok(lease)) => {
-                let size = buf.publish(lease, plan.step, latency);
-                info!(
-                    max_id = lease.max_id,
-                    size,
-                    step = plan.step.unwrap_or(lease.leased),
-                    db_step = ?lease.db_step,
-                    latency_ms = latency.as_secs_f64() * 1e3,
-                    "segment loaded"
-                );
-            }
-            Ok(Err(StoreError::NotFound)) => {
+        match failure {
+            LoadFailure::Store(StoreError::NotFound) => {
                 warn!("tag vanished from the database");
                 buf.mark_removed();
                 buf.finish_load();
                 self.remove_tag(buf.tag().as_str(), Some(&buf));
             }
-            Ok(Err(StoreError::Exhausted)) => {
+            LoadFailure::Store(StoreError::Exhausted) => {
                 warn!("biz_tag exhausted: max_id is at i64::MAX");
                 buf.mark_exhausted();
             }
-            Ok(Err(e)) => {
+            LoadFailure::Store(e) => {
                 warn!(error = %e, latency_ms = latency.as_secs_f64() * 1e3, "segment load failed");
                 buf.fail_load(e.to_string());
             }
-            Err(_) => {
+            LoadFailure::TimedOut => {
                 warn!(
                     timeout_ms = self.config.load_timeout.as_millis() as u64,
                     "segment load timed out"
                 );
                 buf.fail_load("lease timed out".into());
             }
+            LoadFailure::BelowMark(mark) => {
+                warn!(
+                    high_water = mark,
+                    jumps, "leases still at or below the high-water mark; backing off"
+                );
+                buf.fail_load(format!(
+                    "leases stay at or below this server's high-water mark {mark}"
+                ));
+            }
         }
     }
+}
+
+/// Why a load ended without a segment.
+enum LoadFailure {
+    /// The store answered an error.
+    Store(StoreError),
+    /// No answer within `load_timeout`.
+    TimedOut,
+    /// Every lease, jumps included, ended at or below this high-water mark.
+    BelowMark(i64),
 }
 
 /// One tag of a [`SegmentAllocator`], resolved once.
@@ -572,5 +632,7 @@ impl Drop for LoadGuard {
     }
 }
 
+#[cfg(test)]
+mod regression_tests;
 #[cfg(test)]
 mod tests;

@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::biz_tag::BizTag;
+use super::high_water::{self, Check};
 use super::load_stats::LoadLatency;
 use super::step::StepPolicy;
 use super::store::Lease;
@@ -48,6 +49,37 @@ struct LoadState {
     retired_ids: u64,
     /// Latency of the successful leases (metrics).
     latency: LoadLatency,
+    /// One past the last id of the highest segment published (0 before any): no id below it
+    /// is ever handed out again (the regression guard, `super::high_water`).
+    leased_to: i64,
+    /// Leases refused or trimmed by the regression guard since start (metrics).
+    regressions: u64,
+}
+
+/// A lease that began at or below this server's high-water mark (`super::high_water`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Regression {
+    /// The leased range `[start, end)`.
+    pub start: i64,
+    /// One past its last id: the row's `max_id` after the lease.
+    pub end: i64,
+    /// The buffer's `leased_to` when the lease came: every id below it was this server's.
+    pub leased_to: i64,
+}
+
+/// What [`SegmentBuffer::publish`] did with a lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Publish {
+    /// Published as the next segment (trimmed to the ids above the mark if `regression`).
+    Loaded {
+        /// Ids in the new segment.
+        len: u64,
+        /// Set when the lease started at or below the mark and was trimmed.
+        regression: Option<Regression>,
+    },
+    /// Nothing published: the lease ended at or below the mark. The load is still in flight
+    /// (the single-flight flag held): lease again, or [`SegmentBuffer::fail_load`].
+    Refused(Regression),
 }
 
 /// What a loader should lease, decided by [`SegmentBuffer::plan_load`].
@@ -84,6 +116,12 @@ pub struct SegmentBuffer {
 impl SegmentBuffer {
     /// An empty buffer: the first request triggers the first load.
     pub fn new(tag: BizTag) -> Self {
+        Self::above(tag, 0)
+    }
+
+    /// An empty buffer that hands out no id below `leased_to` (a tag's next generation starts
+    /// with the mark of the previous one, see `super::high_water`).
+    pub(crate) fn above(tag: BizTag, leased_to: i64) -> Self {
         Self {
             tag,
             tickets: Tickets::new(),
@@ -91,7 +129,10 @@ impl SegmentBuffer {
             retry_at_ms: AtomicU64::new(0),
             created: Instant::now(),
             notify: Notify::new(),
-            load_state: Mutex::new(LoadState::default()),
+            load_state: Mutex::new(LoadState {
+                leased_to,
+                ..LoadState::default()
+            }),
             removed: AtomicBool::new(false),
             exhausted: AtomicBool::new(false),
         }
@@ -154,15 +195,52 @@ impl SegmentBuffer {
         Some(LoadPlan { step })
     }
 
-    /// Publishes a leased range as the next segment and wakes waiters.
-    /// Returns the number of ids the new segment holds.
-    pub(crate) fn publish(&self, lease: Lease, asked: Option<i64>, latency: Duration) -> u64 {
+    /// Publishes a leased range as the next segment and wakes waiters, keeping only its ids
+    /// above the high-water mark (`super::high_water`): a lease with none is refused and the
+    /// load stays in flight. `asked` is the adaptive step the lease was planned with (not a
+    /// jump past the mark). The loader uses [`Self::publish_lease`].
+    #[cfg(test)]
+    pub(crate) fn publish(&self, lease: Lease, asked: Option<i64>, latency: Duration) -> Publish {
+        self.publish_lease(lease, asked, latency, false)
+    }
+
+    /// [`Self::publish`]; with `jump`, the lease was asked to reach past the mark after a
+    /// refusal, so trimming it is expected and not another regression.
+    pub(crate) fn publish_lease(
+        &self,
+        lease: Lease,
+        asked: Option<i64>,
+        latency: Duration,
+        jump: bool,
+    ) -> Publish {
         let mut st = self.load_state.lock().unwrap_or_else(|e| e.into_inner());
-        let id_start = (lease.max_id - lease.leased).max(1);
-        let len = lease.max_id.saturating_sub(id_start).max(0) as u64;
+        let start = (lease.max_id - lease.leased).max(1);
+        let end = lease.max_id;
+        let regression = (start < st.leased_to && !jump).then_some(Regression {
+            start,
+            end,
+            leased_to: st.leased_to,
+        });
+        let id_start = match high_water::check(start, end, st.leased_to) {
+            Check::Fresh => start,
+            Check::Trimmed { usable_from } => usable_from,
+            Check::Refused => {
+                st.regressions += 1;
+                return Publish::Refused(Regression {
+                    start,
+                    end,
+                    leased_to: st.leased_to,
+                });
+            }
+        };
+        if regression.is_some() {
+            st.regressions += 1;
+        }
+        let len = end.saturating_sub(id_start).max(0) as u64;
         if len > 0 {
             st.retired_ids += self.tickets.publish(id_start, len);
         }
+        st.leased_to = st.leased_to.max(end);
         if let Some(db_step) = lease.db_step {
             st.db_step = db_step;
         }
@@ -184,7 +262,16 @@ impl SegmentBuffer {
         self.retry_at_ms.store(0, Ordering::Relaxed);
         drop(st);
         self.finish_load();
-        len
+        Publish::Loaded { len, regression }
+    }
+
+    /// One past the highest id this buffer ever leased (0 before any lease): its high-water
+    /// mark plus one.
+    pub(crate) fn leased_to(&self) -> i64 {
+        self.load_state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .leased_to
     }
 
     /// Records a failed load: backoff doubles from 50 ms up to 5 s; waiters are woken.
@@ -302,6 +389,7 @@ impl SegmentBuffer {
             remaining: self.remaining(),
             ids_issued: st.retired_ids + live_used,
             load_failures_total: st.failures_total,
+            regressions_total: st.regressions,
             load_latency: st.latency.clone(),
         }
     }
@@ -373,6 +461,9 @@ pub struct BufferSnapshot {
     pub ids_issued: u64,
     /// Failed loads since start.
     pub load_failures_total: u64,
+    /// Leases that began at or below this server's high-water mark of the tag (the database
+    /// lost committed leases), refused or trimmed since the buffer was created.
+    pub regressions_total: u64,
     /// Latency histogram of the successful loads (metrics only).
     pub load_latency: LoadLatency,
 }

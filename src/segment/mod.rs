@@ -11,6 +11,8 @@
 //!   [`NewTag`], [`TagUpdate`]), for every adapter that writes rows.
 //! - [`allocator`]: tags, loads (single-flight, bounded, with backoff), waiting, refresh.
 //! - [`load_stats`]: the per-tag lease latency histogram behind the metrics.
+//! - `high_water`: the regression guard: no id at or below the highest this server leased for
+//!   a tag, whatever the database says after a failover.
 //!
 //! This module knows nothing of HTTP or SQL.
 
@@ -18,6 +20,7 @@ pub mod allocator;
 pub mod biz_tag;
 pub mod buffer;
 pub mod error;
+mod high_water;
 pub mod load_stats;
 mod slot;
 pub mod step;
