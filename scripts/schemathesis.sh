@@ -4,7 +4,8 @@
 #
 # Installs schemathesis (pinned) if missing, starts target/debug/leafid (building it if needed)
 # on a temporary SQLite file and a free loopback port, runs a bounded `st run`, stops the server
-# and exits non-zero on any failure. Admin writes are exercised too (loopback, no token).
+# and exits non-zero on any failure. Admin writes are exercised too (admin.trust_loopback on, no
+# token: nothing forwards to this server).
 #
 # Environment: ST_MAX_EXAMPLES (default 25 per operation), ST_MAX_TIME (default 100 seconds),
 # ST_SEED (default 1, for a reproducible run), LEAFID_BIN (default: build target/debug/leafid).
@@ -43,6 +44,7 @@ LEAFID__SERVER__WORKERS=2 \
 LEAFID__DATABASE__URL="sqlite://$work/leafid.db" \
 LEAFID__SNOWFLAKE__WORKER__STRATEGY=static \
 LEAFID__SNOWFLAKE__WORKER__ID=1 \
+LEAFID__ADMIN__TRUST_LOOPBACK=true \
 RUST_LOG="${RUST_LOG:-warn}" \
     "$bin" serve >"$work/server.log" 2>&1 &
 server_pid=$!

@@ -12,6 +12,7 @@ use tracing::{info, warn};
 
 use crate::background::Background;
 use crate::config::Settings;
+use crate::http::admin::AdminPolicy;
 use crate::http::{self, AppState};
 use crate::metrics::Metrics;
 use crate::segment::SegmentAllocator;
@@ -83,10 +84,21 @@ impl Application {
             segment,
             snowflake,
             db,
-            admin_token: settings.admin.token.clone(),
+            admin: AdminPolicy {
+                token: settings.admin.token.clone(),
+                trust_loopback: settings.admin.trust_loopback,
+                protect_reads: settings.admin.protect_reads,
+            },
             metrics: Arc::new(metrics),
             draining: Arc::default(),
         };
+        if settings.admin.trust_loopback && settings.admin.token.is_none() {
+            warn!(
+                "admin.trust_loopback is on: admin writes are accepted without a token from any \
+                 loopback peer, including a reverse proxy or sidecar on this host; set \
+                 admin.token instead wherever anything forwards to this server"
+            );
+        }
         let data = web::Data::new(state.clone());
         let telemetry = http::metrics::Telemetry::new(state.metrics.clone());
         let max_body = settings.server.max_body_bytes;

@@ -132,8 +132,16 @@ pub struct ClockSettings {
 /// `[admin]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct AdminSettings {
-    /// Bearer token for admin writes; `None`: loopback clients only.
+    /// Bearer token for admin writes (and, with `protect_reads`, the monitor pages).
     pub token: Option<Secret>,
+    /// Without a token, accept admin requests from loopback peers. Off by default: behind a
+    /// same-host proxy or sidecar every request is a loopback peer.
+    #[serde(default)]
+    pub trust_loopback: bool,
+    /// The monitor pages (`/db`, `/cache`, `/api/v1/cache`, `GET /api/v1/tags`, `/metrics`)
+    /// need the admin credential too.
+    #[serde(default)]
+    pub protect_reads: bool,
 }
 
 /// `[log]`.

@@ -219,6 +219,17 @@ fn log_formats_accept_text_and_json_only() {
 }
 
 #[test]
+fn the_shipped_admin_defaults_trust_no_peer_address() {
+    let s = with("").unwrap();
+    assert!(s.admin.token.is_none());
+    assert!(
+        !s.admin.trust_loopback,
+        "a same-host proxy would open the admin API"
+    );
+    assert!(!s.admin.protect_reads);
+}
+
+#[test]
 fn the_admin_token_never_prints() {
     let s = with("[admin]\ntoken = \"s3cret\"").unwrap();
     let token = s.admin.token.as_ref().unwrap();

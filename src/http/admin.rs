@@ -1,7 +1,14 @@
-//! `AdminAuth`: the guard of admin writes.
+//! The guards of the admin surface: [`AdminAuth`] on admin writes (`POST`/`PATCH`/`DELETE`
+//! under `/api/v1/tags`), [`MonitorAuth`] on the pages that list tags and state (`/db`,
+//! `/cache`, `/api/v1/cache`, `GET /api/v1/tags[/{biz_tag}]`, `/metrics`).
 //!
-//! With `admin.token` set, a request needs `Authorization: Bearer <token>`. Without one, only
-//! loopback peers may write, so a fresh install is not an open admin API on a public address.
+//! Closed by default, whatever sits in front: a write needs `Authorization: Bearer
+//! <admin.token>`. The peer address is not a credential: behind a same-host reverse proxy or a
+//! service mesh sidecar every request arrives from 127.0.0.1, so "loopback may write" would open
+//! the admin API to whoever reaches the proxy. `admin.trust_loopback = true` restores that rule
+//! for a box with no proxy on it (start-up then logs a warning). The monitor pages are open by
+//! default (Leaf's `/cache` and `/db` are), and need the same credential as writes with
+//! `admin.protect_reads = true`.
 
 use std::future::{Ready, ready};
 
@@ -9,6 +16,58 @@ use actix_web::{FromRequest, HttpRequest, dev::Payload, http::header, web};
 
 use super::AppState;
 use super::error::ApiError;
+use crate::config::Secret;
+
+/// Who may use the admin surface: `[admin]` of the configuration.
+#[derive(Debug, Clone, Default)]
+pub struct AdminPolicy {
+    /// `admin.token`: the bearer token that admin requests carry.
+    pub token: Option<Secret>,
+    /// `admin.trust_loopback`: without a token, a loopback peer may use the admin surface.
+    pub trust_loopback: bool,
+    /// `admin.protect_reads`: the monitor pages need the same credential as writes.
+    pub protect_reads: bool,
+}
+
+/// What [`AdminPolicy::admit`] guards, for the refusal's message.
+#[derive(Debug, Clone, Copy)]
+enum Surface {
+    Write,
+    Monitor,
+}
+
+impl AdminPolicy {
+    /// Whether the request may use `surface`.
+    fn admit(&self, req: &HttpRequest, surface: Surface) -> Result<(), ApiError> {
+        if matches!(surface, Surface::Monitor) && !self.protect_reads {
+            return Ok(());
+        }
+        if let Some(token) = &self.token {
+            let given = req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .unwrap_or("");
+            if constant_time_eq(given.as_bytes(), token.expose().as_bytes()) {
+                return Ok(());
+            }
+            return Err(ApiError::Unauthorized(match surface {
+                Surface::Write => "admin writes need Authorization: Bearer <admin.token>",
+                Surface::Monitor => {
+                    "this page needs Authorization: Bearer <admin.token> (admin.protect_reads)"
+                }
+            }));
+        }
+        if self.trust_loopback && req.peer_addr().is_some_and(|a| a.ip().is_loopback()) {
+            return Ok(());
+        }
+        Err(ApiError::Unauthorized(
+            "admin requests need admin.token (sent as Authorization: Bearer <token>); none is \
+             configured. `leafid tags` manages tags on the database directly",
+        ))
+    }
+}
 
 /// Proof that the request may perform admin writes.
 #[derive(Debug, Clone, Copy)]
@@ -19,34 +78,28 @@ impl FromRequest for AdminAuth {
     type Future = Ready<Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(check(req))
+        ready(guard(req, Surface::Write).map(|()| AdminAuth))
     }
 }
 
-fn check(req: &HttpRequest) -> Result<AdminAuth, ApiError> {
-    let token = req
-        .app_data::<web::Data<AppState>>()
-        .and_then(|s| s.admin_token.clone());
-    match token {
-        Some(token) => {
-            let given = req
-                .headers()
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .unwrap_or("");
-            if constant_time_eq(given.as_bytes(), token.expose().as_bytes()) {
-                Ok(AdminAuth)
-            } else {
-                Err(ApiError::Unauthorized(
-                    "admin writes need Authorization: Bearer <admin.token>",
-                ))
-            }
-        }
-        None if req.peer_addr().is_some_and(|a| a.ip().is_loopback()) => Ok(AdminAuth),
-        None => Err(ApiError::Unauthorized(
-            "admin writes are accepted only from loopback clients unless admin.token is configured",
-        )),
+/// Proof that the request may read the monitor pages.
+#[derive(Debug, Clone, Copy)]
+pub struct MonitorAuth;
+
+impl FromRequest for MonitorAuth {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(guard(req, Surface::Monitor).map(|()| MonitorAuth))
+    }
+}
+
+fn guard(req: &HttpRequest, surface: Surface) -> Result<(), ApiError> {
+    match req.app_data::<web::Data<AppState>>() {
+        Some(state) => state.admin.admit(req, surface),
+        // No state: a programming error; refuse rather than open.
+        None => Err(ApiError::Internal),
     }
 }
 

@@ -15,6 +15,7 @@ use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse, web};
 
 use super::AppState;
+use super::admin::MonitorAuth;
 use super::error::ApiError;
 use crate::metrics::Metrics;
 use crate::telemetry::LogLimiter;
@@ -41,7 +42,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         (status = 500, description = "`internal`", body = super::error::ErrorBody),
     )
 )]
-pub async fn get_metrics(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+pub async fn get_metrics(_: MonitorAuth, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let text = state.metrics.render().map_err(|e| {
         tracing::error!(error = %e, "rendering metrics failed");
         ApiError::Internal

@@ -32,7 +32,6 @@ use actix_web::web;
 
 use std::sync::Arc;
 
-use crate::config::Secret;
 use crate::metrics::Metrics;
 use crate::segment::SegmentAllocator;
 use crate::snowflake::engine::SnowflakeEngine;
@@ -48,8 +47,8 @@ pub struct AppState {
     pub snowflake: Option<Arc<SnowflakeEngine>>,
     /// The database.
     pub db: Database,
-    /// `admin.token`, if configured.
-    pub admin_token: Option<Secret>,
+    /// Who may use the admin writes and the monitor pages.
+    pub admin: admin::AdminPolicy,
     /// The server's metrics registry, read by `/metrics` and updated by the HTTP middleware.
     pub metrics: Arc<Metrics>,
     /// Set on SIGTERM/SIGINT while the drain period runs: readiness answers 503, requests are

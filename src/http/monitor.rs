@@ -7,6 +7,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
+use super::admin::MonitorAuth;
 use super::error::{ApiError, ErrorBody};
 use super::segment::{IdFormat, JsonId, StringifyQuery, optional_id_schema};
 use crate::segment::BufferSnapshot;
@@ -169,6 +170,7 @@ impl From<SegmentState> for SegmentStateBody {
     )
 )]
 pub async fn cache_json(
+    _: MonitorAuth,
     state: web::Data<AppState>,
     query: web::Query<StringifyQuery>,
 ) -> Result<HttpResponse, ApiError> {
@@ -213,7 +215,7 @@ fn opt<T: ToString>(v: Option<T>) -> String {
         (status = 404, description = "`engine_disabled`", body = ErrorBody),
     )
 )]
-pub async fn cache_page(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+pub async fn cache_page(_: MonitorAuth, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let mut html = String::from(
         "<table><tr><th>biz_tag</th><th>segment</th><th>state</th><th>min id</th><th>max id</th>\
          <th>next id</th><th>used / size</th><th>next ready</th><th>loading</th><th>step (db step)</th>\
@@ -262,7 +264,7 @@ pub async fn cache_page(state: web::Data<AppState>) -> Result<HttpResponse, ApiE
         (status = 503, description = "`database_unavailable`", body = ErrorBody),
     )
 )]
-pub async fn db_page(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+pub async fn db_page(_: MonitorAuth, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let rows = state.segment()?.list_tags().await?;
     let mut html = String::from(
         "<table><tr><th>biz_tag</th><th>max_id</th><th>step</th><th>description</th><th>update_time</th></tr>",

@@ -12,7 +12,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::admin::AdminAuth;
+use super::admin::{AdminAuth, MonitorAuth};
 use super::error::{ApiError, ErrorBody};
 use super::monitor::BufferBody;
 use super::segment::{IdFormat, JsonId, StringifyQuery, id_schema};
@@ -142,6 +142,7 @@ pub struct TagList {
     )
 )]
 pub async fn list(
+    _: MonitorAuth,
     state: web::Data<AppState>,
     query: web::Query<StringifyQuery>,
 ) -> Result<HttpResponse, ApiError> {
@@ -167,6 +168,7 @@ pub async fn list(
     )
 )]
 pub async fn show(
+    _: MonitorAuth,
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: web::Query<StringifyQuery>,

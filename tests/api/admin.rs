@@ -108,6 +108,70 @@ async fn with_an_admin_token_writes_need_it_and_nothing_is_written_without() {
 }
 
 #[tokio::test]
+async fn by_default_no_admin_write_is_accepted_not_even_from_loopback() {
+    // The shipped configuration: no token, loopback not trusted.
+    let app = spawn_app_with(Db::Sqlite, |s| {
+        s.admin = leafid::config::Settings::load(None).unwrap().admin;
+    })
+    .await;
+    let r = app
+        .post("/api/v1/tags", r#"{"biz_tag":"open-door","step":10}"#)
+        .await;
+    assert_eq!((r.status, r.code().as_str()), (401, "unauthorized"));
+    assert!(r.text.contains("admin.token"), "{}", r.text);
+    let r = app
+        .patch("/api/v1/tags/leaf-segment-test", r#"{"step":1}"#)
+        .await;
+    assert_eq!(r.status, 401);
+    let r = app
+        .send(Method::DELETE, "/api/v1/tags/leaf-segment-test", None, None)
+        .await;
+    assert_eq!(r.status, 401);
+    assert_eq!(app.get("/api/v1/tags/open-door").await.status, 404);
+    // Monitor pages stay open unless admin.protect_reads.
+    assert_eq!(
+        app.get("/api/v1/tags/leaf-segment-test").await.json()["step"],
+        2000
+    );
+    assert_eq!(app.get("/db").await.status, 200);
+}
+
+#[tokio::test]
+async fn protect_reads_puts_the_monitor_pages_behind_the_token() {
+    let app = spawn_app_with(Db::Sqlite, |s| {
+        s.admin.token = Some("s3cret".into());
+        s.admin.protect_reads = true;
+    })
+    .await;
+    for page in [
+        "/db",
+        "/cache",
+        "/api/v1/cache",
+        "/api/v1/tags",
+        "/api/v1/tags/leaf-segment-test",
+        "/metrics",
+    ] {
+        let r = app.send(Method::GET, page, None, None).await;
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (401, "unauthorized"),
+            "{page}"
+        );
+        let r = app.send(Method::GET, page, None, Some("s3cret")).await;
+        assert_eq!(r.status, 200, "{page}: {}", r.text);
+    }
+    for open in [
+        "/api/segment/get/leaf-segment-test",
+        "/api/snowflake/get/x",
+        "/health/live",
+        "/health/ready",
+        "/openapi.json",
+    ] {
+        assert_eq!(app.get(open).await.status, 200, "{open}");
+    }
+}
+
+#[tokio::test]
 async fn monitor_pages_show_buffers_and_rows() {
     let app = spawn_app(Db::Sqlite).await;
     app.leaf_id("leaf-segment-test").await;

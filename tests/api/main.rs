@@ -18,6 +18,7 @@ mod log_sink;
 mod metrics;
 mod migrations;
 mod outage_logs;
+mod proxy_admin;
 mod restarts;
 pub(crate) mod routes;
 mod scale;

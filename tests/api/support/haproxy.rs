@@ -34,7 +34,7 @@ fn binary() -> &'static str {
 /// with fast health checks on `/health/ready`, and the stats socket at `socket`. Without
 /// `retries`, a failed request is not retried at all (a balancer that cannot retry: then only
 /// the servers' own drain period, `server.drain_secs`, keeps a SIGTERM clean).
-pub fn config(port: u16, servers: &[String], socket: &Path, retries: bool) -> String {
+pub fn config(bind: &str, servers: &[String], socket: &Path, retries: bool) -> String {
     let retry = if retries {
         "retries 3\n    option redispatch 1\n    retry-on conn-failure empty-response response-timeout"
     } else {
@@ -78,7 +78,7 @@ defaults
     {retry}
 
 frontend ids
-    bind 127.0.0.1:{port}
+    bind {bind}
     default_backend leafid
 
 backend leafid
@@ -136,6 +136,12 @@ impl HaProxy {
 
     /// [`Self::start`], choosing whether failed requests are retried on another server.
     pub fn start_with(servers: &[&str], retries: bool) -> Self {
+        Self::start_bound("127.0.0.1", servers, retries)
+    }
+
+    /// [`Self::start_with`], its frontend bound to `host` (an address of this machine, e.g. a
+    /// test's own veth address) instead of loopback.
+    pub fn start_bound(host: &str, servers: &[&str], retries: bool) -> Self {
         let servers: Vec<String> = servers
             .iter()
             .map(|s| s.trim_start_matches("http://").to_owned())
@@ -144,7 +150,7 @@ impl HaProxy {
         // A port found free may be taken before HAProxy binds it: try another.
         for _ in 0..5 {
             let port = free_port_below_ephemeral();
-            match Self::try_start(port, &servers, retries) {
+            match Self::try_start(host, port, &servers, retries) {
                 Ok(lb) => return lb,
                 Err(e) => last_error = e,
             }
@@ -152,11 +158,12 @@ impl HaProxy {
         panic!("HAProxy did not start: {last_error}");
     }
 
-    fn try_start(port: u16, servers: &[String], retries: bool) -> Result<Self, String> {
+    fn try_start(host: &str, port: u16, servers: &[String], retries: bool) -> Result<Self, String> {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("admin.sock");
         let cfg = dir.path().join("haproxy.cfg");
-        std::fs::write(&cfg, config(port, servers, &socket, retries)).unwrap();
+        let bind = format!("{host}:{port}");
+        std::fs::write(&cfg, config(&bind, servers, &socket, retries)).unwrap();
         let log = std::fs::File::create(dir.path().join("haproxy.log")).unwrap();
         let child = Command::new(binary())
             .arg("-f")
@@ -169,7 +176,7 @@ impl HaProxy {
             .expect("spawn haproxy");
         let mut lb = Self {
             child,
-            address: format!("http://127.0.0.1:{port}"),
+            address: format!("http://{bind}"),
             socket,
             dir,
         };

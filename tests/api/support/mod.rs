@@ -7,6 +7,7 @@
 pub mod galera;
 pub mod haproxy;
 pub mod mysql;
+pub mod netns;
 pub mod process;
 pub mod proxy;
 
@@ -74,6 +75,8 @@ pub fn test_settings(db_url: &str) -> Settings {
     s.server.shutdown_timeout_secs = 1;
     s.database.url = db_url.to_owned();
     s.segment.wait_timeout_ms = 1000;
+    // The tests create tags from loopback; `admin` checks the shipped default (no trust).
+    s.admin.trust_loopback = true;
     s
 }
 
