@@ -39,6 +39,10 @@ func database(t testing.TB) string {
 	return "sqlite://" + filepath.Join(t.TempDir(), "leafid.db")
 }
 
+// adminToken is every test server's admin.token; createTag sends it (admin writes are refused
+// without a token, loopback or not).
+var adminToken = fmt.Sprintf("go-client-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+
 // leafidServer is a real leafid process, killed when the test ends.
 type leafidServer struct {
 	cmd  *exec.Cmd
@@ -59,6 +63,7 @@ func startServer(t testing.TB, dbURL string, port int, env ...string) *leafidSer
 		"LEAFID__SERVER__WORKERS=1",
 		"LEAFID__DATABASE__URL="+dbURL,
 		"LEAFID__LOG__FORMAT=json",
+		"LEAFID__ADMIN__TOKEN="+adminToken,
 		"RUST_LOG=info",
 	)
 	cmd.Env = append(cmd.Env, env...)
@@ -150,7 +155,13 @@ func createTag(t testing.TB, base, tag string, step int, maxID string) {
 		body += `,"max_id":` + maxID
 	}
 	body += "}"
-	resp, err := http.Post(base+"/api/v1/tags", "application/json", bytes.NewBufferString(body))
+	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/tags", bytes.NewBufferString(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
