@@ -31,6 +31,9 @@ final class LeafidServer implements AutoCloseable {
     private static final HttpClient ADMIN = HttpClient.newBuilder()
             .version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(2)).build();
 
+    /** The admin token every test server is started with (admin writes send it). */
+    private static final String ADMIN_TOKEN = "java-client-test-token";
+
     private final Process process;
     private final int port;
     private final Path db;
@@ -84,6 +87,7 @@ final class LeafidServer implements AutoCloseable {
         e.put("LEAFID__SERVER__PORT", Integer.toString(port));
         e.put("LEAFID__LOG__FORMAT", "json");
         e.put("LEAFID__DATABASE__URL", "sqlite://" + db);
+        e.put("LEAFID__ADMIN__TOKEN", ADMIN_TOKEN);
         e.putAll(env);
         pb.redirectOutput(ProcessBuilder.Redirect.DISCARD);
         Process p = pb.start();
@@ -166,13 +170,14 @@ final class LeafidServer implements AutoCloseable {
                 .timeout(Duration.ofSeconds(5)).build(), HttpResponse.BodyHandlers.ofString());
     }
 
-    /** Creates a tag (admin writes need no token from loopback). */
+    /** Creates a tag (an admin write: with the server's admin token). */
     void createTag(String tag, int step, String maxId) throws IOException, InterruptedException {
         String body = "{\"biz_tag\":\"" + tag + "\",\"step\":" + step
                 + (maxId == null ? "" : ",\"max_id\":" + maxId) + "}";
         HttpResponse<String> r = ADMIN.send(HttpRequest.newBuilder(URI.create(url() + "/api/v1/tags"))
                 .timeout(Duration.ofSeconds(5))
                 .header("Content-Type", "application/json")
+                .header("Authorization", "Bearer " + ADMIN_TOKEN)
                 .POST(HttpRequest.BodyPublishers.ofString(body)).build(),
                 HttpResponse.BodyHandlers.ofString());
         if (r.statusCode() != 201) {
