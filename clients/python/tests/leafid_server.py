@@ -16,6 +16,9 @@ from typing import Dict, Optional
 
 REPO = Path(__file__).resolve().parents[3]
 
+ADMIN_TOKEN = f"py-test-{os.getpid()}"
+"""Every test server gets this admin token (admin.token); tags are created with it."""
+
 
 def leafid_bin() -> str:
     """The server binary: ``LEAFID_BIN``, else the repository's debug build."""
@@ -57,6 +60,7 @@ class LeafidServer:
             LEAFID__LOG__FORMAT="json",
             LEAFID__DATABASE__URL=f"sqlite://{self.db}",
             LEAFID__SERVER__WORKERS="1",
+            LEAFID__ADMIN__TOKEN=ADMIN_TOKEN,
         )
         env.update(self.extra_env)
         log = open(self.log_path, "ab")
@@ -111,7 +115,7 @@ class LeafidServer:
         req = urllib.request.Request(
             f"{self.url}/api/v1/tags",
             data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {ADMIN_TOKEN}"},
             method="POST",
         )
         with urllib.request.urlopen(req, timeout=10) as resp:
