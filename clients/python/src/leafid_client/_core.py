@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+import logging
 import operator
 import re
 import time
@@ -26,6 +27,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, List, Optional, Sequence
 
 from .errors import ConfigError, InvalidTagError, RejectedError, ServerFault
+
+log = logging.getLogger("leafid_client")
 
 MAX_BATCH = 100_000
 """Most ids one batch request may ask for (the server's limit)."""
@@ -335,13 +338,17 @@ class ServerSet:
     def mark_up(self, i: int) -> None:
         """Server ``i`` answered 200 (a batch or a probe)."""
         s = self.servers[i]
+        if s.down:
+            log.info("leafid server %s is up again", s.endpoint.url)
         s.down = False
         s.failures = 0
 
-    def mark_down(self, i: int) -> None:
+    def mark_down(self, i: int, fault: Optional[ServerFault] = None) -> None:
         """Server ``i`` failed: down, probed after ``backoff_min * 2^(failures-1)`` (at most
-        ``backoff_max``)."""
+        ``backoff_max``). Logged once per transition, not per failed probe."""
         s = self.servers[i]
+        if not s.down:
+            log.warning("leafid server %s marked down: %s", s.endpoint.url, fault or "probe failed")
         s.down = True
         s.failures += 1
         s.next_probe = self._clock() + backoff(*self._backoff, s.failures)

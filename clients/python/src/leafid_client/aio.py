@@ -503,7 +503,7 @@ class AsyncClient:
             if self._closed:
                 break
             self._http.forget(ep)
-            self._servers.mark_down(i)
+            self._servers.mark_down(i, last)
         raise AllFailed(last)
 
     async def _get(self, ep: Endpoint, path: str, timeout: float) -> Tuple[int, bytes]:

@@ -500,7 +500,7 @@ class Client:
                 raise AllFailed(last)
             self._http.forget(ep)
             with self._lock:
-                self._servers.mark_down(i)
+                self._servers.mark_down(i, last)
 
     def _get(self, ep: Endpoint, path: str, timeout: float) -> Tuple[int, bytes]:
         try:
