@@ -139,7 +139,8 @@ export declare class ClosedError extends LeafidError {
 /** One server's failure to deliver a batch. */
 export declare class ServerFault {
   readonly server: string;
-  readonly type: 'transport' | 'status' | 'bad_response';
+  /** `behind`: its ids were all at or below the last id handed out (a lagging server). */
+  readonly type: 'transport' | 'status' | 'bad_response' | 'behind';
   readonly detail: string;
   toString(): string;
 }

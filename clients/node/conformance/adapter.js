@@ -71,7 +71,7 @@ async function take(cmd) {
           errors.set(key, g);
           if (g.count === 1) {
             const what = kind === 'internal' && e instanceof Error ? e.stack : String(e);
-            process.stderr.write(`take: first ${kind} error: ${what}; servers: ${JSON.stringify(c.servers())}\n`);
+            process.stderr.write(`take: first ${kind} error: ${what}; servers: ${JSON.stringify(c.servers())}; stats: ${JSON.stringify(c.stats())}\n`);
           }
         }
         if (pause > 0) await sleep(pause);

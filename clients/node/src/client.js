@@ -1,11 +1,10 @@
 // `Client`: its options, the supplies it makes (one per tag, one for snowflake), stats, close.
 
 import { ConfigError, InvalidTagError } from './errors.js';
-import { Servers } from './servers.js';
+import { MAX_BATCH, Servers } from './servers.js';
 import { IdSupply } from './supply.js';
 
-/** Most ids one batch request may ask for (the server's limit). */
-export const MAX_BATCH = 100_000;
+export { MAX_BATCH };
 
 /** The server's tag rule: 1 to 128 of `A-Z a-z 0-9 . _ : -`. */
 const TAG = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -103,7 +102,7 @@ export class Client {
     if (s !== undefined) return s;
     if (!isValidTag(tag)) throw new InvalidTagError(tag);
     s = this._supply({
-      path: `/api/v1/segment/${tag}/ids?count=${this._batch}&stringify_ids=true`,
+      path: `/api/v1/segment/${tag}/ids`,
       count: this._batch,
       tag,
     });
@@ -118,7 +117,7 @@ export class Client {
   snowflake() {
     if (this._snowflake === null) {
       this._snowflake = this._supply({
-        path: `/api/v1/snowflake/ids?count=${this._batch}&stringify_ids=true`,
+        path: '/api/v1/snowflake/ids',
         count: this._batch,
         tag: null,
       });

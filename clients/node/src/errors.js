@@ -88,12 +88,13 @@ export class ClosedError extends LeafidError {
  * One server's failure to deliver a batch (the server is then marked down and the next one is
  * asked). `type` is `transport` (no HTTP answer: refused, reset, timeout), `status` (a 5xx, or a
  * 4xx that is that server's own, such as `engine_disabled`) or `bad_response` (a 200 whose body
- * is not a valid batch: none of its ids is handed out).
+ * is not a valid batch: none of its ids is handed out) or `behind` (its ids were all at or below
+ * the last id handed out: a lagging server, asked again; not marked down).
  */
 export class ServerFault {
   /**
    * @param {string} server base URL
-   * @param {'transport' | 'status' | 'bad_response'} type
+   * @param {'transport' | 'status' | 'bad_response' | 'behind'} type
    * @param {string} detail
    */
   constructor(server, type, detail) {
@@ -111,6 +112,8 @@ export class ServerFault {
         return `${this.server}: HTTP ${this.detail}`;
       case 'bad_response':
         return `${this.server}: bad response: ${this.detail}`;
+      case 'behind':
+        return `${this.server}: behind: ${this.detail}`;
       default:
         return `${this.server}: ${this.detail}`;
     }

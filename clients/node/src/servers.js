@@ -17,6 +17,9 @@ import https from 'node:https';
 
 import { RejectedError, ServerFault } from './errors.js';
 
+/** Most ids one batch request may ask for (the server's limit). */
+export const MAX_BATCH = 100_000;
+
 /** Largest id a leafid server can issue: 2^63 - 1. */
 export const MAX_ID = (1n << 63n) - 1n;
 
@@ -183,12 +186,13 @@ export class Servers {
   }
 
   /**
-   * One batch: the preferred server first, then the other up servers in order, then (last
-   * resort) the down ones.
-   * @param {{path: string, count: number, tag: string | null}} request
-   * @returns {Promise<{ids: bigint[], strs: string[]} | {rejected: RejectedError} | {fault: ServerFault | null}>}
+   * One batch of at most `count` ids: the preferred server first, then the other up servers in
+   * order, then (last resort) the down ones.
+   * @param {{path: string, tag: string | null}} request the route (no query) and the tag
+   * @param {number} count ids asked for
+   * @returns {Promise<{ids: bigint[], strs: string[], server: string} | {rejected: RejectedError} | {fault: ServerFault | null}>}
    */
-  async fetch(request) {
+  async fetch(request, count) {
     const n = this.list.length;
     const start = this.preferred % n;
     const tried = new Array(n).fill(false);
@@ -202,7 +206,7 @@ export class Servers {
         if (this.stop.aborted) return { fault: last };
         tried[i] = true;
         if (last !== null) this.failovers++;
-        const outcome = await this.ask(server, request);
+        const outcome = await this.ask(server, request, count);
         if ('ids' in outcome) {
           this.markUp(server);
           this.preferred = i;
@@ -219,11 +223,12 @@ export class Servers {
   /**
    * One request to one server.
    * @param {Server} server
-   * @param {{path: string, count: number, tag: string | null}} request
-   * @returns {Promise<{ids: bigint[], strs: string[]} | {rejected: RejectedError} | {fault: ServerFault}>}
+   * @param {{path: string, tag: string | null}} request
+   * @param {number} count
+   * @returns {Promise<{ids: bigint[], strs: string[], server: string} | {rejected: RejectedError} | {fault: ServerFault}>}
    */
-  async ask(server, request) {
-    const url = server.base + request.path;
+  async ask(server, request, count) {
+    const url = `${server.base}${request.path}?count=${count}&stringify_ids=true`;
     let res;
     try {
       res = await get(url, this.agentFor(url), this.timing.requestTimeoutMs, this.stop);
@@ -242,7 +247,7 @@ export class Servers {
       return { fault: new ServerFault(server.base, 'status', `${res.status}${code ? ` ${code}` : ''}`) };
     }
     try {
-      return validateBatch(JSON.parse(res.body), request);
+      return { ...validateBatch(JSON.parse(res.body), { count, tag: request.tag }), server: server.base };
     } catch (e) {
       return { fault: new ServerFault(server.base, 'bad_response', errorText(e)) };
     }

@@ -23,13 +23,14 @@
 // snowflake, hold ids of older ticks). Such ids are unique, yet handing them out would break
 // "increasing". So every fetched batch is cut to the ids above the floor (the largest id
 // accepted so far); the ids cut are counted in `discardedIds` and never handed out (a gap, as a
-// server restart makes). A batch cut to nothing is fetched again at once: the lagging server
-// moves on with each batch, and its next lease is above every range leased before.
+// server restart makes). A batch cut to nothing is fetched again at once, for twice as many ids
+// each time (up to 100000): the lagging server moves on with each batch (its next segment lease
+// is above every range leased before; its snowflake clock catches up), in a few requests.
 
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { ClosedError, ServerFault, UnavailableError } from './errors.js';
-import { backoff } from './servers.js';
+import { backoff, MAX_BATCH } from './servers.js';
 
 /** Ids of one answer, handed out in order by index. */
 class Batch {
@@ -61,7 +62,8 @@ export class IdSupply {
   /**
    * @param {object} o
    * @param {import('./servers.js').Servers | null} o.servers where batches come from (null: only `o.ids`)
-   * @param {{path: string, count: number, tag: string | null}} o.request the batch request
+   * @param {{path: string, count: number, tag: string | null}} o.request the route (no query),
+   *   the batch size, the tag
    * @param {{backoffMinMs: number, backoffMaxMs: number}} o.timing backoff between failed rounds
    * @param {number} o.waitTimeoutMs how long `nextId` waits for a batch
    * @param {boolean} o.asString hand out decimal strings instead of bigints
@@ -214,9 +216,12 @@ export class IdSupply {
     const servers = /** @type {import('./servers.js').Servers} */ (this._servers);
     const deadline = now() + this._waitTimeoutMs;
     let failures = 0;
+    // Ids asked for: the batch size, doubled (up to MAX_BATCH) after each answer that lay
+    // wholly at or below the floor, so a far-behind server is caught up in a few requests.
+    let count = this._request.count;
     try {
       while (!this._stop.aborted) {
-        const got = await servers.fetch(this._request);
+        const got = await servers.fetch(this._request, count);
         if (this._stop.aborted) break;
         let wait;
         if ('ids' in got) {
@@ -235,7 +240,15 @@ export class IdSupply {
             break;
           }
           // Nothing above the floor: that server is behind the one used before. Ask again at
-          // once: each answer drains what it is behind by; the deadline still bounds the loop.
+          // once, for twice as many: each answer drains what it is behind by (a snowflake
+          // server's ring of ids made ahead, a segment server's older segment); the deadline
+          // still bounds the loop.
+          this._lastFault = new ServerFault(
+            got.server,
+            'behind',
+            `${n} ids, all at or below the last id accepted (${this._floor})`,
+          );
+          count = Math.min(count * 2, MAX_BATCH);
           wait = 0;
         } else if ('rejected' in got) {
           this._refused = got.rejected;
