@@ -20,6 +20,9 @@ fi
 # A 3-node MariaDB Galera cluster on 127.0.0.1 for tests/api/galera.rs, stopped when this exits.
 LEAFID_TEST_GALERA_URLS="${LEAFID_TEST_GALERA_URLS:-$(scripts/galera.sh start)}"; export LEAFID_TEST_GALERA_URLS
 trap 'scripts/galera.sh stop' EXIT
+# A MariaDB primary and replica for tests/api/replica_failover.rs (which rebuilds it per run).
+LEAFID_TEST_REPLICA_URLS="${LEAFID_TEST_REPLICA_URLS:-$(scripts/replica.sh start)}"; export LEAFID_TEST_REPLICA_URLS
+trap 'scripts/galera.sh stop; scripts/replica.sh stop' EXIT
 rm -f "${CARGO_TARGET_DIR:-target}"/tmp/sim-*.txt
 # The server and the client crate in one build (one feature resolution for both, so the
 # dependencies compile once); the client's tests run against three real servers started from
