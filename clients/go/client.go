@@ -165,7 +165,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.stop, c.cancelStop = context.WithCancel(context.Background())
 	c.snowflake = newSupply(c, &request{
-		path:  fmt.Sprintf("/api/v1/snowflake/ids?count=%d&stringify_ids=true", cfg.Batch),
+		route: "/api/v1/snowflake/ids",
 		count: cfg.Batch,
 	}, nil)
 	c.spawn(c.servers.healthLoop)
@@ -203,7 +203,7 @@ func (c *Client) Segment(tag string) (*Supply, error) {
 	c.newSegment.Lock()
 	defer c.newSegment.Unlock()
 	s, _ := c.segments.LoadOrStore(tag, newSupply(c, &request{
-		path:  fmt.Sprintf("/api/v1/segment/%s/ids?count=%d&stringify_ids=true", tag, c.cfg.Batch),
+		route: "/api/v1/segment/" + tag + "/ids",
 		count: c.cfg.Batch,
 		tag:   tag,
 	}, nil))

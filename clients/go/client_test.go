@@ -600,3 +600,31 @@ func TestALaggingSnowflakeServersIdsAreCutUntilItCatchesUp(t *testing.T) {
 	}
 	t.Logf("caught up after %v; stats %+v", time.Since(started), st)
 }
+
+func TestAnIdleCachedSnowflakeServerIsDrainedInAFewRequests(t *testing.T) {
+	db := database(t)
+	// idle starts first: its cached generator's ring walks up from its start tick, one tick per
+	// 4096 ids taken, so it stays behind busy's ids by the ticks between their starts
+	// (300 ms and more: over a million ids).
+	idle := startServer(t, db, 0)
+	time.Sleep(300 * time.Millisecond)
+	busy := startServer(t, db, 0)
+	c := newClient(t, Config{Servers: []string{busy.URL, idle.URL}, Batch: 100, WaitTimeout: 10 * time.Second})
+	before := take(t, 300, c.NextSnowflakeID)
+
+	busy.kill()
+	started := time.Now()
+	after := take(t, 300, c.NextSnowflakeID)
+
+	if after[0] <= before[len(before)-1] {
+		t.Fatalf("%d after %d", after[0], before[len(before)-1])
+	}
+	st := c.Stats()
+	rounds := c.snowflake.behindRounds.Load()
+	if st.DiscardedIDs < 1000000 || rounds > 40 {
+		// Batches of 100 would take over 10000 requests: the refill doubles its count while
+		// the answers lie below the floor.
+		t.Fatalf("%d answers below the floor; stats %+v", rounds, st)
+	}
+	t.Logf("caught up after %v and %d answers below the floor; stats %+v", time.Since(started), rounds, st)
+}

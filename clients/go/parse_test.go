@@ -44,7 +44,7 @@ func TestParseBatchTakesOnlyValidBatchesOfTheTag(t *testing.T) {
 		{``, seg, nil},
 		{`[]`, seg, nil},
 	} {
-		got, err := parseBatch([]byte(c.body), c.req)
+		got, err := parseBatch([]byte(c.body), c.req.tag, c.req.count)
 		if c.want == nil {
 			if err == nil {
 				t.Errorf("%s: accepted %v", c.body, got)
@@ -103,7 +103,7 @@ func BenchmarkParseBatch(b *testing.B) {
 	req := &request{count: 1000, tag: "bench"}
 	b.Run("scan", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if _, err := parseBatch(body, req); err != nil {
+			if _, err := parseBatch(body, req.tag, req.count); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -63,9 +63,9 @@ type server struct {
 
 // request is one batch request and what its answer must look like.
 type request struct {
-	// path is the path and query, e.g. /api/v1/segment/orders/ids?count=1000&stringify_ids=true.
-	path string
-	// count is the ids asked for: a body with more is invalid.
+	// route is the path, e.g. /api/v1/segment/orders/ids (the tag is valid, so nothing to escape).
+	route string
+	// count is the ids asked for (Config.Batch); a refill asks for more while a server is behind.
 	count int
 	// tag is the tag the body must name (segment route); empty for snowflake.
 	tag string
@@ -110,7 +110,7 @@ func newServers(bases []string, httpClient *http.Client, requestTimeout, backoff
 // fetch asks for one batch: the preferred server first, then the other up servers in order,
 // then (last resort) the down ones. It stops at the first valid batch or the first refusal of
 // the request itself.
-func (s *servers) fetch(ctx context.Context, req *request) fetchResult {
+func (s *servers) fetch(ctx context.Context, req *request, count int) fetchResult {
 	n := len(s.list)
 	start := int(s.preferred.Load()) % n
 	tried := make([]bool, n)
@@ -129,7 +129,7 @@ func (s *servers) fetch(ctx context.Context, req *request) fetchResult {
 				s.failovers.Add(1)
 			}
 			tried[i] = true
-			ids, rejected, fault := s.ask(ctx, s.list[i], req)
+			ids, rejected, fault := s.ask(ctx, s.list[i], req, count)
 			switch {
 			case fault != nil:
 				if ctx.Err() != nil {
@@ -163,14 +163,15 @@ type errorBody struct {
 	Message string `json:"message"`
 }
 
-// ask sends one batch request to one server.
-func (s *servers) ask(ctx context.Context, srv *server, req *request) ([]int64, *RejectedError, *ServerFault) {
+// ask sends one batch request for count ids to one server.
+func (s *servers) ask(ctx context.Context, srv *server, req *request, count int) ([]int64, *RejectedError, *ServerFault) {
 	ctx, cancel := context.WithTimeout(ctx, s.requestTimeout)
 	defer cancel()
 	fault := func(kind FaultKind, status int, code, detail string) *ServerFault {
 		return &ServerFault{Server: srv.base, Kind: kind, Status: status, Code: code, Detail: detail}
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.base+req.path, nil)
+	url := srv.base + req.route + "?count=" + strconv.Itoa(count) + "&stringify_ids=true"
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, nil, fault(FaultTransport, 0, "", err.Error())
 	}
@@ -200,7 +201,7 @@ func (s *servers) ask(ctx context.Context, srv *server, req *request) ([]int64, 
 	if len(body) > maxBodyBytes {
 		return nil, nil, fault(FaultBadResponse, 0, "", "body too large")
 	}
-	ids, err := parseBatch(body, req)
+	ids, err := parseBatch(body, req.tag, count)
 	if err != nil {
 		return nil, nil, fault(FaultBadResponse, 0, "", err.Error())
 	}
@@ -213,7 +214,7 @@ func (s *servers) ask(ctx context.Context, srv *server, req *request) ([]int64, 
 //
 // The body is read by scanBatch, a scanner of the exact shape leafid sends; whatever it does not
 // recognise is read by encoding/json instead, so only the speed depends on the scanner.
-func parseBatch(body []byte, req *request) ([]int64, error) {
+func parseBatch(body []byte, wantTag string, count int) ([]int64, error) {
 	tag, hasTag, ids, ok := scanBatch(body)
 	if !ok {
 		var err error
@@ -221,16 +222,16 @@ func parseBatch(body []byte, req *request) ([]int64, error) {
 			return nil, err
 		}
 	}
-	if req.tag != "" {
+	if wantTag != "" {
 		if !hasTag {
 			return nil, errors.New("no biz_tag in the body")
 		}
-		if tag != req.tag {
-			return nil, fmt.Errorf("asked for tag %q, got %q", req.tag, tag)
+		if tag != wantTag {
+			return nil, fmt.Errorf("asked for tag %q, got %q", wantTag, tag)
 		}
 	}
-	if len(ids) == 0 || len(ids) > req.count {
-		return nil, fmt.Errorf("%d ids for a count of %d", len(ids), req.count)
+	if len(ids) == 0 || len(ids) > count {
+		return nil, fmt.Errorf("%d ids for a count of %d", len(ids), count)
 	}
 	for i, id := range ids {
 		if id <= 0 {

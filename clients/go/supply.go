@@ -89,6 +89,8 @@ type supply struct {
 	received atomic.Uint64
 	// discarded counts received ids never handed out because they were not above the floor.
 	discarded atomic.Uint64
+	// behindRounds counts answers cut to nothing (tests read it).
+	behindRounds atomic.Uint64
 }
 
 func newSupply(c *Client, req *request, ids []int64) *supply {
@@ -208,8 +210,9 @@ func (s *supply) refill(ctx context.Context) {
 	deadline := time.Now().Add(c.cfg.WaitTimeout)
 	failures := 0
 	filled := false
+	count := s.req.count
 	for ctx.Err() == nil {
-		res := c.servers.fetch(ctx, s.req)
+		res := c.servers.fetch(ctx, s.req, count)
 		var wait time.Duration
 		if res.ids != nil {
 			ids := res.ids
@@ -238,7 +241,15 @@ func (s *supply) refill(ctx context.Context) {
 			}
 			// Nothing above the floor: this server is behind the one used before (a lower
 			// segment, or snowflake ids of older ticks). Ask again at once: each answer drains
-			// what it is behind by, and the deadline still bounds the loop.
+			// what it is behind by, and the deadline still bounds the loop. Ask for twice as
+			// many ids each time (up to MaxBatch): a cached snowflake generator's ids advance
+			// only as they are taken (one tick per 4096 ids with the twitter layout), so a
+			// server that sat idle for a second is behind by millions of ids, which batches of
+			// 100 would take thousands of requests to drain.
+			s.behindRounds.Add(1)
+			if count *= 2; count > MaxBatch {
+				count = MaxBatch
+			}
 		} else if res.rejected != nil {
 			s.mu.Lock()
 			s.refused = res.rejected
