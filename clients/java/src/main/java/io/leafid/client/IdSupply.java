@@ -332,7 +332,7 @@ public final class IdSupply {
                 return;
             }
             startRefillLocked();
-            if (System.nanoTime() - (started + waitNanos) >= 0) {
+            if (shared.servers == null || System.nanoTime() - (started + waitNanos) >= 0) {
                 result.completeExceptionally(unavailableLocked(started));
                 return;
             }

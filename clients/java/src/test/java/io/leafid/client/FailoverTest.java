@@ -199,6 +199,13 @@ class FailoverTest {
         CompletableFuture<Long> f = c.snowflake().nextIdAsync(Duration.ofMillis(300));
         ExecutionException ee = assertThrows(ExecutionException.class, () -> f.get(5, TimeUnit.SECONDS));
         assertInstanceOf(UnavailableException.class, ee.getCause());
+        // A cancelled wait ends at once and leaves the supply usable.
+        CompletableFuture<Long> waiting = c.snowflake().nextIdAsync(Duration.ofSeconds(30));
+        assertTrue(waiting.cancel(true));
+        assertTrue(waiting.isCancelled());
+        CompletableFuture<Long> again = c.snowflake().nextIdAsync(Duration.ofMillis(200));
+        ExecutionException e2 = assertThrows(ExecutionException.class, () -> again.get(5, TimeUnit.SECONDS));
+        assertInstanceOf(UnavailableException.class, e2.getCause());
     }
 
     @Test

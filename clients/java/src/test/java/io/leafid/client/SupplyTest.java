@@ -2,6 +2,7 @@ package io.leafid.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import java.time.Duration;
@@ -9,6 +10,9 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.OptionalLong;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /** The local path on a fixed supply (no server): each id once, in order, then unavailable. */
@@ -22,6 +26,9 @@ class SupplyTest {
         UnavailableException e = assertThrows(UnavailableException.class, s::nextId);
         assertFalse(e.lastFault().isPresent());
         assertEquals(OptionalLong.empty(), s.tryNextId());
+        CompletableFuture<Long> f = s.nextIdAsync();
+        ExecutionException ee = assertThrows(ExecutionException.class, () -> f.get(1, TimeUnit.SECONDS));
+        assertInstanceOf(UnavailableException.class, ee.getCause());
         assertEquals(3, s.stats().idsServed());
     }
 
