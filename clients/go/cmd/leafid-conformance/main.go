@@ -122,7 +122,14 @@ func (a *adapter) take(c *command) map[string]any {
 				id, err := next(context.Background())
 				if err != nil {
 					e := classify(err)
-					seen[[2]string{e.Kind, e.Code}]++
+					key := [2]string{e.Kind, e.Code}
+					if seen[key] == 0 {
+						// For humans: the first error of each kind per caller, with the
+						// client's view of the servers.
+						fmt.Fprintf(os.Stderr, "leafid-conformance: caller %d call %d: %s: %v (down: %v, preferred: %s, stats: %+v)\n",
+							g, i, e.Kind, err, a.client.DownServers(), a.client.PreferredServer(), a.client.Stats())
+					}
+					seen[key]++
 				} else {
 					mine = append(mine, strconv.FormatInt(id, 10))
 				}
