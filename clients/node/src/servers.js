@@ -133,7 +133,12 @@ function get(url, agent, timeoutMs, stop) {
       res.on('end', () => finish(() => resolve({ status: res.statusCode ?? 0, body })));
       res.on('error', (e) => finish(() => reject(e)));
     });
-    req.on('error', (e) => finish(() => reject(e)));
+    req.on('error', (e) => {
+      // A pooled keep-alive socket the server closed just as it was reused: not the server's
+      // failure (the caller may retry once on a new connection).
+      if (req.reusedSocket) /** @type {any} */ (e).reusedSocket = true;
+      finish(() => reject(e));
+    });
     timer = setTimeout(() => req.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
     stop.addEventListener('abort', onStop, { once: true });
   });
@@ -230,10 +235,17 @@ export class Servers {
   async ask(server, request, count) {
     const url = `${server.base}${request.path}?count=${count}&stringify_ids=true`;
     let res;
-    try {
-      res = await get(url, this.agentFor(url), this.timing.requestTimeoutMs, this.stop);
-    } catch (e) {
-      return { fault: new ServerFault(server.base, 'transport', errorText(e)) };
+    for (let attempt = 0; ; attempt++) {
+      try {
+        res = await get(url, this.agentFor(url), this.timing.requestTimeoutMs, this.stop);
+        break;
+      } catch (e) {
+        // A reused keep-alive socket that turned out closed (the server's idle timeout raced
+        // the request): once more on a fresh connection. A GET that the server did serve costs
+        // at most a gap, never a duplicate: its ids were never received.
+        if (attempt === 0 && staleSocket(e) && !this.stop.aborted) continue;
+        return { fault: new ServerFault(server.base, 'transport', errorText(e)) };
+      }
     }
     if (res.status >= 400 && res.status < 500) {
       const { code, message } = parseErrorBody(res.body);
@@ -338,6 +350,15 @@ function parseErrorBody(text) {
     // not JSON
   }
   return { code: '', message: '' };
+}
+
+/**
+ * Whether `e` is a pooled connection found closed when reused.
+ * @param {unknown} e
+ */
+function staleSocket(e) {
+  const x = /** @type {{reusedSocket?: boolean, code?: string}} */ (e);
+  return x?.reusedSocket === true && (x.code === 'ECONNRESET' || x.code === 'EPIPE');
 }
 
 /** @param {unknown} e */

@@ -3,6 +3,7 @@
 
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import net from 'node:net';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -251,4 +252,42 @@ test('with every server down: unavailable after the wait timeout, then ids again
   assertIncreasing([...before, ...afterIds], 'before the outage and after');
   await until(() => c.servers()[0].up, 2000, 'the restarted server is up');
   await c.close();
+});
+
+test('a pooled connection the server closed is retried once on a new one, not a failover', T, async () => {
+  const db = database();
+  const real = await start(db);
+  // A TCP relay to the real server that resets each connection when a second request comes on
+  // it: what a keep-alive socket closed by the server's idle timeout looks like when reused.
+  let resets = 0;
+  const relay = net.createServer((down) => {
+    const up = net.connect(real.port, '127.0.0.1');
+    let requests = 0;
+    down.on('data', (chunk) => {
+      if (++requests > 1) {
+        resets++;
+        up.destroy();
+        down.resetAndDestroy();
+        return;
+      }
+      up.write(chunk);
+    });
+    up.on('data', (chunk) => down.write(chunk));
+    up.on('error', () => down.destroy());
+    down.on('error', () => up.destroy());
+    up.on('close', () => down.destroy());
+  });
+  await new Promise((r) => relay.listen(0, '127.0.0.1', r));
+  const c = track(new Client({ servers: [`http://127.0.0.1:${relay.address().port}`, real.address], batch: 10 }));
+  try {
+    const ids = [];
+    for (let i = 0; i < 100; i++) ids.push(await c.nextId('leaf-segment-test'));
+    assertIncreasing(ids, 'through the relay');
+    assert.ok(resets >= 3, `the relay reset ${resets} reused connections`);
+    assert.equal(c.stats().failovers, 0);
+    assert.ok(c.servers()[0].preferred && c.servers()[0].up);
+  } finally {
+    await c.close();
+    await new Promise((r) => relay.close(r));
+  }
 });
