@@ -2,25 +2,32 @@
 
 Reads one JSON command per line on stdin, answers one JSON line on stdout. It translates the
 driver's commands into calls of leafid_client's public API and never talks HTTP itself.
+
+By default it drives the blocking ``Client`` (one thread per caller). With
+``LEAFID_PY_ADAPTER=async`` (or ``--async``) it drives ``AsyncClient`` instead (one task per
+caller; stdin is read on the event loop, so the client's tasks also run between commands).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
 import threading
 import time
 from collections import Counter
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 from leafid_client import (  # noqa: E402
+    AsyncClient,
     Client,
     ConfigError,
     InvalidTagError,
     RejectedError,
+    Stats,
     UnavailableError,
 )
 
@@ -40,15 +47,17 @@ def kind_of(e: BaseException) -> Tuple[str, str]:
 
 def failure(e: BaseException) -> Dict[str, Any]:
     kind, code = kind_of(e)
-    return {"ok": False, "error": {"kind": kind, "code": code, "message": f"{type(e).__name__}: {e}"}}
+    message = f"{type(e).__name__}: {e}"
+    return {"ok": False, "error": {"kind": kind, "code": code, "message": message}}
 
 
-def open_client(cmd: Dict[str, Any]) -> Client:
+def settings(cmd: Dict[str, Any]) -> Dict[str, Any]:
+    """The client's keyword settings from an ``open`` command."""
+
     def ms(key: str, default: float) -> float:
         return float(cmd.get(key, default)) / 1000.0
 
-    return Client(
-        cmd.get("servers"),  # type: ignore[arg-type]
+    return dict(
         batch=cmd.get("batch", 1000),
         request_timeout=ms("request_timeout_ms", 2000),
         wait_timeout=ms("wait_timeout_ms", 5000),
@@ -57,20 +66,49 @@ def open_client(cmd: Dict[str, Any]) -> Client:
     )
 
 
-def take(client: Client, cmd: Dict[str, Any]) -> Dict[str, Any]:
+def stats_reply(s: Stats) -> Dict[str, Any]:
+    return {
+        "ok": True,
+        "ids_served": s.ids_served,
+        "batches": s.batches,
+        "failovers": s.failovers,
+        "discarded_ids": s.discarded_ids,
+    }
+
+
+def take_reply(ids: List[List[str]], errors: List["Counter[Tuple[str, str]]"]) -> Dict[str, Any]:
+    total: "Counter[Tuple[str, str]]" = Counter()
+    for c in errors:
+        total.update(c)
+    grouped = [{"kind": k, "code": c, "count": n} for (k, c), n in sorted(total.items())]
+    return {"ok": True, "ids": ids, "errors": grouped}
+
+
+def take_args(cmd: Dict[str, Any]) -> Tuple[str, Any, int, int, float]:
     engine = cmd.get("engine")
-    tag = cmd.get("tag")
-    callers = int(cmd.get("callers", 1))
-    per_caller = int(cmd.get("per_caller", 1))
-    pause = float(cmd.get("pause_ms", 0)) / 1000.0
-    if engine == "segment":
-        call: Callable[[], int] = lambda: client.next_id(tag)  # type: ignore[arg-type]  # noqa: E731
-    elif engine == "snowflake":
-        call = client.next_snowflake_id
-    else:
+    if engine not in ("segment", "snowflake"):
         raise ValueError(f"unknown engine {engine!r}")
+    return (
+        engine,
+        cmd.get("tag"),
+        int(cmd.get("callers", 1)),
+        int(cmd.get("per_caller", 1)),
+        float(cmd.get("pause_ms", 0)) / 1000.0,
+    )
+
+
+# -- blocking: Client, one thread per caller ----------------------------------------------------
+
+
+def take(client: Client, cmd: Dict[str, Any]) -> Dict[str, Any]:
+    engine, tag, callers, per_caller, pause = take_args(cmd)
+    call: Callable[[], int]
+    if engine == "segment":
+        call = lambda: client.next_id(tag)  # noqa: E731
+    else:
+        call = client.next_snowflake_id
     ids: List[List[str]] = [[] for _ in range(callers)]
-    errors: List[Counter] = [Counter() for _ in range(callers)]
+    errors: List["Counter[Tuple[str, str]]"] = [Counter() for _ in range(callers)]
     start = threading.Barrier(callers)
 
     def caller(k: int) -> None:
@@ -84,24 +122,16 @@ def take(client: Client, cmd: Dict[str, Any]) -> Dict[str, Any]:
             if pause:
                 time.sleep(pause)
 
-    threads = [threading.Thread(target=caller, args=(k,), name=f"caller-{k}") for k in range(callers)]
+    threads = [threading.Thread(target=caller, args=(k,)) for k in range(callers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    total: Counter = Counter()
-    for c in errors:
-        total.update(c)
-    return {
-        "ok": True,
-        "ids": ids,
-        "errors": [{"kind": k, "code": c, "count": n} for (k, c), n in sorted(total.items())],
-    }
+    return take_reply(ids, errors)
 
 
-def main() -> int:
+def main_blocking() -> int:
     client: Optional[Client] = None
-    out = sys.stdout
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -111,45 +141,108 @@ def main() -> int:
             if op == "open":
                 if client is not None:
                     client.close()
-                client = open_client(cmd)
+                client = Client(cmd.get("servers"), **settings(cmd))
                 reply: Dict[str, Any] = {"ok": True}
-            elif op == "take":
-                if client is None:
-                    raise RuntimeError("take before open")
-                reply = take(client, cmd)
-            elif op == "stats":
-                if client is None:
-                    raise RuntimeError("stats before open")
-                s = client.stats()
-                reply = {
-                    "ok": True,
-                    "ids_served": s.ids_served,
-                    "batches": s.batches,
-                    "failovers": s.failovers,
-                    "discarded_ids": s.discarded_ids,
-                }
             elif op == "close":
                 if client is not None:
                     client.close()
                 left = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
-                if left:
-                    reply = failure(RuntimeError(f"threads left after close(): {left}"))
-                else:
-                    reply = {"ok": True}
-                out.write(json.dumps(reply) + "\n")
-                out.flush()
+                answer(failure(RuntimeError(f"threads left: {left}")) if left else {"ok": True})
                 return 0
+            elif client is None:
+                raise RuntimeError(f"{op} before open")
+            elif op == "take":
+                reply = take(client, cmd)
+            elif op == "stats":
+                reply = stats_reply(client.stats())
             else:
                 raise ValueError(f"unknown op {op!r}")
         except Exception as e:
             print(f"adapter: {type(e).__name__}: {e}", file=sys.stderr)
             reply = failure(e)
-        out.write(json.dumps(reply) + "\n")
-        out.flush()
+        answer(reply)
     if client is not None:
         client.close()
     return 0
 
 
+# -- asyncio: AsyncClient, one task per caller ---------------------------------------------------
+
+
+async def take_async(client: AsyncClient, cmd: Dict[str, Any]) -> Dict[str, Any]:
+    engine, tag, callers, per_caller, pause = take_args(cmd)
+    call: Callable[[], Awaitable[int]]
+    if engine == "segment":
+        call = lambda: client.next_id(tag)  # noqa: E731
+    else:
+        call = client.next_snowflake_id
+    ids: List[List[str]] = [[] for _ in range(callers)]
+    errors: List["Counter[Tuple[str, str]]"] = [Counter() for _ in range(callers)]
+
+    async def caller(k: int) -> None:
+        mine, errs = ids[k], errors[k]
+        for _ in range(per_caller):
+            try:
+                mine.append(str(await call()))
+            except Exception as e:  # every error a caller sees is reported, grouped
+                errs[kind_of(e)] += 1
+            if pause:
+                await asyncio.sleep(pause)
+
+    await asyncio.gather(*(caller(k) for k in range(callers)))
+    return take_reply(ids, errors)
+
+
+async def main_async() -> int:
+    loop = asyncio.get_running_loop()
+    stdin = asyncio.StreamReader(limit=1 << 24)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
+    client: Optional[AsyncClient] = None
+    while True:
+        line = await stdin.readline()
+        if not line:
+            break
+        if not line.strip():
+            continue
+        try:
+            cmd = json.loads(line)
+            op = cmd.get("op")
+            if op == "open":
+                if client is not None:
+                    await client.close()
+                client = AsyncClient(cmd.get("servers"), **settings(cmd))
+                reply: Dict[str, Any] = {"ok": True}
+            elif op == "close":
+                if client is not None:
+                    await client.close()
+                me = asyncio.current_task()
+                left = [repr(t) for t in asyncio.all_tasks() if t is not me]
+                left += [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+                answer(failure(RuntimeError(f"left running: {left}")) if left else {"ok": True})
+                return 0
+            elif client is None:
+                raise RuntimeError(f"{op} before open")
+            elif op == "take":
+                reply = await take_async(client, cmd)
+            elif op == "stats":
+                reply = stats_reply(client.stats())
+            else:
+                raise ValueError(f"unknown op {op!r}")
+        except Exception as e:
+            print(f"adapter: {type(e).__name__}: {e}", file=sys.stderr)
+            reply = failure(e)
+        answer(reply)
+    if client is not None:
+        await client.close()
+    return 0
+
+
+def answer(reply: Dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(reply) + "\n")
+    sys.stdout.flush()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    if "--async" in sys.argv[1:] or os.environ.get("LEAFID_PY_ADAPTER") == "async":
+        sys.exit(asyncio.run(main_async()))
+    sys.exit(main_blocking())

@@ -8,15 +8,20 @@ import subprocess
 from pathlib import Path
 from typing import Any, Dict, List
 
+import pytest
+
 from leafid_server import LeafidServer, free_low_port
 
 ADAPTER = Path(__file__).resolve().parents[1] / "conformance-adapter"
 
 
 class Adapter:
-    def __init__(self) -> None:
+    def __init__(self, mode: str) -> None:
         self.proc = subprocess.Popen(
-            [str(ADAPTER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            [str(ADAPTER)] + (["--async"] if mode == "async" else []),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
 
     def send(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
@@ -26,8 +31,9 @@ class Adapter:
         return json.loads(self.proc.stdout.readline())
 
 
-def test_the_adapter_follows_the_protocol(shared_pair: List[LeafidServer]) -> None:
-    a = Adapter()
+@pytest.mark.parametrize("mode", ["blocking", "async"])
+def test_the_adapter_follows_the_protocol(mode: str, shared_pair: List[LeafidServer]) -> None:
+    a = Adapter(mode)
     try:
         bad = a.send({"op": "open", "servers": ["ftp://x"], "batch": 10, "request_timeout_ms": 500,
                       "wait_timeout_ms": 1000, "backoff_min_ms": 20, "backoff_max_ms": 200})

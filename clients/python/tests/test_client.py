@@ -299,3 +299,34 @@ def test_an_adaptive_batch_grows_while_callers_wait(shared_pair: List[LeafidServ
     assert strictly_increasing(ids)
     # 20,000 ids in batches of 10 would be 2,000 requests.
     assert stats.batch_size > 10 and stats.batches < 500, stats
+
+
+def test_a_lagging_server_after_failover_is_cut_to_the_floor(
+    servers: Callable[..., LeafidServer], new_tag: Callable[[], str]
+) -> None:
+    a, b = servers(), servers()
+    tag = new_tag()
+    a.create_tag(tag, step=1000)
+    # b leases the first segment, a the one above it: after a dies, b is behind.
+    b_first = _get_ids(b, tag, 1)[0]
+    a_first = _get_ids(a, tag, 1)[0]
+    assert a_first > b_first + 500
+    with Client([a.url, b.url], batch=10) as c:
+        ids = [c.next_id(tag) for _ in range(15)]
+        assert ids[0] > a_first
+        a.kill()
+        t0 = time.monotonic()
+        ids += [c.next_id(tag) for _ in range(100)]
+        elapsed = time.monotonic() - t0
+        stats = c.stats()
+    assert strictly_increasing(ids)
+    assert stats.discarded_ids >= 500, stats  # b's segment below the floor, never handed out
+    assert elapsed < 5, elapsed
+
+
+def _get_ids(server: LeafidServer, tag: str, count: int) -> List[int]:
+    import urllib.request
+
+    url = f"{server.url}/api/v1/segment/{tag}/ids?count={count}&stringify_ids=true"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return [int(i) for i in json.loads(resp.read())["ids"]]

@@ -11,6 +11,8 @@ server is not ordered relative to what this client already received (after a fai
 server may still serve a lower segment; another snowflake worker may be behind in time). Handing
 such ids out would break "increasing", so every batch is cut to its ids above the largest id
 accepted so far; the cut ids are counted in ``discarded_ids`` and never handed out.
+An answer wholly below the floor is asked again at once, for twice as many ids (up to
+100,000), so a server lagging by n ids is drained in about log2(n / batch) requests.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import logging
 from typing import Any, Callable, Coroutine, Dict, List, Optional, Set, Tuple
 
 from ._core import (
+    MAX_BATCH,
     AllFailed,
     BatchRequest,
     Endpoint,
@@ -306,7 +307,9 @@ class _AsyncSupply:
                 else:
                     if client._closed or core.accept(ids):
                         return
-                    # Nothing above the floor: that server is behind; ask again at once.
+                    # Nothing above the floor: that server is behind; ask again at once, for
+                    # twice as many (a lag drains in log2(lag / batch) requests).
+                    request = self._request_for(min(request.count * 2, MAX_BATCH))
                     pause = 0.0
                 if loop.time() + pause >= deadline:
                     return

@@ -19,6 +19,7 @@ import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from ._core import (
+    MAX_BATCH,
     AllFailed,
     BatchRequest,
     Endpoint,
@@ -246,7 +247,9 @@ class _Supply:
                         if client._closed or self._core.accept(ids):
                             return
                     # Nothing above the floor: that server is behind the one used before.
-                    # Ask again at once: each answer drains what it is behind by.
+                    # Ask again at once, for twice as many: each answer drains what it is
+                    # behind by, so a lag of n ids takes log2(n / batch) requests, not n / batch.
+                    request = self._request_for(min(request.count * 2, MAX_BATCH))
                     pause = 0.0
                 if time.monotonic() + pause >= deadline:
                     return
