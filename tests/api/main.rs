@@ -19,6 +19,7 @@ mod metrics;
 mod migrations;
 mod outage_logs;
 mod proxy_admin;
+mod replica_failover;
 mod restarts;
 pub(crate) mod routes;
 mod scale;

@@ -10,6 +10,7 @@ pub mod mysql;
 pub mod netns;
 pub mod process;
 pub mod proxy;
+pub mod replica;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
