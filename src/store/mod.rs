@@ -6,7 +6,10 @@
 //! - `sql`: what both share, generic over the driver: the `leaf_alloc` reads, the rows sqlx
 //!   decodes them into, and the `Dialect` trait naming what the two spell differently.
 //! - `worker_sql`: the worker-id store of both, on the same generic functions.
+//! - `generic`: `SegmentStore` and `WorkerStore` once for every database, over the
+//!   `DialectStore` trait each implements with what it does its own way.
 
+pub(crate) mod generic;
 pub(crate) mod migration_lock;
 pub mod mysql;
 pub(crate) mod sql;

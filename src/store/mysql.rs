@@ -29,15 +29,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::migrate::MigrateError;
-use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions};
 use tracing::{debug, info, instrument, warn};
 
 use anyhow::Context;
 
+use super::generic::DialectStore;
 use super::migration_lock::MigrationLock;
-use super::{insert_error, lease_without_update, sql, unavailable, worker_sql};
-use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
-use crate::snowflake::worker::{NodeInfo, WorkerLease, WorkerStore, WorkerStoreError};
+use super::{insert_error, lease_without_update, sql, unavailable};
+use crate::segment::{Lease, NewTag, StoreError, TagRow};
 
 const RETRIES: u32 = 6;
 /// Compare-and-set leases that may find the row moved by another server before giving up.
@@ -229,9 +229,15 @@ pub(crate) fn is_retryable(e: &sqlx::Error) -> bool {
 }
 
 #[async_trait]
-impl SegmentStore for MySqlStore {
+impl DialectStore for MySqlStore {
+    type Db = MySql;
+
+    fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
     #[instrument(skip(self), level = "debug")]
-    async fn lease(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError> {
+    async fn lease_range(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError> {
         let mut attempt = 0;
         if let (true, Some(step)) = (self.single_statement, step) {
             loop {
@@ -277,23 +283,11 @@ impl SegmentStore for MySqlStore {
         }
     }
 
-    async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {
-        sql::get_tag(&self.pool, biz_tag).await
-    }
-
-    async fn list_tag_names(&self) -> Result<Vec<String>, StoreError> {
-        sql::list_tag_names(&self.pool).await
-    }
-
-    async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError> {
-        sql::list_tags(&self.pool).await
-    }
-
     // The admin writes below are autocommit statements, each safe on its own, ordered so that
     // no interleaving with leases or each other loses a tombstone (see `lease_cas` for why no
     // write here leans on a multi-statement transaction).
 
-    async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError> {
+    async fn insert_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError> {
         // One statement: the row is inserted only if no tombstone lies above its max_id. A delete
         // writes its tombstone before it removes the row, so a create that finds the row gone
         // finds the tombstone too.
@@ -322,7 +316,7 @@ impl SegmentStore for MySqlStore {
                 high_water: high_water.unwrap_or(tag.max_id),
             });
         }
-        let row = self.get_tag(&tag.biz_tag).await?;
+        let row = sql::get_tag(&self.pool, &tag.biz_tag).await?;
         // Deleted again in between: answer with what was inserted.
         Ok(row.unwrap_or_else(|| TagRow {
             biz_tag: tag.biz_tag.clone(),
@@ -333,7 +327,7 @@ impl SegmentStore for MySqlStore {
         }))
     }
 
-    async fn update_tag(
+    async fn change_tag(
         &self,
         biz_tag: &str,
         step: Option<i64>,
@@ -349,10 +343,10 @@ impl SegmentStore for MySqlStore {
         .execute(&self.pool)
         .await
         .map_err(unavailable)?;
-        self.get_tag(biz_tag).await
+        sql::get_tag(&self.pool, biz_tag).await
     }
 
-    async fn delete_tag(&self, biz_tag: &str) -> Result<bool, StoreError> {
+    async fn remove_tag(&self, biz_tag: &str) -> Result<bool, StoreError> {
         for _ in 0..CAS_RETRIES {
             let found: Option<(String, i64)> =
                 sqlx::query_as("SELECT biz_tag, max_id FROM leaf_alloc WHERE biz_tag = ?")
@@ -390,56 +384,5 @@ impl SegmentStore for MySqlStore {
         Err(StoreError::Unavailable(
             format!("leases moved the row {CAS_RETRIES} times while it was being deleted").into(),
         ))
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        sql::ping(&self.pool).await
-    }
-}
-
-#[async_trait]
-impl WorkerStore for MySqlStore {
-    async fn assign_disposable(
-        &self,
-        node: &NodeInfo,
-        max_worker_id: u64,
-    ) -> Result<u64, WorkerStoreError> {
-        worker_sql::assign_disposable(&self.pool, node, max_worker_id).await
-    }
-
-    async fn acquire_lease(
-        &self,
-        node: &NodeInfo,
-        lease_ms: i64,
-        max_worker_id: u64,
-        now_ms: i64,
-    ) -> Result<WorkerLease, WorkerStoreError> {
-        worker_sql::acquire_lease(&self.pool, node, lease_ms, max_worker_id, now_ms).await
-    }
-
-    async fn heartbeat(
-        &self,
-        worker_id: u64,
-        owner: &str,
-        lease_until_ms: i64,
-        last_timestamp_ms: i64,
-    ) -> Result<bool, WorkerStoreError> {
-        worker_sql::heartbeat(
-            &self.pool,
-            worker_id,
-            owner,
-            lease_until_ms,
-            last_timestamp_ms,
-        )
-        .await
-    }
-
-    async fn release(
-        &self,
-        worker_id: u64,
-        owner: &str,
-        last_timestamp_ms: i64,
-    ) -> Result<(), WorkerStoreError> {
-        worker_sql::release(&self.pool, worker_id, owner, last_timestamp_ms).await
     }
 }

@@ -35,10 +35,10 @@ use sqlx::sqlite::{
 use sqlx::{Connection, Row};
 use tracing::instrument;
 
-use super::sql::{self, Dialect, SqliteTagRecord};
-use super::{insert_error, lease_without_update, unavailable, worker_sql};
-use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
-use crate::snowflake::worker::{NodeInfo, WorkerLease, WorkerStore, WorkerStoreError};
+use super::generic::DialectStore;
+use super::sql::{Dialect, SqliteTagRecord};
+use super::{insert_error, lease_without_update, unavailable};
+use crate::segment::{Lease, NewTag, StoreError, TagRow};
 
 /// The SQLite store: a one-connection pool.
 #[derive(Clone, Debug)]
@@ -156,25 +156,19 @@ impl SqliteStore {
 }
 
 #[async_trait]
-impl SegmentStore for SqliteStore {
+impl DialectStore for SqliteStore {
+    type Db = Sqlite;
+
+    fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
     #[instrument(skip(self), level = "debug")]
-    async fn lease(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError> {
+    async fn lease_range(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError> {
         self.lease_once(biz_tag, step).await.map_err(unavailable)?
     }
 
-    async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {
-        sql::get_tag(&self.pool, biz_tag).await
-    }
-
-    async fn list_tag_names(&self) -> Result<Vec<String>, StoreError> {
-        sql::list_tag_names(&self.pool).await
-    }
-
-    async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError> {
-        sql::list_tags(&self.pool).await
-    }
-
-    async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError> {
+    async fn insert_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError> {
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
@@ -209,7 +203,7 @@ impl SegmentStore for SqliteStore {
         Ok(row.into())
     }
 
-    async fn update_tag(
+    async fn change_tag(
         &self,
         biz_tag: &str,
         step: Option<i64>,
@@ -239,7 +233,7 @@ impl SegmentStore for SqliteStore {
         Ok(row.map(Into::into))
     }
 
-    async fn delete_tag(&self, biz_tag: &str) -> Result<bool, StoreError> {
+    async fn remove_tag(&self, biz_tag: &str) -> Result<bool, StoreError> {
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
@@ -273,56 +267,5 @@ impl SegmentStore for SqliteStore {
             .map_err(unavailable)?;
         tx.commit().await.map_err(unavailable)?;
         Ok(true)
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        sql::ping(&self.pool).await
-    }
-}
-
-#[async_trait]
-impl WorkerStore for SqliteStore {
-    async fn assign_disposable(
-        &self,
-        node: &NodeInfo,
-        max_worker_id: u64,
-    ) -> Result<u64, WorkerStoreError> {
-        worker_sql::assign_disposable(&self.pool, node, max_worker_id).await
-    }
-
-    async fn acquire_lease(
-        &self,
-        node: &NodeInfo,
-        lease_ms: i64,
-        max_worker_id: u64,
-        now_ms: i64,
-    ) -> Result<WorkerLease, WorkerStoreError> {
-        worker_sql::acquire_lease(&self.pool, node, lease_ms, max_worker_id, now_ms).await
-    }
-
-    async fn heartbeat(
-        &self,
-        worker_id: u64,
-        owner: &str,
-        lease_until_ms: i64,
-        last_timestamp_ms: i64,
-    ) -> Result<bool, WorkerStoreError> {
-        worker_sql::heartbeat(
-            &self.pool,
-            worker_id,
-            owner,
-            lease_until_ms,
-            last_timestamp_ms,
-        )
-        .await
-    }
-
-    async fn release(
-        &self,
-        worker_id: u64,
-        owner: &str,
-        last_timestamp_ms: i64,
-    ) -> Result<(), WorkerStoreError> {
-        worker_sql::release(&self.pool, worker_id, owner, last_timestamp_ms).await
     }
 }

@@ -1,0 +1,145 @@
+//! The store body every SQL database shares, written once: [`SegmentStore`] and
+//! [`WorkerStore`] for any [`DialectStore`], the trait a database implements with only what it
+//! does its own way (the write that grants ids, and the admin writes whose transaction shapes
+//! differ on purpose: see `mysql` and `sqlite`). The reads and the worker-id store are the
+//! generic functions of `sql` and `worker_sql`, called from here and nowhere else, so a third
+//! database adds its [`Dialect`] constants, its `DialectStore` methods and its migrations.
+
+use async_trait::async_trait;
+use sqlx::{Encode, Executor, FromRow, IntoArguments, Pool, Type};
+
+use super::sql::{self, Dialect};
+use super::worker_sql;
+use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
+use crate::snowflake::worker::{NodeInfo, WorkerLease, WorkerStore, WorkerStoreError};
+
+/// What one SQL database does its own way; the rest of both store traits comes from the
+/// blanket implementations below.
+#[async_trait]
+pub(crate) trait DialectStore: Send + Sync + 'static {
+    /// The sqlx driver, with the statement texts that differ.
+    type Db: Dialect;
+
+    /// The connection pool.
+    fn pool(&self) -> &Pool<Self::Db>;
+
+    /// [`SegmentStore::lease`]: the write that grants ids.
+    async fn lease_range(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError>;
+
+    /// [`SegmentStore::create_tag`], refusing a start below the tag's tombstone.
+    async fn insert_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError>;
+
+    /// [`SegmentStore::update_tag`].
+    async fn change_tag(
+        &self,
+        biz_tag: &str,
+        step: Option<i64>,
+        description: Option<&str>,
+    ) -> Result<Option<TagRow>, StoreError>;
+
+    /// [`SegmentStore::delete_tag`], leaving a tombstone at the tag's high-water mark.
+    async fn remove_tag(&self, biz_tag: &str) -> Result<bool, StoreError>;
+}
+
+#[async_trait]
+impl<S> SegmentStore for S
+where
+    S: DialectStore,
+    for<'c> &'c mut <S::Db as sqlx::Database>::Connection: Executor<'c, Database = S::Db>,
+    <S::Db as sqlx::Database>::Arguments: IntoArguments<S::Db>,
+    for<'a> &'a str: Encode<'a, S::Db> + Type<S::Db>,
+    (String,): for<'r> FromRow<'r, <S::Db as sqlx::Database>::Row>,
+{
+    async fn lease(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError> {
+        self.lease_range(biz_tag, step).await
+    }
+
+    async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {
+        sql::get_tag(self.pool(), biz_tag).await
+    }
+
+    async fn list_tag_names(&self) -> Result<Vec<String>, StoreError> {
+        sql::list_tag_names(self.pool()).await
+    }
+
+    async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError> {
+        sql::list_tags(self.pool()).await
+    }
+
+    async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError> {
+        self.insert_tag(tag).await
+    }
+
+    async fn update_tag(
+        &self,
+        biz_tag: &str,
+        step: Option<i64>,
+        description: Option<&str>,
+    ) -> Result<Option<TagRow>, StoreError> {
+        self.change_tag(biz_tag, step, description).await
+    }
+
+    async fn delete_tag(&self, biz_tag: &str) -> Result<bool, StoreError> {
+        self.remove_tag(biz_tag).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sql::ping(self.pool()).await
+    }
+}
+
+#[async_trait]
+impl<S> WorkerStore for S
+where
+    S: DialectStore,
+    for<'c> &'c mut <S::Db as sqlx::Database>::Connection: Executor<'c, Database = S::Db>,
+    <S::Db as sqlx::Database>::Arguments: IntoArguments<S::Db>,
+    for<'a> &'a str: Encode<'a, S::Db> + Type<S::Db>,
+    for<'a> i64: Encode<'a, S::Db> + Type<S::Db>,
+    (i64, i64, i64, String): for<'r> FromRow<'r, <S::Db as sqlx::Database>::Row>,
+    (i64,): for<'r> FromRow<'r, <S::Db as sqlx::Database>::Row>,
+{
+    async fn assign_disposable(
+        &self,
+        node: &NodeInfo,
+        max_worker_id: u64,
+    ) -> Result<u64, WorkerStoreError> {
+        worker_sql::assign_disposable(self.pool(), node, max_worker_id).await
+    }
+
+    async fn acquire_lease(
+        &self,
+        node: &NodeInfo,
+        lease_ms: i64,
+        max_worker_id: u64,
+        now_ms: i64,
+    ) -> Result<WorkerLease, WorkerStoreError> {
+        worker_sql::acquire_lease(self.pool(), node, lease_ms, max_worker_id, now_ms).await
+    }
+
+    async fn heartbeat(
+        &self,
+        worker_id: u64,
+        owner: &str,
+        lease_until_ms: i64,
+        last_timestamp_ms: i64,
+    ) -> Result<bool, WorkerStoreError> {
+        worker_sql::heartbeat(
+            self.pool(),
+            worker_id,
+            owner,
+            lease_until_ms,
+            last_timestamp_ms,
+        )
+        .await
+    }
+
+    async fn release(
+        &self,
+        worker_id: u64,
+        owner: &str,
+        last_timestamp_ms: i64,
+    ) -> Result<(), WorkerStoreError> {
+        worker_sql::release(self.pool(), worker_id, owner, last_timestamp_ms).await
+    }
+}
