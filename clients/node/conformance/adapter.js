@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { Client, LeafidError } from '../src/index.js';
 
-/** @type {Client<'string'> | null} */
+/** @type {Client | null} */
 let client = null;
 
 /** @param {object} v */

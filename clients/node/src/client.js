@@ -58,7 +58,7 @@ export class Client {
     if (!Number.isInteger(o.batch) || o.batch < 1 || o.batch > MAX_BATCH) {
       throw new ConfigError(`batch must be an integer within 1..=${MAX_BATCH} (got ${o.batch})`);
     }
-    for (const k of ['waitTimeoutMs', 'requestTimeoutMs', 'probeTimeoutMs', 'backoffMinMs', 'backoffMaxMs']) {
+    for (const k of /** @type {const} */ (['waitTimeoutMs', 'requestTimeoutMs', 'probeTimeoutMs', 'backoffMinMs', 'backoffMaxMs'])) {
       const v = o[k];
       if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0 || v > 2 ** 31 - 1) {
         throw new ConfigError(`${k} must be a number of milliseconds within 1..=2147483647 (got ${v})`);
