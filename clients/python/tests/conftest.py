@@ -68,7 +68,10 @@ def no_leftover_threads() -> Iterator[None]:
 class BadServer(http.server.BaseHTTPRequestHandler):
     body = b""
 
+    paths: List[str] = []
+
     def do_GET(self) -> None:
+        self.paths.append(self.path)
         if not self.path.startswith("/api/"):
             # Not ready: so a probe does not bring it back during the test.
             self.send_response(503)
@@ -89,7 +92,7 @@ class BadServer(http.server.BaseHTTPRequestHandler):
 def bad_server() -> Iterator[Tuple[str, "type[BadServer]"]]:
     """A local HTTP server that answers every GET under ``/api/`` with 200 and
     ``handler.body``, and any other (``/health/ready``) with 503."""
-    handler = type("Bad", (BadServer,), {"body": b""})
+    handler = type("Bad", (BadServer,), {"body": b"", "paths": []})
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     t = threading.Thread(target=srv.serve_forever, name="bad-server", daemon=True)
     t.start()

@@ -197,3 +197,26 @@ def test_an_adaptive_batch_grows_while_callers_wait(shared_pair: List[LeafidServ
         assert stats.batch_size > 10 and stats.batches < 500, stats
 
     run(main())
+
+
+def test_a_down_server_is_probed_with_exponential_backoff_until_close(
+    bad_server: "tuple", shared_pair: List[LeafidServer]
+) -> None:
+    url, handler = bad_server
+    handler.body = b"not json"
+
+    async def main() -> None:
+        c = AsyncClient([url, shared_pair[0].url], batch=10, backoff_min=0.05, backoff_max=0.2)
+        try:
+            await c.next_id(SEEDED)
+            assert c.down_servers() == [url]
+            await asyncio.sleep(1.0)
+            probes = handler.paths.count("/health/ready")
+            assert 3 <= probes <= 8, handler.paths
+        finally:
+            await c.close()
+        n = len(handler.paths)
+        await asyncio.sleep(0.4)
+        assert len(handler.paths) == n, "no probe after close()"
+
+    run(main())

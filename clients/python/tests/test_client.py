@@ -330,3 +330,24 @@ def _get_ids(server: LeafidServer, tag: str, count: int) -> List[int]:
     url = f"{server.url}/api/v1/segment/{tag}/ids?count={count}&stringify_ids=true"
     with urllib.request.urlopen(url, timeout=10) as resp:
         return [int(i) for i in json.loads(resp.read())["ids"]]
+
+
+def test_a_down_server_is_probed_with_exponential_backoff_until_close(
+    bad_server: Tuple[str, "type[BadServer]"], shared_pair: List[LeafidServer]
+) -> None:
+    url, handler = bad_server
+    handler.body = b"not json"
+    c = Client([url, shared_pair[0].url], batch=10, backoff_min=0.05, backoff_max=0.2)
+    try:
+        c.next_id(SEEDED)
+        assert c.down_servers() == [url]
+        time.sleep(1.0)
+        probes = handler.paths.count("/health/ready")
+        # Due at 0.05, 0.15, 0.35, 0.55, 0.75, 0.95 s (doubling, capped at 0.2 s).
+        assert 3 <= probes <= 8, handler.paths
+        assert c.down_servers() == [url], "a 503 from /health/ready keeps it down"
+    finally:
+        c.close()
+    n = len(handler.paths)
+    time.sleep(0.4)
+    assert len(handler.paths) == n, "no probe after close()"
