@@ -19,9 +19,11 @@ pub async fn tag_state(app: &TestApp, tag: &str) -> serde_json::Value {
         .unwrap_or_else(|| panic!("{tag} not cached: {cache}"))
 }
 
-/// Waits (bounded) until the tag's next segment is loaded.
+/// Waits (bounded by 30 s: a lease can take seconds on a loaded machine) until the tag's next
+/// segment is loaded.
 pub async fn wait_next_ready(app: &TestApp, tag: &str) {
-    for _ in 0..200 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
         if tag_state(app, tag).await["next_ready"] == true {
             return;
         }

@@ -284,10 +284,11 @@ fn worker0_ids_from(ids: &[i64], deadline_ms: i64) -> Vec<i64> {
 async fn stall_after_next_renewal(proxy: &FaultProxy) {
     proxy.stall_after(runs_a_statement);
     let arming = Instant::now();
+    // A renewal is due every 2 s; 15 s leaves a loaded machine room to be late.
     while !proxy.is_stalled() {
         assert!(
-            arming.elapsed() < Duration::from_secs(5),
-            "no statement in 5 s"
+            arming.elapsed() < Duration::from_secs(15),
+            "no statement in 15 s"
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
@@ -525,8 +526,9 @@ fn serve_expecting_exit(env: &[(&str, &str)], within: Duration) -> (Option<ExitS
     (exit, reader.join().unwrap())
 }
 
-/// Asserts `leafid serve` with `env` exits non-zero within a few seconds with one error line
-/// naming `key` and at least one of `inputs`.
+/// Asserts `leafid serve` with `env` exits non-zero with one error line naming `key` and at
+/// least one of `inputs`. It refuses before serving, in well under a second; 30 s is the limit
+/// for a debug build on a loaded machine (a server that did start runs until then).
 async fn assert_start_up_refused(
     env: Vec<(&'static str, &'static str)>,
     key: &str,
@@ -534,11 +536,11 @@ async fn assert_start_up_refused(
 ) {
     let shown = format!("{env:?}");
     let (exit, stderr) =
-        tokio::task::spawn_blocking(move || serve_expecting_exit(&env, Duration::from_secs(8)))
+        tokio::task::spawn_blocking(move || serve_expecting_exit(&env, Duration::from_secs(30)))
             .await
             .unwrap();
     let exit = exit.unwrap_or_else(|| {
-        panic!("leafid started with {shown} and was still running after 8 s; stderr:\n{stderr}")
+        panic!("leafid started with {shown} and was still running after 30 s; stderr:\n{stderr}")
     });
     assert!(!exit.success(), "{shown}: exit {exit:?}\n{stderr}");
     let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("ERROR")).collect();

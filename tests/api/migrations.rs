@@ -53,13 +53,19 @@ async fn database_with_lock_until(until_ms: impl FnOnce() -> i64) -> String {
 
 #[tokio::test]
 async fn a_server_waits_while_another_holds_the_migration_lock() {
-    let url = database_with_lock_until(|| now_ms() + 3_000).await;
-    let started = Instant::now();
+    // The 3 s count from when the lock's end is computed, not from after the insert that
+    // writes it (which a loaded machine can stretch past the margin below).
+    let mut lock_taken = None;
+    let url = database_with_lock_until(|| {
+        lock_taken = Some(Instant::now());
+        now_ms() + 3_000
+    })
+    .await;
     let url2 = url.clone();
     let server = tokio::task::spawn_blocking(move || start(&url2))
         .await
         .unwrap();
-    let waited = started.elapsed();
+    let waited = lock_taken.unwrap().elapsed();
     assert!(
         waited >= Duration::from_millis(2_500),
         "started after {waited:?} while another server held the lock for 3 s"

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::support::mysql::{PrivateMariaDb, create_database, exec_in};
@@ -51,16 +51,19 @@ async fn request(
 }
 
 /// `clients` tasks hammering `base` until `stop` is set (or 30 s pass); every 5th request a
-/// batch of 7. Each client's ids must increase (one server, requests one at a time).
+/// batch of 7. Each client's ids must increase (one server, requests one at a time). `served`
+/// counts the ids they got so far.
 fn spawn_clients(
     clients: usize,
     base: &str,
     tag: &str,
     stop: &Arc<AtomicBool>,
+    served: &Arc<AtomicUsize>,
 ) -> Vec<tokio::task::JoinHandle<Seen>> {
     (0..clients)
         .map(|c| {
             let (base, tag, stop) = (base.to_owned(), tag.to_owned(), stop.clone());
+            let served = served.clone();
             tokio::spawn(async move {
                 let client = reqwest::Client::new();
                 let mut seen = Seen::default();
@@ -70,7 +73,10 @@ fn spawn_clients(
                     n += 1;
                     let count = if n % 5 == 0 { 7 } else { 1 };
                     match request(&client, &base, &tag, count).await {
-                        Ok(ids) => seen.ids.extend(ids),
+                        Ok(ids) => {
+                            served.fetch_add(ids.len(), Ordering::Relaxed);
+                            seen.ids.extend(ids);
+                        }
                         Err(code) => {
                             *seen.errors.entry(code).or_default() += 1;
                             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -82,6 +88,20 @@ fn spawn_clients(
             })
         })
         .collect()
+}
+
+/// Waits until the clients of [`spawn_clients`] got more than `ids` ids: the load is on. A
+/// fixed sleep would be too short on a loaded machine (bounded at 30 s instead).
+async fn wait_for_load(served: &AtomicUsize, ids: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while served.load(Ordering::Relaxed) <= ids {
+        assert!(
+            Instant::now() < deadline,
+            "the clients got {} ids in 30 s",
+            served.load(Ordering::Relaxed)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn join(tasks: Vec<tokio::task::JoinHandle<Seen>>) -> Seen {
@@ -114,9 +134,9 @@ async fn mariadb_restarted_under_load_recovers_without_a_server_restart() {
     })
     .await;
     app.create_tag("restart", 50, 1).await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let clients = spawn_clients(4, &app.address, "restart", &stop);
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    let (stop, served) = (Arc::new(AtomicBool::new(false)), Arc::default());
+    let clients = spawn_clients(4, &app.address, "restart", &stop, &served);
+    wait_for_load(&served, 50).await;
 
     let restart_started = Instant::now();
     let restarting = db.clone();
@@ -179,9 +199,9 @@ async fn a_server_killed_under_load_and_restarted_never_reissues_an_id() {
         "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('crash', 1, 20)",
     )
     .await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let clients = spawn_clients(6, &first.address, "crash", &stop);
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    let (stop, served) = (Arc::new(AtomicBool::new(false)), Arc::default());
+    let clients = spawn_clients(6, &first.address, "crash", &stop, &served);
+    wait_for_load(&served, 50).await;
     // SIGKILL with requests in flight: no shutdown, no flush.
     tokio::task::spawn_blocking(move || first.kill9())
         .await
@@ -196,9 +216,9 @@ async fn a_server_killed_under_load_and_restarted_never_reissues_an_id() {
             .await
             .unwrap()
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let clients = spawn_clients(6, &second.address, "crash", &stop);
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    let (stop, served) = (Arc::new(AtomicBool::new(false)), Arc::default());
+    let clients = spawn_clients(6, &second.address, "crash", &stop, &served);
+    wait_for_load(&served, 50).await;
     stop.store(true, Ordering::Relaxed);
     let after = join(clients).await;
     assert!(after.errors.is_empty(), "{:?}", after.errors);

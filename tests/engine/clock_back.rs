@@ -22,7 +22,10 @@ async fn engine(kind: GeneratorKind, clock: Arc<SteppedClock>) -> Arc<SnowflakeE
         heartbeat: Duration::from_secs(10),
         max_backward_ms: 5,
         cached: CachedConfig {
-            max_wait: Duration::from_millis(50),
+            // How long a take waits for the filler on an empty ring. At 50 ms a loaded machine
+            // could deschedule the filler past it while the clock is right, an `Exhausted` the
+            // test takes for a failure; a second costs one wait at the lead bound.
+            max_wait: Duration::from_secs(1),
             ..CachedConfig::default()
         },
         min_id_floor: 0,
