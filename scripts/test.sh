@@ -42,6 +42,7 @@ RUSTFLAGS="--cfg loom" cargo test --manifest-path loom/Cargo.toml --target-dir t
 # The running server against its own OpenAPI document (schemathesis, bounded to ~2 minutes).
 bash scripts/schemathesis.sh
 bash scripts/docker-check.sh  # The Docker packaging, engine or not: hadolint, build context, compose.
+bash scripts/deploy-check.sh  # deploy/: promtool rules + their tests, Kubernetes schemas, Grafana queries.
 
 # The dashboard in a real headless Chromium (installs chromium and the npm test deps if missing).
 scripts/browser-test.sh

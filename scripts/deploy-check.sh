@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# Checks the operator's kit in deploy/ offline; called by scripts/test.sh.
+#
+#   scripts/deploy-check.sh [STEP...]     STEP: metrics rules kubernetes grafana (default: all)
+#
+# metrics     Every leafid_* family that the rules or the dashboard query is one the server
+#             exports (a "leafid_..." name in src/, histograms with _bucket/_sum/_count), and the
+#             dashboard shows the families operators asked for.
+# rules       deploy/prometheus/leafid-rules.yml: `promtool check rules`, then its unit tests
+#             (`promtool test rules` on leafid-rules.test.yml). Then the tests are shown to bite:
+#             for each alert, the rules with that alert's expression replaced by one that never
+#             fires, and by its bare metric (fires on every series), must each fail the tests.
+# kubernetes  deploy/kubernetes/*.yaml against the Kubernetes 1.37 schemas that
+#             kubernetes-validate (pinned, PyPI) ships (--strict: unknown fields are errors; no
+#             download). A manifest broken on purpose (a string port, a misspelt field) must be
+#             rejected. Then what a schema cannot see: every LEAFID__SECTION__KEY names a setting of
+#             config/default.toml; the server listens on 0.0.0.0 on the container port; liveness
+#             probes /health/live and readiness /health/ready; the grace period exceeds
+#             server.drain_secs + server.shutdown_timeout_secs; the token and the database URL
+#             come from keys of the Secret; the Service and the PodDisruptionBudget select the
+#             pods; the pod runs as the Dockerfile's user. The same checks must reject a copy with
+#             too short a grace period.
+# grafana     deploy/grafana/leafid-dashboard.json: valid JSON, unique panel ids, every query
+#             (Grafana's variables replaced) parsed by promtool as PromQL; a copy with a PromQL
+#             syntax error must be rejected.
+#
+# Installs what it needs: Debian's prometheus package (promtool; its service is not started) and
+# kubernetes-validate from PyPI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+KUBERNETES_VALIDATE_VERSION=1.37.0
+rules=deploy/prometheus/leafid-rules.yml
+rules_test=deploy/prometheus/leafid-rules.test.yml
+dashboard=deploy/grafana/leafid-dashboard.json
+manifests=(deploy/kubernetes/*.yaml)
+
+log() { echo "deploy-check: $*" >&2; }
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+
+install_tools() {
+    if ! command -v promtool >/dev/null; then
+        # shellcheck source=scripts/lib/common.sh
+        (source scripts/lib/common.sh && leafid_install_packages prometheus)
+    fi
+    if ! command -v kubernetes-validate >/dev/null ||
+        [[ "$(kubernetes-validate --version 2>/dev/null)" != "$KUBERNETES_VALIDATE_VERSION" ]]; then
+        log "installing kubernetes-validate $KUBERNETES_VALIDATE_VERSION"
+        python3 -m pip install --quiet --disable-pip-version-check \
+            "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" >&2
+        hash -r
+    fi
+}
+
+step_metrics() {
+    log "metrics: the families the rules and the dashboard query, against src/"
+    python3 - "$rules" "$dashboard" <<'PY'
+import json, pathlib, re, sys
+rules, dashboard = sys.argv[1:3]
+exported = set()
+for path in pathlib.Path("src").rglob("*.rs"):
+    exported |= set(re.findall(r'"(leafid_[a-z0-9_]+)"', path.read_text(encoding="utf-8")))
+names = exported | {f"{n}{s}" for n in exported for s in ("_bucket", "_sum", "_count")}
+used = {}
+for path in (rules, dashboard):
+    for name in re.findall(r"\bleafid_[a-z0-9_]+", pathlib.Path(path).read_text(encoding="utf-8")):
+        used.setdefault(name, path)
+bad = [f"{path}: {name} is not exported by the server" for name, path in sorted(used.items())
+       if name not in names]
+exprs = " ".join(t["expr"] for p in json.load(open(dashboard))["panels"] for t in p.get("targets", []))
+wanted = ["leafid_ids_issued_total", "leafid_segment_load_duration_seconds_bucket",
+          "leafid_segment_next_ready", "leafid_snowflake_suspended", "leafid_snowflake_worker_id",
+          "leafid_snowflake_time_left_seconds", "leafid_http_server_errors_total",
+          "leafid_log_lines_dropped_total"]
+bad += [f"{dashboard}: no panel shows {name}" for name in wanted if name not in exprs]
+if bad:
+    sys.exit("deploy-check: " + "\ndeploy-check: ".join(bad))
+print(f"deploy-check: {len(used)} families used, all exported", file=sys.stderr)
+PY
+}
+
+step_rules() {
+    log "rules: promtool check rules / test rules ($(promtool --version 2>&1 | head -1))"
+    promtool check rules "$rules" >&2
+    promtool test rules "$rules_test" >&2
+    # The tests must fail when an alert never fires or fires on everything.
+    local dir="$tmp/mutants" alert kind out
+    mkdir -p "$dir"
+    python3 - "$rules" "$dir" <<'PY'
+import re, sys, yaml
+src, out = sys.argv[1:3]
+doc = yaml.safe_load(open(src, encoding="utf-8"))
+for group in doc["groups"]:
+    for rule in group["rules"]:
+        if "alert" not in rule:
+            continue
+        name, expr = rule["alert"], rule["expr"]
+        metric = re.search(r"\b(leafid_[a-z0-9_]+|up)\b", expr).group(1)
+        for kind, mutant in (("never", "vector(1) < 0"), ("always", metric)):
+            copy = yaml.safe_load(open(src, encoding="utf-8"))
+            for g in copy["groups"]:
+                for r in g["rules"]:
+                    if r.get("alert") == name:
+                        r["expr"] = mutant
+            with open(f"{out}/{name}.{kind}.yml", "w", encoding="utf-8") as f:
+                yaml.safe_dump(copy, f, sort_keys=False)
+PY
+    local n=0
+    for mutant in "$dir"/*.yml; do
+        alert="$(basename "$mutant" .yml)"; kind="${alert##*.}"; alert="${alert%.*}"
+        mkdir -p "$tmp/run"
+        cp "$rules_test" "$tmp/run/leafid-rules.test.yml"
+        cp "$mutant" "$tmp/run/leafid-rules.yml"
+        if out="$(promtool test rules "$tmp/run/leafid-rules.test.yml" 2>&1)"; then
+            log "rules: the tests pass with $alert made to fire $kind: they do not test it"
+            exit 1
+        fi
+        grep -q "alertname: $alert," <<<"$out" ||
+            { log "rules: $alert ($kind) failed the tests, but not on $alert:"; echo "$out" >&2; exit 1; }
+        n=$((n + 1))
+    done
+    log "rules: valid, tests pass, and all $n mutants (each alert never / always firing) fail them"
+}
+
+# project_checks FILE...: what the schemas cannot see (see the header). Exits non-zero on a finding.
+project_checks() {
+    python3 - config/default.toml Dockerfile "$@" <<'PY'
+import re, sys, yaml
+defaults, dockerfile, *files = sys.argv[1:]
+docs = [d for f in files for d in yaml.safe_load_all(open(f, encoding="utf-8")) if d]
+by_kind = {}
+for d in docs:
+    by_kind.setdefault(d["kind"], []).append(d)
+settings, section = {}, ""
+for line in open(defaults, encoding="utf-8"):
+    m = re.match(r"\s*\[([a-z0-9_.]+)\]", line)
+    if m:
+        section = m.group(1)
+        continue
+    m = re.match(r"\s*(#?)\s*([a-z0-9_]+)\s*=\s*(.*)", line)
+    if m:
+        settings[f"{section}.{m.group(2)}"] = m.group(3).strip().strip('"') if not m.group(1) else None
+bad = []
+secrets = {s["metadata"]["name"]: set(s.get("stringData", {})) | set(s.get("data", {}))
+           for s in by_kind.get("Secret", [])}
+user = re.search(r"^USER\s+(\d+)", open(dockerfile, encoding="utf-8").read(), re.M).group(1)
+workloads = by_kind.get("Deployment", []) + by_kind.get("StatefulSet", [])
+if not workloads:
+    bad.append("no Deployment or StatefulSet")
+for w in workloads:
+    name = f'{w["kind"]}/{w["metadata"]["name"]}'
+    findings = len(bad)
+    pod = w["spec"]["template"]
+    labels = pod["metadata"]["labels"]
+    spec = pod["spec"]
+    (c,) = [c for c in spec["containers"] if c["name"] == "leafid"]
+    env, from_secret = {}, set()
+    for e in c.get("env", []):
+        key = ".".join(e["name"].lower().split("__")[1:]) if e["name"].startswith("LEAFID__") else None
+        if key is not None and key not in settings:
+            bad.append(f"{name}: {e['name']}: no setting {key} in {defaults}")
+        if "value" in e:
+            env[key] = e["value"]
+        ref = e.get("valueFrom", {}).get("secretKeyRef")
+        if ref:
+            from_secret.add(key)
+            if ref["key"] not in secrets.get(ref["name"], set()):
+                bad.append(f"{name}: {e['name']}: Secret {ref['name']} has no key {ref['key']}")
+    def setting(key):
+        return env.get(key, settings.get(key))
+    for key in ("admin.token", "database.url"):
+        if key not in from_secret:
+            bad.append(f"{name}: {key} must come from a Secret")
+    if setting("server.host") != "0.0.0.0":
+        bad.append(f"{name}: server.host is {setting('server.host')}, not 0.0.0.0: unreachable")
+    ports = {p.get("name"): p["containerPort"] for p in c["ports"]}
+    if int(setting("server.port")) not in ports.values():
+        bad.append(f"{name}: server.port {setting('server.port')} is not a container port")
+    for probe, path in (("livenessProbe", "/health/live"), ("readinessProbe", "/health/ready")):
+        get = c.get(probe, {}).get("httpGet", {})
+        if get.get("path") != path:
+            bad.append(f"{name}: {probe} must GET {path}")
+        elif ports.get(get["port"], get["port"]) != int(setting("server.port")):
+            bad.append(f"{name}: {probe} is not on server.port")
+    drain, shutdown = int(setting("server.drain_secs")), int(setting("server.shutdown_timeout_secs"))
+    grace = spec.get("terminationGracePeriodSeconds", 30)
+    if drain <= 0:
+        bad.append(f"{name}: server.drain_secs must be above 0 behind a Service (it does not retry)")
+    if grace <= drain + shutdown:
+        bad.append(f"{name}: terminationGracePeriodSeconds {grace} <= drain_secs {drain} + shutdown_timeout_secs {shutdown}")
+    uid = (c.get("securityContext", {}).get("runAsUser") or spec.get("securityContext", {}).get("runAsUser"))
+    if str(uid) != user:
+        bad.append(f"{name}: runAsUser {uid}, the image's USER is {user}")
+    if setting("snowflake.worker.strategy") == "static" and w["spec"].get("replicas", 1) > 1:
+        bad.append(f"{name}: a static worker id shared by {w['spec']['replicas']} replicas")
+    sel = w["spec"]["selector"]["matchLabels"]
+    if any(labels.get(k) != v for k, v in sel.items()):
+        bad.append(f"{name}: its selector does not match its pod labels")
+    for svc in by_kind.get("Service", []):
+        if any(labels.get(k) != v for k, v in svc["spec"]["selector"].items()):
+            bad.append(f"Service/{svc['metadata']['name']}: selects no pod of {name}")
+        for p in svc["spec"]["ports"]:
+            if p["targetPort"] not in ports and p["targetPort"] not in ports.values():
+                bad.append(f"Service/{svc['metadata']['name']}: targetPort {p['targetPort']} is no container port")
+    for pdb in by_kind.get("PodDisruptionBudget", []):
+        if any(labels.get(k) != v for k, v in pdb["spec"]["selector"]["matchLabels"].items()):
+            bad.append(f"PodDisruptionBudget/{pdb['metadata']['name']}: selects no pod of {name}")
+        if pdb["spec"].get("minAvailable", 0) >= w["spec"].get("replicas", 1):
+            bad.append(f"PodDisruptionBudget/{pdb['metadata']['name']}: minAvailable blocks every eviction")
+    if len(bad) == findings:
+        print(f"deploy-check: {name}: drain {drain} s + shutdown {shutdown} s < grace {grace} s; probes, port, secrets, user ok", file=sys.stderr)
+if bad:
+    sys.exit("deploy-check: " + "\ndeploy-check: ".join(bad))
+PY
+}
+
+step_kubernetes() {
+    log "kubernetes: ${manifests[*]} against the schemas kubernetes-validate $KUBERNETES_VALIDATE_VERSION ships (--strict)"
+    kubernetes-validate --strict --quiet "${manifests[@]}" >&2
+    local deployment=deploy/kubernetes/deployment.yaml
+    sed 's/containerPort: 8080/containerPort: "8080"/' "$deployment" >"$tmp/port.yaml"
+    sed 's/readinessProbe:/readinesProbe:/' "$deployment" >"$tmp/field.yaml"
+    for broken in "$tmp/port.yaml" "$tmp/field.yaml"; do
+        cmp -s "$broken" "$deployment" && { log "kubernetes: the mutation of $deployment changed nothing"; exit 1; }
+        if kubernetes-validate --strict --quiet "$broken" >/dev/null 2>&1; then
+            log "kubernetes: kubernetes-validate accepted a broken manifest ($broken)"
+            exit 1
+        fi
+    done
+    log "kubernetes: schema-valid; a string port and a misspelt field are rejected"
+    project_checks "${manifests[@]}"
+    sed 's/terminationGracePeriodSeconds: .*/terminationGracePeriodSeconds: 15/' "$deployment" >"$tmp/grace.yaml"
+    local others=()
+    for m in "${manifests[@]}"; do [ "$m" = "$deployment" ] || others+=("$m"); done
+    if project_checks "$tmp/grace.yaml" "${others[@]}" 2>/dev/null; then
+        log "kubernetes: a grace period of 15 s below drain + shutdown was accepted"
+        exit 1
+    fi
+    log "kubernetes: valid; a grace period below drain + shutdown is rejected"
+}
+
+# dashboard_exprs JSON OUT: every panel query as a recording rule (Grafana's variables replaced),
+# so that promtool parses it as PromQL. Also checks the JSON's structure.
+dashboard_exprs() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys, yaml
+src, out = sys.argv[1:3]
+d = json.load(open(src, encoding="utf-8"))
+ids = [p["id"] for p in d["panels"]]
+assert len(ids) == len(set(ids)), f"{src}: duplicate panel ids"
+names = {v["name"] for v in d["templating"]["list"]}
+rules = []
+for p in d["panels"]:
+    for k in ("title", "type", "gridPos"):
+        assert k in p, f"{src}: panel {p['id']} has no {k}"
+    for t in p.get("targets", []):
+        e = t["expr"].replace("$__rate_interval", "5m")
+        for n in sorted(names, key=len, reverse=True):
+            e = e.replace(f"${n}", ".*")
+        assert "$" not in e, f"{src}: panel {p['id']}: unknown variable in {t['expr']}"
+        rules.append({"record": f"dashboard:panel{p['id']}:{t['refId'].lower()}", "expr": e})
+assert rules, f"{src}: no queries"
+yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}, open(out, "w"))
+print(f"deploy-check: {len(d['panels'])} panels, {len(rules)} queries", file=sys.stderr)
+PY
+}
+
+step_grafana() {
+    log "grafana: $dashboard"
+    dashboard_exprs "$dashboard" "$tmp/dashboard-rules.yml"
+    promtool check rules "$tmp/dashboard-rules.yml" >&2
+    sed 's/sum by (code) (rate(/sum by (code) (rate((/' "$dashboard" >"$tmp/broken.json"
+    cmp -s "$tmp/broken.json" "$dashboard" && { log "grafana: the mutation changed nothing"; exit 1; }
+    dashboard_exprs "$tmp/broken.json" "$tmp/broken-rules.yml" 2>/dev/null
+    if promtool check rules "$tmp/broken-rules.yml" >/dev/null 2>&1; then
+        log "grafana: promtool accepted a query with unbalanced parentheses"
+        exit 1
+    fi
+    log "grafana: every query is valid PromQL; a broken one is rejected"
+}
+
+steps=("$@"); [ "${#steps[@]}" -gt 0 ] || steps=(metrics rules kubernetes grafana)
+install_tools
+for s in "${steps[@]}"; do "step_$s"; done
+log "all passed: ${steps[*]}"
