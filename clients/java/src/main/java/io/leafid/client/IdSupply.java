@@ -394,9 +394,11 @@ public final class IdSupply {
                     if (accept(r.ids, r.server)) {
                         return;
                     }
-                    // Nothing above the floor: that server is behind the one used before. Ask
-                    // again at once: each answer drains what it is behind by, and the deadline
-                    // below still bounds the loop.
+                    // Nothing above the floor: that server is behind the one used before. Mark
+                    // it down so a server that is up is asked first, and ask again at once: if
+                    // it is the only one left, each answer drains what it is behind by, and the
+                    // deadline below still bounds the loop.
+                    shared.servers.markBehind(r.serverIndex);
                     wait = 0;
                 } else if (r.rejected != null) {
                     lock.lock();

@@ -90,14 +90,18 @@ final class Servers {
         final ServerFault fault;
         /** Servers asked after the one before them failed, in this fetch. */
         final int failovers;
+        /** With ids: index of the server that sent them (for {@link #markBehind}), else -1. */
+        final int serverIndex;
         /** With ids: base URL of the server that sent them. */
         final String server;
 
-        FetchResult(long[] ids, RejectedException rejected, ServerFault fault, int failovers, String server) {
+        FetchResult(long[] ids, RejectedException rejected, ServerFault fault, int failovers, int serverIndex,
+                String server) {
             this.ids = ids;
             this.rejected = rejected;
             this.fault = fault;
             this.failovers = failovers;
+            this.serverIndex = serverIndex;
             this.server = server;
         }
     }
@@ -216,16 +220,31 @@ final class Servers {
                 if (o.ids != null) {
                     list[i].markUp();
                     preferred.set(i);
-                    return new FetchResult(o.ids, null, null, failovers, list[i].base);
+                    return new FetchResult(o.ids, null, null, failovers, i, list[i].base);
                 }
                 if (o.rejected != null) {
-                    return new FetchResult(null, o.rejected, null, failovers, null);
+                    return new FetchResult(null, o.rejected, null, failovers, -1, null);
                 }
                 list[i].markDown(timing);
                 last = o.fault;
             }
         }
-        return new FetchResult(null, null, last, failovers, null);
+        return new FetchResult(null, null, last, failovers, -1, null);
+    }
+
+    /**
+     * Server {@code i} answered a valid batch whose ids all lie at or below what the client
+     * already accepted: it is behind the server used before (an earlier segment, or a snowflake
+     * ring that still holds ids of older ticks). Marked down like a failed server, so the next
+     * fetch asks the servers that are up first and this one only as a last resort; its probe
+     * brings it back. Without this, a server far behind (a snowflake ring idle for seconds is
+     * thousands of ids behind per millisecond) would stay preferred and be drained batch by
+     * batch while another server could answer at once.
+     */
+    void markBehind(int i) {
+        if (i >= 0 && i < list.length) {
+            list[i].markDown(timing);
+        }
     }
 
     /** What one server did with one request: exactly one field is set. */

@@ -166,6 +166,43 @@ class FailoverTest {
     }
 
     @Test
+    void a_server_found_behind_is_asked_last_so_a_healthy_one_serves_again() throws Exception {
+        // An idle server's snowflake ring still holds ids of the ticks after its start: X, started
+        // 1.5 s before Y, answers ids millions below Y's. The client takes from Y, Y is stopped
+        // (so X is asked and found behind), and continued: from then on Y must serve again at
+        // once rather than X being drained batch by batch (which would outlast the wait timeout).
+        Path db = LeafidServer.newDatabase();
+        LeafidServer x = server(db);
+        Thread.sleep(1500);
+        LeafidServer y = server(db);
+        LeafidClient c = client(fast(y.url(), x.url()).batchSize(50).requestTimeout(Duration.ofMillis(300)));
+        IdSupply s = c.snowflake();
+        List<Long> ids = new ArrayList<>();
+        for (int k = 0; k < 200; k++) {
+            ids.add(s.nextId());
+        }
+        y.pause();
+        Thread resume = new Thread(() -> {
+            try {
+                Thread.sleep(1000);
+                y.resume();
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        resume.start();
+        try {
+            for (int k = 0; k < 600; k++) {
+                ids.add(s.nextId());
+            }
+        } finally {
+            resume.join();
+        }
+        Checks.strictlyIncreasing(ids);
+        assertEquals(800, c.stats().idsServed(), c.stats().toString());
+    }
+
+    @Test
     void engine_disabled_is_that_server_s_failure() throws Exception {
         Path db = LeafidServer.newDatabase();
         LeafidServer off = server(db, 0, Map.of("LEAFID__SNOWFLAKE__ENABLED", "false"));
