@@ -66,7 +66,7 @@ export declare class IdSupply<Id extends bigint | string = bigint> {
   readonly tag: string | null;
   /** The next id; local when a batch holds one, else waits for the refill (wait timeout). */
   nextId(options?: NextIdOptions): Promise<Id>;
-  /** The next id if the current local batch has one, else `undefined`. Never waits or throws. */
+  /** The next id if a local batch (current or next) has one, else `undefined`. Never waits or throws. */
   tryNextId(): Id | undefined;
   /** This supply's counters. */
   stats(): SupplyStats;

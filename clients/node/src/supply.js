@@ -5,8 +5,8 @@
 // `tryNextId` takes the current batch's next index: that is the whole fast path, synchronous.
 // The call that takes the batch's preload mark (10% of it, as the server preloads) starts the
 // single-flight refill, which fetches the next batch in the background; when the current batch
-// runs out, the first call to find it spent promotes the next one, and calls that find no next
-// batch wait for the refill (bounded by the wait timeout).
+// runs out, the first call to find it spent promotes the next one (still synchronous), and
+// `nextId` calls that find no next batch wait for the refill (bounded by the wait timeout).
 //
 // Invariants (JavaScript runs one call at a time between awaits, so each holds without locks):
 // - No id twice: an index is taken once, and the batches of a supply are disjoint, because each
@@ -103,14 +103,20 @@ export class IdSupply {
   }
 
   /**
-   * The next id if the current local batch has one, else `undefined` (then call `nextId`).
-   * Never waits, never throws; the refill still starts at the preload mark.
+   * The next id if a local batch has one (the current one, else the next one, which it then
+   * promotes), else `undefined` (then call `nextId`). Never waits, never throws; the refill
+   * still starts at the preload mark.
    * @returns {bigint | string | undefined}
    */
   tryNextId() {
-    const b = this._current;
+    let b = this._current;
+    if (b.taken >= b.ids.length) {
+      // Promote only over a spent batch: every id of the next one is above all of this one's.
+      if (this._next === null) return undefined;
+      b = this._current = this._next;
+      this._next = null;
+    }
     const i = b.taken;
-    if (i >= b.ids.length) return undefined;
     b.taken = i + 1;
     if (i === b.preloadAt) this._startRefill();
     this._stats.idsServed++;
@@ -144,13 +150,8 @@ export class IdSupply {
     let waited = false;
     for (;;) {
       if (this._stop.aborted) throw new ClosedError();
-      const id = this.tryNextId();
+      const id = this.tryNextId(); // promotes the next batch if there is one
       if (id !== undefined) return id;
-      if (this._next !== null) {
-        this._current = this._next;
-        this._next = null;
-        continue;
-      }
       if (waited && this._refused !== null) throw this._refused;
       this._startRefill();
       waited = true;

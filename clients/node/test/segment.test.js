@@ -2,6 +2,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 import { Client, RejectedError, UnavailableError } from '../src/index.js';
 import { assertIncreasing, assertUnique, runCallers } from './support/ids.js';
@@ -14,6 +15,15 @@ const clients = [];
 function track(c) {
   clients.push(c);
   return c;
+}
+
+/** Waits until `cond()` holds, at most `ms`. */
+async function until(cond, ms, what) {
+  const end = performance.now() + ms;
+  while (!cond()) {
+    if (performance.now() > end) assert.fail(`not within ${ms} ms: ${what}`);
+    await sleep(10);
+  }
 }
 
 /** Each test's bound: a failure must end the run, not hang it. */
@@ -150,4 +160,37 @@ test('an AbortSignal ends the wait at once; close() rejects waiting calls', T, a
   setTimeout(() => c.close(), 50);
   await assert.rejects(waiting, (e) => e.kind === 'closed');
   await assert.rejects(c.nextId('t'), (e) => e.kind === 'closed');
+});
+
+test('the next batch is fetched in the background at 10% of the current one, one fetch at a time', T, async () => {
+  await createTag(server.address, 'preload', 1000);
+  const c = track(new Client({ servers: [server.address], batch: 100 }));
+  const s = c.segment('preload');
+  await s.nextId(); // first batch
+  for (let i = 0; i < 9; i++) s.tryNextId(); // ids 0..9 of the batch: before the mark
+  await sleep(100);
+  assert.equal(s.stats().batches, 1, 'nothing fetched before 10% is used');
+  s.tryNextId(); // index 10: the preload mark
+  for (let i = 0; i < 50; i++) s.tryNextId(); // past the mark while the fetch runs: no second one
+  await until(() => s.stats().batches === 2, 2000, 'the next batch arrives');
+  await sleep(100);
+  assert.equal(s.stats().batches, 2, 'single flight: one fetch for the next batch, no more');
+  for (let i = 0; i < 39; i++) assert.notEqual(s.tryNextId(), undefined); // the rest of batch 1
+  assert.notEqual(s.tryNextId(), undefined, 'the next batch is already local');
+  await sleep(100);
+  assert.equal(s.stats().batches, 2, 'batch 2 is below its own mark');
+  assert.equal(s.stats().idsServed, 101);
+});
+
+test('a down server is probed with exponential backoff', T, async () => {
+  const dead = `http://127.0.0.1:${await closedPort()}`;
+  const c = track(new Client({ servers: [dead, server.address], batch: 10, backoffMinMs: 100, backoffMaxMs: 400 }));
+  await c.nextId('leaf-segment-test');
+  assert.equal(c.servers()[0].failures, 1);
+  await sleep(1200);
+  // Probes (each a refused connection) at about 100, 300, 700, 1100 ms: 4 more failures. A fixed
+  // 100 ms period would make 12; timers never fire early, so more than 6 is impossible.
+  const f = c.servers()[0].failures;
+  assert.ok(f >= 3 && f <= 6, `failures after 1.2 s: ${f}`);
+  assert.equal(c.servers()[0].up, false);
 });
