@@ -6,6 +6,7 @@ mod admin;
 mod bad_input;
 mod cluster;
 mod dashboard;
+mod docs_config;
 mod drain;
 pub mod faults;
 mod galera;
