@@ -96,6 +96,7 @@ public final class LeafidClient implements AutoCloseable {
                 null);
         long tick = b.backoffMin.toNanos();
         timer.scheduleWithFixedDelay(servers::probeDue, tick, tick, TimeUnit.NANOSECONDS);
+        servers.warmUp();
     }
 
     private static ThreadFactory daemon(String prefix) {
@@ -307,7 +308,10 @@ public final class LeafidClient implements AutoCloseable {
         }
 
         /**
-         * The client; starts its timer thread (health probes).
+         * The client; starts its timer thread (health probes) and warms the HTTP stack with one
+         * {@code GET /health/ready} to every server (its answers are not used), waiting until
+         * one answers, at most the request timeout: so the JDK's first-request start-up cost is
+         * not counted against a server.
          *
          * @throws ConfigException a setting is unusable
          */
