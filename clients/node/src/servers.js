@@ -108,7 +108,6 @@ function get(url, agent, timeoutMs, stop) {
     let done = false;
     /** @type {NodeJS.Timeout | undefined} */
     let timer;
-    const onStop = () => req.destroy(new Error('client closed'));
     /** @param {(() => void)} settle */
     const finish = (settle) => {
       if (done) return;
@@ -117,6 +116,13 @@ function get(url, agent, timeoutMs, stop) {
       stop.removeEventListener('abort', onStop);
       settle();
     };
+    // Every way out settles the promise itself: a destroyed request may emit nothing more.
+    /** @param {Error} e */
+    const fail = (e) => {
+      finish(() => reject(e));
+      req.destroy(e);
+    };
+    const onStop = () => fail(new Error('client closed'));
     const mod = url.startsWith('https:') ? https : http;
     const req = mod.get(url, { agent, headers: { accept: 'application/json' } }, (res) => {
       let body = '';
@@ -124,14 +130,12 @@ function get(url, agent, timeoutMs, stop) {
       res.setEncoding('utf8');
       res.on('data', (chunk) => {
         size += chunk.length;
-        if (size > MAX_BODY_BYTES) {
-          req.destroy(new Error(`body larger than ${MAX_BODY_BYTES} bytes`));
-          return;
-        }
-        body += chunk;
+        if (size > MAX_BODY_BYTES) fail(new Error(`body larger than ${MAX_BODY_BYTES} bytes`));
+        else body += chunk;
       });
       res.on('end', () => finish(() => resolve({ status: res.statusCode ?? 0, body })));
       res.on('error', (e) => finish(() => reject(e)));
+      res.on('close', () => finish(() => reject(new Error('connection closed before the body ended'))));
     });
     req.on('error', (e) => {
       // A pooled keep-alive socket the server closed just as it was reused: not the server's
@@ -139,7 +143,8 @@ function get(url, agent, timeoutMs, stop) {
       if (req.reusedSocket) /** @type {any} */ (e).reusedSocket = true;
       finish(() => reject(e));
     });
-    timer = setTimeout(() => req.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+    req.on('close', () => finish(() => reject(new Error('connection closed without an answer'))));
+    timer = setTimeout(() => fail(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
     stop.addEventListener('abort', onStop, { once: true });
   });
 }

@@ -291,3 +291,34 @@ test('a pooled connection the server closed is retried once on a new one, not a 
     await new Promise((r) => relay.close(r));
   }
 });
+
+test('a 200 cut off mid-body, or stalled mid-body past the request timeout, is that server\'s failure', T, async () => {
+  const db = database();
+  const real = await start(db);
+  for (const how of ['cut', 'stall']) {
+    const liar = http.createServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
+      res.write('{"biz_tag":"leaf-segment-test","ids":["9000000000000000001",');
+      if (how === 'cut') res.socket?.destroy();
+    });
+    await new Promise((r) => liar.listen(0, '127.0.0.1', r));
+    const c = track(new Client({
+      servers: [`http://127.0.0.1:${/** @type {any} */ (liar.address()).port}`, real.address],
+      batch: 10,
+      requestTimeoutMs: 300,
+    }));
+    try {
+      const t0 = performance.now();
+      const ids = [];
+      for (let i = 0; i < 25; i++) ids.push(await c.nextId('leaf-segment-test'));
+      assert.ok(ids.every((id) => id < 9000000000000000000n), `${how}: a liar's id was handed out`);
+      assert.ok(c.stats().failovers >= 1, how);
+      assert.equal(c.servers()[0].up, false, how);
+      assert.ok(performance.now() - t0 < 3000, `${how}: took ${performance.now() - t0} ms`);
+    } finally {
+      await c.close();
+      liar.closeAllConnections();
+      await new Promise((r) => liar.close(r));
+    }
+  }
+});
