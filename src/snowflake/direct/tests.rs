@@ -223,8 +223,20 @@ fn the_updater_follows_a_real_clock_and_stops_with_the_generator() {
     let g = DirectGenerator::new(layout, 1, Arc::new(SystemClock), 5).unwrap();
     assert!(g.updater.is_some());
     let before = layout.delta_at(SystemClock.now_unix_ms()).unwrap();
-    std::thread::sleep(Duration::from_millis(20));
-    let cached = g.coarse.load() - 1;
+    // Polled, not a fixed sleep: on a loaded machine the updater thread may not run for a
+    // while. (It parks only after a thousand refreshes, a second or more.)
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let cached = loop {
+        let held = g.coarse.load(); // tick + 1; 0: none yet
+        if held > before + 1 {
+            break held - 1;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the updater holds {held} (tick + 1), not past tick {before}, after 5 s"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    };
     let after = layout.delta_at(SystemClock.now_unix_ms()).unwrap();
     assert!(
         before < cached && cached <= after,
