@@ -41,9 +41,6 @@ log = logging.getLogger("leafid_client")
 _IDLE_PER_SERVER = 4
 """Idle keep-alive connections kept per server."""
 
-_YIELD_MASK = 63
-"""While a refill runs, ``next_id`` yields the GIL once per 64 ids."""
-
 
 class _HttpPool:
     """Keep-alive ``http.client`` connections per server. :meth:`abort` shuts down the sockets
@@ -174,13 +171,8 @@ class _Supply:
         :raises UnavailableError: no ids within the timeout: every server failed or is down.
         :raises ClientClosedError: the client is closed.
         """
-        core = self._core
-        if core.refilling and not core.pos & _YIELD_MASK:
-            # A refill runs: give its thread the GIL now (it would wait for the 5 ms switch
-            # interval behind a caller that loops on ids). Before taking, so calls still
-            # return in the order of their ids. Read without the lock: a hint only.
-            time.sleep(0)
         with self._lock:
+            core = self._core
             i = core.pos
             ids = core.ids
             if i < len(ids):
