@@ -57,7 +57,11 @@ export class LeafidServer {
    * @param {{port?: number, env?: Record<string, string>}} [o] a fixed port (default: 0, the kernel's)
    */
   static start(db, o = {}) {
-    const child = spawn(serverBinary(), [], {
+    // Its own working directory: files the server keeps beside it (`data/snowflake-worker.json`,
+    // locked by one process) stay out of the repository and apart from the other servers'.
+    const cwd = mkdtempSync(path.join(tmpdir(), 'leafid-node-server-'));
+    const child = spawn(path.resolve(serverBinary()), [], {
+      cwd,
       env: {
         ...process.env,
         LEAFID__SERVER__PORT: String(o.port ?? 0),
@@ -71,6 +75,7 @@ export class LeafidServer {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     const server = new LeafidServer(child);
+    server.exited.then(() => rmSync(cwd, { recursive: true, force: true }));
     running.add(server);
     return new Promise((resolve, reject) => {
       let buf = '';
