@@ -61,12 +61,21 @@ class LeafidServer:
             LEAFID__DATABASE__URL=f"sqlite://{self.db}",
             LEAFID__SERVER__WORKERS="1",
             LEAFID__ADMIN__TOKEN=ADMIN_TOKEN,
+            # One worker-lease cache file per server (the server locks it).
+            LEAFID__SNOWFLAKE__WORKER__CACHE_FILE=str(self.db.parent / f"worker-{id(self)}.json"),
         )
         env.update(self.extra_env)
         log = open(self.log_path, "ab")
         start = log.tell()
+        # Run in the test's directory: files the server keeps relative to its working directory
+        # (the snowflake worker cache under data/) stay out of the repository.
         self.proc = subprocess.Popen(
-            [leafid_bin()], env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            [leafid_bin()],
+            env=env,
+            cwd=self.db.parent,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
         log.close()
         deadline = time.monotonic() + timeout
