@@ -7,8 +7,10 @@
 //! - The filler walks *positions* `(tick << seq_bits) | sequence` upwards from the tick current
 //!   at start (or after a stored tick), putting every sequence of a tick before the next tick:
 //!   it "borrows future ticks" instead of waiting for them. Unlike the Java original it keeps
-//!   its place inside a tick when the ring fills up, so no id is thrown away and the lead over
-//!   the clock grows no faster than ids are used.
+//!   its place inside a tick when the ring fills up, so the lead over the clock grows no faster
+//!   than ids are used; and each refill first catches up with the clock, so the ids of a server
+//!   that was idle are not minutes behind those of a busy one (the Java original lags behind
+//!   the clock by however much less than a tick's worth of ids per tick was used).
 //! - The lead is bounded: the filler never puts an id whose tick is more than
 //!   `max_ahead_ticks` past the clock (default: the ticks that fit in the ring); past that it
 //!   sleeps on the clock. It never composes a tick past the layout's time field: it stops and
@@ -455,6 +457,15 @@ impl Shared {
         // Relaxed: this thread is the only writer of `next_pos`.
         let mut pos = self.next_pos.load(Ordering::Relaxed);
         let mut now_tick = self.now_tick();
+        // Catch up with the clock: positions advance only as ids are used, so after a quiet
+        // spell the next tick would lie as far behind the clock as the server was idle, and a
+        // client failing over from a busy server would find this one's ids far below what it
+        // already handed out. Skipping ticks never repeats an id (positions only grow) and
+        // stays within the clock, so within any lease.
+        if pos >> self.seq_bits < now_tick {
+            pos = now_tick << self.seq_bits;
+            self.next_pos.store(pos, Ordering::Relaxed);
+        }
         let mut put = 0u64;
         let mut waited = false;
         loop {
