@@ -18,8 +18,9 @@
 #             probes /health/live and readiness /health/ready; the grace period exceeds
 #             server.drain_secs + server.shutdown_timeout_secs; the token and the database URL
 #             come from keys of the Secret; the Service and the PodDisruptionBudget select the
-#             pods; the pod runs as the Dockerfile's user. The same checks must reject a copy with
-#             too short a grace period.
+#             pods; the pod runs as the Dockerfile's user; files the server writes are on a
+#             volume when the root filesystem is read-only. The same checks must reject a copy with
+#             too short a grace period and one without the data volume.
 # grafana     deploy/grafana/leafid-dashboard.json: valid JSON, unique panel ids, every query
 #             (Grafana's variables replaced) parsed by promtool as PromQL; a copy with a PromQL
 #             syntax error must be rejected.
@@ -143,7 +144,7 @@ for line in open(defaults, encoding="utf-8"):
 bad = []
 secrets = {s["metadata"]["name"]: set(s.get("stringData", {})) | set(s.get("data", {}))
            for s in by_kind.get("Secret", [])}
-user = re.search(r"^USER\s+(\d+)", open(dockerfile, encoding="utf-8").read(), re.M).group(1)
+user = re.findall(r"^USER\s+(\d+)", open(dockerfile, encoding="utf-8").read(), re.M)[-1]
 workloads = by_kind.get("Deployment", []) + by_kind.get("StatefulSet", [])
 if not workloads:
     bad.append("no Deployment or StatefulSet")
@@ -166,8 +167,8 @@ for w in workloads:
             from_secret.add(key)
             if ref["key"] not in secrets.get(ref["name"], set()):
                 bad.append(f"{name}: {e['name']}: Secret {ref['name']} has no key {ref['key']}")
-    def setting(key):
-        return env.get(key, settings.get(key))
+    def setting(key):  # None: from a Secret, unknown here
+        return None if key in from_secret else env.get(key, settings.get(key))
     for key in ("admin.token", "database.url"):
         if key not in from_secret:
             bad.append(f"{name}: {key} must come from a Secret")
@@ -191,6 +192,23 @@ for w in workloads:
     uid = (c.get("securityContext", {}).get("runAsUser") or spec.get("securityContext", {}).get("runAsUser"))
     if str(uid) != user:
         bad.append(f"{name}: runAsUser {uid}, the image's USER is {user}")
+    # Files the server writes (relative paths are under its working directory, the image's
+    # WORKDIR) must be on a volume when the root filesystem is read-only.
+    workdir = re.findall(r"^WORKDIR\s+(\S+)", open(dockerfile, encoding="utf-8").read(), re.M)[-1]
+    mounts = [m["mountPath"].rstrip("/") for m in c.get("volumeMounts", [])]
+    written = [setting("snowflake.worker.cache_file") or ""]
+    url = setting("database.url") or ""
+    if url.startswith("sqlite:"):
+        written.append(url.split("://", 1)[-1].split("?")[0])
+    volumes = re.findall(r'^VOLUME\s+\[?"?([^"\]\s]+)', open(dockerfile, encoding="utf-8").read(), re.M)
+    if c.get("securityContext", {}).get("readOnlyRootFilesystem"):
+        for v in volumes:
+            if v.rstrip("/") not in mounts:
+                bad.append(f"{name}: the image's VOLUME {v} is not mounted (read-only root filesystem)")
+        for f in filter(None, written):
+            path = f if f.startswith("/") else f"{workdir.rstrip('/')}/{f}"
+            if not any(path.startswith(m + "/") for m in mounts):
+                bad.append(f"{name}: the server writes {path}, on the read-only root filesystem")
     if setting("snowflake.worker.strategy") == "static" and w["spec"].get("replicas", 1) > 1:
         bad.append(f"{name}: a static worker id shared by {w['spec']['replicas']} replicas")
     sel = w["spec"]["selector"]["matchLabels"]
@@ -230,13 +248,17 @@ step_kubernetes() {
     log "kubernetes: schema-valid; a string port and a misspelt field are rejected"
     project_checks "${manifests[@]}"
     sed 's/terminationGracePeriodSeconds: .*/terminationGracePeriodSeconds: 15/' "$deployment" >"$tmp/grace.yaml"
-    local others=()
+    sed '/^ *volumeMounts:/,/^ *mountPath:/d' "$deployment" >"$tmp/mount.yaml"
+    local others=() broken
     for m in "${manifests[@]}"; do [ "$m" = "$deployment" ] || others+=("$m"); done
-    if project_checks "$tmp/grace.yaml" "${others[@]}" 2>/dev/null; then
-        log "kubernetes: a grace period of 15 s below drain + shutdown was accepted"
-        exit 1
-    fi
-    log "kubernetes: valid; a grace period below drain + shutdown is rejected"
+    for broken in "$tmp/grace.yaml" "$tmp/mount.yaml"; do
+        cmp -s "$broken" "$deployment" && { log "kubernetes: the mutation of $deployment changed nothing"; exit 1; }
+        if project_checks "$broken" "${others[@]}" 2>/dev/null; then
+            log "kubernetes: leafid's checks accepted $(basename "$broken" .yaml): a broken manifest"
+            exit 1
+        fi
+    done
+    log "kubernetes: valid; a grace period below drain + shutdown and a read-only /app/data are rejected"
 }
 
 # dashboard_exprs JSON OUT: every panel query as a recording rule (Grafana's variables replaced),
