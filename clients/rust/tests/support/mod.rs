@@ -95,6 +95,7 @@ impl Server {
             .env("LEAFID__SERVER__WORKERS", "1")
             .env("LEAFID__DATABASE__URL", db_url)
             .env("LEAFID__LOG__FORMAT", "json")
+            .env("LEAFID__ADMIN__TOKEN", ADMIN_TOKEN)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -157,10 +158,14 @@ impl Drop for Server {
     }
 }
 
-/// Creates a tag through `server`'s admin route (loopback: no token needed).
+/// The admin token every test server is started with (`admin.token`): admin writes need it.
+pub const ADMIN_TOKEN: &str = "leafid-client-tests";
+
+/// Creates a tag through `server`'s admin route, with [`ADMIN_TOKEN`].
 pub async fn create_tag(server: &str, tag: &str, step: i64) {
     let r = reqwest::Client::new()
         .post(format!("{server}/api/v1/tags"))
+        .bearer_auth(ADMIN_TOKEN)
         .header("content-type", "application/json")
         .body(format!(r#"{{"biz_tag":"{tag}","step":{step}}}"#))
         .send()
