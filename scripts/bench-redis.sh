@@ -13,8 +13,9 @@
 # 1, its default) and leafid runs one HTTP worker. One request = one id on both sides:
 # `INCR counter:__rand_int__` (one key: redis-benchmark substitutes __rand_int__ only with -r)
 # and `GET /api/segment/get/leaf-segment-test`. redis-benchmark counts requests, not seconds, so
-# each Redis round sends (its previous rate x SECONDS) requests: the rounds last about as long
-# as wrk's.
+# each Redis round sends (its previous rate x SECONDS) requests, sized first by a warm-up of
+# 20,000: the rounds last about as long as wrk's. After each Redis round the counter must equal
+# the INCRs sent.
 #
 # Durability, as configured here:
 # - redis_everysec: `appendonly yes`, `appendfsync everysec`: a crash (power loss, kernel) loses
@@ -65,7 +66,7 @@ curl -sf "localhost:$leafid_port/api/segment/get/leaf-segment-test" >/dev/null |
     { echo "bench-redis: leafid did not start:" >&2; cat "$tmp/leafid.log" >&2; exit 1; }
 
 declare -A requests
-requests[redis_everysec]=$((100000 * secs)); requests[redis_always]=$((100000 * secs))
+requests[redis_everysec]=20000; requests[redis_always]=20000  # the warm-up rounds
 run_redis() { # fsync -> sets v (requests/s); checks the counter saw every INCR of the round
     local sent="${requests[redis_$1]}" count
     v="$(on_client redis-benchmark -p "$redis_port" -c "$conns" --threads 1 -P 1 \
@@ -82,10 +83,12 @@ stats() { # values on stdin -> "median min max"
     sort -g | awk '{a[NR]=$1} END {m = (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; print m, a[1], a[NR]}'
 }
 
-declare -A results
+load_at_start="$(cut -d' ' -f1-3 /proc/loadavg)"
+declare -A results ratios
 names=(redis_everysec leafid redis_always)
-start_redis everysec
-run_redis everysec  # warm-up, and sizes the first round
+# A warm-up of each Redis setting, which also sizes its first round; and of leafid.
+for fsync in everysec always; do start_redis "$fsync"; run_redis "$fsync"; done
+secs_round="$secs"; secs=1; run_leafid >/dev/null; secs="$secs_round"
 for r in $(seq 1 "$rounds"); do
     for n in "${names[@]}"; do
         case "$n" in
@@ -95,17 +98,23 @@ for r in $(seq 1 "$rounds"); do
         esac
         [ -n "$v" ] || { echo "bench-redis: round $r $n produced no figure" >&2; exit 1; }
         results[$n]+="$v "
+        [ "$n" = redis_everysec ] && base_round="$v"
+        ratios[$n]+="$(echo "$v / $base_round" | bc -l) "
         echo "round $r $n: $v ops/s" >&2
     done
 done
-printf '\n%-16s %14s %22s %10s\n' "server" "median ops/s" "min..max" "vs redis"
-summary() { local vals; read -ra vals <<<"${results[$1]}"; printf '%s\n' "${vals[@]}" | stats; }
-read -r base _ _ <<<"$(summary redis_everysec)"
+# The per-round ratio divides figures measured seconds apart: steadier than the ratio of the
+# medians when the machine's load drifts.
+printf '\n%-16s %14s %22s %10s %16s\n' "server" "median ops/s" "min..max" "vs redis" "per-round ratio"
+summary() { local vals; read -ra vals <<<"$1"; printf '%s\n' "${vals[@]}" | stats; }
+read -r base _ _ <<<"$(summary "${results[redis_everysec]}")"
 for n in "${names[@]}"; do
-    read -r m lo hi <<<"$(summary "$n")"
-    printf '%-16s %14.0f %22s %10.2f\n' "$n" "$m" "$(printf '%.0f..%.0f' "$lo" "$hi")" \
-        "$(echo "$m / $base" | bc -l)"
+    read -r m lo hi <<<"$(summary "${results[$n]}")"
+    read -r rm rlo rhi <<<"$(summary "${ratios[$n]}")"
+    printf '%-16s %14.0f %22s %10.2f %16s\n' "$n" "$m" "$(printf '%.0f..%.0f' "$lo" "$hi")" \
+        "$(echo "$m / $base" | bc -l)" "$(printf '%.2f (%.2f..%.2f)' "$rm" "$rlo" "$rhi")"
 done
 echo "(redis-benchmark -c$conns --threads 1 incr / wrk -t1 -c$conns -d${secs}s; servers on cpu $server_cpu," \
     "load generators on cpu $client_cpu; $rounds alternating rounds; $(redis-server --version | cut -d' ' -f3);" \
-    "leafid 1 worker, SQLite; $(nproc) cores)"
+    "leafid 1 worker, SQLite; $(nproc) cores;" \
+    "load average $load_at_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end)"
