@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::faults::pct;
 use crate::support::mysql::{create_database, exec_in};
 use crate::support::process::ServerProcess;
-use crate::support::{assert_increasing, assert_unique_positive, spawn_on};
+use crate::support::{assert_increasing, assert_unique_positive};
 
 async fn get(client: &reqwest::Client, url: &str) -> (u16, String) {
     let r = client.get(url).send().await.unwrap();
@@ -91,9 +91,9 @@ async fn servers_racing_on_one_tag_with_step_1_neither_repeat_nor_starve() {
     );
 }
 
-/// Resident memory of this process, in KiB.
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+/// Resident memory of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
@@ -101,22 +101,65 @@ fn rss_kib() -> u64 {
         .unwrap()
 }
 
+/// A server process seen through HTTP.
+struct Remote {
+    client: reqwest::Client,
+    base: String,
+}
+
+impl Remote {
+    /// How many tags `/api/v1/cache` lists.
+    async fn cached_tags(&self) -> usize {
+        let (status, text) = get(&self.client, &format!("{}/api/v1/cache", self.base)).await;
+        assert_eq!(status, 200, "{text}");
+        let cache: serde_json::Value = serde_json::from_str(&text).unwrap();
+        cache["tags"].as_array().unwrap().len()
+    }
+
+    /// One id from the Leaf route (asserting 200).
+    async fn leaf_id(&self, tag: &str) -> i64 {
+        let (status, text) = get(
+            &self.client,
+            &format!("{}/api/segment/get/{tag}", self.base),
+        )
+        .await;
+        assert_eq!(status, 200, "{text}");
+        text.parse().unwrap_or_else(|_| panic!("not an id: {text}"))
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_tags_and_a_hot_tag_keep_memory_bounded_and_requests_flowing() {
     const TAGS: usize = 10_000;
     let url = create_database().await;
-    let app = spawn_on(&url, |s| {
-        s.segment.refresh_interval_secs = 1;
-        s.snowflake.enabled = false;
-        // A cold tag's first lease races the refresh and the hot client for MariaDB: on a
-        // loaded machine it can take more than the tests' usual 1 s, which would be a 503 here.
-        // (The hot tag's bound is its latency, asserted below, not this.)
-        s.segment.wait_timeout_ms = 10_000;
-    })
-    .await;
-    app.create_tag("hot", 1000, 1).await;
-    let values: Vec<String> = (0..TAGS)
-        .map(|i| format!("('cold-{i:05}', 1, 10)"))
+    // A server process of its own, so its memory is measured alone: an in-process server's
+    // would include whatever the tests running beside it allocate (a panicking test's
+    // backtrace symbolization took 330 MiB once).
+    let server = {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || {
+            ServerProcess::start(
+                &url,
+                &[
+                    ("LEAFID__SERVER__WORKERS", "2"),
+                    ("LEAFID__SEGMENT__REFRESH_INTERVAL_SECS", "1"),
+                    ("LEAFID__SNOWFLAKE__ENABLED", "false"),
+                    // A cold tag's first lease races the refresh and the hot client for
+                    // MariaDB: on a loaded machine it can take more than 1 s, which would be a
+                    // 503 here. (The hot tag's bound is its latency, asserted below, not this.)
+                    ("LEAFID__SEGMENT__WAIT_TIMEOUT_MS", "10000"),
+                ],
+            )
+        })
+        .await
+        .unwrap()
+    };
+    let app = Remote {
+        client: reqwest::Client::new(),
+        base: server.address.clone(),
+    };
+    let values: Vec<String> = std::iter::once("('hot', 1, 1000)".to_owned())
+        .chain((0..TAGS).map(|i| format!("('cold-{i:05}', 1, 10)")))
         .collect();
     exec_in(
         &url,
@@ -131,10 +174,7 @@ async fn ten_thousand_tags_and_a_hot_tag_keep_memory_bounded_and_requests_flowin
     // rows, slow on a loaded machine) for the refresh loop to pick the rows up.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let n = app.get("/api/v1/cache").await.json()["tags"]
-            .as_array()
-            .unwrap()
-            .len();
+        let n = app.cached_tags().await;
         if n > TAGS {
             break;
         }
@@ -145,7 +185,7 @@ async fn ten_thousand_tags_and_a_hot_tag_keep_memory_bounded_and_requests_flowin
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let rss_start = rss_kib();
+    let rss_start = rss_kib(server.pid());
 
     // Two passes over every cold tag (a load each, then ids from memory) while a client hammers
     // the hot tag and the refresh loop re-reads 10,001 rows every second.
@@ -181,15 +221,14 @@ async fn ten_thousand_tags_and_a_hot_tag_keep_memory_bounded_and_requests_flowin
             let ids = c.await.unwrap();
             assert!(ids.iter().all(|&id| id == pass + 1), "pass {pass}");
         }
-        rss_after_pass.push(rss_kib());
+        rss_after_pass.push(rss_kib(server.pid()));
     }
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let (hot_ids, mut lat) = hot.await.unwrap();
     assert_increasing(&hot_ids);
     assert_unique_positive(&hot_ids);
     lat.sort();
-    let cache = app.get("/api/v1/cache").await.json();
-    assert_eq!(cache["tags"].as_array().unwrap().len(), TAGS + 1);
+    assert_eq!(app.cached_tags().await, TAGS + 1);
     let grown_mib = |kib: u64| kib.saturating_sub(rss_start) as f64 / 1024.0;
     eprintln!(
         "{TAGS} tags + a hot tag: RSS +{:.1} MiB after the first pass, +{:.1} MiB after the \
