@@ -53,6 +53,7 @@ impl Application {
 
         let segment = if settings.segment.enabled {
             let engine = SegmentAllocator::new(db.segment_store(), settings.segment_config());
+            engine.set_return_unused_on_shutdown(settings.segment.return_unused_on_shutdown);
             let tags = engine.refresh_tags().await.context("reading leaf_alloc")?;
             engine.spawn_refresh(&background);
             info!(tags, "segment engine started");
@@ -143,7 +144,8 @@ impl Application {
     /// Serves until SIGINT/SIGTERM or [`ServerHandle::stop`]; in-flight requests finish first.
     /// On SIGTERM/SIGINT, `/health/ready` fails for `server.drain_secs` while requests are still
     /// served, then the listener closes (SIGQUIT: at once, without grace). Then the background
-    /// tasks stop (awaited), the worker lease is released, the pool closes.
+    /// tasks stop (awaited), the segment engine gives its unused ids back
+    /// (`segment.return_unused_on_shutdown`), the worker lease is released, the pool closes.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let signals = tokio::spawn(stop_on_signal(
             self.server.handle(),
@@ -153,6 +155,10 @@ impl Application {
         let result = self.server.await;
         signals.abort();
         self.background.shutdown(Duration::from_secs(5)).await;
+        // Requests are over: each tag closes and gives its unused ids back (if configured).
+        if let Some(engine) = &self.state.segment {
+            engine.shutdown().await;
+        }
         if let Some(engine) = &self.state.snowflake {
             engine.shutdown().await;
         }

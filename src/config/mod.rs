@@ -120,6 +120,8 @@ pub struct SegmentSettings {
     pub step_shrink_above_secs: u64,
     /// Cap of the doubling.
     pub max_step: i64,
+    /// On a stop, give each tag's unused leased ids back to `leaf_alloc` (compare-and-set).
+    pub return_unused_on_shutdown: bool,
 }
 
 /// `[clock]`.

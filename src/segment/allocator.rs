@@ -5,7 +5,7 @@
 //! A failed load sets a backoff on the buffer; the next request after it starts another.
 //! Requests that find no ids wait on the buffer's notification (never spin) until `wait_timeout`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::biz_tag::BizTag;
-use super::buffer::{BufferSnapshot, Publish, SegmentBuffer, Take};
+use super::buffer::{BufferSnapshot, Publish, SegmentBuffer, Take, Unused};
 use super::error::SegmentError;
 use super::high_water::{self, RetiredMarks};
 use super::step::StepPolicy;
@@ -92,6 +92,29 @@ struct Inner {
     retired: RetiredMarks,
     /// Where load tasks are spawned (captured at construction, so callers need no runtime).
     runtime: tokio::runtime::Handle,
+    /// Set (under `tags_write`) when the give-back begins: no tag gets a new buffer after it.
+    closing: AtomicBool,
+    /// `segment.return_unused_on_shutdown`: whether [`SegmentAllocator::shutdown`] gives
+    /// unused ids back.
+    give_back: AtomicBool,
+}
+
+/// What [`SegmentAllocator::give_back_unused`] did, tag by tag, summed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GiveBack {
+    /// Tags whose `max_id` went back.
+    pub returned_tags: usize,
+    /// Ids given back (the sum of the ranges).
+    pub returned_ids: u64,
+    /// Tags with nothing to give back (every leased id handed out, or nothing leased).
+    pub nothing: usize,
+    /// Tags whose row had moved past this server's last lease (another server leased): left
+    /// alone.
+    pub moved: usize,
+    /// Tags skipped because a lease was still in flight.
+    pub in_flight: usize,
+    /// Tags whose compare-and-set failed or did not answer in time (their ids are wasted).
+    pub failed: usize,
 }
 
 impl SegmentAllocator {
@@ -110,6 +133,8 @@ impl SegmentAllocator {
                 tags_write: Mutex::new(()),
                 retired: RetiredMarks::default(),
                 runtime: tokio::runtime::Handle::current(),
+                closing: AtomicBool::new(false),
+                give_back: AtomicBool::new(false),
             }),
         }
     }
@@ -134,6 +159,10 @@ impl SegmentAllocator {
             return Ok(names.len());
         }
         let _w = self.inner.write_lock();
+        if self.inner.closing.load(Ordering::Relaxed) {
+            // The give-back began: the tags stay as they are (closed).
+            return Ok(names.len());
+        }
         let old = self.inner.tags.load_full();
         let mut next = TagMap::with_capacity(names.len());
         for name in names {
@@ -297,6 +326,12 @@ impl SegmentAllocator {
         if let Some(buf) = current.get(tag.as_str()) {
             return Ok(buf.clone());
         }
+        if self.inner.closing.load(Ordering::Relaxed) {
+            // Stopping: a new buffer would lease after the give-back.
+            return Err(SegmentError::NotReady {
+                retry_after_secs: 1,
+            });
+        }
         let buf = self.inner.new_buffer(&tag);
         let mut next = TagMap::clone(&current);
         next.insert(tag.as_str().into(), buf.clone());
@@ -371,6 +406,126 @@ impl SegmentAllocator {
         v
     }
 
+    /// Sets `segment.return_unused_on_shutdown`: whether [`Self::shutdown`] gives the unused
+    /// ids back (off until set).
+    pub fn set_return_unused_on_shutdown(&self, on: bool) {
+        self.inner.give_back.store(on, Ordering::Relaxed);
+    }
+
+    /// Stops the engine when the server stops: with `segment.return_unused_on_shutdown`, gives
+    /// the unused ids back ([`Self::give_back_unused`], bounded by twice `load_timeout`).
+    pub async fn shutdown(&self) {
+        if !self.inner.give_back.load(Ordering::Relaxed) {
+            return;
+        }
+        let bound = self.inner.config.load_timeout * 2;
+        let began = Instant::now();
+        let r = self.give_back_unused(bound).await;
+        info!(
+            returned_tags = r.returned_tags,
+            returned_ids = r.returned_ids,
+            nothing = r.nothing,
+            moved = r.moved,
+            in_flight = r.in_flight,
+            failed = r.failed,
+            took_ms = began.elapsed().as_secs_f64() * 1e3,
+            "unused segment ids given back"
+        );
+    }
+
+    /// Closes every tag and gives its unused ids back: for each tag whose row still ends at
+    /// this server's last lease, `max_id` goes back to the first id never handed out, with a
+    /// compare-and-set ([`SegmentStore::return_unused`]) that leaves a row another server
+    /// leased meanwhile alone. From the call on, this engine hands out no id and starts no
+    /// lease (requests get [`SegmentError::NotReady`]): it is for a stopping server, after the
+    /// drain. Loads in flight are awaited up to `bound`; a tag whose load is still running then
+    /// gives nothing back. The compare-and-sets run at most `max_concurrent_loads` at once, the
+    /// whole within `bound`; a tag not reached keeps its ids unused (wasted, as without this).
+    pub async fn give_back_unused(&self, bound: Duration) -> GiveBack {
+        let deadline = Instant::now() + bound;
+        let tags = {
+            let _w = self.inner.write_lock();
+            self.inner.closing.store(true, Ordering::Relaxed);
+            self.inner.tags.load_full()
+        };
+        let buffers: Vec<Arc<SegmentBuffer>> = tags.values().cloned().collect();
+        for buf in &buffers {
+            buf.stop_loading();
+        }
+        // Loads in flight finish (each bounded by load_timeout) so their segments are given
+        // back too; they wake the buffer's waiters when they end.
+        for buf in &buffers {
+            while buf.is_loading() && Instant::now() < deadline {
+                let notified = buf.notify().notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if !buf.is_loading() {
+                    break;
+                }
+                let _ = tokio::time::timeout_at(deadline, notified).await;
+            }
+        }
+        let mut report = GiveBack::default();
+        let mut ranges = Vec::new();
+        for buf in &buffers {
+            match buf.close() {
+                Unused::Nothing => report.nothing += 1,
+                Unused::LoadInFlight => {
+                    warn!(biz_tag = %buf.tag(), "lease in flight at shutdown: nothing given back");
+                    report.in_flight += 1;
+                }
+                Unused::Range { from, to } => ranges.push((buf.tag().clone(), from, to)),
+            }
+        }
+        let store = &self.inner.store;
+        let width = self.inner.config.max_concurrent_loads.max(1);
+        let mut pending = ranges.into_iter();
+        let mut running = tokio::task::JoinSet::new();
+        loop {
+            while running.len() < width {
+                let Some((tag, from, to)) = pending.next() else {
+                    break;
+                };
+                let store = store.clone();
+                running.spawn(async move {
+                    let r = tokio::time::timeout_at(
+                        deadline,
+                        store.return_unused(tag.as_str(), from, to),
+                    )
+                    .await;
+                    (tag, from, to, r)
+                });
+            }
+            let Some(done) = running.join_next().await else {
+                break;
+            };
+            let Ok((tag, from, to, r)) = done else {
+                report.failed += 1;
+                continue;
+            };
+            match r {
+                Ok(Ok(true)) => {
+                    debug!(biz_tag = %tag, from, to, "unused ids given back");
+                    report.returned_tags += 1;
+                    report.returned_ids += (to - from) as u64;
+                }
+                Ok(Ok(false)) => {
+                    debug!(biz_tag = %tag, from, to, "row moved past this server's lease: left alone");
+                    report.moved += 1;
+                }
+                Ok(Err(e)) => {
+                    warn!(biz_tag = %tag, error = %e, "giving unused ids back failed");
+                    report.failed += 1;
+                }
+                Err(_) => {
+                    warn!(biz_tag = %tag, "giving unused ids back timed out");
+                    report.failed += 1;
+                }
+            }
+        }
+        report
+    }
+
     /// Fills `out` to `count` ids, waiting for loads as needed, bounded by `wait_timeout`
     /// from the last progress.
     async fn fill(&self, tag: &str, count: usize, out: &mut Vec<i64>) -> Result<(), SegmentError> {
@@ -394,6 +549,12 @@ impl SegmentAllocator {
             notified.as_mut().enable();
             if buf.is_removed() {
                 return Err(SegmentError::UnknownTag(buf.tag().clone()));
+            }
+            if buf.is_closed() {
+                // The server is stopping and gave the tag's unused ids back.
+                return Err(SegmentError::NotReady {
+                    retry_after_secs: 1,
+                });
             }
             let before = out.len();
             let preload = buf.take_many(count - out.len(), out);
@@ -518,6 +679,15 @@ impl Inner {
                     guard.disarm();
                     return;
                 }
+                Publish::Closed => {
+                    info!(
+                        max_id = lease.max_id,
+                        leased = lease.leased,
+                        "segment leased after the tag closed for the give-back: wasted"
+                    );
+                    guard.disarm();
+                    return;
+                }
                 Publish::Refused(r) => {
                     high_water::report(buf.tag(), &r, "refused, leasing past the mark");
                     jumps += 1;
@@ -632,6 +802,8 @@ impl Drop for LoadGuard {
     }
 }
 
+#[cfg(test)]
+mod give_back_tests;
 #[cfg(test)]
 mod regression_tests;
 #[cfg(test)]

@@ -80,6 +80,27 @@ pub(crate) enum Publish {
     /// Nothing published: the lease ended at or below the mark. The load is still in flight
     /// (the single-flight flag held): lease again, or [`SegmentBuffer::fail_load`].
     Refused(Regression),
+    /// Nothing published: the tag was closed for the give-back ([`SegmentBuffer::close`]).
+    /// The lease's ids are wasted (never handed out); the load is over.
+    Closed,
+}
+
+/// What [`SegmentBuffer::close`] found: the ids to give back, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unused {
+    /// Nothing to give back: nothing leased, or every leased id handed out.
+    Nothing,
+    /// The ids `[from, to)` were leased by this server and never handed out, and `to` is the
+    /// end of its last lease: `max_id` may go back from `to` to `from` if it is still `to`.
+    Range {
+        /// The first id never handed out.
+        from: i64,
+        /// One past the last id of the last lease published.
+        to: i64,
+    },
+    /// A lease was in flight when the tag closed: its outcome is unknown, so nothing is given
+    /// back (the lease, if it committed, moved `max_id` anyway).
+    LoadInFlight,
 }
 
 /// What a loader should lease, decided by [`SegmentBuffer::plan_load`].
@@ -111,6 +132,12 @@ pub struct SegmentBuffer {
     removed: AtomicBool,
     /// Set when the row's `max_id` reached `i64::MAX`: no further segment exists.
     exhausted: AtomicBool,
+    /// Set when the server stops: no new load starts (the give-back waits for the loads in
+    /// flight).
+    stopping: AtomicBool,
+    /// Set (under `load_state`) by [`Self::close`]: no segment is published any more and the
+    /// ticket counter is closed, so no id is handed out again.
+    closed: AtomicBool,
 }
 
 impl SegmentBuffer {
@@ -135,6 +162,8 @@ impl SegmentBuffer {
             }),
             removed: AtomicBool::new(false),
             exhausted: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -160,6 +189,7 @@ impl SegmentBuffer {
         if self.loading.load(Ordering::Relaxed)
             || self.removed.load(Ordering::Relaxed)
             || self.exhausted.load(Ordering::Relaxed)
+            || self.stopping.load(Ordering::Relaxed)
         {
             return false;
         }
@@ -214,6 +244,13 @@ impl SegmentBuffer {
         jump: bool,
     ) -> Publish {
         let mut st = self.load_state.lock().unwrap_or_else(|e| e.into_inner());
+        if self.closed.load(Ordering::Relaxed) {
+            // The tag closed while this lease was in flight: its ids are never handed out, and
+            // the give-back left the row alone (`Unused::LoadInFlight`).
+            drop(st);
+            self.finish_load();
+            return Publish::Closed;
+        }
         let start = (lease.max_id - lease.leased).max(1);
         let end = lease.max_id;
         let regression = (start < st.leased_to && !jump).then_some(Regression {
@@ -272,6 +309,37 @@ impl SegmentBuffer {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .leased_to
+    }
+
+    /// Starts no load from now on (the server is stopping); a load in flight runs on.
+    pub(crate) fn stop_loading(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    /// Closes the tag for the give-back: from this call on no id is handed out (a request
+    /// holding a ticket taken before keeps its id, a later one finds none) and no segment is
+    /// published. Then says which ids were leased by this server and never handed out, computed
+    /// from the ticket counter as closed: a ticket taken counts as handed out, even if its
+    /// request is still mapping it.
+    ///
+    /// Call [`Self::stop_loading`] first and wait for the load in flight, if any: a load still
+    /// running here makes the answer [`Unused::LoadInFlight`].
+    pub(crate) fn close(&self) -> Unused {
+        // Under the load lock: a loader publishes only under it, and sees `closed` once it has
+        // it, so the slots read below are the last ones ever published.
+        let st = self.load_state.lock().unwrap_or_else(|e| e.into_inner());
+        self.stopping.store(true, Ordering::Relaxed);
+        self.closed.store(true, Ordering::Relaxed);
+        let first_free = self.tickets.close();
+        if self.loading.load(Ordering::Acquire) {
+            return Unused::LoadInFlight;
+        }
+        unused_tail(self.tickets.views(), first_free, st.leased_to)
+    }
+
+    /// Whether [`Self::close`] ran: the tag hands out no more ids on this server.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
     }
 
     /// Records a failed load: backoff doubles from 50 ms up to 5 s; waiters are woken.
@@ -393,6 +461,41 @@ impl SegmentBuffer {
             load_latency: st.latency.clone(),
         }
     }
+}
+
+/// The ids at the end of the last lease that no ticket below `first_free` maps to: from the
+/// first unused id of the newest segment, or of the one before it when the newest is untouched
+/// and follows it without a gap in ids (both leased by this server, so every id between them is
+/// its own). `leased_to` is the end of the newest segment as published (the last lease's
+/// `max_id`); any disagreement gives nothing back.
+fn unused_tail(views: [super::slot::SlotView; 2], first_free: u64, leased_to: i64) -> Unused {
+    let (newest, older) = if views[1].ticket_end > views[0].ticket_end {
+        (views[1], views[0])
+    } else {
+        (views[0], views[1])
+    };
+    let len = newest.ticket_end - newest.ticket_start;
+    if len == 0 || first_free >= newest.ticket_end {
+        return Unused::Nothing;
+    }
+    let Some(to) = i64::try_from(len)
+        .ok()
+        .and_then(|l| newest.id_start.checked_add(l))
+        .filter(|&end| end == leased_to)
+    else {
+        return Unused::Nothing;
+    };
+    let mut from = newest.id_of(first_free.max(newest.ticket_start));
+    let older_len = older.ticket_end - older.ticket_start;
+    let contiguous = older_len > 0
+        && i64::try_from(older_len)
+            .ok()
+            .and_then(|l| older.id_start.checked_add(l))
+            == Some(newest.id_start);
+    if first_free < older.ticket_end && contiguous {
+        from = older.id_of(first_free.max(older.ticket_start));
+    }
+    Unused::Range { from, to }
 }
 
 /// Where a segment is in its life.

@@ -106,4 +106,17 @@ pub trait SegmentStore: Send + Sync + 'static {
     async fn delete_tag(&self, biz_tag: &str) -> Result<bool, StoreError>;
     /// A cheap round trip, for readiness.
     async fn ping(&self) -> Result<(), StoreError>;
+    /// Gives back the unused end of a server's last lease: one compare-and-set,
+    /// `UPDATE leaf_alloc SET max_id = from WHERE biz_tag = ? AND max_id = to`, so the next lease
+    /// (by any server) starts at `from` again. `to` must be the `max_id` of the caller's last
+    /// [`Lease`] and every id in `[from, to)` leased by the caller and never handed out. `true`
+    /// once the change is durably committed; `false` if the row is not at `to` any more (another
+    /// server leased, or the tag is gone) or `from >= to`: then nothing changed. One statement:
+    /// applied whole or not at all, whatever happens to the caller.
+    ///
+    /// The default gives nothing back (`false`), which is always safe.
+    async fn return_unused(&self, biz_tag: &str, from: i64, to: i64) -> Result<bool, StoreError> {
+        let _ = (biz_tag, from, to);
+        Ok(false)
+    }
 }

@@ -259,6 +259,21 @@ impl Tickets {
         old.ticket_end - old.ticket_start
     }
 
+    /// Stops the id path for good: raises the counter to the end of the newest published
+    /// window, so every ticket taken from now on lies past every window ([`Take::Beyond`]) and
+    /// a request holding an orphan ticket gets no other. Returns the first ticket never handed
+    /// out: tickets below it are taken (their requests may still be mapping them to ids, which
+    /// all lie below the id of this ticket), tickets from it on never become ids.
+    ///
+    /// Only while no segment can be published any more (the buffer's `closed` flag, under its
+    /// load lock): a window published after this would serve the tickets taken after it.
+    pub(crate) fn close(&self) -> u64 {
+        let horizon = self.newest().1.ticket_end;
+        // One RMW in the counter's modification order: every `fetch_add` before it is below
+        // the returned value, every one after it starts at or above `horizon`.
+        self.issued.fetch_max(horizon, Ordering::Relaxed)
+    }
+
     /// Tickets handed out so far (including those lost to races or to requests that waited).
     pub(crate) fn issued(&self) -> u64 {
         self.issued.load(Ordering::Relaxed)

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use sqlx::{Encode, Executor, FromRow, IntoArguments, Pool, Type};
 
 use super::sql::{self, Dialect};
+use super::unavailable;
 use super::worker_sql;
 use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
 use crate::snowflake::worker::{NodeInfo, WorkerLease, WorkerStore, WorkerStoreError};
@@ -48,6 +49,7 @@ where
     for<'c> &'c mut <S::Db as sqlx::Database>::Connection: Executor<'c, Database = S::Db>,
     <S::Db as sqlx::Database>::Arguments: IntoArguments<S::Db>,
     for<'a> &'a str: Encode<'a, S::Db> + Type<S::Db>,
+    for<'a> i64: Encode<'a, S::Db> + Type<S::Db>,
     (String,): for<'r> FromRow<'r, <S::Db as sqlx::Database>::Row>,
 {
     async fn lease(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError> {
@@ -85,6 +87,32 @@ where
 
     async fn ping(&self) -> Result<(), StoreError> {
         sql::ping(self.pool()).await
+    }
+
+    async fn return_unused(&self, biz_tag: &str, from: i64, to: i64) -> Result<bool, StoreError> {
+        if from >= to || from < 0 {
+            return Ok(false);
+        }
+        let cas = sqlx::query::<S::Db>(
+            "UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP \
+             WHERE biz_tag = ? AND max_id = ?",
+        )
+        .bind(from)
+        .bind(biz_tag)
+        .bind(to);
+        // The same shape as the worker-lease writes: SQLite in an explicit transaction whose
+        // COMMIT is checked (`super::sqlite`), MySQL one autocommit statement whose OK means
+        // committed (and, on Galera, certified).
+        let done = match <S::Db as Dialect>::WRITE_BEGIN {
+            Some(begin) => {
+                let mut tx = self.pool().begin_with(begin).await.map_err(unavailable)?;
+                let done = cas.execute(&mut *tx).await.map_err(unavailable)?;
+                tx.commit().await.map_err(unavailable)?;
+                done
+            }
+            None => cas.execute(self.pool()).await.map_err(unavailable)?,
+        };
+        Ok(<S::Db as Dialect>::rows_affected(&done) == 1)
     }
 }
 

@@ -97,6 +97,22 @@ impl SegmentStore for MemoryStore {
         })
     }
 
+    async fn return_unused(&self, biz_tag: &str, from: i64, to: i64) -> Result<bool, StoreError> {
+        self.enter().await?;
+        if from >= to || from < 0 {
+            return Ok(false);
+        }
+        let mut rows = self.rows.lock().unwrap();
+        match rows.get_mut(biz_tag) {
+            Some(row) if row.max_id == to => {
+                row.max_id = from;
+                row.update_time = Some(now());
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {
         self.enter().await?;
         Ok(self.rows.lock().unwrap().get(biz_tag).cloned())

@@ -235,3 +235,195 @@ fn hammered_by_threads_while_reloading_ids_stay_unique_and_increasing() {
     assert_eq!(all.len(), n, "duplicate ids");
     assert!(all[0] >= 1);
 }
+
+/// The give-back's arithmetic ([`SegmentBuffer::close`]): a lease `(max_id, leased)` grants
+/// the ids `[max_id - leased, max_id)`; what comes back is the tail that no ticket reached.
+mod give_back {
+    use super::*;
+
+    fn take(b: &SegmentBuffer, n: usize) -> Vec<i64> {
+        let mut out = Vec::new();
+        b.take_many(n, &mut out);
+        assert_eq!(out.len(), n, "the segments had {n} ids");
+        out
+    }
+
+    #[test]
+    fn nothing_leased_gives_nothing() {
+        assert_eq!(buffer().close(), Unused::Nothing);
+    }
+
+    #[test]
+    fn an_untouched_lease_goes_back_whole() {
+        let b = buffer();
+        b.publish(lease(101, 100), None, Duration::ZERO);
+        assert_eq!(b.close(), Unused::Range { from: 1, to: 101 });
+    }
+
+    #[test]
+    fn a_used_lease_gives_back_from_its_first_unused_id() {
+        let b = buffer();
+        b.publish(lease(101, 100), None, Duration::ZERO);
+        assert_eq!(take(&b, 37).last(), Some(&37));
+        assert_eq!(b.close(), Unused::Range { from: 38, to: 101 });
+    }
+
+    #[test]
+    fn the_last_ticket_of_the_lease_leaves_one_id_or_none() {
+        let b = buffer();
+        b.publish(lease(101, 100), None, Duration::ZERO);
+        take(&b, 99);
+        assert_eq!(b.close(), Unused::Range { from: 100, to: 101 });
+
+        let b = buffer();
+        b.publish(lease(101, 100), None, Duration::ZERO);
+        take(&b, 100);
+        assert_eq!(b.close(), Unused::Nothing, "every id handed out");
+    }
+
+    #[test]
+    fn a_waiting_request_s_ticket_past_the_segment_leaves_nothing() {
+        let b = buffer();
+        b.publish(lease(11, 10), None, Duration::ZERO);
+        take(&b, 10);
+        assert_eq!(b.try_next(), Take::Beyond, "a ticket past the segment");
+        assert_eq!(b.close(), Unused::Nothing);
+    }
+
+    #[test]
+    fn a_next_segment_that_follows_gives_back_from_the_current_one() {
+        let b = buffer();
+        b.publish(lease(101, 100), None, Duration::ZERO);
+        take(&b, 30);
+        b.publish(lease(201, 100), None, Duration::ZERO);
+        assert_eq!(b.close(), Unused::Range { from: 31, to: 201 });
+    }
+
+    #[test]
+    fn at_the_boundary_between_current_and_next() {
+        // Current spent to its last id: the next segment goes back whole.
+        let b = buffer();
+        b.publish(lease(101, 100), None, Duration::ZERO);
+        take(&b, 30);
+        b.publish(lease(201, 100), None, Duration::ZERO);
+        take(&b, 70);
+        assert_eq!(b.close(), Unused::Range { from: 101, to: 201 });
+        // One id of the next segment handed out.
+        let b = buffer();
+        b.publish(lease(101, 100), None, Duration::ZERO);
+        take(&b, 30);
+        b.publish(lease(201, 100), None, Duration::ZERO);
+        assert_eq!(take(&b, 71).last(), Some(&101));
+        assert_eq!(b.close(), Unused::Range { from: 102, to: 201 });
+    }
+
+    #[test]
+    fn a_next_segment_after_another_server_s_lease_gives_back_only_itself() {
+        // Another server leased [101, 201) in between: it must never be given back.
+        let b = buffer();
+        b.publish(lease(101, 100), None, Duration::ZERO);
+        take(&b, 30);
+        b.publish(lease(301, 100), None, Duration::ZERO);
+        assert_eq!(b.close(), Unused::Range { from: 201, to: 301 });
+    }
+
+    #[test]
+    fn a_trimmed_lease_gives_back_only_the_ids_above_the_mark() {
+        // The database regressed: the lease [1, 101) starts below this server's mark 50.
+        let b = SegmentBuffer::above(BizTag::parse("t").unwrap(), 50);
+        b.publish(lease(101, 100), None, Duration::ZERO);
+        assert_eq!(b.close(), Unused::Range { from: 50, to: 101 });
+    }
+
+    #[test]
+    fn a_closed_tag_hands_out_nothing_and_publishes_nothing() {
+        let b = buffer();
+        b.publish(lease(101, 100), None, Duration::ZERO);
+        take(&b, 5);
+        assert_eq!(b.close(), Unused::Range { from: 6, to: 101 });
+        assert!(b.is_closed());
+        assert_eq!(b.try_next(), Take::Beyond);
+        let mut out = Vec::new();
+        b.take_many(10, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        assert!(!b.try_begin_load(), "no load after the close");
+        assert_eq!(
+            b.publish(lease(201, 100), None, Duration::ZERO),
+            Publish::Closed
+        );
+        assert_eq!(b.try_next(), Take::Beyond, "the late lease is not served");
+        assert_eq!(b.remaining(), 0);
+    }
+
+    #[test]
+    fn a_load_in_flight_gives_nothing_back() {
+        let b = buffer();
+        b.publish(lease(101, 100), None, Duration::ZERO);
+        assert!(b.try_begin_load());
+        assert_eq!(b.close(), Unused::LoadInFlight);
+        assert_eq!(b.try_next(), Take::Beyond, "closed all the same");
+    }
+
+    /// Takers run while the tag closes: every id they got lies below the range given back,
+    /// and together they hold each leased id at most once.
+    #[test]
+    fn takers_racing_the_close_never_get_an_id_given_back() {
+        for round in 0..200 {
+            let b = buffer();
+            b.publish(lease(1_001, 1_000), None, Duration::ZERO);
+            b.publish(lease(2_001, 1_000), None, Duration::ZERO);
+            let (ids, unused) = std::thread::scope(|s| {
+                let takers: Vec<_> = (0..3)
+                    .map(|k| {
+                        let b = &b;
+                        s.spawn(move || {
+                            let mut got = Vec::new();
+                            loop {
+                                if k == 0 {
+                                    let mut out = Vec::new();
+                                    b.take_many(7, &mut out);
+                                    if out.is_empty() {
+                                        return got;
+                                    }
+                                    got.extend(out);
+                                } else {
+                                    match b.try_next() {
+                                        Take::Id { id, .. } => got.push(id),
+                                        Take::Beyond => return got,
+                                    }
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                // Let the takers get going, a varying amount.
+                for _ in 0..(round * 7) {
+                    std::hint::spin_loop();
+                }
+                let unused = b.close();
+                let ids: Vec<i64> = takers.into_iter().flat_map(|t| t.join().unwrap()).collect();
+                (ids, unused)
+            });
+            let mut sorted = ids.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(sorted.len(), ids.len(), "an id twice");
+            match unused {
+                Unused::Range { from, to } => {
+                    assert_eq!(to, 2_001);
+                    assert!(
+                        ids.iter().all(|&id| id < from),
+                        "round {round}: an id at or above {from}"
+                    );
+                    assert_eq!(
+                        ids.len() as i64,
+                        from - 1,
+                        "every id below {from} handed out"
+                    );
+                }
+                Unused::Nothing => assert_eq!(ids.len(), 2_000),
+                Unused::LoadInFlight => panic!("no load ran"),
+            }
+        }
+    }
+}
