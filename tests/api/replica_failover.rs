@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::support::process::ServerProcess;
@@ -100,12 +100,16 @@ async fn failover_run(mode: &'static str, servers: usize) -> Figures {
 
     let stop = Arc::new(AtomicBool::new(false));
     let phase = Arc::new(AtomicU8::new(BEFORE));
-    let errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    // The promoted replica's max_id once known, and per server the ids it served from there.
+    let promoted_from = Arc::new(AtomicI64::new(i64::MAX));
+    let served_after: Arc<Vec<AtomicU64>> = Arc::new((0..servers).map(|_| 0.into()).collect());
     let mut clients = Vec::new();
     for (server, p) in procs.iter().enumerate() {
         for _ in 0..CLIENTS {
             let address = p.address.clone();
             let (stop, phase, errors) = (stop.clone(), phase.clone(), errors.clone());
+            let (promoted_from, served_after) = (promoted_from.clone(), served_after.clone());
             clients.push(tokio::spawn(async move {
                 let http = reqwest::Client::new();
                 let mut got: Received = Vec::new();
@@ -120,7 +124,11 @@ async fn failover_run(mode: &'static str, servers: usize) -> Figures {
                         Ok(r) if r.status() == 200 => {
                             let body: serde_json::Value = r.json().await.unwrap();
                             for id in body["ids"].as_array().unwrap() {
-                                got.push((id.as_i64().unwrap(), now));
+                                let id = id.as_i64().unwrap();
+                                if now == AFTER && id >= promoted_from.load(Ordering::Relaxed) {
+                                    served_after[server].fetch_add(1, Ordering::Relaxed);
+                                }
+                                got.push((id, now));
                             }
                         }
                         _ => {
@@ -145,9 +153,19 @@ async fn failover_run(mode: &'static str, servers: usize) -> Figures {
     replica::run(&["kill"]).await;
     replica::run(&["promote"]).await;
     let replica_max_id = mysql::row(&standby_db, "t").await.unwrap().0;
+    promoted_from.store(replica_max_id, Ordering::Relaxed);
     phase.store(AFTER, Ordering::Relaxed);
     proxy.switch(Some(socket_of(&standby)));
-    tokio::time::sleep(Duration::from_millis(4000)).await;
+    // Load goes on until every server serves from the promoted replica (their lease backoff
+    // after the outage is up to a few seconds), then a little longer.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while served_after.iter().any(|n| n.load(Ordering::Relaxed) == 0)
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     stop.store(true, Ordering::Relaxed);
 
     let mut per_client = Vec::new();
@@ -239,11 +257,19 @@ async fn failover_run(mode: &'static str, servers: usize) -> Figures {
     f
 }
 
-/// Waits until the replica has applied the tag's row.
+/// Waits until the replica has applied the tag's row (and, before it, the database).
 async fn wait_for_row(url: &str) {
-    for _ in 0..200 {
-        if mysql::row(url, "t").await.is_some() {
-            return;
+    use sqlx::Connection;
+    for _ in 0..400 {
+        if let Ok(mut conn) = sqlx::mysql::MySqlConnection::connect(url).await {
+            let found: Option<(i64,)> =
+                sqlx::query_as("SELECT max_id FROM leaf_alloc WHERE biz_tag = 't'")
+                    .fetch_optional(&mut conn)
+                    .await
+                    .unwrap_or(None);
+            if found.is_some() {
+                return;
+            }
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }

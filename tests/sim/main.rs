@@ -722,7 +722,10 @@ fn the_checks_catch_a_store_that_leases_before_commit() {
 }
 
 /// Runs schedules over a broken store and expects a duplicate (or a repeat below the floor,
-/// which is how a duplicate shows first within one engine instance) to be reported.
+/// which is how a duplicate shows first within one engine instance) to be reported. A store
+/// that never moves its row hands one engine instance the range it already leased: the
+/// regression guard (`segment::high_water`) refuses it every time, so within one instance the
+/// bug shows as a tag that never recovers on a healthy store instead of a duplicate.
 fn assert_caught(bug: StoreBug) {
     let mut runner = runner(64, seed());
     let result = runner.run(&schedule(), |(fault_seed, ops)| {
@@ -733,7 +736,9 @@ fn assert_caught(bug: StoreBug) {
         .expect_err("the broken store went unnoticed")
         .to_string();
     assert!(
-        err.contains("issued twice") || err.contains("not above"),
+        err.contains("issued twice")
+            || err.contains("not above")
+            || (bug == StoreBug::LeasesWithoutCommit && err.contains("no recovery")),
         "caught, but not as a duplicate: {err}"
     );
 }
