@@ -17,8 +17,8 @@ use crate::http::{self, AppState};
 use crate::metrics::Metrics;
 use crate::segment::SegmentAllocator;
 use crate::snowflake::clock::SystemClock;
-use crate::snowflake::engine::SnowflakeEngine;
-use crate::snowflake::worker::NodeInfo;
+use crate::snowflake::engine::{SnowflakeConfig, SnowflakeEngine, StartOptions, WorkerCache};
+use crate::snowflake::worker::{NodeInfo, WorkerStrategy};
 use crate::store::{Database, redact};
 
 /// A built server: bound to its port, engines started, not yet serving.
@@ -36,10 +36,30 @@ impl Application {
     /// Connects and migrates the database, starts the engines and binds the listener.
     /// Port 0 picks a free port; [`Self::port`] tells which.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
-        let db = Database::connect(&settings.db_options())
-            .await
-            .with_context(|| format!("database.url = {}", redact(&settings.database.url)))?;
-        info!(database = db.kind(), url = %redact(&settings.database.url), "database ready");
+        let opts = settings.db_options();
+        let url = redact(&settings.database.url);
+        // A MySQL database that cannot be reached at start does not keep the server down: the
+        // segment engine serves what it can (tags answer 503 until the database returns) and
+        // the snowflake engine resumes its cached worker lease or waits for one. A database
+        // that answers with a refusal (credentials, unknown schema) still stops the start.
+        let (db, deferred) = match Database::connect(&opts).await {
+            Ok(db) => (db, None),
+            Err(e) if is_unreachable(&e) => match Database::connect_deferred(&opts) {
+                Some((db, migration)) => {
+                    warn!(
+                        error = format!("{e:#}"), url = %url,
+                        "database unreachable at start: starting without it, connecting and \
+                         migrating in the background; requests that need it answer 503 until then"
+                    );
+                    (db, Some(migration))
+                }
+                None => return Err(e.context(format!("database.url = {url}"))),
+            },
+            Err(e) => return Err(e.context(format!("database.url = {url}"))),
+        };
+        if deferred.is_none() {
+            info!(database = db.kind(), url = %url, "database ready");
+        }
 
         let listener = TcpListener::bind((settings.server.host.as_str(), settings.server.port))
             .with_context(|| {
@@ -50,13 +70,23 @@ impl Application {
             })?;
         let port = listener.local_addr()?.port();
         let background = Background::new();
+        let database_deferred = deferred.is_some();
+        if let Some(migration) = deferred {
+            background.spawn(migration.run_until_done(Duration::from_secs(1), background.token()));
+        }
 
         let segment = if settings.segment.enabled {
             let engine = SegmentAllocator::new(db.segment_store(), settings.segment_config());
             engine.set_return_unused_on_shutdown(settings.segment.return_unused_on_shutdown);
-            let tags = engine.refresh_tags().await.context("reading leaf_alloc")?;
+            match engine.refresh_tags().await {
+                Ok(tags) => info!(tags, "segment engine started"),
+                // Each tag is looked up on its first request, and the refresh runs again.
+                Err(e) if database_deferred => {
+                    warn!(error = %e, "segment engine started without the tag list: database unreachable")
+                }
+                Err(e) => return Err(anyhow::Error::new(e).context("reading leaf_alloc")),
+            }
             engine.spawn_refresh(&background);
-            info!(tags, "segment engine started");
             Some(engine)
         } else {
             None
@@ -70,10 +100,21 @@ impl Application {
                 owner: owner_token(port),
             };
             let store = Some(db.worker_store());
-            let engine =
-                SnowflakeEngine::start(config, store, Arc::new(SystemClock), node, &background)
-                    .await
-                    .context("starting the snowflake engine")?;
+            let cache = worker_cache(&settings, &config, &url);
+            let options = StartOptions {
+                cache,
+                wait_for_database: true,
+            };
+            let engine = SnowflakeEngine::start_with(
+                config,
+                store,
+                Arc::new(SystemClock),
+                node,
+                &background,
+                options,
+            )
+            .await
+            .context("starting the snowflake engine")?;
             Some(engine)
         } else {
             None
@@ -198,6 +239,38 @@ async fn stop_on_signal(handle: ServerHandle, draining: Arc<AtomicBool>, drain: 
     }
     info!(graceful, "stopping the server");
     handle.stop(graceful).await;
+}
+
+/// Whether `err` says the database could not be reached (refused, reset, timed out), as
+/// opposed to a database that answered with a refusal.
+fn is_unreachable(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<sqlx::Error>(),
+            Some(sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Tls(_))
+        )
+    })
+}
+
+/// The worker lease cache file of the `lease` strategy (`snowflake.worker.cache_file`), or
+/// `None` (another strategy, the key empty, or a file that cannot be opened or is locked by
+/// another process: logged, and the server runs without it).
+fn worker_cache(
+    settings: &Settings,
+    config: &SnowflakeConfig,
+    database: &str,
+) -> Option<Arc<WorkerCache>> {
+    let path = &settings.snowflake.worker.cache_file;
+    if config.strategy != WorkerStrategy::Lease || path.is_empty() {
+        return None;
+    }
+    match WorkerCache::open(path, &config.layout, database) {
+        Ok(cache) => Some(Arc::new(cache)),
+        Err(e) => {
+            warn!(error = %e, "no worker lease cache: a start during a database outage will wait for the database");
+            None
+        }
+    }
 }
 
 /// This machine's host name (stored with worker ids), at most 64 characters.

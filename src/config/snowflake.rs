@@ -55,6 +55,9 @@ pub struct WorkerSettings {
     pub lease_secs: u64,
     /// Renewal period.
     pub heartbeat_secs: u64,
+    /// The worker lease cache file (`lease` strategy): written on every confirmed claim and
+    /// renewal, read when the database cannot be reached at start. Empty: none.
+    pub cache_file: String,
 }
 
 /// `[snowflake.worker]` as written: `strategy` is `disposable`, `lease`, `static:N` or `static`
@@ -65,6 +68,8 @@ struct RawWorkerSettings {
     id: Option<u64>,
     lease_secs: u64,
     heartbeat_secs: u64,
+    #[serde(default)]
+    cache_file: String,
 }
 
 impl TryFrom<RawWorkerSettings> for WorkerSettings {
@@ -77,6 +82,7 @@ impl TryFrom<RawWorkerSettings> for WorkerSettings {
             strategy,
             lease_secs: raw.lease_secs,
             heartbeat_secs: raw.heartbeat_secs,
+            cache_file: raw.cache_file.trim().to_owned(),
         })
     }
 }

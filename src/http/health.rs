@@ -75,6 +75,9 @@ pub async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError>
     }
     if let Some(engine) = state.snowflake.as_ref() {
         let status = engine.status();
+        if let Some(reason) = status.pending {
+            return Err(ApiError::NotReady(reason));
+        }
         if status.suspended {
             return Err(ApiError::NotReady(
                 "snowflake worker lease expired: issuing is suspended until it is renewed".into(),

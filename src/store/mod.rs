@@ -61,6 +61,40 @@ pub enum Database {
     Sqlite(sqlite::SqliteStore),
 }
 
+/// The migrations a [`Database::connect_deferred`] pool waits for.
+pub struct DeferredMigration {
+    opts: DbOptions,
+    open: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl DeferredMigration {
+    /// Connects (on a pool of its own) and migrates, retrying every `every` until it succeeds
+    /// or `stop` is cancelled; then lets the deferred pool connect.
+    pub async fn run_until_done(self, every: Duration, stop: tokio_util::sync::CancellationToken) {
+        loop {
+            let attempt = tokio::select! {
+                () = stop.cancelled() => return,
+                r = Database::connect(&self.opts) => r,
+            };
+            match attempt {
+                Ok(db) => {
+                    db.close().await;
+                    self.open.store(true, std::sync::atomic::Ordering::Release);
+                    tracing::info!(url = %redact(&self.opts.url), "database reachable and migrated");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = format!("{e:#}"), "database still unreachable");
+                }
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+}
+
 impl Database {
     /// Connects to the URL's database and applies the embedded migrations.
     pub async fn connect(opts: &DbOptions) -> anyhow::Result<Self> {
@@ -86,6 +120,34 @@ impl Database {
         };
         db.migrate().await.context("applying migrations")?;
         Ok(db)
+    }
+
+    /// For a MySQL database that cannot be reached at start: a pool that connects on first use
+    /// and refuses every connection until [`DeferredMigration::run_until_done`] has connected a
+    /// pool of its own and applied the migrations. Until then every query fails as if the
+    /// database were down. `None` for SQLite (a local file that cannot be opened is a
+    /// configuration error).
+    pub fn connect_deferred(opts: &DbOptions) -> Option<(Self, DeferredMigration)> {
+        if !(opts.url.starts_with("mysql:") || opts.url.starts_with("mariadb:")) {
+            return None;
+        }
+        let url = opts.url.replacen("mariadb:", "mysql:", 1);
+        let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let store = mysql::MySqlStore::connect_lazy(
+            &url,
+            opts.max_connections,
+            opts.acquire_timeout,
+            open.clone(),
+        )
+        .ok()?
+        .with_single_statement_lease(opts.mysql_single_statement_lease);
+        Some((
+            Self::MySql(store),
+            DeferredMigration {
+                opts: opts.clone(),
+                open,
+            },
+        ))
     }
 
     async fn migrate(&self) -> anyhow::Result<()> {

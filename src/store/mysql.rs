@@ -83,6 +83,41 @@ impl MySqlStore {
         })
     }
 
+    /// A pool to `url` that connects on first use instead of now (for a database that cannot be
+    /// reached at start), and opens no connection at all while `open` is false: nothing runs
+    /// against a schema the migrations have not brought up to date (they run on a pool of their
+    /// own, see [`super::Database::connect_deferred`]).
+    pub fn connect_lazy(
+        url: &str,
+        max_connections: u32,
+        acquire_timeout: Duration,
+        open: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> Result<Self, sqlx::Error> {
+        let opts: MySqlConnectOptions = url.parse()?;
+        let pool = MySqlPoolOptions::new()
+            .max_connections(max_connections.max(1))
+            .acquire_timeout(acquire_timeout)
+            .after_connect(move |conn, _meta| {
+                let open = open.load(std::sync::atomic::Ordering::Acquire);
+                Box::pin(async move {
+                    if !open {
+                        return Err(sqlx::Error::Protocol(
+                            "database not migrated yet since it became reachable".into(),
+                        ));
+                    }
+                    sqlx::query("SET SESSION autocommit = 1")
+                        .execute(&mut *conn)
+                        .await?;
+                    Ok(())
+                })
+            })
+            .connect_lazy_with(opts);
+        Ok(Self {
+            pool,
+            single_statement: true,
+        })
+    }
+
     /// Chooses the lease statement for adapted steps: single-statement (`true`, the default) or
     /// the UPDATE+SELECT transaction (`false`).
     pub fn with_single_statement_lease(mut self, on: bool) -> Self {

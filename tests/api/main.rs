@@ -29,6 +29,7 @@ mod snowflake;
 mod store_contract;
 mod store_faults;
 mod wall_clock;
+mod worker_cache;
 
 /// Defines one test per database from an `async fn(Db)`.
 #[macro_export]

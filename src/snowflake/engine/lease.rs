@@ -116,13 +116,13 @@ pub(super) fn store_call_timeout(config: &SnowflakeConfig) -> Duration {
 
 /// The margin by which issuing stops before the lease ends: the cached generator's largest lead
 /// over the clock, plus a heartbeat period and one second.
-fn safety_margin_ms(config: &SnowflakeConfig) -> i64 {
+pub(super) fn safety_margin_ms(config: &SnowflakeConfig) -> i64 {
     let tick_ms = config.layout.unit().tick_ms();
     lead_ticks(config).saturating_mul(tick_ms) + config.heartbeat.as_millis() as i64 + 1000
 }
 
 /// How many ticks the generator's ids may run ahead of the clock.
-fn lead_ticks(config: &SnowflakeConfig) -> i64 {
+pub(super) fn lead_ticks(config: &SnowflakeConfig) -> i64 {
     match config.generator {
         GeneratorKind::Cached => config
             .cached
@@ -156,14 +156,16 @@ pub(super) async fn heartbeat_loop(
         let Some(engine) = engine.upgrade() else {
             return;
         };
-        let Some(lease) = &engine.lease else { return };
+        let Some(lease) = engine.lease.get() else {
+            return;
+        };
         if engine.stopped.load(Ordering::Relaxed) {
             return;
         }
         let valid = engine.lease_valid_now(lease);
         if was_valid && !valid {
             error!(
-                worker_id = engine.worker_id,
+                worker_id = engine.worker_id(),
                 "worker lease not renewed in time: issuing suspended"
             );
         }
@@ -181,22 +183,26 @@ pub(super) async fn heartbeat_loop(
             () = stop.cancelled() => return,
             r = tokio::time::timeout(
                 within,
-                lease.store.heartbeat(engine.worker_id, &lease.owner, until_ms, last),
+                lease.store.heartbeat(engine.worker_id(), &lease.owner, until_ms, last),
             ) => r,
         };
         match renewal {
             Ok(Ok(true)) => {
+                // The cache file follows every lease end the database confirmed, usable or not;
+                // written in the background, so a slow disk never holds the renewals up.
+                let last_tick = engine.last_tick().map_or(-1, |t| t as i64);
+                let _ = engine.write_cache(engine.worker_id(), &lease.owner, until_ms, last_tick);
                 if lease.confirm(&engine.config, &*engine.clock, sent_ms, until_ms) {
                     if !was_valid {
                         info!(
-                            worker_id = engine.worker_id,
+                            worker_id = engine.worker_id(),
                             "worker lease renewed: issuing resumed"
                         );
                     }
                     was_valid = true;
                 } else {
                     warn!(
-                        worker_id = engine.worker_id,
+                        worker_id = engine.worker_id(),
                         "worker lease renewal confirmed too late to use: issuing stays suspended"
                     );
                 }
@@ -205,19 +211,21 @@ pub(super) async fn heartbeat_loop(
             Ok(Ok(false)) => {
                 lease.lose();
                 engine.stopped.store(true, Ordering::Relaxed);
+                // Another server holds the id: no restart of this one may resume it.
+                engine.remove_cache().await;
                 error!(
-                    worker_id = engine.worker_id,
+                    worker_id = engine.worker_id(),
                     "worker lease was taken over: issuing stopped for good"
                 );
                 return;
             }
             Ok(Err(e)) => {
-                warn!(error = %e, worker_id = engine.worker_id, "worker lease renewal failed; retrying");
+                warn!(error = %e, worker_id = engine.worker_id(), "worker lease renewal failed; retrying");
                 wait = Duration::from_secs(1).min(heartbeat);
             }
             Err(_) => {
                 warn!(
-                    worker_id = engine.worker_id,
+                    worker_id = engine.worker_id(),
                     timeout_ms = within.as_millis() as u64,
                     "worker lease renewal timed out; retrying"
                 );

@@ -24,8 +24,12 @@ pub struct SnowflakeStatus {
     pub exhausted_at: String,
     /// Seconds until then.
     pub time_left_secs: i64,
-    /// Whether issuing is suspended (lease not renewed in time, taken over, or shut down).
+    /// Whether issuing is suspended (no worker id yet, lease not renewed in time, taken over,
+    /// or shut down).
     pub suspended: bool,
+    /// Why no worker id is held yet (started during a database outage without a usable cached
+    /// lease); `None` once one is held.
+    pub pending: Option<String>,
     /// Milliseconds before issuing stops unless the worker lease is renewed (`lease` only).
     pub lease_left_ms: Option<i64>,
     /// Ring capacity (cached).
@@ -42,20 +46,21 @@ impl SnowflakeEngine {
     /// Health, metrics and page data.
     pub fn status(&self) -> SnowflakeStatus {
         let exhausted_at = self.layout.exhausted_at_unix_ms();
-        let stats = match &self.generator {
-            Generator::Cached(g) => Some(g.stats()),
-            Generator::Direct(_) => None,
+        let stats = match self.generator.get() {
+            Some(Generator::Cached(g)) => Some(g.stats()),
+            _ => None,
         };
         SnowflakeStatus {
             layout: self.layout.bits_string(),
             epoch: format_unix_ms(self.layout.epoch_ms()),
             unit: self.layout.unit(),
             generator: self.config.generator,
-            worker_id: self.worker_id,
+            worker_id: self.worker_id(),
             worker_strategy: self.strategy.to_string(),
             exhausted_at: format_unix_ms(exhausted_at),
             time_left_secs: (exhausted_at - self.clock.now_unix_ms()) / 1000,
             suspended: self.is_suspended(),
+            pending: self.pending_reason(),
             lease_left_ms: self.lease_left_ms(),
             ring_capacity: stats.map(|s| s.capacity),
             ring_available: stats.map(|s| s.available),
