@@ -194,13 +194,13 @@ impl SegmentStore for TimeMachine {
         step: Option<i64>,
     ) -> Result<crate::segment::Lease, StoreError> {
         let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
-        if n % self.every == 0 {
-            if let Some(row) = self.rows.get_tag(biz_tag).await? {
-                let back = 1 + (n as i64 * 7919) % self.by;
-                if row.max_id - back >= 1 {
-                    self.rows.insert(biz_tag, row.max_id - back, row.step);
-                    self.rewinds.fetch_add(1, Ordering::Relaxed);
-                }
+        if n.is_multiple_of(self.every)
+            && let Some(row) = self.rows.get_tag(biz_tag).await?
+        {
+            let back = 1 + (n as i64 * 7919) % self.by;
+            if row.max_id - back >= 1 {
+                self.rows.insert(biz_tag, row.max_id - back, row.step);
+                self.rewinds.fetch_add(1, Ordering::Relaxed);
             }
         }
         self.rows.lease(biz_tag, step).await
