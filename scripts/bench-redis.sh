@@ -40,7 +40,7 @@ command -v redis-benchmark >/dev/null || missing+=(redis-tools)
 bin="${LEAFID_BIN:-target/release/leafid}"
 [ -n "${LEAFID_BIN:-}" ] || [ -x "$bin" ] || cargo build --release --bin leafid >&2
 
-tmp="$(mktemp -d)"; trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+tmp="$(mktemp -d)"; trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
 trap "exit 143" TERM INT  # so that the EXIT trap stops the servers
 # Servers start as direct background jobs of this shell (not through a function, whose subshell
 # would leave the server behind when the EXIT trap kills the job).

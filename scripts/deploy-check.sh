@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks the operator's kit in deploy/ offline; called by scripts/test.sh.
 #
-#   scripts/deploy-check.sh [STEP...]     STEP: metrics rules kubernetes grafana (default: all)
+#   scripts/deploy-check.sh [STEP...]     STEP: metrics rules kubernetes grafana live (default: all)
 #
 # metrics     Every leafid_* family that the rules or the dashboard query is one the server
 #             exports (a "leafid_..." name in src/, histograms with _bucket/_sum/_count), and the
@@ -24,6 +24,11 @@
 # grafana     deploy/grafana/leafid-dashboard.json: valid JSON, unique panel ids, every query
 #             (Grafana's variables replaced) parsed by promtool as PromQL; a copy with a PromQL
 #             syntax error must be rejected.
+# live        A real leafid (target/debug/leafid, or LEAFID_BIN) scraped every second by a real
+#             Prometheus (Debian's, on 127.0.0.1:18089) that loads the rules: every rule evaluates
+#             without error on leafid's series, no alert is pending or firing on a healthy idle
+#             server while a control alert (bare `leafid_segment_next_ready == 0`) is pending,
+#             and every dashboard query runs, returning series (all but the 5xx panel).
 #
 # Installs what it needs: Debian's prometheus package (promtool; its service is not started) and
 # kubernetes-validate from PyPI.
@@ -301,7 +306,93 @@ step_grafana() {
     log "grafana: every query is valid PromQL; a broken one is rejected"
 }
 
-steps=("$@"); [ "${#steps[@]}" -gt 0 ] || steps=(metrics rules kubernetes grafana)
+# live: a real leafid scraped by a real Prometheus (Debian's, on 127.0.0.1) that loads the rules:
+# every rule evaluates without error on leafid's own series (label matching included), no alert
+# is pending or firing on a healthy idle server, and a control alert (the bare
+# `leafid_segment_next_ready == 0` that the rules avoid) is pending there, which shows the data
+# reached the rules; every dashboard query runs without error, and all but the 5xx panel (no 5xx
+# happened) return series.
+step_live() {
+    local bin="${LEAFID_BIN:-target/debug/leafid}" leafid_port=18088 prom_port=18089 dir="$tmp/live"
+    [ -n "${LEAFID_BIN:-}" ] || cargo build --bin leafid >&2
+    mkdir -p "$dir/prom"
+    LEAFID__SERVER__PORT="$leafid_port" LEAFID__DATABASE__URL="sqlite://$dir/leafid.db" \
+        LEAFID__SNOWFLAKE__WORKER__CACHE_FILE="$dir/worker.json" RUST_LOG=warn \
+        "$bin" >"$dir/leafid.log" 2>&1 &
+    local leafid_pid=$!
+    cat >"$dir/control.yml" <<'YML'
+groups:
+  - name: control
+    rules:
+      - alert: ControlNextReadyBare
+        expr: leafid_segment_next_ready == 0
+        for: 10m
+YML
+    cat >"$dir/prometheus.yml" <<YML
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+rule_files: ["$PWD/$rules", "$dir/control.yml"]
+scrape_configs:
+  - job_name: leafid
+    static_configs: [{targets: ["127.0.0.1:$leafid_port"]}]
+YML
+    prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/prom" \
+        --web.listen-address="127.0.0.1:$prom_port" >"$dir/prometheus.log" 2>&1 &
+    local prom_pid=$!
+    # shellcheck disable=SC2064 # the pids are known now
+    trap "kill $leafid_pid $prom_pid 2>/dev/null || true; wait $leafid_pid $prom_pid 2>/dev/null || true; rm -rf '$tmp'" EXIT
+
+    for _ in $(seq 1 100); do curl -sf "127.0.0.1:$leafid_port/health/live" >/dev/null && break; sleep 0.2; done
+    curl -sf "127.0.0.1:$leafid_port/api/segment/get/leaf-segment-test" >/dev/null ||
+        { log "live: leafid did not start:"; cat "$dir/leafid.log" >&2; exit 1; }
+    curl -sf "127.0.0.1:$leafid_port/api/snowflake/get/x" >/dev/null
+    for _ in $(seq 1 100); do curl -sf "127.0.0.1:$prom_port/-/ready" >/dev/null && break; sleep 0.2; done
+    curl -sf "127.0.0.1:$prom_port/-/ready" >/dev/null ||
+        { log "live: prometheus did not start:"; tail -20 "$dir/prometheus.log" >&2; exit 1; }
+    log "live: leafid ($bin) scraped by $(prometheus --version 2>&1 | head -1 | cut -d' ' -f1-3) every 1 s"
+    sleep 8  # several scrapes and rule evaluations
+    dashboard_exprs "$dashboard" "$dir/dashboard-rules.yml" 2>/dev/null
+    python3 - "$prom_port" "$dir/dashboard-rules.yml" <<'PY'
+import json, sys, time, urllib.parse, urllib.request, yaml
+port, dash = sys.argv[1:3]
+def api(path, **q):
+    url = f"http://127.0.0.1:{port}/api/v1/{path}"
+    if q:
+        url += "?" + urllib.parse.urlencode(q)
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.load(r)["data"]
+bad = []
+targets = api("targets")["activeTargets"]
+if not targets or any(t["health"] != "up" for t in targets):
+    bad.append(f"the leafid target is not up: {[(t['health'], t.get('lastError')) for t in targets]}")
+rules = [r for g in api("rules")["groups"] for r in g["rules"]]
+for r in rules:
+    if r["health"] != "ok":
+        bad.append(f"rule {r['name']}: {r['health']} {r.get('lastError', '')}")
+alerts = {a["labels"]["alertname"]: a["state"] for a in api("alerts")["alerts"]}
+control = alerts.pop("ControlNextReadyBare", None)
+if control != "pending":
+    bad.append(f"the control alert is {control}, not pending: no data reached the rules")
+for name, state in alerts.items():
+    bad.append(f"{name} is {state} on a healthy idle server")
+n = 0
+for rule in yaml.safe_load(open(dash))["groups"][0]["rules"]:
+    expr = rule["expr"].replace("[5m]", "[5s]").replace('job=~".*"', 'job="leafid"')
+    try:
+        result = api("query", query=expr)["result"]
+    except Exception as e:  # a 400 from Prometheus: the query does not run
+        bad.append(f"{rule['record']}: {e}: {expr}")
+        continue
+    n += 1
+    if not result and "leafid_http_server_errors_total" not in expr:
+        bad.append(f"{rule['record']}: no series: {expr}")
+if bad:
+    sys.exit("deploy-check: live: " + "\ndeploy-check: live: ".join(bad))
+print(f"deploy-check: live: {len(rules)} rules evaluate ok, no alert on an idle server (the control alert is pending), {n} dashboard queries run", file=sys.stderr)
+PY
+    kill "$leafid_pid" "$prom_pid" 2>/dev/null; wait "$leafid_pid" "$prom_pid" 2>/dev/null || true
+}
+
+steps=("$@"); [ "${#steps[@]}" -gt 0 ] || steps=(metrics rules kubernetes grafana live)
 install_tools
 for s in "${steps[@]}"; do "step_$s"; done
 log "all passed: ${steps[*]}"
