@@ -145,7 +145,16 @@ async fn failover_run(mode: &'static str, servers: usize) -> Figures {
     // Replicated normally, then the replica falls behind while leases go on.
     tokio::time::sleep(Duration::from_millis(1000)).await;
     replica::run(&["lag"]).await;
+    // At least a second, and until the primary has leased a few hundred ids the replica lacks
+    // (a machine busy with other tests may serve slowly).
+    let lagged_at = mysql::row(&primary_db, "t").await.unwrap().0;
     tokio::time::sleep(Duration::from_millis(1000)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while mysql::row(&primary_db, "t").await.unwrap().0 < lagged_at + 400
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     // The primary becomes unreachable, then dies: every lease a server ever received is below
     // the max_id read in between.
     proxy.switch(None);
