@@ -289,7 +289,7 @@ async fn a_full_volume_holding_the_database_and_the_log_never_repeats_an_id_and_
         }
         // Readiness answers (200 while buffers last, then a 503 with a body), never a cut
         // connection.
-        if i % 20 == 0 {
+        if i.is_multiple_of(20) {
             let ready = client.get(format!("{base}/health/ready")).send().await;
             let ready = ready.unwrap_or_else(|e| panic!("/health/ready: no answer: {e}"));
             assert!(
