@@ -10,6 +10,7 @@ mod docs_config;
 mod drain;
 pub mod faults;
 mod galera;
+mod give_back;
 mod js_safe;
 mod layouts;
 mod leaf_compat;

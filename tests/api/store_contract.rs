@@ -338,6 +338,39 @@ async fn a_lease_takes_the_rows_step_from_max_id(kind: Kind) {
 }
 on_every_store!(a_lease_takes_the_rows_step_from_max_id);
 
+/// The give-back's compare-and-set: `max_id` goes back only from the value asked, and the next
+/// lease starts at the returned id; a row that moved (another server leased), an unknown tag or
+/// an empty range change nothing.
+async fn unused_ids_go_back_only_from_the_last_lease_s_end(kind: Kind) {
+    for single_statement in [true, false] {
+        let stores = Stores::open(kind, single_statement).await;
+        let store = &stores.segments;
+        store.create_tag(&new_tag("gb", 100, 1)).await.unwrap();
+        let mine = store.lease("gb", None).await.unwrap();
+        assert_eq!(mine.max_id, 101);
+        // Nothing asked back, or a range the other way round.
+        assert!(!store.return_unused("gb", 101, 101).await.unwrap());
+        assert!(!store.return_unused("gb", 102, 101).await.unwrap());
+        // Ids 1..=40 handed out: 41..=100 go back.
+        assert!(store.return_unused("gb", 41, 101).await.unwrap());
+        let row = store.get_tag("gb").await.unwrap().unwrap();
+        assert_eq!(row.max_id, 41, "single_statement={single_statement}");
+        assert!(row.update_time.is_some());
+        // A second give-back of the same lease finds the row moved (it is at 41 now).
+        assert!(!store.return_unused("gb", 41, 101).await.unwrap());
+        let next = store.lease("gb", Some(100)).await.unwrap();
+        assert_eq!((next.max_id - next.leased, next.max_id), (41, 141));
+        // Another server leased after this one: the row is past its lease, nothing changes.
+        let theirs = store.lease("gb", Some(100)).await.unwrap();
+        assert_eq!(theirs.max_id, 241);
+        assert!(!store.return_unused("gb", 100, 141).await.unwrap());
+        assert_eq!(store.get_tag("gb").await.unwrap().unwrap().max_id, 241);
+        assert!(!store.return_unused("gb-unknown", 1, 2).await.unwrap());
+        stores.close().await;
+    }
+}
+on_every_store!(unused_ids_go_back_only_from_the_last_lease_s_end);
+
 /// Near `i64::MAX` a lease is cut to the ids left, and then the tag is exhausted, whether the
 /// lease asked for the row's step or an adapted one.
 async fn a_lease_near_the_end_of_the_range_takes_the_tail_then_the_tag_is_exhausted(kind: Kind) {
