@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the operator's kit in deploy/ offline; called by scripts/test.sh.
+# Checks the operator's kit in deploy/ offline (loopback only); called by scripts/test.sh.
 #
 #   scripts/deploy-check.sh [STEP...]     STEP: metrics rules kubernetes grafana live (default: all)
 #
@@ -45,7 +45,7 @@ log() { echo "deploy-check: $*" >&2; }
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 
 install_tools() {
-    if ! command -v promtool >/dev/null; then
+    if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
         # shellcheck source=scripts/lib/common.sh
         (source scripts/lib/common.sh && leafid_install_packages prometheus)
     fi
