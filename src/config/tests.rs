@@ -245,3 +245,13 @@ fn the_admin_token_never_prints() {
         "invalid configuration: admin.token must not be empty when set"
     );
 }
+
+#[test]
+fn the_worker_lease_cache_file_defaults_under_data_and_can_be_turned_off() {
+    let s = Settings::load(None).unwrap();
+    assert_eq!(s.snowflake.worker.cache_file, "data/snowflake-worker.json");
+    let off = with("[snowflake.worker]\ncache_file = \"\"\n").unwrap();
+    assert_eq!(off.snowflake.worker.cache_file, "");
+    let moved = with("[snowflake.worker]\ncache_file = \" /var/lib/leafid/w.json \"\n").unwrap();
+    assert_eq!(moved.snowflake.worker.cache_file, "/var/lib/leafid/w.json");
+}

@@ -22,7 +22,18 @@
 //!
 //! Every call to the worker store is bounded by a timeout shorter than the lease it protects;
 //!
-//! The parts: `lease` (the lease bookkeeping, its settings check and the heartbeat task),
+//! # A restart during a database outage
+//!
+//! With a cache file ([`StartOptions::cache`], `snowflake.worker.cache_file`), every claim and
+//! renewal the database confirmed is also written to a local file (`cache`). A start whose claim
+//! cannot reach the database resumes that lease only under the conditions stated on
+//! `resume_from_cache` (the lease the database confirmed is still ahead of the margin; issuing
+//! starts after every tick the previous run may have issued), with the deadline and tick bound
+//! of a renewal. Otherwise ([`StartOptions::wait_for_database`]) the engine starts with no worker
+//! id: every id is refused, [`SnowflakeEngine::pending_reason`] says why, and the claim is
+//! retried in the background until the database answers.
+//!
+//! The parts: `cache` (the file), `lease` (the lease bookkeeping, its settings check and the heartbeat task),
 //! `status` ([`SnowflakeStatus`], the view for health, metrics and pages); starting, the id
 //! path and shutdown are here.
 
