@@ -134,7 +134,11 @@ async fn a_full_disk_under_sqlite_never_repeats_an_id_and_recovers_when_space_re
         ],
     );
     let base = server.address.clone();
-    let client = reqwest::Client::new();
+    // A fresh connection per request (see the full-volume test below).
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
     let created = client
         .post(format!("{base}/api/v1/tags"))
         .header("content-type", "application/json")
@@ -252,8 +256,11 @@ async fn a_full_volume_holding_the_database_and_the_log_never_repeats_an_id_and_
         Stdio::from(log),
     );
     let base = server.address.clone();
+    // A fresh connection per request: a pooled keep-alive connection that the server closes as
+    // idle just when it is reused reads as a cut answer, which is what this test must not see.
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
+        .pool_max_idle_per_host(0)
         .build()
         .unwrap();
     let created = client
