@@ -50,9 +50,12 @@
 #   primary is thrown away, never restarted (the replica process is never killed).
 set -euo pipefail
 
-root="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
+root="$LEAFID_ROOT"
 base="${LEAFID_REPLICA_DIR:-$root/target/replica}"
-port_base="${LEAFID_REPLICA_PORT_BASE:-25000}"
+# This checkout's block (scripts/lib/common.sh): primary at +13, replica at +14.
+port_base="${LEAFID_REPLICA_PORT_BASE:-$(($(leafid_port_block) + 12))}"
 template="$base/template"
 state="$base/state"
 
@@ -65,12 +68,11 @@ find_bin() {
 }
 
 install() {
-  if find_bin mariadbd mysqld >/dev/null && find_bin mariadb mysql >/dev/null; then return 0; fi
-  log "installing mariadb-server from Debian's packages"
-  local sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq >&2
-  $sudo apt-get install -y -qq mariadb-server mariadb-client >&2
+  local missing=()
+  find_bin mariadbd mysqld >/dev/null && find_bin mariadb-install-db mysql_install_db >/dev/null ||
+    missing+=(mariadb-server)
+  find_bin mariadb mysql >/dev/null || missing+=(mariadb-client)
+  leafid_install_packages "${missing[@]}"
 }
 
 # Node names: primary (server id 1) and replica (server id 2).
@@ -84,7 +86,7 @@ urls() { echo "$(url primary) $(url replica)"; }
 
 client() {
   local n="$1"; shift
-  "$(find_bin mariadb mysql)" --no-defaults --protocol=socket --socket="$(sock "$n")" -uroot "$@"
+  "$(find_bin mariadb mysql)" --no-defaults --protocol=socket --socket="$(sock "$n")" -u"$LEAFID_DB_ADMIN" "$@"
 }
 
 pid_of() { cat "$(pidf "$1")" 2>/dev/null || true; }
@@ -107,7 +109,7 @@ make_template() {
   local user_opt=(); [ "$(id -u)" = 0 ] && user_opt=(--user=root)
   log "initialising the system tables (in $tmp, then moved to $template)"
   if ! "$(find_bin mariadb-install-db mysql_install_db)" --no-defaults --datadir="$tmp/data" \
-    "${user_opt[@]}" --auth-root-authentication-method=socket --skip-test-db \
+    "${user_opt[@]}" --auth-root-authentication-method=socket --auth-root-socket-user="$LEAFID_DB_ADMIN" --skip-test-db \
     --innodb-log-file-size=16M >"$tmp/install.log" 2>&1; then
     cat "$tmp/install.log" >&2
     rm -rf "$tmp"
@@ -189,6 +191,7 @@ start() {
   if healthy "$mode"; then urls; return 0; fi
   log "building a fresh $mode primary/replica pair"
   stop
+  leafid_ports_free_or_die "$(port primary)" "$(port replica)"
   make_template
   local n
   for n in primary replica; do
