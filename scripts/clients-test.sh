@@ -60,7 +60,7 @@ for c in "${clients[@]}"; do
     java)
       has mvn || apt_install maven
       has javac || apt_install default-jdk-headless
-      [ -e /usr/share/java/junit-jupiter-api.jar ] || apt_install junit5
+      [ -d /usr/share/maven-repo/org/junit/jupiter/junit-jupiter-engine ] || apt_install junit5
       ;;
     python)
       python3 -c 'import pytest' 2>/dev/null ||
