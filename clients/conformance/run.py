@@ -112,9 +112,15 @@ class Server:
         )
         full_env.update(env or {})
         self.log_path = log_dir / f"{name}.log"
+        # Its own working directory: what a server writes relative to it (the snowflake worker
+        # cache file, data/ by default) is neither shared with the other servers nor left in the
+        # checkout.
+        workdir = log_dir / "servers" / name
+        workdir.mkdir(parents=True, exist_ok=True)
         self.tail: collections.deque[str] = collections.deque(maxlen=40)
         self.proc = subprocess.Popen(
             [binary],
+            cwd=workdir,
             env=full_env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -651,8 +657,8 @@ class Row:
 class Run:
     def __init__(self, clients: list[str]):
         self.clients = clients
-        self.binary = os.environ.get("LEAFID_BIN", str(ROOT / "target/release/leafid"))
-        self.log_dir = Path(os.environ.get("CONFORMANCE_LOG_DIR", ROOT / "target/conformance-logs"))
+        self.binary = os.path.abspath(os.environ.get("LEAFID_BIN", str(ROOT / "target/release/leafid")))
+        self.log_dir = Path(os.environ.get("CONFORMANCE_LOG_DIR", ROOT / "target/conformance-logs")).resolve()
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.server_url = mysql_url()
         self.db_name = f"leafid_conformance_{os.getpid()}_{int(time.time())}"

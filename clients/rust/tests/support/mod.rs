@@ -77,6 +77,8 @@ pub fn create_database() -> String {
 /// A running `leafid serve` process on port 0; killed when dropped.
 pub struct Server {
     child: Child,
+    /// Its working directory, removed when dropped.
+    workdir: PathBuf,
     /// `http://127.0.0.1:PORT`.
     pub address: String,
 }
@@ -89,7 +91,18 @@ impl Server {
 
     /// [`Server::start`] with extra environment variables (`LEAFID__...` settings).
     pub fn start_with(db_url: &str, env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(server_binary())
+        static N: AtomicU32 = AtomicU32::new(0);
+        // Its own working directory: what the server writes relative to it (the snowflake
+        // worker cache file, data/ by default) is neither shared nor left in the checkout.
+        let workdir = std::env::temp_dir().join(format!(
+            "leafid-client-tests-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&workdir).expect("create the server's working directory");
+        let binary = std::path::absolute(server_binary()).expect("an absolute binary path");
+        let mut child = Command::new(binary)
+            .current_dir(&workdir)
             .envs(env.iter().copied())
             .env("LEAFID__SERVER__PORT", "0")
             .env("LEAFID__SERVER__WORKERS", "1")
@@ -121,6 +134,7 @@ impl Server {
         };
         Self {
             child,
+            workdir,
             address: format!("http://127.0.0.1:{port}"),
         }
     }
@@ -155,6 +169,7 @@ impl Drop for Server {
             .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.workdir);
     }
 }
 
