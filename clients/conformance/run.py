@@ -260,7 +260,11 @@ class Adapter:
         except queue.Empty:
             raise Failure("adapter", f"no answer to {cmd['op']} within {timeout:.0f} s")
         if line is None:
-            raise Failure("adapter", f"the adapter exited ({self.proc.poll()}) before answering {cmd['op']}")
+            try:
+                code = self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                code = "still running, stdout closed"
+            raise Failure("adapter", f"the adapter exited ({code}) before answering {cmd['op']}; see its log")
         try:
             answer = json.loads(line)
         except ValueError:
