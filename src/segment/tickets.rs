@@ -399,6 +399,50 @@ mod loom_tests {
         });
     }
 
+    /// Two takers take ids (one by `try_next`, one by `take_many`) while the tag closes: every
+    /// id they got maps a ticket below the one `close` returned, so the ids from that ticket's
+    /// on (what the give-back returns) were never handed out; after the close nothing is.
+    /// Preemption bound 3.
+    #[test]
+    fn takers_racing_the_close_get_only_ids_below_the_first_free_ticket() {
+        bounded(3).check(|| {
+            let leased = [(1, 3), (11, 13)];
+            let tickets = Arc::new(Tickets::new());
+            tickets.publish(1, 2);
+            tickets.publish(11, 2);
+            let one = {
+                let tickets = tickets.clone();
+                thread::spawn(move || take(&tickets).into_iter().collect::<Vec<i64>>())
+            };
+            let batch = {
+                let tickets = tickets.clone();
+                thread::spawn(move || {
+                    let mut ids = Vec::new();
+                    tickets.take_many(2, &mut ids);
+                    ids
+                })
+            };
+            let first_free = tickets.close();
+            let (one, batch) = (one.join().unwrap(), batch.join().unwrap());
+            check(&[one.clone(), batch.clone()], &leased);
+            // Id 1 + t for ticket t in the first window, 11 + (t - 2) in the second.
+            let ticket_of = |id: i64| (if id < 11 { id - 1 } else { id - 11 + 2 }) as u64;
+            let got: Vec<i64> = one.iter().chain(&batch).copied().collect();
+            for &id in &got {
+                assert!(
+                    ticket_of(id) < first_free,
+                    "id {id} at or past the first free ticket {first_free}"
+                );
+            }
+            assert_eq!(
+                got.len() as u64,
+                first_free.min(4),
+                "every ticket below the first free one became an id"
+            );
+            assert_eq!(take(&tickets), None, "nothing after the close");
+        });
+    }
+
     /// Two segments of one id each are published; two takers take one id each while the
     /// loader, once tickets reached the newest segment's preload mark (the real loader's check,
     /// `plan_load`), publishes a third segment over the first one's slot. A taker descheduled
