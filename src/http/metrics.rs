@@ -42,7 +42,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         (status = 500, description = "`internal`", body = super::error::ErrorBody),
     )
 )]
-pub async fn get_metrics(_: MonitorAuth, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+pub async fn get_metrics(
+    _: MonitorAuth,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
     let text = state.metrics.render().map_err(|e| {
         tracing::error!(error = %e, "rendering metrics failed");
         ApiError::Internal

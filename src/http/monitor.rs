@@ -215,7 +215,10 @@ fn opt<T: ToString>(v: Option<T>) -> String {
         (status = 404, description = "`engine_disabled`", body = ErrorBody),
     )
 )]
-pub async fn cache_page(_: MonitorAuth, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+pub async fn cache_page(
+    _: MonitorAuth,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
     let mut html = String::from(
         "<table><tr><th>biz_tag</th><th>segment</th><th>state</th><th>min id</th><th>max id</th>\
          <th>next id</th><th>used / size</th><th>next ready</th><th>loading</th><th>step (db step)</th>\
