@@ -53,10 +53,14 @@ type leafidServer struct {
 }
 
 // startServer starts the binary on dbURL and port (0: a free one, read from its JSON log), with
-// extra LEAFID__... settings, and returns once it listens.
+// extra LEAFID__... settings, in a temporary working directory of its own, and returns once it
+// is ready.
 func startServer(t testing.TB, dbURL string, port int, env ...string) *leafidServer {
 	t.Helper()
 	cmd := exec.Command(serverBinary(t))
+	// Its own working directory: the server writes its snowflake worker cache file there
+	// (data/snowflake-worker.json), neither shared with another server nor left in the checkout.
+	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(),
 		"LEAFID__SERVER__PORT="+strconv.Itoa(port),
 		"LEAFID__SERVER__HOST=127.0.0.1",

@@ -242,10 +242,9 @@ func (s *supply) refill(ctx context.Context) {
 			// Nothing above the floor: this server is behind the one used before (a lower
 			// segment, or snowflake ids of older ticks). Ask again at once: each answer drains
 			// what it is behind by, and the deadline still bounds the loop. Ask for twice as
-			// many ids each time (up to MaxBatch): a cached snowflake generator's ids advance
-			// only as they are taken (one tick per 4096 ids with the twitter layout), so a
-			// server that sat idle for a second is behind by millions of ids, which batches of
-			// 100 would take thousands of requests to drain.
+			// many ids each time (up to MaxBatch): a server holding a lower segment advances
+			// only as its ids are taken, and one behind by a step of a million ids would take
+			// batches of 100 ten thousand requests to drain.
 			s.behindRounds.Add(1)
 			if count *= 2; count > MaxBatch {
 				count = MaxBatch
