@@ -119,8 +119,17 @@ final class Servers {
     private static final class Server {
         /** Base URL without a trailing {@code /}. */
         final String base;
-        /** Set by a failed request or probe; cleared only by a 200 (a probe's or a request's). */
+        /**
+         * Set by a failed request or probe; cleared only by a 200 (a probe's or a request's) to
+         * a request sent after the last failure.
+         */
         boolean down;
+        /**
+         * How many times it was marked down: a 200 to a request sent before the latest failure
+         * (an answer still in flight when the server was killed) is older news than that failure
+         * and does not mark it up.
+         */
+        long downs;
         /** Failures in a row (requests and probes): the backoff doubles with each. */
         int failures;
         /** A down server is probed at or after this {@link System#nanoTime()}. */
@@ -136,13 +145,26 @@ final class Servers {
             return down;
         }
 
-        synchronized void markUp() {
+        synchronized long downs() {
+            return downs;
+        }
+
+        /**
+         * Marks it up if it was not marked down since {@code seen} (its {@link #downs()} when
+         * the request that answered 200 was sent); returns whether it did.
+         */
+        synchronized boolean markUpUnlessDownSince(long seen) {
+            if (downs != seen) {
+                return false;
+            }
             down = false;
             failures = 0;
+            return true;
         }
 
         synchronized void markDown(Timing t) {
             down = true;
+            downs++;
             if (failures < Integer.MAX_VALUE) {
                 failures++;
             }
@@ -216,10 +238,12 @@ final class Servers {
                 if (last != null) {
                     failovers++;
                 }
+                long seen = list[i].downs();
                 Outcome o = ask(list[i], req);
                 if (o.ids != null) {
-                    list[i].markUp();
-                    preferred.set(i);
+                    if (list[i].markUpUnlessDownSince(seen)) {
+                        preferred.set(i);
+                    }
                     return new FetchResult(o.ids, null, null, failovers, i, list[i].base);
                 }
                 if (o.rejected != null) {
@@ -437,11 +461,13 @@ final class Servers {
     void probeDue() {
         long now = System.nanoTime();
         for (Server s : list) {
+            long seen;
             synchronized (s) {
                 if (!s.down || s.probing || now - s.nextProbe < 0) {
                     continue;
                 }
                 s.probing = true;
+                seen = s.downs;
             }
             CompletableFuture<HttpResponse<Void>> f;
             try {
@@ -461,7 +487,7 @@ final class Servers {
             f.whenComplete((resp, err) -> {
                 probes.remove(f);
                 if (err == null && resp.statusCode() == 200) {
-                    s.markUp();
+                    s.markUpUnlessDownSince(seen);
                 } else {
                     s.markDown(timing);
                 }

@@ -11,7 +11,9 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.Paths;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -29,6 +31,9 @@ import org.junit.jupiter.api.Test;
  * HTTP server (the only stand-in, for answers a real server never gives).
  */
 class FailoverTest {
+    /** Debian's faketime library: a server preloaded with it runs its wall clock behind. */
+    private static final String LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
     private final List<AutoCloseable> cleanup = new ArrayList<>();
 
     @AfterEach
@@ -167,14 +172,16 @@ class FailoverTest {
 
     @Test
     void a_server_found_behind_is_asked_last_so_a_healthy_one_serves_again() throws Exception {
-        // An idle server's snowflake ring still holds ids of the ticks after its start: X, started
-        // 1.5 s before Y, answers ids millions below Y's. The client takes from Y, Y is stopped
-        // (so X is asked and found behind), and continued: from then on Y must serve again at
-        // once rather than X being drained batch by batch (which would outlast the wait timeout).
+        // X's wall clock runs 10 s behind (libfaketime; both on the direct generator, whose ids
+        // follow the clock): its ids lie below Y's for 10 s, longer than the wait timeout. The
+        // client takes from Y, Y is stopped (so X is asked and found behind), and continued:
+        // from then on Y must serve again at once rather than X being asked until it catches
+        // up (which would outlast the wait timeout).
+        assertTrue(Files.exists(Paths.get(LIBFAKETIME)), LIBFAKETIME + " is missing: apt-get install faketime");
         Path db = LeafidServer.newDatabase();
-        LeafidServer x = server(db);
-        Thread.sleep(1500);
-        LeafidServer y = server(db);
+        LeafidServer y = server(db, 0, Map.of("LEAFID__SNOWFLAKE__GENERATOR", "direct"));
+        LeafidServer x = server(db, 0, Map.of("LEAFID__SNOWFLAKE__GENERATOR", "direct",
+                "LD_PRELOAD", LIBFAKETIME, "FAKETIME", "-10", "DONT_FAKE_MONOTONIC", "1"));
         LeafidClient c = client(fast(y.url(), x.url()).batchSize(50).requestTimeout(Duration.ofMillis(300)));
         IdSupply s = c.snowflake();
         List<Long> ids = new ArrayList<>();
@@ -200,6 +207,7 @@ class FailoverTest {
         }
         Checks.strictlyIncreasing(ids);
         assertEquals(800, c.stats().idsServed(), c.stats().toString());
+        assertTrue(c.stats().discardedIds() > 0, "X was asked and found behind: " + c.stats());
     }
 
     @Test

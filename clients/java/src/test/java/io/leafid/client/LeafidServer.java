@@ -23,7 +23,7 @@ import java.util.regex.Pattern;
  * A real leafid server process for tests: {@code target/debug/leafid} of the repository (or
  * {@code $LEAFID_BIN}) on SQLite, on a port it picks itself (read from its JSON "listening" log
  * line) or a given one. Several servers may share one database file, as servers of one cluster
- * share one database.
+ * share one database. Each runs in a temporary working directory of its own.
  */
 final class LeafidServer implements AutoCloseable {
     private static final Pattern LISTENING =
@@ -89,6 +89,9 @@ final class LeafidServer implements AutoCloseable {
         e.put("LEAFID__DATABASE__URL", "sqlite://" + db);
         e.put("LEAFID__ADMIN__TOKEN", ADMIN_TOKEN);
         e.putAll(env);
+        // Its own working directory: the server writes its snowflake worker cache file there
+        // (data/snowflake-worker.json), neither shared with another server nor left in the checkout.
+        pb.directory(Files.createTempDirectory("leafid-java-server").toFile());
         pb.redirectOutput(ProcessBuilder.Redirect.DISCARD);
         Process p = pb.start();
         CompletableFuture<Integer> listening = new CompletableFuture<>();
