@@ -141,7 +141,9 @@ impl Run {
     /// with the engine).
     async fn crash(self) {
         // The last cache write may still be on a blocking thread, holding the file's lock.
-        settle().await;
+        let cache = self.engine.cache.clone().unwrap();
+        settle_until(|| Arc::strong_count(&cache) == 2).await;
+        drop(cache);
         self.background.token().cancel();
         self.background.shutdown(Duration::from_secs(1)).await;
         let weak = Arc::downgrade(&self.engine);
@@ -162,12 +164,17 @@ async fn pass(clock: &ManualClock, ms: u64) {
     }
 }
 
-/// Lets work on blocking threads (the cache file's writes) finish, in real time.
-async fn settle() {
-    for _ in 0..20 {
+/// Lets work on blocking threads (the cache file's writes) finish, in real time, until `done`
+/// (at most 10 s: a loaded disk may take a while to fsync).
+async fn settle_until(done: impl Fn() -> bool) {
+    for _ in 0..2_000 {
+        if done() {
+            return;
+        }
         std::thread::sleep(Duration::from_millis(5));
         tokio::task::yield_now().await;
     }
+    panic!("blocking work did not finish within 10 s");
 }
 
 fn ids(engine: &SnowflakeEngine, n: usize) -> Vec<u64> {
@@ -185,8 +192,17 @@ async fn restart_within_the_lease_resumes_after_every_issued_tick(generator: Gen
     let mut before = ids(&first.engine, 50);
     // A renewal writes the cache; then more ids, after the last write, before the crash.
     pass(&clock, HEARTBEAT_MS + 100).await;
-    settle().await;
     assert!(store.calls.lock().unwrap().contains(&"heartbeat"));
+    settle_until(|| {
+        first
+            .engine
+            .cache
+            .as_ref()
+            .unwrap()
+            .load()
+            .is_some_and(|l| l.lease_until_ms >= T0 + 2_000 + LEASE_MS as i64)
+    })
+    .await;
     for _ in 0..5 {
         clock.advance(3);
         before.extend(ids(&first.engine, 40));
@@ -317,8 +333,7 @@ async fn past_the_cached_lease_start_waits_without_an_id_and_claims_when_the_dat
             "no claim within 6 s of the database's return"
         );
     }
-    settle().await;
-    assert_eq!(second.engine.pending_reason(), None);
+    settle_until(|| second.engine.pending_reason().is_none()).await;
     second.engine.next_id_blocking().expect("claimed");
     assert_eq!(
         second.engine.cache.as_ref().unwrap().load().unwrap().owner,
