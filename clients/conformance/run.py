@@ -148,6 +148,31 @@ class Server:
             self.kill()
             raise SetupError(f"server {name} did not log its port within 30 s: " + " | ".join(self.tail))
         self.url = f"http://127.0.0.1:{self.port}"
+        self.wait_ready(30.0)
+
+    def wait_ready(self, within: float) -> None:
+        """Returns once `/health/ready` answers 200. A server listens before it is ready: it
+        claims its snowflake worker id (and runs its migrations) in the background, and a
+        cached snowflake generator answers 503 `snowflake_not_ready` until then, which on a
+        loaded machine a client's first requests would meet."""
+        deadline = time.monotonic() + within
+        last = ""
+        while True:
+            try:
+                with urllib.request.urlopen(self.url + "/health/ready", timeout=5) as r:
+                    if r.status == 200:
+                        return
+                    last = str(r.status)
+            except urllib.error.HTTPError as e:
+                last = f"{e.code} {e.read()[:200]!r}"
+            except OSError as e:
+                last = repr(e)
+            if self.proc.poll() is not None:
+                raise SetupError(f"server {self.name} exited ({self.proc.returncode}): " + " | ".join(self.tail))
+            if time.monotonic() >= deadline:
+                self.kill()
+                raise SetupError(f"server {self.name} not ready within {within:.0f} s: {last}")
+            time.sleep(0.05)
 
     def signal(self, sig: signal.Signals) -> None:
         self.proc.send_signal(sig)

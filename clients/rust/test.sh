@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ "${LEAFID_RUST_CLIENT_TESTED:-}" != 1 ]; then
-  cargo build --bin leafid
+  # The tests start $LEAFID_BIN (scripts/clients-test.sh sets it), else target/debug/leafid.
+  [ -n "${LEAFID_BIN:-}" ] || cargo build --bin leafid
   cargo test -p leafid-client
 fi
 cargo build -p leafid-client --example conformance_adapter
