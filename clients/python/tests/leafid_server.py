@@ -91,10 +91,32 @@ class LeafidServer:
                         continue
                     if isinstance(doc, dict) and doc.get("message") == "listening":
                         self.port = int(doc["port"])
+                        self._wait_ready(deadline)
                         return self
             time.sleep(0.02)
         self.kill()
         raise RuntimeError(f"leafid did not listen in {timeout} s")
+
+    def _wait_ready(self, deadline: float) -> None:
+        """Waits for ``/health/ready`` to answer 200. A server listens before it is ready (it
+        claims its snowflake worker id and runs its migrations in the background): until then
+        its snowflake ids answer 503 ``snowflake_not_ready``, and on a loaded machine a test's
+        first requests met that, which marked a healthy server down."""
+        last = ""
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/health/ready", timeout=5) as resp:
+                    if resp.status == 200:
+                        return
+                    last = str(resp.status)
+            except OSError as e:  # HTTPError (a 503) included
+                last = repr(e)
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"leafid exited: {self.log_path.read_text()[-2000:]}")
+            if time.monotonic() >= deadline:
+                self.kill()
+                raise RuntimeError(f"leafid was not ready in time: {last}")
+            time.sleep(0.02)
 
     def kill(self) -> None:
         """``kill -9`` and reap."""
