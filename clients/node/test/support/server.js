@@ -6,12 +6,53 @@
 
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
+
+/**
+ * Resolves once `GET /health/ready` answers 200. A server listens before it is ready (it claims
+ * its snowflake worker id and runs its migrations in the background): until then its snowflake
+ * ids answer 503 `snowflake_not_ready`, which on a loaded machine a test's first requests met.
+ * @param {string} address `http://127.0.0.1:PORT`
+ * @param {number} withinMs
+ */
+async function waitReady(address, withinMs) {
+  const deadline = Date.now() + withinMs;
+  let last = '';
+  for (;;) {
+    try {
+      const status = await readyStatus(`${address}/health/ready`);
+      if (status === 200) return;
+      last = `status ${status}`;
+    } catch (e) {
+      last = String(e);
+    }
+    if (Date.now() >= deadline) throw new Error(`${address} was not ready within ${withinMs} ms: ${last}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/**
+ * The status of one GET of `url` on a connection of its own (no agent: nothing stays open).
+ * @param {string} url
+ * @returns {Promise<number>}
+ */
+function readyStatus(url) {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { agent: false, timeout: 5000 }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('timed out after 5 s')));
+    req.on('error', reject);
+  });
+}
 
 /** The leafid binary, or an error saying how to build it. */
 export function serverBinary() {
@@ -52,7 +93,7 @@ export function tempDatabase() {
 /** One `leafid` process. */
 export class LeafidServer {
   /**
-   * Starts the binary on `db` and resolves once it logged its port.
+   * Starts the binary on `db` and resolves once its /health/ready answers 200.
    * @param {string} db database URL
    * @param {{port?: number, env?: Record<string, string>}} [o] a fixed port (default: 0, the kernel's)
    */
@@ -99,7 +140,13 @@ export class LeafidServer {
               server.port = v.port;
               server.address = `http://127.0.0.1:${v.port}`;
               clearTimeout(timer);
-              resolve(server);
+              waitReady(server.address, 30_000).then(
+                () => resolve(server),
+                (e) => {
+                  child.kill('SIGKILL');
+                  reject(e);
+                },
+              );
             }
           } catch {
             // not a JSON line

@@ -9,12 +9,12 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The `leafid` binary, or a panic saying how to build it.
 pub fn server_binary() -> PathBuf {
@@ -84,7 +84,7 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts the binary with `db_url`; returns once it logged its port.
+    /// Starts the binary with `db_url`; returns once `/health/ready` answers 200.
     pub fn start(db_url: &str) -> Self {
         Self::start_with(db_url, &[])
     }
@@ -132,10 +132,35 @@ impl Server {
             let _ = child.kill();
             panic!("leafid did not log its port within 30 s");
         };
-        Self {
+        let mut server = Self {
             child,
             workdir,
             address: format!("http://127.0.0.1:{port}"),
+        };
+        server.wait_ready(port, Duration::from_secs(30));
+        server
+    }
+
+    /// Waits until `/health/ready` answers 200. A server listens before it is ready (it claims
+    /// its snowflake worker id and runs its migrations in the background): until then its
+    /// snowflake ids answer 503 `snowflake_not_ready`, which on a loaded machine a test's first
+    /// requests would meet.
+    fn wait_ready(&mut self, port: u64, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let last = match ready_status(port) {
+                Ok(200) => return,
+                Ok(status) => format!("status {status}"),
+                Err(e) => e.to_string(),
+            };
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("leafid exited ({status}) before it was ready: {last}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "leafid was not ready within {within:?}: {last}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -158,6 +183,21 @@ impl Server {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
     }
+}
+
+/// The status code of one `GET /health/ready` on 127.0.0.1:`port` (HTTP/1.0, no keep-alive).
+fn ready_status(port: u64) -> std::io::Result<u16> {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port as u16));
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.write_all(b"GET /health/ready HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP answer: {answer:.80}")))
 }
 
 impl Drop for Server {
