@@ -53,8 +53,13 @@ type server struct {
 	base string
 	// mu guards the fields below; held for a few instructions, never across a request.
 	mu sync.Mutex
-	// down is set by a failed request or probe, cleared only by a 200 (a probe's or a request's).
+	// down is set by a failed request or probe, cleared only by a 200 (a probe's or a request's)
+	// to a request sent after the last failure.
 	down bool
+	// downs counts the times it was marked down: a 200 to a request sent before the latest
+	// failure (an answer in flight when the server was killed) is older news than that failure
+	// and does not mark it up.
+	downs uint64
 	// failures counts failures in a row; the probe backoff doubles with each.
 	failures int
 	// nextProbe is when a down server is probed next.
@@ -129,6 +134,7 @@ func (s *servers) fetch(ctx context.Context, req *request, count int) fetchResul
 				s.failovers.Add(1)
 			}
 			tried[i] = true
+			seen := s.list[i].downCount()
 			ids, rejected, fault := s.ask(ctx, s.list[i], req, count)
 			switch {
 			case fault != nil:
@@ -141,8 +147,9 @@ func (s *servers) fetch(ctx context.Context, req *request, count int) fetchResul
 			case rejected != nil:
 				return fetchResult{rejected: rejected}
 			default:
-				s.list[i].markUp()
-				s.preferred.Store(int64(i))
+				if s.list[i].markUpUnlessDownSince(seen) {
+					s.preferred.Store(int64(i))
+				}
 				return fetchResult{ids: ids, server: s.list[i].base}
 			}
 		}
@@ -454,8 +461,9 @@ func (s *servers) healthLoop(ctx context.Context) {
 			wg.Add(1)
 			go func(srv *server) {
 				defer wg.Done()
+				seen := srv.downCount()
 				if s.probe(ctx, srv) {
-					srv.markUp()
+					srv.markUpUnlessDownSince(seen)
 				} else if ctx.Err() == nil {
 					s.markDown(srv)
 				}
@@ -484,6 +492,7 @@ func (s *servers) earliestProbe() (time.Time, bool) {
 func (s *servers) markDown(srv *server) {
 	srv.mu.Lock()
 	srv.down = true
+	srv.downs++
 	srv.failures++
 	srv.nextProbe = time.Now().Add(s.backoff(srv.failures))
 	srv.mu.Unlock()
@@ -546,9 +555,22 @@ func (srv *server) dueForProbe(now time.Time) bool {
 	return srv.down && !now.Before(srv.nextProbe)
 }
 
-func (srv *server) markUp() {
+// downCount is how many times srv was marked down (read before a request is sent).
+func (srv *server) downCount() uint64 {
 	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.downs
+}
+
+// markUpUnlessDownSince marks srv up after a 200, unless it was marked down since seen (its
+// downCount when that request was sent); it reports whether it did.
+func (srv *server) markUpUnlessDownSince(seen uint64) bool {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.downs != seen {
+		return false
+	}
 	srv.down = false
 	srv.failures = 0
-	srv.mu.Unlock()
+	return true
 }

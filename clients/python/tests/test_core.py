@@ -129,7 +129,7 @@ def test_the_preferred_server_comes_first_and_down_ones_last() -> None:
     ss = ServerSet(eps, 0.5, 4.0, on_down=lambda: downs.append(1), clock=lambda: now[0])
     assert list(ss.plan()) == [0, 1, 2]
     ss.mark_down(0)
-    ss.succeeded(2)
+    ss.succeeded(2, ss.servers[2].downs)
     assert list(ss.plan()) == [2, 1, 0]
     assert ss.down_urls() == ["http://s0"] and downs == [1]
     assert ss.next_probe_in() == 0.5 and ss.due_probes() == []
@@ -137,8 +137,21 @@ def test_the_preferred_server_comes_first_and_down_ones_last() -> None:
     assert ss.due_probes() == [0]
     ss.mark_down(0)  # a failed probe: the backoff doubles
     assert ss.next_probe_in() == 1.0
-    ss.mark_up(0)
+    assert ss.mark_up(0, ss.servers[0].downs)
     assert ss.next_probe_in() is None and ss.down_urls() == []
+
+
+def test_a_200_sent_before_the_latest_failure_marks_nothing_up() -> None:
+    # An answer in flight when the server was killed arrives after another request to it failed:
+    # older news than that failure.
+    ss = ServerSet([Endpoint.parse(f"http://s{i}") for i in range(2)], 1, 1)
+    seen = ss.servers[0].downs  # a request to s0 is sent
+    ss.mark_down(0)  # another one to s0 fails
+    ss.succeeded(1, ss.servers[1].downs)
+    ss.succeeded(0, seen)  # the first one's 200 arrives
+    assert ss.down_urls() == ["http://s0"] and list(ss.plan()) == [1, 0]
+    assert not ss.mark_up(0, seen)
+    assert ss.mark_up(0, ss.servers[0].downs) and ss.down_urls() == []
 
 
 def test_a_plan_skips_a_server_marked_down_while_it_runs() -> None:

@@ -279,12 +279,17 @@ def parse_batch(body: bytes, req: BatchRequest) -> List[int]:
 class _ServerState:
     """Health of one server."""
 
-    __slots__ = ("endpoint", "down", "failures", "next_probe")
+    __slots__ = ("endpoint", "down", "downs", "failures", "next_probe")
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
         self.down = False
-        """Set by a failed request or probe; cleared only by a 200."""
+        """Set by a failed request or probe; cleared only by a 200 to a request sent after the
+        last failure."""
+        self.downs = 0
+        """Times it was marked down: a 200 to a request sent before the latest failure (an answer
+        in flight when the server was killed) is older news than that failure and does not mark
+        it up."""
         self.failures = 0
         """Failures in a row (requests and probes): the probe backoff doubles with each."""
         self.next_probe = 0.0
@@ -332,18 +337,23 @@ class ServerSet:
                 tried[i] = True
                 yield i
 
-    def succeeded(self, i: int) -> None:
-        """Server ``i`` delivered a batch: up, and asked first from now on."""
-        self.mark_up(i)
-        self.preferred = i
+    def succeeded(self, i: int, seen: int) -> None:
+        """Server ``i`` delivered a batch to a request sent when its ``downs`` was ``seen``: up,
+        and asked first from now on (unless it was marked down since)."""
+        if self.mark_up(i, seen):
+            self.preferred = i
 
-    def mark_up(self, i: int) -> None:
-        """Server ``i`` answered 200 (a batch or a probe)."""
+    def mark_up(self, i: int, seen: int) -> bool:
+        """Server ``i`` answered 200 (a batch or a probe) to a request sent when its ``downs``
+        was ``seen``: up, unless it was marked down since. Returns whether it is marked up."""
         s = self.servers[i]
+        if s.downs != seen:
+            return False
         if s.down:
             log.info("leafid server %s is up again", s.endpoint.url)
         s.down = False
         s.failures = 0
+        return True
 
     def mark_down(self, i: int, fault: Optional[ServerFault] = None) -> None:
         """Server ``i`` failed: down, probed after ``backoff_min * 2^(failures-1)`` (at most
@@ -352,6 +362,7 @@ class ServerSet:
         if not s.down:
             log.warning("leafid server %s marked down: %s", s.endpoint.url, fault or "probe failed")
         s.down = True
+        s.downs += 1
         s.failures += 1
         s.next_probe = self._clock() + backoff(*self._backoff, s.failures)
         self._on_down()

@@ -495,13 +495,14 @@ class AsyncClient:
             if last is not None:
                 self._servers.failovers += 1
             ep = self._servers.servers[i].endpoint
+            seen = self._servers.servers[i].downs
             try:
                 status, body = await self._get(ep, req.path, s.request_timeout)
                 ids = interpret(ep.url, status, body, req)
             except ServerFailure as f:
                 last = f.fault
             else:
-                self._servers.succeeded(i)
+                self._servers.succeeded(i, seen)
                 return ids
             if self._closed:
                 break
@@ -531,6 +532,7 @@ class AsyncClient:
             wake.clear()
             for i in self._servers.due_probes():
                 ep = self._servers.servers[i].endpoint
+                seen = self._servers.servers[i].downs
                 try:
                     status, _ = await self._http.get(
                         ep, "/health/ready", self._settings.request_timeout
@@ -539,7 +541,7 @@ class AsyncClient:
                 except (OSError, ValueError, asyncio.TimeoutError, asyncio.IncompleteReadError):
                     ok = False
                 if ok:
-                    self._servers.mark_up(i)
+                    self._servers.mark_up(i, seen)
                 elif self._servers.servers[i].down:
                     self._servers.mark_down(i)
 

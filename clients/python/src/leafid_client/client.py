@@ -499,6 +499,7 @@ class Client:
                 if last is not None:
                     self._servers.failovers += 1
                 ep = self._servers.servers[i].endpoint
+                seen = self._servers.servers[i].downs
             try:
                 status, body = self._get(ep, req.path, s.request_timeout)
                 ids = interpret(ep.url, status, body, req)
@@ -506,7 +507,7 @@ class Client:
                 last = f.fault
             else:
                 with self._lock:
-                    self._servers.succeeded(i)
+                    self._servers.succeeded(i, seen)
                 return ids
             if self._closed:
                 raise AllFailed(last)
@@ -535,7 +536,9 @@ class Client:
             for i in due:
                 if self._stop.is_set():
                     return
-                ep = self._servers.servers[i].endpoint
+                with self._lock:
+                    ep = self._servers.servers[i].endpoint
+                    seen = self._servers.servers[i].downs
                 try:
                     status, _ = self._http.get(ep, "/health/ready", self._settings.request_timeout)
                     ok = status == 200
@@ -543,6 +546,6 @@ class Client:
                     ok = False
                 with self._lock:
                     if ok:
-                        self._servers.mark_up(i)
+                        self._servers.mark_up(i, seen)
                     elif self._servers.servers[i].down:
                         self._servers.mark_down(i)
