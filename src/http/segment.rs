@@ -318,14 +318,16 @@ pub struct BatchBody<'a> {
 }
 
 /// `GET /api/v1/segment/{biz_tag}/ids?count=N[&stringify_ids=true]`: `{"biz_tag", "ids": [..]}`,
-/// ids increasing, as numbers or (with `stringify_ids=true`) decimal strings.
+/// ids increasing, as numbers or (with `stringify_ids=true`) decimal strings. Fewer than `count`
+/// only when they are all there is: the tag ran out, or its next segment did not come within the
+/// wait (the next call then answers the error; no id already taken is lost).
 #[utoipa::path(
     get,
     path = "/api/v1/segment/{biz_tag}/ids",
     tag = "segment",
     params(("biz_tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9._:-]{1,128}$"), BatchQuery),
     responses(
-        (status = 200, description = "`count` increasing ids", body = BatchBody),
+        (status = 200, description = "`count` increasing ids; fewer only when the tag runs out (`i64::MAX`) or its next segment does not come within the wait, and then the next call answers the error", body = BatchBody),
         (status = 400, description = "`invalid_biz_tag`, `invalid_count`, `invalid_request`", body = ErrorBody),
         (status = 404, description = "`unknown_biz_tag`, `engine_disabled`", body = ErrorBody),
         (status = 409, description = "`biz_tag_exhausted`", body = ErrorBody),

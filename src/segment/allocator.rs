@@ -287,11 +287,19 @@ impl SegmentAllocator {
         Ok(out[0])
     }
 
-    /// `count` increasing ids of `tag`.
+    /// Up to `count` increasing ids of `tag`: fewer only when the ids taken so far are all
+    /// there is (the tag ran out below `i64::MAX`, or its next segment did not come within the
+    /// wait). Ids already taken count as handed out, so failing the batch would lose them: they
+    /// are answered, and the next call gets the error.
     pub async fn next_ids(&self, tag: &str, count: usize) -> Result<Vec<i64>, SegmentError> {
         let mut out = Vec::with_capacity(count);
-        self.fill(tag, count, &mut out).await?;
-        Ok(out)
+        match self.fill(tag, count, &mut out).await {
+            Ok(()) => Ok(out),
+            Err(SegmentError::Exhausted | SegmentError::NotReady { .. }) if !out.is_empty() => {
+                Ok(out)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The buffer of a tag, looking the tag up in the database if it is not cached yet (a tag

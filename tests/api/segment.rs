@@ -63,6 +63,27 @@ async fn ids_end_at_i64_max_with_biz_tag_exhausted(db: Db) {
 }
 on_both_databases!(ids_end_at_i64_max_with_biz_tag_exhausted);
 
+async fn a_batch_larger_than_what_is_left_gets_the_rest_then_biz_tag_exhausted(db: Db) {
+    let app = spawn_app(db).await;
+    app.create_tag("tail", 4, i64::MAX - 10).await;
+    let first = app.get("/api/v1/segment/tail/ids?count=3").await.json();
+    let rest = app.get("/api/v1/segment/tail/ids?count=100").await;
+    assert_eq!(rest.status, 200, "{}", rest.text);
+    let mut ids: Vec<i64> = serde_json::from_value(first["ids"].clone()).unwrap();
+    ids.extend(serde_json::from_value::<Vec<i64>>(rest.json()["ids"].clone()).unwrap());
+    assert_eq!(
+        ids,
+        (i64::MAX - 10..i64::MAX).collect::<Vec<_>>(),
+        "no id of the tail is lost"
+    );
+    let after = app.get("/api/v1/segment/tail/ids?count=1").await;
+    assert_eq!(
+        (after.status, after.code().as_str()),
+        (409, "biz_tag_exhausted")
+    );
+}
+on_both_databases!(a_batch_larger_than_what_is_left_gets_the_rest_then_biz_tag_exhausted);
+
 async fn concurrent_clients_get_unique_ids_each_increasing(db: Db) {
     let app = spawn_app(db).await;
     app.create_tag("hot", 10, 1).await;
