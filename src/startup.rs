@@ -291,3 +291,23 @@ fn owner_token(port: u16) -> String {
         .unwrap_or_default();
     format!("{:x}-{port}-{nanos:x}", std::process::id())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_database_that_cannot_be_reached_defers_the_start() {
+        let refused = anyhow::Error::new(sqlx::Error::Io(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )))
+        .context("connecting to MySQL (database.url)");
+        assert!(is_unreachable(&refused));
+        let timed_out = anyhow::Error::new(sqlx::Error::PoolTimedOut).context("x");
+        assert!(is_unreachable(&timed_out));
+        let bad_url = anyhow::Error::new(sqlx::Error::Configuration("bad url".into()));
+        assert!(!is_unreachable(&bad_url));
+        let migration = anyhow::anyhow!("applying migrations");
+        assert!(!is_unreachable(&migration));
+    }
+}
