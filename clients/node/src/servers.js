@@ -155,8 +155,16 @@ class Server {
   constructor(base) {
     /** Base URL without a trailing `/`. */
     this.base = base;
-    /** Set by a failed request or probe; cleared only by a 200 (a probe's or a request's). */
+    /**
+     * Set by a failed request or probe; cleared only by a 200 (a probe's or a request's) to a
+     * request sent after the last failure.
+     */
     this.down = false;
+    /**
+     * Times it was marked down: a 200 to a request sent before the latest failure (an answer in
+     * flight when the server was killed) is older news than that failure and does not mark it up.
+     */
+    this.downs = 0;
     /** Failures in a row (requests and probes): the probe backoff doubles with each. */
     this.failures = 0;
     /** The pending probe, while down and no probe runs. @type {NodeJS.Timeout | null} */
@@ -216,10 +224,10 @@ export class Servers {
         if (this.stop.aborted) return { fault: last };
         tried[i] = true;
         if (last !== null) this.failovers++;
+        const seen = server.downs;
         const outcome = await this.ask(server, request, count);
         if ('ids' in outcome) {
-          this.markUp(server);
-          this.preferred = i;
+          if (this.markUp(server, seen)) this.preferred = i;
           return outcome;
         }
         if ('rejected' in outcome) return outcome;
@@ -270,14 +278,22 @@ export class Servers {
     }
   }
 
-  /** @param {Server} server */
-  markUp(server) {
+  /**
+   * Up after a 200 to a request sent when `server.downs` was `seen`, unless it was marked down
+   * since; returns whether it is marked up.
+   * @param {Server} server
+   * @param {number} seen
+   * @returns {boolean}
+   */
+  markUp(server, seen) {
+    if (server.downs !== seen) return false;
     server.down = false;
     server.failures = 0;
     if (server.probeTimer !== null) {
       clearTimeout(server.probeTimer);
       server.probeTimer = null;
     }
+    return true;
   }
 
   /**
@@ -286,6 +302,7 @@ export class Servers {
    */
   markDown(server) {
     server.down = true;
+    server.downs++;
     server.failures++;
     if (server.probing || this.stop.aborted) return; // the running probe schedules the next
     if (server.probeTimer !== null) clearTimeout(server.probeTimer);
@@ -302,6 +319,7 @@ export class Servers {
   async probe(server) {
     if (!server.down || this.stop.aborted) return;
     server.probing = true;
+    const seen = server.downs;
     let ok = false;
     try {
       const url = `${server.base}/health/ready`;
@@ -312,7 +330,7 @@ export class Servers {
     }
     server.probing = false;
     if (this.stop.aborted) return;
-    if (ok) this.markUp(server);
+    if (ok) this.markUp(server, seen);
     else if (server.down) this.markDown(server);
   }
 

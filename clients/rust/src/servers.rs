@@ -62,8 +62,12 @@ struct Server {
 #[derive(Debug, Clone, Copy)]
 struct Health {
     /// Set by a failed request or probe; cleared only by a 200 (a probe's, or a last-resort
-    /// request's).
+    /// request's) to a request sent after the last failure.
     down: bool,
+    /// Times it was marked down: a 200 to a request sent before the latest failure (an answer
+    /// in flight when the server was killed) is older news than that failure and does not mark
+    /// it up.
+    downs: u64,
     /// Failures in a row (requests and probes): the backoff doubles with each.
     failures: u32,
     /// A down server is probed at or after this instant.
@@ -167,6 +171,7 @@ impl Servers {
                 base,
                 health: Mutex::new(Health {
                     down: false,
+                    downs: 0,
                     failures: 0,
                     next_probe: now,
                 }),
@@ -219,10 +224,12 @@ impl Servers {
                 if last.is_some() {
                     failovers.fetch_add(1, Ordering::Relaxed);
                 }
+                let seen = self.list[i].health().downs;
                 match self.ask(i, req).await {
                     Ok(ids) => {
-                        self.list[i].mark_up();
-                        self.preferred.store(i, Ordering::Relaxed);
+                        if self.list[i].mark_up_unless_down_since(seen) {
+                            self.preferred.store(i, Ordering::Relaxed);
+                        }
                         return Ok(ids);
                     }
                     Err(Outcome::Rejected(e)) => return Err(FetchError::Rejected(e)),
@@ -292,10 +299,11 @@ impl Servers {
                 let h = self.list[i].health();
                 if h.down && h.next_probe <= now {
                     let this = self.clone();
+                    let seen = h.downs;
                     probes.spawn(async move {
                         let ok = this.probe(i).await;
                         if ok {
-                            this.list[i].mark_up();
+                            this.list[i].mark_up_unless_down_since(seen);
                         } else {
                             this.list[i].mark_down(&this.timing);
                         }
@@ -327,16 +335,23 @@ impl Server {
         *self.health.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn mark_up(&self) {
+    /// Up after a 200 to a request sent when its `downs` was `seen`, unless it was marked down
+    /// since; returns whether it is marked up.
+    fn mark_up_unless_down_since(&self, seen: u64) -> bool {
         let mut h = self.health.lock().unwrap_or_else(|e| e.into_inner());
+        if h.downs != seen {
+            return false;
+        }
         h.down = false;
         h.failures = 0;
+        true
     }
 
     /// Down, next probe after `backoff_min * 2^(failures-1)`, at most `backoff_max`.
     fn mark_down(&self, timing: &Timing) {
         let mut h = self.health.lock().unwrap_or_else(|e| e.into_inner());
         h.down = true;
+        h.downs += 1;
         h.failures = h.failures.saturating_add(1);
         h.next_probe = Instant::now() + backoff(timing, h.failures);
     }
