@@ -12,21 +12,10 @@ use crate::routes::sample;
 use crate::support::process::ServerProcess;
 
 /// `leafid_log_lines_dropped_total` as the server's `/metrics` reports it.
-pub(crate) async fn dropped_lines(client: &reqwest::Client, base: &str) -> u64 {
-    let text = client
-        .get(format!("{base}/metrics"))
-        .send()
+pub(crate) async fn dropped_lines(base: &str) -> u64 {
+    crate::support::metric_value(base, "leafid_log_lines_dropped_total")
         .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("leafid_log_lines_dropped_total "))
-        .unwrap_or_else(|| panic!("no leafid_log_lines_dropped_total in /metrics:\n{text}"))
-        .trim()
-        .parse::<f64>()
-        .unwrap() as u64
+        .expect("leafid_log_lines_dropped_total in /metrics") as u64
 }
 
 /// Every documented method on every documented path (parameters sampled as `routes` does),
@@ -102,7 +91,7 @@ async fn with_its_output_on_dev_full_the_server_answers_every_route_as_usual_and
             assert!(res.text().await.unwrap().parse::<i64>().unwrap() > 0);
         }
     }
-    let dropped = dropped_lines(&client, &silent.address).await;
+    let dropped = dropped_lines(&silent.address).await;
     assert!(dropped > 0, "no log line counted as dropped on /dev/full");
 
     let before_signal = Instant::now();
@@ -178,7 +167,7 @@ async fn a_log_pipe_nobody_reads_never_holds_up_an_id() {
         if dropped > 0 {
             break;
         }
-        dropped = dropped_lines(&client, &base).await;
+        dropped = dropped_lines(&base).await;
     }
     assert!(dropped > 0, "the log never blocked: no line was dropped");
     let pct = |times: &mut Vec<Duration>, p: f64| {

@@ -295,15 +295,9 @@ async fn wait_for_row(url: &str) {
 
 /// `leafid_segment_regressions_total{biz_tag="t"}` of one server.
 async fn regressions(address: &str) -> u64 {
-    let text = reqwest::get(format!("{address}/metrics"))
+    crate::support::metric_value(address, r#"leafid_segment_regressions_total{biz_tag="t"}"#)
         .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("leafid_segment_regressions_total{biz_tag=\"t\"} "))
-        .map_or(0, |v| v.trim().parse::<f64>().unwrap() as u64)
+        .map_or(0, |v| v as u64)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -117,6 +117,37 @@ fn record(seen: &mut HashSet<i64>, ids: &[i64], phase: &str) {
     }
 }
 
+/// A client that opens a fresh connection per request: a pooled keep-alive connection that the
+/// server closes as idle just when it is reused reads as a cut answer, which these tests must
+/// not mistake for the server failing.
+fn fresh_connections() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap()
+}
+
+/// Creates `tag` (step 10) and takes ids with space left: none may be refused. The ids seen.
+async fn create_and_take(client: &reqwest::Client, base: &str, tag: &str) -> HashSet<i64> {
+    let created = client
+        .post(format!("{base}/api/v1/tags"))
+        .header("content-type", "application/json")
+        .body(format!(r#"{{"biz_tag":"{tag}","step":10}}"#))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status().as_u16(), 201);
+    let mut seen = HashSet::new();
+    for i in 0..20 {
+        match request(client, base, tag, (i % 2 == 1).then_some(7)).await {
+            Outcome::Ids(ids) => record(&mut seen, &ids, "before the disk fills"),
+            Outcome::Refused(code) => panic!("refused with space left: {code}"),
+        }
+    }
+    seen
+}
+
 #[tokio::test]
 async fn a_full_disk_under_sqlite_never_repeats_an_id_and_recovers_when_space_returns() {
     const TAG: &str = "full-disk";
@@ -134,28 +165,8 @@ async fn a_full_disk_under_sqlite_never_repeats_an_id_and_recovers_when_space_re
         ],
     );
     let base = server.address.clone();
-    // A fresh connection per request (see the full-volume test below).
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap();
-    let created = client
-        .post(format!("{base}/api/v1/tags"))
-        .header("content-type", "application/json")
-        .body(format!(r#"{{"biz_tag":"{TAG}","step":10}}"#))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status().as_u16(), 201);
-
-    let mut seen = HashSet::new();
-    for i in 0..20 {
-        let batch = (i % 2 == 1).then_some(7);
-        match request(&client, &base, TAG, batch).await {
-            Outcome::Ids(ids) => record(&mut seen, &ids, "before the disk fills"),
-            Outcome::Refused(code) => panic!("refused with space left: {code}"),
-        }
-    }
+    let client = fresh_connections();
+    let mut seen = create_and_take(&client, &base, TAG).await;
 
     // The disk fills up: every lease's commit fails from here on.
     let filled = fill_until_full(&filler);
@@ -256,28 +267,8 @@ async fn a_full_volume_holding_the_database_and_the_log_never_repeats_an_id_and_
         Stdio::from(log),
     );
     let base = server.address.clone();
-    // A fresh connection per request: a pooled keep-alive connection that the server closes as
-    // idle just when it is reused reads as a cut answer, which is what this test must not see.
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap();
-    let created = client
-        .post(format!("{base}/api/v1/tags"))
-        .header("content-type", "application/json")
-        .body(format!(r#"{{"biz_tag":"{TAG}","step":10}}"#))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status().as_u16(), 201);
-    let mut seen = HashSet::new();
-    for i in 0..20 {
-        match request(&client, &base, TAG, (i % 2 == 1).then_some(7)).await {
-            Outcome::Ids(ids) => record(&mut seen, &ids, "before the volume fills"),
-            Outcome::Refused(code) => panic!("refused with space left: {code}"),
-        }
-    }
+    let client = fresh_connections();
+    let mut seen = create_and_take(&client, &base, TAG).await;
     let log_before = std::fs::metadata(&log_path).unwrap().len();
     assert!(log_before > 0, "the server logs to the volume");
 
@@ -311,7 +302,7 @@ async fn a_full_volume_holding_the_database_and_the_log_never_repeats_an_id_and_
         refused > 0,
         "no request failed on a full volume ({served} ids served)"
     );
-    let dropped = crate::log_sink::dropped_lines(&client, &base).await;
+    let dropped = crate::log_sink::dropped_lines(&base).await;
     assert!(
         dropped > 0,
         "no log line counted as dropped on a full volume"

@@ -81,6 +81,21 @@ pub fn test_settings(db_url: &str) -> Settings {
     s
 }
 
+/// The value of one series of a server's `/metrics` (`series` is the name with its labels, as
+/// printed, e.g. `leafid_segment_regressions_total{biz_tag="t"}`), or `None` if it is absent.
+pub async fn metric_value(address: &str, series: &str) -> Option<f64> {
+    let text = reqwest::get(format!("{address}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let prefix = format!("{series} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map(|v| v.trim().parse::<f64>().unwrap())
+}
+
 /// A server on a fresh database.
 pub async fn spawn_app(db: Db) -> TestApp {
     spawn_app_with(db, |_| {}).await
