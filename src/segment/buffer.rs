@@ -338,7 +338,7 @@ impl SegmentBuffer {
     }
 
     /// Whether [`Self::close`] ran: the tag hands out no more ids on this server.
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Relaxed)
     }
 
