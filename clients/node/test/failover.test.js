@@ -115,8 +115,9 @@ test('a stopped server is skipped after the request timeout, then a probe brings
   const c = track(new Client({
     servers: [a.address, b.address],
     batch: 20,
-    requestTimeoutMs: 300,
-    probeTimeoutMs: 200,
+    // a's requests must time out, b's must not, even on a loaded machine.
+    requestTimeoutMs: 1000,
+    probeTimeoutMs: 500,
     backoffMinMs: 50,
     backoffMaxMs: 200,
   }));
