@@ -125,3 +125,18 @@ func TestBackoffDoublesUpToTheCap(t *testing.T) {
 		t.Fatalf("%v, want %v", got, want)
 	}
 }
+
+func TestA200SentBeforeTheLatestFailureMarksNothingUp(t *testing.T) {
+	s := newServers([]string{"http://h:1"}, nil, time.Second, 50*time.Millisecond, 5*time.Second)
+	srv := s.list[0]
+	// A request is sent; another one to the same server fails (it was killed); then the first
+	// one's 200 arrives: older news than that failure.
+	seen := srv.downCount()
+	s.markDown(srv)
+	if srv.markUpUnlessDownSince(seen) || !srv.isDown() {
+		t.Fatal("a 200 sent before the failure marked the server up")
+	}
+	if !srv.markUpUnlessDownSince(srv.downCount()) || srv.isDown() {
+		t.Fatal("a 200 sent after the failure did not mark the server up")
+	}
+}
