@@ -319,8 +319,10 @@ func TestARecoveredServerIsProbedAndUsedAgain(t *testing.T) {
 func TestAStoppedServerTimesOutAndIsFailedOver(t *testing.T) {
 	db := database(t)
 	a, b := startServer(t, db, 0), startServer(t, db, 0)
+	// a's requests must time out, b's must not, even on a loaded machine (where 300 ms was not
+	// always enough for b).
 	c := newClient(t, Config{Servers: []string{a.URL, b.URL}, Batch: 10,
-		RequestTimeout: 300 * time.Millisecond, WaitTimeout: 3 * time.Second})
+		RequestTimeout: time.Second, WaitTimeout: 5 * time.Second})
 	next := func(ctx context.Context) (int64, error) { return c.NextID(ctx, seededTag) }
 	take(t, 30, next)
 
@@ -498,7 +500,7 @@ func TestCloseLeavesNothingRunning(t *testing.T) {
 	}
 	baseline := waitGoroutines(0)
 
-	c, err := New(Config{Servers: []string{a.URL, b.URL}, Batch: 10, RequestTimeout: 200 * time.Millisecond,
+	c, err := New(Config{Servers: []string{a.URL, b.URL}, Batch: 10, RequestTimeout: time.Second,
 		BackoffMin: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
