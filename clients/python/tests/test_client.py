@@ -168,7 +168,10 @@ def test_a_server_without_the_snowflake_engine_is_failed_over(
     with Client([a.url, b.url], batch=10) as c:
         ids = [c.snowflake().next_id() for _ in range(50)]
         assert strictly_increasing(ids)
-        assert c.stats().failovers == 1 and c.down_servers() == [a.url]
+        # a is marked down, but its /health/ready answers 200 (only that engine is off): its
+        # probe may already have marked it up again, on a loaded machine before the 50 ids are
+        # taken. b, which answered, stays the one asked first.
+        assert c.stats().failovers == 1 and c.preferred_server() == b.url
 
 
 def test_a_server_restarted_on_its_port_is_used_again(
