@@ -261,9 +261,9 @@ final class Servers {
      * already accepted: it is behind the server used before (an earlier segment, or a snowflake
      * ring that still holds ids of older ticks). Marked down like a failed server, so the next
      * fetch asks the servers that are up first and this one only as a last resort; its probe
-     * brings it back. Without this, a server far behind (a snowflake ring idle for seconds is
-     * thousands of ids behind per millisecond) would stay preferred and be drained batch by
-     * batch while another server could answer at once.
+     * brings it back. Without this, a server far behind (a snowflake server whose clock runs
+     * late, a lower segment of a large step) would stay preferred and be asked batch after batch
+     * while another server could answer at once.
      */
     void markBehind(int i) {
         if (i >= 0 && i < list.length) {
