@@ -10,6 +10,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.SynchronousQueue;
@@ -72,13 +73,19 @@ public final class LeafidClient implements AutoCloseable {
     private final IdSupply snowflake;
     /** The HTTP client, dropped by close (JDK 21+: shut down too). */
     private volatile HttpClient http;
+    /**
+     * The threads the executors made (the ones that ended are pruned as new ones are made):
+     * close joins them, since an executor counts as terminated a moment before its last thread
+     * has ended.
+     */
+    private final Set<Thread> threads = ConcurrentHashMap.newKeySet();
 
     private LeafidClient(Builder b, List<String> bases) {
         int n = CLIENTS.incrementAndGet();
         ThreadPoolExecutor workers = new ThreadPoolExecutor(0, Integer.MAX_VALUE, 30,
-                TimeUnit.SECONDS, new SynchronousQueue<>(), daemon("leafid-" + n + "-worker-"));
+                TimeUnit.SECONDS, new SynchronousQueue<>(), daemon("leafid-" + n + "-worker-", threads));
         ScheduledThreadPoolExecutor timer = new ScheduledThreadPoolExecutor(1,
-                daemon("leafid-" + n + "-timer-"));
+                daemon("leafid-" + n + "-timer-", threads));
         timer.setRemoveOnCancelPolicy(true);
         timer.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
         this.http = HttpClient.newBuilder()
@@ -99,11 +106,14 @@ public final class LeafidClient implements AutoCloseable {
         servers.warmUp();
     }
 
-    private static ThreadFactory daemon(String prefix) {
+    /** Daemon threads named {@code prefix1, prefix2, ...}, each added to {@code made}. */
+    private static ThreadFactory daemon(String prefix, Set<Thread> made) {
         AtomicInteger k = new AtomicInteger();
         return r -> {
             Thread t = new Thread(r, prefix + k.incrementAndGet());
             t.setDaemon(true);
+            made.removeIf(old -> old.getState() == Thread.State.TERMINATED);
+            made.add(t);
             return t;
         };
     }
@@ -205,6 +215,12 @@ public final class LeafidClient implements AutoCloseable {
         try {
             shared.timer.awaitTermination(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
             shared.workers.awaitTermination(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            for (Thread t : threads) {
+                long left = deadline - System.nanoTime();
+                if (t != Thread.currentThread() && left > 0) {
+                    TimeUnit.NANOSECONDS.timedJoin(t, left);
+                }
+            }
         } catch (InterruptedException e) {
             interrupted = true;
         }
