@@ -243,31 +243,7 @@ async fn concurrent_tasks_over_a_store_that_keeps_going_back_never_repeat_an_id(
         rewinds: AtomicU64::new(0),
     });
     let e = engine(store.clone(), 32);
-    let tasks: Vec<_> = (0..4)
-        .map(|i| {
-            let e = e.clone();
-            tokio::spawn(async move {
-                let mut mine = Vec::new();
-                for n in 0..3_000 {
-                    if (n + i) % 9 == 0 {
-                        mine.extend(e.next_ids("t", 11).await.unwrap());
-                    } else {
-                        mine.push(e.next_id("t").await.unwrap());
-                    }
-                }
-                assert!(mine.windows(2).all(|w| w[0] < w[1]), "per-task order");
-                mine
-            })
-        })
-        .collect();
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
-    }
-    let n = all.len();
-    all.sort_unstable();
-    all.dedup();
-    assert_eq!(all.len(), n, "{} duplicates", n - all.len());
+    let all = super::tests::hammer(&e, 3_000, 11).await;
     assert!(all[0] >= 1);
     // One server: every id below the row was its own, so every rewind is caught by the lease
     // right after it (none is lost to a timeout here). A jump follows a rewound call (a

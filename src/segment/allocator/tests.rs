@@ -6,6 +6,37 @@ use std::sync::atomic::Ordering;
 use super::*;
 use crate::testing::MemoryStore;
 
+/// Four tasks each take `rounds` times from tag `t` (every ninth a batch of `batch`); asserts
+/// each task's ids increase and no id repeats across tasks. Every id, sorted.
+pub(super) async fn hammer(e: &SegmentAllocator, rounds: usize, batch: usize) -> Vec<i64> {
+    let tasks: Vec<_> = (0..4)
+        .map(|i| {
+            let e = e.clone();
+            tokio::spawn(async move {
+                let mut mine = Vec::new();
+                for n in 0..rounds {
+                    if (n + i) % 9 == 0 {
+                        mine.extend(e.next_ids("t", batch).await.unwrap());
+                    } else {
+                        mine.push(e.next_id("t").await.unwrap());
+                    }
+                }
+                assert!(mine.windows(2).all(|w| w[0] < w[1]), "per-task order");
+                mine
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let n = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), n, "{} duplicates", n - all.len());
+    all
+}
+
 fn engine(store: &Arc<MemoryStore>, wait_ms: u64) -> SegmentAllocator {
     let config = SegmentConfig {
         wait_timeout: Duration::from_millis(wait_ms),
@@ -293,30 +324,6 @@ async fn concurrent_tasks_get_unique_increasing_ids_across_many_loads() {
         ..Default::default()
     };
     let e = SegmentAllocator::new(store.clone(), config);
-    let tasks: Vec<_> = (0..4)
-        .map(|i| {
-            let e = e.clone();
-            tokio::spawn(async move {
-                let mut mine = Vec::new();
-                for n in 0..5_000 {
-                    if (n + i) % 9 == 0 {
-                        mine.extend(e.next_ids("t", 13).await.unwrap());
-                    } else {
-                        mine.push(e.next_id("t").await.unwrap());
-                    }
-                }
-                assert!(mine.windows(2).all(|w| w[0] < w[1]), "per-task order");
-                mine
-            })
-        })
-        .collect();
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
-    }
-    let n = all.len();
-    all.sort_unstable();
-    all.dedup();
-    assert_eq!(all.len(), n, "duplicates");
+    hammer(&e, 5_000, 13).await;
     assert!(store.leases.load(Ordering::Relaxed) > 100);
 }
