@@ -2,9 +2,9 @@
 # Shared by the scripts that run test databases (sourced, never run): the checkout's root, its
 # own ports, Debian package installs, and a data directory the database's service user can reach.
 #
-# Ports: every checkout gets its own block of 16 loopback ports, so two checkouts on one machine
-# can run their test databases at the same time. The block starts at 10000 + 16 * SLOT, where
-# SLOT (0..499) is the CRC (cksum) of the checkout's physical absolute path modulo 500, or
+# Ports: every checkout gets its own block of 32 loopback ports, so two checkouts on one machine
+# can run their test databases at the same time. The block starts at 10000 + 32 * SLOT, where
+# SLOT (0..249) is the CRC (cksum) of the checkout's physical absolute path modulo 250, or
 # $LEAFID_TEST_PORT_SLOT when set (for the rare two checkouts whose paths land on one slot: the
 # scripts stop with a line saying so). 10000..17999 stays below the kernel's ephemeral range
 # (32768+) and clear of the other test ports: the benches' 18080..18090, the tests' own free-port
@@ -12,7 +12,11 @@
 #   +0       scripts/mariadb.sh (MariaDB)
 #   +1..+12  scripts/galera.sh (3 nodes: SQL +1..+3, group +4..+6, IST +7..+9, SST +10..+12)
 #   +13,+14  scripts/replica.sh (primary, replica)
-#   +15      free
+#   +15      scripts/postgres.sh (PostgreSQL)
+#   +16      scripts/pgbouncer.sh (PgBouncer in front of +15)
+#   +17..+24 scripts/patroni.sh (PostgreSQL nodes +17,+18; Patroni REST +19,+20; etcd client
+#            +21, peer +22; HAProxy primary +23, HAProxy stats/spare +24)
+#   +25..+31 free
 # Each script keeps its own environment override of these defaults.
 #
 # Packages: leafid_install_packages installs missing Debian packages with apt-get, as root or
@@ -46,22 +50,22 @@ leafid_find_bin() {
   return 1
 }
 
-# This checkout's port slot (0..499), see the header; checked here, at source time, so that a
+# This checkout's port slot (0..249), see the header; checked here, at source time, so that a
 # bad override stops the script at once.
 leafid_slot() {
   if [ -n "${LEAFID_TEST_PORT_SLOT:-}" ]; then echo "$((10#$LEAFID_TEST_PORT_SLOT))"; return 0; fi
   local crc
   crc="$(printf '%s' "$LEAFID_ROOT" | cksum | cut -d' ' -f1)"
-  echo $((crc % 500))
+  echo $((crc % 250))
 }
 case "${LEAFID_TEST_PORT_SLOT:-0}" in
-  '' | *[!0-9]* | ????*) leafid_log "LEAFID_TEST_PORT_SLOT must be a number in 0..499"; exit 2 ;;
+  '' | *[!0-9]* | ????*) leafid_log "LEAFID_TEST_PORT_SLOT must be a number in 0..249"; exit 2 ;;
 esac
-[ "$((10#${LEAFID_TEST_PORT_SLOT:-0}))" -lt 500 ] ||
-  { leafid_log "LEAFID_TEST_PORT_SLOT must be a number in 0..499"; exit 2; }
+[ "$((10#${LEAFID_TEST_PORT_SLOT:-0}))" -lt 250 ] ||
+  { leafid_log "LEAFID_TEST_PORT_SLOT must be a number in 0..249"; exit 2; }
 
 # The first port of this checkout's block.
-leafid_port_block() { echo $((10000 + 16 * $(leafid_slot))); }
+leafid_port_block() { echo $((10000 + 32 * $(leafid_slot))); }
 
 # Whether something accepts connections on 127.0.0.1:PORT.
 leafid_port_busy() {
@@ -74,7 +78,7 @@ leafid_ports_free_or_die() {
   local p
   for p in "$@"; do
     if leafid_port_busy "$p"; then
-      leafid_log "port $p (slot $(leafid_slot) of $LEAFID_ROOT) is taken by another process; run with LEAFID_TEST_PORT_SLOT=N (0..499, another slot) or this script's port variable"
+      leafid_log "port $p (slot $(leafid_slot) of $LEAFID_ROOT) is taken by another process; run with LEAFID_TEST_PORT_SLOT=N (0..249, another slot) or this script's port variable"
       exit 1
     fi
   done
