@@ -13,10 +13,16 @@
 #   scripts/patroni.sh url         # the HAProxy URL
 #   scripts/patroni.sh status      # patronictl list, HAProxy's view of the two nodes
 #   scripts/patroni.sh leader      # the leader's name (pg1 or pg2), nothing when there is none
+#   scripts/patroni.sh lag         # the replica stops receiving WAL (a stalled link): SIGSTOP
+#                                  # to its walreceiver; `start` or `stop` resume it
 #   scripts/patroni.sh kill-leader # the leader's node dies: SIGKILL to its Patroni, its
 #                                  # postmaster and every backend at once (a machine lost);
 #                                  # prints the dead node's name. The other node takes over
-#                                  # once the leader key expires (ttl)
+#                                  # once the leader key expires (ttl). After `lag`, the stopped
+#                                  # walreceiver is then killed too: the WAL in flight on the
+#                                  # stalled link is lost with it (the replica's postmaster
+#                                  # restarts its processes, as after any child's crash, and
+#                                  # keeps the WAL it had written)
 #   scripts/patroni.sh switchover  # patronictl switchover --force: a clean hand-over to the
 #                                  # replica; waits until the new leader is up; prints its name
 #   scripts/patroni.sh sync on|off # synchronous_mode through patronictl edit-config; waits until
@@ -118,16 +124,17 @@ launch() {
 
 pid_in() { cat "$1" 2>/dev/null || true; }
 alive_pid() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null; }
-# The pid in PIDFILE when that process runs and its command line holds WORD (a reused pid is not ours).
+# The pid in PIDFILE when that process runs and its command line holds WORD (a reused pid is not
+# ours); nothing otherwise. These helpers always succeed: `x="$(helper)"` under set -e.
 running() {
   local pid; pid="$(pid_in "$1")"
-  alive_pid "$pid" && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$2" && echo "$pid"
+  if alive_pid "$pid" && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$2"; then echo "$pid"; fi
 }
 
 patroni_pid() { running "$1/$2/patroni.pid" "patroni"; }
 postmaster_pid() {
   local pid; pid="$(head -1 "$1/$2/data/postmaster.pid" 2>/dev/null || true)"
-  alive_pid "$pid" && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q postgres && echo "$pid"
+  if alive_pid "$pid" && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q postgres; then echo "$pid"; fi
 }
 etcd_pid() { running "$1/etcd.pid" "etcd"; }
 haproxy_pid() { running "$1/haproxy.pid" "haproxy"; }
@@ -354,6 +361,7 @@ start() {
   install
   local dir; dir="$(rundir make)"
   write_configs "$dir"
+  resume_lagged "$dir"
   start_etcd "$dir"
   local n
   for n in "${nodes[@]}"; do start_node "$dir" "$n"; done
@@ -379,6 +387,7 @@ stop_pid() {
 stop() {
   local dir; dir="$(rundir)"
   [ -n "$dir" ] || return 0
+  resume_lagged "$dir"
   stop_pid "$(haproxy_pid "$dir")" TERM haproxy
   local n
   # Patroni stops its PostgreSQL on SIGTERM; a postmaster left by a killed Patroni is stopped
@@ -404,6 +413,40 @@ ctl() {
 # Every child process of PID.
 children() { ps -o pid= --ppid "$1" 2>/dev/null | tr -d ' ' || true; }
 
+# The walreceiver of node N (a child of its postmaster), if it runs.
+walreceiver_pid() {
+  local dir="$1" n="$2" pm p
+  pm="$(postmaster_pid "$dir" "$n")"
+  [ -n "$pm" ] || return 0
+  for p in $(children "$pm"); do
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q walreceiver && { echo "$p"; return 0; }
+  done
+  return 0
+}
+
+# The stopped walreceiver recorded by `lag`, if it is still that process.
+lagged_pid() { running "$1/lagged.pid" walreceiver; }
+
+lag() {
+  local dir; dir="$(rundir)"
+  [ -n "$dir" ] || { leafid_log "no cluster (run start first)"; exit 1; }
+  local l n r=""; l="$(leader)"
+  for n in "${nodes[@]}"; do [ "$n" != "$l" ] && r="$n"; done
+  if [ -z "$l" ] || [ -z "$r" ]; then leafid_log "no leader and replica"; exit 1; fi
+  local p; p="$(walreceiver_pid "$dir" "$r")"
+  [ -n "$p" ] || { leafid_log "$r has no walreceiver"; exit 1; }
+  kill -STOP "$p"
+  echo "$p" >"$dir/lagged.pid"
+  leafid_log "$r receives nothing more from $l (walreceiver $p stopped)"
+}
+
+# Lets a walreceiver stopped by `lag` go on.
+resume_lagged() {
+  local dir="$1" p; p="$(lagged_pid "$dir")"
+  if [ -n "$p" ]; then kill -CONT "$p" 2>/dev/null || true; fi
+  rm -f "$dir/lagged.pid"
+}
+
 kill_leader() {
   local dir; dir="$(rundir)"
   [ -n "$dir" ] || { leafid_log "no cluster (run start first)"; exit 1; }
@@ -422,6 +465,12 @@ kill_leader() {
   for p in "${pids[@]}"; do while alive_pid "$p"; do sleep 0.02; done; done
   rm -f "$dir/$n/patroni.pid"
   leafid_log "leader $n killed (pids ${pids[*]})"
+  local w; w="$(lagged_pid "$dir")"
+  if [ -n "$w" ]; then
+    kill -9 "$w" 2>/dev/null || true
+    rm -f "$dir/lagged.pid"
+    leafid_log "the replica's stopped walreceiver $w killed: the WAL in flight is lost"
+  fi
   echo "$n"
 }
 
@@ -476,8 +525,9 @@ case "${1:-start}" in
   url) url ;;
   nodes) node_urls ;;
   leader) leader ;;
+  lag) lag ;;
   kill-leader) kill_leader ;;
   switchover) switchover ;;
   sync) sync_mode "${2:-}" ;;
-  *) echo "usage: $0 start|stop|purge|status|url|nodes|leader|kill-leader|switchover|sync on|off" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|purge|status|url|nodes|leader|lag|kill-leader|switchover|sync on|off" >&2; exit 2 ;;
 esac
