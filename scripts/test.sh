@@ -23,6 +23,9 @@ trap 'scripts/galera.sh stop' EXIT
 # A MariaDB primary and replica for tests/api/replica_failover.rs (which rebuilds it per run).
 LEAFID_TEST_REPLICA_URLS="${LEAFID_TEST_REPLICA_URLS:-$(scripts/replica.sh start)}"; export LEAFID_TEST_REPLICA_URLS
 trap 'scripts/galera.sh stop; scripts/replica.sh stop' EXIT
+# A two-node Patroni cluster (PostgreSQL 15, etcd, HAProxy) for tests/api/patroni_failover.rs.
+LEAFID_TEST_PATRONI_URL="${LEAFID_TEST_PATRONI_URL:-$(scripts/patroni.sh start)}"; export LEAFID_TEST_PATRONI_URL
+trap 'scripts/galera.sh stop; scripts/replica.sh stop; scripts/patroni.sh stop' EXIT
 rm -f "${CARGO_TARGET_DIR:-target}"/tmp/sim-*.txt
 # The server and the client crate in one build (one feature resolution for both, so the
 # dependencies compile once); the client's tests run against three real servers started from
