@@ -159,6 +159,7 @@ async fn create_refuses_a_deleted_tag_below_its_high_water_mark() {
         max_connections: 1,
         acquire_timeout: std::time::Duration::from_secs(5),
         mysql_single_statement_lease: true,
+        pgbouncer: false,
     })
     .await
     .unwrap();

@@ -77,7 +77,7 @@ pub struct ServerSettings {
 /// `[database]`. Its `Debug` shows the URL with the password redacted.
 #[derive(Clone, Deserialize)]
 pub struct DatabaseSettings {
-    /// `sqlite://path` or `mysql://user:pw@host:port/db`.
+    /// `sqlite://path`, `mysql://user:pw@host:port/db` or `postgres://user:pw@host:port/db`.
     pub url: String,
     /// Pool size for MySQL.
     pub max_connections: u32,
@@ -85,6 +85,10 @@ pub struct DatabaseSettings {
     pub acquire_timeout_ms: u64,
     /// MySQL: single-statement leases for adapted steps.
     pub mysql_single_statement_lease: bool,
+    /// PostgreSQL through PgBouncer in transaction pooling mode: no prepared statement outlives
+    /// its transaction (`crate::store::postgres`).
+    #[serde(default)]
+    pub pgbouncer: bool,
 }
 
 impl std::fmt::Debug for DatabaseSettings {
@@ -97,6 +101,7 @@ impl std::fmt::Debug for DatabaseSettings {
                 "mysql_single_statement_lease",
                 &self.mysql_single_statement_lease,
             )
+            .field("pgbouncer", &self.pgbouncer)
             .finish()
     }
 }
@@ -282,9 +287,13 @@ impl Settings {
         }
         if !(self.database.url.starts_with("sqlite:")
             || self.database.url.starts_with("mysql:")
-            || self.database.url.starts_with("mariadb:"))
+            || self.database.url.starts_with("mariadb:")
+            || self.database.url.starts_with("postgres:")
+            || self.database.url.starts_with("postgresql:"))
         {
-            bail!("invalid configuration: database.url must start with sqlite:// or mysql://");
+            bail!(
+                "invalid configuration: database.url must start with sqlite://, mysql:// or postgres://"
+            );
         }
         if self
             .admin
@@ -304,6 +313,7 @@ impl Settings {
             max_connections: self.database.max_connections,
             acquire_timeout: Duration::from_millis(self.database.acquire_timeout_ms),
             mysql_single_statement_lease: self.database.mysql_single_statement_lease,
+            pgbouncer: self.database.pgbouncer,
         }
     }
 

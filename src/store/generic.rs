@@ -8,11 +8,18 @@
 use async_trait::async_trait;
 use sqlx::{Encode, Executor, FromRow, IntoArguments, Pool, Type};
 
-use super::sql::{self, Dialect};
+use super::sql::{self, Dialect, Session, Sessions, Statement};
 use super::unavailable;
 use super::worker_sql;
 use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
 use crate::snowflake::worker::{NodeInfo, WorkerLease, WorkerStore, WorkerStoreError};
+
+/// [`SegmentStore::return_unused`]: moves `max_id` back from the end of the last lease (`to`)
+/// to its first id never handed out (`from`), only if no other lease moved it since.
+static RETURN_UNUSED: Statement = Statement::new(
+    "UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP \
+     WHERE biz_tag = ? AND max_id = ?",
+);
 
 /// What one SQL database does its own way; the rest of both store traits comes from the
 /// blanket implementations below.
@@ -23,6 +30,21 @@ pub(crate) trait DialectStore: Send + Sync + 'static {
 
     /// The connection pool.
     fn pool(&self) -> &Pool<Self::Db>;
+
+    /// Whether every shared statement must run in a transaction of its own, to keep one server
+    /// connection from its prepare to its execute (PostgreSQL behind PgBouncer's transaction
+    /// pooling, see `super::postgres`). `false` unless a store says otherwise.
+    fn pinned(&self) -> bool {
+        false
+    }
+
+    /// Where the shared statements run.
+    fn sessions(&self) -> Sessions<'_, Self::Db> {
+        Sessions {
+            pool: self.pool(),
+            pinned: self.pinned(),
+        }
+    }
 
     /// [`SegmentStore::lease`]: the write that grants ids.
     async fn lease_range(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError>;
@@ -57,15 +79,15 @@ where
     }
 
     async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {
-        sql::get_tag(self.pool(), biz_tag).await
+        sql::get_tag(self.sessions(), biz_tag).await
     }
 
     async fn list_tag_names(&self) -> Result<Vec<String>, StoreError> {
-        sql::list_tag_names(self.pool()).await
+        sql::list_tag_names(self.sessions()).await
     }
 
     async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError> {
-        sql::list_tags(self.pool()).await
+        sql::list_tags(self.sessions()).await
     }
 
     async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError> {
@@ -86,23 +108,21 @@ where
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sql::ping(self.pool()).await
+        sql::ping(self.sessions()).await
     }
 
     async fn return_unused(&self, biz_tag: &str, from: i64, to: i64) -> Result<bool, StoreError> {
         if from >= to || from < 0 {
             return Ok(false);
         }
-        let cas = sqlx::query::<S::Db>(
-            "UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP \
-             WHERE biz_tag = ? AND max_id = ?",
-        )
-        .bind(from)
-        .bind(biz_tag)
-        .bind(to);
+        let cas = sqlx::query::<S::Db>(RETURN_UNUSED.text::<S::Db>())
+            .bind(from)
+            .bind(biz_tag)
+            .bind(to);
         // The same shape as the worker-lease writes: SQLite in an explicit transaction whose
-        // COMMIT is checked (`super::sqlite`), MySQL one autocommit statement whose OK means
-        // committed (and, on Galera, certified).
+        // COMMIT is checked (`super::sqlite`), MySQL and PostgreSQL one autocommit statement
+        // whose answer means committed (on Galera, certified), or a pinned transaction behind
+        // PgBouncer.
         let done = match <S::Db as Dialect>::WRITE_BEGIN {
             Some(begin) => {
                 let mut tx = self.pool().begin_with(begin).await.map_err(unavailable)?;
@@ -110,7 +130,12 @@ where
                 tx.commit().await.map_err(unavailable)?;
                 done
             }
-            None => cas.execute(self.pool()).await.map_err(unavailable)?,
+            None => {
+                let mut s = Session::open(self.sessions()).await.map_err(unavailable)?;
+                let done = cas.execute(s.conn()).await.map_err(unavailable)?;
+                s.finish().await.map_err(unavailable)?;
+                done
+            }
         };
         Ok(<S::Db as Dialect>::rows_affected(&done) == 1)
     }
@@ -132,7 +157,7 @@ where
         node: &NodeInfo,
         max_worker_id: u64,
     ) -> Result<u64, WorkerStoreError> {
-        worker_sql::assign_disposable(self.pool(), node, max_worker_id).await
+        worker_sql::assign_disposable(self.sessions(), node, max_worker_id).await
     }
 
     async fn acquire_lease(
@@ -142,7 +167,7 @@ where
         max_worker_id: u64,
         now_ms: i64,
     ) -> Result<WorkerLease, WorkerStoreError> {
-        worker_sql::acquire_lease(self.pool(), node, lease_ms, max_worker_id, now_ms).await
+        worker_sql::acquire_lease(self.sessions(), node, lease_ms, max_worker_id, now_ms).await
     }
 
     async fn heartbeat(
@@ -153,7 +178,7 @@ where
         last_timestamp_ms: i64,
     ) -> Result<bool, WorkerStoreError> {
         worker_sql::heartbeat(
-            self.pool(),
+            self.sessions(),
             worker_id,
             owner,
             lease_until_ms,
@@ -168,6 +193,6 @@ where
         owner: &str,
         last_timestamp_ms: i64,
     ) -> Result<(), WorkerStoreError> {
-        worker_sql::release(self.pool(), worker_id, owner, last_timestamp_ms).await
+        worker_sql::release(self.sessions(), worker_id, owner, last_timestamp_ms).await
     }
 }

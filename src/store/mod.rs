@@ -3,6 +3,7 @@
 //!
 //! - [`mysql`]: MySQL, MariaDB, TiDB (production).
 //! - [`sqlite`]: the embedded default.
+//! - [`postgres`]: PostgreSQL, directly or through PgBouncer (transaction pooling).
 //! - `sql`: what both share, generic over the driver: the `leaf_alloc` reads, the rows sqlx
 //!   decodes them into, and the `Dialect` trait naming what the two spell differently.
 //! - `worker_sql`: the worker-id store of both, on the same generic functions.
@@ -12,6 +13,7 @@
 pub(crate) mod generic;
 pub(crate) mod migration_lock;
 pub mod mysql;
+pub mod postgres;
 pub(crate) mod sql;
 pub mod sqlite;
 pub(crate) mod worker_sql;
@@ -36,6 +38,9 @@ pub struct DbOptions {
     pub acquire_timeout: Duration,
     /// MySQL: lease adapted steps with one `LAST_INSERT_ID` statement.
     pub mysql_single_statement_lease: bool,
+    /// PostgreSQL reached through PgBouncer in transaction pooling mode: no statement cache,
+    /// each statement in a transaction of its own (see [`postgres`]).
+    pub pgbouncer: bool,
 }
 
 impl std::fmt::Debug for DbOptions {
@@ -48,6 +53,7 @@ impl std::fmt::Debug for DbOptions {
                 "mysql_single_statement_lease",
                 &self.mysql_single_statement_lease,
             )
+            .field("pgbouncer", &self.pgbouncer)
             .finish()
     }
 }
@@ -59,6 +65,13 @@ pub enum Database {
     MySql(mysql::MySqlStore),
     /// Embedded SQLite file.
     Sqlite(sqlite::SqliteStore),
+    /// PostgreSQL server (or PgBouncer in front of one).
+    Postgres(postgres::PgStore),
+}
+
+/// Whether `url` names a PostgreSQL server (`postgres://` or `postgresql://`).
+fn is_postgres(url: &str) -> bool {
+    url.starts_with("postgres:") || url.starts_with("postgresql:")
 }
 
 /// The migrations a [`Database::connect_deferred`] pool waits for.
@@ -106,6 +119,17 @@ impl Database {
                     .context("connecting to MySQL (database.url)")?
                     .with_single_statement_lease(opts.mysql_single_statement_lease),
             )
+        } else if is_postgres(&opts.url) {
+            Self::Postgres(
+                postgres::PgStore::connect(
+                    &opts.url,
+                    opts.max_connections,
+                    opts.acquire_timeout,
+                    opts.pgbouncer,
+                )
+                .await
+                .context("connecting to PostgreSQL (database.url)")?,
+            )
         } else if opts.url.starts_with("sqlite:") {
             Self::Sqlite(
                 sqlite::SqliteStore::connect(&opts.url, opts.acquire_timeout)
@@ -114,7 +138,7 @@ impl Database {
             )
         } else {
             anyhow::bail!(
-                "database.url must start with mysql:// or sqlite:// (got {:?})",
+                "database.url must start with mysql://, postgres:// or sqlite:// (got {:?})",
                 redact(&opts.url)
             );
         };
@@ -122,12 +146,30 @@ impl Database {
         Ok(db)
     }
 
-    /// For a MySQL database that cannot be reached at start: a pool that connects on first use
-    /// and refuses every connection until [`DeferredMigration::run_until_done`] has connected a
-    /// pool of its own and applied the migrations. Until then every query fails as if the
-    /// database were down. `None` for SQLite (a local file that cannot be opened is a
+    /// For a MySQL or PostgreSQL database that cannot be reached at start: a pool that connects
+    /// on first use and refuses every connection until [`DeferredMigration::run_until_done`] has
+    /// connected a pool of its own and applied the migrations. Until then every query fails as
+    /// if the database were down. `None` for SQLite (a local file that cannot be opened is a
     /// configuration error).
     pub fn connect_deferred(opts: &DbOptions) -> Option<(Self, DeferredMigration)> {
+        if is_postgres(&opts.url) {
+            let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let store = postgres::PgStore::connect_lazy(
+                &opts.url,
+                opts.max_connections,
+                opts.acquire_timeout,
+                opts.pgbouncer,
+                open.clone(),
+            )
+            .ok()?;
+            return Some((
+                Self::Postgres(store),
+                DeferredMigration {
+                    opts: opts.clone(),
+                    open,
+                },
+            ));
+        }
         if !(opts.url.starts_with("mysql:") || opts.url.starts_with("mariadb:")) {
             return None;
         }
@@ -154,6 +196,7 @@ impl Database {
         match self {
             Self::MySql(s) => s.migrate().await,
             Self::Sqlite(s) => s.migrate().await,
+            Self::Postgres(s) => s.migrate().await,
         }
     }
 
@@ -162,6 +205,7 @@ impl Database {
         match self {
             Self::MySql(s) => Arc::new(s.clone()),
             Self::Sqlite(s) => Arc::new(s.clone()),
+            Self::Postgres(s) => Arc::new(s.clone()),
         }
     }
 
@@ -170,14 +214,16 @@ impl Database {
         match self {
             Self::MySql(s) => Arc::new(s.clone()),
             Self::Sqlite(s) => Arc::new(s.clone()),
+            Self::Postgres(s) => Arc::new(s.clone()),
         }
     }
 
-    /// `mysql` or `sqlite`, for logs and pages.
+    /// `mysql`, `sqlite` or `postgres`, for logs and pages.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::MySql(_) => "mysql",
             Self::Sqlite(_) => "sqlite",
+            Self::Postgres(_) => "postgres",
         }
     }
 
@@ -186,6 +232,7 @@ impl Database {
         match self {
             Self::MySql(s) => s.pool().close().await,
             Self::Sqlite(s) => s.pool().close().await,
+            Self::Postgres(s) => s.pool().close().await,
         }
     }
 }
@@ -258,6 +305,7 @@ mod tests {
             max_connections: 1,
             acquire_timeout: std::time::Duration::from_secs(1),
             mysql_single_statement_lease: true,
+            pgbouncer: false,
         };
         let shown = format!("{opts:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
@@ -267,6 +315,7 @@ mod tests {
             max_connections: 1,
             acquire_timeout_ms: 1000,
             mysql_single_statement_lease: true,
+            pgbouncer: false,
         };
         let shown = format!("{settings:?}");
         assert!(!shown.contains("hunter2"), "{shown}");

@@ -1,7 +1,7 @@
-//! [`WorkerStore`](crate::snowflake::worker::WorkerStore) for both databases: the SQL is the
-//! same (`?` placeholders work on MySQL and SQLite), so one set of functions generic over the
-//! driver serves both impls, and only what [`Dialect`] names differs (the `WORKER_NODE` insert,
-//! the way to read its new id, and how a write commits).
+//! [`WorkerStore`](crate::snowflake::worker::WorkerStore) for every database: the SQL is the
+//! same (written once with `?` placeholders, numbered for PostgreSQL by [`Statement`]), so one
+//! set of functions generic over the driver serves every impl, and only what [`Dialect`] names
+//! differs (the `WORKER_NODE` insert, the way to read its new id, and how a write commits).
 //!
 //! Leases are claimed with compare-and-set updates (`WHERE lease_until_ms = <seen> AND owner =
 //! <seen>`) or a primary-key insert, so two servers can never hold one worker id. A claim that
@@ -19,28 +19,41 @@
 //! that released cannot renew a lease that is free (or already claimed by another server).
 
 use sqlx::query::Query;
-use sqlx::{Encode, Executor, FromRow, IntoArguments, Pool, Type};
+use sqlx::{Encode, Executor, FromRow, IntoArguments, Type};
 
-use super::sql::Dialect;
+use super::sql::{Dialect, Session, Sessions, Statement};
 use crate::snowflake::worker::{NodeInfo, WorkerLease, WorkerStoreError};
 
 /// Claims an expired lease: oldest first, never one whose stored time is ahead of our clock.
-const SELECT_EXPIRED: &str = "SELECT worker_id, lease_until_ms, last_timestamp_ms, owner \
+static SELECT_EXPIRED: Statement = Statement::new(
+    "SELECT worker_id, lease_until_ms, last_timestamp_ms, owner \
      FROM leafid_worker_lease WHERE worker_id <= ? AND lease_until_ms < ? AND last_timestamp_ms <= ? \
-     ORDER BY lease_until_ms LIMIT 1";
-const CLAIM: &str = "UPDATE leafid_worker_lease SET host_name = ?, port = ?, owner = ?, \
-     lease_until_ms = ? WHERE worker_id = ? AND lease_until_ms = ? AND owner = ?";
-const NEXT_ID: &str = "SELECT COALESCE(MAX(worker_id) + 1, 0) FROM leafid_worker_lease";
-const INSERT_LEASE: &str = "INSERT INTO leafid_worker_lease \
-     (worker_id, host_name, port, owner, lease_until_ms, last_timestamp_ms) VALUES (?, ?, ?, ?, ?, 0)";
-const COUNT_AHEAD: &str = "SELECT COUNT(*) FROM leafid_worker_lease \
-     WHERE worker_id <= ? AND lease_until_ms < ? AND last_timestamp_ms > ?";
-const HEARTBEAT: &str = "UPDATE leafid_worker_lease SET lease_until_ms = ?, \
+     ORDER BY lease_until_ms LIMIT 1",
+);
+static CLAIM: Statement = Statement::new(
+    "UPDATE leafid_worker_lease SET host_name = ?, port = ?, owner = ?, \
+     lease_until_ms = ? WHERE worker_id = ? AND lease_until_ms = ? AND owner = ?",
+);
+static NEXT_ID: Statement =
+    Statement::new("SELECT COALESCE(MAX(worker_id) + 1, 0) FROM leafid_worker_lease");
+static INSERT_LEASE: Statement = Statement::new(
+    "INSERT INTO leafid_worker_lease \
+     (worker_id, host_name, port, owner, lease_until_ms, last_timestamp_ms) VALUES (?, ?, ?, ?, ?, 0)",
+);
+static COUNT_AHEAD: Statement = Statement::new(
+    "SELECT COUNT(*) FROM leafid_worker_lease \
+     WHERE worker_id <= ? AND lease_until_ms < ? AND last_timestamp_ms > ?",
+);
+static HEARTBEAT: Statement = Statement::new(
+    "UPDATE leafid_worker_lease SET lease_until_ms = ?, \
      last_timestamp_ms = CASE WHEN last_timestamp_ms > ? THEN last_timestamp_ms ELSE ? END \
-     WHERE worker_id = ? AND owner = ?";
-const RELEASE: &str = "UPDATE leafid_worker_lease SET lease_until_ms = 0, owner = '', \
+     WHERE worker_id = ? AND owner = ?",
+);
+static RELEASE: Statement = Statement::new(
+    "UPDATE leafid_worker_lease SET lease_until_ms = 0, owner = '', \
      last_timestamp_ms = CASE WHEN last_timestamp_ms > ? THEN last_timestamp_ms ELSE ? END \
-     WHERE worker_id = ? AND owner = ?";
+     WHERE worker_id = ? AND owner = ?",
+);
 
 /// How often a claim may lose a race before giving up.
 const CLAIM_ATTEMPTS: u32 = 32;
@@ -51,22 +64,27 @@ fn unavailable(e: sqlx::Error) -> WorkerStoreError {
 }
 
 /// Whether a claim's statement or commit failed because another server's claim won: a unique
-/// violation of the insert, or a serialization failure (SQLSTATE 40001: on Galera, two nodes'
+/// violation of the insert, a serialization failure (SQLSTATE 40001: on Galera, two nodes'
 /// claims of one worker id conflict at certification, and the loser gets error 1213 at the
-/// statement or at `COMMIT`). Either way this claim took nothing: try the next candidate.
+/// statement or at `COMMIT`; on PostgreSQL under `repeatable read` or `serializable`, a claim of
+/// a row another claim changed since the statement began) or a PostgreSQL deadlock (40P01).
+/// Either way this claim took nothing: try the next candidate.
 fn lost_race(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .is_some_and(|d| d.is_unique_violation() || d.code().as_deref() == Some("40001"))
+    e.as_database_error().is_some_and(|d| {
+        d.is_unique_violation() || matches!(d.code().as_deref(), Some("40001" | "40P01"))
+    })
 }
 
 /// Runs one write statement: inside `BEGIN ...; COMMIT` when [`Dialect::WRITE_BEGIN`] is `Some`
 /// (SQLite, whose driver discards a failed autocommit commit, e.g. a full disk, so only an
-/// explicit `COMMIT` reports it), else as one autocommit statement (MySQL: its OK means
-/// committed, with no window in which a Galera brute-force abort could roll the write back
-/// behind a `COMMIT` that still answers OK, as it did to the segment lease's transaction; see
-/// `MySqlStore::lease_cas`). A failed statement drops the transaction, which rolls it back.
+/// explicit `COMMIT` reports it) or the sessions are pinned (PostgreSQL behind PgBouncer), else
+/// as one autocommit statement (MySQL: its OK means committed, with no window in which a Galera
+/// brute-force abort could roll the write back behind a `COMMIT` that still answers OK, as it
+/// did to the segment lease's transaction, see `MySqlStore::lease_cas`; PostgreSQL: the commit
+/// at the statement's `Sync` is answered before `ReadyForQuery`, which sqlx waits for). A failed
+/// statement drops the transaction, which rolls it back.
 async fn write_one<DB>(
-    pool: &Pool<DB>,
+    db: Sessions<'_, DB>,
     query: Query<'_, DB, DB::Arguments>,
 ) -> Result<DB::QueryResult, sqlx::Error>
 where
@@ -76,18 +94,23 @@ where
 {
     match DB::WRITE_BEGIN {
         Some(begin) => {
-            let mut tx = pool.begin_with(begin).await?;
+            let mut tx = db.pool.begin_with(begin).await?;
             let done = query.execute(&mut *tx).await?;
             tx.commit().await?;
             Ok(done)
         }
-        None => query.execute(pool).await,
+        None => {
+            let mut s = Session::open(db).await?;
+            let done = query.execute(s.conn()).await?;
+            s.finish().await?;
+            Ok(done)
+        }
     }
 }
 
 /// [`WorkerStore::assign_disposable`](crate::snowflake::worker::WorkerStore::assign_disposable).
 pub(crate) async fn assign_disposable<DB>(
-    pool: &Pool<DB>,
+    db: Sessions<'_, DB>,
     node: &NodeInfo,
     max_worker_id: u64,
 ) -> Result<u64, WorkerStoreError>
@@ -96,12 +119,30 @@ where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
     for<'a> &'a str: Encode<'a, DB> + Type<DB>,
+    (i64,): for<'r> FromRow<'r, DB::Row>,
 {
-    let insert = sqlx::query::<DB>(DB::INSERT_NODE)
-        .bind(node.host.as_str())
-        .bind(node.port.as_str());
-    let done = write_one(pool, insert).await.map_err(unavailable)?;
-    let id = DB::inserted_id(&done);
+    let id = if DB::INSERT_NODE_RETURNS_ID {
+        // One autocommit statement (or one pinned transaction) that answers the new id.
+        let mut s = Session::open(db).await.map_err(unavailable)?;
+        let id: i64 = sqlx::query_scalar(DB::INSERT_NODE)
+            .bind(node.host.as_str())
+            .bind(node.port.as_str())
+            .fetch_one(s.conn())
+            .await
+            .map_err(unavailable)?;
+        s.finish().await.map_err(unavailable)?;
+        u64::try_from(id).map_err(|_| {
+            WorkerStoreError::Exhausted(format!("WORKER_NODE gave the negative id {id}"))
+        })?
+    } else {
+        let insert = sqlx::query::<DB>(DB::INSERT_NODE)
+            .bind(node.host.as_str())
+            .bind(node.port.as_str());
+        let done = write_one(db, insert).await.map_err(unavailable)?;
+        DB::inserted_id(&done).ok_or_else(|| {
+            WorkerStoreError::Unavailable("the WORKER_NODE insert answered no id".into())
+        })?
+    };
     if id > max_worker_id {
         return Err(WorkerStoreError::Exhausted(format!(
             "WORKER_NODE gave id {id}, above the layout's largest worker id {max_worker_id}; \
@@ -113,7 +154,7 @@ where
 
 /// [`WorkerStore::acquire_lease`](crate::snowflake::worker::WorkerStore::acquire_lease).
 pub(crate) async fn acquire_lease<DB>(
-    pool: &Pool<DB>,
+    db: Sessions<'_, DB>,
     node: &NodeInfo,
     lease_ms: i64,
     max_worker_id: u64,
@@ -128,19 +169,21 @@ where
     (i64, i64, i64, String): for<'r> FromRow<'r, DB::Row>,
     (i64,): for<'r> FromRow<'r, DB::Row>,
 {
-    let db = unavailable;
+    let err = unavailable;
     let max = i64::try_from(max_worker_id).unwrap_or(i64::MAX);
     let until = now_ms.saturating_add(lease_ms);
     for _ in 0..CLAIM_ATTEMPTS {
-        let expired: Option<(i64, i64, i64, String)> = sqlx::query_as(SELECT_EXPIRED)
+        let mut s = Session::open(db).await.map_err(err)?;
+        let expired: Option<(i64, i64, i64, String)> = sqlx::query_as(SELECT_EXPIRED.text::<DB>())
             .bind(max)
             .bind(now_ms)
             .bind(now_ms)
-            .fetch_optional(pool)
+            .fetch_optional(s.conn())
             .await
-            .map_err(db)?;
+            .map_err(err)?;
+        s.finish().await.map_err(err)?;
         if let Some((worker_id, old_until, last_ts, old_owner)) = expired {
-            let claim = sqlx::query(CLAIM)
+            let claim = sqlx::query(CLAIM.text::<DB>())
                 .bind(node.host.as_str())
                 .bind(node.port.as_str())
                 .bind(node.owner.as_str())
@@ -148,10 +191,10 @@ where
                 .bind(worker_id)
                 .bind(old_until)
                 .bind(old_owner.as_str());
-            let done = match write_one(pool, claim).await {
+            let done = match write_one(db, claim).await {
                 Ok(done) => done,
                 Err(e) if lost_race(&e) => continue,
-                Err(e) => return Err(db(e)),
+                Err(e) => return Err(err(e)),
             };
             if DB::rows_affected(&done) == 1 {
                 return Ok(WorkerLease {
@@ -161,15 +204,22 @@ where
             }
             continue; // another server claimed it first
         }
-        let (next,): (i64,) = sqlx::query_as(NEXT_ID).fetch_one(pool).await.map_err(db)?;
+        let mut s = Session::open(db).await.map_err(err)?;
+        let (next,): (i64,) = sqlx::query_as(NEXT_ID.text::<DB>())
+            .fetch_one(s.conn())
+            .await
+            .map_err(err)?;
+        s.finish().await.map_err(err)?;
         if next > max {
-            let (ahead,): (i64,) = sqlx::query_as(COUNT_AHEAD)
+            let mut s = Session::open(db).await.map_err(err)?;
+            let (ahead,): (i64,) = sqlx::query_as(COUNT_AHEAD.text::<DB>())
                 .bind(max)
                 .bind(now_ms)
                 .bind(now_ms)
-                .fetch_one(pool)
+                .fetch_one(s.conn())
                 .await
-                .map_err(db)?;
+                .map_err(err)?;
+            s.finish().await.map_err(err)?;
             return Err(WorkerStoreError::Exhausted(format!(
                 "all {} worker ids are leased{}",
                 max_worker_id + 1,
@@ -182,13 +232,13 @@ where
                 }
             )));
         }
-        let insert = sqlx::query(INSERT_LEASE)
+        let insert = sqlx::query(INSERT_LEASE.text::<DB>())
             .bind(next)
             .bind(node.host.as_str())
             .bind(node.port.as_str())
             .bind(node.owner.as_str())
             .bind(until);
-        match write_one(pool, insert).await {
+        match write_one(db, insert).await {
             Ok(_) => {
                 return Ok(WorkerLease {
                     worker_id: next as u64,
@@ -196,7 +246,7 @@ where
                 });
             }
             Err(e) if lost_race(&e) => continue,
-            Err(e) => return Err(db(e)),
+            Err(e) => return Err(err(e)),
         }
     }
     Err(WorkerStoreError::Exhausted(format!(
@@ -206,7 +256,7 @@ where
 
 /// [`WorkerStore::heartbeat`](crate::snowflake::worker::WorkerStore::heartbeat).
 pub(crate) async fn heartbeat<DB>(
-    pool: &Pool<DB>,
+    db: Sessions<'_, DB>,
     worker_id: u64,
     owner: &str,
     lease_until_ms: i64,
@@ -219,19 +269,19 @@ where
     for<'a> &'a str: Encode<'a, DB> + Type<DB>,
     for<'a> i64: Encode<'a, DB> + Type<DB>,
 {
-    let renew = sqlx::query(HEARTBEAT)
+    let renew = sqlx::query(HEARTBEAT.text::<DB>())
         .bind(lease_until_ms)
         .bind(last_timestamp_ms)
         .bind(last_timestamp_ms)
         .bind(worker_id as i64)
         .bind(owner);
-    let done = write_one(pool, renew).await.map_err(unavailable)?;
+    let done = write_one(db, renew).await.map_err(unavailable)?;
     Ok(DB::rows_affected(&done) == 1)
 }
 
 /// [`WorkerStore::release`](crate::snowflake::worker::WorkerStore::release).
 pub(crate) async fn release<DB>(
-    pool: &Pool<DB>,
+    db: Sessions<'_, DB>,
     worker_id: u64,
     owner: &str,
     last_timestamp_ms: i64,
@@ -243,11 +293,11 @@ where
     for<'a> &'a str: Encode<'a, DB> + Type<DB>,
     for<'a> i64: Encode<'a, DB> + Type<DB>,
 {
-    let release = sqlx::query(RELEASE)
+    let release = sqlx::query(RELEASE.text::<DB>())
         .bind(last_timestamp_ms)
         .bind(last_timestamp_ms)
         .bind(worker_id as i64)
         .bind(owner);
-    write_one(pool, release).await.map_err(unavailable)?;
+    write_one(db, release).await.map_err(unavailable)?;
     Ok(())
 }

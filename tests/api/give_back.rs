@@ -21,6 +21,7 @@ async fn open(url: &str) -> Database {
         max_connections: 2,
         acquire_timeout: Duration::from_secs(10),
         mysql_single_statement_lease: true,
+        pgbouncer: false,
     })
     .await
     .unwrap()

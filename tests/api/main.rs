@@ -1,4 +1,5 @@
-//! Black-box tests over real HTTP, against SQLite (temp file) and a real MariaDB.
+//! Black-box tests over real HTTP, against SQLite (temp file), a real MariaDB and a real
+//! PostgreSQL (directly and through PgBouncer in transaction pooling mode).
 
 mod support;
 
@@ -20,6 +21,7 @@ mod log_sink;
 mod metrics;
 mod migrations;
 mod outage_logs;
+mod pg_store;
 mod proxy_admin;
 mod replica_failover;
 mod restarts;
@@ -32,7 +34,8 @@ mod store_faults;
 mod wall_clock;
 mod worker_cache;
 
-/// Defines one test per database from an `async fn(Db)`.
+/// Defines one test per database from an `async fn(Db)`: `sqlite`, `mysql`, `postgres` and
+/// `pgbouncer` (PostgreSQL through PgBouncer).
 #[macro_export]
 macro_rules! on_both_databases {
     ($name:ident) => {
@@ -44,6 +47,14 @@ macro_rules! on_both_databases {
             #[tokio::test]
             async fn mysql() {
                 super::$name($crate::support::Db::MySql).await
+            }
+            #[tokio::test]
+            async fn postgres() {
+                super::$name($crate::support::Db::Postgres).await
+            }
+            #[tokio::test]
+            async fn pgbouncer() {
+                super::$name($crate::support::Db::PgBouncer).await
             }
         }
     };

@@ -191,6 +191,7 @@ async fn worker_store(db: Db) -> (Arc<dyn WorkerStore>, Option<tempfile::TempDir
         max_connections: 4,
         acquire_timeout: std::time::Duration::from_secs(5),
         mysql_single_statement_lease: true,
+        pgbouncer: false,
     };
     (Database::connect(&opts).await.unwrap().worker_store(), dir)
 }

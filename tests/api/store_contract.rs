@@ -1,9 +1,10 @@
 //! The store contract: every scenario of [`SegmentStore`] and [`WorkerStore`] runs against the
-//! in-memory fakes (`leafid::testing`), SQLite and MariaDB, calling the traits directly. The
-//! fakes are only trustworthy because they pass the same scenarios as the real stores.
+//! in-memory fakes (`leafid::testing`), SQLite, MariaDB and PostgreSQL (directly and through
+//! PgBouncer), calling the traits directly. The fakes are only trustworthy because they pass
+//! the same scenarios as the real stores.
 //!
 //! `on_every_store!(scenario)` makes one test per store: `scenario::memory`, `scenario::sqlite`,
-//! `scenario::mysql`.
+//! `scenario::mysql`, `scenario::postgres`, `scenario::pgbouncer`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,6 +41,14 @@ macro_rules! on_every_store {
             async fn mysql() {
                 super::$name(super::Kind::Sql($crate::support::Db::MySql)).await
             }
+            #[tokio::test]
+            async fn postgres() {
+                super::$name(super::Kind::Sql($crate::support::Db::Postgres)).await
+            }
+            #[tokio::test]
+            async fn pgbouncer() {
+                super::$name(super::Kind::Sql($crate::support::Db::PgBouncer)).await
+            }
         }
     };
 }
@@ -68,6 +77,7 @@ impl Stores {
         };
         let (url, dir) = fresh_db(db).await;
         let opts = DbOptions {
+            pgbouncer: crate::support::postgres::is_pgbouncer(&url),
             url,
             max_connections: 4,
             acquire_timeout: Duration::from_secs(5),
@@ -707,6 +717,7 @@ async fn the_tombstone_tag_column_copies_leaf_allocs_collation() {
         max_connections: 2,
         acquire_timeout: Duration::from_secs(5),
         mysql_single_statement_lease: true,
+        pgbouncer: false,
     };
     let database = Database::connect(&opts).await.unwrap();
     let mut conn = <sqlx::mysql::MySqlConnection as sqlx::Connection>::connect(&url)

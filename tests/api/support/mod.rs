@@ -1,5 +1,6 @@
-//! Test support: servers on port 0 against a fresh SQLite file or a fresh MariaDB database,
-//! typed request helpers, and server processes for crash tests.
+//! Test support: servers on port 0 against a fresh SQLite file or a fresh MariaDB or
+//! PostgreSQL database (directly or through PgBouncer), typed request helpers, and server
+//! processes for crash tests.
 
 // Shared by every test area; not each uses every helper.
 #![allow(dead_code)]
@@ -8,6 +9,7 @@ pub mod galera;
 pub mod haproxy;
 pub mod mysql;
 pub mod netns;
+pub mod postgres;
 pub mod process;
 pub mod proxy;
 pub mod replica;
@@ -25,6 +27,11 @@ pub enum Db {
     Sqlite,
     /// A fresh database on the test MariaDB.
     MySql,
+    /// A fresh database on the test PostgreSQL.
+    Postgres,
+    /// A fresh database on the test PostgreSQL, reached through PgBouncer (transaction pooling);
+    /// servers on it run with `database.pgbouncer = true`.
+    PgBouncer,
 }
 
 /// A running in-process server.
@@ -65,6 +72,19 @@ pub async fn fresh_db(db: Db) -> (String, Option<tempfile::TempDir>) {
             (url, Some(dir))
         }
         Db::MySql => (mysql::create_database().await, None),
+        Db::Postgres => (postgres::create_database().await, None),
+        Db::PgBouncer => (postgres::create_bouncer_database().await, None),
+    }
+}
+
+/// Runs statements in the database `url` of `db` (a fresh one from [`fresh_db`]); SQLite has no
+/// server to run them on, so it is refused.
+pub async fn exec_sql(db: Db, url: &str, sql: &str) {
+    match db {
+        Db::MySql => mysql::exec_in(url, sql).await,
+        // The simple query protocol: no prepared statement, so PgBouncer's URL works as is.
+        Db::Postgres | Db::PgBouncer => postgres::exec_in(url, sql).await,
+        Db::Sqlite => panic!("exec_sql runs on a database server, not on SQLite"),
     }
 }
 
@@ -75,6 +95,7 @@ pub fn test_settings(db_url: &str) -> Settings {
     s.server.workers = 2;
     s.server.shutdown_timeout_secs = 1;
     s.database.url = db_url.to_owned();
+    s.database.pgbouncer = postgres::is_pgbouncer(db_url);
     s.segment.wait_timeout_ms = 1000;
     // The tests create tags from loopback; `admin` checks the shipped default (no trust).
     s.admin.trust_loopback = true;

@@ -106,6 +106,11 @@ impl ServerProcess {
             .env("LEAFID__LOG__FORMAT", "json")
             // The tests create tags from loopback; `proxy_admin` checks the shipped default.
             .env("LEAFID__ADMIN__TRUST_LOOPBACK", "true")
+            // The test PgBouncer's URL needs its setting (as in `support::test_settings`).
+            .env(
+                "LEAFID__DATABASE__PGBOUNCER",
+                super::postgres::is_pgbouncer(db_url).to_string(),
+            )
             .env("RUST_LOG", "info");
         for (k, v) in env {
             cmd.env(k, v);

@@ -1,0 +1,211 @@
+//! What only PostgreSQL has: leases under `serializable` (serialization failures retried, no
+//! range taken twice), servers migrating one database at once, and what PgBouncer's transaction
+//! pooling does to a server without `database.pgbouncer`. Each runs directly and through
+//! PgBouncer where that means something.
+
+use std::time::Duration;
+
+use leafid::segment::{BizTag, NewTag, Step};
+use leafid::store::{Database, DbOptions};
+use sqlx::Connection;
+use sqlx::postgres::PgConnection;
+
+use crate::support::postgres::{is_pgbouncer, server_url, with_database};
+use crate::support::{Db, fresh_db};
+
+fn options(url: &str, pgbouncer: bool) -> DbOptions {
+    DbOptions {
+        url: url.to_owned(),
+        max_connections: 4,
+        acquire_timeout: Duration::from_secs(10),
+        mysql_single_statement_lease: true,
+        pgbouncer,
+    }
+}
+
+/// The database name of a `postgres://.../NAME` URL.
+fn name_of(url: &str) -> &str {
+    url.rsplit('/').next().unwrap()
+}
+
+/// The same database on the server itself (not through PgBouncer).
+fn direct(url: &str) -> String {
+    with_database(server_url(), name_of(url))
+}
+
+/// A one-off query on the server (simple protocol).
+async fn scalar(url: &str, sql: &'static str) -> i64 {
+    let mut conn = PgConnection::connect(&direct(url)).await.unwrap();
+    sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
+}
+
+/// Three servers' stores, four tasks each, lease one tag with a tiny step (every lease a
+/// conflict with another) while the database defaults to `serializable`: every range is
+/// disjoint from every other, and together they cover exactly what `max_id` moved by.
+async fn serializable_leases_from_three_stores_never_overlap(db: Db) {
+    let (url, _dir) = fresh_db(db).await;
+    crate::support::postgres::exec_in(
+        &direct(&url),
+        &format!(
+            "ALTER DATABASE {} SET default_transaction_isolation = 'serializable'",
+            name_of(&url)
+        ),
+    )
+    .await;
+    let mut stores = Vec::new();
+    for _ in 0..3 {
+        stores.push(
+            Database::connect(&options(&url, is_pgbouncer(&url)))
+                .await
+                .unwrap(),
+        );
+    }
+    let tag = BizTag::parse("hot").unwrap();
+    let new = NewTag::new(tag, Step::try_from(3).unwrap(), Some(1), None).unwrap();
+    stores[0].segment_store().create_tag(&new).await.unwrap();
+    let rollbacks_before = scalar(
+        &url,
+        "SELECT xact_rollback FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .await;
+    let mut tasks = Vec::new();
+    for (s, store) in stores.iter().enumerate() {
+        for t in 0..4 {
+            let segments = store.segment_store();
+            tasks.push(tokio::spawn(async move {
+                let mut ranges = Vec::new();
+                for i in 0..40 {
+                    // Adapted steps and the row's own step, mixed.
+                    let step = ((s + t + i) % 3 != 0).then_some(2 + (i as i64 % 5));
+                    let lease = segments.lease("hot", step).await.unwrap();
+                    ranges.push((lease.max_id - lease.leased, lease.max_id));
+                }
+                ranges
+            }));
+        }
+    }
+    let mut ranges = Vec::new();
+    for t in tasks {
+        ranges.extend(t.await.unwrap());
+    }
+    ranges.sort_unstable();
+    for w in ranges.windows(2) {
+        assert!(w[0].1 <= w[1].0, "ranges {:?} and {:?} overlap", w[0], w[1]);
+    }
+    let leased: i64 = ranges.iter().map(|(from, to)| to - from).sum();
+    let row = stores[0]
+        .segment_store()
+        .get_tag("hot")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        row.max_id,
+        1 + leased,
+        "max_id moved by more than the leases took"
+    );
+    // The retry path ran: serialization failures rolled statements back.
+    let rollbacks = scalar(
+        &url,
+        "SELECT xact_rollback FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .await;
+    assert!(
+        rollbacks > rollbacks_before,
+        "no statement was rolled back: the test did not provoke a serialization failure"
+    );
+    for store in &stores {
+        store.close().await;
+    }
+}
+
+mod serializable_leases_from_three_stores_never_overlap {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        super::serializable_leases_from_three_stores_never_overlap(crate::support::Db::Postgres)
+            .await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pgbouncer() {
+        super::serializable_leases_from_three_stores_never_overlap(crate::support::Db::PgBouncer)
+            .await
+    }
+}
+
+/// Three servers starting on one empty database at once all come up, and the migrations are
+/// applied once each.
+async fn three_stores_migrating_at_once_all_start(db: Db) {
+    let (url, _dir) = fresh_db(db).await;
+    let opts = options(&url, is_pgbouncer(&url));
+    let (a, b, c) = tokio::join!(
+        Database::connect(&opts),
+        Database::connect(&opts),
+        Database::connect(&opts)
+    );
+    let stores = [a.unwrap(), b.unwrap(), c.unwrap()];
+    let files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/postgres"))
+        .unwrap()
+        .count() as i64;
+    let applied = scalar(&url, "SELECT COUNT(*) FROM _sqlx_migrations WHERE success").await;
+    assert_eq!(applied, files);
+    for store in &stores {
+        assert_eq!(store.kind(), "postgres");
+        store.close().await;
+    }
+}
+
+mod three_stores_migrating_at_once_all_start {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        super::three_stores_migrating_at_once_all_start(crate::support::Db::Postgres).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pgbouncer() {
+        super::three_stores_migrating_at_once_all_start(crate::support::Db::PgBouncer).await
+    }
+}
+
+/// Through PgBouncer without `database.pgbouncer`, sqlx's cached prepared statements meet
+/// server connections that never saw them: reads fail with `prepared statement "sqlx_s_N" does
+/// not exist` (26000) or `... already exists` (42P05). The same load with the setting on
+/// passes (every `pgbouncer` test of the suite runs with it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_setting_pgbouncer_loses_prepared_statements() {
+    let (url, _dir) = fresh_db(Db::PgBouncer).await;
+    // Migrations run inside one transaction, which PgBouncer keeps on one server connection:
+    // they pass either way.
+    let stores = [
+        Database::connect(&options(&url, false)).await.unwrap(),
+        Database::connect(&options(&url, false)).await.unwrap(),
+    ];
+    let tag = BizTag::parse("t").unwrap();
+    let new = NewTag::new(tag, Step::try_from(10).unwrap(), Some(1), None).unwrap();
+    // Creating runs in a transaction too; what follows does not.
+    stores[0].segment_store().create_tag(&new).await.unwrap();
+    let mut tasks = Vec::new();
+    for store in &stores {
+        for _ in 0..4 {
+            let segments = store.segment_store();
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..200 {
+                    if let Err(e) = segments.get_tag("t").await {
+                        return Some(format!("{e:#}: {:?}", std::error::Error::source(&e)));
+                    }
+                }
+                None
+            }));
+        }
+    }
+    let mut errors = Vec::new();
+    for t in tasks {
+        errors.extend(t.await.unwrap());
+    }
+    assert!(
+        errors.iter().any(|e| e.contains("prepared statement")),
+        "no prepared-statement error in 1,600 reads through PgBouncer: {errors:?}"
+    );
+    eprintln!("without database.pgbouncer: {}", errors[0]);
+    for store in &stores {
+        store.close().await;
+    }
+}
