@@ -116,6 +116,7 @@ where
             return Ok(false);
         }
         let cas = sqlx::query::<S::Db>(RETURN_UNUSED.text::<S::Db>())
+            .persistent(self.sessions().persistent())
             .bind(from)
             .bind(biz_tag)
             .bind(to);

@@ -27,15 +27,21 @@
 //!
 //! # PgBouncer
 //!
-//! With `database.pgbouncer = true` ([`PgStore::connect`]): sqlx's statement cache is off (a
-//! named prepared statement lives on one server connection, which PgBouncer hands to another
-//! client after each transaction), and every statement runs inside `BEGIN ... COMMIT`
-//! ([`super::sql::Session`]). The second part matters too: without a cache sqlx still prepares
-//! an unnamed statement and executes it in a second exchange (`Parse`/`Describe`/`Sync`, then
-//! `Bind`/`Execute`/`Sync`), and between the two PgBouncer may move the client to another server
-//! connection, where the unnamed statement is missing or is another client's. Inside a
-//! transaction PgBouncer keeps the server connection. The cost is round trips: four per lease
-//! instead of one.
+//! With `database.pgbouncer = true` ([`PgStore::connect`]), three things, each needed:
+//! - sqlx's statement cache is off: a named prepared statement lives on one server connection,
+//!   which PgBouncer hands to another client after each transaction;
+//! - every statement is unnamed (`persistent(false)`): with its cache off sqlx 0.9 still names
+//!   each persistent statement (`sqlx_s_1`, `sqlx_s_2`, ... per client connection) and never
+//!   closes it, so a second client on that server connection fails with `prepared statement
+//!   "sqlx_s_1" already exists` (`tests/api/pg_store.rs` shows it);
+//! - every statement runs inside `BEGIN ... COMMIT` ([`super::sql::Session`]): sqlx prepares and
+//!   executes in two exchanges (`Parse`/`Describe`/`Sync`, then `Bind`/`Execute`/`Sync`), and
+//!   between the two PgBouncer may move the client to another server connection, where the
+//!   unnamed statement is missing or is another client's (one with the same parameter types
+//!   would run with this one's values). Inside a transaction PgBouncer keeps the connection.
+//!
+//! The cost is round trips: four per lease instead of one. The migrations close the migrator's
+//! named statements (`DEALLOCATE ALL`) before they commit.
 //!
 //! # Schema and tombstones
 //!
@@ -59,8 +65,13 @@ use super::sql::{self, MySqlTagRecord, Session};
 use super::{lease_without_update, unavailable};
 use crate::segment::{Lease, NewTag, StoreError, TagRow};
 
-/// Attempts after a serialization failure or deadlock: 10 ms, 20 ms, ... 640 ms.
-const RETRIES: u32 = 7;
+/// Attempts after a serialization failure or deadlock. Under `serializable`, every server
+/// leasing one hot tag conflicts with every other: the attempts back off (10 ms doubling up to
+/// [`MAX_BACKOFF`], with jitter so they do not meet again) for about 3 s in all, inside the
+/// engine's `segment.load_timeout_ms`, which bounds a lease anyway.
+const RETRIES: u32 = 24;
+/// Longest wait between two attempts (before jitter).
+const MAX_BACKOFF: Duration = Duration::from_millis(100);
 /// Tail leases that may find the row moved by another server before giving up.
 const CAS_RETRIES: u32 = 64;
 /// Key of the transaction-level advisory lock the migrations run under, with the database's
@@ -178,12 +189,29 @@ impl PgStore {
             .execute(&mut *tx)
             .await
             .context("taking the migration lock (pg_advisory_xact_lock)")?;
+        if self.pgbouncer {
+            // A server connection behind PgBouncer may hold named statements a client without
+            // this setting left there; the migrator's own names would collide with them.
+            sqlx::raw_sql("DEALLOCATE ALL")
+                .execute(&mut *tx)
+                .await
+                .context("closing prepared statements left on the server connection")?;
+        }
         let mut migrator = sqlx::migrate!("migrations/postgres");
         migrator.set_locking(false);
         // `run_direct` on the transaction's connection: `run(&mut *tx)` makes the caller's future
         // fail its `Send` check ("`Acquire` is not general enough"), which sqlx names as the
         // reason this entry point exists.
         migrator.run_direct(None, &mut *tx, false).await?;
+        if self.pgbouncer {
+            // sqlx's migrator prepares named statements, which its disabled cache never closes:
+            // behind PgBouncer they would stay on this server connection and collide with
+            // another client's (see `super::sql::Sessions::persistent`).
+            sqlx::raw_sql("DEALLOCATE ALL")
+                .execute(&mut *tx)
+                .await
+                .context("closing the migrator's prepared statements")?;
+        }
         tx.commit()
             .await
             .context("committing the migrations (nothing applied)")?;
@@ -200,6 +228,7 @@ impl PgStore {
     ) -> Result<Option<Result<Lease, StoreError>>, sqlx::Error> {
         let mut s = Session::open(self.sessions()).await?;
         let granted: Option<(i64, i32)> = sqlx::query_as(LEASE)
+            .persistent(self.sessions().persistent())
             .bind(step)
             .bind(biz_tag)
             .fetch_optional(s.conn())
@@ -217,6 +246,7 @@ impl PgStore {
         let mut s = Session::open(self.sessions()).await?;
         let found: Option<(i64, i32)> =
             sqlx::query_as("SELECT max_id, step FROM leaf_alloc WHERE biz_tag = $1")
+                .persistent(self.sessions().persistent())
                 .bind(biz_tag)
                 .fetch_optional(s.conn())
                 .await?;
@@ -227,6 +257,7 @@ impl PgStore {
         };
         let mut s = Session::open(self.sessions()).await?;
         let done = sqlx::query(LEASE_TAIL)
+            .persistent(self.sessions().persistent())
             .bind(biz_tag)
             .bind(rest.old_max_id)
             .execute(s.conn())
@@ -252,6 +283,7 @@ impl PgStore {
         let inserted = sqlx::query(
             "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES ($1, $2, $3, $4)",
         )
+        .persistent(self.sessions().persistent())
         .bind(&tag.biz_tag)
         .bind(tag.max_id)
         .bind(tag.step)
@@ -272,6 +304,7 @@ impl PgStore {
         // that found the row gone (it waited for the delete's commit) finds the tombstone here.
         let high_water: Option<i64> =
             sqlx::query_scalar("SELECT max_id FROM leafid_tag_tombstone WHERE biz_tag = $1")
+                .persistent(self.sessions().persistent())
                 .bind(&tag.biz_tag)
                 .fetch_optional(&mut *tx)
                 .await?;
@@ -280,6 +313,7 @@ impl PgStore {
             return Ok(Err(StoreError::BelowDeletedMaxId { high_water }));
         }
         let row: MySqlTagRecord = sqlx::query_as(<Postgres as sql::Dialect>::SELECT_TAG)
+            .persistent(self.sessions().persistent())
             .bind(&tag.biz_tag)
             .fetch_one(&mut *tx)
             .await?;
@@ -295,7 +329,8 @@ pub(crate) fn is_retryable(e: &sqlx::Error) -> bool {
         .is_some_and(|d| matches!(d.code().as_deref(), Some("40001" | "40P01")))
 }
 
-/// Runs `attempt` again after a retryable error, backing off 10 ms, 20 ms, ...
+/// Runs `attempt` again after a retryable error, backing off 10 ms, 20 ms, ... up to
+/// [`MAX_BACKOFF`], each wait plus up to as much again at random.
 async fn retrying<T, F, Fut>(what: &str, mut attempt: F) -> Result<T, sqlx::Error>
 where
     F: FnMut() -> Fut,
@@ -306,12 +341,23 @@ where
         match attempt().await {
             Err(e) if is_retryable(&e) && tries < RETRIES => {
                 tries += 1;
+                let base = Duration::from_millis(5u64 << tries.min(5)).min(MAX_BACKOFF);
                 debug!(what, tries, error = %e, "serialization failure, retrying");
-                tokio::time::sleep(Duration::from_millis(5u64 << tries)).await;
+                tokio::time::sleep(base + jitter(base)).await;
             }
             done => return done,
         }
     }
+}
+
+/// A wait in `0..=max` drawn from the clock's nanoseconds: servers and tasks that failed
+/// together must not retry together; nothing here needs better randomness.
+fn jitter(max: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let max_us = u64::try_from(max.as_micros()).unwrap_or(u64::MAX).max(1);
+    Duration::from_micros(u64::from(nanos.wrapping_mul(2_654_435_761)) % (max_us + 1))
 }
 
 #[async_trait]
@@ -372,6 +418,7 @@ impl DialectStore for PgStore {
                  description = COALESCE($2, description), update_time = CURRENT_TIMESTAMP \
                  WHERE biz_tag = $3",
             )
+            .persistent(self.sessions().persistent())
             .bind(step)
             .bind(description)
             .bind(biz_tag)
@@ -390,6 +437,7 @@ impl DialectStore for PgStore {
         let done = retrying("delete tag", || async {
             let mut s = Session::open(self.sessions()).await?;
             let done = sqlx::query(DELETE_TAG)
+                .persistent(self.sessions().persistent())
                 .bind(biz_tag)
                 .execute(s.conn())
                 .await?;

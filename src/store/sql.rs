@@ -24,6 +24,7 @@
 use std::sync::OnceLock;
 
 use chrono::{DateTime, NaiveDateTime, Utc};
+use sqlx::database::HasStatementCache;
 use sqlx::mysql::{MySql, MySqlQueryResult};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgQueryResult, Postgres};
@@ -98,6 +99,17 @@ pub(crate) struct Sessions<'a, DB: Database> {
     pub pinned: bool,
 }
 
+impl<DB: Database> Sessions<'_, DB> {
+    /// Whether a statement may be prepared under a name and kept (sqlx's `persistent`). Not
+    /// when pinned: sqlx 0.9 names every persistent statement and, with its cache off, never
+    /// closes it, so behind PgBouncer another client's `sqlx_s_1` on the same server connection
+    /// fails with `prepared statement "sqlx_s_1" already exists` (42P05). Unnamed statements
+    /// live until the next one on that connection, inside the statement's own transaction.
+    pub(crate) fn persistent(self) -> bool {
+        !self.pinned
+    }
+}
+
 impl<DB: Database> Clone for Sessions<'_, DB> {
     fn clone(&self) -> Self {
         *self
@@ -153,7 +165,7 @@ impl<DB: Database> Session<DB> {
 }
 
 /// What differs between the databases in the statements they share.
-pub(crate) trait Dialect: Database {
+pub(crate) trait Dialect: Database + HasStatementCache {
     /// Placeholders are `$1, $2, ...` (PostgreSQL), not `?` (see [`Statement`]).
     const NUMBERED_PLACEHOLDERS: bool;
     /// One `leaf_alloc` row by tag, in this database's placeholder style.
@@ -298,8 +310,10 @@ where
     DB::Arguments: IntoArguments<DB>,
     for<'a> &'a str: Encode<'a, DB> + Type<DB>,
 {
-    let mut s = Session::open(db.into()).await.map_err(unavailable)?;
+    let db = db.into();
+    let mut s = Session::open(db).await.map_err(unavailable)?;
     let row = sqlx::query_as::<DB, DB::TagRecord>(DB::SELECT_TAG)
+        .persistent(db.persistent())
         .bind(biz_tag)
         .fetch_optional(s.conn())
         .await
@@ -317,8 +331,10 @@ where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
 {
-    let mut s = Session::open(db.into()).await.map_err(unavailable)?;
+    let db = db.into();
+    let mut s = Session::open(db).await.map_err(unavailable)?;
     let rows = sqlx::query_as::<DB, DB::TagRecord>(SELECT_TAGS)
+        .persistent(db.persistent())
         .fetch_all(s.conn())
         .await
         .map_err(unavailable)?;
@@ -337,8 +353,10 @@ where
     DB::Arguments: IntoArguments<DB>,
     (String,): for<'r> FromRow<'r, DB::Row>,
 {
-    let mut s = Session::open(db.into()).await.map_err(unavailable)?;
+    let db = db.into();
+    let mut s = Session::open(db).await.map_err(unavailable)?;
     let names = sqlx::query_scalar::<DB, String>("SELECT biz_tag FROM leaf_alloc")
+        .persistent(db.persistent())
         .fetch_all(s.conn())
         .await
         .map_err(unavailable)?;
@@ -353,8 +371,10 @@ where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
 {
-    let mut s = Session::open(db.into()).await.map_err(unavailable)?;
+    let db = db.into();
+    let mut s = Session::open(db).await.map_err(unavailable)?;
     sqlx::query::<DB>("SELECT 1")
+        .persistent(db.persistent())
         .execute(s.conn())
         .await
         .map_err(unavailable)?;

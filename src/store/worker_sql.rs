@@ -125,6 +125,7 @@ where
         // One autocommit statement (or one pinned transaction) that answers the new id.
         let mut s = Session::open(db).await.map_err(unavailable)?;
         let id: i64 = sqlx::query_scalar(DB::INSERT_NODE)
+            .persistent(db.persistent())
             .bind(node.host.as_str())
             .bind(node.port.as_str())
             .fetch_one(s.conn())
@@ -136,6 +137,7 @@ where
         })?
     } else {
         let insert = sqlx::query::<DB>(DB::INSERT_NODE)
+            .persistent(db.persistent())
             .bind(node.host.as_str())
             .bind(node.port.as_str());
         let done = write_one(db, insert).await.map_err(unavailable)?;
@@ -175,6 +177,7 @@ where
     for _ in 0..CLAIM_ATTEMPTS {
         let mut s = Session::open(db).await.map_err(err)?;
         let expired: Option<(i64, i64, i64, String)> = sqlx::query_as(SELECT_EXPIRED.text::<DB>())
+            .persistent(db.persistent())
             .bind(max)
             .bind(now_ms)
             .bind(now_ms)
@@ -184,6 +187,7 @@ where
         s.finish().await.map_err(err)?;
         if let Some((worker_id, old_until, last_ts, old_owner)) = expired {
             let claim = sqlx::query(CLAIM.text::<DB>())
+                .persistent(db.persistent())
                 .bind(node.host.as_str())
                 .bind(node.port.as_str())
                 .bind(node.owner.as_str())
@@ -206,6 +210,7 @@ where
         }
         let mut s = Session::open(db).await.map_err(err)?;
         let (next,): (i64,) = sqlx::query_as(NEXT_ID.text::<DB>())
+            .persistent(db.persistent())
             .fetch_one(s.conn())
             .await
             .map_err(err)?;
@@ -213,6 +218,7 @@ where
         if next > max {
             let mut s = Session::open(db).await.map_err(err)?;
             let (ahead,): (i64,) = sqlx::query_as(COUNT_AHEAD.text::<DB>())
+                .persistent(db.persistent())
                 .bind(max)
                 .bind(now_ms)
                 .bind(now_ms)
@@ -233,6 +239,7 @@ where
             )));
         }
         let insert = sqlx::query(INSERT_LEASE.text::<DB>())
+            .persistent(db.persistent())
             .bind(next)
             .bind(node.host.as_str())
             .bind(node.port.as_str())
@@ -270,6 +277,7 @@ where
     for<'a> i64: Encode<'a, DB> + Type<DB>,
 {
     let renew = sqlx::query(HEARTBEAT.text::<DB>())
+        .persistent(db.persistent())
         .bind(lease_until_ms)
         .bind(last_timestamp_ms)
         .bind(last_timestamp_ms)
@@ -294,6 +302,7 @@ where
     for<'a> i64: Encode<'a, DB> + Type<DB>,
 {
     let release = sqlx::query(RELEASE.text::<DB>())
+        .persistent(db.persistent())
         .bind(last_timestamp_ms)
         .bind(last_timestamp_ms)
         .bind(worker_id as i64)

@@ -21,7 +21,7 @@ async fn open(url: &str) -> Database {
         max_connections: 2,
         acquire_timeout: Duration::from_secs(10),
         mysql_single_statement_lease: true,
-        pgbouncer: false,
+        pgbouncer: crate::support::postgres::is_pgbouncer(url),
     })
     .await
     .unwrap()

@@ -187,11 +187,11 @@ fn node(owner: &str) -> NodeInfo {
 async fn worker_store(db: Db) -> (Arc<dyn WorkerStore>, Option<tempfile::TempDir>) {
     let (url, dir) = fresh_db(db).await;
     let opts = DbOptions {
+        pgbouncer: crate::support::postgres::is_pgbouncer(&url),
         url,
         max_connections: 4,
         acquire_timeout: std::time::Duration::from_secs(5),
         mysql_single_statement_lease: true,
-        pgbouncer: false,
     };
     (Database::connect(&opts).await.unwrap().worker_store(), dir)
 }

@@ -7,8 +7,10 @@
 
 use std::sync::OnceLock;
 
+use std::str::FromStr;
+
 use sqlx::Connection;
-use sqlx::postgres::PgConnection;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
 
 /// The variable holding the server's URL, and the variable holding PgBouncer's.
 const SERVER_VAR: &str = "LEAFID_TEST_POSTGRES_URL";
@@ -52,11 +54,19 @@ pub fn is_pgbouncer(url: &str) -> bool {
         && std::env::var(BOUNCER_VAR).is_ok_and(|b| authority(&b) == authority(url))
 }
 
+/// A connection to `url`, without the startup parameter PgBouncer refuses.
+async fn connect(url: &str) -> PgConnection {
+    let opts = PgConnectOptions::from_str(url)
+        .unwrap_or_else(|e| panic!("{url}: {e}"))
+        .extra_float_digits(None);
+    PgConnection::connect_with(&opts)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {url}: {e}"))
+}
+
 /// Runs statements (simple protocol, several allowed) in the database of `url`.
 pub async fn exec_in(url: &str, sql: &str) {
-    let mut conn = PgConnection::connect(url)
-        .await
-        .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
+    let mut conn = connect(url).await;
     sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
         .execute(&mut conn)
         .await
@@ -83,7 +93,7 @@ pub async fn create_bouncer_database() -> String {
 
 /// One `(max_id, step)` row of `leaf_alloc`, read on the server (`url` must not be PgBouncer's).
 pub async fn row(url: &str, tag: &str) -> Option<(i64, i32)> {
-    let mut conn = PgConnection::connect(url).await.expect("connect");
+    let mut conn = connect(url).await;
     sqlx::query_as("SELECT max_id, step FROM leaf_alloc WHERE biz_tag = $1")
         .bind(tag)
         .fetch_optional(&mut conn)
