@@ -12,6 +12,11 @@ else
   export LEAFID_TEST_MYSQL_URL="${LEAFID_TEST_MYSQL_URL:-$(scripts/mariadb.sh start)}"
   echo "test MySQL: $LEAFID_TEST_MYSQL_URL" >&2
 fi
+# A private PostgreSQL and a PgBouncer (transaction pooling) in front of it: every black-box and
+# store-contract test also runs on both (tests/api/support/postgres.rs fails without them).
+export LEAFID_TEST_POSTGRES_URL="${LEAFID_TEST_POSTGRES_URL:-$(scripts/postgres.sh start)}"
+export LEAFID_TEST_PGBOUNCER_URL="${LEAFID_TEST_PGBOUNCER_URL:-$(scripts/pgbouncer.sh start)}"
+echo "test PostgreSQL: $LEAFID_TEST_POSTGRES_URL, through PgBouncer: $LEAFID_TEST_PGBOUNCER_URL" >&2
 scripts/haproxy.sh install >/dev/null  # the load-balancer tests run Debian's haproxy
 # tests/api/wall_clock.rs steps the server's wall clock with Debian's libfaketime.
 if [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ]; then
