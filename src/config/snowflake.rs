@@ -39,6 +39,10 @@ pub struct SnowflakeSettings {
     pub min_id_floor: u64,
     /// Start-up refuses a layout whose largest id needs more bits (53: JavaScript-safe).
     pub max_id_bits: u8,
+    /// Clock-back bits taken from the top of the worker field (0: none); see
+    /// `crate::snowflake::clock_back`.
+    #[serde(default)]
+    pub clock_back_bits: u8,
     /// Worker id assignment.
     pub worker: WorkerSettings,
     /// Cached generator tuning.
@@ -114,7 +118,7 @@ impl Settings {
             prefix_value: sf.prefix_value,
             otherwise: None,
         };
-        args.resolve(UnitPolicy::Required).map_err(|e| {
+        let layout = args.resolve(UnitPolicy::Required).map_err(|e| {
             let problem = match e {
                 ResolveError::MissingEpoch => {
                     "snowflake.epoch is required with snowflake.layout".to_owned()
@@ -129,7 +133,17 @@ impl Settings {
                 ResolveError::NoLayout | ResolveError::PresetAndBits => e.to_string(),
             };
             anyhow::anyhow!("invalid configuration: {problem}")
-        })
+        })?;
+        match (sf.clock_back_bits, layout.clock_back_bits()) {
+            (0, _) => Ok(layout),
+            (asked, written) if asked == written => Ok(layout),
+            (asked, 0) => layout.with_clock_back_bits(asked).map_err(|e| {
+                anyhow::anyhow!("invalid configuration: snowflake.clock_back_bits: {e}")
+            }),
+            (asked, written) => bail!(
+                "invalid configuration: snowflake.clock_back_bits = {asked} but snowflake.layout                  already gives the worker field {written} clock-back bits; set one of them"
+            ),
+        }
     }
 
     /// Snowflake engine settings (layout included).
@@ -201,6 +215,7 @@ impl Settings {
                     .then(|| Duration::from_secs(sf.cached.schedule_interval_secs)),
                 start_after_tick: None,
                 max_ahead_ticks: None,
+                max_backward_ms: self.clock.max_backward_ms,
             },
             min_id_floor: sf.min_id_floor,
         };

@@ -168,9 +168,13 @@ pub struct LayoutSpecBody {
     /// Width of the time field.
     #[schema(minimum = 1, maximum = 61)]
     pub time_bits: u8,
-    /// Width of the worker field.
+    /// Width of the worker field (clock-back bits included).
     #[schema(minimum = 1, maximum = 61)]
     pub worker_bits: u8,
+    /// The high bits of the worker field holding the clock-back value; 0 when absent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schema(maximum = 3)]
+    pub clock_back_bits: u8,
     /// Width of the sequence field.
     #[schema(minimum = 1, maximum = 61)]
     pub seq_bits: u8,
@@ -182,6 +186,10 @@ pub struct LayoutSpecBody {
     pub epoch: Option<String>,
 }
 
+fn is_zero(bits: &u8) -> bool {
+    *bits == 0
+}
+
 impl From<LayoutSpecBody> for LayoutSpec {
     fn from(body: LayoutSpecBody) -> Self {
         Self {
@@ -189,6 +197,7 @@ impl From<LayoutSpecBody> for LayoutSpec {
             prefix_value: body.prefix_value,
             time_bits: body.time_bits,
             worker_bits: body.worker_bits,
+            clock_back_bits: body.clock_back_bits,
             seq_bits: body.seq_bits,
             unit: body.unit.into(),
             epoch: body.epoch,
@@ -203,6 +212,7 @@ impl From<&LayoutSpec> for LayoutSpecBody {
             prefix_value: spec.prefix_value,
             time_bits: spec.time_bits,
             worker_bits: spec.worker_bits,
+            clock_back_bits: spec.clock_back_bits,
             seq_bits: spec.seq_bits,
             unit: spec.unit.into(),
             epoch: spec.epoch.clone(),

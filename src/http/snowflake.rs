@@ -73,6 +73,10 @@ pub struct DecodeBody {
     pub timestamp: String,
     /// Worker id field.
     pub worker_id: u64,
+    /// The clock-back field (only for a layout with clock-back bits): how many backward clock
+    /// steps the issuing run had outlived.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_back: Option<u64>,
     /// Sequence field.
     pub sequence: u64,
 }
@@ -90,6 +94,7 @@ pub fn decode_body(layout: &BitLayout, id: u64, format: IdFormat) -> DecodeBody 
         time_delta: fields.time_delta,
         timestamp: decoded.timestamp(),
         worker_id: fields.worker_id,
+        clock_back: (layout.clock_back_bits() > 0).then_some(fields.clock_back),
         sequence: fields.sequence,
     }
 }
@@ -282,6 +287,11 @@ pub struct StatusBody {
     pub ticks_ahead: Option<u64>,
     /// Ids issued since start.
     pub ids_issued: u64,
+    /// The clock-back value ids are issued under now; absent without clock-back bits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_back: Option<u64>,
+    /// The largest clock-back value: backward clock steps this run can outlive (0: none).
+    pub max_clock_back: u64,
 }
 
 impl From<&SnowflakeStatus> for StatusBody {
@@ -301,6 +311,8 @@ impl From<&SnowflakeStatus> for StatusBody {
             ring_available: s.ring_available,
             ticks_ahead: s.ticks_ahead,
             ids_issued: s.ids_issued,
+            clock_back: s.clock_back,
+            max_clock_back: s.max_clock_back,
         }
     }
 }

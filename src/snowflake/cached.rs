@@ -23,6 +23,15 @@
 //!   [`CachedGenerator::shutdown`] or drop, which join it.
 //!
 //! The clock is read only at start, by the filler to enforce the lead bound, and by `stats`.
+//!
+//! **Clock-back bits.** With a clock-back field in the layout, a filler held at its lead bound
+//! by a clock that stepped back more than `max_backward_ms` below the latest reading it saw
+//! moves to the next clock-back value (*era*) and fills from the stepped-back clock. Ids of two
+//! eras differ in that field, and within an era positions only grow, so no id is made twice;
+//! consumers first drain the earlier era's ids still in the ring, so ids are not increasing
+//! across the step. After the last era, or for a step below the first tick after
+//! [`CachedConfig::start_after_tick`] (a previous holder of the worker id may have used any
+//! value up to it), the filler waits for the clock, as without the bits.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -60,6 +69,9 @@ pub struct CachedConfig {
     pub start_after_tick: Option<u64>,
     /// Largest lead over the clock, in ticks; default: the whole ticks the ring holds (>= 1).
     pub max_ahead_ticks: Option<u64>,
+    /// A clock reading this many ms below the latest one is a backward step (which moves to the
+    /// next clock-back value, when the layout has them and the filler is held by it).
+    pub max_backward_ms: u64,
 }
 
 impl Default for CachedConfig {
@@ -71,6 +83,7 @@ impl Default for CachedConfig {
             schedule_interval: None,
             start_after_tick: None,
             max_ahead_ticks: None,
+            max_backward_ms: crate::snowflake::direct::DEFAULT_MAX_BACKWARD_MS,
         }
     }
 }
@@ -88,6 +101,8 @@ pub struct CachedStats {
     pub ticks_ahead: u64,
     /// The filler reached the end of the layout's time field.
     pub time_bits_exhausted: bool,
+    /// The clock-back value the filler puts ids under (0 until the clock steps back).
+    pub clock_back: u64,
     /// Ids taken from the ring since start.
     pub taken: u64,
 }
@@ -100,14 +115,33 @@ struct Shared {
     layout: BitLayout,
     /// `<= layout.max_worker_id()` (checked in `new`).
     worker_id: u64,
+    /// The worker field the filler composes with: the worker id under the current era.
+    /// Written only by the filler. Relaxed: read only by the filler.
+    worker_field: AtomicU64,
+    /// The clock-back value (era) ids are put under; only grows, at most `max_era`. Written
+    /// only by the filler (Relaxed: `stats` reads it for monitoring).
+    era: AtomicU64,
+    /// `layout.max_clock_back()`.
+    max_era: u64,
+    /// Last tick + 1 of every era left behind (0: none); raised before the era's `next_pos`
+    /// moves back (Relaxed: the Release store of `next_pos` publishes it).
+    high_water: AtomicU64,
+    /// The first position of the current era; positions below it were never used in it (in
+    /// era 0: the start, after a resumed lease's last tick). Filler-only writer.
+    era_start_pos: AtomicU64,
+    /// The latest clock reading the filler saw (unix ms); a reading more than
+    /// `max_backward_ms` below it is a backward step. Filler-only (and `new`).
+    max_seen_ms: crate::sync::AtomicI64,
+    /// See [`CachedConfig::max_backward_ms`].
+    max_backward_ms: u64,
+    /// The first position a new era may start at: past `start_after_tick` (see the module docs).
+    floor_pos: u64,
     /// Read at start and by the filler for the lead bound; the filler sleeps on it.
     clock: Arc<dyn Clock>,
     /// `layout.seq_bits()`.
     seq_bits: u32,
     /// `layout.max_sequence()`, the sequence mask of a position.
     seq_mask: u64,
-    /// The first position this generator may issue; positions below it are never used.
-    start_pos: u64,
     /// Next position the filler puts, `(tick << seq_bits) | sequence`. Written only by the
     /// filler (or `new`, before the filler exists); only grows, so no id is made twice.
     next_pos: AtomicU64,
@@ -215,9 +249,18 @@ impl CachedGenerator {
             seq_mask: layout.max_sequence(),
             layout,
             worker_id,
+            worker_field: AtomicU64::new(worker_id),
+            era: AtomicU64::new(0),
+            max_era: layout.max_clock_back(),
+            high_water: AtomicU64::new(0),
+            era_start_pos: AtomicU64::new(start_pos),
+            max_seen_ms: crate::sync::AtomicI64::new(now_ms),
+            max_backward_ms: config.max_backward_ms,
+            floor_pos: config
+                .start_after_tick
+                .map_or(0, |t| t.saturating_add(1) << seq_bits),
             clock,
             seq_bits,
-            start_pos,
             next_pos: AtomicU64::new(start_pos),
             threshold: capacity * usize::from(config.padding_factor) / 100,
             max_ahead_ticks,
@@ -299,9 +342,14 @@ impl CachedGenerator {
     /// Ring and filler state for metrics.
     pub fn stats(&self) -> CachedStats {
         let s = &self.shared;
-        // Relaxed: a monitoring snapshot; it orders nothing.
-        let next = s.next_pos.load(Ordering::Relaxed);
-        let last_filled_tick = (next > s.start_pos).then(|| (next - 1) >> s.seq_bits);
+        // Acquire: pairs with the filler's Release store when it enters an era, so the
+        // high-water mark of the era it left is seen with the new era's first positions.
+        let next = s.next_pos.load(Ordering::Acquire);
+        // Relaxed: ordered by the Acquire above (see `Shared::high_water`).
+        let era_start = s.era_start_pos.load(Ordering::Relaxed);
+        let left = s.high_water.load(Ordering::Relaxed);
+        let current = (next > era_start).then(|| (next - 1) >> s.seq_bits);
+        let last_filled_tick = current.max((left > 0).then(|| left - 1));
         let now_tick = s.layout.delta_at(s.clock.now_unix_ms()).unwrap_or(0);
         CachedStats {
             capacity: s.ring.capacity(),
@@ -309,6 +357,7 @@ impl CachedGenerator {
             last_filled_tick,
             ticks_ahead: last_filled_tick.map_or(0, |t| t.saturating_sub(now_tick)),
             time_bits_exhausted: s.time_exhausted.load(Ordering::Relaxed),
+            clock_back: s.era.load(Ordering::Relaxed),
             taken: s.ring.taken(),
         }
     }
@@ -481,6 +530,10 @@ impl Shared {
             if tick > now_tick.saturating_add(self.max_ahead_ticks) {
                 now_tick = self.now_tick();
                 if tick > now_tick.saturating_add(self.max_ahead_ticks) {
+                    if let Some(next) = self.next_era(pos, now_tick) {
+                        pos = next;
+                        continue;
+                    }
                     if !wait_for_clock || self.stopping.load(Ordering::Acquire) {
                         break;
                     }
@@ -499,10 +552,9 @@ impl Shared {
                     continue;
                 }
             }
-            let id = match self
-                .layout
-                .compose(tick, self.worker_id, pos & self.seq_mask)
-            {
+            // Relaxed: this thread is its only writer.
+            let worker_field = self.worker_field.load(Ordering::Relaxed);
+            let id = match self.layout.compose(tick, worker_field, pos & self.seq_mask) {
                 Ok(id) => id,
                 Err(e) => {
                     tracing::error!(error = %e, tick, "snowflake compose failed; filler stops");
@@ -533,8 +585,54 @@ impl Shared {
     }
 
     /// The clock's tick; 0 before the epoch (the lead bound then holds the filler back).
+    /// Notes the reading as the latest seen when it is later than every one before.
     fn now_tick(&self) -> u64 {
-        self.layout.delta_at(self.clock.now_unix_ms()).unwrap_or(0)
+        let now_ms = self.clock.now_unix_ms();
+        // Relaxed: read and written by the filler only (`new` stored the first reading).
+        self.max_seen_ms.fetch_max(now_ms, Ordering::Relaxed);
+        self.layout.delta_at(now_ms).unwrap_or(0)
+    }
+
+    /// Called with the filler held at its lead bound at `pos`: when the clock is more than
+    /// `max_backward_ms` below the latest reading seen and an era is left, enters the next era
+    /// at the clock's tick `now_tick` and returns its first position. The high-water mark of the
+    /// era left is raised first, then `next_pos` is stored with Release (see `high_water`).
+    fn next_era(&self, pos: u64, now_tick: u64) -> Option<u64> {
+        // Relaxed: filler-only data (see the fields).
+        let era = self.era.load(Ordering::Relaxed);
+        if era >= self.max_era {
+            return None;
+        }
+        let now_ms = self.clock.now_unix_ms();
+        let seen = self.max_seen_ms.load(Ordering::Relaxed);
+        let by_ms = seen.saturating_sub(now_ms);
+        if by_ms <= self.max_backward_ms as i64 {
+            return None;
+        }
+        let first = now_tick << self.seq_bits;
+        if first < self.floor_pos {
+            return None;
+        }
+        let era_start = self.era_start_pos.load(Ordering::Relaxed);
+        let field = self.layout.worker_field(era + 1, self.worker_id)?;
+        if pos > era_start {
+            let last_tick = (pos - 1) >> self.seq_bits;
+            self.high_water.fetch_max(last_tick + 1, Ordering::Relaxed);
+        }
+        self.era.store(era + 1, Ordering::Relaxed);
+        self.worker_field.store(field, Ordering::Relaxed);
+        self.era_start_pos.store(first, Ordering::Relaxed);
+        // The step is handled: later readings compare with the stepped-back clock.
+        self.max_seen_ms.store(now_ms, Ordering::Relaxed);
+        // Release: publishes the high-water mark raised above (see `stats`).
+        self.next_pos.store(first, Ordering::Release);
+        tracing::warn!(
+            by_ms,
+            clock_back = era + 1,
+            max_clock_back = self.max_era,
+            "clock moved backwards; filling under the next clock-back value"
+        );
+        Some(first)
     }
 
     fn notify_consumers(&self) {

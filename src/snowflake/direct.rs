@@ -15,6 +15,22 @@
 //! state (its sequence wrapped, the updater stalled, the clock stepped back) the id path reads
 //! the clock itself, exactly as without the cache: the waits and the step-back handling are
 //! unchanged.
+//!
+//! With clock-back bits in the layout ([`BitLayout::clock_back_bits`]), the state's bits above
+//! the position hold the current clock-back value (the *era*): `(era << era_shift) | position`.
+//! A backward step beyond `max_backward_ms` moves the state, in the same CAS that reserves the
+//! first id, to `era + 1` at the clock's current tick. The state still only grows (the era is
+//! its top part), so every `(era, position)` is still handed out at most once, and ids of two
+//! eras differ in the clock-back field: no duplicate, though ids are no longer increasing across
+//! the step. Past the last era the step is `ClockMovedBackwards`, as without the bits.
+//!
+//! In a later era the cached tick is not used: every id reads the clock (see `reserve`).
+//!
+//! A new era never goes below the generator's *floor*, the first tick after
+//! [`DirectGenerator::resume_after`]'s tick: a previous holder of the worker id may have used
+//! any clock-back value at or below it, but none at any tick above it (the tick a lease stores
+//! covers every era, see [`DirectGenerator::last_tick`]). A step back below the floor is
+//! `ClockMovedBackwards`.
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -39,10 +55,28 @@ const SPIN_WAIT_MS: i64 = 2;
 /// `max_sequence + 1` ids in one second waits for the next second (use the cached generator).
 #[derive(Debug)]
 pub struct DirectGenerator {
-    /// Next position to issue, `(tick << seq_bits) | sequence`; only ever increases. Its tick
+    /// `(era << era_shift) | position`: the clock-back value in use, over the next position to
+    /// issue in it, `(tick << seq_bits) | sequence`. Only ever increases. Within an era its tick
     /// is never behind a tick already used; when it is ahead of the clock, the previous tick's
-    /// sequence wrapped (or the clock stepped back) and callers wait. 0 means nothing issued.
+    /// sequence wrapped (or the clock stepped back) and callers wait, or move to the next era.
+    /// 0 means nothing issued.
     state: CachePadded<AtomicU64>,
+    /// `last tick + 1` of every era left behind (0: none): with the state's own last tick, the
+    /// last tick issued over all eras, which a lease stores so that no later holder of this
+    /// worker id issues a tick this run used. Raised (`fetch_max`) before the CAS that leaves an
+    /// era; Relaxed: that CAS's Release publishes it to whoever sees the new era (Acquire).
+    high_water: AtomicU64,
+    /// Where the era starts in the state: above every position (`end_pos` included).
+    era_shift: u32,
+    /// The position part of the state: `(1 << era_shift) - 1`.
+    pos_mask: u64,
+    /// Where the era lands in an id: the clock-back field, above the worker id.
+    era_id_shift: u32,
+    /// `layout.max_clock_back()`: the last era (0 without clock-back bits).
+    max_era: u64,
+    /// The first position a new era may start at (see the module docs): past every tick a
+    /// previous holder of this worker id used. Set by `resume_after`, before any id.
+    floor_pos: u64,
     /// Field widths; checked by `compose` for every id, so no field can overflow.
     layout: BitLayout,
     /// This generator's worker id; `<= layout.max_worker_id()` (checked in `new`).
@@ -195,6 +229,8 @@ impl DirectGenerator {
         // The prefix and worker id through the checked composer, so they are known to fit.
         let fixed_bits = layout.compose(0, worker_id, 0)?;
         let end_pos = (layout.max_time_delta() + 1) << seq_bits;
+        // t + s + 1 <= t + w + s <= 63: the era (at most 3 bits, inside w) fits above.
+        let era_shift = u32::from(layout.time_bits()) + seq_bits + 1;
         let coarse = Arc::new(CoarseTick::new(seq_bits));
         let updater = if clock.moves_by_itself() {
             // The first reading before any id, so the first ids already skip the clock.
@@ -217,6 +253,12 @@ impl DirectGenerator {
         };
         Ok(Self {
             state: CachePadded::new(AtomicU64::new(0)),
+            high_water: AtomicU64::new(0),
+            era_shift,
+            pos_mask: (1u64 << era_shift) - 1,
+            era_id_shift: seq_bits + u32::from(layout.worker_id_bits()),
+            max_era: layout.max_clock_back(),
+            floor_pos: 0,
             layout,
             worker_id,
             clock,
@@ -233,10 +275,11 @@ impl DirectGenerator {
 
     /// Never issues an id from `tick` or earlier (for a worker id whose last use is known,
     /// e.g. a lease's stored timestamp). Call before the first id.
-    pub fn resume_after(self, tick: u64) -> Self {
+    pub fn resume_after(mut self, tick: u64) -> Self {
         let next = tick.saturating_add(1).min(self.layout.max_time_delta() + 1) << self.seq_bits;
         // Relaxed: `self` is owned here; nothing is shared yet.
         self.state.store(next, Ordering::Relaxed);
+        self.floor_pos = next;
         self
     }
 
@@ -264,11 +307,25 @@ impl DirectGenerator {
         Ok(())
     }
 
-    /// The last tick an id was issued from, if any (to store as a lease's last timestamp).
+    /// The last tick an id was issued from in any era, if any (to store as a lease's last
+    /// timestamp): never lower than a tick issued before, whatever the clock did.
     pub fn last_tick(&self) -> Option<u64> {
-        // Relaxed: a monitoring read; it does not order any other memory.
-        let next = self.state.load(Ordering::Relaxed);
-        (next > 0).then(|| (next - 1) >> self.seq_bits)
+        // Acquire: pairs with the Release of the CAS that entered the era, which the high-water
+        // mark of the era before was raised ahead of.
+        let raw = self.state.load(Ordering::Acquire);
+        let pos = raw & self.pos_mask;
+        let current = (pos > 0).then(|| (pos - 1) >> self.seq_bits);
+        // Relaxed: ordered by the Acquire above (see `high_water`).
+        let left = self.high_water.load(Ordering::Relaxed);
+        let left = (left > 0).then(|| left - 1);
+        current.max(left)
+    }
+
+    /// The clock-back value ids are issued under now (0 until the clock steps back beyond
+    /// `max_backward_ms` with clock-back bits in the layout).
+    pub fn clock_back(&self) -> u64 {
+        // Relaxed: a monitoring read.
+        self.state.load(Ordering::Relaxed) >> self.era_shift
     }
 
     /// This generator's worker id.
@@ -296,12 +353,20 @@ impl DirectGenerator {
     /// (unit-tested), without re-checking the fixed fields per id; the one per-id check left,
     /// `pos < end_pos`, keeps the tick inside the time field, so no id can spill into the
     /// prefix or the sign bit.
+    /// `raw` is a state value: its era goes to the clock-back field (`max_era` at most, so it
+    /// stays inside the worker field's high bits).
     #[inline]
-    fn compose(&self, pos: u64) -> Result<u64, SnowflakeError> {
+    fn compose(&self, raw: u64) -> Result<u64, SnowflakeError> {
+        let pos = raw & self.pos_mask;
         if pos >= self.end_pos {
             return Err(SnowflakeError::TimeBitsExhausted);
         }
-        Ok(self.fixed_bits | ((pos & !self.seq_mask) << self.worker_bits) | (pos & self.seq_mask))
+        let era = raw >> self.era_shift;
+        debug_assert!(era <= self.max_era);
+        Ok(self.fixed_bits
+            | (era << self.era_id_shift)
+            | ((pos & !self.seq_mask) << self.worker_bits)
+            | (pos & self.seq_mask))
     }
 
     /// Claims up to `want` consecutive positions of one tick; returns the first and the count.
@@ -313,16 +378,20 @@ impl DirectGenerator {
             // Acquire (paired with the Release of the CAS): a thread that sees a position made
             // from a clock reading also reads the clock after it, so only a real step back makes
             // the clock look behind the state.
-            let pos = self.state.load(Ordering::Acquire);
+            let raw = self.state.load(Ordering::Acquire);
             // The cached tick's positions are `[end - 2^seq_bits, end)`; `end` is 0 without one.
             let end = self.coarse.load_end_pos();
-            let start = if pos < end {
+            // `raw < end` only in era 0 (`end < 2^era_shift`). After a step back, in a later
+            // era, every id reads the clock itself: a cached tick read before the step would
+            // carry the new era forward to the old ticks, and the next reading would see the
+            // clock behind again and spend another era.
+            let start = if raw < end {
                 // The cached tick (at most `max_tick`) is at or past the state's and the clock
                 // has reached it: issue from it without reading the clock, from its first
-                // position or on from the state's (`end > pos >= 0`: no wrap).
-                pos.max(end - (self.seq_mask + 1))
+                // position or on from the state's (`end > raw >= 0`: no wrap).
+                raw.max(end - (self.seq_mask + 1))
             } else {
-                match self.precise_start(pos, &mut waited_back)? {
+                match self.precise_start(raw, &mut waited_back)? {
                     Some(start) => start,
                     None => continue,
                 }
@@ -330,10 +399,10 @@ impl DirectGenerator {
             let left_in_tick = self.seq_mask + 1 - (start & self.seq_mask);
             let count = want.min(left_in_tick);
             // AcqRel on success: Release publishes "made after a clock reading of this tick"
-            // (see the load); Acquire keeps our later clock reads after it. Failure: Relaxed, the
-            // loop reloads with Acquire.
+            // (see the load), and the high-water mark of an era this CAS leaves; Acquire keeps
+            // our later clock reads after it. Failure: Relaxed, the loop reloads with Acquire.
             match self.state.compare_exchange_weak(
-                pos,
+                raw,
                 start + count,
                 Ordering::AcqRel,
                 Ordering::Relaxed,
@@ -344,14 +413,17 @@ impl DirectGenerator {
         }
     }
 
-    /// The first position to claim at `pos`, from a reading of the clock itself; `None` after
-    /// waiting (for the next tick, or out a small step back): the caller reloads the state.
+    /// The first state to claim from `raw`, from a reading of the clock itself (in the next era
+    /// after a step back beyond `max_backward_ms`, when there is one); `None` after waiting
+    /// (for the next tick, or out a small step back): the caller reloads the state.
     #[cold]
     fn precise_start(
         &self,
-        pos: u64,
+        raw: u64,
         waited_back: &mut bool,
     ) -> Result<Option<u64>, SnowflakeError> {
+        let era_bits = raw & !self.pos_mask;
+        let pos = raw & self.pos_mask;
         if let Some(updater) = &self.updater {
             self.coarse.wake(updater);
         }
@@ -363,15 +435,31 @@ impl DirectGenerator {
         }
         let pos_tick = pos >> self.seq_bits;
         if pos_tick < now_tick {
-            return Ok(Some(now_tick << self.seq_bits));
+            return Ok(Some(era_bits | (now_tick << self.seq_bits)));
         }
         if pos_tick == now_tick {
-            return Ok(Some(pos));
+            return Ok(Some(raw));
         }
         // pos > 0 here: position 0 has tick 0, never ahead of the clock.
         let last_tick = (pos - 1) >> self.seq_bits;
         if last_tick > now_tick {
             let by_ms = (self.layout.tick_start_unix_ms(last_tick) - now_ms).max(1) as u64;
+            let era = raw >> self.era_shift;
+            let above_floor = now_tick << self.seq_bits >= self.floor_pos;
+            if (by_ms > self.max_backward_ms || *waited_back) && era < self.max_era && above_floor {
+                // The next era, from the stepped-back clock. Its high-water mark first (see
+                // `high_water`); the caller's CAS from `raw` makes the move, once.
+                self.high_water.fetch_max(last_tick + 1, Ordering::Relaxed);
+                tracing::warn!(
+                    by_ms,
+                    clock_back = era + 1,
+                    max_clock_back = self.max_era,
+                    "clock moved backwards; issuing under the next clock-back value"
+                );
+                return Ok(Some(
+                    ((era + 1) << self.era_shift) | (now_tick << self.seq_bits),
+                ));
+            }
             if *waited_back || by_ms > self.max_backward_ms {
                 tracing::warn!(by_ms, "clock moved backwards; refusing ids");
                 return Err(SnowflakeError::ClockMovedBackwards { by_ms });

@@ -649,9 +649,14 @@ impl SnowflakeEngine {
             }
             None => return Err(SnowflakeError::WorkerLeaseExpired),
         }
-        // One check after the whole batch: every id in it was generated before this reading,
-        // and the last is the largest.
-        let newest = out.last().copied().unwrap_or(0);
+        // One check after the whole batch: every id in it was generated before this reading.
+        // The largest id has the latest tick (time sits above every other field); it is the
+        // last one unless the batch spans a clock-back step.
+        let newest = if self.layout.clock_back_bits() == 0 {
+            out.last().copied().unwrap_or(0)
+        } else {
+            out.iter().copied().max().unwrap_or(0)
+        };
         self.authorized(out, newest)
     }
 
@@ -711,6 +716,18 @@ impl SnowflakeEngine {
     }
 
     /// The latest tick this server may have issued ids from.
+    /// The clock-back value ids are issued under now; `None` without clock-back bits.
+    pub fn clock_back(&self) -> Option<u64> {
+        if self.layout.clock_back_bits() == 0 {
+            return None;
+        }
+        Some(match self.generator.get() {
+            Some(Generator::Cached(g)) => g.stats().clock_back,
+            Some(Generator::Direct(g)) => g.clock_back(),
+            None => 0,
+        })
+    }
+
     fn last_tick(&self) -> Option<u64> {
         match self.generator.get()? {
             Generator::Cached(g) => g.stats().last_filled_tick,

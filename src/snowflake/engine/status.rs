@@ -40,6 +40,11 @@ pub struct SnowflakeStatus {
     pub ticks_ahead: Option<u64>,
     /// Ids issued since start.
     pub ids_issued: u64,
+    /// The clock-back value ids are issued under now (`None`: the layout has no clock-back
+    /// bits); it rises by one on each backward clock step this run outlived.
+    pub clock_back: Option<u64>,
+    /// The largest clock-back value: backward steps this run can outlive (0: none).
+    pub max_clock_back: u64,
 }
 
 impl SnowflakeEngine {
@@ -69,6 +74,8 @@ impl SnowflakeEngine {
                 Some(s) => s.taken,
                 None => self.direct_issued.load(Ordering::Relaxed),
             },
+            clock_back: self.clock_back(),
+            max_clock_back: self.layout.max_clock_back(),
         }
     }
 }

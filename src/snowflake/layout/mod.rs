@@ -14,6 +14,11 @@
 //!   above the ids of an older layout; `p = 0` is the classic layout.
 //! - `time` counts ticks (seconds for uid-generator, milliseconds for Twitter/Leaf) since the epoch.
 //! - `worker` is the worker id; `sequence` numbers the ids within one tick and worker.
+//! - An optional **clock-back field** of `c` bits takes the *high* bits of the worker field
+//!   (`T/cC+W/S`, e.g. `41/c2+8/12`: a 10-bit worker field holding 2 clock-back bits and an
+//!   8-bit worker id). Its value counts the backward clock steps a generator outlived since it
+//!   started (see `crate::snowflake::clock_back`); ids with different values never collide, so
+//!   the generator may issue again from a clock that stepped back. Workers: `2^(w-c)`.
 //!
 //! [`BitLayout::compose`] never lets a field overflow into its neighbour: uid-generator's
 //! `BitsAllocator` shifted an oversized time delta into the sign bit (negative ids from
@@ -66,8 +71,10 @@ pub struct DecodedId {
     pub prefix: u64,
     /// Ticks since the epoch.
     pub time_delta: u64,
-    /// Worker id.
+    /// Worker id (the worker field below its clock-back bits).
     pub worker_id: u64,
+    /// The clock-back field (0 when the layout has none).
+    pub clock_back: u64,
     /// Sequence within the tick.
     pub sequence: u64,
 }
@@ -123,8 +130,10 @@ pub enum LayoutError {
         /// The text given.
         text: String,
     },
-    /// The layout text is not `T/W/S` or `P+T/W/S`.
-    #[error("invalid layout {text:?}: expected T/W/S or P+T/W/S, e.g. 28/22/13 or 7+30/13/13")]
+    /// The layout text is not `T/W/S` or `P+T/W/S` (with an optional `cC+` in the worker field).
+    #[error(
+        "invalid layout {text:?}: expected T/W/S or P+T/W/S, e.g. 28/22/13 or 7+30/13/13, with clock-back bits written cC+ in the worker field, e.g. 41/c2+8/12"
+    )]
     InvalidBits {
         /// The text given.
         text: String,
@@ -134,6 +143,16 @@ pub enum LayoutError {
     InvalidUnit {
         /// The text given.
         text: String,
+    },
+    /// The clock-back field leaves the worker id no bit, or is wider than 3 bits.
+    #[error(
+        "{clock_back} clock-back bits in a {worker}-bit worker field: at most 3, and at least one worker bit must remain"
+    )]
+    BadClockBack {
+        /// Clock-back bits asked for.
+        clock_back: u8,
+        /// The worker field's width.
+        worker: u8,
     },
     /// A layout spec without an epoch was used where one is needed.
     #[error("the layout has no epoch: give \"epoch\" as RFC 3339 with an explicit offset")]
@@ -166,8 +185,11 @@ pub struct BitLayout {
     prefix_value: u64,
     /// Width of the time field, at least 1.
     time_bits: u8,
-    /// Width of the worker field, at least 1.
+    /// Width of the worker field, at least 1 (clock-back bits included).
     worker_bits: u8,
+    /// The high bits of the worker field that hold the clock-back value, `< worker_bits`, at
+    /// most [`MAX_CLOCK_BACK_BITS`]; 0 for none.
+    clock_back_bits: u8,
     /// Width of the sequence field, at least 1.
     seq_bits: u8,
     /// Length of one tick.
@@ -184,6 +206,9 @@ const fn all_ones(bits: u8) -> u64 {
         (1u64 << bits) - 1
     }
 }
+
+/// The widest clock-back field: 3 bits outlive 7 backward steps, more than a sane clock does.
+pub const MAX_CLOCK_BACK_BITS: u8 = 3;
 
 impl BitLayout {
     /// Builds a layout after checking that the widths add up to 63, that time, worker and
@@ -231,6 +256,7 @@ impl BitLayout {
             prefix_value,
             time_bits,
             worker_bits,
+            clock_back_bits: 0,
             seq_bits,
             unit,
             epoch_ms: check_epoch(epoch_ms)?,
@@ -245,6 +271,7 @@ impl BitLayout {
             prefix_value: 0,
             time_bits: 28,
             worker_bits: 22,
+            clock_back_bits: 0,
             seq_bits: 13,
             unit: TimeUnit::Seconds,
             epoch_ms: 1_463_673_600_000,
@@ -258,6 +285,7 @@ impl BitLayout {
             prefix_value: 0,
             time_bits: 41,
             worker_bits: 10,
+            clock_back_bits: 0,
             seq_bits: 12,
             unit: TimeUnit::Millis,
             epoch_ms: 1_288_834_974_657,
@@ -277,36 +305,62 @@ impl BitLayout {
             prefix_value: 0,
             time_bits: 31,
             worker_bits: 8,
+            clock_back_bits: 0,
             seq_bits: 14,
             unit: TimeUnit::Seconds,
             epoch_ms: 1_735_689_600_000,
         }
     }
 
-    /// Parses `T/W/S` or `P+T/W/S` (e.g. `28/22/13`, `7+30/13/13`); the prefix value is all
-    /// ones of `P` (change it with [`BitLayout::with_prefix_value`]).
+    /// Parses `T/W/S` or `P+T/W/S` (e.g. `28/22/13`, `7+30/13/13`), where the worker field
+    /// may be written `cC+W` for `C` clock-back bits above a `W`-bit worker id (`41/c2+8/12`:
+    /// a 10-bit field); the prefix value is all ones of `P` (change it with
+    /// [`BitLayout::with_prefix_value`]).
     pub fn parse_bits(text: &str, unit: TimeUnit, epoch_ms: i64) -> Result<Self, LayoutError> {
         let invalid = || LayoutError::InvalidBits {
             text: text.to_owned(),
         };
         let width = |part: &str| part.trim().parse::<u8>().map_err(|_| invalid());
-        let (prefix_bits, fields) = match text.split_once('+') {
-            Some((prefix, fields)) => (width(prefix)?, fields),
-            None => (0, text),
-        };
-        let parts: Vec<&str> = fields.split('/').collect();
+        let parts: Vec<&str> = text.split('/').collect();
         let [time, worker, seq] = parts.as_slice() else {
             return Err(invalid());
+        };
+        let (prefix_bits, time) = match time.split_once('+') {
+            Some((prefix, time)) => (width(prefix)?, time),
+            None => (0, *time),
+        };
+        let (clock_back, worker) = match worker.trim().strip_prefix('c') {
+            Some(rest) => {
+                let (c, w) = rest.split_once('+').ok_or_else(invalid)?;
+                (width(c)?, width(w)?)
+            }
+            None => (0, width(worker)?),
         };
         BitLayout::new(
             prefix_bits,
             all_ones(prefix_bits),
             width(time)?,
-            width(worker)?,
+            worker.checked_add(clock_back).ok_or_else(invalid)?,
             width(seq)?,
             unit,
             epoch_ms,
-        )
+        )?
+        .with_clock_back_bits(clock_back)
+    }
+
+    /// The same layout with `bits` of its worker field (the high ones) given to the clock-back
+    /// value: at most [`MAX_CLOCK_BACK_BITS`], and at least one worker bit must remain.
+    pub fn with_clock_back_bits(self, bits: u8) -> Result<Self, LayoutError> {
+        if bits > MAX_CLOCK_BACK_BITS || bits >= self.worker_bits {
+            return Err(LayoutError::BadClockBack {
+                clock_back: bits,
+                worker: self.worker_bits,
+            });
+        }
+        Ok(BitLayout {
+            clock_back_bits: bits,
+            ..self
+        })
     }
 
     /// The same layout with another prefix value, which must fit in the prefix bits.
@@ -339,9 +393,24 @@ impl BitLayout {
         self.time_bits
     }
 
-    /// Width of the worker field.
+    /// Width of the worker field, clock-back bits included (the `W` of `T/W/S`).
     pub fn worker_bits(&self) -> u8 {
         self.worker_bits
+    }
+
+    /// Width of the clock-back field (the high bits of the worker field); 0 for none.
+    pub fn clock_back_bits(&self) -> u8 {
+        self.clock_back_bits
+    }
+
+    /// Width of the worker id: the worker field less its clock-back bits.
+    pub fn worker_id_bits(&self) -> u8 {
+        self.worker_bits - self.clock_back_bits
+    }
+
+    /// Largest clock-back value, `2^c - 1`: the backward steps a generator outlives (0: none).
+    pub fn max_clock_back(&self) -> u64 {
+        all_ones(self.clock_back_bits)
     }
 
     /// Width of the sequence field.
@@ -364,9 +433,23 @@ impl BitLayout {
         all_ones(self.time_bits)
     }
 
-    /// Largest worker id: `2^w - 1`.
+    /// Largest worker id: `2^(w - c)` - 1 (`c` the clock-back bits).
     pub fn max_worker_id(&self) -> u64 {
+        all_ones(self.worker_id_bits())
+    }
+
+    /// Largest value of the whole worker field, clock-back bits included: `2^w - 1`. With
+    /// [`BitLayout::max_sequence`], the fields of the largest id at a tick.
+    pub fn max_worker_field(&self) -> u64 {
         all_ones(self.worker_bits)
+    }
+
+    /// The worker field holding `worker_id` under clock-back value `clock_back`; `None` when
+    /// either does not fit.
+    #[inline]
+    pub fn worker_field(&self, clock_back: u64, worker_id: u64) -> Option<u64> {
+        (clock_back <= self.max_clock_back() && worker_id <= self.max_worker_id())
+            .then(|| (clock_back << self.worker_id_bits()) | worker_id)
     }
 
     /// Largest sequence: `2^s - 1`.
@@ -385,7 +468,8 @@ impl BitLayout {
     }
 
     /// Packs the fields into an id, refusing any field that does not fit: the result is always
-    /// `< 2^63` and decomposes to the same fields.
+    /// `< 2^63` and decomposes to the same fields. `worker_id` is the whole worker field: with
+    /// clock-back bits, build it with [`BitLayout::worker_field`].
     #[inline]
     pub fn compose(
         &self,
@@ -396,7 +480,7 @@ impl BitLayout {
         if time_delta > self.max_time_delta() {
             return Err(ComposeError::TimeBitsExhausted);
         }
-        if worker_id > self.max_worker_id() {
+        if worker_id > self.max_worker_field() {
             return Err(ComposeError::WorkerIdTooLarge);
         }
         if sequence > self.max_sequence() {
@@ -415,6 +499,7 @@ impl BitLayout {
             prefix: id >> self.prefix_shift(),
             time_delta: (id >> self.time_shift()) & self.max_time_delta(),
             worker_id: (id >> self.seq_bits) & self.max_worker_id(),
+            clock_back: (id >> (self.seq_bits + self.worker_id_bits())) & self.max_clock_back(),
             sequence: id & self.max_sequence(),
         }
     }
@@ -472,14 +557,20 @@ impl BitLayout {
         (u64::BITS - self.largest_id().leading_zeros()) as u8
     }
 
-    /// `T/W/S`, or `P+T/W/S` when there is a prefix (the prefix value is not shown).
+    /// `T/W/S`, or `P+T/W/S` when there is a prefix (the prefix value is not shown); a
+    /// clock-back field shows in the worker part as `cC+W` (`41/c2+8/12`).
     pub fn bits_string(&self) -> String {
+        let worker = if self.clock_back_bits == 0 {
+            self.worker_bits.to_string()
+        } else {
+            format!("c{}+{}", self.clock_back_bits, self.worker_id_bits())
+        };
         if self.prefix_bits == 0 {
-            format!("{}/{}/{}", self.time_bits, self.worker_bits, self.seq_bits)
+            format!("{}/{worker}/{}", self.time_bits, self.seq_bits)
         } else {
             format!(
-                "{}+{}/{}/{}",
-                self.prefix_bits, self.time_bits, self.worker_bits, self.seq_bits
+                "{}+{}/{worker}/{}",
+                self.prefix_bits, self.time_bits, self.seq_bits
             )
         }
     }

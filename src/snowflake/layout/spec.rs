@@ -21,8 +21,11 @@ pub struct LayoutSpec {
     pub prefix_value: Option<u64>,
     /// Width of the time field.
     pub time_bits: u8,
-    /// Width of the worker field.
+    /// Width of the worker field (clock-back bits included).
     pub worker_bits: u8,
+    /// The high bits of the worker field holding the clock-back value; 0 when absent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub clock_back_bits: u8,
     /// Width of the sequence field.
     pub seq_bits: u8,
     /// Length of one tick.
@@ -50,8 +53,13 @@ impl LayoutSpec {
             self.seq_bits,
             self.unit,
             epoch_ms,
-        )
+        )?
+        .with_clock_back_bits(self.clock_back_bits)
     }
+}
+
+fn is_zero(bits: &u8) -> bool {
+    *bits == 0
 }
 
 impl TryFrom<LayoutSpec> for BitLayout {
@@ -70,6 +78,7 @@ impl BitLayout {
             prefix_value: Some(self.prefix_value),
             time_bits: self.time_bits,
             worker_bits: self.worker_bits,
+            clock_back_bits: self.clock_back_bits,
             seq_bits: self.seq_bits,
             unit: self.unit,
             epoch: with_epoch.then(|| format_unix_ms(self.epoch_ms)),

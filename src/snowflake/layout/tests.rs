@@ -440,7 +440,7 @@ proptest! {
         prop_assert!(l.owns(id));
         prop_assert!((l.smallest_id()..=l.largest_id()).contains(&id));
         let back = l.decompose(id);
-        prop_assert_eq!(back, DecodedId { prefix: l.prefix_value(), time_delta: d, worker_id: w, sequence: s });
+        prop_assert_eq!(back, DecodedId { prefix: l.prefix_value(), time_delta: d, worker_id: w, clock_back: 0, sequence: s });
     }
 
     #[test]
@@ -498,4 +498,69 @@ proptest! {
         let spec: LayoutSpec = serde_json::from_str(&json).unwrap();
         prop_assert_eq!(BitLayout::try_from(spec), Ok(l));
     }
+}
+
+#[test]
+fn clock_back_bits_take_the_top_of_the_worker_field_and_show_in_the_notation() {
+    let l = BitLayout::twitter().with_clock_back_bits(2).unwrap();
+    assert_eq!(l.bits_string(), "41/c2+8/12");
+    assert_eq!(
+        (l.worker_bits(), l.worker_id_bits(), l.clock_back_bits()),
+        (10, 8, 2)
+    );
+    assert_eq!(
+        (l.max_worker_id(), l.max_clock_back(), l.max_worker_field()),
+        (255, 3, 1023)
+    );
+    // The notation parses back to the same layout, with a prefix too.
+    let parsed = BitLayout::parse_bits("41/c2+8/12", TimeUnit::Millis, l.epoch_ms()).unwrap();
+    assert_eq!(parsed, l);
+    let p = BitLayout::parse_bits("6+31/c1+12/13", TimeUnit::Seconds, 0).unwrap();
+    assert_eq!(p.bits_string(), "6+31/c1+12/13");
+    assert_eq!(
+        (p.prefix_bits(), p.worker_bits(), p.max_worker_id()),
+        (6, 13, 4095)
+    );
+    // The spec round-trips the field.
+    assert_eq!(BitLayout::try_from(l.to_spec(true)), Ok(l));
+    // Compose and decompose: the value sits above the worker id, below the time.
+    let field = l.worker_field(3, 200).unwrap();
+    let id = l.compose(1000, field, 7).unwrap();
+    let d = l.decompose(id);
+    assert_eq!(
+        (d.time_delta, d.clock_back, d.worker_id, d.sequence),
+        (1000, 3, 200, 7)
+    );
+    assert_eq!(id, (1000 << 22) | (3 << 20) | (200 << 12) | 7);
+    // The same id under the layout without the bits reads worker 3 * 256 + 200.
+    assert_eq!(BitLayout::twitter().decompose(id).worker_id, 968);
+    assert_eq!(l.worker_field(4, 0), None);
+    assert_eq!(l.worker_field(0, 256), None);
+}
+
+#[test]
+fn bad_clock_back_bits_are_refused_clearly() {
+    for (text, bits) in [("41/c4+6/12", 4), ("49/c2+0/12", 2)] {
+        let e = BitLayout::parse_bits(text, TimeUnit::Millis, 0).unwrap_err();
+        assert!(
+            matches!(e, LayoutError::BadClockBack { clock_back, .. } if clock_back == bits)
+                || matches!(e, LayoutError::ZeroWidthField { .. }),
+            "{text}: {e:?}"
+        );
+    }
+    for text in ["41/c+8/12", "41/c2/12", "41/c2+x/12", "41/2+c8/12"] {
+        assert!(
+            matches!(
+                BitLayout::parse_bits(text, TimeUnit::Millis, 0),
+                Err(LayoutError::InvalidBits { .. })
+            ),
+            "{text}"
+        );
+    }
+    assert!(matches!(
+        BitLayout::twitter().with_clock_back_bits(10),
+        Err(LayoutError::BadClockBack { .. })
+    ));
+    let e = BitLayout::new(0, 0, 62, 1, 0, TimeUnit::Millis, 0);
+    assert!(e.is_err());
 }
