@@ -21,6 +21,7 @@ mod log_sink;
 mod metrics;
 mod migrations;
 mod outage_logs;
+mod patroni_failover;
 mod pg_store;
 mod proxy_admin;
 mod replica_failover;

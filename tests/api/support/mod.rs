@@ -9,6 +9,7 @@ pub mod galera;
 pub mod haproxy;
 pub mod mysql;
 pub mod netns;
+pub mod patroni;
 pub mod postgres;
 pub mod process;
 pub mod proxy;
