@@ -25,6 +25,7 @@
 //! | `leafid_snowflake_ring_available` | gauge | | ids ready in the ring (cached generator) |
 //! | `leafid_http_requests_total` | counter | `method`, `route`, `status` | requests by matched route pattern |
 //! | `leafid_http_request_duration_seconds` | histogram | `method`, `route` | time to answer |
+//! | `leafid_database_lossy_setting` | gauge | `setting`, `value` | 1 per database setting that can lose a committed lease in a crash (none when commits are durable; [`crate::store::durability`]) |
 //! | `leafid_log_lines_dropped_total` | counter | | log lines lost: stderr full, closed or blocked ([`crate::telemetry::sink`]) |
 
 use std::sync::Arc;
@@ -119,6 +120,14 @@ impl Metrics {
             http_duration,
             server_errors,
         })
+    }
+
+    /// Registers one more family, read at scrape time (e.g. the durability gauge).
+    pub fn register(
+        &self,
+        collector: Box<dyn prometheus::core::Collector>,
+    ) -> Result<(), MetricsError> {
+        Ok(self.registry.register(collector)?)
     }
 
     /// Counts one answered request. `route` must be the matched pattern (bounded cardinality).

@@ -19,6 +19,7 @@ use crate::segment::SegmentAllocator;
 use crate::snowflake::clock::SystemClock;
 use crate::snowflake::engine::{SnowflakeConfig, SnowflakeEngine, StartOptions, WorkerCache};
 use crate::snowflake::worker::{NodeInfo, WorkerStrategy};
+use crate::store::durability::DurabilityGate;
 use crate::store::{Database, redact};
 
 /// A built server: bound to its port, engines started, not yet serving.
@@ -60,6 +61,14 @@ impl Application {
         if deferred.is_none() {
             info!(database = db.kind(), url = %url, "database ready");
         }
+        // Every lease and worker claim goes through the durability gate: checked now, before
+        // the first lease after a failed call, and in the background (store::durability).
+        let durability = DurabilityGate::new(db.clone(), settings.database.allow_lossy_commits);
+        if deferred.is_none()
+            && let Err(e) = durability.check_now().await
+        {
+            warn!(error = %e, "could not read the database's durability settings yet: leases check first");
+        }
 
         let listener = TcpListener::bind((settings.server.host.as_str(), settings.server.port))
             .with_context(|| {
@@ -74,9 +83,13 @@ impl Application {
         if let Some(migration) = deferred {
             background.spawn(migration.run_until_done(Duration::from_secs(1), background.token()));
         }
+        background.spawn(durability.clone().watch(background.token()));
 
         let segment = if settings.segment.enabled {
-            let engine = SegmentAllocator::new(db.segment_store(), settings.segment_config());
+            let engine = SegmentAllocator::new(
+                durability.segment_store(db.segment_store()),
+                settings.segment_config(),
+            );
             engine.set_return_unused_on_shutdown(settings.segment.return_unused_on_shutdown);
             match engine.refresh_tags().await {
                 Ok(tags) => info!(tags, "segment engine started"),
@@ -99,7 +112,7 @@ impl Application {
                 port: port.to_string(),
                 owner: owner_token(port),
             };
-            let store = Some(db.worker_store());
+            let store = Some(durability.worker_store(db.worker_store()));
             let cache = worker_cache(&settings, &config, &url);
             let options = StartOptions {
                 cache,
@@ -122,6 +135,9 @@ impl Application {
 
         let metrics =
             Metrics::new(segment.clone(), snowflake.clone()).context("registering the metrics")?;
+        metrics
+            .register(durability.collector())
+            .context("registering the durability metric")?;
         let state = AppState {
             segment,
             snowflake,
@@ -132,6 +148,7 @@ impl Application {
                 protect_reads: settings.admin.protect_reads,
             },
             metrics: Arc::new(metrics),
+            durability,
             draining: Arc::default(),
         };
         if settings.admin.trust_loopback && settings.admin.token.is_none() {

@@ -89,6 +89,10 @@ pub struct DatabaseSettings {
     /// its transaction (`crate::store::postgres`).
     #[serde(default)]
     pub pgbouncer: bool,
+    /// Lease from a database whose settings can lose a committed lease in a crash
+    /// (`crate::store::durability`); off: no lease from it.
+    #[serde(default)]
+    pub allow_lossy_commits: bool,
 }
 
 impl std::fmt::Debug for DatabaseSettings {
@@ -102,6 +106,7 @@ impl std::fmt::Debug for DatabaseSettings {
                 &self.mysql_single_statement_lease,
             )
             .field("pgbouncer", &self.pgbouncer)
+            .field("allow_lossy_commits", &self.allow_lossy_commits)
             .finish()
     }
 }

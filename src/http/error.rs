@@ -89,6 +89,12 @@ pub enum ApiError {
     /// 503 `database_unavailable` with `Retry-After: 1`.
     #[error("the database is unavailable")]
     DatabaseUnavailable,
+    /// 503 `lossy_database` with `Retry-After: 5`: the database runs with a setting that can
+    /// lose a committed lease in a crash and `database.allow_lossy_commits` is off, so no id
+    /// that needs a lease is handed out. The message names each setting, its value, the fix
+    /// and the override (`crate::store::durability`).
+    #[error("{0}")]
+    LossyDatabase(String),
     /// 400 `invalid_id`: an id to decode that is not an integer within 0..=9223372036854775807.
     #[error("{0}")]
     InvalidId(String),
@@ -154,6 +160,7 @@ impl ApiError {
             Self::MaxIdBelowDeleted { .. } => "max_id_below_deleted",
             Self::SegmentsNotReady { .. } => "segments_not_ready",
             Self::DatabaseUnavailable => "database_unavailable",
+            Self::LossyDatabase(_) => "lossy_database",
             Self::InvalidId(_) => "invalid_id",
             Self::ClockMovedBackwards { .. } => "clock_moved_backwards",
             Self::TimeBitsExhausted => "time_bits_exhausted",
@@ -204,6 +211,8 @@ impl ApiError {
             Self::SegmentsNotReady { retry_after_secs } => Some(*retry_after_secs),
             Self::DatabaseUnavailable | Self::SnowflakeNotReady(_) | Self::NotReady(_) => Some(1),
             Self::ClockMovedBackwards { by_ms } => Some(by_ms.div_ceil(1000).max(1)),
+            // A setting changes when a DBA changes it, not within a second.
+            Self::LossyDatabase(_) => Some(5),
             _ => None,
         }
     }
@@ -252,6 +261,7 @@ impl From<StoreError> for ApiError {
                 log_server_error(LogLimiter::global(), "database call failed", &e);
                 Self::DatabaseUnavailable
             }
+            StoreError::LossyDatabase(why) => Self::LossyDatabase(why),
             StoreError::BadRow(ref why) => {
                 error!(%why, "leaf_alloc row is invalid");
                 Self::Internal
@@ -337,6 +347,7 @@ impl ResponseError for ApiError {
             }
             Self::SegmentsNotReady { .. }
             | Self::DatabaseUnavailable
+            | Self::LossyDatabase(_)
             | Self::ClockMovedBackwards { .. }
             | Self::TimeBitsExhausted
             | Self::SnowflakeNotReady(_)
@@ -470,6 +481,21 @@ mod tests {
         assert_eq!(
             (status, code.as_str(), retry.as_deref()),
             (503, "database_unavailable", Some("1"))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_lease_on_a_lossy_database_is_a_503_naming_the_setting() {
+        let refused = StoreError::LossyDatabase("innodb_flush_log_at_trx_commit = 0".into());
+        let (status, code, message, retry) = answer(SegmentError::Store(refused).into()).await;
+        assert_eq!(
+            (status, code.as_str(), message.as_str(), retry.as_deref()),
+            (
+                503,
+                "lossy_database",
+                "innodb_flush_log_at_trx_commit = 0",
+                Some("5")
+            )
         );
     }
 

@@ -2,7 +2,9 @@
 //!
 //! Ready means: the database answers a ping within a second, or, when it does not, every tag
 //! that has served ids still holds its next segment in memory (it keeps serving through the
-//! outage for a while). Otherwise 503 with the reason.
+//! outage for a while). Otherwise 503 with the reason. A database whose settings can lose a
+//! committed lease is not ready unless `database.allow_lossy_commits` is on; with it on, the
+//! settings are listed in the body's `durability` field (`crate::store::durability`).
 
 use std::time::Duration;
 
@@ -55,6 +57,46 @@ pub struct ReadyBody {
     /// The snowflake engine's state, when it is enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snowflake: Option<StatusBody>,
+    /// The database settings that can lose a committed lease in a crash, accepted by
+    /// `database.allow_lossy_commits = true` (absent when there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub durability: Vec<LossySettingBody>,
+}
+
+/// One database setting that can lose a committed lease.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LossySettingBody {
+    /// The setting as the database names it.
+    #[schema(value_type = String, example = "innodb_flush_log_at_trx_commit")]
+    pub setting: &'static str,
+    /// Its value.
+    #[schema(example = "0")]
+    pub value: String,
+    /// What a crash does with it.
+    #[schema(value_type = String)]
+    pub why: &'static str,
+    /// What to set instead.
+    #[schema(value_type = String)]
+    pub fix: &'static str,
+}
+
+/// The last durability report's lossy settings.
+fn durability(state: &AppState) -> Vec<LossySettingBody> {
+    state
+        .durability
+        .report()
+        .map(|r| {
+            r.lossy
+                .iter()
+                .map(|s| LossySettingBody {
+                    setting: s.name,
+                    value: s.value.clone(),
+                    why: s.why,
+                    fix: s.fix,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// `GET /health/ready`: 200 when ids can be handed out, else 503 `not_ready` with the reason.
@@ -72,6 +114,9 @@ pub async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError>
         return Err(ApiError::NotReady(
             "draining: the server is shutting down; requests are still served".into(),
         ));
+    }
+    if let Some(why) = state.durability.refusal() {
+        return Err(ApiError::NotReady(why));
     }
     if let Some(engine) = state.snowflake.as_ref() {
         let status = engine.status();
@@ -100,6 +145,7 @@ pub async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError>
             database: "not used by enabled engines",
             detail: None,
             snowflake,
+            durability: durability(&state),
         }));
     };
     let ping = tokio::time::timeout(Duration::from_secs(1), segment.ping()).await;
@@ -109,6 +155,7 @@ pub async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError>
             database: "up",
             detail: None,
             snowflake,
+            durability: durability(&state),
         }));
     }
     let low: Vec<String> = segment
@@ -123,6 +170,7 @@ pub async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError>
             database: "unreachable",
             detail: Some("serving from buffered segments"),
             snowflake,
+            durability: durability(&state),
         }))
     } else {
         let shown: Vec<&str> = low.iter().take(10).map(String::as_str).collect();

@@ -36,6 +36,7 @@ use crate::metrics::Metrics;
 use crate::segment::SegmentAllocator;
 use crate::snowflake::engine::SnowflakeEngine;
 use crate::store::Database;
+use crate::store::durability::DurabilityGate;
 use error::ApiError;
 
 /// Shared state of all handlers.
@@ -51,6 +52,9 @@ pub struct AppState {
     pub admin: admin::AdminPolicy,
     /// The server's metrics registry, read by `/metrics` and updated by the HTTP middleware.
     pub metrics: Arc<Metrics>,
+    /// The database's commit durability (`crate::store::durability`): the report readiness
+    /// shows, and the refusal the id routes answer without waiting for a lease.
+    pub durability: DurabilityGate,
     /// Set on SIGTERM/SIGINT while the drain period runs: readiness answers 503, requests are
     /// still served. Relaxed: a flag read by health checks; nothing is published with it.
     pub draining: Arc<std::sync::atomic::AtomicBool>,

@@ -65,7 +65,7 @@ pub const BATCH_ROUTE: &str = "/api/v1/segment/{biz_tag:.*}/ids";
         (status = 404, description = "`unknown_biz_tag`, `engine_disabled`", body = ErrorBody),
         (status = 409, description = "`biz_tag_exhausted`", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 503, description = "`segments_not_ready`, `database_unavailable` (with `Retry-After`)", body = ErrorBody),
+        (status = 503, description = "`segments_not_ready`, `database_unavailable`, `lossy_database` (with `Retry-After`)", body = ErrorBody),
     )
 )]
 pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, ApiError> {
@@ -73,8 +73,54 @@ pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, ApiError> {
     let state = app_state(&req)?;
     let tag = path_tail(&req)?;
     BizTag::validate(&tag)?;
-    let id = state.segment()?.next_id(&tag).await?;
+    let id = next_id(state, &tag).await?;
     Ok(plain_id(id))
+}
+
+/// The next id of `tag`. While the database's settings can lose a committed lease (and the
+/// override is off), only ids already leased are served, from memory; an id that needs a lease
+/// is `lossy_database` at once instead of after the segment wait.
+async fn next_id(state: &AppState, tag: &str) -> Result<i64, ApiError> {
+    let engine = state.segment()?;
+    if let Some(id) = engine.try_next_id(tag) {
+        return Ok(id);
+    }
+    if let Some(why) = state.durability.refusal() {
+        return Err(ApiError::LossyDatabase(why));
+    }
+    engine.next_id(tag).await.map_err(|e| lossy_or(state, e))
+}
+
+/// [`next_id`] for `count` ids: fewer only as `SegmentAllocator::next_ids` answers fewer, or,
+/// on a lossy database, when the ids already leased run out.
+async fn next_ids(state: &AppState, tag: &str, count: usize) -> Result<Vec<i64>, ApiError> {
+    let engine = state.segment()?;
+    let Some(why) = state.durability.refusal() else {
+        return engine
+            .next_ids(tag, count)
+            .await
+            .map_err(|e| lossy_or(state, e));
+    };
+    let mut ids = Vec::new();
+    while ids.len() < count {
+        match engine.try_next_id(tag) {
+            Some(id) => ids.push(id),
+            None => break,
+        }
+    }
+    if ids.is_empty() {
+        return Err(ApiError::LossyDatabase(why));
+    }
+    Ok(ids)
+}
+
+/// A segment wait that ran out because the leases were refused (a lossy setting found while
+/// the request waited) answers `lossy_database`, not `segments_not_ready`.
+fn lossy_or(state: &AppState, e: crate::segment::SegmentError) -> ApiError {
+    match (&e, state.durability.refusal()) {
+        (crate::segment::SegmentError::NotReady { .. }, Some(why)) => ApiError::LossyDatabase(why),
+        _ => e.into(),
+    }
 }
 
 /// The app state, borrowed from the request.
@@ -332,7 +378,7 @@ pub struct BatchBody<'a> {
         (status = 404, description = "`unknown_biz_tag`, `engine_disabled`", body = ErrorBody),
         (status = 409, description = "`biz_tag_exhausted`", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 503, description = "`segments_not_ready`, `database_unavailable` (with `Retry-After`)", body = ErrorBody),
+        (status = 503, description = "`segments_not_ready`, `database_unavailable`, `lossy_database` (with `Retry-After`)", body = ErrorBody),
     )
 )]
 pub async fn get_batch(
@@ -344,7 +390,7 @@ pub async fn get_batch(
     BizTag::validate(&tag)?;
     let count = query.parse()?;
     let format = query.format()?;
-    let ids = state.segment()?.next_ids(&tag, count).await?;
+    let ids = next_ids(&state, &tag, count).await?;
     Ok(HttpResponse::Ok().json(BatchBody {
         biz_tag: &tag,
         ids: JsonIds { ids, format },

@@ -62,6 +62,11 @@ pub enum StoreError {
     /// The database could not be reached or failed; the call may be retried.
     #[error("database unavailable: {0}")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The database runs with a setting that can lose a committed lease in a crash, and
+    /// `database.allow_lossy_commits` is off: nothing was leased. The message names each
+    /// setting, its value, the fix and the override (`crate::store::durability`).
+    #[error("{0}")]
+    LossyDatabase(String),
 }
 
 /// Persistent state of the segment engine: the `leaf_alloc` table.

@@ -9,7 +9,10 @@
 //! - `worker_sql`: the worker-id store of both, on the same generic functions.
 //! - `generic`: `SegmentStore` and `WorkerStore` once for every database, over the
 //!   `DialectStore` trait each implements with what it does its own way.
+//! - [`durability`]: whether a committed lease survives a crash (the settings that decide
+//!   it, read per database) and the gate that refuses leases while one can lose a commit.
 
+pub mod durability;
 pub(crate) mod generic;
 pub(crate) mod migration_lock;
 pub mod mysql;
@@ -315,6 +318,7 @@ mod tests {
             max_connections: 1,
             acquire_timeout_ms: 1000,
             mysql_single_statement_lease: true,
+            allow_lossy_commits: false,
             pgbouncer: false,
         };
         let shown = format!("{settings:?}");

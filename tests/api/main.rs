@@ -9,6 +9,7 @@ mod cluster;
 mod dashboard;
 mod docs_config;
 mod drain;
+mod durability;
 pub mod faults;
 mod galera;
 mod give_back;

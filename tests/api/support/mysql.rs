@@ -156,6 +156,29 @@ impl PrivateMariaDb {
         self.script("stop");
     }
 
+    /// SIGKILL of the server process: no shutdown, no log flush, like a crash of `mariadbd`.
+    /// Returns once the process is gone. [`Self::start_again`] then runs crash recovery.
+    pub fn kill9(&self) {
+        let pid = std::fs::read_to_string(self.dir.join("mysqld.pid")).expect("mysqld.pid");
+        let pid = pid.trim();
+        let killed = Command::new("kill").args(["-9", pid]).status().unwrap();
+        assert!(killed.success(), "kill -9 {pid}");
+        // Gone, or a zombie nobody reaped yet (its third /proc field is `Z`).
+        let started = std::time::Instant::now();
+        while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit(')')
+                .next()
+                .map(str::trim_start)
+                .is_some_and(|f| !f.starts_with('Z'))
+        }) {
+            assert!(
+                started.elapsed().as_secs() < 30,
+                "mariadbd {pid} still alive"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Starts it again on the same port and data.
     pub fn start_again(&self) {
         self.script("start");
