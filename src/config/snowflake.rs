@@ -216,6 +216,7 @@ impl Settings {
                 start_after_tick: None,
                 max_ahead_ticks: None,
                 max_backward_ms: self.clock.max_backward_ms,
+                clock_back_floor_tick: None,
             },
             min_id_floor: sf.min_id_floor,
         };

@@ -29,8 +29,8 @@
 //! moves to the next clock-back value (*era*) and fills from the stepped-back clock. Ids of two
 //! eras differ in that field, and within an era positions only grow, so no id is made twice;
 //! consumers first drain the earlier era's ids still in the ring, so ids are not increasing
-//! across the step. After the last era, or for a step below the first tick after
-//! [`CachedConfig::start_after_tick`] (a previous holder of the worker id may have used any
+//! across the step. After the last era, or for a step to the floor or below it
+//! ([`CachedConfig::clock_back_floor_tick`]: a previous holder of the worker id may have used any
 //! value up to it), the filler waits for the clock, as without the bits.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -72,6 +72,10 @@ pub struct CachedConfig {
     /// A clock reading this many ms below the latest one is a backward step (which moves to the
     /// next clock-back value, when the layout has them and the filler is held by it).
     pub max_backward_ms: u64,
+    /// A new clock-back value never starts at or below this tick (every tick a previous holder
+    /// of the worker id issued, under any value, is at or below it); `start_after_tick` when
+    /// `None`.
+    pub clock_back_floor_tick: Option<u64>,
 }
 
 impl Default for CachedConfig {
@@ -84,6 +88,7 @@ impl Default for CachedConfig {
             start_after_tick: None,
             max_ahead_ticks: None,
             max_backward_ms: crate::snowflake::direct::DEFAULT_MAX_BACKWARD_MS,
+            clock_back_floor_tick: None,
         }
     }
 }
@@ -257,8 +262,11 @@ impl CachedGenerator {
             max_seen_ms: crate::sync::AtomicI64::new(now_ms),
             max_backward_ms: config.max_backward_ms,
             floor_pos: config
-                .start_after_tick
-                .map_or(0, |t| t.saturating_add(1) << seq_bits),
+                .clock_back_floor_tick
+                .or(config.start_after_tick)
+                .map_or(0, |t| {
+                    t.saturating_add(1).min(layout.max_time_delta() + 1) << seq_bits
+                }),
             clock,
             seq_bits,
             next_pos: AtomicU64::new(start_pos),

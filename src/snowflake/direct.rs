@@ -27,7 +27,8 @@
 //! In a later era the cached tick is not used: every id reads the clock (see `reserve`).
 //!
 //! A new era never goes below the generator's *floor*, the first tick after
-//! [`DirectGenerator::resume_after`]'s tick: a previous holder of the worker id may have used
+//! [`DirectGenerator::resume_after`]'s tick (or [`DirectGenerator::with_clock_back_floor`]'s):
+//! a previous holder of the worker id may have used
 //! any clock-back value at or below it, but none at any tick above it (the tick a lease stores
 //! covers every era, see [`DirectGenerator::last_tick`]). A step back below the floor is
 //! `ClockMovedBackwards`.
@@ -280,6 +281,15 @@ impl DirectGenerator {
         // Relaxed: `self` is owned here; nothing is shared yet.
         self.state.store(next, Ordering::Relaxed);
         self.floor_pos = next;
+        self
+    }
+
+    /// Lets a new clock-back value start at any tick after `tick` (lower than the resume point
+    /// when every tick a previous holder issued is known to be at or below `tick`). Call after
+    /// [`DirectGenerator::resume_after`], before the first id.
+    pub fn with_clock_back_floor(mut self, tick: u64) -> Self {
+        let floor = tick.saturating_add(1).min(self.layout.max_time_delta() + 1) << self.seq_bits;
+        self.floor_pos = self.floor_pos.min(floor);
         self
     }
 

@@ -20,6 +20,11 @@ pub struct WorkerLease {
     pub worker_id: u64,
     /// The last timestamp (unix ms) its previous holder stored; 0 if it was never used.
     pub last_timestamp_ms: i64,
+    /// The lease end (unix ms) the row held before this claim; 0 for a new row. Every tick the
+    /// previous holder issued lies before it or before `last_timestamp_ms` (a holder issues no
+    /// tick past the lease the database confirmed), so a clock-back value may be spent on a
+    /// step back to any tick after both.
+    pub previous_lease_until_ms: i64,
 }
 
 /// Who asks for a worker id: stored with it, so operators can see which process holds which id.
@@ -74,6 +79,19 @@ pub trait WorkerStore: Send + Sync + 'static {
         lease_until_ms: i64,
         last_timestamp_ms: i64,
     ) -> Result<bool, WorkerStoreError>;
+
+    /// Stores the clock-back value the holder issues under (for operators; see
+    /// `snowflake.clock_back_bits`). `Ok(false)`: the lease is no longer ours. The default
+    /// stores nothing (stores without the column).
+    async fn record_clock_back(
+        &self,
+        worker_id: u64,
+        owner: &str,
+        clock_back: u64,
+    ) -> Result<bool, WorkerStoreError> {
+        let _ = (worker_id, owner, clock_back);
+        Ok(true)
+    }
 
     /// Gives the lease up (on shutdown), keeping the last timestamp for the next holder.
     async fn release(

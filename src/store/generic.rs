@@ -196,4 +196,13 @@ where
     ) -> Result<(), WorkerStoreError> {
         worker_sql::release(self.sessions(), worker_id, owner, last_timestamp_ms).await
     }
+
+    async fn record_clock_back(
+        &self,
+        worker_id: u64,
+        owner: &str,
+        clock_back: u64,
+    ) -> Result<bool, WorkerStoreError> {
+        worker_sql::record_clock_back(self.sessions(), worker_id, owner, clock_back).await
+    }
 }

@@ -49,6 +49,9 @@ static HEARTBEAT: Statement = Statement::new(
      last_timestamp_ms = CASE WHEN last_timestamp_ms > ? THEN last_timestamp_ms ELSE ? END \
      WHERE worker_id = ? AND owner = ?",
 );
+static SET_CLOCK_BACK: Statement = Statement::new(
+    "UPDATE leafid_worker_lease SET clock_back = ? WHERE worker_id = ? AND owner = ?",
+);
 static RELEASE: Statement = Statement::new(
     "UPDATE leafid_worker_lease SET lease_until_ms = 0, owner = '', \
      last_timestamp_ms = CASE WHEN last_timestamp_ms > ? THEN last_timestamp_ms ELSE ? END \
@@ -204,6 +207,7 @@ where
                 return Ok(WorkerLease {
                     worker_id: worker_id as u64,
                     last_timestamp_ms: last_ts,
+                    previous_lease_until_ms: old_until,
                 });
             }
             continue; // another server claimed it first
@@ -250,6 +254,7 @@ where
                 return Ok(WorkerLease {
                     worker_id: next as u64,
                     last_timestamp_ms: 0,
+                    previous_lease_until_ms: 0,
                 });
             }
             Err(e) if lost_race(&e) => continue,
@@ -309,4 +314,27 @@ where
         .bind(owner);
     write_one(db, release).await.map_err(unavailable)?;
     Ok(())
+}
+
+/// [`WorkerStore::record_clock_back`](crate::snowflake::worker::WorkerStore::record_clock_back).
+pub(crate) async fn record_clock_back<DB>(
+    db: Sessions<'_, DB>,
+    worker_id: u64,
+    owner: &str,
+    clock_back: u64,
+) -> Result<bool, WorkerStoreError>
+where
+    DB: Dialect,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
+    for<'a> i64: Encode<'a, DB> + Type<DB>,
+{
+    let set = sqlx::query(SET_CLOCK_BACK.text::<DB>())
+        .persistent(db.persistent())
+        .bind(clock_back as i64)
+        .bind(worker_id as i64)
+        .bind(owner);
+    let done = write_one(db, set).await.map_err(unavailable)?;
+    Ok(DB::rows_affected(&done) == 1)
 }

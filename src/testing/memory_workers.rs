@@ -79,11 +79,13 @@ impl WorkerStore for MemoryWorkerStore {
         if let Some(worker_id) = expired {
             // CLAIM: the compare-and-set always holds under the lock.
             let row = leases.get_mut(&worker_id).expect("just found");
+            let previous_lease_until_ms = row.lease_until_ms;
             row.owner = node.owner.clone();
             row.lease_until_ms = until;
             return Ok(WorkerLease {
                 worker_id,
                 last_timestamp_ms: row.last_timestamp_ms,
+                previous_lease_until_ms,
             });
         }
         // NEXT_ID: one past the largest id ever leased (rows are never deleted).
@@ -118,6 +120,7 @@ impl WorkerStore for MemoryWorkerStore {
         Ok(WorkerLease {
             worker_id: next,
             last_timestamp_ms: 0,
+            previous_lease_until_ms: 0,
         })
     }
 

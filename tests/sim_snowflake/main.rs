@@ -2,8 +2,9 @@
 //!
 //! # What is simulated
 //!
-//! Five machines compete for the 4 worker ids of a `58/2/3` millisecond layout (sequences wrap
-//! every 8 ids), lease 4 s, heartbeat 1 s, direct generator. Each machine has a
+//! Five machines compete for the 4 worker ids of a `56/c2+2/3` millisecond layout (sequences wrap
+//! every 8 ids; 2 clock-back bits, so a server outlives 3 backward wall steps by issuing under
+//! the next clock-back value), lease 4 s, heartbeat 1 s, direct generator. Each machine has a
 //! [`ManualClock`](leafid::testing::ManualClock) and runs at most one server process
 //! at a time: a [`SnowflakeEngine`](leafid::snowflake::engine::SnowflakeEngine) started with the
 //! `lease` strategy on the process's own current-thread tokio runtime with paused time. The
@@ -22,7 +23,9 @@
 //! # What is checked, after every step
 //!
 //! - No id is issued twice, across all servers and restarts; every id is above 0; the ids of
-//!   one engine instance strictly increase and carry its worker id.
+//!   one engine instance under one clock-back value strictly increase, and all carry its worker
+//!   id. (Across a backward step a server issues under the next clock-back value, from the
+//!   stepped-back clock: its ids are then no longer increasing, by design.)
 //! - No two running engines are both allowed to issue (not [`is_suspended`]) for one worker id
 //!   at the same time, as long as no wall clock was stepped in the schedule.
 //! - Progress: most schedules issue ids, and worker ids change hands with ids issued on both
@@ -166,13 +169,14 @@ fn summary(elapsed: std::time::Duration) -> String {
         .map(|(name, c)| format!("{name}={}", t(c)))
         .collect();
     format!(
-        "sim_snowflake: {} schedules, {} steps, {} ids checked ({} refused: lease, {} refused: \
-         clock back), {} starts ({} failed), {} crashes, {} shutdowns, {} pauses, {} wall steps, \
+        "sim_snowflake: {} schedules, {} steps, {} ids checked ({} under a clock-back value > 0; \
+         {} refused: lease, {} refused: clock back), {} starts ({} failed), {} crashes, {} shutdowns, {} pauses, {} wall steps, \
          {} handovers ({} schedules), {} authority overlaps after wall steps; store calls: {}; \
          {:.1} s",
         t(&TOTALS.schedules),
         t(&TOTALS.steps),
         t(&TOTALS.ids),
+        t(&TOTALS.clock_back_ids),
         t(&TOTALS.refused),
         t(&TOTALS.clock_back),
         t(&TOTALS.starts),

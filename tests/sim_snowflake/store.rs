@@ -312,6 +312,7 @@ impl SimStore {
                     return Ok(WorkerLease {
                         worker_id,
                         last_timestamp_ms: seen.last_timestamp_ms,
+                        previous_lease_until_ms: seen.lease_until_ms,
                     });
                 }
                 continue; // another server claimed it first
@@ -341,6 +342,7 @@ impl SimStore {
             return Ok(WorkerLease {
                 worker_id: next,
                 last_timestamp_ms: 0,
+                previous_lease_until_ms: 0,
             });
         }
         Err(WorkerStoreError::Exhausted(format!(

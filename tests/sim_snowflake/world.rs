@@ -39,10 +39,13 @@ pub const FORWARD_BUDGET_MS: i64 = 20_000;
 /// Machines (server slots); the layout has 4 worker ids, so one is always left out.
 pub const MACHINES: usize = 5;
 
-/// 58 time bits of ms, 2 worker bits (4 ids for 5 servers), 3 sequence bits (8 ids per ms):
-/// worker ids change hands and sequences wrap all the time.
+/// `56/c2+2/3`: 56 time bits of ms, a 4-bit worker field holding 2 clock-back bits (a server
+/// outlives 3 backward steps beyond `max_backward_ms`) and 2 worker bits (4 ids for 5 servers),
+/// 3 sequence bits (8 ids per ms): worker ids change hands and sequences wrap all the time.
 pub fn layout() -> BitLayout {
-    BitLayout::new(0, 0, 58, 2, 3, TimeUnit::Millis, EPOCH_MS).expect("a valid layout")
+    BitLayout::new(0, 0, 56, 4, 3, TimeUnit::Millis, EPOCH_MS)
+        .and_then(|l| l.with_clock_back_bits(2))
+        .expect("a valid layout")
 }
 
 fn config() -> SnowflakeConfig {
@@ -103,6 +106,8 @@ pub struct Totals {
     pub ids: AtomicU64,
     pub refused: AtomicU64,
     pub clock_back: AtomicU64,
+    /// Ids issued under a clock-back value above 0 (after a backward step was outlived).
+    pub clock_back_ids: AtomicU64,
     pub starts: AtomicU64,
     pub start_failures: AtomicU64,
     pub crashes: AtomicU64,
@@ -121,6 +126,7 @@ pub static TOTALS: Totals = Totals {
     ids: AtomicU64::new(0),
     refused: AtomicU64::new(0),
     clock_back: AtomicU64::new(0),
+    clock_back_ids: AtomicU64::new(0),
     starts: AtomicU64::new(0),
     start_failures: AtomicU64::new(0),
     crashes: AtomicU64::new(0),
@@ -190,7 +196,8 @@ impl Process {
 struct Instance {
     machine: usize,
     worker_id: Option<u64>,
-    last_id: u64,
+    /// The last id this instance issued under each clock-back value (ids increase within one).
+    last_id: [u64; 4],
     issued: u64,
     /// The first and last tick it issued from.
     ticks: Option<(u64, u64)>,
@@ -351,20 +358,25 @@ impl World {
                     self.step
                 ));
             }
-            if id <= inst.last_id {
+            let d = layout.decompose(id);
+            let last = &mut inst.last_id[d.clock_back as usize];
+            if id <= *last {
                 return Err(format!(
-                    "step {}: instance {instance} issued {id} after {}: not increasing",
-                    self.step, inst.last_id
+                    "step {}: instance {instance} issued {id} after {} under clock-back value {}: \
+                     not increasing",
+                    self.step, *last, d.clock_back
                 ));
             }
-            let d = layout.decompose(id);
+            *last = id;
+            if d.clock_back > 0 {
+                count(&TOTALS.clock_back_ids, 1);
+            }
             if Some(d.worker_id) != inst.worker_id || d.worker_id != engine.worker_id() {
                 return Err(format!(
                     "step {}: id {id} carries worker {} but instance {instance} holds {:?}",
                     self.step, d.worker_id, inst.worker_id
                 ));
             }
-            inst.last_id = id;
             inst.issued += 1;
             let (lo, hi) = inst.ticks.get_or_insert((d.time_delta, d.time_delta));
             (*lo, *hi) = ((*lo).min(d.time_delta), (*hi).max(d.time_delta));
@@ -531,7 +543,7 @@ impl World {
         self.instances.push(Instance {
             machine: m,
             worker_id: None,
-            last_id: 0,
+            last_id: [0; 4],
             issued: 0,
             ticks: None,
         });

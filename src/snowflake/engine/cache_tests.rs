@@ -73,6 +73,7 @@ impl WorkerStore for SwitchedStore {
         Ok(WorkerLease {
             worker_id: self.worker_id,
             last_timestamp_ms: 0,
+            previous_lease_until_ms: 0,
         })
     }
 

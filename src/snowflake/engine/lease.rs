@@ -139,6 +139,9 @@ pub(super) async fn heartbeat_loop(
 ) {
     let mut wait = Duration::ZERO;
     let mut was_valid = true;
+    // The clock-back value the row shows (a new row, or a claimed one, starts at 0 here: the
+    // first renewal after a step writes it).
+    let mut recorded_clock_back = 0u64;
     loop {
         // The first renewal waits a full period (the lease was just acquired).
         wait = if wait.is_zero() {
@@ -207,6 +210,22 @@ pub(super) async fn heartbeat_loop(
                     );
                 }
                 wait = heartbeat;
+                // After a clock step, the row shows the value ids are issued under (a failure
+                // is retried at the next renewal; the value is for operators only).
+                if let Some(value) = engine.clock_back().filter(|v| *v != recorded_clock_back) {
+                    let write =
+                        lease
+                            .store
+                            .record_clock_back(engine.worker_id(), &lease.owner, value);
+                    if let Ok(Ok(true)) = tokio::time::timeout(within, write).await {
+                        info!(
+                            worker_id = engine.worker_id(),
+                            clock_back = value,
+                            "clock-back value stored in the worker lease row"
+                        );
+                        recorded_clock_back = value;
+                    }
+                }
             }
             Ok(Ok(false)) => {
                 lease.lose();

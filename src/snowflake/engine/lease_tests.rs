@@ -73,6 +73,7 @@ impl WorkerStore for ScriptedStore {
         Ok(WorkerLease {
             worker_id: 0,
             last_timestamp_ms: 0,
+            previous_lease_until_ms: 0,
         })
     }
 

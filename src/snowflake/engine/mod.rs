@@ -248,7 +248,7 @@ impl SnowflakeEngine {
             direct_issued: AtomicU64::new(0),
         });
         match engine.strategy {
-            WorkerStrategy::Static(id) => engine.install(id, None, None).await?,
+            WorkerStrategy::Static(id) => engine.install(id, None, None, None).await?,
             WorkerStrategy::Disposable => {
                 let store = engine
                     .store
@@ -258,7 +258,7 @@ impl SnowflakeEngine {
                     .assign_disposable(&engine.node, layout.max_worker_id())
                     .await?;
                 info!(worker_id = id, host = %engine.node.host, port = %engine.node.port, "disposable worker id assigned");
-                engine.install(id, None, None).await?;
+                engine.install(id, None, None, None).await?;
             }
             WorkerStrategy::Lease => match engine.claim().await {
                 Ok(()) => {}
@@ -336,10 +336,15 @@ impl SnowflakeEngine {
         // keeps a wall clock stepped back after the claim out of those ticks.
         let resume_ms = got.last_timestamp_ms.max(now);
         let resume_tick = self.layout.delta_at(resume_ms).unwrap_or(0);
+        // A clock-back value may go lower: every tick the previous holders issued, under any
+        // value, ends by the later of the stored last timestamp and the lease the row held (see
+        // `WorkerLease::previous_lease_until_ms`); 0 for a worker id never used.
+        let floor_ms = got.last_timestamp_ms.max(got.previous_lease_until_ms);
+        let floor_tick = self.layout.delta_at(floor_ms).ok();
         if let Some(written) = self.write_cache(got.worker_id, &lease.owner, now + lease_ms, -1) {
             let _ = written.await;
         }
-        self.install(got.worker_id, Some(resume_tick), Some(lease))
+        self.install(got.worker_id, Some(resume_tick), floor_tick, Some(lease))
             .await
     }
 
@@ -429,7 +434,7 @@ impl SnowflakeEngine {
         let worker_id = cached.worker_id;
         let until = cached.lease_until_ms;
         let deadline_in_ms = lease.deadline_ms.load(Ordering::Relaxed) - mono;
-        self.install(worker_id, Some(resume_tick), Some(lease))
+        self.install(worker_id, Some(resume_tick), None, Some(lease))
             .await
             .map_err(|e| format!("resuming the cached lease: {e}"))?;
         warn!(
@@ -441,12 +446,14 @@ impl SnowflakeEngine {
         Ok(())
     }
 
-    /// Builds the generator for `worker_id`, issuing only after `resume_tick`, and makes it (and
+    /// Builds the generator for `worker_id`, issuing only after `resume_tick` (a clock-back value
+    /// only after `clock_back_floor`, when given, else after `resume_tick`), and makes it (and
     /// `lease`, first) visible to the id path.
     async fn install(
         &self,
         worker_id: u64,
         resume_tick: Option<u64>,
+        clock_back_floor: Option<u64>,
         lease: Option<Lease>,
     ) -> Result<(), StartError> {
         let config = &self.config;
@@ -455,6 +462,7 @@ impl SnowflakeEngine {
             GeneratorKind::Cached => {
                 let mut cached = config.cached.clone();
                 cached.start_after_tick = resume_tick;
+                cached.clock_back_floor_tick = clock_back_floor;
                 // A start ahead of the clock by more than the ring may lead (a resumed cached
                 // lease starts past its previous run's lead) is waited out: about a tick.
                 let mut waited = 0;
@@ -486,8 +494,12 @@ impl SnowflakeEngine {
                     self.clock.clone(),
                     config.max_backward_ms,
                 )?;
-                Generator::Direct(match resume_tick {
+                let g = match resume_tick {
                     Some(t) => g.resume_after(t),
+                    None => g,
+                };
+                Generator::Direct(match clock_back_floor {
+                    Some(t) => g.with_clock_back_floor(t),
                     None => g,
                 })
             }
