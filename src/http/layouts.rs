@@ -105,6 +105,11 @@ pub struct PlanRequestBody {
     /// Epoch of the new layout (not in the future); the planner chooses it when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epoch: Option<String>,
+    /// Clock-back bits of the new layout (at most 3), added to the worker field above the
+    /// worker bits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(maximum = 3)]
+    pub clock_back_bits: Option<u8>,
 }
 
 fn default_margin() -> u64 {
@@ -127,6 +132,7 @@ impl From<PlanRequestBody> for PlanRequest {
             years: body.years,
             unit: body.unit.map(TimeUnit::from),
             epoch: body.epoch,
+            clock_back_bits: body.clock_back_bits,
         }
     }
 }
@@ -468,6 +474,7 @@ mod tests {
             years: 10,
             unit: None,
             epoch: None,
+            clock_back_bits: None,
         };
         let cutover = parse_epoch("2025-04-16T00:00:00+08:00").unwrap();
         assert_eq!(req.needs(cutover), design.needs(cutover));

@@ -56,6 +56,7 @@ fn migrate(
         years,
         unit: None,
         epoch: None,
+        clock_back_bits: None,
     };
     let plan = plan(&request, now)?;
     let new = plan.bit_layout().unwrap();

@@ -100,6 +100,7 @@ fn realistic_case() -> impl Strategy<Value = Case> {
                         years,
                         unit: millis.map(unit_of),
                         epoch,
+                        clock_back_bits: None,
                     },
                     now_ms,
                 }
@@ -320,6 +321,7 @@ fn small_world() -> impl Strategy<Value = Needs> {
                     max_legacy_id: (block << block_bits) | (low >> (64 - block_bits)),
                     max_source: "observed".to_owned(),
                     worker_bits: w,
+                    clock_back_bits: 0,
                     seq_bits: block_bits - w,
                     workers: None,
                     ids_per_second: None,
@@ -412,6 +414,7 @@ fn capacity_case() -> impl Strategy<Value = Case> {
                             years,
                             unit: millis.map(unit_of),
                             epoch: None,
+                            clock_back_bits: None,
                         },
                         now_ms,
                     }

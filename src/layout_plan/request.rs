@@ -5,8 +5,8 @@ use chrono::{DateTime, Months};
 
 use super::PlanError;
 use crate::snowflake::layout::{
-    BitLayout, LayoutSpec, MAX_EPOCH_MS, PAYLOAD_BITS, TimeUnit, format_unix_ms, parse_epoch,
-    parse_timestamp,
+    BitLayout, LayoutSpec, MAX_CLOCK_BACK_BITS, MAX_EPOCH_MS, PAYLOAD_BITS, TimeUnit,
+    format_unix_ms, parse_epoch, parse_timestamp,
 };
 
 /// Default margin added to a cut-over: uid-generator's `CachedUidGenerator` hands out ids of
@@ -87,6 +87,9 @@ pub struct PlanRequest {
     pub unit: Option<TimeUnit>,
     /// Epoch of the new layout (not in the future); the planner chooses it when absent.
     pub epoch: Option<String>,
+    /// Clock-back bits of the new layout (`snowflake.clock_back_bits`, at most 3), added to the
+    /// worker field above the worker bits: the planned layout reads `T/cB+W/S`.
+    pub clock_back_bits: Option<u8>,
 }
 
 /// A validated request: everything the search needs, in numbers.
@@ -96,8 +99,10 @@ pub struct Needs {
     pub max_legacy_id: u64,
     /// Where `max_legacy_id` came from, for messages.
     pub max_source: String,
-    /// Worker bits of the new layout.
+    /// Worker field width of the new layout: the worker bits plus `clock_back_bits`.
     pub worker_bits: u8,
+    /// Clock-back bits at the top of the worker field (0: none).
+    pub clock_back_bits: u8,
     /// Sequence bits of the new layout.
     pub seq_bits: u8,
     /// The requested peak worker count, if given (`2^worker_bits` holds it).
@@ -137,6 +142,13 @@ impl PlanRequest {
             .map_err(|e| invalid(format!("legacy: {e}")))?;
         let unit = self.unit.unwrap_or(legacy.unit());
         let (w, s, ids_per_second) = self.bits(unit)?;
+        let clock_back_bits = self.clock_back_bits.unwrap_or(0);
+        if clock_back_bits > MAX_CLOCK_BACK_BITS {
+            return Err(invalid(format!(
+                "clock_back_bits {clock_back_bits} is more than {MAX_CLOCK_BACK_BITS}"
+            )));
+        }
+        let w = w.saturating_add(clock_back_bits);
         if w == 0 || s == 0 || u16::from(w) + u16::from(s) >= u16::from(PAYLOAD_BITS) {
             return Err(invalid(format!(
                 "worker_bits {w} and seq_bits {s} must each be at least 1 and together at most 62, leaving the time field at least 1 bit"
@@ -177,6 +189,7 @@ impl PlanRequest {
             max_legacy_id,
             max_source,
             worker_bits: w,
+            clock_back_bits,
             seq_bits: s,
             workers: self.workers,
             ids_per_second,

@@ -210,6 +210,7 @@ fn candidate(needs: &Needs, prefix_bits: u8, aligned: bool) -> Option<BitLayout>
         needs.unit,
         epoch_ms,
     )
+    .and_then(|l| l.with_clock_back_bits(needs.clock_back_bits))
     .ok()?;
     lifts(&layout, needs).then_some(layout)
 }

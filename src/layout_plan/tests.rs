@@ -35,6 +35,7 @@ fn request(max_legacy_id: i64, worker_bits: u8, years: u32) -> PlanRequest {
         years,
         unit: None,
         epoch: None,
+        clock_back_bits: None,
     }
 }
 
@@ -541,4 +542,30 @@ fn capacity_requests_that_cannot_be_read_are_named() {
     }
     assert_eq!("cluster".parse(), Ok(RateScope::Cluster));
     assert!("Cluster".parse::<RateScope>().is_err());
+}
+
+#[test]
+fn clock_back_bits_take_their_place_in_the_worker_field_of_the_plan() {
+    // 11 worker bits + 2 clock-back bits plan exactly like 13 worker bits: the same blocks,
+    // epoch and end, with 2,048 workers instead of 8,192.
+    let plain = plan(&request(DESIGN_MAX, 13, 10), cutover()).unwrap();
+    let req = PlanRequest {
+        clock_back_bits: Some(2),
+        ..request(DESIGN_MAX, 11, 10)
+    };
+    let p = plan(&req, cutover()).unwrap();
+    let layout = p.bit_layout().unwrap();
+    assert_eq!(layout.bits_string(), "6+31/c2+11/13");
+    assert_eq!(layout.max_worker_id(), 2047);
+    assert_eq!(layout.max_clock_back(), 3);
+    assert_eq!(
+        (p.first_id, &p.epoch, &p.exhausted_at),
+        (plain.first_id, &plain.epoch, &plain.exhausted_at)
+    );
+    assert!(p.checks.iter().all(|c| c.ok));
+    let too_many = PlanRequest {
+        clock_back_bits: Some(4),
+        ..request(DESIGN_MAX, 11, 10)
+    };
+    assert!(invalid_message(plan(&too_many, cutover())).contains("clock_back_bits 4"));
 }

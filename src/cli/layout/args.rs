@@ -112,6 +112,10 @@ pub struct PlanArgs {
     /// Sequence bits of the new layout (2^S ids per tick and worker); or give --ids-per-second.
     #[arg(long, value_name = "S")]
     pub seq_bits: Option<u8>,
+    /// Clock-back bits (at most 3) added to the worker field above the worker bits
+    /// (snowflake.clock_back_bits): the plan reads T/cB+W/S.
+    #[arg(long, value_name = "B")]
+    pub clock_back_bits: Option<u8>,
     /// Peak number of workers at once: worker bits ceil(log2(N)), at least 1. With
     /// --worker-bits too, the bits are kept and must hold N.
     #[arg(long, value_name = "N")]

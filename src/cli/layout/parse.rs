@@ -124,5 +124,6 @@ pub(super) fn plan_request(args: &PlanArgs) -> Result<PlanRequest, CliError> {
         years: args.years,
         unit: parse_unit("--unit", args.unit.as_deref())?,
         epoch: args.epoch.clone(),
+        clock_back_bits: args.clock_back_bits,
     })
 }
