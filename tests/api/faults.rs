@@ -1,11 +1,13 @@
-//! Faults between the server and a real MariaDB, injected by the fault proxy: the database
-//! unreachable, the database slow. Each asserts the contract (no duplicate, clean 503s, recovery
+//! Faults between the server and a real MariaDB or PostgreSQL (one test per server, `mysql` and
+//! `postgres`), injected by the fault proxy: the database unreachable, the database slow, an
+//! answer that never comes. Each asserts the contract (no duplicate, clean 503s, recovery
 //! without a restart) and prints what it measured (`--nocapture` shows it).
 
 use std::time::{Duration, Instant};
 
-use crate::support::proxy::spawn_behind_proxy;
-use crate::support::{TestApp, assert_increasing, assert_unique_positive};
+use crate::on_proxied_databases;
+use crate::support::proxy::spawn_behind_proxy_on;
+use crate::support::{Db, TestApp, assert_increasing, assert_unique_positive};
 
 /// The live buffer state of one tag, from `/api/v1/cache`.
 pub async fn tag_state(app: &TestApp, tag: &str) -> serde_json::Value {
@@ -41,11 +43,10 @@ pub fn pct(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1e3
 }
 
-#[tokio::test]
-async fn a_database_outage_serves_buffered_ids_then_clean_503s_then_recovers_by_itself() {
+async fn a_database_outage_serves_buffered_ids_then_clean_503s_then_recovers_by_itself(db: Db) {
     const STEP: i64 = 100;
     const WAIT_MS: u64 = 300;
-    let (app, proxy) = spawn_behind_proxy(|s| {
+    let (app, proxy) = spawn_behind_proxy_on(db, |s| {
         s.segment.wait_timeout_ms = WAIT_MS;
         s.segment.load_timeout_ms = 500;
         s.segment.max_step = STEP;
@@ -131,6 +132,10 @@ async fn a_database_outage_serves_buffered_ids_then_clean_503s_then_recovers_by_
     );
 }
 
+on_proxied_databases!(
+    a_database_outage_serves_buffered_ids_then_clean_503s_then_recovers_by_itself
+);
+
 /// Requests from `clients` tasks, each paced at one request per `every`, for `duration`.
 async fn paced_load(
     app: &std::sync::Arc<TestApp>,
@@ -168,13 +173,12 @@ async fn paced_load(
     (lat, ids)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_database_does_not_slow_requests_down() {
+async fn a_slow_database_does_not_slow_requests_down(db: Db) {
     // 400 ids/s against segments of 1000: a preload has 900 ids = 2.25 s to finish, and a lease
     // through +200 ms per round trip takes about 1 s (begin, update, select, commit).
     const STEP: i64 = 1000;
     const LATENCY_MS: u64 = 200;
-    let (app, proxy) = spawn_behind_proxy(|s| {
+    let (app, proxy) = spawn_behind_proxy_on(db, |s| {
         s.segment.max_step = STEP;
         s.snowflake.enabled = false;
     })
@@ -228,9 +232,10 @@ async fn a_slow_database_does_not_slow_requests_down() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_admin_write_whose_answer_never_comes_is_a_503_at_the_load_timeout() {
-    let (app, proxy) = spawn_behind_proxy(|s| {
+on_proxied_databases!(a_slow_database_does_not_slow_requests_down);
+
+async fn an_admin_write_whose_answer_never_comes_is_a_503_at_the_load_timeout(db: Db) {
+    let (app, proxy) = spawn_behind_proxy_on(db, |s| {
         s.segment.load_timeout_ms = 800;
         s.database.acquire_timeout_ms = 5_000;
         s.snowflake.enabled = false;
@@ -247,3 +252,4 @@ async fn an_admin_write_whose_answer_never_comes_is_a_503_at_the_load_timeout() 
     assert_eq!(res.code(), "database_unavailable");
     assert!(took < Duration::from_secs(3), "answered after {took:?}");
 }
+on_proxied_databases!(an_admin_write_whose_answer_never_comes_is_a_503_at_the_load_timeout);

@@ -1,8 +1,9 @@
-//! Worker leases under faults: two server processes on one MariaDB database, where the first
+//! Worker leases under faults: two server processes on one MariaDB or PostgreSQL database (one
+//! test per server: `mysql`, `postgres`), where the first
 //! (A) loses its lease and the second (B) takes its worker id over. No id may ever be issued by
 //! both. A loses its lease in two ways, both pinned to one renewal by a fault proxy that holds
 //! the answers from the first statement A sends after being armed (its renewal: the UPDATE runs
-//! on MariaDB, the acknowledgement is held):
+//! on the database, the acknowledgement is held):
 //!
 //! - the renewal hangs mid-query while A keeps serving (a partition that drops the replies);
 //! - A is frozen (SIGSTOP) with the renewal on the wire, wakes (SIGCONT) after B took over, and
@@ -27,9 +28,11 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sqlx::Connection;
 use sqlx::mysql::MySqlConnection;
+use sqlx::postgres::PgConnection;
 
+use crate::on_proxied_databases;
 use crate::support::process::ServerProcess;
-use crate::support::proxy::{FaultProxy, proxied_database, runs_a_statement};
+use crate::support::proxy::{FaultProxy, proxied_database_on, statement_matcher};
 use crate::support::{Db, assert_unique_positive, fresh_db};
 
 /// Short leases, so a lease runs out within a test: 6 s, renewed every 2 s. The direct
@@ -81,11 +84,15 @@ async fn worker_id(server: &ServerProcess) -> u64 {
 
 /// `lease_until_ms` of worker 0, read directly from the database (not through any proxy).
 async fn lease_until_ms(url: &str) -> i64 {
-    let mut conn = MySqlConnection::connect(url).await.expect("connect");
-    sqlx::query_scalar("SELECT lease_until_ms FROM leafid_worker_lease WHERE worker_id = 0")
-        .fetch_one(&mut conn)
-        .await
-        .expect("worker 0 has a lease row")
+    const SQL: &str = "SELECT lease_until_ms FROM leafid_worker_lease WHERE worker_id = 0";
+    let until = if url.starts_with("postgres") {
+        let mut conn = PgConnection::connect(url).await.expect("connect");
+        sqlx::query_scalar(SQL).fetch_one(&mut conn).await
+    } else {
+        let mut conn = MySqlConnection::connect(url).await.expect("connect");
+        sqlx::query_scalar(SQL).fetch_one(&mut conn).await
+    };
+    until.expect("worker 0 has a lease row")
 }
 
 /// Waits until worker 0's lease has expired in the database and returns its end (unix ms):
@@ -281,8 +288,8 @@ fn worker0_ids_from(ids: &[i64], deadline_ms: i64) -> Vec<i64> {
 /// Stalls `proxy` from the next statement its server sends, and returns once that was sent.
 /// After start-up the only statements of a server asked for snowflake ids alone are its lease
 /// renewals (every 2 s here), so the statement whose answer is held is a renewal.
-async fn stall_after_next_renewal(proxy: &FaultProxy) {
-    proxy.stall_after(runs_a_statement);
+async fn stall_after_next_renewal(proxy: &FaultProxy, db: Db) {
+    proxy.stall_after(statement_matcher(db));
     let arming = Instant::now();
     // A renewal is due every 2 s; 15 s leaves a loaded machine room to be late.
     while !proxy.is_stalled() {
@@ -294,10 +301,9 @@ async fn stall_after_next_renewal(proxy: &FaultProxy) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lease_renewal_that_hangs_mid_query_never_lets_two_servers_issue_one_id() {
+async fn a_lease_renewal_that_hangs_mid_query_never_lets_two_servers_issue_one_id(db: Db) {
     // A reaches the database through the proxy, B directly.
-    let (proxy, through_proxy, direct) = proxied_database().await;
+    let (proxy, through_proxy, direct) = proxied_database_on(db).await;
     let a = start_server(&through_proxy).await;
     assert_eq!(worker_id(&a).await, 0, "the first server takes worker 0");
     let stop_a = Arc::new(AtomicBool::new(false));
@@ -306,7 +312,7 @@ async fn a_lease_renewal_that_hangs_mid_query_never_lets_two_servers_issue_one_i
 
     // A's next statement (its next renewal: nothing else of A's touches the database now)
     // reaches MariaDB and runs, but from then on no answer comes back: the renewal hangs.
-    stall_after_next_renewal(&proxy).await;
+    stall_after_next_renewal(&proxy, db).await;
     let stalled_ms = unix_ms();
     // Once A's lease has run out in the database, B starts and takes worker 0 over.
     let deadline_ms = wait_for_lease_expiry(&direct, Duration::from_secs(15)).await;
@@ -390,11 +396,12 @@ async fn a_lease_renewal_that_hangs_mid_query_never_lets_two_servers_issue_one_i
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_paused_mid_renewal_past_its_lease_issues_nothing_when_it_wakes() {
+on_proxied_databases!(a_lease_renewal_that_hangs_mid_query_never_lets_two_servers_issue_one_id);
+
+async fn a_server_paused_mid_renewal_past_its_lease_issues_nothing_when_it_wakes(db: Db) {
     // A reaches the database through a proxy, only to pause A at the worst moment: with a
     // renewal on the wire.
-    let (proxy, through_proxy, direct) = proxied_database().await;
+    let (proxy, through_proxy, direct) = proxied_database_on(db).await;
     let a = start_server(&through_proxy).await;
     assert_eq!(worker_id(&a).await, 0, "the first server takes worker 0");
     // The clients keep asking A throughout: at the pause each has a request in flight on a
@@ -405,7 +412,7 @@ async fn a_server_paused_mid_renewal_past_its_lease_issues_nothing_when_it_wakes
 
     // A freezes (a long GC pause, a suspended VM) right after sending its next renewal, which
     // runs on MariaDB; its acknowledgement is held until A is frozen, then delivered to it.
-    stall_after_next_renewal(&proxy).await;
+    stall_after_next_renewal(&proxy, db).await;
     let paused = a.pause();
     let paused_ms = unix_ms();
     proxy.heal();
@@ -474,6 +481,8 @@ async fn a_server_paused_mid_renewal_past_its_lease_issues_nothing_when_it_wakes
         a_past_deadline[0]
     );
 }
+
+on_proxied_databases!(a_server_paused_mid_renewal_past_its_lease_issues_nothing_when_it_wakes);
 
 /// A child process killed (and reaped) when dropped, so a server that does start cannot
 /// outlive its test.

@@ -61,3 +61,21 @@ macro_rules! on_both_databases {
         }
     };
 }
+
+/// Defines one test per database server a fault proxy can stand in front of, from an
+/// `async fn(Db)`: `mysql` (MariaDB) and `postgres`, each on a multi-threaded runtime.
+#[macro_export]
+macro_rules! on_proxied_databases {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mysql() {
+                super::$name($crate::support::Db::MySql).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$name($crate::support::Db::Postgres).await
+            }
+        }
+    };
+}
