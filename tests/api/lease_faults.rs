@@ -1,7 +1,6 @@
 //! Worker leases under faults: two server processes on one MariaDB or PostgreSQL database (one
-//! test per server: `mysql`, `postgres`), where the first
-//! (A) loses its lease and the second (B) takes its worker id over. No id may ever be issued by
-//! both. A loses its lease in two ways, both pinned to one renewal by a fault proxy that holds
+//! test per server: `mysql`, `postgres`), where the first (A) loses its lease and the second
+//! (B) takes its worker id over. No id may ever be issued by both. A loses its lease in two ways, both pinned to one renewal by a fault proxy that holds
 //! the answers from the first statement A sends after being armed (its renewal: the UPDATE runs
 //! on the database, the acknowledgement is held):
 //!
