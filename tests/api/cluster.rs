@@ -28,6 +28,49 @@ async fn three_servers_sharing_mariadb_never_repeat_an_id() {
         "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('shared', 1, 5)",
     )
     .await;
+    hammer_three(&servers).await;
+}
+
+/// The same on PostgreSQL whose database defaults to `serializable`: the servers' leases on
+/// the one row conflict all the time (SQLSTATE 40001) and are retried; no id repeats.
+async fn three_servers_on_serializable_postgres_never_repeat_an_id(db: Db) {
+    use crate::support::postgres::{exec_in, server_url, with_database};
+    let (url, _dir) = fresh_db(db).await;
+    let name = url.rsplit('/').next().unwrap();
+    exec_in(
+        &with_database(server_url(), name),
+        &format!("ALTER DATABASE {name} SET default_transaction_isolation = 'serializable'"),
+    )
+    .await;
+    let servers: Vec<ServerProcess> = (0..3).map(|_| ServerProcess::start(&url, &[])).collect();
+    exec_in(
+        &url,
+        "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('shared', 1, 5)",
+    )
+    .await;
+    hammer_three(&servers).await;
+}
+
+mod three_servers_on_serializable_postgres_never_repeat_an_id {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        super::three_servers_on_serializable_postgres_never_repeat_an_id(
+            crate::support::Db::Postgres,
+        )
+        .await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pgbouncer() {
+        super::three_servers_on_serializable_postgres_never_repeat_an_id(
+            crate::support::Db::PgBouncer,
+        )
+        .await
+    }
+}
+
+/// Nine clients, three per server, take 200 ids each from tag `shared`: each client's ids
+/// increase, and no id repeats across all 1,800.
+async fn hammer_three(servers: &[ServerProcess]) {
     let client = reqwest::Client::new();
     let addresses: Arc<Vec<String>> = Arc::new(servers.iter().map(|s| s.address.clone()).collect());
     let clients: Vec<_> = (0..9)
