@@ -1,15 +1,15 @@
 //! An outage answers every request with a 503: the log gets one line per cause per interval,
-//! and the metrics count every one.
+//! and the metrics count every one (on MariaDB and PostgreSQL behind the fault proxy).
 
 use std::time::{Duration, Instant};
 
-use crate::support::mysql;
+use crate::on_proxied_databases;
 use crate::support::process::ServerProcess;
-use crate::support::proxy::proxied_database;
+use crate::support::proxy::proxied_database_on;
+use crate::support::{Db, exec_sql};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_outage_logs_each_cause_once_per_interval_and_counts_every_failure() {
-    let (proxy, url, direct) = proxied_database().await;
+async fn an_outage_logs_each_cause_once_per_interval_and_counts_every_failure(db: Db) {
+    let (proxy, url, direct) = proxied_database_on(db).await;
     let server = ServerProcess::start(
         &url,
         &[
@@ -19,7 +19,8 @@ async fn an_outage_logs_each_cause_once_per_interval_and_counts_every_failure() 
             ("LEAFID__SNOWFLAKE__ENABLED", "false"),
         ],
     );
-    mysql::exec_in(
+    exec_sql(
+        db,
         &direct,
         "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('down', 1, 5)",
     )
@@ -111,3 +112,4 @@ async fn an_outage_logs_each_cause_once_per_interval_and_counts_every_failure() 
     );
     proxy.heal();
 }
+on_proxied_databases!(an_outage_logs_each_cause_once_per_interval_and_counts_every_failure);
