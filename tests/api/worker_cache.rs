@@ -1,7 +1,8 @@
 //! The snowflake worker lease cache file (`snowflake.worker.cache_file`) on the real binary: a
-//! server restarted while MariaDB is unreachable (a fault proxy refusing and cutting every
-//! connection; the shared MariaDB keeps running) resumes its worker id from the file only while
-//! the cached lease is ahead of its margin, and never shares it.
+//! server restarted while its database (MariaDB or PostgreSQL: one test each) is unreachable (a
+//! fault proxy refusing and cutting every connection; the shared server keeps running) resumes
+//! its worker id from the file only while the cached lease is ahead of its margin, and never
+//! shares it.
 //!
 //! The layout has one worker bit (two worker ids), so a server that claims while the first
 //! server's lease is live has no other id to take: it must wait, and may take that id only
@@ -13,8 +14,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::on_proxied_databases;
+use crate::support::Db;
 use crate::support::process::ServerProcess;
-use crate::support::proxy::proxied_database;
+use crate::support::proxy::proxied_database_on;
 
 /// Two worker ids (one worker bit), 10 sequence bits, milliseconds since 2025.
 const LAYOUT: [(&str, &str); 3] = [
@@ -121,10 +124,10 @@ fn assert_no_repeat(all: &[i64]) {
 /// other worker id held: it waits, serving nothing, as long as the restarted server keeps
 /// renewing; only after that server is killed and its lease has ended does it take the id, and
 /// then only ticks after every id issued under it. No id repeats.
-#[tokio::test]
-async fn a_server_restarted_during_an_outage_within_its_lease_serves_and_never_shares_its_worker_id()
- {
-    let (proxy, url, direct) = proxied_database().await;
+async fn a_server_restarted_during_an_outage_within_its_lease_serves_and_never_shares_its_worker_id(
+    db: Db,
+) {
+    let (proxy, url, direct) = proxied_database_on(db).await;
     let dir = tempfile::tempdir().unwrap();
     let env_a = env("16", &cache_path(dir.path(), "a.json"));
     // C holds one of the two worker ids throughout, on the direct URL (no outage for it).
@@ -240,13 +243,15 @@ async fn a_server_restarted_during_an_outage_within_its_lease_serves_and_never_s
     all.extend(b_ids);
     assert_no_repeat(&all);
 }
+on_proxied_databases!(
+    a_server_restarted_during_an_outage_within_its_lease_serves_and_never_shares_its_worker_id
+);
 
 /// Restarted after its cached lease ended (within the margin of its end), the server comes up,
 /// is not ready with the reason, hands out no id; segment tags answer 503; once the database
 /// returns it claims and serves.
-#[tokio::test]
-async fn a_server_restarted_after_its_lease_ended_is_not_ready_and_issues_no_id() {
-    let (proxy, url, direct) = proxied_database().await;
+async fn a_server_restarted_after_its_lease_ended_is_not_ready_and_issues_no_id(db: Db) {
+    let (proxy, url, direct) = proxied_database_on(db).await;
     let dir = tempfile::tempdir().unwrap();
     let env_a = env("6", &cache_path(dir.path(), "a.json"));
     let a = start(&url, &env_a).await;
@@ -283,7 +288,8 @@ async fn a_server_restarted_after_its_lease_ended_is_not_ready_and_issues_no_id(
     all.extend(after);
     assert_no_repeat(&all);
     // The segment engine that started without its database serves once it is back.
-    crate::support::mysql::exec_in(
+    crate::support::exec_sql(
+        db,
         &direct,
         "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES ('orders', 1, 100, 'x')",
     )
@@ -291,12 +297,12 @@ async fn a_server_restarted_after_its_lease_ended_is_not_ready_and_issues_no_id(
     let (status, body) = get(&a2, "/api/segment/get/orders").await;
     assert_eq!(status, 200, "{body}");
 }
+on_proxied_databases!(a_server_restarted_after_its_lease_ended_is_not_ready_and_issues_no_id);
 
 /// A corrupt cache file, or one from another layout, is ignored with a log line: the server
 /// comes up without a worker id and says why.
-#[tokio::test]
-async fn a_corrupt_cache_file_or_one_of_another_layout_is_ignored_with_a_log_line() {
-    let (proxy, url, _direct) = proxied_database().await;
+async fn a_corrupt_cache_file_or_one_of_another_layout_is_ignored_with_a_log_line(db: Db) {
+    let (proxy, url, _direct) = proxied_database_on(db).await;
     let dir = tempfile::tempdir().unwrap();
     let path = cache_path(dir.path(), "a.json");
     // A real file of this layout, then the same file read under another layout.
@@ -324,12 +330,12 @@ async fn a_corrupt_cache_file_or_one_of_another_layout_is_ignored_with_a_log_lin
     assert_eq!(get(&c, "/health/ready").await.0, 503);
     assert!(matches!(batch(&c).await, Err((503, _))));
 }
+on_proxied_databases!(a_corrupt_cache_file_or_one_of_another_layout_is_ignored_with_a_log_line);
 
 /// A server stopped with SIGTERM released its lease, so its file is gone first: restarted
 /// during an outage it has nothing to resume (a released id may be claimed by anyone at once).
-#[tokio::test]
-async fn a_server_stopped_gracefully_leaves_no_lease_to_resume() {
-    let (proxy, url, _direct) = proxied_database().await;
+async fn a_server_stopped_gracefully_leaves_no_lease_to_resume(db: Db) {
+    let (proxy, url, _direct) = proxied_database_on(db).await;
     let dir = tempfile::tempdir().unwrap();
     let path = cache_path(dir.path(), "a.json");
     let mut env_a = env("16", &path);
@@ -350,3 +356,4 @@ async fn a_server_stopped_gracefully_leaves_no_lease_to_resume() {
     assert!(reason.contains("no usable cached worker lease"), "{reason}");
     assert!(matches!(batch(&a2).await, Err((503, _))));
 }
+on_proxied_databases!(a_server_stopped_gracefully_leaves_no_lease_to_resume);
