@@ -214,3 +214,38 @@ async fn without_the_setting_pgbouncer_loses_prepared_statements() {
         store.close().await;
     }
 }
+
+/// What the PgBouncer setting costs: 400 sequential leases on one store, directly and through
+/// PgBouncer with the setting (four round trips instead of one); printed with `--nocapture`.
+/// Asserts only what must hold: consecutive leases follow each other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_costs_one_round_trip_directly_and_four_through_pgbouncer() {
+    let mut report = Vec::new();
+    for db in [Db::Postgres, Db::PgBouncer] {
+        let (url, _dir) = fresh_db(db).await;
+        let store = Database::connect(&options(&url, is_pgbouncer(&url)))
+            .await
+            .unwrap();
+        let tag = BizTag::parse("lat").unwrap();
+        let new = NewTag::new(tag, Step::try_from(10).unwrap(), Some(1), None).unwrap();
+        let segments = store.segment_store();
+        segments.create_tag(&new).await.unwrap();
+        let mut took = Vec::new();
+        let mut last = 1;
+        for _ in 0..400 {
+            let started = std::time::Instant::now();
+            let lease = segments.lease("lat", None).await.unwrap();
+            took.push(started.elapsed());
+            assert_eq!(lease.max_id, last + 10, "leases follow each other");
+            last = lease.max_id;
+        }
+        took.sort();
+        report.push(format!(
+            "{db:?}: p50 {:.2} ms, p99 {:.2} ms",
+            took[took.len() / 2].as_secs_f64() * 1e3,
+            took[took.len() * 99 / 100].as_secs_f64() * 1e3
+        ));
+        store.close().await;
+    }
+    eprintln!("lease latency, 400 sequential leases: {}", report.join("; "));
+}
