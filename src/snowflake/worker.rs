@@ -81,17 +81,13 @@ pub trait WorkerStore: Send + Sync + 'static {
     ) -> Result<bool, WorkerStoreError>;
 
     /// Stores the clock-back value the holder issues under (for operators; see
-    /// `snowflake.clock_back_bits`). `Ok(false)`: the lease is no longer ours. The default
-    /// stores nothing (stores without the column).
+    /// `snowflake.clock_back_bits`). `Ok(false)`: the lease is no longer ours.
     async fn record_clock_back(
         &self,
         worker_id: u64,
         owner: &str,
         clock_back: u64,
-    ) -> Result<bool, WorkerStoreError> {
-        let _ = (worker_id, owner, clock_back);
-        Ok(true)
-    }
+    ) -> Result<bool, WorkerStoreError>;
 
     /// Gives the lease up (on shutdown), keeping the last timestamp for the next holder.
     async fn release(

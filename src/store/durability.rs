@@ -707,6 +707,20 @@ impl WorkerStore for GuardedWorkerStore {
         )
     }
 
+    async fn record_clock_back(
+        &self,
+        worker_id: u64,
+        owner: &str,
+        clock_back: u64,
+    ) -> Result<bool, WorkerStoreError> {
+        // For operators only: nothing is leased by it.
+        self.gate.watch_worker(
+            self.inner
+                .record_clock_back(worker_id, owner, clock_back)
+                .await,
+        )
+    }
+
     async fn release(
         &self,
         worker_id: u64,

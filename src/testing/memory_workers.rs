@@ -142,6 +142,20 @@ impl WorkerStore for MemoryWorkerStore {
         }
     }
 
+    async fn record_clock_back(
+        &self,
+        worker_id: u64,
+        owner: &str,
+        _clock_back: u64,
+    ) -> Result<bool, WorkerStoreError> {
+        // The value is not kept (nothing reads it back here); the owner check is the SQL's.
+        let tables = self.tables.lock().unwrap();
+        Ok(tables
+            .leases
+            .get(&worker_id)
+            .is_some_and(|row| row.owner == owner))
+    }
+
     async fn release(
         &self,
         worker_id: u64,

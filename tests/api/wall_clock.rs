@@ -204,7 +204,7 @@ fn set_offset(path: &std::path::Path, seconds: i64) {
 }
 
 /// Clock-back bits (issue 22) on the real binary: `snowflake.clock_back_bits = 2` over Twitter's
-/// layout (`41/c2+8/12`), a disposable worker id from SQLite's `WORKER_NODE`, and the process's wall clock stepped by
+/// layout (`41/c2+8/12`), a worker lease on SQLite (renewed every second), and the process's wall clock stepped by
 /// libfaketime under load from three clients: back 30 s, then 10 min more, then 10 min more.
 /// Each step is served at once under the next clock-back value (seen in decode and status);
 /// a fourth step, with no value left, is refused with a 503. No id repeats; ids of one value
@@ -237,10 +237,11 @@ async fn clock_back_bits_serve_through_steps_on_the_real_binary(generator: &str,
             ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
             ("LEAFID__SNOWFLAKE__GENERATOR", generator),
             ("LEAFID__SNOWFLAKE__CLOCK_BACK_BITS", "2"),
-            // A new worker id from WORKER_NODE: no earlier holder, so no floor under the steps
-            // (with `lease`, a value is spent only on steps that stay after the claim: see
-            // docs/guarantees.md).
-            ("LEAFID__SNOWFLAKE__WORKER__STRATEGY", "disposable"),
+            // A new row: no earlier holder, so no floor under the steps (a claimed worker id's
+            // values stay above its previous holder's lease end: docs/guarantees.md).
+            ("LEAFID__SNOWFLAKE__WORKER__STRATEGY", "lease"),
+            ("LEAFID__SNOWFLAKE__WORKER__LEASE_SECS", "5"),
+            ("LEAFID__SNOWFLAKE__WORKER__HEARTBEAT_SECS", "1"),
         ],
     );
     let client = reqwest::Client::new();
@@ -304,6 +305,20 @@ async fn clock_back_bits_serve_through_steps_on_the_real_binary(generator: &str,
         assert_eq!(decoded["layout"], "41/c2+8/12", "{decoded}");
         phases.push(phase);
     }
+    // The value lives in the worker lease row too (written by the renewal after a step).
+    let mut row = 0;
+    for _ in 0..40 {
+        row = lease_row_clock_back(&url).await;
+        if row == clock_back_now(&client, &base).await {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        row,
+        clock_back_now(&client, &base).await,
+        "{generator}: the worker lease row's clock_back"
+    );
     // A fourth step: no clock-back value is left, so every request is refused with a 503
     // (no 500, no id) while the clock is behind.
     set_offset(offset.path(), -1830);
@@ -359,4 +374,16 @@ async fn clock_back_bits_serve_direct_ids_through_three_steps_then_refuse() {
 #[tokio::test]
 async fn clock_back_bits_serve_cached_ids_through_three_steps_then_refuse() {
     clock_back_bits_serve_through_steps_on_the_real_binary("cached", true).await;
+}
+
+/// `clock_back` of the (only) row of `leafid_worker_lease` in the SQLite file at `url` (a
+/// failure: the durability guard once wrapped the store without passing the write on).
+async fn lease_row_clock_back(url: &str) -> u64 {
+    use sqlx::Connection;
+    let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
+    let (value,): (i64,) = sqlx::query_as("SELECT clock_back FROM leafid_worker_lease")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    value as u64
 }

@@ -394,6 +394,22 @@ impl WorkerStore for SimStore {
         self.after(fault, Ok(renewed)).await
     }
 
+    async fn record_clock_back(
+        &self,
+        worker_id: u64,
+        owner: &str,
+        _clock_back: u64,
+    ) -> Result<bool, WorkerStoreError> {
+        let fault = self.draw();
+        self.before(fault).await?;
+        // SET_CLOCK_BACK: WHERE worker_id = ? AND owner = ? (the value is not kept: nothing in
+        // the simulation reads it; the faults still apply).
+        let matched = lock(&self.table)
+            .get(&worker_id)
+            .is_some_and(|row| row.owner == owner);
+        self.after(fault, Ok(matched)).await
+    }
+
     async fn release(
         &self,
         worker_id: u64,

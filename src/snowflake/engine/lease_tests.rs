@@ -91,6 +91,11 @@ impl WorkerStore for ScriptedStore {
         }
     }
 
+    async fn record_clock_back(&self, _: u64, _: &str, _: u64) -> Result<bool, WorkerStoreError> {
+        self.calls.lock().unwrap().push("record_clock_back");
+        Ok(true)
+    }
+
     async fn release(&self, _: u64, _: &str, _: i64) -> Result<(), WorkerStoreError> {
         self.calls.lock().unwrap().push("release");
         Ok(())

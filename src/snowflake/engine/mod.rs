@@ -340,7 +340,10 @@ impl SnowflakeEngine {
         // value, ends by the later of the stored last timestamp and the lease the row held (see
         // `WorkerLease::previous_lease_until_ms`); 0 for a worker id never used.
         let floor_ms = got.last_timestamp_ms.max(got.previous_lease_until_ms);
-        let floor_tick = self.layout.delta_at(floor_ms).ok();
+        let floor_tick = self
+            .layout
+            .delta_at(floor_ms.max(self.layout.epoch_ms()))
+            .ok();
         if let Some(written) = self.write_cache(got.worker_id, &lease.owner, now + lease_ms, -1) {
             let _ = written.await;
         }
