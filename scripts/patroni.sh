@@ -180,16 +180,17 @@ for r in json.load(sys.stdin).get("replication", []):
     print(r.get("application_name"), r.get("state"), r.get("sync_state"))' 2>/dev/null || true
 }
 
-# Whether there is a running leader with a streaming replica (whose sync_state is SYNC when given:
-# sync or async); for sync, Patroni must also have recorded it as the synchronous standby.
+# Whether there is a running leader with a running replica member that streams from it (its
+# sync_state SYNC when given: sync or async); for sync, Patroni must also have recorded it as
+# the synchronous standby. A node still taking its base backup is "creating replica", and its
+# pg_basebackup connection streams too: the member's name and state tell them apart.
 healthy() {
-  local want="${1:-}"
-  if [ -n "$want" ]; then
-    replication | grep -q " streaming $want\$" || return 1
-    if [ "$want" = sync ]; then members | grep -q ' sync_standby running' || return 1; fi
-    return 0
-  fi
-  replication | grep -q ' streaming '
+  local want="${1:-}" r roles='(replica|sync_standby)'
+  [ "$want" = sync ] && roles=sync_standby
+  for r in $(members | awk -v roles="^${roles}\$" '$2 ~ roles && $3 == "running" { print $1 }'); do
+    replication | grep -Eq "^$r streaming ${want:-(sync|async|potential|quorum)}\$" && return 0
+  done
+  return 1
 }
 
 write_configs() {
@@ -494,7 +495,12 @@ switchover() {
   [ -n "$dir" ] || { leafid_log "no cluster (run start first)"; exit 1; }
   local old; old="$(leader)"
   [ -n "$old" ] || { leafid_log "no leader to switch over from"; exit 1; }
-  ctl "$dir" switchover --force >&2
+  local out
+  out="$(ctl "$dir" switchover --force 2>&1)" || true
+  printf '%s\n' "$out" >&2
+  # patronictl exits 0 even when the leader refused ("Switchover failed, details: 412 ...").
+  printf '%s\n' "$out" | grep -q 'Successfully switched over' ||
+    { leafid_log "the switchover failed (patronictl's output above)"; exit 1; }
   local new="" _
   for _ in $(seq 1 240); do
     new="$(leader)"
