@@ -48,6 +48,7 @@ fn plan_args(max: Option<&str>, cutover: Option<&str>, worker_bits: u8) -> PlanA
         margin_seconds: None,
         worker_bits: Some(worker_bits),
         seq_bits: Some(13),
+        clock_back_bits: None,
         workers: None,
         ids_per_second: None,
         per: None,
