@@ -92,7 +92,14 @@ install() {
   [ -x /usr/bin/psql ] || missing+=(postgresql-client)
   leafid_find_bin haproxy >/dev/null || missing+=(haproxy)
   [ -x /usr/bin/curl ] || missing+=(curl)
+  [ "${#missing[@]}" -gt 0 ] || return 0
   leafid_install_packages "${missing[@]}"
+  # policy-rc.d (where present) keeps the packages from starting their system-wide services;
+  # where it is absent, stop the ones they started (this script runs its own instances).
+  if [ ! -x /usr/sbin/policy-rc.d ] && command -v systemctl >/dev/null 2>&1; then
+    local sudo=(); [ "$(id -u)" = 0 ] || sudo=(sudo -n)
+    "${sudo[@]}" systemctl disable --now etcd patroni >/dev/null 2>&1 || true
+  fi
 }
 
 # The run directory; made when ASK=make, else only found (empty when there is none).
