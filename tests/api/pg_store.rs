@@ -247,5 +247,8 @@ async fn a_lease_costs_one_round_trip_directly_and_four_through_pgbouncer() {
         ));
         store.close().await;
     }
-    eprintln!("lease latency, 400 sequential leases: {}", report.join("; "));
+    eprintln!(
+        "lease latency, 400 sequential leases: {}",
+        report.join("; ")
+    );
 }
