@@ -158,6 +158,9 @@ impl Figures {
 /// answer came).
 type Received = (usize, &'static str, Vec<(i64, u8)>);
 
+/// Starts the cluster in the mode asked, three servers on a fresh database and the clients, then
+/// applies `faults` in turn under that load (each once the replica streams again); checks what
+/// every run must hold and returns the figures (also printed and written to a file).
 async fn failover_run(synchronous: bool, faults: &[Fault]) -> Figures {
     let mode = if synchronous { "sync" } else { "async" };
     let name = std::iter::once(mode)
@@ -202,7 +205,8 @@ async fn failover_run(synchronous: bool, faults: &[Fault]) -> Figures {
     let stop = Arc::new(AtomicBool::new(false));
     let phase = Arc::new(AtomicU8::new(0));
     let errors = Arc::new(AtomicU64::new(0));
-    // Per client, ids taken since the current fault's promotion was seen.
+    // Whether the current fault's promotion was seen; per client (`taken_new`), the ids taken
+    // since.
     let served_new = Arc::new(AtomicBool::new(false));
     let mut plan = Vec::new();
     for server in 0..SERVERS {
