@@ -116,14 +116,21 @@ impl PrivateMariaDb {
     /// ephemeral range.
     /// Blocking: call it from `spawn_blocking` in async tests.
     pub fn start(name: &str) -> Self {
+        // Tests start their instances at once: two would pick the same free port (checked,
+        // released, then bound by the script), or one the port of another's instance while it
+        // is stopped for a restart. So the port choice is serialised, and a port stays taken
+        // for this process until its instance is dropped.
+        let mut taken = RESERVED_PORTS.lock().unwrap_or_else(|e| e.into_inner());
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("target")
             .join(format!("mariadb-{name}"));
         // Below the ephemeral range (32768+), where a client socket could take the port
         // between this check and the server's bind, or while the instance is stopped.
         let port = (23_700..24_000)
+            .filter(|p| !taken.contains(p))
             .find(|&p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
             .expect("a free port in 23700..24000");
+        taken.insert(port);
         let db = Self {
             url: format!("mysql://leafid:leafid@127.0.0.1:{port}"),
             dir,
@@ -201,9 +208,17 @@ impl PrivateMariaDb {
     }
 }
 
+/// The ports of this process's [`PrivateMariaDb`] instances (see [`PrivateMariaDb::start`]).
+static RESERVED_PORTS: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
 impl Drop for PrivateMariaDb {
     fn drop(&mut self) {
         self.script("stop");
+        RESERVED_PORTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.port);
     }
 }
 
