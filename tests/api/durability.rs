@@ -6,6 +6,7 @@
 //!   fixed, it leases again; made lossy again at run time, it serves what it had leased and
 //!   leases nothing more. With `database.allow_lossy_commits = true` ids flow and the setting
 //!   is still reported.
+//! - PostgreSQL (directly and through PgBouncer) with `synchronous_commit = off`: the same.
 //! - The crash experiment: leases taken fast from the `leafid` binary, `kill -9` of `mariadbd`
 //!   and of the server, MariaDB restarted (crash recovery), a new server: with the override the
 //!   second server hands out ids the first one already handed out; by default the first server
@@ -201,6 +202,72 @@ async fn the_sqlite_file_leafid_opens_reports_durable_commits() {
         "a lossy setting reported for leafid's own SQLite file: {metrics}"
     );
     app.stop().await;
+}
+
+/// PostgreSQL with `synchronous_commit = off` for the database (its owner may set that; `fsync`
+/// is server-wide): no lease, directly or through PgBouncer, until the override.
+async fn postgres_with_synchronous_commit_off_gets_no_lease(db: Db) {
+    use crate::support::postgres::{row as pg_row, server_url, with_database};
+    let (url, _) = crate::support::fresh_db(db).await;
+    let name = url.rsplit('/').next().unwrap().to_owned();
+    let server = with_database(server_url(), &name);
+    crate::support::postgres::exec_in(
+        &server,
+        &format!("ALTER DATABASE {name} SET synchronous_commit = off"),
+    )
+    .await;
+    let app = spawn_on(&url, |s| s.snowflake.enabled = false).await;
+    app.create_tag("pg", 10, 1).await;
+    let r = app.get("/api/segment/get/pg").await;
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (503, "lossy_database"),
+        "{}",
+        r.text
+    );
+    for part in [
+        "synchronous_commit = off",
+        "set synchronous_commit = on",
+        "database.allow_lossy_commits = true",
+    ] {
+        assert!(r.text.contains(part), "{part:?} not in {}", r.text);
+    }
+    assert_eq!(app.get("/health/ready").await.status, 503);
+    let series = r#"leafid_database_lossy_setting{setting="synchronous_commit",value="off"}"#;
+    assert_eq!(metric_value(&app.address, series).await, Some(1.0));
+    assert_eq!(
+        pg_row(&server, "pg").await,
+        Some((1, 10)),
+        "nothing was leased"
+    );
+
+    let allowed = spawn_on(&url, |s| {
+        s.snowflake.enabled = false;
+        s.database.allow_lossy_commits = true;
+    })
+    .await;
+    assert_eq!(allowed.leaf_id("pg").await, 1);
+    let ready = allowed.get("/health/ready").await;
+    assert_eq!(ready.status, 200, "{}", ready.text);
+    assert_eq!(
+        ready.json()["durability"][0]["setting"],
+        "synchronous_commit"
+    );
+    allowed.stop().await;
+    app.stop().await;
+}
+
+mod postgres_with_synchronous_commit_off_gets_no_lease {
+    #[tokio::test]
+    async fn postgres() {
+        super::postgres_with_synchronous_commit_off_gets_no_lease(crate::support::Db::Postgres)
+            .await
+    }
+    #[tokio::test]
+    async fn pgbouncer() {
+        super::postgres_with_synchronous_commit_off_gets_no_lease(crate::support::Db::PgBouncer)
+            .await
+    }
 }
 
 /// What one crash run saw.
