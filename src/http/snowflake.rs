@@ -120,15 +120,26 @@ async fn next_id(engine: &Arc<SnowflakeEngine>) -> Result<u64, ApiError> {
         (status = 200, description = "The next id, in decimal", content_type = "text/plain", body = String),
         (status = 404, description = "`engine_disabled`", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 503, description = "`clock_moved_backwards`, `time_bits_exhausted`, `snowflake_not_ready`", body = ErrorBody),
+        (status = 503, description = "`clock_moved_backwards`, `time_bits_exhausted`, `snowflake_not_ready`, `lossy_database`", body = ErrorBody),
     )
 )]
 pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, ApiError> {
     let key = path_tail(&req)?;
-    let engine = app_state(&req)?.snowflake()?;
+    let state = app_state(&req)?;
+    let engine = state.snowflake()?;
     tracing::debug!(key = %key, "snowflake id requested");
-    let id = next_id(engine).await?;
+    let id = next_id(engine).await.map_err(|e| lossy_or(state, e))?;
     Ok(plain_id(id))
+}
+
+/// A refusal for want of a worker lease while the database's settings can lose a committed
+/// lease (its claim or renewal was refused for that: `crate::store::durability`) answers
+/// `lossy_database`, naming the setting, instead of `snowflake_not_ready`.
+fn lossy_or(state: &AppState, e: ApiError) -> ApiError {
+    match (&e, state.durability.refusal()) {
+        (ApiError::SnowflakeNotReady(_), Some(why)) => ApiError::LossyDatabase(why),
+        _ => e,
+    }
 }
 
 /// Body of the snowflake batch route.
@@ -151,7 +162,7 @@ pub struct IdsBody {
         (status = 400, description = "`invalid_count`, `invalid_request`", body = ErrorBody),
         (status = 404, description = "`engine_disabled`", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 503, description = "`clock_moved_backwards`, `time_bits_exhausted`, `snowflake_not_ready`", body = ErrorBody),
+        (status = 503, description = "`clock_moved_backwards`, `time_bits_exhausted`, `snowflake_not_ready`, `lossy_database`", body = ErrorBody),
     )
 )]
 pub async fn get_batch(
@@ -162,11 +173,12 @@ pub async fn get_batch(
     let format = query.format()?;
     let engine = state.snowflake()?.clone();
     let ids = if count == 1 {
-        vec![next_id(&engine).await?]
+        vec![next_id(&engine).await.map_err(|e| lossy_or(&state, e))?]
     } else {
         web::block(move || engine.next_ids_blocking(count))
             .await
-            .map_err(|_| ApiError::Internal)??
+            .map_err(|_| ApiError::Internal)?
+            .map_err(|e| lossy_or(&state, e.into()))?
     };
     Ok(HttpResponse::Ok().json(IdsBody {
         ids: JsonIds { ids, format },

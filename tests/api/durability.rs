@@ -102,7 +102,8 @@ async fn a_lossy_mariadb_gets_no_lease_unless_the_override_says_so() {
     );
     assert_eq!(metric_value(&app.address, &series("0")).await, Some(1.0));
     // The worker-id claim is refused too: no snowflake id either.
-    assert_eq!(app.get("/api/snowflake/get/x").await.status, 503);
+    assert_refused(&app.get("/api/snowflake/get/x").await, "0");
+    assert_refused(&app.get("/api/v1/snowflake/ids?count=3").await, "0");
     assert_eq!(
         row(&url, "lossy").await,
         Some((1, 10)),
