@@ -12,7 +12,9 @@
 //! Cases, each lease an adapted-step lease (`Some(1000)`, a busy tag's steady state) through
 //! `Database::segment_store` behind the durability gate, as the server leases:
 //! - latency: one task leasing one tag back to back; p50 / p99 of each lease;
-//! - sustained: 8 tasks over 100 tags (the pool's 8 connections; SQLite has one writer).
+//! - sustained: 8 tasks over 100 tags (the pool's 8 connections; SQLite has one writer);
+//! - the gate's cost: the latency case also runs on the store without the durability gate, each
+//!   round, and the last column is the ratio of the two medians.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,6 +33,10 @@ const WORKERS: usize = 8;
 struct Store {
     name: &'static str,
     leases: Arc<dyn SegmentStore>,
+    /// The same store without the gate: the gate's cost per lease is the difference.
+    raw: Arc<dyn SegmentStore>,
+    /// Each round's median latency without the gate.
+    raw_round_p50: Vec<f64>,
     /// Every sample of every round: lease latencies (µs), and sustained rates (leases/s).
     latencies: Vec<f64>,
     rates: Vec<f64>,
@@ -63,7 +69,8 @@ async fn open(name: &'static str, url: &str) -> Store {
     let gate = DurabilityGate::new(db.clone(), false);
     let report = gate.check_now().await.expect("durability settings");
     assert!(report.is_durable(), "{name}: {}", report.refusal());
-    let leases = gate.segment_store(db.segment_store());
+    let raw = db.segment_store();
+    let leases = gate.segment_store(raw.clone());
     for i in 0..TAGS {
         let tag = NewTag::new(
             BizTag::parse(&format!("bench-{i}")).expect("a valid tag"),
@@ -77,6 +84,8 @@ async fn open(name: &'static str, url: &str) -> Store {
     Store {
         name,
         leases,
+        raw,
+        raw_round_p50: Vec::new(),
         latencies: Vec::new(),
         rates: Vec::new(),
         round_p50: Vec::new(),
@@ -183,6 +192,8 @@ async fn main() {
         let n = stores.len();
         for k in 0..n {
             let s = &mut stores[(round + k) % n];
+            let raw = latency_case(&s.raw, secs / 2.0).await;
+            s.raw_round_p50.push(quantile(&sorted(&raw), 0.5));
             let samples = latency_case(&s.leases, secs).await;
             s.round_p50.push(quantile(&sorted(&samples), 0.5));
             s.latencies.extend(samples);
@@ -193,9 +204,9 @@ async fn main() {
     let base_p50 = quantile(&sorted(&stores[0].latencies), 0.5);
     let base_rate = quantile(&sorted(&stores[0].rates), 0.5);
     println!(
-        "| store | lease p50 | lease p99 | p50 vs SQLite | leases/s, 1 task | leases/s, {WORKERS} tasks x {TAGS} tags | vs SQLite |"
+        "| store | lease p50 | lease p99 | p50 vs SQLite | leases/s, 1 task | leases/s, {WORKERS} tasks x {TAGS} tags | vs SQLite | p50 with / without the gate |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for s in &stores {
         let lat = sorted(&s.latencies);
         let (p50, p99) = (quantile(&lat, 0.5), quantile(&lat, 0.99));
@@ -209,8 +220,16 @@ async fn main() {
                 .map(|(a, b)| a / b)
                 .collect::<Vec<_>>(),
         );
+        // The gate's cost: each round's gated median over its ungated one, the median of those.
+        let gate = sorted(
+            &s.round_p50
+                .iter()
+                .zip(&s.raw_round_p50)
+                .map(|(a, b)| a / b)
+                .collect::<Vec<_>>(),
+        );
         println!(
-            "| {} | {:.0} µs | {:.0} µs | {:.2}x (rounds {:.2}..{:.2}) | {:.0} | {:.0} | {:.2}x |",
+            "| {} | {:.0} µs | {:.0} µs | {:.2}x (rounds {:.2}..{:.2}) | {:.0} | {:.0} | {:.2}x | {:.2}x (rounds {:.2}..{:.2}) |",
             s.name,
             p50,
             p99,
@@ -220,6 +239,9 @@ async fn main() {
             lat.len() as f64 / (secs * rounds as f64),
             rate,
             rate / base_rate,
+            quantile(&gate, 0.5),
+            gate[0],
+            gate[gate.len() - 1],
         );
     }
     println!(
