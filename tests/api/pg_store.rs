@@ -104,19 +104,29 @@ async fn serializable_leases_from_three_stores_never_overlap(db: Db) {
         1 + leased,
         "max_id moved by more than the leases took"
     );
-    // The retry path ran: serialization failures rolled statements back.
-    let rollbacks = scalar(
-        &url,
-        "SELECT xact_rollback FROM pg_stat_database WHERE datname = current_database()",
-    )
-    .await;
+    // The retry path ran: serialization failures rolled statements back. A backend reports its
+    // counts to pg_stat_database at most once a second while busy, and 10 s into an idle spell
+    // (PostgreSQL 15; a PgBouncer keeps its server connections open): the pools are closed
+    // first, then the counter is read until it shows them (about 10 s here, 30 s at most).
+    for store in &stores {
+        store.close().await;
+    }
+    let mut rollbacks = rollbacks_before;
+    for _ in 0..150 {
+        rollbacks = scalar(
+            &url,
+            "SELECT xact_rollback FROM pg_stat_database WHERE datname = current_database()",
+        )
+        .await;
+        if rollbacks > rollbacks_before {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
     assert!(
         rollbacks > rollbacks_before,
         "no statement was rolled back: the test did not provoke a serialization failure"
     );
-    for store in &stores {
-        store.close().await;
-    }
 }
 
 mod serializable_leases_from_three_stores_never_overlap {
