@@ -68,30 +68,47 @@ async fn take_until(
     phase
 }
 
-/// Steps the wall clock of `server` 5 s back in the middle of the load (far past the 5 ms a
-/// direct generator waits out), then forward to the real time again.
-async fn a_wall_clock_step_back_never_repeats_an_id(generator: &str) {
+/// A `leafid` process on a fresh SQLite file with libfaketime preloaded: its wall clock follows
+/// the offset file returned (`±SSSSS` seconds, reread on every clock call), its monotonic clocks
+/// stay real, and `env` adds settings. Also returns the database URL and its directory.
+async fn start_faked(
+    env: &[(&str, &str)],
+) -> (
+    ServerProcess,
+    tempfile::NamedTempFile,
+    String,
+    Option<tempfile::TempDir>,
+) {
     assert!(
         std::path::Path::new(LIBFAKETIME).exists(),
         "{LIBFAKETIME} is missing: scripts/test.sh installs Debian's faketime"
     );
-    let (url, _dir) = fresh_db(Db::Sqlite).await;
+    let (url, dir) = fresh_db(Db::Sqlite).await;
     let offset = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(offset.path(), "+0\n").unwrap();
+    std::fs::write(offset.path(), "+00000\n").unwrap();
     let offset_path = offset.path().to_str().unwrap().to_owned();
-    let server = ServerProcess::start(
-        &url,
-        &[
-            ("LD_PRELOAD", LIBFAKETIME),
-            ("FAKETIME_TIMESTAMP_FILE", &offset_path),
-            // Read the file on every clock call, so a rewrite takes effect at once.
-            ("FAKETIME_NO_CACHE", "1"),
-            ("DONT_FAKE_MONOTONIC", "1"),
-            ("LEAFID__SNOWFLAKE__GENERATOR", generator),
-            ("LEAFID__SNOWFLAKE__WORKER__STRATEGY", "static"),
-            ("LEAFID__SNOWFLAKE__WORKER__ID", "1"),
-        ],
-    );
+    let mut all = vec![
+        ("LD_PRELOAD", LIBFAKETIME),
+        ("FAKETIME_TIMESTAMP_FILE", offset_path.as_str()),
+        // Read the file on every clock call, so a rewrite takes effect at once.
+        ("FAKETIME_NO_CACHE", "1"),
+        ("DONT_FAKE_MONOTONIC", "1"),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+    ];
+    all.extend_from_slice(env);
+    let server = ServerProcess::start(&url, &all);
+    (server, offset, url, dir)
+}
+
+/// Steps the wall clock of `server` 5 s back in the middle of the load (far past the 5 ms a
+/// direct generator waits out), then forward to the real time again.
+async fn a_wall_clock_step_back_never_repeats_an_id(generator: &str) {
+    let (server, offset, _url, _dir) = start_faked(&[
+        ("LEAFID__SNOWFLAKE__GENERATOR", generator),
+        ("LEAFID__SNOWFLAKE__WORKER__STRATEGY", "static"),
+        ("LEAFID__SNOWFLAKE__WORKER__ID", "1"),
+    ])
+    .await;
     let client = reqwest::Client::new();
     let base = server.address.clone();
 
@@ -219,31 +236,16 @@ fn set_offset(path: &std::path::Path, seconds: i64) {
 /// first step, never an id twice, and clean 503s once the values run out. The exact count per
 /// step for the direct generator is checked in-process (`tests/engine/clock_back.rs`).
 async fn clock_back_bits_serve_through_steps_on_the_real_binary(generator: &str, exact: bool) {
-    assert!(
-        std::path::Path::new(LIBFAKETIME).exists(),
-        "{LIBFAKETIME} is missing: scripts/test.sh installs Debian's faketime"
-    );
-    let (url, _dir) = fresh_db(Db::Sqlite).await;
-    let offset = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(offset.path(), "+00000\n").unwrap();
-    let offset_path = offset.path().to_str().unwrap().to_owned();
-    let server = ServerProcess::start(
-        &url,
-        &[
-            ("LD_PRELOAD", LIBFAKETIME),
-            ("FAKETIME_TIMESTAMP_FILE", &offset_path),
-            ("FAKETIME_NO_CACHE", "1"),
-            ("DONT_FAKE_MONOTONIC", "1"),
-            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
-            ("LEAFID__SNOWFLAKE__GENERATOR", generator),
-            ("LEAFID__SNOWFLAKE__CLOCK_BACK_BITS", "2"),
-            // A new row: no earlier holder, so no floor under the steps (a claimed worker id's
-            // values stay above its previous holder's lease end: docs/guarantees.md).
-            ("LEAFID__SNOWFLAKE__WORKER__STRATEGY", "lease"),
-            ("LEAFID__SNOWFLAKE__WORKER__LEASE_SECS", "5"),
-            ("LEAFID__SNOWFLAKE__WORKER__HEARTBEAT_SECS", "1"),
-        ],
-    );
+    let (server, offset, url, _dir) = start_faked(&[
+        ("LEAFID__SNOWFLAKE__GENERATOR", generator),
+        ("LEAFID__SNOWFLAKE__CLOCK_BACK_BITS", "2"),
+        // A new row: no earlier holder, so no floor under the steps (a claimed worker id's
+        // values stay above its previous holder's lease end: docs/guarantees.md).
+        ("LEAFID__SNOWFLAKE__WORKER__STRATEGY", "lease"),
+        ("LEAFID__SNOWFLAKE__WORKER__LEASE_SECS", "5"),
+        ("LEAFID__SNOWFLAKE__WORKER__HEARTBEAT_SECS", "1"),
+    ])
+    .await;
     let client = reqwest::Client::new();
     let base = server.address.clone();
     let layout: serde_json::Value = client
@@ -307,7 +309,7 @@ async fn clock_back_bits_serve_through_steps_on_the_real_binary(generator: &str,
     }
     // The value lives in the worker lease row too (written by the renewal after a step).
     let mut row = 0;
-    for _ in 0..40 {
+    for _ in 0..150 {
         row = lease_row_clock_back(&url).await;
         if row == clock_back_now(&client, &base).await {
             break;

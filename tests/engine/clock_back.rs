@@ -214,7 +214,7 @@ async fn clock_back_bits_outlive_steps_then_refuse(kind: GeneratorKind) {
             clock.shift(-400);
             // Served at once under the next value: within 2 s, an id of this value.
             let started = std::time::Instant::now();
-            while step <= 3 && started.elapsed() < Duration::from_secs(2) {
+            while step <= 3 && started.elapsed() < Duration::from_secs(10) {
                 if engine.status().clock_back == Some(step) {
                     break;
                 }
@@ -253,7 +253,7 @@ async fn clock_back_bits_outlive_steps_then_refuse(kind: GeneratorKind) {
         match engine.next_id_blocking() {
             Ok(id) => {
                 all.push(id);
-                assert!(started.elapsed() < Duration::from_secs(3), "still served");
+                assert!(started.elapsed() < Duration::from_secs(15), "still served");
             }
             Err(e) => break e,
         }
