@@ -233,7 +233,7 @@ fn set_offset(path: &std::path::Path, seconds: i64) {
 /// after the offset file changed (a per-thread artifact of the preload), which to the generator
 /// is the clock stepping forward and back again, each back step spending a value. For it the
 /// test checks what must hold whatever the clock does: ids served under a new value at the
-/// first step, never an id twice, and clean 503s once the values run out. The exact count per
+/// first step, never an id twice, and only clean 503s. The exact count per
 /// step for the direct generator is checked in-process (`tests/engine/clock_back.rs`).
 async fn clock_back_bits_serve_through_steps_on_the_real_binary(generator: &str, exact: bool) {
     let (server, offset, url, _dir) = start_faked(&[
@@ -272,8 +272,16 @@ async fn clock_back_bits_serve_through_steps_on_the_real_binary(generator: &str,
                 now >= 1,
                 "{generator}: no new clock-back value at {offset_s} s"
             );
+            // A refusal is a clean 503 of one of two kinds: `clock_moved_backwards` (a step
+            // with no value left, or within `max_backward_ms`), or `snowflake_not_ready` from
+            // the lease check: a thread that read the real time (the artifact above) makes a
+            // tick past the lease end the renewal computed from the faked clock, and the id is
+            // dropped (a gap), never served.
             for code in phase.iter().flat_map(|p| p.refusals.iter()) {
-                assert_eq!(code, "clock_moved_backwards", "{generator}");
+                assert!(
+                    code == "clock_moved_backwards" || code == "snowflake_not_ready",
+                    "{generator}: refused with {code}"
+                );
             }
             if value == 1 {
                 assert!(served > 0, "{generator}: no id served {offset_s} s behind");
