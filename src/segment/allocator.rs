@@ -24,6 +24,7 @@ use super::step::StepPolicy;
 use super::store::{SegmentStore, StoreError, TagRow};
 use super::tag_map::TagMap;
 use super::tag_rules::{NewTag, Step, TagUpdate};
+use crate::telemetry::LogLimiter;
 
 /// The per-thread view of the tags: the by-name fast path.
 mod thread_tags;
@@ -720,15 +721,25 @@ impl Inner {
                 warn!("biz_tag exhausted: max_id is at i64::MAX");
                 buf.mark_exhausted();
             }
+            // A database that is down (or refused as lossy) fails every tag's load on each
+            // backoff: one line per interval for all tags, the rest counted in
+            // `leafid_segment_load_failures_total`.
             LoadFailure::Store(e) => {
-                warn!(error = %e, latency_ms = latency.as_secs_f64() * 1e3, "segment load failed");
+                if let Some(held_back) = LogLimiter::global().allow("segment load failed") {
+                    warn!(
+                        error = %e, latency_ms = latency.as_secs_f64() * 1e3, held_back,
+                        "segment load failed"
+                    );
+                }
                 buf.fail_load(e.to_string());
             }
             LoadFailure::TimedOut => {
-                warn!(
-                    timeout_ms = self.config.load_timeout.as_millis() as u64,
-                    "segment load timed out"
-                );
+                if let Some(held_back) = LogLimiter::global().allow("segment load timed out") {
+                    warn!(
+                        timeout_ms = self.config.load_timeout.as_millis() as u64,
+                        held_back, "segment load timed out"
+                    );
+                }
                 buf.fail_load("lease timed out".into());
             }
             LoadFailure::BelowMark(mark) => {

@@ -22,7 +22,7 @@ async fn an_outage_logs_each_cause_once_per_interval_and_counts_every_failure(db
     exec_sql(
         db,
         &direct,
-        "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('down', 1, 5)",
+        "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('down', 1, 5), ('down2', 1, 5), ('down3', 1, 5)",
     )
     .await;
     let client = reqwest::Client::new();
@@ -45,10 +45,12 @@ async fn an_outage_logs_each_cause_once_per_interval_and_counts_every_failure(db
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     proxy.go_down();
-    let mut failures = 0;
-    for _ in 0..200 {
+    let mut failures: u32 = 0;
+    // Three tags (two never loaded): each one's loads fail on every backoff (50 ms doubling).
+    for i in 0..200 {
+        let tag = ["down", "down2", "down3"][i % 3];
         let res = get(format!(
-            "{}/api/v1/segment/down/ids?count=20",
+            "{}/api/v1/segment/{tag}/ids?count=20",
             server.address
         ))
         .await;
@@ -75,27 +77,14 @@ async fn an_outage_logs_each_cause_once_per_interval_and_counts_every_failure(db
         !lines.is_empty(),
         "{failures} failures, no \"request failed\" line"
     );
-    // One line per cause per 10 s interval. Counted by the lines' own times, not as "at most
-    // three": a loaded machine can stretch the 200 requests over more than one interval.
-    let mut last_by_cause = std::collections::HashMap::new();
-    for line in &lines {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        let at = chrono::DateTime::parse_from_rfc3339(v["timestamp"].as_str().unwrap())
-            .unwrap_or_else(|e| panic!("timestamp of {line}: {e}"));
-        let cause = v["code"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no code: {line}"));
-        if let Some(before) = last_by_cause.insert(cause.to_owned(), at) {
-            // 10 s, less what scheduling may put between the limiter's decision and the
-            // timestamp of the line before.
-            assert!(
-                at - before >= chrono::Duration::seconds(9),
-                "{cause} logged twice within {} ms ({failures} failures):\n{}",
-                (at - before).num_milliseconds(),
-                lines.join("\n")
-            );
-        }
-    }
+    assert_once_per_interval(&lines, "code", failures);
+    // The segment loads the outage failed, every tag's on every backoff: the same rule, one
+    // line per message per interval for all tags.
+    let load_lines: Vec<String> = ["segment load failed", "segment load timed out"]
+        .iter()
+        .flat_map(|m| server.log_lines(m))
+        .collect();
+    assert_once_per_interval(&load_lines, "message", failures);
     let metrics = get(format!("{}/metrics", server.address))
         .await
         .text()
@@ -110,6 +99,41 @@ async fn an_outage_logs_each_cause_once_per_interval_and_counts_every_failure(db
         counted >= f64::from(failures),
         "{failures} failures, {counted} counted:\n{metrics}"
     );
+    let load_failures: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("leafid_segment_load_failures_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(
+        load_failures > load_lines.len() as f64,
+        "{load_failures} load failures counted, {} logged",
+        load_lines.len()
+    );
     proxy.heal();
 }
 on_proxied_databases!(an_outage_logs_each_cause_once_per_interval_and_counts_every_failure);
+
+/// Asserts no two of `lines` (JSON log lines) with the same `key` value lie within one 10 s
+/// interval. Counted by the lines' own times, not as "at most three": a loaded machine can
+/// stretch the requests over more than one interval.
+fn assert_once_per_interval(lines: &[String], key: &str, failures: u32) {
+    let mut last_by_cause = std::collections::HashMap::new();
+    for line in lines {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let at = chrono::DateTime::parse_from_rfc3339(v["timestamp"].as_str().unwrap())
+            .unwrap_or_else(|e| panic!("timestamp of {line}: {e}"));
+        let cause = v[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {key}: {line}"));
+        if let Some(before) = last_by_cause.insert(cause.to_owned(), at) {
+            // 10 s, less what scheduling may put between the limiter's decision and the
+            // timestamp of the line before.
+            assert!(
+                at - before >= chrono::Duration::seconds(9),
+                "{cause} logged twice within {} ms ({failures} failures):\n{}",
+                (at - before).num_milliseconds(),
+                lines.join("\n")
+            );
+        }
+    }
+}
