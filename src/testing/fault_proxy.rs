@@ -60,6 +60,8 @@ struct Switches {
     forwarded: AtomicU64,
     /// Connections closed at once because `refusing` was set.
     refused: AtomicU64,
+    /// Client-to-upstream reads, all connections.
+    client_chunks: AtomicU64,
     /// The tasks of live connections, aborted by `cut`. A std Mutex: never held across an await.
     live: Mutex<Vec<AbortHandle>>,
 }
@@ -207,6 +209,13 @@ impl FaultProxy {
         self.switches.refused.load(Ordering::Relaxed)
     }
 
+    /// Client-to-upstream reads so far, on all connections: a client that sends each request
+    /// in one write and waits for its answer makes one per round trip (a large write may
+    /// arrive in more than one read).
+    pub fn client_chunks(&self) -> u64 {
+        self.switches.client_chunks.load(Ordering::Relaxed)
+    }
+
     fn lock_live(&self) -> std::sync::MutexGuard<'_, Vec<AbortHandle>> {
         self.switches
             .live
@@ -294,6 +303,7 @@ async fn forward(client: TcpStream, upstream: SocketAddr, switches: Arc<Switches
             match client_rd.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
+                    switches.client_chunks.fetch_add(1, Ordering::Relaxed);
                     switches.check_stall_trigger(&buf[..n]);
                     if server_wr.write_all(&buf[..n]).await.is_err() {
                         break;
