@@ -64,7 +64,7 @@
 //! - `request.rs`: the request (its JSON form is `http::layouts::PlanRequestBody`) and its
 //!   validation into [`Needs`].
 //! - `search.rs`: the choice of prefix width and epoch, the refusals, the JSON answer.
-//! - `check.rs`: [`check`] against a floor and [`decode_json`].
+//! - `check.rs`: [`check()`] against a floor and [`decode_json`].
 
 mod check;
 mod request;

@@ -67,7 +67,7 @@ pub(crate) struct Regression {
     pub leased_to: i64,
 }
 
-/// What [`SegmentBuffer::publish`] did with a lease.
+/// What [`SegmentBuffer::publish_lease`] did with a lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Publish {
     /// Published as the next segment (trimmed to the ids above the mark if `regression`).
@@ -225,17 +225,18 @@ impl SegmentBuffer {
         Some(LoadPlan { step })
     }
 
-    /// Publishes a leased range as the next segment and wakes waiters, keeping only its ids
-    /// above the high-water mark (`super::high_water`): a lease with none is refused and the
-    /// load stays in flight. `asked` is the adaptive step the lease was planned with (not a
-    /// jump past the mark). The loader uses [`Self::publish_lease`].
+    /// [`Self::publish_lease`] of a lease planned with the adaptive step (not a jump past the
+    /// mark), for tests.
     #[cfg(test)]
     pub(crate) fn publish(&self, lease: Lease, asked: Option<i64>, latency: Duration) -> Publish {
         self.publish_lease(lease, asked, latency, false)
     }
 
-    /// [`Self::publish`]; with `jump`, the lease was asked to reach past the mark after a
-    /// refusal, so trimming it is expected and not another regression.
+    /// Publishes a leased range as the next segment and wakes waiters, keeping only its ids
+    /// above the high-water mark (`super::high_water`): a lease with none is refused and the
+    /// load stays in flight. `asked` is the adaptive step the lease was planned with; with
+    /// `jump`, the lease was asked to reach past the mark after a refusal, so trimming it is
+    /// expected and not another regression.
     pub(crate) fn publish_lease(
         &self,
         lease: Lease,

@@ -9,7 +9,7 @@
 //!
 //! Reading the wall clock costs more than the rest of an id (~25-45 ns of ~50). With a clock
 //! that moves by itself ([`Clock::moves_by_itself`]), an updater thread keeps the current tick
-//! in an atomic ([`CoarseTick`]) and the id path loads that instead. The cached tick is always a
+//! in an atomic (`CoarseTick`) and the id path loads that instead. The cached tick is always a
 //! tick the clock has *reached* (a past reading), so an id never carries a tick from the future;
 //! a lagging updater only makes ids carry an older tick. Whenever the cached tick is behind the
 //! state (its sequence wrapped, the updater stalled, the clock stepped back) the id path reads
@@ -294,7 +294,7 @@ impl DirectGenerator {
     }
 
     /// The next id. Inline: in the common case (the state in the cached tick) this is one CAS
-    /// and a few instructions; everything else is in [`Self::precise_start`], out of line.
+    /// and a few instructions; everything else is in `Self::precise_start`, out of line.
     #[inline]
     pub fn next_id(&self) -> Result<u64, SnowflakeError> {
         let (pos, _) = self.reserve(1)?;

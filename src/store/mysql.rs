@@ -3,11 +3,11 @@
 //! Every write that grants ids is one autocommit statement whose own result names the range, so
 //! no lease depends on a multi-statement transaction staying intact:
 //! - adapted steps: `UPDATE ... SET max_id = LAST_INSERT_ID(max_id + step)` (one round trip,
-//!   [`MySqlStore::lease_single_statement`]);
+//!   `MySqlStore::lease_single_statement`);
 //! - everything else (first leases, the DBA's step, the tail below `i64::MAX`, and every lease
 //!   when `database.mysql_single_statement_lease = false`): read `max_id`, then a
 //!   compare-and-set `UPDATE ... SET max_id = new WHERE max_id = old`
-//!   ([`MySqlStore::lease_cas`], which says why Leaf's `UPDATE` + `SELECT` transaction is gone).
+//!   (`MySqlStore::lease_cas`, which says why Leaf's `UPDATE` + `SELECT` transaction is gone).
 //!
 //! Statements that fail with a deadlock or serialization error (1213 / SQLSTATE 40001, as Galera
 //! reports certification conflicts; 1205 lock wait timeout) are retried with backoff; a
@@ -21,8 +21,8 @@
 //! transaction that is never committed, so ids would be handed out from a write no other server
 //! sees, and a tag created on one pooled connection would be invisible on the next.
 //!
-//! A tag deleted through [`SegmentStore::delete_tag`] leaves a tombstone in
-//! `leafid_tag_tombstone` with its high-water mark; [`SegmentStore::create_tag`] refuses to start
+//! A tag deleted through [`SegmentStore::delete_tag`](crate::segment::SegmentStore::delete_tag) leaves a tombstone in
+//! `leafid_tag_tombstone` with its high-water mark; [`SegmentStore::create_tag`](crate::segment::SegmentStore::create_tag) refuses to start
 //! the tag again below it ([`StoreError::BelowDeletedMaxId`]).
 
 use std::time::Duration;
@@ -153,7 +153,7 @@ impl MySqlStore {
     }
 
     /// Applies `migrations/mysql` (idempotent on a table Leaf created) under a cluster-wide
-    /// lock ([`super::migration_lock`]): sqlx's `GET_LOCK` holds only on one server, which on
+    /// lock (`super::migration_lock`): sqlx's `GET_LOCK` holds only on one server, which on
     /// Galera let servers starting at once on different nodes migrate together and leave a
     /// migration dirty for good. Under the lock, a migration a failed run left dirty runs again.
     /// Conflicts that still reach sqlx's migrator (1213, a duplicate `_sqlx_migrations` row) are

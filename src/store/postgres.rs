@@ -7,7 +7,7 @@
 //! The DBA's step is a floor under the adapted one (`GREATEST`; with no adapted step, `$1` is
 //! NULL, which `GREATEST` ignores), and the `max_id <= i64::MAX - step` guard keeps the sum in
 //! range: when it fails (or the tag is unknown, or its step is not positive), a read decides
-//! with [`lease_without_update`] and the tail below `i64::MAX` is taken by a compare-and-set.
+//! with `lease_without_update` and the tail below `i64::MAX` is taken by a compare-and-set.
 //!
 //! PostgreSQL commits an autocommit statement at the protocol's `Sync`, before it answers
 //! `ReadyForQuery`, and sqlx reads every answer up to `ReadyForQuery` (for `fetch_optional`
@@ -20,7 +20,7 @@
 //! Under `repeatable read` and `serializable`, an `UPDATE` of a row that another transaction
 //! changed since the statement's snapshot fails with SQLSTATE 40001, and lock cycles fail with
 //! 40P01. Both roll the whole statement back, so the lease is retried with backoff
-//! ([`RETRIES`]); an error whose outcome is unknown (a lost connection) is never retried nor
+//! (`RETRIES`); an error whose outcome is unknown (a lost connection) is never retried nor
 //! used, so a retry can waste a range but never repeat one. The tag writes that must read
 //! their own writes (create: insert, then check the tombstone) run in an explicit
 //! `READ COMMITTED` transaction, whose every statement sees what committed before it.
@@ -34,7 +34,7 @@
 //!   each persistent statement (`sqlx_s_1`, `sqlx_s_2`, ... per client connection) and never
 //!   closes it, so a second client on that server connection fails with `prepared statement
 //!   "sqlx_s_1" already exists` (`tests/api/pg_store.rs` shows it);
-//! - every statement runs inside `BEGIN ... COMMIT` ([`super::sql::Session`]): sqlx prepares and
+//! - every statement runs inside `BEGIN ... COMMIT` (`super::sql::Session`): sqlx prepares and
 //!   executes in two exchanges (`Parse`/`Describe`/`Sync`, then `Bind`/`Execute`/`Sync`), and
 //!   between the two PgBouncer may move the client to another server connection, where the
 //!   unnamed statement is missing or is another client's (one with the same parameter types

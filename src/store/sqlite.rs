@@ -12,7 +12,7 @@
 //! failed (`SQLITE_FULL` on a full disk, an I/O error) rolled the row back while the server used
 //! the range: the next lease got the same range again (measured: 1,620 duplicate ids out of
 //! 3,050 on a full 4 MiB tmpfs). So every write here (lease, tag create, update, delete, and the
-//! worker-lease writes of [`super::worker_sql`]) runs inside an explicit transaction, each
+//! worker-lease writes of `super::worker_sql`) runs inside an explicit transaction, each
 //! statement runs to completion (`fetch_all`/`execute`, never a half-read cursor), and the
 //! result of `COMMIT` is checked: a failed commit is [`StoreError::Unavailable`] and the lease is
 //! never used. The connection is then replaced (see [`SqliteStore::connect`]), so the server
@@ -20,8 +20,8 @@
 //! the write lock before it reads, so another process on the same file cannot slip a lease in
 //! between. The guard on `max_id` also keeps SQLite from turning an overflowing sum into a float.
 //!
-//! A tag deleted through [`SegmentStore::delete_tag`] leaves a tombstone in
-//! `leafid_tag_tombstone` with its high-water mark; [`SegmentStore::create_tag`] refuses to start
+//! A tag deleted through [`SegmentStore::delete_tag`](crate::segment::SegmentStore::delete_tag) leaves a tombstone in
+//! `leafid_tag_tombstone` with its high-water mark; [`SegmentStore::create_tag`](crate::segment::SegmentStore::create_tag) refuses to start
 //! the tag again below it ([`StoreError::BelowDeletedMaxId`]).
 
 use std::str::FromStr;

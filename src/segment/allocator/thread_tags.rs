@@ -26,9 +26,9 @@ thread_local! {
 /// dropped by a refresh) clears them all before any is used, so a deleted tag never serves
 /// from here.
 struct ThreadTags {
-    /// [`CacheKey::engine`] of the engine the entries are of (meaningful only with a `map`).
+    /// [`CacheKey::engine`](super::CacheKey::engine) of the engine the entries are of (meaningful only with a `map`).
     engine: u64,
-    /// The engine's [`CacheKey::generation`] when `map` was loaded.
+    /// The engine's [`CacheKey::generation`](super::CacheKey::generation) when `map` was loaded.
     generation: u64,
     /// The engine's tag map at `generation`.
     map: Option<Arc<TagMap>>,

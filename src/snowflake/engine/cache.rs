@@ -32,7 +32,7 @@ const FORMAT: &str = "leafid-worker-lease-1";
 /// One worker lease as it was last confirmed by the database.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CachedLease {
-    /// [`FORMAT`].
+    /// `FORMAT`.
     pub format: String,
     /// The layout and database this lease belongs to (see [`WorkerCache::open`]).
     pub scope: String,
