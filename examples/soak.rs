@@ -3,8 +3,8 @@
 //! issued twice. Not part of CI.
 //!
 //! ```sh
-//! cargo run --release --example soak -- --minutes 2 [--mysql-url mysql://leafid:leafid@127.0.0.1:13306]
-//!     [--servers 2] [--clients 8]
+//! export LEAFID_TEST_MYSQL_URL=$(scripts/mariadb.sh start)   # or --mysql-url URL
+//! cargo run --release --example soak -- --minutes 2 [--servers 2] [--clients 8]
 //! ```
 //!
 //! Each server runs in this process on 127.0.0.1 and reaches MariaDB through its own
@@ -35,12 +35,9 @@ struct Args {
     /// How long to run, in minutes (fractions allowed).
     #[arg(long, default_value_t = 2.0)]
     minutes: f64,
-    /// The MariaDB/MySQL server (no database name); a fresh database is created there.
-    #[arg(
-        long,
-        env = "LEAFID_TEST_MYSQL_URL",
-        default_value = "mysql://leafid:leafid@127.0.0.1:13306"
-    )]
+    /// The MariaDB/MySQL server (no database name); a fresh database is created there. The
+    /// test MariaDB's port differs per checkout: `scripts/mariadb.sh start` prints its URL.
+    #[arg(long, env = "LEAFID_TEST_MYSQL_URL")]
     mysql_url: String,
     /// Servers sharing the database.
     #[arg(long, default_value_t = 2)]
