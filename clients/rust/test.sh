@@ -10,4 +10,6 @@ if [ "${LEAFID_RUST_CLIENT_TESTED:-}" != 1 ]; then
   [ -n "${LEAFID_BIN:-}" ] || cargo build --bin leafid
   cargo test -p leafid-client
 fi
-cargo build -p leafid-client --example conformance_adapter
+# `--workspace`: the features of the workspace run in scripts/test.sh, so its dependencies are
+# reused (`-p leafid-client` alone unified them differently and rebuilt about 60 crates).
+cargo build --workspace --example conformance_adapter
