@@ -25,10 +25,11 @@
 #             (Grafana's variables replaced) parsed by promtool as PromQL; a copy with a PromQL
 #             syntax error must be rejected.
 # live        A real leafid (target/debug/leafid, or LEAFID_BIN) scraped every second by a real
-#             Prometheus (Debian's, on 127.0.0.1:18089) that loads the rules: every rule evaluates
-#             without error on leafid's series, no alert is pending or firing on a healthy idle
-#             server while a control alert (bare `leafid_segment_next_ready == 0`) is pending,
-#             and every dashboard query runs, returning series (all but the 5xx panel).
+#             Prometheus (Debian's, on 127.0.0.1; both on ports of the checkout's block) that
+#             loads the rules: every rule evaluates without error on leafid's series, no alert
+#             is pending or firing on a healthy idle server while a control alert (bare
+#             `leafid_segment_next_ready == 0`) is pending, and every dashboard query runs,
+#             returning series (all but the 5xx panel).
 #
 # Installs what it needs: Debian's prometheus package (promtool; its service is not started) and
 # kubernetes-validate from PyPI.
@@ -313,7 +314,10 @@ step_grafana() {
 # reached the rules; every dashboard query runs without error, and all but the 5xx panel (no 5xx
 # happened) return series.
 step_live() {
-    local bin="${LEAFID_BIN:-target/debug/leafid}" leafid_port=18088 prom_port=18089 dir="$tmp/live"
+    # Ports +25 and +26 of this checkout's block (scripts/lib/common.sh): two checkouts' checks
+    # can run at once.
+    local block; block="$(source scripts/lib/common.sh && leafid_port_block)"
+    local bin="${LEAFID_BIN:-target/debug/leafid}" leafid_port=$((block + 25)) prom_port=$((block + 26)) dir="$tmp/live"
     # The binary as `cargo test` builds it: a no-op after the test run (a plain `cargo build`
     # unifies features differently and rebuilt about 40 crates, 7 minutes on a loaded machine).
     [ -n "${LEAFID_BIN:-}" ] || cargo test --no-run --test api >&2

@@ -16,7 +16,8 @@
 #   +16      scripts/pgbouncer.sh (PgBouncer in front of +15)
 #   +17..+24 scripts/patroni.sh (PostgreSQL nodes +17,+18; Patroni REST +19,+20; etcd client
 #            +21, peer +22; HAProxy primary +23, HAProxy stats/spare +24)
-#   +25..+31 free
+#   +25,+26  scripts/deploy-check.sh (leafid and Prometheus of its live step)
+#   +27..+31 free
 # Each script keeps its own environment override of these defaults.
 #
 # Packages: leafid_install_packages installs missing Debian packages with apt-get, as root or
