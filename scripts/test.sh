@@ -14,6 +14,7 @@ else
 fi
 # A private PostgreSQL and a PgBouncer (transaction pooling) in front of it: every black-box and
 # store-contract test also runs on both (tests/api/support/postgres.rs fails without them).
+[ -n "${LEAFID_TEST_POSTGRES_URL:-}" ] || scripts/postgres.sh clean  # the last runs' databases
 export LEAFID_TEST_POSTGRES_URL="${LEAFID_TEST_POSTGRES_URL:-$(scripts/postgres.sh start)}"
 export LEAFID_TEST_PGBOUNCER_URL="${LEAFID_TEST_PGBOUNCER_URL:-$(scripts/pgbouncer.sh start)}"
 echo "test PostgreSQL: $LEAFID_TEST_POSTGRES_URL, through PgBouncer: $LEAFID_TEST_PGBOUNCER_URL" >&2
