@@ -93,6 +93,24 @@ def mariadb(url: str, sql: str) -> None:
     subprocess.run(cmd + ["-e", sql], check=True, capture_output=True, text=True)
 
 
+def all_threads_stopped(pid: int) -> bool:
+    """Whether every thread of ``pid`` is in state T (stopped) in /proc; one that exits meanwhile
+    counts as stopped."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if not stat[stat.rindex(")") + 1 :].lstrip().startswith("T"):
+            return False
+    return bool(tasks)
+
+
 class Server:
     """One `leafid` process on a free loopback port (port 0; the port is read from its log)."""
 
@@ -177,6 +195,13 @@ class Server:
     def signal(self, sig: signal.Signals) -> None:
         self.proc.send_signal(sig)
         self.stopped = sig == signal.SIGSTOP
+        # kill returns before the stop takes hold: on a busy machine a stopped server still
+        # answered requests. Wait until every thread is stopped (state T in /proc).
+        deadline = time.monotonic() + 10
+        while self.stopped and not all_threads_stopped(self.proc.pid):
+            if time.monotonic() > deadline:
+                raise SetupError(f"server {self.proc.pid} not stopped 10 s after SIGSTOP")
+            time.sleep(0.001)
 
     def kill(self) -> None:
         if self.proc.poll() is None:

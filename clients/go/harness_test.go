@@ -148,6 +148,38 @@ func (s *leafidServer) signal(t testing.TB, sig syscall.Signal) {
 	if err := s.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("signal %v: %v", sig, err)
 	}
+	if sig != syscall.SIGSTOP {
+		return
+	}
+	// kill returns before the stop takes hold: on a busy machine a stopped server still answered
+	// requests. Wait until every thread is stopped (state T in /proc).
+	deadline := time.Now().Add(10 * time.Second)
+	for !allThreadsStopped(s.cmd.Process.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("server %d not stopped 10 s after SIGSTOP", s.cmd.Process.Pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// allThreadsStopped reports whether every thread of pid is in state T in /proc (one that exits
+// meanwhile counts as stopped).
+func allThreadsStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 || i+2 >= len(stat) || stat[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
 
 // createTag creates tag on the server with step and, if not empty, a starting max_id (sent as

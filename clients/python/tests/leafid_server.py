@@ -39,6 +39,24 @@ def free_low_port() -> int:
     raise RuntimeError("no free port below 32768")
 
 
+def all_threads_stopped(pid: int) -> bool:
+    """Whether every thread of ``pid`` is in state T (stopped) in /proc; one that exits meanwhile
+    counts as stopped."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if not stat[stat.rindex(")") + 1 :].lstrip().startswith("T"):
+            return False
+    return bool(tasks)
+
+
 class LeafidServer:
     """One leafid process. ``db`` is shared by servers meant to share a database."""
 
@@ -128,6 +146,12 @@ class LeafidServer:
         """``SIGSTOP``: the process holds its port and answers nothing."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGSTOP)
+        # kill returns before the stop takes hold: on a busy machine a stopped server still
+        # answered requests. Wait until every thread is stopped (state T in /proc).
+        deadline = time.monotonic() + 10
+        while not all_threads_stopped(self.proc.pid):
+            assert time.monotonic() < deadline, f"server {self.proc.pid} not stopped after SIGSTOP"
+            time.sleep(0.001)
 
     def cont(self) -> None:
         """``SIGCONT``."""

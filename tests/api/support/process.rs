@@ -140,8 +140,19 @@ impl ServerProcess {
     /// SIGSTOP: every thread of the process freezes (its sockets stay open, the kernel still
     /// queues connections) until the returned guard sends SIGCONT, by [`Paused::resume`] or
     /// when dropped, so a failing test never leaves a stopped process behind.
+    /// Returns once every thread is stopped: `kill` returns before the stop takes hold, and on a
+    /// busy machine a server answered requests after it.
     pub fn pause(&self) -> Paused {
         assert!(signal(self.pid(), "STOP"), "kill -STOP {}", self.pid());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !all_threads_stopped(self.pid()) {
+            assert!(
+                Instant::now() < deadline,
+                "process {} not stopped 10 s after SIGSTOP",
+                self.pid()
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
         Paused {
             pid: Some(self.pid()),
         }
@@ -214,6 +225,20 @@ impl Drop for Paused {
 
 /// Sends `SIG<name>` to `pid` with `kill(1)` (the crate does not depend on libc); whether it
 /// was delivered.
+/// Whether every thread of `pid` is in state `T` (stopped) in `/proc` (one that exits meanwhile
+/// counts as stopped).
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat")).map_or(true, |stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+        })
+    })
+}
+
 fn signal(pid: u32, name: &str) -> bool {
     Command::new("kill")
         .args([format!("-{name}"), pid.to_string()])

@@ -5,7 +5,7 @@
 // transactions), which is how the failover tests get servers of one database.
 
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -185,6 +185,13 @@ export class LeafidServer {
   /** SIGSTOP: the process keeps its port but answers nothing. */
   stop() {
     this.child.kill('SIGSTOP');
+    // kill returns before the stop takes hold: on a busy machine a stopped server still
+    // answered requests. Wait until every thread is stopped (state T in /proc).
+    const deadline = Date.now() + 10_000;
+    while (!allThreadsStopped(this.child.pid)) {
+      if (Date.now() > deadline) throw new Error(`server ${this.child.pid} not stopped after SIGSTOP`);
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
+    }
   }
 
   /** SIGCONT. */
@@ -242,4 +249,23 @@ export async function createTag(server, tag, step, maxId) {
 export async function getJson(url) {
   const r = await fetch(url, { headers: { connection: 'close' } });
   return { status: r.status, body: await r.json() };
+}
+
+/** Whether every thread of `pid` is in state T (stopped) in /proc; one that exits meanwhile counts. */
+function allThreadsStopped(pid) {
+  let tasks;
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return false;
+  }
+  return tasks.length > 0 && tasks.every((task) => {
+    let stat;
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${task}/stat`, 'latin1');
+    } catch {
+      return true;
+    }
+    return stat.slice(stat.lastIndexOf(')') + 1).trimStart().startsWith('T');
+  });
 }

@@ -197,6 +197,35 @@ final class LeafidServer implements AutoCloseable {
     /** {@code kill -STOP}: the process keeps its socket but answers nothing. */
     void pause() throws IOException, InterruptedException {
         signal("STOP");
+        // kill returns before the stop takes hold: on a busy machine a stopped server still
+        // answered requests. Wait until every thread is stopped (state T in /proc).
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (!allThreadsStopped(process.pid())) {
+            if (System.nanoTime() > deadline) {
+                throw new IOException("server " + process.pid() + " not stopped 10 s after SIGSTOP");
+            }
+            Thread.sleep(1);
+        }
+    }
+
+    /** Whether every thread of {@code pid} is in state T in /proc (one that exits counts). */
+    private static boolean allThreadsStopped(long pid) {
+        java.io.File[] tasks = new java.io.File("/proc/" + pid + "/task").listFiles();
+        if (tasks == null || tasks.length == 0) {
+            return false;
+        }
+        for (java.io.File task : tasks) {
+            String stat;
+            try {
+                stat = Files.readString(task.toPath().resolve("stat"), StandardCharsets.ISO_8859_1);
+            } catch (IOException e) {
+                continue;
+            }
+            if (!stat.substring(stat.lastIndexOf(')') + 1).stripLeading().startsWith("T")) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** {@code kill -CONT}. */
