@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crate::on_proxied_databases;
 use crate::support::process::ServerProcess;
 use crate::support::proxy::proxied_database_on;
-use crate::support::{Db, exec_sql};
+use crate::support::{Db, exec_sql, metric_family_sum};
 
 async fn an_outage_logs_each_cause_once_per_interval_and_counts_every_failure(db: Db) {
     let (proxy, url, direct) = proxied_database_on(db).await;
@@ -90,20 +90,12 @@ async fn an_outage_logs_each_cause_once_per_interval_and_counts_every_failure(db
         .text()
         .await
         .unwrap();
-    let counted: f64 = metrics
-        .lines()
-        .filter(|l| l.starts_with("leafid_http_server_errors_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let counted = metric_family_sum(&metrics, "leafid_http_server_errors_total");
     assert!(
         counted >= f64::from(failures),
         "{failures} failures, {counted} counted:\n{metrics}"
     );
-    let load_failures: f64 = metrics
-        .lines()
-        .filter(|l| l.starts_with("leafid_segment_load_failures_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let load_failures = metric_family_sum(&metrics, "leafid_segment_load_failures_total");
     assert!(
         load_failures > load_lines.len() as f64,
         "{load_failures} load failures counted, {} logged",

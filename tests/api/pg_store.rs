@@ -283,3 +283,39 @@ async fn a_lease_costs_the_same_round_trips_directly_and_through_pgbouncer() {
         "through PgBouncer: {bouncer} client writes for {LEASES} leases, directly {direct}"
     );
 }
+
+/// The one-statement lease behind PgBouncer (`inline_lease`) whose answer never comes: the
+/// statement commits at PostgreSQL, but the fault proxy in front of PgBouncer holds its answer.
+/// The store never returns that range (the caller gives up), and the next lease, once the
+/// answer flows again, starts above it: a range whose commit was not confirmed is skipped,
+/// never handed out, and no range is leased twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pgbouncer_lease_whose_answer_never_comes_is_never_handed_out() {
+    let (url, _dir) = fresh_db(Db::PgBouncer).await;
+    let proxy = FaultProxy::start(socket_of(&url)).await.unwrap();
+    let store = Database::connect(&options(&through(&proxy, &url), true))
+        .await
+        .unwrap();
+    let new = NewTag::new(
+        BizTag::parse("held").unwrap(),
+        Step::try_from(10).unwrap(),
+        Some(1),
+        None,
+    )
+    .unwrap();
+    let segments = store.segment_store();
+    segments.create_tag(&new).await.unwrap();
+    let first = segments.lease("held", None).await.unwrap().max_id;
+    proxy.stall_after(crate::support::proxy::runs_a_pg_statement);
+    let held = tokio::time::timeout(Duration::from_secs(2), segments.lease("held", None)).await;
+    assert!(
+        held.is_err(),
+        "a lease answered through a stalled proxy: {held:?}"
+    );
+    assert!(proxy.is_stalled(), "the lease never reached the database");
+    proxy.heal();
+    let next = segments.lease("held", None).await.unwrap().max_id;
+    // The held lease committed `first + 10`; the next one is the range after it.
+    assert_eq!(next, first + 20, "the held lease's range was leased again");
+    store.close().await;
+}

@@ -118,6 +118,16 @@ pub async fn metric_value(address: &str, series: &str) -> Option<f64> {
         .map(|v| v.trim().parse::<f64>().unwrap())
 }
 
+/// The sum of every series of `family` (all label sets) in a `/metrics` text.
+pub fn metric_family_sum(metrics: &str, family: &str) -> f64 {
+    let prefix = format!("{family}{{");
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(prefix.as_str()))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// A server on a fresh database.
 pub async fn spawn_app(db: Db) -> TestApp {
     spawn_app_with(db, |_| {}).await
