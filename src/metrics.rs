@@ -130,7 +130,9 @@ impl Metrics {
         Ok(self.registry.register(collector)?)
     }
 
-    /// Counts one answered request. `route` must be the matched pattern (bounded cardinality).
+    /// Counts one answered request. `route` must be the matched pattern (bounded cardinality);
+    /// `method` is whatever the client sent and is folded by [`method_label`] into one of ten
+    /// values, so no client can add series.
     ///
     /// The labelled children are resolved once per thread and kept in a thread-local map:
     /// `with_label_values` takes the family's lock and hashes every label on each call.
@@ -144,14 +146,10 @@ impl Metrics {
             /// (server, status, method) -> route -> children; looked up by borrowed route, so
             /// nothing is allocated once a route has been seen.
             static CHILDREN: std::cell::RefCell<
-                std::collections::HashMap<(u64, u16, u64), Children, foldhash::fast::RandomState>,
+                std::collections::HashMap<(u64, u16, u8), Children, foldhash::fast::RandomState>,
             > = std::cell::RefCell::new(Default::default());
         }
-        // Methods are short: pack up to 8 bytes into the key instead of allocating.
-        let mut packed = [0u8; 8];
-        let n = method.len().min(8);
-        packed[..n].copy_from_slice(&method.as_bytes()[..n]);
-        let method_key = u64::from_le_bytes(packed);
+        let (method_key, method) = method_label(method);
         CHILDREN.with(|children| {
             let mut children = children.borrow_mut();
             let routes = children.entry((self.id, status, method_key)).or_default();
@@ -187,6 +185,23 @@ struct EngineCollector {
     segment: Option<SegmentAllocator>,
     snowflake: Option<Arc<SnowflakeEngine>>,
     descs: Vec<Desc>,
+}
+
+/// The HTTP methods that get a label of their own: RFC 9110's eight and `PATCH`. Anything
+/// else a client sends (`Z0000001`, a scanner's made-up verbs) is counted as `other`: the
+/// method is the one request label a client chooses freely, so it is folded to a fixed set.
+pub const METHOD_LABELS: [&str; 10] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "other",
+];
+
+/// The label of `method` and its index in [`METHOD_LABELS`] (exact, case-sensitive match, as
+/// methods are: `get` is not `GET`).
+pub fn method_label(method: &str) -> (u8, &'static str) {
+    let i = METHOD_LABELS[..METHOD_LABELS.len() - 1]
+        .iter()
+        .position(|m| *m == method)
+        .unwrap_or(METHOD_LABELS.len() - 1);
+    (i as u8, METHOD_LABELS[i])
 }
 
 /// Name, help and labels of every family the collector produces.
@@ -490,5 +505,43 @@ impl Collector for LogCollector {
         metric.set_counter(counter);
         family.mut_metric().push(metric);
         vec![family]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_fold_into_a_fixed_set_of_labels() {
+        assert_eq!(method_label("GET"), (0, "GET"));
+        assert_eq!(method_label("PATCH"), (8, "PATCH"));
+        for odd in ["Z0000001", "get", "GETX", "PROPFIND", "", "GET\u{0}"] {
+            assert_eq!(method_label(odd).1, "other", "{odd:?}");
+        }
+        // Methods sharing their first 8 bytes are not merged with a real one.
+        assert_eq!(method_label("OPTIONSX").1, "other");
+    }
+
+    #[test]
+    fn ten_thousand_made_up_methods_add_no_series() {
+        let m = Metrics::new(None, None).unwrap();
+        m.observe_http("GET", "/x", 200, 0.001);
+        let before = m.render().unwrap().len();
+        for i in 0..10_000 {
+            m.observe_http(&format!("Z{i:07}"), "/x", 200, 0.001);
+        }
+        let after = m.render().unwrap();
+        // One `other` series per family, the rest counted in it.
+        assert!(
+            after.len() < before + 2_000,
+            "{} -> {}",
+            before,
+            after.len()
+        );
+        assert!(
+            after.contains(r#"method="other",route="/x",status="200"} 10000"#),
+            "{after}"
+        );
     }
 }

@@ -159,7 +159,10 @@ impl Application {
             );
         }
         let data = web::Data::new(state.clone());
-        let telemetry = http::metrics::Telemetry::new(state.metrics.clone());
+        let telemetry = http::metrics::Telemetry::new(
+            state.metrics.clone(),
+            Duration::from_millis(settings.server.body_timeout_ms),
+        );
         let max_body = settings.server.max_body_bytes;
         let mut server = HttpServer::new(move || {
             App::new()

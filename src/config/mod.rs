@@ -22,6 +22,7 @@ use crate::segment::tag_rules::{MAX_STEP, MIN_STEP};
 use crate::segment::{SegmentConfig, Step, StepPolicy};
 use crate::store::DbOptions;
 
+pub mod keys;
 mod snowflake;
 #[cfg(test)]
 mod tests;
@@ -30,6 +31,10 @@ mod values;
 pub use crate::snowflake::layout::Preset;
 pub use snowflake::{CachedSettings, SnowflakeSettings, WorkerSettings};
 pub use values::{LogFormat, Secret, UnknownValue};
+
+/// Most HTTP worker threads (`server.workers`): actix-web's own limit, which it enforces with a
+/// panic.
+pub const MAX_WORKERS: usize = 512;
 
 /// Largest `clock.max_backward_ms`: a backward step is waited out on a request thread.
 pub const MAX_BACKWARD_MS: u64 = 1_000;
@@ -68,6 +73,8 @@ pub struct ServerSettings {
     pub workers: usize,
     /// Largest request body accepted.
     pub max_body_bytes: usize,
+    /// A request body must arrive within this (else 408 and the connection closes).
+    pub body_timeout_ms: u64,
     /// Grace period after SIGTERM.
     pub shutdown_timeout_secs: u64,
     /// Readiness answers 503 for this long after SIGTERM before the listener closes.
@@ -222,6 +229,7 @@ impl Settings {
             builder = builder.add_source(config::File::from(file).format(config::FileFormat::Toml));
         }
         Self::from_builder(
+            file,
             builder.add_source(
                 config::Environment::with_prefix("LEAFID")
                     .prefix_separator("__")
@@ -231,14 +239,21 @@ impl Settings {
         )
     }
 
-    /// Deserializes the layered sources, then validates.
+    /// Deserializes the layered sources (an unknown key stops it: [`keys`]), then validates.
     fn from_builder(
+        file: Option<&Path>,
         builder: config::ConfigBuilder<config::builder::DefaultState>,
     ) -> anyhow::Result<Self> {
-        let settings: Settings = builder
+        let config = builder
             .build()
-            .and_then(|c| c.try_deserialize())
             .map_err(|e| anyhow::anyhow!("invalid configuration: {}", describe(e)))?;
+        let mut unknown = Vec::new();
+        let settings: Settings =
+            serde_ignored::deserialize(config, |path| unknown.push(path.to_string()))
+                .map_err(|e| anyhow::anyhow!("invalid configuration: {}", describe(e)))?;
+        if let Some(path) = unknown.first() {
+            bail!("{}", keys::describe_unknown(path, file));
+        }
         settings.validate()?;
         if settings.snowflake.enabled {
             settings.snowflake_config()?;
@@ -246,45 +261,104 @@ impl Settings {
         Ok(settings)
     }
 
-    /// Checks ranges and relations the types cannot express.
+    /// Checks ranges and relations the types cannot express. Runs before anything is bound or
+    /// claimed, and bounds every number: a value actix or tokio would panic on (513 workers, a
+    /// timeout that overflows an `Instant`) is a one-line error here instead.
     pub fn validate(&self) -> anyhow::Result<()> {
-        let s = &self.segment;
-        let checks: [(bool, &str); 8] = [
+        const DAY: u64 = 86_400;
+        let (sv, db, s) = (&self.server, &self.database, &self.segment);
+        let (worker, cached) = (&self.snowflake.worker, &self.snowflake.cached);
+        // (key, value, smallest, largest)
+        let ranges: [(&str, u64, u64, u64); 18] = [
+            ("server.workers", sv.workers as u64, 0, MAX_WORKERS as u64),
             (
-                !self.server.host.is_empty(),
-                "server.host must not be empty",
+                "server.max_body_bytes",
+                sv.max_body_bytes as u64,
+                256,
+                16 << 20,
+            ),
+            ("server.body_timeout_ms", sv.body_timeout_ms, 1, 600_000),
+            (
+                "server.shutdown_timeout_secs",
+                sv.shutdown_timeout_secs,
+                0,
+                3_600,
+            ),
+            ("server.drain_secs", sv.drain_secs, 0, 3_600),
+            (
+                "database.max_connections",
+                db.max_connections.into(),
+                1,
+                1_000,
             ),
             (
-                self.server.max_body_bytes >= 256,
-                "server.max_body_bytes must be at least 256",
+                "database.acquire_timeout_ms",
+                db.acquire_timeout_ms,
+                1,
+                600_000,
+            ),
+            ("segment.wait_timeout_ms", s.wait_timeout_ms, 1, 600_000),
+            ("segment.load_timeout_ms", s.load_timeout_ms, 1, 600_000),
+            (
+                "segment.max_concurrent_loads",
+                s.max_concurrent_loads as u64,
+                1,
+                10_000,
             ),
             (
-                self.database.max_connections >= 1,
-                "database.max_connections must be at least 1",
+                "segment.refresh_interval_secs",
+                s.refresh_interval_secs,
+                1,
+                DAY,
             ),
             (
-                s.wait_timeout_ms >= 1,
-                "segment.wait_timeout_ms must be at least 1",
+                "segment.step_grow_below_secs",
+                s.step_grow_below_secs,
+                0,
+                30 * DAY,
             ),
             (
-                s.load_timeout_ms >= 1,
-                "segment.load_timeout_ms must be at least 1",
+                "segment.step_shrink_above_secs",
+                s.step_shrink_above_secs,
+                0,
+                30 * DAY,
+            ),
+            ("snowflake.worker.lease_secs", worker.lease_secs, 0, 7 * DAY),
+            (
+                "snowflake.worker.heartbeat_secs",
+                worker.heartbeat_secs,
+                0,
+                DAY,
             ),
             (
-                s.max_concurrent_loads >= 1,
-                "segment.max_concurrent_loads must be at least 1",
+                "snowflake.cached.max_wait_ms",
+                cached.max_wait_ms,
+                0,
+                60_000,
             ),
             (
-                s.refresh_interval_secs >= 1,
-                "segment.refresh_interval_secs must be at least 1",
+                "snowflake.cached.schedule_interval_secs",
+                cached.schedule_interval_secs,
+                0,
+                DAY,
             ),
             (
-                s.step_grow_below_secs <= s.step_shrink_above_secs,
-                "segment.step_grow_below_secs must not exceed segment.step_shrink_above_secs",
+                "clock.max_backward_ms",
+                self.clock.max_backward_ms,
+                0,
+                u64::MAX,
             ),
         ];
-        if let Some((_, msg)) = checks.iter().find(|(ok, _)| !ok) {
-            bail!("invalid configuration: {msg}");
+        if let Some((key, v, lo, hi)) = ranges.iter().find(|(_, v, lo, hi)| v < lo || v > hi) {
+            bail!("invalid configuration: {key} = {v} is outside {lo}..={hi}");
+        }
+        if sv.host.is_empty() {
+            bail!("invalid configuration: server.host must not be empty");
+        }
+        if s.step_grow_below_secs > s.step_shrink_above_secs {
+            bail!(
+                "invalid configuration: segment.step_grow_below_secs must not exceed segment.step_shrink_above_secs"
+            );
         }
         // The doubling cap obeys the rule of a DBA's step.
         if Step::try_from(s.max_step).is_err() {
@@ -300,13 +374,19 @@ impl Settings {
                 "invalid configuration: database.url must start with sqlite://, mysql:// or postgres://"
             );
         }
-        if self
-            .admin
-            .token
-            .as_ref()
-            .is_some_and(|t| t.expose().is_empty())
-        {
-            bail!("invalid configuration: admin.token must not be empty when set");
+        if let Some(token) = &self.admin.token {
+            let t = token.expose();
+            if t.trim().is_empty() {
+                bail!("invalid configuration: admin.token must not be empty or blank when set");
+            }
+            // A header value loses surrounding spaces and cannot carry control characters: such
+            // a token could never be sent, so no request would ever match it.
+            if t.trim() != t || !t.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
+                bail!(
+                    "invalid configuration: admin.token must be printable ASCII without leading \
+                     or trailing spaces (it is sent in an Authorization header)"
+                );
+            }
         }
         Ok(())
     }

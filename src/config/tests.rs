@@ -4,6 +4,7 @@ use super::*;
 use crate::snowflake::engine::GeneratorKind;
 use crate::snowflake::layout::TimeUnit;
 use crate::snowflake::worker::WorkerStrategy;
+use std::path::Path;
 
 #[test]
 fn defaults_load_and_validate() {
@@ -96,6 +97,7 @@ fn a_bad_value_names_its_key() {
 /// The defaults with `toml` layered over them (no environment: tests run in parallel).
 fn with(toml: &str) -> anyhow::Result<Settings> {
     Settings::from_builder(
+        Some(Path::new("test.toml")),
         config::Config::builder()
             .add_source(config::File::from_str(
                 DEFAULT_TOML,
@@ -242,7 +244,7 @@ fn the_admin_token_never_prints() {
     );
     assert_eq!(
         refusal("[admin]\ntoken = \"\""),
-        "invalid configuration: admin.token must not be empty when set"
+        "invalid configuration: admin.token must not be empty or blank when set"
     );
 }
 
@@ -254,4 +256,122 @@ fn the_worker_lease_cache_file_defaults_under_data_and_can_be_turned_off() {
     assert_eq!(off.snowflake.worker.cache_file, "");
     let moved = with("[snowflake.worker]\ncache_file = \" /var/lib/leafid/w.json \"\n").unwrap();
     assert_eq!(moved.snowflake.worker.cache_file, "/var/lib/leafid/w.json");
+}
+
+#[test]
+fn unknown_keys_stop_the_start_naming_the_key_its_source_and_the_nearest() {
+    let e = refusal("[admin]\ntokn = \"s3cret-s3cret\"");
+    assert_eq!(
+        e,
+        "invalid configuration: unknown key admin.tokn (from file test.toml); did you mean admin.token?"
+    );
+    let e = refusal("[admn]\ntoken = \"x\"");
+    assert!(e.contains("unknown key admn (from file test.toml)"), "{e}");
+    let e = refusal("[snowflake.cached]\npadding = 50");
+    assert!(
+        e.contains("unknown key snowflake.cached.padding ") && e.contains("padding_factor"),
+        "{e}"
+    );
+    let e = refusal("[server]\nworker = 4");
+    assert!(e.contains("did you mean server.workers?"), "{e}");
+}
+
+#[test]
+fn every_shipped_key_is_read_commented_out_ones_included() {
+    // Uncomment every optional key (its example value is valid) and load: none is unknown.
+    let all: String = DEFAULT_TOML
+        .lines()
+        .map(|l| match l.trim().strip_prefix("# ") {
+            Some(a)
+                if a.split_once(" = ").is_some_and(|(k, _)| {
+                    !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                }) =>
+            {
+                a
+            }
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut unknown = Vec::new();
+    let c = config::Config::builder()
+        .add_source(config::File::from_str(&all, config::FileFormat::Toml))
+        .build()
+        .unwrap();
+    let _: Settings = serde_ignored::deserialize(c, |p| unknown.push(p.to_string())).unwrap();
+    assert!(unknown.is_empty(), "{unknown:?}");
+    assert!(keys::known_keys().len() >= 40);
+}
+
+#[test]
+fn out_of_range_values_are_refused_before_anything_is_claimed() {
+    for (toml, key) in [
+        ("[server]\nworkers = 513", "server.workers"),
+        ("[server]\nworkers = 10000", "server.workers"),
+        (
+            "[server]\nmax_body_bytes = 1000000000",
+            "server.max_body_bytes",
+        ),
+        (
+            "[server]\nshutdown_timeout_secs = 100000",
+            "server.shutdown_timeout_secs",
+        ),
+        ("[server]\ndrain_secs = 100000", "server.drain_secs"),
+        (
+            "[database]\nmax_connections = 100000",
+            "database.max_connections",
+        ),
+        (
+            "[database]\nacquire_timeout_ms = 0",
+            "database.acquire_timeout_ms",
+        ),
+        (
+            "[database]\nacquire_timeout_ms = 9223372036854775807",
+            "database.acquire_timeout_ms",
+        ),
+        (
+            "[segment]\nwait_timeout_ms = 9223372036854775807",
+            "segment.wait_timeout_ms",
+        ),
+        (
+            "[segment]\nload_timeout_ms = 9223372036854775807",
+            "segment.load_timeout_ms",
+        ),
+        (
+            "[segment]\nmax_concurrent_loads = 1000000",
+            "segment.max_concurrent_loads",
+        ),
+        (
+            "[segment]\nrefresh_interval_secs = 9223372036854775807",
+            "segment.refresh_interval_secs",
+        ),
+        (
+            "[segment]\nstep_shrink_above_secs = 9223372036854775807",
+            "segment.step_shrink_above_secs",
+        ),
+        (
+            "[snowflake.worker]\nlease_secs = 9223372036854775807",
+            "snowflake.worker.lease_secs",
+        ),
+        (
+            "[snowflake.cached]\nmax_wait_ms = 9223372036854775807",
+            "snowflake.cached.max_wait_ms",
+        ),
+        (
+            "[snowflake.cached]\nschedule_interval_secs = 9223372036854775807",
+            "snowflake.cached.schedule_interval_secs",
+        ),
+        ("[admin]\ntoken = \"   \"", "admin.token"),
+        ("[admin]\ntoken = \" padded \"", "admin.token"),
+        ("[admin]\ntoken = \"tab\\there\"", "admin.token"),
+    ] {
+        let e = refusal(toml);
+        assert!(
+            e.starts_with("invalid configuration: ") && e.contains(key),
+            "{toml}: {e}"
+        );
+        assert!(!e.contains('\n'), "one line: {e}");
+    }
+    with("[server]\nworkers = 512").unwrap();
+    with("[admin]\ntoken = \"a long enough token\"").unwrap();
 }

@@ -47,7 +47,7 @@ impl AdminPolicy {
                 .headers()
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
+                .and_then(bearer_credentials)
                 .unwrap_or("");
             if constant_time_eq(given.as_bytes(), token.expose().as_bytes()) {
                 return Ok(());
@@ -67,6 +67,18 @@ impl AdminPolicy {
              configured. `leafid tags` manages tags on the database directly",
         ))
     }
+}
+
+/// The credentials of an `Authorization: Bearer <token>` value. The scheme is matched
+/// case-insensitively (RFC 9110 §11.1: `bearer` and `BEARER` are `Bearer`); one or more spaces
+/// separate it from the token. `None` for any other scheme or an empty token.
+pub fn bearer_credentials(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let token = rest.trim_start_matches(' ');
+    (!token.is_empty()).then_some(token)
 }
 
 /// Proof that the request may perform admin writes.
@@ -110,7 +122,17 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::constant_time_eq;
+    use super::{bearer_credentials, constant_time_eq};
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for v in ["Bearer t0k", "bearer t0k", "BEARER t0k", "bEaReR   t0k"] {
+            assert_eq!(bearer_credentials(v), Some("t0k"), "{v:?}");
+        }
+        for v in ["Basic t0k", "Bearer", "Bearer ", "Bearert0k", "t0k", ""] {
+            assert_eq!(bearer_credentials(v), None, "{v:?}");
+        }
+    }
 
     #[test]
     fn compares_whole_strings() {

@@ -11,7 +11,7 @@
 //! Responses carry a strict `Content-Security-Policy` (only this origin; no inline script or
 //! style), which both enforces "nothing from elsewhere" and blunts any injected markup.
 
-use actix_web::http::header::{self, CacheControl, CacheDirective};
+use actix_web::http::header::{CacheControl, CacheDirective};
 use actix_web::{HttpResponse, web};
 
 use super::AppState;
@@ -41,12 +41,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 /// An embedded asset with the headers every dashboard response carries. `no-cache` (revalidate,
 /// not "never store"): the assets are tiny and must change with the binary.
 fn asset(content_type: &'static str, body: &'static str) -> HttpResponse {
-    HttpResponse::Ok()
+    super::headers::html_response(CSP)
         .content_type(content_type)
         .insert_header(CacheControl(vec![CacheDirective::NoCache]))
-        .insert_header((header::CONTENT_SECURITY_POLICY, CSP))
-        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
-        .insert_header((header::REFERRER_POLICY, "no-referrer"))
         .body(body)
 }
 

@@ -60,6 +60,9 @@ pub enum ApiError {
     /// 413 `payload_too_large`: body over `server.max_body_bytes`.
     #[error("request body is larger than {0} bytes")]
     PayloadTooLarge(usize),
+    /// 408 `request_timeout`: the body did not arrive within `server.body_timeout_ms`.
+    #[error("request body not received within {0} ms")]
+    RequestTimeout(u64),
     /// 409 `biz_tag_exists`.
     #[error("biz_tag {0:?} exists already")]
     BizTagExists(String),
@@ -155,6 +158,7 @@ impl ApiError {
             Self::InvalidLayout(_) => "invalid_layout",
             Self::PlanImpossible { .. } => "plan_impossible",
             Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::RequestTimeout(_) => "request_timeout",
             Self::BizTagExists(_) => "biz_tag_exists",
             Self::BizTagExhausted => "biz_tag_exhausted",
             Self::MaxIdBelowDeleted { .. } => "max_id_below_deleted",
@@ -342,6 +346,7 @@ impl ResponseError for ApiError {
                 StatusCode::NOT_FOUND
             }
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::BizTagExists(_) | Self::BizTagExhausted | Self::MaxIdBelowDeleted { .. } => {
                 StatusCode::CONFLICT
             }
@@ -377,6 +382,11 @@ pub fn json_error(err: aerror::JsonPayloadError, _req: &HttpRequest) -> actix_we
     let api = match &err {
         aerror::JsonPayloadError::OverflowKnownLength { limit, .. }
         | aerror::JsonPayloadError::Overflow { limit } => ApiError::PayloadTooLarge(*limit),
+        aerror::JsonPayloadError::Payload(aerror::PayloadError::Io(e))
+            if e.kind() == std::io::ErrorKind::TimedOut =>
+        {
+            ApiError::RequestTimeout(super::body_deadline::timeout_ms(e))
+        }
         aerror::JsonPayloadError::ContentType => ApiError::InvalidRequest(
             "request body must be JSON (Content-Type: application/json)".into(),
         ),

@@ -18,7 +18,7 @@ use super::AppState;
 use super::admin::MonitorAuth;
 use super::error::ApiError;
 use crate::metrics::Metrics;
-use crate::telemetry::LogLimiter;
+use crate::telemetry::{ClientText, LogLimiter};
 
 /// Content type of the Prometheus text exposition format.
 pub const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -160,7 +160,9 @@ impl std::fmt::Display for RequestId {
 }
 
 /// Middleware: a request id (the `x-request-id` response header and the `request` span every
-/// log line of the request carries), and one counter increment and one histogram observation
+/// log line of the request carries), the default response headers of
+/// [`super::headers::apply_defaults`] (nothing cacheable unless a route says so), and one
+/// counter increment and one histogram observation
 /// per request, labelled by method, the matched route pattern and status.
 ///
 /// The span is at INFO for every route but the id routes, where it is at DEBUG: recording a
@@ -173,12 +175,18 @@ impl std::fmt::Display for RequestId {
 #[derive(Clone)]
 pub struct Telemetry {
     metrics: Arc<Metrics>,
+    /// `server.body_timeout_ms` ([`super::body_deadline`]).
+    body_timeout: std::time::Duration,
 }
 
 impl Telemetry {
-    /// The middleware, counting into `metrics`.
-    pub fn new(metrics: Arc<Metrics>) -> Self {
-        Self { metrics }
+    /// The middleware, counting into `metrics`; request bodies must arrive within
+    /// `body_timeout`.
+    pub fn new(metrics: Arc<Metrics>, body_timeout: std::time::Duration) -> Self {
+        Self {
+            metrics,
+            body_timeout,
+        }
     }
 }
 
@@ -199,6 +207,7 @@ where
             service,
             worker: Rc::new(Worker {
                 metrics: self.metrics.clone(),
+                body_timeout: self.body_timeout,
             }),
         }))
     }
@@ -208,6 +217,7 @@ where
 /// cloning that per request is a plain increment, unlike an `Arc` (or `web::Data`) clone.
 struct Worker {
     metrics: Arc<Metrics>,
+    body_timeout: std::time::Duration,
 }
 
 /// The service of [`Telemetry`].
@@ -228,14 +238,17 @@ where
 
     actix_web::dev::forward_ready!(service);
 
-    fn call(&self, req: ServiceRequest) -> Self::Future {
+    fn call(&self, mut req: ServiceRequest) -> Self::Future {
         let started = Instant::now();
+        super::body_deadline::apply(&mut req, self.worker.body_timeout);
         let request_id = RequestId::next();
         // Disabled spans (the id routes at `info`) record nothing and format nothing.
+        // Method and path are the client's: escaped and bounded (`ClientText`).
+        let (method, path) = (ClientText(req.method().as_str()), ClientText(req.path()));
         let span = if is_id_route(req.path()) {
-            tracing::debug_span!("request", request_id = %request_id, method = %req.method(), path = %req.path())
+            tracing::debug_span!("request", request_id = %request_id, method = %method, path = %path)
         } else {
-            tracing::info_span!("request", request_id = %request_id, method = %req.method(), path = %req.path())
+            tracing::info_span!("request", request_id = %request_id, method = %method, path = %path)
         };
         let method = req.method().clone();
         let inner = {
@@ -306,10 +319,12 @@ where
             .metrics
             .observe_http(this.method.as_str(), route, status.as_u16(), secs);
         if let Ok(res) = &mut result {
-            res.headers_mut().insert(
+            let headers = res.headers_mut();
+            headers.insert(
                 HeaderName::from_static(REQUEST_ID_HEADER),
                 this.request_id.header_value(),
             );
+            super::headers::apply_defaults(headers);
         }
         Poll::Ready(result)
     }

@@ -10,6 +10,9 @@
 //! - [`metrics`]: `/metrics` (Prometheus) and the request-counting middleware.
 //! - [`openapi`]: the OpenAPI 3 document of every route, `/openapi.json`.
 //! - [`error`]: [`error::ApiError`], the one error body shape.
+//! - [`body_deadline`]: request bodies must arrive within `server.body_timeout_ms`.
+//! - [`headers`]: the headers of every answer (nothing cacheable unless a route says so) and of
+//!   the HTML pages.
 //!
 //! Request and response bodies are types of this module (`TagRowBody`, `BufferBody`,
 //! `StatusBody`, `PlanRequestBody`, `PlanBody`, ...), built with `From` from the engines' types,
@@ -17,8 +20,10 @@
 //! OpenAPI names are the engines' (`#[schema(as = ...)]`).
 
 pub mod admin;
+pub mod body_deadline;
 pub mod dashboard;
 pub mod error;
+pub mod headers;
 pub mod health;
 pub mod layouts;
 pub mod metrics;

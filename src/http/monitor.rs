@@ -190,15 +190,19 @@ pub fn esc(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+        .replace('\'', "&#39;")
 }
 
 fn page(title: &str, body: &str) -> HttpResponse {
-    HttpResponse::Ok().content_type("text/html; charset=utf-8").body(format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{title}</title>\
+    super::headers::html_page(
+        super::headers::MONITOR_CSP,
+        format!(
+            "<!doctype html><html><head><meta charset=\"utf-8\"><title>{title}</title>\
          <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}\
          td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th{{background:#eee}}</style>\
          </head><body><h1>{title}</h1>{body}</body></html>"
-    ))
+        ),
+    )
 }
 
 fn opt<T: ToString>(v: Option<T>) -> String {

@@ -85,7 +85,13 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     responses((status = 200, description = "The OpenAPI document", content_type = "application/json", body = Object))
 )]
 pub async fn get_openapi() -> HttpResponse {
-    HttpResponse::Ok().json(ApiDoc::openapi())
+    // The same for the life of the binary: the one answer a shared cache may keep.
+    HttpResponse::Ok()
+        .insert_header((
+            actix_web::http::header::CACHE_CONTROL,
+            super::headers::CACHEABLE_STATIC,
+        ))
+        .json(ApiDoc::openapi())
 }
 
 #[cfg(test)]

@@ -127,7 +127,7 @@ pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, ApiError> {
     let key = path_tail(&req)?;
     let state = app_state(&req)?;
     let engine = state.snowflake()?;
-    tracing::debug!(key = %key, "snowflake id requested");
+    tracing::debug!(key = %crate::telemetry::ClientText(&key), "snowflake id requested");
     let id = next_id(engine).await.map_err(|e| lossy_or(state, e))?;
     Ok(plain_id(id))
 }

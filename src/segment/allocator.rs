@@ -3,7 +3,11 @@
 //! Loads run as tasks on the async runtime: at most one per tag (the buffer's single-flight
 //! flag), at most `max_concurrent_loads` at once (a semaphore), each bounded by `load_timeout`.
 //! A failed load sets a backoff on the buffer; the next request after it starts another.
-//! Requests that find no ids wait on the buffer's notification (never spin) until `wait_timeout`.
+//! Requests that find no ids wait on the buffer's notification (never spin) until `wait_timeout`,
+//! except while the tag's lease is known to be failing: then only the request that starts the
+//! attempt due waits for it, and every other one answers `segments_not_ready` at once with
+//! `Retry-After` set to the backoff left (fail fast: a caller with a 1 s timeout sees a clean
+//! 503, not a timeout, and no thread of it is parked for the whole wait).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -551,6 +555,9 @@ impl SegmentAllocator {
     ) -> Result<(), SegmentError> {
         let wait = self.inner.config.wait_timeout;
         let mut deadline = Instant::now() + wait;
+        // Whether this request started the load in flight: while the lease is failing, only
+        // the request that started the attempt waits for it.
+        let mut probing = false;
         loop {
             // Register for the wake-up before checking, so a load finishing in between is seen.
             let notified = buf.notify().notified();
@@ -576,14 +583,25 @@ impl SegmentAllocator {
             if buf.is_exhausted() {
                 return Err(SegmentError::Exhausted);
             }
-            self.start_load(buf);
+            probing |= self.start_load(buf);
+            if buf.is_failing() && !probing {
+                // Fail fast: the tag's last lease failed and this request did not start the
+                // attempt now due (the backoff holds, or another request's attempt runs). It
+                // answers at once instead of holding the caller for `wait_timeout`; a retry is
+                // armed for the end of the backoff so the first lease after a recovery comes
+                // no later than if this request had waited for it.
+                self.arm_retry(buf);
+                return Err(SegmentError::NotReady {
+                    retry_after_secs: retry_after(buf.backoff_left()),
+                });
+            }
             let now = Instant::now();
             if out.len() > before {
                 deadline = now + wait;
             }
             if now >= deadline {
                 return Err(SegmentError::NotReady {
-                    retry_after_secs: buf.backoff_left().as_secs().max(1),
+                    retry_after_secs: retry_after(buf.backoff_left()),
                 });
             }
             let mut left = deadline - now;
@@ -592,13 +610,35 @@ impl SegmentAllocator {
                 left = left.min(buf.backoff_left().max(Duration::from_millis(1)));
             }
             let _ = tokio::time::timeout(left, notified).await;
+            if !buf.is_loading() {
+                // Our attempt (if any) ended: a later one is not ours to wait for.
+                probing = false;
+            }
         }
     }
 
-    /// Starts a load of the tag's next segment unless one runs or the backoff holds it.
-    fn start_load(&self, buf: &Arc<SegmentBuffer>) {
-        if !buf.try_begin_load() {
+    /// Schedules one load for the end of the tag's backoff, unless one is scheduled already.
+    fn arm_retry(&self, buf: &Arc<SegmentBuffer>) {
+        if !buf.arm_retry() {
             return;
+        }
+        let this = self.clone();
+        let buf = buf.clone();
+        let wait = buf.backoff_left();
+        self.inner.runtime.spawn(async move {
+            tokio::time::sleep(wait).await;
+            buf.disarm_retry();
+            if buf.is_failing() {
+                this.start_load(&buf);
+            }
+        });
+    }
+
+    /// Starts a load of the tag's next segment unless one runs or the backoff holds it;
+    /// whether this call started it.
+    fn start_load(&self, buf: &Arc<SegmentBuffer>) -> bool {
+        if !buf.try_begin_load() {
+            return false;
         }
         let inner = self.inner.clone();
         let buf = buf.clone();
@@ -606,7 +646,13 @@ impl SegmentAllocator {
         self.inner
             .runtime
             .spawn(async move { inner.load(buf).await }.instrument(span));
+        true
     }
+}
+
+/// `Retry-After` for a backoff of `left`: whole seconds, rounded up, at least 1.
+fn retry_after(left: Duration) -> u64 {
+    left.as_millis().div_ceil(1000).max(1) as u64
 }
 
 impl Inner {

@@ -122,6 +122,14 @@ pub struct SegmentBuffer {
     loading: AtomicBool,
     /// After a failed load, no new load starts before this instant (ms since `created`).
     retry_at_ms: AtomicU64,
+    /// The last load failed and none has succeeded since: the tag's lease is known to be
+    /// failing, so a request that finds no ids answers at once instead of waiting (the
+    /// allocator's fail-fast rule). Relaxed: advisory only; a stale read makes one request wait
+    /// or answer 503 once, and no id depends on it.
+    failing: AtomicBool,
+    /// A load is scheduled for the end of the current backoff (at most one per buffer), so a
+    /// request answered at once during an outage does not delay the first lease after it.
+    retry_armed: AtomicBool,
     /// Base of `retry_at_ms`.
     created: Instant,
     /// Woken after every load attempt, so waiting requests re-check without spinning.
@@ -154,6 +162,8 @@ impl SegmentBuffer {
             tickets: Tickets::new(),
             loading: AtomicBool::new(false),
             retry_at_ms: AtomicU64::new(0),
+            failing: AtomicBool::new(false),
+            retry_armed: AtomicBool::new(false),
             created: Instant::now(),
             notify: Notify::new(),
             load_state: Mutex::new(LoadState {
@@ -209,6 +219,21 @@ impl SegmentBuffer {
             .load(Ordering::Relaxed)
             .saturating_sub(self.now_ms());
         Duration::from_millis(left)
+    }
+
+    /// Whether the tag's last load failed and none has succeeded since.
+    pub(crate) fn is_failing(&self) -> bool {
+        self.failing.load(Ordering::Relaxed)
+    }
+
+    /// Claims the one retry scheduled for the end of the backoff; `false` if one is armed.
+    pub(crate) fn arm_retry(&self) -> bool {
+        !self.retry_armed.swap(true, Ordering::Relaxed)
+    }
+
+    /// Releases the claim of [`Self::arm_retry`] (the scheduled retry ran).
+    pub(crate) fn disarm_retry(&self) {
+        self.retry_armed.store(false, Ordering::Relaxed);
     }
 
     /// Decides whether a load is still needed and with which step. `None`: not needed (the next
@@ -298,6 +323,7 @@ impl SegmentBuffer {
         st.failures = 0;
         st.last_error = None;
         self.retry_at_ms.store(0, Ordering::Relaxed);
+        self.failing.store(false, Ordering::Relaxed);
         drop(st);
         self.finish_load();
         Publish::Loaded { len, regression }
@@ -352,6 +378,7 @@ impl SegmentBuffer {
         let backoff = (50u64 << st.failures.min(7)).min(5_000);
         self.retry_at_ms
             .store(self.now_ms() + backoff, Ordering::Relaxed);
+        self.failing.store(true, Ordering::Relaxed);
         drop(st);
         self.finish_load();
     }

@@ -11,8 +11,11 @@
 //!   `DialectStore` trait each implements with what it does its own way.
 //! - [`durability`]: whether a committed lease survives a crash (the settings that decide
 //!   it, read per database) and the gate that refuses leases while one can lose a commit.
+//! - [`emptied`]: a store that looks emptied (a zero-byte SQLite file, a dropped `leaf_alloc`)
+//!   is refused before it is migrated, never re-seeded.
 
 pub mod durability;
+pub mod emptied;
 pub(crate) mod generic;
 pub(crate) mod migration_lock;
 pub mod mysql;
@@ -114,6 +117,7 @@ impl DeferredMigration {
 impl Database {
     /// Connects to the URL's database and applies the embedded migrations.
     pub async fn connect(opts: &DbOptions) -> anyhow::Result<Self> {
+        let mut existing_sqlite_file = false;
         let db = if opts.url.starts_with("mysql:") || opts.url.starts_with("mariadb:") {
             let url = opts.url.replacen("mariadb:", "mysql:", 1);
             Self::MySql(
@@ -134,6 +138,11 @@ impl Database {
                 .context("connecting to PostgreSQL (database.url)")?,
             )
         } else if opts.url.starts_with("sqlite:") {
+            let file = sqlite::file_of(&opts.url).context("reading database.url")?;
+            if let Some(file) = &file {
+                emptied::check_sqlite_file(file)?;
+                existing_sqlite_file = file.exists();
+            }
             Self::Sqlite(
                 sqlite::SqliteStore::connect(&opts.url, opts.acquire_timeout)
                     .await
@@ -145,6 +154,9 @@ impl Database {
                 redact(&opts.url)
             );
         };
+        emptied::refuse_if_emptied(&db, existing_sqlite_file)
+            .await
+            .context("checking the store before migrating")?;
         db.migrate().await.context("applying migrations")?;
         Ok(db)
     }

@@ -46,6 +46,13 @@ pub struct SqliteStore {
     pool: SqlitePool,
 }
 
+/// The file a `sqlite:` URL names; `None` for an in-memory database.
+pub fn file_of(url: &str) -> Result<Option<std::path::PathBuf>, sqlx::Error> {
+    let opts = SqliteConnectOptions::from_str(url)?;
+    let file = opts.get_filename();
+    Ok((!url.contains(":memory:") && !file.as_os_str().is_empty()).then(|| file.to_path_buf()))
+}
+
 impl SqliteStore {
     /// Opens (creating if needed, with its parent directory) the database at `url`.
     pub async fn connect(url: &str, acquire_timeout: Duration) -> Result<Self, sqlx::Error> {

@@ -35,6 +35,38 @@ pub fn init(format: LogFormat) {
     };
 }
 
+/// A value a client chose (a snowflake key, a header), as it goes into a log line: control
+/// characters escaped (`\n`, `\u{1b}`), so a `%0A` in a key cannot forge a second line in the
+/// text log, and at most [`ClientText::MAX_CHARS`] characters, the rest cut with `...`. Every
+/// client value that is logged goes through this.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientText<'a>(pub &'a str);
+
+impl ClientText<'_> {
+    /// Characters kept; a longer value ends in `...`.
+    pub const MAX_CHARS: usize = 128;
+}
+
+impl std::fmt::Display for ClientText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::fmt::Write;
+        for (i, c) in self.0.chars().enumerate() {
+            if i == Self::MAX_CHARS {
+                return f.write_str("...");
+            }
+            // Control characters, the backslash (so an escape cannot be faked) and the bidi
+            // overrides that make a terminal show text in another order.
+            let bidi = matches!(c, '\u{200e}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+            if c.is_control() || c == '\\' || bidi {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                f.write_char(c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// How often one cause of a repeated failure is logged; the rest are counted in metrics.
 pub const REPEAT_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -93,6 +125,22 @@ impl LogLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn client_text_escapes_controls_and_is_bounded() {
+        let forged = "k\n2026-11-27T00:00:00Z ERROR forged\r\u{1b}[31m\\n\u{202e}";
+        let shown = ClientText(forged).to_string();
+        assert!(!shown.chars().any(char::is_control), "{shown}");
+        assert_eq!(
+            shown,
+            "k\\n2026-11-27T00:00:00Z ERROR forged\\r\\u{1b}[31m\\\\n\\u{202e}"
+        );
+        let long = "x".repeat(1000);
+        assert_eq!(
+            ClientText(&long).to_string().len(),
+            ClientText::MAX_CHARS + 3
+        );
+    }
 
     #[test]
     fn a_cause_is_logged_once_per_interval_and_the_rest_are_counted() {

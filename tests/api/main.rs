@@ -13,6 +13,7 @@ mod durability;
 pub mod faults;
 mod galera;
 mod give_back;
+mod hostile;
 mod js_safe;
 mod layouts;
 mod leaf_compat;

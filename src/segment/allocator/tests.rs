@@ -135,8 +135,62 @@ async fn a_failing_store_serves_buffered_ids_then_errors_then_recovers_by_itself
         "buffered ids keep flowing"
     );
     store.failing.store(false, Ordering::Relaxed);
-    let id = e.next_id("t").await.unwrap();
+    // The lease is known to be failing: requests answer at once until the backoff ends, and the
+    // retry armed for its end leases without waiting for a request.
+    let started = Instant::now();
+    let id = loop {
+        match e.next_id("t").await {
+            Ok(id) => break id,
+            Err(SegmentError::NotReady { .. }) => {
+                assert!(started.elapsed() < Duration::from_secs(2), "no recovery");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    };
     assert!(id > 30, "recovered with a fresh segment, got {id}");
+}
+
+#[tokio::test]
+async fn while_the_lease_fails_requests_answer_at_once_and_the_retry_needs_no_request() {
+    let store = Arc::new(MemoryStore::with_rows(&[("t", 1, 10)]));
+    // A long wait: without the fail-fast rule every request below would take 1.5 s.
+    let e = engine(&store, 1_500);
+    e.refresh_tags().await.unwrap();
+    store.failing.store(true, Ordering::Relaxed);
+    // The first request starts the lease due and waits for it: it fails, the backoff begins.
+    let err = e.next_id("t").await.unwrap_err();
+    let SegmentError::NotReady { retry_after_secs } = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        retry_after_secs, 1,
+        "the first backoff is 100 ms, rounded up"
+    );
+    // Known outage: each later request answers at once.
+    for _ in 0..20 {
+        let started = Instant::now();
+        let err = e.next_id("t").await.unwrap_err();
+        assert!(matches!(err, SegmentError::NotReady { .. }), "{err:?}");
+        assert!(
+            started.elapsed() < Duration::from_millis(50),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    // The database returns; no request comes. The retry armed by the answers above leases at
+    // the end of the backoff, so the next request is served from memory at once.
+    store.failing.store(false, Ordering::Relaxed);
+    assert_eq!(store.leases.load(Ordering::Relaxed), 0);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        store.leases.load(Ordering::Relaxed),
+        1,
+        "the armed retry leased"
+    );
+    let started = Instant::now();
+    assert_eq!(e.next_id("t").await.unwrap(), 1);
+    assert!(started.elapsed() < Duration::from_millis(50));
 }
 
 #[tokio::test]

@@ -14,6 +14,7 @@ pub mod postgres;
 pub mod process;
 pub mod proxy;
 pub mod replica;
+pub mod varnish;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -118,6 +118,11 @@ impl ServerProcess {
         cmd
     }
 
+    /// Every stderr line so far.
+    pub fn all_logs(&self) -> Vec<String> {
+        self.logs.lock().unwrap().clone()
+    }
+
     /// The stderr lines so far whose JSON `message` starts with `prefix`.
     pub fn log_lines(&self, prefix: &str) -> Vec<String> {
         self.logs
@@ -248,7 +253,7 @@ fn signal(pid: u32, name: &str) -> bool {
 
 /// A loopback port below 32768 (the kernel's ephemeral range starts there, so no client
 /// connection takes it meanwhile) that nothing listens on now.
-fn free_low_port() -> u16 {
+pub fn free_low_port() -> u16 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());

@@ -1,0 +1,165 @@
+//! A store that looks emptied is refused, never re-seeded.
+//!
+//! Every id a tag ever handed out is below its `leaf_alloc.max_id`. A store that lost its rows
+//! (a file truncated by a bad restore or a disk error, a dropped table) would, if taken as new,
+//! be migrated and seeded again, and a re-created tag would hand out 1, 2, 3 a second time, with
+//! the tombstones that guard re-creation gone too. So before migrating:
+//!
+//! - an **existing SQLite file of zero bytes** is refused ([`check_sqlite_file`]);
+//! - a database whose **migration history** (`_sqlx_migrations`, with rows) says leafid set it
+//!   up, but which has **no `leaf_alloc` table**, is refused (all three databases);
+//! - an existing, non-empty **SQLite file without a `leaf_alloc` table** is refused: it is
+//!   either a store that lost its table or another application's database.
+//!
+//! A new store stays explicit and simple: a SQLite path with no file, or a MySQL/PostgreSQL
+//! database with neither table (a Leaf database with only `leaf_alloc` is migrated as always).
+//! An operator who really means to start afresh deletes the file, or drops `_sqlx_migrations`
+//! with the table; the error says so. A `leaf_alloc` that exists but is empty is not refused: a
+//! new MySQL or PostgreSQL store is exactly that, and a DBA may delete every row on purpose.
+
+use std::path::Path;
+
+use anyhow::bail;
+use sqlx::Row;
+
+use super::Database;
+
+/// Refuses an existing SQLite file of zero bytes at `path` (before it is opened: SQLite would
+/// take it as a new, empty database). A missing file is a new store.
+pub fn check_sqlite_file(path: &Path) -> anyhow::Result<()> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() && meta.len() == 0 => bail!(
+            "the SQLite store {} exists but is empty (0 bytes): it may be a store truncated by a \
+             bad restore or a disk error, and starting it as a new store would hand out its tags' \
+             ids again. Restore it from a backup; if it never issued an id, delete the file to \
+             create a new store",
+            path.display()
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// What the database holds before migrating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Tables {
+    /// `_sqlx_migrations` exists and has rows.
+    history: bool,
+    /// `leaf_alloc` exists.
+    leaf_alloc: bool,
+    /// Any table at all exists (SQLite only; `true` elsewhere).
+    any: bool,
+}
+
+/// Refuses a database that looks emptied (see the module docs), before it is migrated.
+/// `existing_sqlite_file`: the SQLite file existed (non-empty) before it was opened.
+pub async fn refuse_if_emptied(db: &Database, existing_sqlite_file: bool) -> anyhow::Result<()> {
+    let t = tables(db).await?;
+    if t.history && !t.leaf_alloc {
+        bail!(
+            "the database has leafid's migration history (_sqlx_migrations) but no leaf_alloc \
+             table: the table was dropped or lost, and creating it again would hand out its tags' \
+             ids again. Restore leaf_alloc (and leafid_tag_tombstone) from a backup; to start a \
+             new store on purpose, drop _sqlx_migrations too"
+        );
+    }
+    if existing_sqlite_file && !t.leaf_alloc {
+        let what = if t.any {
+            "has tables but no leaf_alloc: it is another application's database or a store that \
+             lost its table"
+        } else {
+            "has no tables: it may be a store emptied by a bad restore or a disk error"
+        };
+        bail!(
+            "the existing SQLite file {what}, and starting it as a new store could hand out ids \
+             again. Restore it from a backup or point database.url at the right file; to create \
+             a new store, use a path where no file exists"
+        );
+    }
+    Ok(())
+}
+
+/// Reads which of the tables exist.
+async fn tables(db: &Database) -> anyhow::Result<Tables> {
+    const HISTORY: &str = "_sqlx_migrations";
+    match db {
+        Database::Sqlite(s) => {
+            let names: Vec<String> =
+                sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table'")
+                    .fetch_all(s.pool())
+                    .await?;
+            let has = |n: &str| names.iter().any(|x| x == n);
+            let history = has(HISTORY)
+                && sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM _sqlx_migrations")
+                    .fetch_one(s.pool())
+                    .await?
+                    > 0;
+            Ok(Tables {
+                history,
+                leaf_alloc: has("leaf_alloc"),
+                any: !names.is_empty(),
+            })
+        }
+        Database::MySql(s) => {
+            let row = sqlx::query(
+                "SELECT \
+                   (SELECT COUNT(*) FROM information_schema.tables \
+                     WHERE table_schema = DATABASE() AND table_name = '_sqlx_migrations'), \
+                   (SELECT COUNT(*) FROM information_schema.tables \
+                     WHERE table_schema = DATABASE() AND table_name = 'leaf_alloc')",
+            )
+            .fetch_one(s.pool())
+            .await?;
+            let (history_table, leaf_alloc): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+            let history = history_table > 0
+                && sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM _sqlx_migrations")
+                    .fetch_one(s.pool())
+                    .await?
+                    > 0;
+            Ok(Tables {
+                history,
+                leaf_alloc: leaf_alloc > 0,
+                any: true,
+            })
+        }
+        Database::Postgres(s) => {
+            // Unnamed statements (`persistent(false)`): safe behind PgBouncer's transaction
+            // pooling, where a named one could land on another server connection.
+            let row = sqlx::query(
+                "SELECT to_regclass('_sqlx_migrations') IS NOT NULL, \
+                        to_regclass('leaf_alloc') IS NOT NULL",
+            )
+            .persistent(false)
+            .fetch_one(s.pool())
+            .await?;
+            let (history_table, leaf_alloc): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
+            let history = history_table
+                && sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM _sqlx_migrations")
+                    .persistent(false)
+                    .fetch_one(s.pool())
+                    .await?
+                    > 0;
+            Ok(Tables {
+                history,
+                leaf_alloc,
+                any: true,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zero_byte_file_is_refused_and_a_missing_one_is_new() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("leafid.db");
+        check_sqlite_file(&path).unwrap();
+        std::fs::write(&path, b"").unwrap();
+        let e = check_sqlite_file(&path).unwrap_err().to_string();
+        assert!(e.contains("exists but is empty (0 bytes)"), "{e}");
+        std::fs::write(&path, b"x").unwrap();
+        check_sqlite_file(&path).unwrap();
+    }
+}
