@@ -32,14 +32,17 @@ trap 'scripts/galera.sh stop; scripts/replica.sh stop' EXIT
 # A two-node Patroni cluster (PostgreSQL 15, etcd, HAProxy) for tests/api/patroni_failover.rs.
 LEAFID_TEST_PATRONI_URL="${LEAFID_TEST_PATRONI_URL:-$(scripts/patroni.sh start)}"; export LEAFID_TEST_PATRONI_URL
 trap 'scripts/galera.sh stop; scripts/replica.sh stop; scripts/patroni.sh stop' EXIT
-rm -f "${CARGO_TARGET_DIR:-target}"/tmp/sim-*.txt "${CARGO_TARGET_DIR:-target}"/tmp/patroni-*.txt
+scripts/varnish.sh install >/dev/null  # tests/api/hostile.rs puts Debian's Varnish in front
+rm -f "${CARGO_TARGET_DIR:-target}"/tmp/sim-*.txt "${CARGO_TARGET_DIR:-target}"/tmp/patroni-*.txt \
+  "${CARGO_TARGET_DIR:-target}"/tmp/figure-*.txt
 # The server and the client crate in one build (one feature resolution for both, so the
 # dependencies compile once); the client's tests run against three real servers started from
 # the target/debug/leafid this builds first.
 cargo test --workspace --all-targets "$@"
-# What the deterministic simulations ran and injected, and the Patroni failover figures (cargo
-# hides a passing test's output).
-cat "${CARGO_TARGET_DIR:-target}"/tmp/sim-*.txt "${CARGO_TARGET_DIR:-target}"/tmp/patroni-*.txt 2>/dev/null || true
+# What the deterministic simulations ran and injected, the Patroni failover figures and the
+# other figures tests record (support::record_figure; cargo hides a passing test's output).
+cat "${CARGO_TARGET_DIR:-target}"/tmp/sim-*.txt "${CARGO_TARGET_DIR:-target}"/tmp/patroni-*.txt \
+  "${CARGO_TARGET_DIR:-target}"/tmp/figure-*.txt 2>/dev/null || true
 
 # Every client in clients/ (Rust, Java, Go, Python, Node): its own tests, then the conformance
 # suite against release servers on the MariaDB above (the Rust client's tests ran just above).

@@ -158,7 +158,8 @@ async fn a_full_disk_under_sqlite_never_repeats_an_id_and_recovers_when_space_re
         &format!("sqlite://{}", db.display()),
         &[
             ("LEAFID__SNOWFLAKE__ENABLED", "false"),
-            ("LEAFID__SEGMENT__WAIT_TIMEOUT_MS", "150"),
+            // The shipped wait_timeout_ms (1,500): before the fail-fast rule each refused
+            // request below waited all of it (measured: 1,503 ms).
             ("LEAFID__SEGMENT__LOAD_TIMEOUT_MS", "1000"),
             ("LEAFID__SEGMENT__MAX_STEP", "20"),
             ("LEAFID__DATABASE__ACQUIRE_TIMEOUT_MS", "1000"),
@@ -167,6 +168,7 @@ async fn a_full_disk_under_sqlite_never_repeats_an_id_and_recovers_when_space_re
     let base = server.address.clone();
     let client = fresh_connections();
     let mut seen = create_and_take(&client, &base, TAG).await;
+    let mut refused_ms = Vec::new();
 
     // The disk fills up: every lease's commit fails from here on.
     let filled = fill_until_full(&filler);
@@ -175,19 +177,42 @@ async fn a_full_disk_under_sqlite_never_repeats_an_id_and_recovers_when_space_re
     let mut i = 0usize;
     while i < 600 && full_since.elapsed() < Duration::from_secs(12) {
         let batch = (i % 3 == 2).then_some(1 + i % 9);
+        let started = Instant::now();
         match request(&client, &base, TAG, batch).await {
             Outcome::Ids(ids) => {
                 served += ids.len();
                 record(&mut seen, &ids, "disk full");
             }
-            Outcome::Refused(_) => refused += 1,
+            Outcome::Refused(_) => {
+                refused += 1;
+                refused_ms.push(started.elapsed());
+            }
         }
         i += 1;
+        if refused > 0 {
+            // A caller's pace once the outage shows (and fewer requests while it lasts).
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
     let full_requests = i;
     assert!(
         refused > 0,
         "no request failed on a full disk ({served} ids served after filling {filled} bytes)"
+    );
+    refused_ms.sort();
+    let median = crate::faults::pct(&refused_ms, 0.5);
+    assert!(
+        median < 50.0,
+        "median refusal on a full disk took {median:.1} ms"
+    );
+    crate::support::record_figure(
+        "failfast-full-disk",
+        &format!(
+            "fail fast, full disk (SQLite, wait_timeout 1500 ms): {refused} refusals, median \
+             {median:.1} ms, p90 {:.1} ms, max {:.1} ms",
+            crate::faults::pct(&refused_ms, 0.9),
+            crate::faults::pct(&refused_ms, 1.0)
+        ),
     );
 
     // Space returns: the server recovers by itself, ids still new.

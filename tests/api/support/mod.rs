@@ -65,6 +65,14 @@ pub fn unique_name(prefix: &str) -> String {
     )
 }
 
+/// Writes a measured figure to `target/tmp/figure-{name}.txt`, which `scripts/test.sh` prints
+/// after the run (cargo hides a passing test's output), and to stderr.
+pub fn record_figure(name: &str, line: &str) {
+    let dir = env!("CARGO_TARGET_TMPDIR");
+    let _ = std::fs::write(format!("{dir}/figure-{name}.txt"), format!("{line}\n"));
+    eprintln!("{line}");
+}
+
 /// A new, empty database and (for SQLite) the directory that holds it.
 pub async fn fresh_db(db: Db) -> (String, Option<tempfile::TempDir>) {
     match db {
