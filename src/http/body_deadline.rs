@@ -2,7 +2,7 @@
 //! (`client_request_timeout`), not its body: a client that sends half a body and stalls would
 //! keep its connection, a worker's slot and its buffer forever (50 such bodies to the anonymous
 //! `POST /api/v1/layouts/plan` were all still open after 15 s). Every request that may carry a
-//! body (any method but `GET` and `HEAD`) gets its payload wrapped in [`Deadline`]: once
+//! body (any method but `GET` and `HEAD`) gets its payload wrapped in a `Deadline` stream: once
 //! `server.body_timeout_ms` has passed since the request arrived, the body stream ends with a
 //! `TimedOut` error, the extractor answers `408 request_timeout` in the JSON error shape, and
 //! actix closes the connection, whose body was never read to its end.
@@ -34,7 +34,7 @@ pub fn apply(req: &mut ServiceRequest, timeout: Duration) {
     req.set_payload(Payload::from(stream));
 }
 
-/// The timeout a [`Deadline`] error carries, in milliseconds (0 if it is not one).
+/// The timeout a `Deadline` error carries, in milliseconds (0 if it is not one).
 pub fn timeout_ms(e: &std::io::Error) -> u64 {
     e.get_ref()
         .and_then(|inner| inner.downcast_ref::<Expired>())
