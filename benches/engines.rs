@@ -4,6 +4,9 @@
 //!
 //! `cargo bench --bench engines` (add `-- --quick` for a shorter run).
 
+// criterion's `criterion_group!` and ferroid's id macro generate public items without docs.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -38,7 +41,7 @@ fn segment(c: &mut Criterion) {
     let atomic = AtomicU64::new(0);
     let mut g = c.benchmark_group("segment");
     g.bench_function("baseline_fetch_add_1_thread", |b| {
-        b.iter(|| black_box(atomic.fetch_add(1, Ordering::Relaxed)))
+        b.iter(|| black_box(atomic.fetch_add(1, Ordering::Relaxed)));
     });
     let engine = segment_engine(&rt, &tag_names(1));
     let handle = rt.block_on(engine.handle("tag-00000")).unwrap();
@@ -48,16 +51,16 @@ fn segment(c: &mut Criterion) {
     };
     g.bench_function("next_id_1_thread", |b| b.iter(|| black_box(by_handle())));
     g.bench_function("next_id_by_name_1_thread", |b| {
-        b.iter(|| black_box(next_id(&rt, &engine, "tag-00000")))
+        b.iter(|| black_box(next_id(&rt, &engine, "tag-00000")));
     });
     g.bench_function("baseline_fetch_add_2_threads", |b| {
-        b.iter_custom(|iters| two_threads(iters, &|| atomic.fetch_add(1, Ordering::Relaxed)))
+        b.iter_custom(|iters| two_threads(iters, &|| atomic.fetch_add(1, Ordering::Relaxed)));
     });
     g.bench_function("next_id_2_threads_one_tag", |b| {
-        b.iter_custom(|iters| two_threads(iters, &by_handle))
+        b.iter_custom(|iters| two_threads(iters, &by_handle));
     });
     g.bench_function("next_id_by_name_2_threads_one_tag", |b| {
-        b.iter_custom(|iters| two_threads(iters, &|| next_id(&rt, &engine, "tag-00000")))
+        b.iter_custom(|iters| two_threads(iters, &|| next_id(&rt, &engine, "tag-00000")));
     });
     let names = tag_names(10_000);
     let many = segment_engine(&rt, &names);
@@ -70,13 +73,13 @@ fn segment(c: &mut Criterion) {
         b.iter(|| {
             i = (i + 7919) % names.len();
             black_box(map[&names[i]].fetch_add(1, Ordering::Relaxed))
-        })
+        });
     });
     g.bench_function("next_id_10k_tags", |b| {
         b.iter(|| {
             i = (i + 7919) % names.len();
             black_box(next_id(&rt, &many, &names[i]))
-        })
+        });
     });
     g.finish();
 }
@@ -85,16 +88,16 @@ fn snowflake(c: &mut Criterion) {
     let atomic = AtomicU64::new(0);
     let mut g = c.benchmark_group("snowflake");
     g.bench_function("baseline_fetch_add_1_thread", |b| {
-        b.iter(|| black_box(atomic.fetch_add(1, Ordering::Relaxed)))
+        b.iter(|| black_box(atomic.fetch_add(1, Ordering::Relaxed)));
     });
 
     let direct = DirectGenerator::new(wide_layout(), 1, Arc::new(SystemClock), 5).unwrap();
     g.bench_function("direct_next_id", |b| {
-        b.iter(|| black_box(direct.next_id().unwrap()))
+        b.iter(|| black_box(direct.next_id().unwrap()));
     });
     let twitter = DirectGenerator::new(BitLayout::twitter(), 1, Arc::new(SystemClock), 5).unwrap();
     g.bench_function("direct_next_id_twitter_layout_capped", |b| {
-        b.iter(|| black_box(twitter.next_id().unwrap()))
+        b.iter(|| black_box(twitter.next_id().unwrap()));
     });
 
     // Ring baselines: one producer thread keeps each queue full while the bench pops.
@@ -115,16 +118,16 @@ fn snowflake(c: &mut Criterion) {
             }
         };
         g.bench_function("baseline_arrayqueue_pop_1_consumer", |b| {
-            b.iter(|| black_box(pop(&queue)))
+            b.iter(|| black_box(pop(&queue)));
         });
         g.bench_function("ring_take_1_consumer", |b| {
-            b.iter(|| black_box(take(&ring)))
+            b.iter(|| black_box(take(&ring)));
         });
         g.bench_function("baseline_arrayqueue_pop_2_consumers", |b| {
-            b.iter_custom(|iters| two_threads(iters, &|| pop(&queue)))
+            b.iter_custom(|iters| two_threads(iters, &|| pop(&queue)));
         });
         g.bench_function("ring_take_2_consumers", |b| {
-            b.iter_custom(|iters| two_threads(iters, &|| take(&ring)))
+            b.iter_custom(|iters| two_threads(iters, &|| take(&ring)));
         });
         stop.store(true, Ordering::Relaxed);
     });
@@ -135,10 +138,10 @@ fn snowflake(c: &mut Criterion) {
     };
     let cached = CachedGenerator::new(wide_layout(), 1, Arc::new(SystemClock), config).unwrap();
     g.bench_function("cached_take_1_consumer", |b| {
-        b.iter(|| black_box(cached.take().unwrap()))
+        b.iter(|| black_box(cached.take().unwrap()));
     });
     g.bench_function("cached_take_2_consumers", |b| {
-        b.iter_custom(|iters| two_threads(iters, &|| cached.take().unwrap()))
+        b.iter_custom(|iters| two_threads(iters, &|| cached.take().unwrap()));
     });
     cached.shutdown();
     g.finish();
@@ -155,10 +158,10 @@ fn layout(c: &mut Criterion) {
                 l.compose(black_box(n & 0xFFF_FFFF), 29, n & 0x1FFF)
                     .unwrap(),
             )
-        })
+        });
     });
     g.bench_function("decompose", |b| {
-        b.iter(|| black_box(l.decompose(black_box(9_090_949_948_782_127_403))))
+        b.iter(|| black_box(l.decompose(black_box(9_090_949_948_782_127_403))));
     });
     g.finish();
 }

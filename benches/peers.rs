@@ -21,6 +21,9 @@
 //! Those that borrow future ticks (leafid's cached ring up to its size, idgenerator's drift up
 //! to 2000 ms) go faster than the cap until the lead is used up.
 
+// criterion's `criterion_group!` and ferroid's id macro generate public items without docs.
+#![allow(missing_docs)]
+
 use common::two_threads;
 use std::fmt::Write as _;
 use std::hint::black_box;

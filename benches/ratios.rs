@@ -12,6 +12,9 @@
 //! `target/ratios.md`. `RATIOS_ONLY=<text>` runs only the rows whose name contains it (for a
 //! profiler). Ratio = baseline time / subject time: 1.0 is as fast as the baseline.
 
+// criterion's `criterion_group!` and ferroid's id macro generate public items without docs.
+#![allow(missing_docs)]
+
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::sync::Arc;

@@ -13,6 +13,8 @@
 //! - [`segment`]: the segment engine (no HTTP, no SQL).
 //! - [`snowflake`]: the snowflake engine: bit layouts, generators, worker ids (no HTTP, no SQL).
 //! - [`layout_plan`]: the bit-layout migration planner (pure functions).
+//! - [`lease_gate`]: whether an engine may take a lease now (the durability refusal), asked by
+//!   the engines, wired in by `startup`.
 //! - [`sync`]: the atomics shim (loom under `cfg(loom)`).
 //! - [`store`]: the engines' storage traits on MySQL/MariaDB and SQLite.
 //! - [`http`]: the thin HTTP adapter and the error body.
@@ -24,6 +26,7 @@ pub mod background;
 pub mod config;
 pub mod http;
 pub mod layout_plan;
+pub mod lease_gate;
 pub mod metrics;
 pub mod segment;
 pub mod snowflake;

@@ -14,6 +14,7 @@ use crate::background::Background;
 use crate::config::Settings;
 use crate::http::admin::AdminPolicy;
 use crate::http::{self, AppState};
+use crate::lease_gate::LeaseGate;
 use crate::metrics::Metrics;
 use crate::segment::SegmentAllocator;
 use crate::snowflake::clock::SystemClock;
@@ -86,16 +87,16 @@ impl Application {
         background.spawn(durability.clone().watch(background.token()));
 
         let segment = if settings.segment.enabled {
-            let engine = SegmentAllocator::new(
-                durability.segment_store(db.segment_store()),
-                settings.segment_config(),
-            );
+            let mut config = settings.segment_config();
+            config.lease_gate = lease_gate(&durability);
+            let engine =
+                SegmentAllocator::new(durability.segment_store(db.segment_store()), config);
             engine.set_return_unused_on_shutdown(settings.segment.return_unused_on_shutdown);
             match engine.refresh_tags().await {
                 Ok(tags) => info!(tags, "segment engine started"),
                 // Each tag is looked up on its first request, and the refresh runs again.
                 Err(e) if database_deferred => {
-                    warn!(error = %e, "segment engine started without the tag list: database unreachable")
+                    warn!(error = %e, "segment engine started without the tag list: database unreachable");
                 }
                 Err(e) => return Err(anyhow::Error::new(e).context("reading leaf_alloc")),
             }
@@ -117,6 +118,7 @@ impl Application {
             let options = StartOptions {
                 cache,
                 wait_for_database: true,
+                lease_gate: lease_gate(&durability),
             };
             let engine = SnowflakeEngine::start_with(
                 config,
@@ -301,6 +303,13 @@ fn host_name() -> String {
         .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
         .unwrap_or_else(|| "unknown".into());
     name.trim().chars().take(64).collect()
+}
+
+/// The engines' [`LeaseGate`]: the durability gate's refusal (a database whose settings can
+/// lose a committed lease, unless `database.allow_lossy_commits`).
+fn lease_gate(durability: &DurabilityGate) -> LeaseGate {
+    let durability = durability.clone();
+    LeaseGate::new(move || durability.refusal())
 }
 
 /// A token naming this process in the worker lease table: pid, port and start time.

@@ -415,6 +415,8 @@ impl Settings {
             load_timeout: Duration::from_millis(s.load_timeout_ms),
             max_concurrent_loads: s.max_concurrent_loads,
             refresh_interval: Duration::from_secs(s.refresh_interval_secs),
+            // Open here; `startup` wires it to the database's durability gate.
+            lease_gate: Default::default(),
         }
     }
 }

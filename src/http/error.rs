@@ -230,6 +230,7 @@ impl From<SnowflakeError> for ApiError {
             SnowflakeError::Exhausted
             | SnowflakeError::WorkerLeaseExpired
             | SnowflakeError::ShutDown => Self::SnowflakeNotReady(e.to_string()),
+            SnowflakeError::LossyDatabase(why) => Self::LossyDatabase(why),
             other => {
                 log_server_error(LogLimiter::global(), "snowflake generator failed", &other);
                 Self::Internal
@@ -248,6 +249,7 @@ impl From<SegmentError> for ApiError {
             SegmentError::NotReady { retry_after_secs } => {
                 Self::SegmentsNotReady { retry_after_secs }
             }
+            SegmentError::LossyDatabase(why) => Self::LossyDatabase(why),
             SegmentError::Store(e) => e.into(),
         }
     }

@@ -8,9 +8,9 @@ use actix_web::{HttpResponse, web};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use super::decode::{DecodeBody, TimeUnitBody, decode_body, parse_id};
 use super::error::{ApiError, ErrorBody};
-use super::segment::{IdFormat, JsonId, StringifyQuery, id_schema};
-use super::snowflake::DecodeBody;
+use super::ids::{IdFormat, JsonId, StringifyQuery, id_schema};
 use crate::layout_plan::{self, Plan, PlanRequest, RateScope};
 use crate::snowflake::layout::{BitLayout, LayoutArgs, LayoutSpec, TimeUnit, UnitPolicy};
 
@@ -226,35 +226,6 @@ impl From<&LayoutSpec> for LayoutSpecBody {
     }
 }
 
-/// The length of one tick of the time field.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-#[schema(as = TimeUnit)]
-pub enum TimeUnitBody {
-    /// One tick per second (uid-generator).
-    Seconds,
-    /// One tick per millisecond (Twitter, Leaf).
-    Millis,
-}
-
-impl From<TimeUnit> for TimeUnitBody {
-    fn from(unit: TimeUnit) -> Self {
-        match unit {
-            TimeUnit::Seconds => Self::Seconds,
-            TimeUnit::Millis => Self::Millis,
-        }
-    }
-}
-
-impl From<TimeUnitBody> for TimeUnit {
-    fn from(unit: TimeUnitBody) -> Self {
-        match unit {
-            TimeUnitBody::Seconds => Self::Seconds,
-            TimeUnitBody::Millis => Self::Millis,
-        }
-    }
-}
-
 /// The planner's answer, as JSON: `{"layout", "epoch", "first_id", "last_id", "exhausted_at",
 /// "capacity", "checks"}`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -439,10 +410,10 @@ pub async fn get_decode(
     query: web::Query<DecodeQuery>,
     stringify: web::Query<StringifyQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = super::snowflake::parse_id(&path.into_inner())?;
+    let id = parse_id(&path.into_inner())?;
     let layout = query.layout()?;
     let format = stringify.format()?;
-    let body = super::snowflake::decode_body(&layout, id, format);
+    let body = decode_body(&layout, id, format);
     Ok(HttpResponse::Ok().json(body))
 }
 

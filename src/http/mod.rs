@@ -1,10 +1,14 @@
 //! The HTTP adapter: thin handlers over the engines, one file per resource.
 //!
+//! - [`ids`]: the wire form of ids (plain text, JSON numbers or strings, batch parsing): the
+//!   one home for how an id leaves the server, where new id shapes plug in.
+//! - [`request`]: the state and the rest of a prefix route's path, read off a request.
 //! - [`segment`]: Leaf's `/api/segment/get/{biz_tag}` and the v1 batch route.
 //! - [`snowflake`]: Leaf's `/api/snowflake/get/{key}` and decoder, the v1 batch and decode routes.
 //! - [`tags`]: tag administration for DBAs (`/api/v1/tags`), guarded by [`admin::AdminAuth`].
 //! - [`monitor`]: Leaf's `/cache` and `/db` pages and `/api/v1/cache`.
 //! - [`health`]: liveness and readiness.
+//! - [`decode`]: what both decode routes share (the id's fields, the time unit's wire name).
 //! - [`layouts`]: the bit-layout planner (`/api/v1/layouts/plan`) and decoder.
 //! - [`dashboard`]: the dashboard page (`/`, `/dashboard`) and `/api/v1/snowflake/status`.
 //! - [`metrics`]: `/metrics` (Prometheus) and the request-counting middleware.
@@ -22,13 +26,16 @@
 pub mod admin;
 pub mod body_deadline;
 pub mod dashboard;
+pub mod decode;
 pub mod error;
 pub mod headers;
 pub mod health;
+pub mod ids;
 pub mod layouts;
 pub mod metrics;
 pub mod monitor;
 pub mod openapi;
+pub mod request;
 pub mod segment;
 pub mod snowflake;
 pub mod tags;

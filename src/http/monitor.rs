@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::admin::MonitorAuth;
 use super::error::{ApiError, ErrorBody};
-use super::segment::{IdFormat, JsonId, StringifyQuery, optional_id_schema};
+use super::ids::{IdFormat, JsonId, StringifyQuery, optional_id_schema};
 use crate::segment::BufferSnapshot;
 use crate::segment::buffer::{SegmentSnapshot, SegmentState};
 

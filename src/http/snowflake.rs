@@ -1,7 +1,7 @@
 //! Snowflake routes: Leaf's plain-text route and decoder, and the v1 batch and decode routes.
 //!
 //! The v1 routes answer ids as JSON numbers, or as decimal strings with `stringify_ids=true`
-//! (see [`super::segment::IdFormat`]): a Twitter-layout id is far above 2^53, so JavaScript's
+//! (see [`super::ids::IdFormat`]): a Twitter-layout id is far above 2^53, so JavaScript's
 //! `JSON.parse` rounds it.
 
 use std::sync::Arc;
@@ -11,15 +11,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
+use super::decode::{DecodeBody, TimeUnitBody, decode_body, parse_id};
 use super::error::{ApiError, ErrorBody};
-use super::layouts::TimeUnitBody;
+use super::ids::{BatchQuery, JsonIds, StringifyQuery, ids_schema, plain_id};
 use super::metrics::{labeled_get, labeled_get_prefix};
-use super::segment::{
-    BatchQuery, IdFormat, JsonId, JsonIds, StringifyQuery, app_state, id_schema, ids_schema,
-    path_tail, plain_id,
-};
+use super::request::{app_state, path_tail};
 use crate::snowflake::engine::{GeneratorKind, SnowflakeEngine, SnowflakeStatus};
-use crate::snowflake::layout::{self, BitLayout};
 
 /// Registers Leaf's id route: a static prefix, matched without a regex; any rest of the path is
 /// the key (empty, or with slashes: it is only logged). Registered before every route with a
@@ -43,61 +40,6 @@ pub const LEAF_ROUTE: &str = "/api/snowflake/get/{key:.*}";
 
 /// Pattern and metrics label of the batch route.
 pub const BATCH_ROUTE: &str = "/api/v1/snowflake/ids";
-
-/// Parses an id to decode ([`layout::parse_id`]): an integer within `0..=i64::MAX`, else
-/// `invalid_id`.
-pub fn parse_id(text: &str) -> Result<u64, ApiError> {
-    layout::parse_id(text).map_err(|_| {
-        ApiError::InvalidId(format!(
-            "id {text:?} is not an integer within 0..={}",
-            i64::MAX
-        ))
-    })
-}
-
-/// An id's fields under a layout: the body of both decode routes.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct DecodeBody {
-    /// The id: a number, or a decimal string with `stringify_ids=true`.
-    #[schema(schema_with = id_schema)]
-    pub id: JsonId<u64>,
-    /// The id as a string (for clients whose numbers are doubles).
-    pub id_str: String,
-    /// The layout, `T/W/S` or `P+T/W/S`.
-    pub layout: String,
-    /// Value of the prefix bits.
-    pub prefix: u64,
-    /// Ticks since the epoch.
-    pub time_delta: u64,
-    /// Start of that tick, RFC 3339 UTC.
-    pub timestamp: String,
-    /// Worker id field.
-    pub worker_id: u64,
-    /// The clock-back field (only for a layout with clock-back bits): how many backward clock
-    /// steps the issuing run had outlived.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub clock_back: Option<u64>,
-    /// Sequence field.
-    pub sequence: u64,
-}
-
-/// The decode body shared by the decode routes: the id read by [`BitLayout::decode`], plus
-/// `id_str` and `layout`; `id` as `format` says.
-pub fn decode_body(layout: &BitLayout, id: u64, format: IdFormat) -> DecodeBody {
-    let decoded = layout.decode(id);
-    let fields = decoded.fields;
-    DecodeBody {
-        id: JsonId { id, format },
-        id_str: id.to_string(),
-        layout: layout.bits_string(),
-        prefix: fields.prefix,
-        time_delta: fields.time_delta,
-        timestamp: decoded.timestamp(),
-        worker_id: fields.worker_id,
-        clock_back: (layout.clock_back_bits() > 0).then_some(fields.clock_back),
-        sequence: fields.sequence,
-    }
-}
 
 async fn next_id(engine: &Arc<SnowflakeEngine>) -> Result<u64, ApiError> {
     if let Some(id) = engine.try_next_id() {
@@ -128,18 +70,8 @@ pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, ApiError> {
     let state = app_state(&req)?;
     let engine = state.snowflake()?;
     tracing::debug!(key = %crate::telemetry::ClientText(&key), "snowflake id requested");
-    let id = next_id(engine).await.map_err(|e| lossy_or(state, e))?;
+    let id = next_id(engine).await?;
     Ok(plain_id(id))
-}
-
-/// A refusal for want of a worker lease while the database's settings can lose a committed
-/// lease (its claim or renewal was refused for that: `crate::store::durability`) answers
-/// `lossy_database`, naming the setting, instead of `snowflake_not_ready`.
-fn lossy_or(state: &AppState, e: ApiError) -> ApiError {
-    match (&e, state.durability.refusal()) {
-        (ApiError::SnowflakeNotReady(_), Some(why)) => ApiError::LossyDatabase(why),
-        _ => e,
-    }
 }
 
 /// Body of the snowflake batch route.
@@ -173,12 +105,11 @@ pub async fn get_batch(
     let format = query.format()?;
     let engine = state.snowflake()?.clone();
     let ids = if count == 1 {
-        vec![next_id(&engine).await.map_err(|e| lossy_or(&state, e))?]
+        vec![next_id(&engine).await?]
     } else {
         web::block(move || engine.next_ids_blocking(count))
             .await
-            .map_err(|_| ApiError::Internal)?
-            .map_err(|e| lossy_or(&state, e.into()))?
+            .map_err(|_| ApiError::Internal)??
     };
     Ok(HttpResponse::Ok().json(IdsBody {
         ids: JsonIds { ids, format },

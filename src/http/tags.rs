@@ -14,8 +14,8 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::admin::{AdminAuth, MonitorAuth};
 use super::error::{ApiError, ErrorBody};
+use super::ids::{IdFormat, JsonId, StringifyQuery, id_schema};
 use super::monitor::BufferBody;
-use super::segment::{IdFormat, JsonId, StringifyQuery, id_schema};
 use crate::segment::{BizTag, NewTag, SegmentAllocator, Step, StoreError, TagRow, TagUpdate};
 
 /// Runs the engine call of an admin route, bounded by `segment.load_timeout_ms` as a whole: a

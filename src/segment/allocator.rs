@@ -21,17 +21,24 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::biz_tag::BizTag;
-use super::buffer::{BufferSnapshot, Publish, SegmentBuffer, Take, Unused};
+use super::buffer::{BufferSnapshot, SegmentBuffer, Take};
 use super::error::SegmentError;
-use super::high_water::{self, RetiredMarks};
+use super::high_water::RetiredMarks;
 use super::step::StepPolicy;
 use super::store::{SegmentStore, StoreError, TagRow};
 use super::tag_map::TagMap;
 use super::tag_rules::{NewTag, Step, TagUpdate};
-use crate::telemetry::LogLimiter;
+use crate::lease_gate::LeaseGate;
 
 /// The per-thread view of the tags: the by-name fast path.
+mod give_back;
+mod handle;
+mod load;
 mod thread_tags;
+mod wait;
+
+pub use give_back::GiveBack;
+pub use handle::TagHandle;
 
 /// Tunables of the engine.
 #[derive(Debug, Clone)]
@@ -46,6 +53,10 @@ pub struct SegmentConfig {
     pub max_concurrent_loads: usize,
     /// How often the tag list is re-read.
     pub refresh_interval: Duration,
+    /// Whether a lease may be taken now ([`LeaseGate`]): while it refuses, only ids already
+    /// leased are handed out, and a request that needs a lease is
+    /// [`SegmentError::LossyDatabase`] at once instead of after the wait.
+    pub lease_gate: LeaseGate,
 }
 
 impl Default for SegmentConfig {
@@ -56,6 +67,7 @@ impl Default for SegmentConfig {
             load_timeout: Duration::from_secs(5),
             max_concurrent_loads: 16,
             refresh_interval: Duration::from_secs(60),
+            lease_gate: LeaseGate::open(),
         }
     }
 }
@@ -102,24 +114,6 @@ struct Inner {
     /// `segment.return_unused_on_shutdown`: whether [`SegmentAllocator::shutdown`] gives
     /// unused ids back.
     give_back: AtomicBool,
-}
-
-/// What [`SegmentAllocator::give_back_unused`] did, tag by tag, summed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct GiveBack {
-    /// Tags whose `max_id` went back.
-    pub returned_tags: usize,
-    /// Ids given back (the sum of the ranges).
-    pub returned_ids: u64,
-    /// Tags with nothing to give back (every leased id handed out, or nothing leased).
-    pub nothing: usize,
-    /// Tags whose row had moved past this server's last lease (another server leased): left
-    /// alone.
-    pub moved: usize,
-    /// Tags skipped because a lease was still in flight.
-    pub in_flight: usize,
-    /// Tags whose compare-and-set failed or did not answer in time (their ids are wasted).
-    pub failed: usize,
 }
 
 impl SegmentAllocator {
@@ -282,28 +276,58 @@ impl SegmentAllocator {
         }
     }
 
-    /// The next id of `tag`: from memory when possible, else after waiting for a load.
+    /// The next id of `tag`: from memory when possible, else after waiting for a load. While
+    /// the lease gate refuses, only ids already leased are handed out: a request that needs a
+    /// lease is [`SegmentError::LossyDatabase`] at once, not after the segment wait.
     pub async fn next_id(&self, tag: &str) -> Result<i64, SegmentError> {
         if let Some(id) = self.try_next_id(tag) {
             return Ok(id);
         }
+        if let Some(why) = self.inner.config.lease_gate.refusal() {
+            return Err(SegmentError::LossyDatabase(why));
+        }
         let mut out = Vec::with_capacity(1);
-        self.fill(tag, 1, &mut out).await?;
+        self.fill(tag, 1, &mut out)
+            .await
+            .map_err(|e| self.refusal_or(e))?;
         Ok(out[0])
     }
 
     /// Up to `count` increasing ids of `tag`: fewer only when the ids taken so far are all
     /// there is (the tag ran out below `i64::MAX`, or its next segment did not come within the
-    /// wait). Ids already taken count as handed out, so failing the batch would lose them: they
-    /// are answered, and the next call gets the error.
+    /// wait, or the lease gate refuses and the ids already leased ran out). Ids already taken
+    /// count as handed out, so failing the batch would lose them: they are answered, and the
+    /// next call gets the error.
     pub async fn next_ids(&self, tag: &str, count: usize) -> Result<Vec<i64>, SegmentError> {
         let mut out = Vec::with_capacity(count);
+        if let Some(why) = self.inner.config.lease_gate.refusal() {
+            while out.len() < count {
+                match self.try_next_id(tag) {
+                    Some(id) => out.push(id),
+                    None => break,
+                }
+            }
+            return if out.is_empty() {
+                Err(SegmentError::LossyDatabase(why))
+            } else {
+                Ok(out)
+            };
+        }
         match self.fill(tag, count, &mut out).await {
             Ok(()) => Ok(out),
             Err(SegmentError::Exhausted | SegmentError::NotReady { .. }) if !out.is_empty() => {
                 Ok(out)
             }
-            Err(e) => Err(e),
+            Err(e) => Err(self.refusal_or(e)),
+        }
+    }
+
+    /// A segment wait that ran out because the leases were refused (the gate began refusing
+    /// while the request waited) is that refusal, not `NotReady`.
+    fn refusal_or(&self, e: SegmentError) -> SegmentError {
+        match (&e, self.inner.config.lease_gate.refusal()) {
+            (SegmentError::NotReady { .. }, Some(why)) => SegmentError::LossyDatabase(why),
+            _ => e,
         }
     }
 
@@ -419,221 +443,6 @@ impl SegmentAllocator {
         v
     }
 
-    /// Sets `segment.return_unused_on_shutdown`: whether [`Self::shutdown`] gives the unused
-    /// ids back (off until set).
-    pub fn set_return_unused_on_shutdown(&self, on: bool) {
-        self.inner.give_back.store(on, Ordering::Relaxed);
-    }
-
-    /// Stops the engine when the server stops: with `segment.return_unused_on_shutdown`, gives
-    /// the unused ids back ([`Self::give_back_unused`], bounded by twice `load_timeout`).
-    pub async fn shutdown(&self) {
-        if !self.inner.give_back.load(Ordering::Relaxed) {
-            return;
-        }
-        let bound = self.inner.config.load_timeout * 2;
-        let began = Instant::now();
-        let r = self.give_back_unused(bound).await;
-        info!(
-            returned_tags = r.returned_tags,
-            returned_ids = r.returned_ids,
-            nothing = r.nothing,
-            moved = r.moved,
-            in_flight = r.in_flight,
-            failed = r.failed,
-            took_ms = began.elapsed().as_secs_f64() * 1e3,
-            "unused segment ids given back"
-        );
-    }
-
-    /// Closes every tag and gives its unused ids back: for each tag whose row still ends at
-    /// this server's last lease, `max_id` goes back to the first id never handed out, with a
-    /// compare-and-set ([`SegmentStore::return_unused`]) that leaves a row another server
-    /// leased meanwhile alone. From the call on, this engine hands out no id and starts no
-    /// lease (requests get [`SegmentError::NotReady`]): it is for a stopping server, after the
-    /// drain. Loads in flight are awaited up to `bound`; a tag whose load is still running then
-    /// gives nothing back. The compare-and-sets run at most `max_concurrent_loads` at once, the
-    /// whole within `bound`; a tag not reached keeps its ids unused (wasted, as without this).
-    pub async fn give_back_unused(&self, bound: Duration) -> GiveBack {
-        let deadline = Instant::now() + bound;
-        let tags = {
-            let _w = self.inner.write_lock();
-            self.inner.closing.store(true, Ordering::Relaxed);
-            self.inner.tags.load_full()
-        };
-        let buffers: Vec<Arc<SegmentBuffer>> = tags.values().cloned().collect();
-        for buf in &buffers {
-            buf.stop_loading();
-        }
-        // Loads in flight finish (each bounded by load_timeout) so their segments are given
-        // back too; they wake the buffer's waiters when they end.
-        for buf in &buffers {
-            while buf.is_loading() && Instant::now() < deadline {
-                let notified = buf.notify().notified();
-                tokio::pin!(notified);
-                notified.as_mut().enable();
-                if !buf.is_loading() {
-                    break;
-                }
-                let _ = tokio::time::timeout_at(deadline, notified).await;
-            }
-        }
-        let mut report = GiveBack::default();
-        let mut ranges = Vec::new();
-        for buf in &buffers {
-            match buf.close() {
-                Unused::Nothing => report.nothing += 1,
-                Unused::LoadInFlight => {
-                    warn!(biz_tag = %buf.tag(), "lease in flight at shutdown: nothing given back");
-                    report.in_flight += 1;
-                }
-                Unused::Range { from, to } => ranges.push((buf.tag().clone(), from, to)),
-            }
-        }
-        let store = &self.inner.store;
-        let width = self.inner.config.max_concurrent_loads.max(1);
-        let mut pending = ranges.into_iter();
-        let mut running = tokio::task::JoinSet::new();
-        loop {
-            while running.len() < width {
-                let Some((tag, from, to)) = pending.next() else {
-                    break;
-                };
-                let store = store.clone();
-                running.spawn(async move {
-                    let r = tokio::time::timeout_at(
-                        deadline,
-                        store.return_unused(tag.as_str(), from, to),
-                    )
-                    .await;
-                    (tag, from, to, r)
-                });
-            }
-            let Some(done) = running.join_next().await else {
-                break;
-            };
-            let Ok((tag, from, to, r)) = done else {
-                report.failed += 1;
-                continue;
-            };
-            match r {
-                Ok(Ok(true)) => {
-                    debug!(biz_tag = %tag, from, to, "unused ids given back");
-                    report.returned_tags += 1;
-                    report.returned_ids += (to - from) as u64;
-                }
-                Ok(Ok(false)) => {
-                    debug!(biz_tag = %tag, from, to, "row moved past this server's lease: left alone");
-                    report.moved += 1;
-                }
-                Ok(Err(e)) => {
-                    warn!(biz_tag = %tag, error = %e, "giving unused ids back failed");
-                    report.failed += 1;
-                }
-                Err(_) => {
-                    warn!(biz_tag = %tag, "giving unused ids back timed out");
-                    report.failed += 1;
-                }
-            }
-        }
-        report
-    }
-
-    /// Fills `out` to `count` ids, waiting for loads as needed, bounded by `wait_timeout`
-    /// from the last progress.
-    async fn fill(&self, tag: &str, count: usize, out: &mut Vec<i64>) -> Result<(), SegmentError> {
-        let buf = self.buffer(tag).await?;
-        self.fill_buffer(&buf, count, out).await
-    }
-
-    /// [`Self::fill`] on a resolved buffer.
-    async fn fill_buffer(
-        &self,
-        buf: &Arc<SegmentBuffer>,
-        count: usize,
-        out: &mut Vec<i64>,
-    ) -> Result<(), SegmentError> {
-        let wait = self.inner.config.wait_timeout;
-        let mut deadline = Instant::now() + wait;
-        // Whether this request started the load in flight: while the lease is failing, only
-        // the request that started the attempt waits for it.
-        let mut probing = false;
-        loop {
-            // Register for the wake-up before checking, so a load finishing in between is seen.
-            let notified = buf.notify().notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if buf.is_removed() {
-                return Err(SegmentError::UnknownTag(buf.tag().clone()));
-            }
-            if buf.is_closed() {
-                // The server is stopping and gave the tag's unused ids back.
-                return Err(SegmentError::NotReady {
-                    retry_after_secs: 1,
-                });
-            }
-            let before = out.len();
-            let preload = buf.take_many(count - out.len(), out);
-            if out.len() == count {
-                if preload {
-                    self.start_load(buf);
-                }
-                return Ok(());
-            }
-            if buf.is_exhausted() {
-                return Err(SegmentError::Exhausted);
-            }
-            probing |= self.start_load(buf);
-            if buf.is_failing() && !probing {
-                // Fail fast: the tag's last lease failed and this request did not start the
-                // attempt now due (the backoff holds, or another request's attempt runs). It
-                // answers at once instead of holding the caller for `wait_timeout`; a retry is
-                // armed for the end of the backoff so the first lease after a recovery comes
-                // no later than if this request had waited for it.
-                self.arm_retry(buf);
-                return Err(SegmentError::NotReady {
-                    retry_after_secs: retry_after(buf.backoff_left()),
-                });
-            }
-            let now = Instant::now();
-            if out.len() > before {
-                deadline = now + wait;
-            }
-            if now >= deadline {
-                return Err(SegmentError::NotReady {
-                    retry_after_secs: retry_after(buf.backoff_left()),
-                });
-            }
-            let mut left = deadline - now;
-            if !buf.is_loading() {
-                // A backoff is on: wake when it ends to start the next attempt ourselves.
-                left = left.min(buf.backoff_left().max(Duration::from_millis(1)));
-            }
-            let _ = tokio::time::timeout(left, notified).await;
-            if !buf.is_loading() {
-                // Our attempt (if any) ended: a later one is not ours to wait for.
-                probing = false;
-            }
-        }
-    }
-
-    /// Schedules one load for the end of the tag's backoff, unless one is scheduled already.
-    fn arm_retry(&self, buf: &Arc<SegmentBuffer>) {
-        if !buf.arm_retry() {
-            return;
-        }
-        let this = self.clone();
-        let buf = buf.clone();
-        let wait = buf.backoff_left();
-        self.inner.runtime.spawn(async move {
-            tokio::time::sleep(wait).await;
-            buf.disarm_retry();
-            if buf.is_failing() {
-                this.start_load(&buf);
-            }
-        });
-    }
-
     /// Starts a load of the tag's next segment unless one runs or the backoff holds it;
     /// whether this call started it.
     fn start_load(&self, buf: &Arc<SegmentBuffer>) -> bool {
@@ -648,11 +457,6 @@ impl SegmentAllocator {
             .spawn(async move { inner.load(buf).await }.instrument(span));
         true
     }
-}
-
-/// `Retry-After` for a backoff of `left`: whole seconds, rounded up, at least 1.
-fn retry_after(left: Duration) -> u64 {
-    left.as_millis().div_ceil(1000).max(1) as u64
 }
 
 impl Inner {
@@ -693,177 +497,6 @@ impl Inner {
         self.tags.store(Arc::new(next));
         // Release: a thread that sees the new generation also sees the map stored above.
         self.key.generation.fetch_add(1, Ordering::Release);
-    }
-
-    /// One load: lease a segment and publish it, or record why not. A lease at or below the
-    /// buffer's high-water mark is refused and leased again at once with a step that jumps past
-    /// the mark (`super::high_water`), at most [`high_water::MAX_JUMPS`] times, all within one
-    /// `load_timeout`.
-    async fn load(self: Arc<Self>, buf: Arc<SegmentBuffer>) {
-        let guard = LoadGuard(Some(buf.clone()));
-        let _permit = self.loads.acquire().await;
-        let Some(plan) = buf.plan_load(&self.config.policy) else {
-            guard.disarm().finish_load();
-            return;
-        };
-        let started = Instant::now();
-        let deadline = started + self.config.load_timeout;
-        let mut ask = plan.step;
-        let mut jumps = 0;
-        let failure = loop {
-            let leased =
-                tokio::time::timeout_at(deadline, self.store.lease(buf.tag().as_str(), ask)).await;
-            let lease = match leased {
-                Ok(Ok(lease)) => lease,
-                Ok(Err(e)) => break LoadFailure::Store(e),
-                Err(_) => break LoadFailure::TimedOut,
-            };
-            match buf.publish_lease(lease, plan.step, started.elapsed(), jumps > 0) {
-                Publish::Loaded { len, regression } => {
-                    if let Some(r) = regression {
-                        high_water::report(buf.tag(), &r, "trimmed to the ids above the mark");
-                    }
-                    info!(
-                        max_id = lease.max_id,
-                        size = len,
-                        step = plan.step.unwrap_or(lease.leased),
-                        db_step = ?lease.db_step,
-                        latency_ms = started.elapsed().as_secs_f64() * 1e3,
-                        "segment loaded"
-                    );
-                    guard.disarm();
-                    return;
-                }
-                Publish::Closed => {
-                    info!(
-                        max_id = lease.max_id,
-                        leased = lease.leased,
-                        "segment leased after the tag closed for the give-back: wasted"
-                    );
-                    guard.disarm();
-                    return;
-                }
-                Publish::Refused(r) => {
-                    high_water::report(buf.tag(), &r, "refused, leasing past the mark");
-                    jumps += 1;
-                    if jumps > high_water::MAX_JUMPS {
-                        break LoadFailure::BelowMark(r.leased_to - 1);
-                    }
-                    let step = plan.step.or(lease.db_step).unwrap_or(lease.leased);
-                    ask = Some(high_water::jump_step(r.end, r.leased_to, step));
-                }
-            }
-        };
-        let latency = started.elapsed();
-        let buf = guard.disarm();
-        match failure {
-            LoadFailure::Store(StoreError::NotFound) => {
-                warn!("tag vanished from the database");
-                buf.mark_removed();
-                buf.finish_load();
-                self.remove_tag(buf.tag().as_str(), Some(&buf));
-            }
-            LoadFailure::Store(StoreError::Exhausted) => {
-                warn!("biz_tag exhausted: max_id is at i64::MAX");
-                buf.mark_exhausted();
-            }
-            // A database that is down (or refused as lossy) fails every tag's load on each
-            // backoff: one line per interval for all tags, the rest counted in
-            // `leafid_segment_load_failures_total`.
-            LoadFailure::Store(e) => {
-                if let Some(held_back) = LogLimiter::global().allow("segment load failed") {
-                    warn!(
-                        error = %e, latency_ms = latency.as_secs_f64() * 1e3, held_back,
-                        "segment load failed"
-                    );
-                }
-                buf.fail_load(e.to_string());
-            }
-            LoadFailure::TimedOut => {
-                if let Some(held_back) = LogLimiter::global().allow("segment load timed out") {
-                    warn!(
-                        timeout_ms = self.config.load_timeout.as_millis() as u64,
-                        held_back, "segment load timed out"
-                    );
-                }
-                buf.fail_load("lease timed out".into());
-            }
-            LoadFailure::BelowMark(mark) => {
-                warn!(
-                    high_water = mark,
-                    jumps, "leases still at or below the high-water mark; backing off"
-                );
-                buf.fail_load(format!(
-                    "leases stay at or below this server's high-water mark {mark}"
-                ));
-            }
-        }
-    }
-}
-
-/// Why a load ended without a segment.
-enum LoadFailure {
-    /// The store answered an error.
-    Store(StoreError),
-    /// No answer within `load_timeout`.
-    TimedOut,
-    /// Every lease, jumps included, ended at or below this high-water mark.
-    BelowMark(i64),
-}
-
-/// One tag of a [`SegmentAllocator`], resolved once.
-#[derive(Clone)]
-pub struct TagHandle {
-    engine: SegmentAllocator,
-    buffer: Arc<SegmentBuffer>,
-}
-
-impl TagHandle {
-    /// The fast path: one `fetch_add` and a few loads; `None` when the segment is spent (use
-    /// [`Self::next_id`]) or the tag was deleted.
-    #[inline]
-    pub fn try_next_id(&self) -> Option<i64> {
-        match self.buffer.try_next() {
-            Take::Id { id, preload } => {
-                if preload {
-                    self.engine.start_load(&self.buffer);
-                }
-                Some(id)
-            }
-            Take::Beyond => None,
-        }
-    }
-
-    /// The next id, waiting for a load if the segments are spent.
-    pub async fn next_id(&self) -> Result<i64, SegmentError> {
-        if let Some(id) = self.try_next_id() {
-            return Ok(id);
-        }
-        let mut out = Vec::with_capacity(1);
-        self.engine.fill_buffer(&self.buffer, 1, &mut out).await?;
-        Ok(out[0])
-    }
-
-    /// The tag's buffer.
-    pub fn buffer(&self) -> &Arc<SegmentBuffer> {
-        &self.buffer
-    }
-}
-
-/// Releases the single-flight flag if a load task is dropped mid-way (runtime shutdown).
-struct LoadGuard(Option<Arc<SegmentBuffer>>);
-
-impl LoadGuard {
-    fn disarm(mut self) -> Arc<SegmentBuffer> {
-        self.0.take().expect("armed")
-    }
-}
-
-impl Drop for LoadGuard {
-    fn drop(&mut self) {
-        if let Some(buf) = self.0.take() {
-            buf.fail_load("load task cancelled".into());
-        }
     }
 }
 

@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::biz_tag::BizTag;
-use super::high_water::{self, Check};
+use super::high_water::{self, Check, Regression};
 use super::load_stats::LoadLatency;
 use super::step::StepPolicy;
 use super::store::Lease;
@@ -54,17 +54,6 @@ struct LoadState {
     leased_to: i64,
     /// Leases refused or trimmed by the regression guard since start (metrics).
     regressions: u64,
-}
-
-/// A lease that began at or below this server's high-water mark (`super::high_water`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Regression {
-    /// The leased range `[start, end)`.
-    pub start: i64,
-    /// One past its last id: the row's `max_id` after the lease.
-    pub end: i64,
-    /// The buffer's `leased_to` when the lease came: every id below it was this server's.
-    pub leased_to: i64,
 }
 
 /// What [`SegmentBuffer::publish_lease`] did with a lease.

@@ -24,6 +24,10 @@ pub enum SegmentError {
         /// A hint for `Retry-After`, in seconds.
         retry_after_secs: u64,
     },
+    /// The database's settings can lose a committed lease in a crash, so no lease is taken
+    /// (the lease gate, `crate::lease_gate`); names the setting and its fix.
+    #[error("no lease from this database: {0}")]
+    LossyDatabase(String),
     /// A store call (lookup) failed.
     #[error("store error")]
     Store(#[source] StoreError),

@@ -42,9 +42,19 @@ use std::sync::Mutex;
 use tracing::warn;
 
 use super::biz_tag::BizTag;
-use super::buffer::Regression;
 use super::tag_rules::MAX_STEP;
 use crate::telemetry::LogLimiter;
+
+/// A lease that began at or below this server's high-water mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Regression {
+    /// The leased range `[start, end)`.
+    pub start: i64,
+    /// One past its last id: the row's `max_id` after the lease.
+    pub end: i64,
+    /// The buffer's `leased_to` when the lease came: every id below it was this server's.
+    pub leased_to: i64,
+}
 
 /// Leases one load may ask past a refused one before it backs off like a failed load (each
 /// jumps up to [`MAX_STEP`] ids; the next load starts over).

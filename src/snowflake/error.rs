@@ -7,7 +7,7 @@ use crate::snowflake::layout::ComposeError;
 /// The HTTP layer maps [`ClockMovedBackwards`](Self::ClockMovedBackwards) to 503
 /// `clock_moved_backwards` with `Retry-After` (see [`retry_after_ms`](Self::retry_after_ms)),
 /// [`TimeBitsExhausted`](Self::TimeBitsExhausted) to 503 `time_bits_exhausted`.
-#[derive(thiserror::Error, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
 pub enum SnowflakeError {
     /// The clock is behind the last tick used by more than the tolerated step.
     #[error("clock moved backwards by {by_ms} ms")]
@@ -39,6 +39,11 @@ pub enum SnowflakeError {
         /// The largest worker id of the layout.
         max: u64,
     },
+    /// No worker lease may be taken or renewed: the database's settings can lose a committed
+    /// lease in a crash (the lease gate, `crate::lease_gate`); names the setting and its fix.
+    /// Answered instead of the not-ready reasons while the gate refuses.
+    #[error("no worker lease from this database: {0}")]
+    LossyDatabase(String),
     /// A generator setting is out of range; names the setting.
     #[error("invalid snowflake setting: {0}")]
     InvalidConfig(&'static str),

@@ -57,14 +57,14 @@ mod three_servers_on_serializable_postgres_never_repeat_an_id {
         super::three_servers_on_serializable_postgres_never_repeat_an_id(
             crate::support::Db::Postgres,
         )
-        .await
+        .await;
     }
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn pgbouncer() {
         super::three_servers_on_serializable_postgres_never_repeat_an_id(
             crate::support::Db::PgBouncer,
         )
-        .await
+        .await;
     }
 }
 

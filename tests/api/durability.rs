@@ -262,12 +262,12 @@ mod postgres_with_synchronous_commit_off_gets_no_lease {
     #[tokio::test]
     async fn postgres() {
         super::postgres_with_synchronous_commit_off_gets_no_lease(crate::support::Db::Postgres)
-            .await
+            .await;
     }
     #[tokio::test]
     async fn pgbouncer() {
         super::postgres_with_synchronous_commit_off_gets_no_lease(crate::support::Db::PgBouncer)
-            .await
+            .await;
     }
 }
 

@@ -134,12 +134,12 @@ mod serializable_leases_from_three_stores_never_overlap {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres() {
         super::serializable_leases_from_three_stores_never_overlap(crate::support::Db::Postgres)
-            .await
+            .await;
     }
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn pgbouncer() {
         super::serializable_leases_from_three_stores_never_overlap(crate::support::Db::PgBouncer)
-            .await
+            .await;
     }
 }
 
@@ -168,11 +168,11 @@ async fn three_stores_migrating_at_once_all_start(db: Db) {
 mod three_stores_migrating_at_once_all_start {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres() {
-        super::three_stores_migrating_at_once_all_start(crate::support::Db::Postgres).await
+        super::three_stores_migrating_at_once_all_start(crate::support::Db::Postgres).await;
     }
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn pgbouncer() {
-        super::three_stores_migrating_at_once_all_start(crate::support::Db::PgBouncer).await
+        super::three_stores_migrating_at_once_all_start(crate::support::Db::PgBouncer).await;
     }
 }
 

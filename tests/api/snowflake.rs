@@ -104,7 +104,7 @@ on_both_databases!(big_batches_and_concurrent_clients_never_repeat);
 #[tokio::test]
 async fn the_direct_generator_serves_too() {
     let app = spawn_app_with(Db::Sqlite, |s| {
-        s.snowflake.generator = GeneratorKind::Direct
+        s.snowflake.generator = GeneratorKind::Direct;
     })
     .await;
     let ids = ids_of(&app.get("/api/v1/snowflake/ids?count=20000").await.json());

@@ -178,7 +178,7 @@ fn hammer(engine: &Arc<SnowflakeEngine>, stop: &std::sync::atomic::AtomicBool) -
                         match engine.next_ids_blocking(50) {
                             Ok(more) => ids.extend(more),
                             Err(SnowflakeError::ClockMovedBackwards { .. }) => {
-                                std::thread::sleep(Duration::from_millis(1))
+                                std::thread::sleep(Duration::from_millis(1));
                             }
                             Err(e) => panic!("{e:?}"),
                         }

@@ -437,6 +437,7 @@ impl Instance {
             load_timeout: LOAD_TIMEOUT,
             max_concurrent_loads: 2,
             refresh_interval: Duration::from_secs(60),
+            ..Default::default()
         };
         let engine = rt.block_on(async { SegmentAllocator::new(store, config) });
         Self { rt, engine }

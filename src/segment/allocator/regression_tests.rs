@@ -140,7 +140,7 @@ async fn a_rewind_beyond_several_step_maxima_backs_off_then_recovers() {
     assert!(after[0] > before[2] && after.windows(2).all(|w| w[0] < w[1]));
     let snap = e.cached("t").unwrap().snapshot();
     assert!(
-        snap.regressions_total > u64::from(high_water::MAX_JUMPS),
+        snap.regressions_total > u64::from(crate::segment::high_water::MAX_JUMPS),
         "{snap:?}"
     );
     assert!(

@@ -264,7 +264,7 @@ proptest::proptest! {
             match g.next_ids(batch, &mut ids) {
                 Ok(()) => proptest::prop_assert_eq!(ids.len(), batch),
                 Err(SnowflakeError::ClockMovedBackwards { by_ms }) => {
-                    proptest::prop_assert!(by_ms > DEFAULT_MAX_BACKWARD_MS)
+                    proptest::prop_assert!(by_ms > DEFAULT_MAX_BACKWARD_MS);
                 }
                 Err(e) => proptest::prop_assert!(false, "unexpected {e}"),
             }
@@ -302,7 +302,7 @@ proptest::proptest! {
             match taken {
                 Ok(()) => proptest::prop_assert_eq!(ids.len(), batch),
                 Err(SnowflakeError::ClockMovedBackwards { by_ms }) => {
-                    proptest::prop_assert!(by_ms > DEFAULT_MAX_BACKWARD_MS)
+                    proptest::prop_assert!(by_ms > DEFAULT_MAX_BACKWARD_MS);
                 }
                 Err(e) => proptest::prop_assert!(false, "unexpected {e}"),
             }

@@ -136,6 +136,7 @@ impl Run {
             StartOptions {
                 cache: Some(cache),
                 wait_for_database: true,
+                ..Default::default()
             },
         )
         .await?;

@@ -42,7 +42,7 @@ pub async fn start(synchronous: bool) {
         script(&["sync", if synchronous { "on" } else { "off" }]);
     })
     .await
-    .unwrap()
+    .unwrap();
 }
 
 /// Runs `scripts/patroni.sh ARGS` off the runtime; its stdout.

@@ -1,0 +1,286 @@
+//! The wire form of ids: one home for how an id leaves the server.
+//!
+//! - plain text ([`plain_id`]: Leaf's routes), with the id answers' headers;
+//! - JSON numbers or decimal strings ([`IdFormat`], [`JsonId`], [`JsonIds`]) chosen by the
+//!   `stringify_ids` query parameter ([`StringifyQuery`], [`BatchQuery`]), and their OpenAPI
+//!   schemas ([`id_schema`], [`optional_id_schema`], [`ids_schema`]);
+//! - batch parsing: `count` within `1..=`[`MAX_COUNT`].
+//!
+//! JavaScript parses JSON numbers into doubles, which hold integers exactly only up to
+//! `2^53 - 1`: every Twitter-layout snowflake id and every segment id above that comes out of
+//! `JSON.parse` rounded (three consecutive snowflake ids parse to one value). Like Twitter's
+//! `stringify_ids=true`, `?stringify_ids=true` answers the ids as decimal strings instead.
+//!
+//! **The extension point for new id shapes** (formatted order numbers, permuted codes): a shape
+//! is one more way to write an id here, and every route that returns ids goes through this
+//! module, so a new shape needs no change in the handlers' plumbing. Whatever the shape, its
+//! answer is never cacheable: the `Cache-Control: no-store` default of [`super::headers`]
+//! applies to every id answer.
+
+use actix_web::HttpResponse;
+use actix_web::http::header::{self, HeaderValue};
+use serde::{Deserialize, Serialize, Serializer};
+use utoipa::IntoParams;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{
+    ArrayBuilder, KnownFormat, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, Type,
+};
+
+use super::error::ApiError;
+
+/// Most ids one batch request may ask for.
+pub const MAX_COUNT: u64 = 100_000;
+
+/// A plain-text id body: formatted with `itoa`, under a static content type (no header parsing).
+pub fn plain_id<I: itoa::Integer>(id: I) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        ))
+        .body(itoa::Buffer::new().format(id).to_owned())
+}
+
+/// How a JSON body writes its ids, from `stringify_ids`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IdFormat {
+    /// JSON numbers (`stringify_ids` absent or `false`): exact in JavaScript only up to 2^53 - 1.
+    #[default]
+    Number,
+    /// Decimal strings (`stringify_ids=true`): exact in every JSON parser.
+    String,
+}
+
+impl IdFormat {
+    /// Parses `stringify_ids`: `true` or `false` exactly; anything else (`yes`, `1`, empty) is
+    /// `invalid_request`, so a client's typo never silently yields lossy numbers.
+    pub fn parse(raw: Option<&str>) -> Result<Self, ApiError> {
+        match raw {
+            None | Some("false") => Ok(Self::Number),
+            Some("true") => Ok(Self::String),
+            Some(other) => Err(ApiError::InvalidRequest(format!(
+                "stringify_ids must be \"true\" (ids as decimal strings) or \"false\" (ids as \
+                 numbers), got {other:?}"
+            ))),
+        }
+    }
+}
+
+/// One id in a JSON body: a number, or its decimal string under [`IdFormat::String`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JsonId<T> {
+    /// The id.
+    pub id: T,
+    /// Number or string.
+    pub format: IdFormat,
+}
+
+impl<T: itoa::Integer + Serialize> Serialize for JsonId<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.format {
+            IdFormat::Number => self.id.serialize(serializer),
+            // itoa formats into a stack buffer: no allocation per id on the batch routes.
+            IdFormat::String => serializer.serialize_str(itoa::Buffer::new().format(self.id)),
+        }
+    }
+}
+
+/// The ids of a batch body, all numbers or all decimal strings.
+#[derive(Debug)]
+pub struct JsonIds<T> {
+    /// The ids, increasing.
+    pub ids: Vec<T>,
+    /// Numbers or strings.
+    pub format: IdFormat,
+}
+
+impl<T: itoa::Integer + Serialize> Serialize for JsonIds<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.format {
+            IdFormat::Number => self.ids.serialize(serializer),
+            IdFormat::String => serializer.collect_seq(self.ids.iter().map(|&id| JsonId {
+                id,
+                format: IdFormat::String,
+            })),
+        }
+    }
+}
+
+/// Schema of one id: an integer, or its decimal string under `stringify_ids=true`.
+pub fn id_schema() -> Schema {
+    OneOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+                .minimum(Some(0))
+                .description(Some("The id as a number (`stringify_ids` absent or false)")),
+        )
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some("^[0-9]{1,19}$"))
+                .description(Some("The id in decimal (`stringify_ids=true`)")),
+        )
+        .description(Some(
+            "An id: a JSON number, or a decimal string when the request has `stringify_ids=true` \
+             (JavaScript numbers are exact only up to 2^53 - 1)",
+        ))
+        .into()
+}
+
+/// Schema of an id that may be absent: [`id_schema`]'s number or string, or `null`.
+pub fn optional_id_schema() -> Schema {
+    let Schema::OneOf(mut one_of) = id_schema() else {
+        unreachable!("id_schema is a oneOf")
+    };
+    one_of.items.push(RefOr::T(
+        ObjectBuilder::new().schema_type(Type::Null).into(),
+    ));
+    Schema::OneOf(one_of)
+}
+
+/// Schema of a list of ids, increasing: all numbers, or all strings under `stringify_ids=true`.
+pub fn ids_schema() -> Schema {
+    ArrayBuilder::new()
+        .items(RefOr::T(id_schema()))
+        .description(Some(
+            "The ids, increasing: numbers, or decimal strings with `stringify_ids=true`",
+        ))
+        .into()
+}
+
+/// The `stringify_ids` query parameter of the routes whose bodies carry ids but take no other
+/// query: the decode routes, the tag rows (`max_id`) and the buffers (`min_id`, `max_id`,
+/// `next_id`).
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct StringifyQuery {
+    /// `true`: the id as a decimal string, for JavaScript clients (whose numbers are exact only
+    /// up to 2^53 - 1); `false` or absent: a JSON number. Any other value is `invalid_request`.
+    #[param(value_type = Option<bool>)]
+    pub stringify_ids: Option<String>,
+}
+
+impl StringifyQuery {
+    /// The validated format.
+    pub fn format(&self) -> Result<IdFormat, ApiError> {
+        IdFormat::parse(self.stringify_ids.as_deref())
+    }
+}
+
+/// The query of the batch routes, kept as text so every bad `count` gets `invalid_count` and
+/// every bad `stringify_ids` gets `invalid_request`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct BatchQuery {
+    /// Ids wanted (1..=100000, default 1).
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 100000)]
+    pub count: Option<String>,
+    /// `true`: the ids as decimal strings, for JavaScript clients (whose numbers are exact only
+    /// up to 2^53 - 1); `false` or absent: JSON numbers. Any other value is `invalid_request`.
+    #[param(value_type = Option<bool>)]
+    pub stringify_ids: Option<String>,
+}
+
+impl BatchQuery {
+    /// The validated format of the ids.
+    pub fn format(&self) -> Result<IdFormat, ApiError> {
+        IdFormat::parse(self.stringify_ids.as_deref())
+    }
+
+    /// The validated count.
+    pub fn parse(&self) -> Result<usize, ApiError> {
+        let Some(raw) = self.count.as_deref() else {
+            return Ok(1);
+        };
+        match raw.trim().parse::<i128>() {
+            Ok(n) if (1..=MAX_COUNT as i128).contains(&n) => Ok(n as usize),
+            Ok(n) => Err(ApiError::InvalidCount(format!(
+                "count must be within 1..={MAX_COUNT} (got {n})"
+            ))),
+            Err(_) => Err(ApiError::InvalidCount(format!(
+                "count must be an integer within 1..={MAX_COUNT}"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(s: Option<&str>) -> Result<usize, ApiError> {
+        BatchQuery {
+            count: s.map(str::to_owned),
+            stringify_ids: None,
+        }
+        .parse()
+    }
+
+    #[test]
+    fn count_bounds() {
+        assert_eq!(q(None).unwrap(), 1);
+        assert_eq!(q(Some("100000")).unwrap(), 100_000);
+        for bad in [
+            "0",
+            "-1",
+            "100001",
+            "99999999999999999999999",
+            "abc",
+            "1.5",
+            "",
+        ] {
+            assert!(
+                matches!(q(Some(bad)), Err(ApiError::InvalidCount(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn stringify_ids_is_true_or_false_exactly() {
+        assert_eq!(IdFormat::parse(None).unwrap(), IdFormat::Number);
+        assert_eq!(IdFormat::parse(Some("false")).unwrap(), IdFormat::Number);
+        assert_eq!(IdFormat::parse(Some("true")).unwrap(), IdFormat::String);
+        for bad in ["yes", "1", "0", "", "TRUE", "True", " true"] {
+            let e = IdFormat::parse(Some(bad)).unwrap_err();
+            assert!(matches!(e, ApiError::InvalidRequest(_)), "{bad}");
+            assert!(e.to_string().contains("stringify_ids"), "{e}");
+        }
+    }
+
+    #[test]
+    fn ids_serialize_as_numbers_or_exact_decimal_strings() {
+        let ids = vec![1, (1i64 << 53) + 1, i64::MAX];
+        let numbers = JsonIds {
+            ids: ids.clone(),
+            format: IdFormat::Number,
+        };
+        assert_eq!(
+            serde_json::to_string(&numbers).unwrap(),
+            "[1,9007199254740993,9223372036854775807]"
+        );
+        let strings = JsonIds {
+            ids,
+            format: IdFormat::String,
+        };
+        assert_eq!(
+            serde_json::to_string(&strings).unwrap(),
+            r#"["1","9007199254740993","9223372036854775807"]"#
+        );
+        let empty = JsonIds::<u64> {
+            ids: vec![],
+            format: IdFormat::String,
+        };
+        assert_eq!(serde_json::to_string(&empty).unwrap(), "[]");
+        let one = JsonId {
+            id: u64::MAX,
+            format: IdFormat::String,
+        };
+        assert_eq!(
+            serde_json::to_string(&one).unwrap(),
+            r#""18446744073709551615""#
+        );
+    }
+}
