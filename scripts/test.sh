@@ -65,9 +65,12 @@ rm -f "${CARGO_TARGET_DIR:-target}"/tmp/sim-*.txt "${CARGO_TARGET_DIR:-target}"/
   "${CARGO_TARGET_DIR:-target}"/tmp/figure-*.txt
 # The server and the client crate in one build (one feature resolution for both, so the
 # dependencies compile once); the client's tests run against three real servers started from
-# the target/debug/leafid this builds first. `--include-ignored` goes to every test binary,
-# after the caller's own `--` if they gave one (`cargo test [ARGS] [-- HARNESS ARGS]`); a
-# caller asking for `--ignored` or `--include-ignored` keeps their choice.
+# the target/debug/leafid this builds first. Every target but the benches, with
+# `--include-ignored` after the caller's own `--` if they gave one (`cargo test [ARGS] [--
+# HARNESS ARGS]`); a caller asking for `--ignored` or `--include-ignored` keeps their choice.
+# The criterion benches (`harness = false`) refuse that flag and have no ignored tests: they get
+# their own run (`--bench '*'`: the bench targets only), in test mode (each benchmark once), with
+# the caller's arguments. Together the two are `--all-targets`, built once.
 separator=(--) harness=(--include-ignored)
 for arg in "$@"; do
   case "$arg" in
@@ -75,7 +78,8 @@ for arg in "$@"; do
     --ignored | --include-ignored) harness=() ;;
   esac
 done
-cargo test --workspace --all-targets "$@" "${separator[@]}" "${harness[@]}"
+cargo test --workspace --lib --bins --tests --examples "$@" "${separator[@]}" "${harness[@]}"
+cargo test --workspace --bench '*' "$@"
 # What the deterministic simulations ran and injected, the Patroni failover figures and the
 # other figures tests record (support::record_figure; cargo hides a passing test's output).
 cat "${CARGO_TARGET_DIR:-target}"/tmp/sim-*.txt "${CARGO_TARGET_DIR:-target}"/tmp/patroni-*.txt \
