@@ -109,6 +109,7 @@ async fn seen_from_outside(db_url: &str, tag: &str) -> (Option<i64>, Vec<(i64, S
 }
 
 #[tokio::test]
+#[ignore = "needs MariaDB (a private instance): scripts/test.sh runs it"]
 async fn with_global_autocommit_off_every_write_is_committed() {
     let port = free_low_port();
     let db = tokio::task::spawn_blocking(move || PrivateMariaDb::start_on("autocommit", port))

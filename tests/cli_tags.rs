@@ -107,6 +107,7 @@ fn tags_on_sqlite() {
 }
 
 #[tokio::test]
+#[ignore = "needs MariaDB: scripts/test.sh runs it"]
 async fn tags_on_mariadb() {
     let server = match std::env::var("LEAFID_TEST_MYSQL_URL") {
         Ok(url) => url.trim_end_matches('/').to_owned(),

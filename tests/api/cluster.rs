@@ -19,6 +19,7 @@ async fn get_id(client: &reqwest::Client, base: &str, tag: &str) -> i64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: scripts/test.sh runs it"]
 async fn three_servers_sharing_mariadb_never_repeat_an_id() {
     let url = create_database().await;
     let servers: Vec<ServerProcess> = (0..3).map(|_| ServerProcess::start(&url, &[])).collect();
@@ -53,6 +54,7 @@ async fn three_servers_on_serializable_postgres_never_repeat_an_id(db: Db) {
 
 mod three_servers_on_serializable_postgres_never_repeat_an_id {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs PostgreSQL: scripts/test.sh runs it"]
     async fn postgres() {
         super::three_servers_on_serializable_postgres_never_repeat_an_id(
             crate::support::Db::Postgres,
@@ -60,6 +62,7 @@ mod three_servers_on_serializable_postgres_never_repeat_an_id {
         .await;
     }
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs PgBouncer and PostgreSQL: scripts/test.sh runs it"]
     async fn pgbouncer() {
         super::three_servers_on_serializable_postgres_never_repeat_an_id(
             crate::support::Db::PgBouncer,

@@ -76,6 +76,7 @@ fn assert_refused(r: &crate::support::Reply, value: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB (a private instance): scripts/test.sh runs it"]
 async fn a_lossy_mariadb_gets_no_lease_unless_the_override_says_so() {
     let db = tokio::task::spawn_blocking(|| PrivateMariaDb::start("durability"))
         .await
@@ -260,11 +261,13 @@ async fn postgres_with_synchronous_commit_off_gets_no_lease(db: Db) {
 
 mod postgres_with_synchronous_commit_off_gets_no_lease {
     #[tokio::test]
+    #[ignore = "needs PostgreSQL: scripts/test.sh runs it"]
     async fn postgres() {
         super::postgres_with_synchronous_commit_off_gets_no_lease(crate::support::Db::Postgres)
             .await;
     }
     #[tokio::test]
+    #[ignore = "needs PgBouncer and PostgreSQL: scripts/test.sh runs it"]
     async fn pgbouncer() {
         super::postgres_with_synchronous_commit_off_gets_no_lease(crate::support::Db::PgBouncer)
             .await;
@@ -427,6 +430,7 @@ async fn crash_run(db: &Arc<PrivateMariaDb>, allow_lossy: bool) -> CrashRun {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB (a private instance): scripts/test.sh runs it"]
 async fn kill_9_of_a_lossy_mariadb_repeats_ids_only_with_the_override() {
     let db = tokio::task::spawn_blocking(|| PrivateMariaDb::start("durability-crash"))
         .await

@@ -93,6 +93,7 @@ fn ids_of(body: &str) -> Vec<i64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Varnish: scripts/test.sh runs it"]
 async fn a_caching_proxy_in_front_never_hands_one_id_to_two_callers() {
     let (server, _dir) = start(&[("LEAFID__SERVER__WORKERS", "2")]);
     let cache = Varnish::start(host_port(&server.address));

@@ -523,6 +523,7 @@ fn assert_nothing_lost(f: &Figures, fault: Fault) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Patroni cluster (PostgreSQL, etcd, HAProxy): scripts/test.sh runs it"]
 async fn synchronous_mode_switchover_then_kill_of_the_leader_lose_no_lease_and_repeat_no_id() {
     let f = failover_run(true, &[Fault::Switchover, Fault::Kill]).await;
     assert_nothing_lost(&f, Fault::Switchover);
@@ -531,6 +532,7 @@ async fn synchronous_mode_switchover_then_kill_of_the_leader_lose_no_lease_and_r
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Patroni cluster (PostgreSQL, etcd, HAProxy): scripts/test.sh runs it"]
 async fn asynchronous_switchover_loses_nothing_a_kill_after_a_lag_is_caught_by_the_guard() {
     let f = failover_run(false, &[Fault::Switchover, Fault::LaggedKill]).await;
     // A clean shutdown sends all WAL to the replica and waits for its flush.

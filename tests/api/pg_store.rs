@@ -132,11 +132,13 @@ async fn serializable_leases_from_three_stores_never_overlap(db: Db) {
 
 mod serializable_leases_from_three_stores_never_overlap {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs PostgreSQL: scripts/test.sh runs it"]
     async fn postgres() {
         super::serializable_leases_from_three_stores_never_overlap(crate::support::Db::Postgres)
             .await;
     }
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs PgBouncer and PostgreSQL: scripts/test.sh runs it"]
     async fn pgbouncer() {
         super::serializable_leases_from_three_stores_never_overlap(crate::support::Db::PgBouncer)
             .await;
@@ -167,10 +169,12 @@ async fn three_stores_migrating_at_once_all_start(db: Db) {
 
 mod three_stores_migrating_at_once_all_start {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs PostgreSQL: scripts/test.sh runs it"]
     async fn postgres() {
         super::three_stores_migrating_at_once_all_start(crate::support::Db::Postgres).await;
     }
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs PgBouncer and PostgreSQL: scripts/test.sh runs it"]
     async fn pgbouncer() {
         super::three_stores_migrating_at_once_all_start(crate::support::Db::PgBouncer).await;
     }
@@ -182,6 +186,7 @@ mod three_stores_migrating_at_once_all_start {
 /// "sqlx_s_N" already exists` (42P05) or `... does not exist` (26000). The same load with the
 /// setting on passes (every `pgbouncer` test of the suite runs with it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PgBouncer and PostgreSQL: scripts/test.sh runs it"]
 async fn without_the_setting_pgbouncer_loses_prepared_statements() {
     let (url, _dir) = fresh_db(Db::PgBouncer).await;
     let mut errors = Vec::new();
@@ -235,6 +240,7 @@ async fn without_the_setting_pgbouncer_loses_prepared_statements() {
 /// two would only add; the last release's check may come after the count). The latency is printed with `--nocapture`. Consecutive leases follow
 /// each other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PgBouncer and PostgreSQL: scripts/test.sh runs it"]
 async fn a_lease_costs_the_same_round_trips_directly_and_through_pgbouncer() {
     const LEASES: u64 = 200;
     let mut report = Vec::new();
@@ -290,6 +296,7 @@ async fn a_lease_costs_the_same_round_trips_directly_and_through_pgbouncer() {
 /// answer flows again, starts above it: a range whose commit was not confirmed is skipped,
 /// never handed out, and no range is leased twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PgBouncer and PostgreSQL: scripts/test.sh runs it"]
 async fn a_pgbouncer_lease_whose_answer_never_comes_is_never_handed_out() {
     let (url, _dir) = fresh_db(Db::PgBouncer).await;
     let proxy = FaultProxy::start(socket_of(&url)).await.unwrap();

@@ -15,6 +15,7 @@ async fn get(client: &reqwest::Client, url: &str) -> (u16, String) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: scripts/test.sh runs it"]
 async fn servers_racing_on_one_tag_with_step_1_neither_repeat_nor_starve() {
     let url = create_database().await;
     // max_step 4: the adaptive step may double from 1 only to 4, so nearly every request leases.
@@ -129,6 +130,7 @@ impl Remote {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: scripts/test.sh runs it"]
 async fn ten_thousand_tags_and_a_hot_tag_keep_memory_bounded_and_requests_flowing() {
     const TAGS: usize = 10_000;
     let url = create_database().await;

@@ -5,6 +5,8 @@
 //!
 //! `on_every_store!(scenario)` makes one test per store: `scenario::memory`, `scenario::sqlite`,
 //! `scenario::mysql`, `scenario::postgres`, `scenario::pgbouncer`.
+//! The last three are ignored by a plain `cargo test` (they need a database server) and run by
+//! `scripts/test.sh`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,14 +40,17 @@ macro_rules! on_every_store {
                 super::$name(super::Kind::Sql($crate::support::Db::Sqlite)).await
             }
             #[tokio::test]
+            #[ignore = "needs MariaDB: scripts/test.sh runs it"]
             async fn mysql() {
                 super::$name(super::Kind::Sql($crate::support::Db::MySql)).await
             }
             #[tokio::test]
+            #[ignore = "needs PostgreSQL: scripts/test.sh runs it"]
             async fn postgres() {
                 super::$name(super::Kind::Sql($crate::support::Db::Postgres)).await
             }
             #[tokio::test]
+            #[ignore = "needs PgBouncer and PostgreSQL: scripts/test.sh runs it"]
             async fn pgbouncer() {
                 super::$name(super::Kind::Sql($crate::support::Db::PgBouncer)).await
             }
@@ -702,6 +707,7 @@ on_every_store!(disposable_worker_ids_increase_and_stop_at_the_layouts_max);
 /// On a `leaf_alloc` that Leaf created with its own character set and collation, the tombstone
 /// table's `biz_tag` compares exactly as `leaf_alloc.biz_tag` does.
 #[tokio::test]
+#[ignore = "needs MariaDB: scripts/test.sh runs it"]
 async fn the_tombstone_tag_column_copies_leaf_allocs_collation() {
     let url = crate::support::mysql::create_database().await;
     crate::support::mysql::exec_in(

@@ -149,6 +149,7 @@ async fn create_and_take(client: &reqwest::Client, base: &str, tag: &str) -> Has
 }
 
 #[tokio::test]
+#[ignore = "needs root (mounts a tmpfs): scripts/test.sh runs it"]
 async fn a_full_disk_under_sqlite_never_repeats_an_id_and_recovers_when_space_returns() {
     const TAG: &str = "full-disk";
     let mount = TmpfsMount::new("4m");
@@ -270,6 +271,7 @@ fn fill_with_dd(dir: &Path) -> PathBuf {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root (mounts a tmpfs): scripts/test.sh runs it"]
 async fn a_full_volume_holding_the_database_and_the_log_never_repeats_an_id_and_honours_sigterm() {
     const TAG: &str = "full-volume";
     let mount = TmpfsMount::new("4m");

@@ -176,11 +176,13 @@ async fn a_wall_clock_step_back_never_repeats_an_id(generator: &str) {
 }
 
 #[tokio::test]
+#[ignore = "needs libfaketime: scripts/test.sh runs it"]
 async fn a_wall_clock_step_back_never_repeats_a_direct_id() {
     a_wall_clock_step_back_never_repeats_an_id("direct").await;
 }
 
 #[tokio::test]
+#[ignore = "needs libfaketime: scripts/test.sh runs it"]
 async fn a_wall_clock_step_back_never_repeats_a_cached_id() {
     a_wall_clock_step_back_never_repeats_an_id("cached").await;
 }
@@ -377,11 +379,13 @@ async fn clock_back_bits_serve_through_steps_on_the_real_binary(generator: &str,
 }
 
 #[tokio::test]
+#[ignore = "needs libfaketime: scripts/test.sh runs it"]
 async fn clock_back_bits_serve_direct_ids_through_three_steps_then_refuse() {
     clock_back_bits_serve_through_steps_on_the_real_binary("direct", false).await;
 }
 
 #[tokio::test]
+#[ignore = "needs libfaketime: scripts/test.sh runs it"]
 async fn clock_back_bits_serve_cached_ids_through_three_steps_then_refuse() {
     clock_back_bits_serve_through_steps_on_the_real_binary("cached", true).await;
 }

@@ -1,7 +1,8 @@
 //! The test Galera cluster (3 MariaDB nodes on 127.0.0.1, `scripts/galera.sh`): its node URLs
 //! from `LEAFID_TEST_GALERA_URLS` (as `scripts/test.sh` sets it), else from running
-//! `scripts/galera.sh start` (installing MariaDB and galera-4 if missing), so `cargo test` alone
-//! runs these tests too; never skipped.
+//! `scripts/galera.sh start` (installing MariaDB and galera-4 if missing), so
+//! `cargo test -- --include-ignored` alone runs these tests too. A plain `cargo test` lists them
+//! as ignored (`#[ignore = "needs a MariaDB Galera cluster: ..."]`), never as passed.
 //!
 //! The tests share one cluster and one of them kills a node, so they hold [`serial`] throughout.
 

@@ -1,7 +1,9 @@
 //! The test MariaDB: `LEAFID_TEST_MYSQL_URL` if set (as `scripts/test.sh` does); else a
 //! container through `testcontainers` where a Docker engine answers (a developer laptop); else a
 //! private instance started by `scripts/mariadb.sh` (installing MariaDB from Debian's packages
-//! if missing). Each test gets its own database.
+//! if missing). Each test gets its own database. Only tests marked `#[ignore = "needs MariaDB:
+//! ..."]` reach this, so a plain `cargo test` starts and installs nothing; `scripts/test.sh`
+//! (or `cargo test -- --include-ignored`) runs them.
 
 use std::process::Command;
 use std::sync::OnceLock;

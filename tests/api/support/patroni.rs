@@ -1,7 +1,8 @@
 //! The test Patroni cluster (`scripts/patroni.sh`): two PostgreSQL 15 nodes, one etcd, HAProxy
 //! in front on Patroni's `GET /primary`. Its HAProxy URL from `LEAFID_TEST_PATRONI_URL` (as
 //! `scripts/test.sh` sets it), else from running `scripts/patroni.sh start` (installing the
-//! packages if missing), so `cargo test` alone runs these tests too; never skipped.
+//! packages if missing), so `cargo test -- --include-ignored` alone runs these tests too. A
+//! plain `cargo test` lists them as ignored, never as passed.
 //!
 //! Every test fails the cluster over, so they hold [`serial`] throughout and each starts with
 //! [`start`], which brings a killed node back as a replica.

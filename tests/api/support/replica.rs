@@ -1,7 +1,8 @@
 //! The test primary/replica pair (`scripts/replica.sh`): its URLs from
 //! `LEAFID_TEST_REPLICA_URLS` (as `scripts/test.sh` sets it), else from running
-//! `scripts/replica.sh start` (installing MariaDB if missing), so `cargo test` alone runs these
-//! tests too; never skipped. And [`SwitchProxy`], the one address the servers know, which a
+//! `scripts/replica.sh start` (installing MariaDB if missing), so
+//! `cargo test -- --include-ignored` alone runs these tests too. A plain `cargo test` lists them
+//! as ignored, never as passed. And [`SwitchProxy`], the one address the servers know, which a
 //! failover points at the promoted replica without restarting them.
 //!
 //! Every test fails the pair over, so they hold [`serial`] throughout and each starts with

@@ -5,7 +5,9 @@
 //! package's tests, which build it, before these; by hand: `cargo build --bin leafid`).
 //! `LEAFID_BIN` overrides the path. The database: `LEAFID_TEST_MYSQL_URL` (as `scripts/test.sh`
 //! sets), else the private MariaDB of `scripts/mariadb.sh`; databases are made with the
-//! `mariadb` command-line client (Debian's, installed with that server).
+//! `mariadb` command-line client (Debian's, installed with that server). So every test here is
+//! `#[ignore = "needs MariaDB: ..."]`: `cargo test --workspace` lists them as ignored, and
+//! `scripts/test.sh` runs them with `--include-ignored`.
 
 #![allow(dead_code)]
 
