@@ -14,7 +14,7 @@
 //! - [`snowflake`]: the snowflake engine: bit layouts, generators, worker ids (no HTTP, no SQL).
 //! - [`layout_plan`]: the bit-layout migration planner (pure functions).
 //! - [`sync`]: the atomics shim (loom under `cfg(loom)`).
-//! - [`store`]: the engines' storage traits on MySQL/MariaDB and SQLite.
+//! - [`store`]: the engines' storage traits on MySQL/MariaDB, PostgreSQL and SQLite.
 //! - [`http`]: the thin HTTP adapter and the error body.
 //! - `testing` (unit tests, and feature `testing`): every fake (in-memory stores, hand-driven
 //!   clocks, the fault proxy) for tests, benches and the soak example; not in a release build.

@@ -57,26 +57,25 @@ impl Tables {
     /// Refuses a database that looks emptied (see the module docs), before it is migrated.
     /// `existing_sqlite_file`: the SQLite file existed (non-empty) before it was opened.
     pub(crate) fn refuse_if_emptied(self, existing_sqlite_file: bool) -> anyhow::Result<()> {
-        let t = self;
-        if t.history && !t.leaf_alloc {
+        if self.history && !self.leaf_alloc {
             bail!(
-                "the database has leafid's migration history (_sqlx_migrations) but no leaf_alloc \
-                 table: the table was dropped or lost, and creating it again would hand out its tags' \
-                 ids again. Restore leaf_alloc (and leafid_tag_tombstone) from a backup; to start a \
-                 new store on purpose, drop _sqlx_migrations too"
+                "the database has leafid's migration history (_sqlx_migrations) but no \
+                 leaf_alloc table: the table was dropped or lost, and creating it again would \
+                 hand out its tags' ids again. Restore leaf_alloc (and leafid_tag_tombstone) \
+                 from a backup; to start a new store on purpose, drop _sqlx_migrations too"
             );
         }
-        if existing_sqlite_file && !t.leaf_alloc {
-            let what = if t.any {
-                "has tables but no leaf_alloc: it is another application's database or a store that \
-                 lost its table"
+        if existing_sqlite_file && !self.leaf_alloc {
+            let what = if self.any {
+                "has tables but no leaf_alloc: it is another application's database or a store \
+                 that lost its table"
             } else {
                 "has no tables: it may be a store emptied by a bad restore or a disk error"
             };
             bail!(
-                "the existing SQLite file {what}, and starting it as a new store could hand out ids \
-                 again. Restore it from a backup or point database.url at the right file; to create \
-                 a new store, use a path where no file exists"
+                "the existing SQLite file {what}, and starting it as a new store could hand out \
+                 ids again. Restore it from a backup or point database.url at the right file; to \
+                 create a new store, use a path where no file exists"
             );
         }
         Ok(())

@@ -3,10 +3,11 @@
 //! implements `Dialect` (its `dialect.rs`) and [`DialectStore`] (its writes that grant ids and
 //! its admin writes); everything else comes from here.
 //!
-//! - `driver`: [`SqlDriver`](driver::SqlDriver), every sqlx bound the shared functions need of a driver, once.
+//! - `driver`: [`SqlDriver`](driver::SqlDriver), every sqlx bound the shared functions need of
+//!   a driver, once.
 //! - `dialect`: [`Dialect`] and [`OnDriver`], the spelling and the driver under it.
-//! - `statement`: [`Statement`](statement::Statement), a shared statement written once with `?` placeholders and
-//!   numbered for PostgreSQL.
+//! - `statement`: [`Statement`](statement::Statement), a shared statement written once with
+//!   `?` placeholders and numbered for PostgreSQL.
 //! - `session`: where a statement runs ([`Sessions`], [`Session`]) and how one write commits
 //!   ([`write_one`](session::write_one)).
 //! - `tags`: the `leaf_alloc` reads, the give-back of unused ids, and the row types.

@@ -16,8 +16,7 @@ use crate::store::errors::unavailable;
 const SELECT_TAGS: &str =
     "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc ORDER BY biz_tag";
 
-/// [`return_unused`]: moves `max_id` back from the end of the last lease (`to`) to its first id
-/// never handed out (`from`), only if no other lease moved it since.
+/// The compare-and-set of [`return_unused`].
 static RETURN_UNUSED: Statement = Statement::new(
     "UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP \
      WHERE biz_tag = ? AND max_id = ?",

@@ -10,10 +10,10 @@
 //!
 //! How a write commits differs by database ([`write_one`]). On SQLite every write runs in an
 //! explicit transaction whose `COMMIT` result is checked (see the module docs of
-//! [`sqlite`](crate::store::sqlite): an autocommit statement there commits when it is reset, and a failed
-//! commit is silent), so a claim is reported only once its commit is confirmed. On MySQL every
-//! write is one autocommit statement (the session is forced to `autocommit = 1` on connect, see
-//! [`mysql`](crate::store::mysql)): its OK means committed.
+//! [`sqlite`](crate::store::sqlite): an autocommit statement there commits when it is reset,
+//! and a failed commit is silent), so a claim is reported only once its commit is confirmed.
+//! On MySQL every write is one autocommit statement (the session is forced to `autocommit = 1`
+//! on connect, see [`mysql`](crate::store::mysql)): its OK means committed.
 //!
 //! A release clears `owner`: a heartbeat matches on `owner`, so a late heartbeat of the process
 //! that released cannot renew a lease that is free (or already claimed by another server).
