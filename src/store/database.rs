@@ -1,7 +1,7 @@
 //! [`Database`]: the store the URL names, connected and migrated. Its scheme picks the folder
 //! (`mysql://` and `mariadb://`, `postgres://` and `postgresql://`, `sqlite:`), a store that
-//! looks emptied is refused before anything is migrated ([`emptied`](super::emptied)), and a
-//! server that cannot be reached at start gets a pool that waits for the migrations
+//! looks emptied is refused before anything is migrated ([`emptied`]), and a server that
+//! cannot be reached at start gets a pool that waits for the migrations
 //! ([`Database::connect_deferred`]).
 
 use std::sync::Arc;
@@ -160,8 +160,8 @@ impl Database {
         ))
     }
 
-    /// Refuses a database that looks emptied ([`emptied`](super::emptied)), before it is
-    /// migrated. `existing_sqlite_file`: the SQLite file existed (non-empty) before it was opened.
+    /// Refuses a database that looks emptied ([`emptied`]), before it is migrated.
+    /// `existing_sqlite_file`: the SQLite file existed (non-empty) before it was opened.
     async fn refuse_if_emptied(&self, existing_sqlite_file: bool) -> anyhow::Result<()> {
         let tables = match self {
             Self::Sqlite(s) => Tables::of_sqlite(s.pool()).await?,

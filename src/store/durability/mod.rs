@@ -29,8 +29,10 @@
 //! [`DurabilityGate`] wraps the engines' stores ([`DurabilityGate::segment_store`],
 //! [`DurabilityGate::worker_store`]). While the last check found a lossy setting and
 //! `database.allow_lossy_commits` is off, every segment lease and every worker-id claim or
-//! renewal is refused ([`StoreError::LossyDatabase`], a worker store's `Unavailable` with the
-//! same message): nothing is written, so no id comes from a range the database may forget.
+//! renewal is refused
+//! ([`StoreError::LossyDatabase`](crate::segment::StoreError::LossyDatabase), a worker
+//! store's `Unavailable` with the same message): nothing is written, so no id comes from a
+//! range the database may forget.
 //! Refusing where leases are made, not in the HTTP handlers, covers every path that leases
 //! (requests, preloads, the refresh) at once, and a lease is re-checked first whenever the
 //! database failed since the last check (a restarted server is a reconnect). Ids already
