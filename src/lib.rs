@@ -16,7 +16,7 @@
 //! - [`lease_gate`]: whether an engine may take a lease now (the durability refusal), asked by
 //!   the engines, wired in by `startup`.
 //! - [`sync`]: the atomics shim (loom under `cfg(loom)`).
-//! - [`store`]: the engines' storage traits on MySQL/MariaDB and SQLite.
+//! - [`store`]: the engines' storage traits on MySQL/MariaDB, PostgreSQL and SQLite.
 //! - [`http`]: the thin HTTP adapter and the error body.
 //! - `testing` (unit tests, and feature `testing`): every fake (in-memory stores, hand-driven
 //!   clocks, the fault proxy) for tests, benches and the soak example; not in a release build.

@@ -21,8 +21,9 @@ use std::path::Path;
 
 use anyhow::bail;
 use sqlx::Row;
-
-use super::Database;
+use sqlx::mysql::MySqlPool;
+use sqlx::postgres::PgPool;
+use sqlx::sqlite::SqlitePool;
 
 /// Refuses an existing SQLite file of zero bytes at `path` (before it is opened: SQLite would
 /// take it as a new, empty database). A missing file is a new store.
@@ -39,9 +40,9 @@ pub fn check_sqlite_file(path: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// What the database holds before migrating.
+/// What the database holds before migrating, read by the `of_*` function of its kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Tables {
+pub(crate) struct Tables {
     /// `_sqlx_migrations` exists and has rows.
     history: bool,
     /// `leaf_alloc` exists.
@@ -50,100 +51,102 @@ struct Tables {
     any: bool,
 }
 
-/// Refuses a database that looks emptied (see the module docs), before it is migrated.
-/// `existing_sqlite_file`: the SQLite file existed (non-empty) before it was opened.
-pub async fn refuse_if_emptied(db: &Database, existing_sqlite_file: bool) -> anyhow::Result<()> {
-    let t = tables(db).await?;
-    if t.history && !t.leaf_alloc {
-        bail!(
-            "the database has leafid's migration history (_sqlx_migrations) but no leaf_alloc \
-             table: the table was dropped or lost, and creating it again would hand out its tags' \
-             ids again. Restore leaf_alloc (and leafid_tag_tombstone) from a backup; to start a \
-             new store on purpose, drop _sqlx_migrations too"
-        );
-    }
-    if existing_sqlite_file && !t.leaf_alloc {
-        let what = if t.any {
-            "has tables but no leaf_alloc: it is another application's database or a store that \
-             lost its table"
-        } else {
-            "has no tables: it may be a store emptied by a bad restore or a disk error"
-        };
-        bail!(
-            "the existing SQLite file {what}, and starting it as a new store could hand out ids \
-             again. Restore it from a backup or point database.url at the right file; to create \
-             a new store, use a path where no file exists"
-        );
-    }
-    Ok(())
-}
+const HISTORY: &str = "_sqlx_migrations";
 
-/// Reads which of the tables exist.
-async fn tables(db: &Database) -> anyhow::Result<Tables> {
-    const HISTORY: &str = "_sqlx_migrations";
-    match db {
-        Database::Sqlite(s) => {
-            let names: Vec<String> =
-                sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table'")
-                    .fetch_all(s.pool())
-                    .await?;
-            let has = |n: &str| names.iter().any(|x| x == n);
-            let history = has(HISTORY)
-                && sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM _sqlx_migrations")
-                    .fetch_one(s.pool())
-                    .await?
-                    > 0;
-            Ok(Tables {
-                history,
-                leaf_alloc: has("leaf_alloc"),
-                any: !names.is_empty(),
-            })
+impl Tables {
+    /// Refuses a database that looks emptied (see the module docs), before it is migrated.
+    /// `existing_sqlite_file`: the SQLite file existed (non-empty) before it was opened.
+    pub(crate) fn refuse_if_emptied(self, existing_sqlite_file: bool) -> anyhow::Result<()> {
+        if self.history && !self.leaf_alloc {
+            bail!(
+                "the database has leafid's migration history (_sqlx_migrations) but no \
+                 leaf_alloc table: the table was dropped or lost, and creating it again would \
+                 hand out its tags' ids again. Restore leaf_alloc (and leafid_tag_tombstone) \
+                 from a backup; to start a new store on purpose, drop _sqlx_migrations too"
+            );
         }
-        Database::MySql(s) => {
-            let row = sqlx::query(
-                "SELECT \
-                   (SELECT COUNT(*) FROM information_schema.tables \
-                     WHERE table_schema = DATABASE() AND table_name = '_sqlx_migrations'), \
-                   (SELECT COUNT(*) FROM information_schema.tables \
-                     WHERE table_schema = DATABASE() AND table_name = 'leaf_alloc')",
-            )
-            .fetch_one(s.pool())
-            .await?;
-            let (history_table, leaf_alloc): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
-            let history = history_table > 0
-                && sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM _sqlx_migrations")
-                    .fetch_one(s.pool())
-                    .await?
-                    > 0;
-            Ok(Tables {
-                history,
-                leaf_alloc: leaf_alloc > 0,
-                any: true,
-            })
+        if existing_sqlite_file && !self.leaf_alloc {
+            let what = if self.any {
+                "has tables but no leaf_alloc: it is another application's database or a store \
+                 that lost its table"
+            } else {
+                "has no tables: it may be a store emptied by a bad restore or a disk error"
+            };
+            bail!(
+                "the existing SQLite file {what}, and starting it as a new store could hand out \
+                 ids again. Restore it from a backup or point database.url at the right file; to \
+                 create a new store, use a path where no file exists"
+            );
         }
-        Database::Postgres(s) => {
-            // Unnamed statements (`persistent(false)`): safe behind PgBouncer's transaction
-            // pooling, where a named one could land on another server connection.
-            let row = sqlx::query(
-                "SELECT to_regclass('_sqlx_migrations') IS NOT NULL, \
-                        to_regclass('leaf_alloc') IS NOT NULL",
-            )
-            .persistent(false)
-            .fetch_one(s.pool())
-            .await?;
-            let (history_table, leaf_alloc): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
-            let history = history_table
-                && sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM _sqlx_migrations")
-                    .persistent(false)
-                    .fetch_one(s.pool())
-                    .await?
-                    > 0;
-            Ok(Tables {
-                history,
-                leaf_alloc,
-                any: true,
-            })
-        }
+        Ok(())
+    }
+
+    /// Reads which of the tables a SQLite file has.
+    pub(crate) async fn of_sqlite(pool: &SqlitePool) -> anyhow::Result<Self> {
+        let names: Vec<String> =
+            sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table'")
+                .fetch_all(pool)
+                .await?;
+        let has = |n: &str| names.iter().any(|x| x == n);
+        let history = has(HISTORY)
+            && sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM _sqlx_migrations")
+                .fetch_one(pool)
+                .await?
+                > 0;
+        Ok(Self {
+            history,
+            leaf_alloc: has("leaf_alloc"),
+            any: !names.is_empty(),
+        })
+    }
+
+    /// Reads which of the tables a MySQL database has.
+    pub(crate) async fn of_mysql(pool: &MySqlPool) -> anyhow::Result<Self> {
+        let row = sqlx::query(
+            "SELECT \
+               (SELECT COUNT(*) FROM information_schema.tables \
+                 WHERE table_schema = DATABASE() AND table_name = '_sqlx_migrations'), \
+               (SELECT COUNT(*) FROM information_schema.tables \
+                 WHERE table_schema = DATABASE() AND table_name = 'leaf_alloc')",
+        )
+        .fetch_one(pool)
+        .await?;
+        let (history_table, leaf_alloc): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+        let history = history_table > 0
+            && sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM _sqlx_migrations")
+                .fetch_one(pool)
+                .await?
+                > 0;
+        Ok(Self {
+            history,
+            leaf_alloc: leaf_alloc > 0,
+            any: true,
+        })
+    }
+
+    /// Reads which of the tables a PostgreSQL database has.
+    pub(crate) async fn of_postgres(pool: &PgPool) -> anyhow::Result<Self> {
+        // Unnamed statements (`persistent(false)`): safe behind PgBouncer's transaction
+        // pooling, where a named one could land on another server connection.
+        let row = sqlx::query(
+            "SELECT to_regclass('_sqlx_migrations') IS NOT NULL, \
+                    to_regclass('leaf_alloc') IS NOT NULL",
+        )
+        .persistent(false)
+        .fetch_one(pool)
+        .await?;
+        let (history_table, leaf_alloc): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
+        let history = history_table
+            && sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM _sqlx_migrations")
+                .persistent(false)
+                .fetch_one(pool)
+                .await?
+                > 0;
+        Ok(Self {
+            history,
+            leaf_alloc,
+            any: true,
+        })
     }
 }
 

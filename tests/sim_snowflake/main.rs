@@ -11,7 +11,7 @@
 //! runtime is driven only while time passes for that process, so heartbeats run on their
 //! cadence, a stopped process runs nothing, and a crash (dropping the runtime) kills every task.
 //! The lease table is one `Mutex<BTreeMap>` shared by all; each process talks to it through a
-//! `WorkerStore` with the statement semantics of `src/store/worker_sql.rs` (release clearing
+//! `WorkerStore` with the statement semantics of `src/store/sql/workers.rs` (release clearing
 //! the owner, as on the release branch), whose calls may, per a seeded schedule, succeed, fail
 //! before applying, apply then fail, apply then hang, be lost, answer late, or apply and answer
 //! only after the process was stopped (see `store.rs`).

@@ -1,6 +1,6 @@
 //! The simulated `leafid_worker_lease` table, shared by every simulated server, and one
 //! [`WorkerStore`] per server process over it, with the statement semantics of
-//! `src/store/worker_sql.rs` and faults drawn per call from the machine's seeded schedule.
+//! `src/store/sql/workers.rs` and faults drawn per call from the machine's seeded schedule.
 //!
 //! Each statement runs under the table's lock, so it is atomic as in the database; between
 //! the statements of a claim the call may be parked (latency), so claims of two servers can
@@ -14,7 +14,8 @@ use std::time::Duration;
 use leafid::snowflake::worker::{NodeInfo, WorkerLease, WorkerStore, WorkerStoreError};
 use leafid::testing::ManualClock;
 
-/// How often a claim may lose a race before giving up (`CLAIM_ATTEMPTS` in `worker_sql.rs`).
+/// How often a claim may lose a race before giving up (`CLAIM_ATTEMPTS` in
+/// `src/store/sql/workers.rs`).
 const CLAIM_ATTEMPTS: u32 = 32;
 
 /// One row of `leafid_worker_lease` (host and port are only for operators: left out).
@@ -278,8 +279,8 @@ impl SimStore {
         tokio::task::yield_now().await;
     }
 
-    /// `acquire_lease` of `worker_sql.rs`: SELECT_EXPIRED then a CAS CLAIM, else NEXT_ID and
-    /// INSERT_LEASE on the primary key, retried when a race is lost.
+    /// `acquire_lease` of `src/store/sql/workers.rs`: SELECT_EXPIRED then a CAS CLAIM, else
+    /// NEXT_ID and INSERT_LEASE on the primary key, retried when a race is lost.
     async fn claim(
         &self,
         node: &NodeInfo,

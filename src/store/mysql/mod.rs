@@ -24,19 +24,29 @@
 //! A tag deleted through [`SegmentStore::delete_tag`](crate::segment::SegmentStore::delete_tag) leaves a tombstone in
 //! `leafid_tag_tombstone` with its high-water mark; [`SegmentStore::create_tag`](crate::segment::SegmentStore::create_tag) refuses to start
 //! the tag again below it ([`StoreError::BelowDeletedMaxId`]).
+//!
+//! Its parts: this file is the store ([`MySqlStore`]); `dialect` spells the shared statements
+//! (`crate::store::sql`) for MySQL; `durability` reads the settings that decide whether a
+//! commit survives a crash (and why Galera may relax one); `errors` says which failures may run
+//! again; `migration_lock` is the cluster-wide lock the migrations run under.
+
+pub(crate) mod dialect;
+pub(crate) mod durability;
+pub(crate) mod errors;
+pub(crate) mod migration_lock;
 
 use std::time::Duration;
 
+use anyhow::Context;
 use async_trait::async_trait;
-use sqlx::migrate::MigrateError;
-use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use tracing::{debug, info, instrument, warn};
 
-use anyhow::Context;
-
-use super::generic::DialectStore;
-use super::migration_lock::MigrationLock;
-use super::{insert_error, lease_without_update, sql, unavailable};
+use self::dialect::MySqlDialect;
+use self::errors::{is_retryable, migration_raced};
+use self::migration_lock::MigrationLock;
+use super::errors::{insert_error, lease_without_update, unavailable};
+use super::sql::{self, DialectStore, Sessions};
 use crate::segment::{Lease, NewTag, StoreError, TagRow};
 
 const RETRIES: u32 = 6;
@@ -86,7 +96,7 @@ impl MySqlStore {
     /// A pool to `url` that connects on first use instead of now (for a database that cannot be
     /// reached at start), and opens no connection at all while `open` is false: nothing runs
     /// against a schema the migrations have not brought up to date (they run on a pool of their
-    /// own, see [`super::Database::connect_deferred`]).
+    /// own, see [`Database::connect_deferred`](crate::store::Database::connect_deferred)).
     pub fn connect_lazy(
         url: &str,
         max_connections: u32,
@@ -153,7 +163,7 @@ impl MySqlStore {
     }
 
     /// Applies `migrations/mysql` (idempotent on a table Leaf created) under a cluster-wide
-    /// lock (`super::migration_lock`): sqlx's `GET_LOCK` holds only on one server, which on
+    /// lock (`migration_lock`): sqlx's `GET_LOCK` holds only on one server, which on
     /// Galera let servers starting at once on different nodes migrate together and leave a
     /// migration dirty for good. Under the lock, a migration a failed run left dirty runs again.
     /// Conflicts that still reach sqlx's migrator (1213, a duplicate `_sqlx_migrations` row) are
@@ -238,37 +248,12 @@ impl MySqlStore {
     }
 }
 
-/// A migration that lost a race with another server's (see [`MySqlStore::migrate`]).
-fn migration_raced(e: &MigrateError) -> bool {
-    match e {
-        MigrateError::Dirty(_) => true,
-        MigrateError::Execute(e) | MigrateError::ExecuteMigration(e, _) => {
-            is_retryable(e)
-                || e.as_database_error()
-                    .is_some_and(|d| d.is_unique_violation())
-        }
-        _ => false,
-    }
-}
-
-/// Deadlocks, lock wait timeouts and serialization failures: the transaction may be retried.
-pub(crate) fn is_retryable(e: &sqlx::Error) -> bool {
-    let Some(db) = e.as_database_error() else {
-        return false;
-    };
-    if db.code().as_deref() == Some("40001") {
-        return true;
-    }
-    db.try_downcast_ref::<MySqlDatabaseError>()
-        .is_some_and(|m| matches!(m.number(), 1213 | 1205))
-}
-
 #[async_trait]
 impl DialectStore for MySqlStore {
-    type Db = MySql;
+    type Dialect = MySqlDialect;
 
-    fn pool(&self) -> &MySqlPool {
-        &self.pool
+    fn sessions(&self) -> Sessions<'_, MySqlDialect> {
+        Sessions::from(&self.pool)
     }
 
     #[instrument(skip(self), level = "debug")]
@@ -351,7 +336,7 @@ impl DialectStore for MySqlStore {
                 high_water: high_water.unwrap_or(tag.max_id),
             });
         }
-        let row = sql::get_tag(&self.pool, &tag.biz_tag).await?;
+        let row = sql::get_tag::<MySqlDialect>(&self.pool, &tag.biz_tag).await?;
         // Deleted again in between: answer with what was inserted.
         Ok(row.unwrap_or_else(|| TagRow {
             biz_tag: tag.biz_tag.clone(),
@@ -378,7 +363,7 @@ impl DialectStore for MySqlStore {
         .execute(&self.pool)
         .await
         .map_err(unavailable)?;
-        sql::get_tag(&self.pool, biz_tag).await
+        sql::get_tag::<MySqlDialect>(&self.pool, biz_tag).await
     }
 
     async fn remove_tag(&self, biz_tag: &str) -> Result<bool, StoreError> {

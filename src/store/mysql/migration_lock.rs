@@ -24,6 +24,8 @@ use sqlx::MySqlPool;
 use tokio::time::Instant;
 use tracing::info;
 
+use super::errors::is_retryable;
+
 /// How long a holder may keep the lock before another server may take it over.
 pub(crate) const HOLD: Duration = Duration::from_secs(60);
 /// How long a server waits for the lock before giving up on start-up.
@@ -138,7 +140,7 @@ impl<'a> MigrationLock<'a> {
 fn lost(e: &sqlx::Error) -> bool {
     e.as_database_error()
         .is_some_and(|d| d.is_unique_violation())
-        || super::mysql::is_retryable(e)
+        || is_retryable(e)
 }
 
 /// Retries a statement a few times on conflicts (a replicated DDL may abort it on Galera).
@@ -150,7 +152,7 @@ where
     let mut attempt = 0u32;
     loop {
         match f().await {
-            Err(e) if attempt < 10 && super::mysql::is_retryable(&e) => {
+            Err(e) if attempt < 10 && is_retryable(&e) => {
                 attempt += 1;
                 tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
             }

@@ -1,6 +1,6 @@
 //! [`WorkerStore`](crate::snowflake::worker::WorkerStore) for every database: the SQL is the
 //! same (written once with `?` placeholders, numbered for PostgreSQL by [`Statement`]), so one
-//! set of functions generic over the driver serves every impl, and only what [`Dialect`] names
+//! set of functions generic over the [`Dialect`] serves every impl, and only what [`Dialect`] names
 //! differs (the `WORKER_NODE` insert, the way to read its new id, and how a write commits).
 //!
 //! Leases are claimed with compare-and-set updates (`WHERE lease_until_ms = <seen> AND owner =
@@ -10,18 +10,17 @@
 //!
 //! How a write commits differs by database ([`write_one`]). On SQLite every write runs in an
 //! explicit transaction whose `COMMIT` result is checked (see the module docs of
-//! [`super::sqlite`]: an autocommit statement there commits when it is reset, and a failed
-//! commit is silent), so a claim is reported only once its commit is confirmed. On MySQL every
-//! write is one autocommit statement (the session is forced to `autocommit = 1` on connect, see
-//! [`super::mysql`]): its OK means committed.
+//! [`sqlite`](crate::store::sqlite): an autocommit statement there commits when it is reset,
+//! and a failed commit is silent), so a claim is reported only once its commit is confirmed.
+//! On MySQL every write is one autocommit statement (the session is forced to `autocommit = 1`
+//! on connect, see [`mysql`](crate::store::mysql)): its OK means committed.
 //!
 //! A release clears `owner`: a heartbeat matches on `owner`, so a late heartbeat of the process
 //! that released cannot renew a lease that is free (or already claimed by another server).
 
-use sqlx::query::Query;
-use sqlx::{Encode, Executor, FromRow, IntoArguments, Type};
-
-use super::sql::{Dialect, Session, Sessions, Statement};
+use super::dialect::Dialect;
+use super::session::{Session, Sessions, write_one};
+use super::statement::Statement;
 use crate::snowflake::worker::{NodeInfo, WorkerLease, WorkerStoreError};
 
 /// Claims an expired lease: oldest first, never one whose stored time is ahead of our clock.
@@ -78,56 +77,16 @@ fn lost_race(e: &sqlx::Error) -> bool {
     })
 }
 
-/// Runs one write statement: inside `BEGIN ...; COMMIT` when [`Dialect::WRITE_BEGIN`] is `Some`
-/// (SQLite, whose driver discards a failed autocommit commit, e.g. a full disk, so only an
-/// explicit `COMMIT` reports it) or the sessions are pinned (PostgreSQL behind PgBouncer), else
-/// as one autocommit statement (MySQL: its OK means committed, with no window in which a Galera
-/// brute-force abort could roll the write back behind a `COMMIT` that still answers OK, as it
-/// did to the segment lease's transaction, see `MySqlStore::lease_cas`; PostgreSQL: the commit
-/// at the statement's `Sync` is answered before `ReadyForQuery`, which sqlx waits for). A failed
-/// statement drops the transaction, which rolls it back.
-async fn write_one<DB>(
-    db: Sessions<'_, DB>,
-    query: Query<'_, DB, DB::Arguments>,
-) -> Result<DB::QueryResult, sqlx::Error>
-where
-    DB: Dialect,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-{
-    match DB::WRITE_BEGIN {
-        Some(begin) => {
-            let mut tx = db.pool.begin_with(begin).await?;
-            let done = query.execute(&mut *tx).await?;
-            tx.commit().await?;
-            Ok(done)
-        }
-        None => {
-            let mut s = Session::open(db).await?;
-            let done = query.execute(s.conn()).await?;
-            s.finish().await?;
-            Ok(done)
-        }
-    }
-}
-
 /// [`WorkerStore::assign_disposable`](crate::snowflake::worker::WorkerStore::assign_disposable).
-pub(crate) async fn assign_disposable<DB>(
-    db: Sessions<'_, DB>,
+pub(crate) async fn assign_disposable<D: Dialect>(
+    db: Sessions<'_, D>,
     node: &NodeInfo,
     max_worker_id: u64,
-) -> Result<u64, WorkerStoreError>
-where
-    DB: Dialect,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
-    (i64,): for<'r> FromRow<'r, DB::Row>,
-{
-    let id = if DB::INSERT_NODE_RETURNS_ID {
+) -> Result<u64, WorkerStoreError> {
+    let id = if D::INSERT_NODE_RETURNS_ID {
         // One autocommit statement (or one pinned transaction) that answers the new id.
         let mut s = Session::open(db).await.map_err(unavailable)?;
-        let id: i64 = sqlx::query_scalar(DB::INSERT_NODE)
+        let id: i64 = sqlx::query_scalar(D::INSERT_NODE)
             .persistent(db.persistent())
             .bind(node.host.as_str())
             .bind(node.port.as_str())
@@ -139,12 +98,12 @@ where
             WorkerStoreError::Exhausted(format!("WORKER_NODE gave the negative id {id}"))
         })?
     } else {
-        let insert = sqlx::query::<DB>(DB::INSERT_NODE)
+        let insert = sqlx::query::<D::Driver>(D::INSERT_NODE)
             .persistent(db.persistent())
             .bind(node.host.as_str())
             .bind(node.port.as_str());
         let done = write_one(db, insert).await.map_err(unavailable)?;
-        DB::inserted_id(&done).ok_or_else(|| {
+        D::inserted_id(&done).ok_or_else(|| {
             WorkerStoreError::Unavailable("the WORKER_NODE insert answered no id".into())
         })?
     };
@@ -158,28 +117,19 @@ where
 }
 
 /// [`WorkerStore::acquire_lease`](crate::snowflake::worker::WorkerStore::acquire_lease).
-pub(crate) async fn acquire_lease<DB>(
-    db: Sessions<'_, DB>,
+pub(crate) async fn acquire_lease<D: Dialect>(
+    db: Sessions<'_, D>,
     node: &NodeInfo,
     lease_ms: i64,
     max_worker_id: u64,
     now_ms: i64,
-) -> Result<WorkerLease, WorkerStoreError>
-where
-    DB: Dialect,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
-    for<'a> i64: Encode<'a, DB> + Type<DB>,
-    (i64, i64, i64, String): for<'r> FromRow<'r, DB::Row>,
-    (i64,): for<'r> FromRow<'r, DB::Row>,
-{
+) -> Result<WorkerLease, WorkerStoreError> {
     let err = unavailable;
     let max = i64::try_from(max_worker_id).unwrap_or(i64::MAX);
     let until = now_ms.saturating_add(lease_ms);
     for _ in 0..CLAIM_ATTEMPTS {
         let mut s = Session::open(db).await.map_err(err)?;
-        let expired: Option<(i64, i64, i64, String)> = sqlx::query_as(SELECT_EXPIRED.text::<DB>())
+        let expired: Option<(i64, i64, i64, String)> = sqlx::query_as(SELECT_EXPIRED.text::<D>())
             .persistent(db.persistent())
             .bind(max)
             .bind(now_ms)
@@ -189,7 +139,7 @@ where
             .map_err(err)?;
         s.finish().await.map_err(err)?;
         if let Some((worker_id, old_until, last_ts, old_owner)) = expired {
-            let claim = sqlx::query(CLAIM.text::<DB>())
+            let claim = sqlx::query(CLAIM.text::<D>())
                 .persistent(db.persistent())
                 .bind(node.host.as_str())
                 .bind(node.port.as_str())
@@ -203,7 +153,7 @@ where
                 Err(e) if lost_race(&e) => continue,
                 Err(e) => return Err(err(e)),
             };
-            if DB::rows_affected(&done) == 1 {
+            if D::rows_affected(&done) == 1 {
                 return Ok(WorkerLease {
                     worker_id: worker_id as u64,
                     last_timestamp_ms: last_ts,
@@ -213,7 +163,7 @@ where
             continue; // another server claimed it first
         }
         let mut s = Session::open(db).await.map_err(err)?;
-        let (next,): (i64,) = sqlx::query_as(NEXT_ID.text::<DB>())
+        let (next,): (i64,) = sqlx::query_as(NEXT_ID.text::<D>())
             .persistent(db.persistent())
             .fetch_one(s.conn())
             .await
@@ -221,7 +171,7 @@ where
         s.finish().await.map_err(err)?;
         if next > max {
             let mut s = Session::open(db).await.map_err(err)?;
-            let (ahead,): (i64,) = sqlx::query_as(COUNT_AHEAD.text::<DB>())
+            let (ahead,): (i64,) = sqlx::query_as(COUNT_AHEAD.text::<D>())
                 .persistent(db.persistent())
                 .bind(max)
                 .bind(now_ms)
@@ -242,7 +192,7 @@ where
                 }
             )));
         }
-        let insert = sqlx::query(INSERT_LEASE.text::<DB>())
+        let insert = sqlx::query(INSERT_LEASE.text::<D>())
             .persistent(db.persistent())
             .bind(next)
             .bind(node.host.as_str())
@@ -267,21 +217,14 @@ where
 }
 
 /// [`WorkerStore::heartbeat`](crate::snowflake::worker::WorkerStore::heartbeat).
-pub(crate) async fn heartbeat<DB>(
-    db: Sessions<'_, DB>,
+pub(crate) async fn heartbeat<D: Dialect>(
+    db: Sessions<'_, D>,
     worker_id: u64,
     owner: &str,
     lease_until_ms: i64,
     last_timestamp_ms: i64,
-) -> Result<bool, WorkerStoreError>
-where
-    DB: Dialect,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
-    for<'a> i64: Encode<'a, DB> + Type<DB>,
-{
-    let renew = sqlx::query(HEARTBEAT.text::<DB>())
+) -> Result<bool, WorkerStoreError> {
+    let renew = sqlx::query(HEARTBEAT.text::<D>())
         .persistent(db.persistent())
         .bind(lease_until_ms)
         .bind(last_timestamp_ms)
@@ -289,24 +232,17 @@ where
         .bind(worker_id as i64)
         .bind(owner);
     let done = write_one(db, renew).await.map_err(unavailable)?;
-    Ok(DB::rows_affected(&done) == 1)
+    Ok(D::rows_affected(&done) == 1)
 }
 
 /// [`WorkerStore::release`](crate::snowflake::worker::WorkerStore::release).
-pub(crate) async fn release<DB>(
-    db: Sessions<'_, DB>,
+pub(crate) async fn release<D: Dialect>(
+    db: Sessions<'_, D>,
     worker_id: u64,
     owner: &str,
     last_timestamp_ms: i64,
-) -> Result<(), WorkerStoreError>
-where
-    DB: Dialect,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
-    for<'a> i64: Encode<'a, DB> + Type<DB>,
-{
-    let release = sqlx::query(RELEASE.text::<DB>())
+) -> Result<(), WorkerStoreError> {
+    let release = sqlx::query(RELEASE.text::<D>())
         .persistent(db.persistent())
         .bind(last_timestamp_ms)
         .bind(last_timestamp_ms)
@@ -317,24 +253,17 @@ where
 }
 
 /// [`WorkerStore::record_clock_back`](crate::snowflake::worker::WorkerStore::record_clock_back).
-pub(crate) async fn record_clock_back<DB>(
-    db: Sessions<'_, DB>,
+pub(crate) async fn record_clock_back<D: Dialect>(
+    db: Sessions<'_, D>,
     worker_id: u64,
     owner: &str,
     clock_back: u64,
-) -> Result<bool, WorkerStoreError>
-where
-    DB: Dialect,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
-    for<'a> i64: Encode<'a, DB> + Type<DB>,
-{
-    let set = sqlx::query(SET_CLOCK_BACK.text::<DB>())
+) -> Result<bool, WorkerStoreError> {
+    let set = sqlx::query(SET_CLOCK_BACK.text::<D>())
         .persistent(db.persistent())
         .bind(clock_back as i64)
         .bind(worker_id as i64)
         .bind(owner);
     let done = write_one(db, set).await.map_err(unavailable)?;
-    Ok(DB::rows_affected(&done) == 1)
+    Ok(D::rows_affected(&done) == 1)
 }

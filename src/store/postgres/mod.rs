@@ -20,7 +20,7 @@
 //! Under `repeatable read` and `serializable`, an `UPDATE` of a row that another transaction
 //! changed since the statement's snapshot fails with SQLSTATE 40001, and lock cycles fail with
 //! 40P01. Both roll the whole statement back, so the lease is retried with backoff
-//! (`RETRIES`); an error whose outcome is unknown (a lost connection) is never retried nor
+//! (`errors::RETRIES`); an error whose outcome is unknown (a lost connection) is never retried nor
 //! used, so a retry can waste a range but never repeat one. The tag writes that must read
 //! their own writes (create: insert, then check the tombstone) run in an explicit
 //! `READ COMMITTED` transaction, whose every statement sees what committed before it.
@@ -34,7 +34,7 @@
 //!   each persistent statement (`sqlx_s_1`, `sqlx_s_2`, ... per client connection) and never
 //!   closes it, so a second client on that server connection fails with `prepared statement
 //!   "sqlx_s_1" already exists` (`tests/api/pg_store.rs` shows it);
-//! - every statement runs inside `BEGIN ... COMMIT` (`super::sql::Session`): sqlx prepares and
+//! - every statement runs inside `BEGIN ... COMMIT` (`crate::store::sql::Session`): sqlx prepares and
 //!   executes in two exchanges (`Parse`/`Describe`/`Sync`, then `Bind`/`Execute`/`Sync`), and
 //!   between the two PgBouncer may move the client to another server connection, where the
 //!   unnamed statement is missing or is another client's (one with the same parameter types
@@ -52,28 +52,31 @@
 //! tombstone in `leafid_tag_tombstone` with its high-water mark, written by the same statement
 //! that deletes the row; [`SegmentStore::create_tag`](crate::segment::SegmentStore::create_tag)
 //! refuses to start the tag again below it ([`StoreError::BelowDeletedMaxId`]).
+//!
+//! # Its parts
+//!
+//! This file is the store ([`PgStore`]); `dialect` spells the shared statements
+//! (`crate::store::sql`) for PostgreSQL; `durability` reads `synchronous_commit` and `fsync`;
+//! `errors` says which failures may run again, and retries them.
 
-use std::future::Future;
+pub(crate) mod dialect;
+pub(crate) mod durability;
+pub(crate) mod errors;
+
 use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
 use async_trait::async_trait;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, Postgres};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use tracing::{debug, instrument};
 
-use super::generic::DialectStore;
-use super::sql::{self, MySqlTagRecord, Session};
-use super::{lease_without_update, unavailable};
+use self::dialect::PgDialect;
+use self::errors::retrying;
+use super::errors::{lease_without_update, unavailable};
+use super::sql::{self, Dialect, DialectStore, MySqlTagRecord, Session, Sessions};
 use crate::segment::{BizTag, Lease, NewTag, StoreError, TagRow};
 
-/// Attempts after a serialization failure or deadlock. Under `serializable`, every server
-/// leasing one hot tag conflicts with every other: the attempts back off (10 ms doubling up to
-/// [`MAX_BACKOFF`], with jitter so they do not meet again) for about 3 s in all, inside the
-/// engine's `segment.load_timeout_ms`, which bounds a lease anyway.
-const RETRIES: u32 = 24;
-/// Longest wait between two attempts (before jitter).
-const MAX_BACKOFF: Duration = Duration::from_millis(100);
 /// Tail leases that may find the row moved by another server before giving up.
 const CAS_RETRIES: u32 = 64;
 /// Key of the transaction-level advisory lock the migrations run under, with the database's
@@ -124,7 +127,7 @@ impl PgStore {
     /// A pool to `url` that connects on first use instead of now (for a database that cannot be
     /// reached at start), and opens no connection at all while `open` is false: nothing runs
     /// against a schema the migrations have not brought up to date (they run on a pool of their
-    /// own, see [`super::Database::connect_deferred`]).
+    /// own, see [`Database::connect_deferred`](crate::store::Database::connect_deferred)).
     pub fn connect_lazy(
         url: &str,
         max_connections: u32,
@@ -208,7 +211,7 @@ impl PgStore {
         if self.pgbouncer {
             // sqlx's migrator prepares named statements, which its disabled cache never closes:
             // behind PgBouncer they would stay on this server connection and collide with
-            // another client's (see `super::sql::Sessions::persistent`).
+            // another client's (see `crate::store::sql::Sessions::persistent`).
             sqlx::raw_sql("DEALLOCATE ALL")
                 .execute(&mut *tx)
                 .await
@@ -330,7 +333,7 @@ impl PgStore {
             tx.rollback().await?;
             return Ok(Err(StoreError::BelowDeletedMaxId { high_water }));
         }
-        let row: MySqlTagRecord = sqlx::query_as(<Postgres as sql::Dialect>::SELECT_TAG)
+        let row: MySqlTagRecord = sqlx::query_as(PgDialect::SELECT_TAG)
             .persistent(self.sessions().persistent())
             .bind(&tag.biz_tag)
             .fetch_one(&mut *tx)
@@ -338,13 +341,6 @@ impl PgStore {
         tx.commit().await?;
         Ok(Ok(row.into()))
     }
-}
-
-/// Serialization failures and deadlocks: the statement (its transaction) rolled back and may
-/// be run again.
-pub(crate) fn is_retryable(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .is_some_and(|d| matches!(d.code().as_deref(), Some("40001" | "40P01")))
 }
 
 /// [`LEASE`] as one simple-protocol statement with its values written in, for PgBouncer: a
@@ -365,47 +361,15 @@ fn inline_lease(biz_tag: &str, step: Option<i64>) -> Option<String> {
     )
 }
 
-/// Runs `attempt` again after a retryable error, backing off 10 ms, 20 ms, ... up to
-/// [`MAX_BACKOFF`], each wait plus up to as much again at random.
-async fn retrying<T, F, Fut>(what: &str, mut attempt: F) -> Result<T, sqlx::Error>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, sqlx::Error>>,
-{
-    let mut tries = 0;
-    loop {
-        match attempt().await {
-            Err(e) if is_retryable(&e) && tries < RETRIES => {
-                tries += 1;
-                let base = Duration::from_millis(5u64 << tries.min(5)).min(MAX_BACKOFF);
-                debug!(what, tries, error = %e, "serialization failure, retrying");
-                tokio::time::sleep(base + jitter(base)).await;
-            }
-            done => return done,
-        }
-    }
-}
-
-/// A wait in `0..=max` drawn from the clock's nanoseconds: servers and tasks that failed
-/// together must not retry together; nothing here needs better randomness.
-fn jitter(max: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let max_us = u64::try_from(max.as_micros()).unwrap_or(u64::MAX).max(1);
-    Duration::from_micros(u64::from(nanos.wrapping_mul(2_654_435_761)) % (max_us + 1))
-}
-
 #[async_trait]
 impl DialectStore for PgStore {
-    type Db = Postgres;
+    type Dialect = PgDialect;
 
-    fn pool(&self) -> &PgPool {
-        &self.pool
-    }
-
-    fn pinned(&self) -> bool {
-        self.pgbouncer
+    fn sessions(&self) -> Sessions<'_, PgDialect> {
+        Sessions {
+            pool: &self.pool,
+            pinned: self.pgbouncer,
+        }
     }
 
     #[instrument(skip(self), level = "debug")]
@@ -464,7 +428,7 @@ impl DialectStore for PgStore {
         })
         .await
         .map_err(unavailable)?;
-        sql::get_tag(self.sessions(), biz_tag).await
+        sql::get_tag::<PgDialect>(self.sessions(), biz_tag).await
     }
 
     async fn remove_tag(&self, biz_tag: &str) -> Result<bool, StoreError> {

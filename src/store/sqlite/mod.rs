@@ -12,7 +12,7 @@
 //! failed (`SQLITE_FULL` on a full disk, an I/O error) rolled the row back while the server used
 //! the range: the next lease got the same range again (measured: 1,620 duplicate ids out of
 //! 3,050 on a full 4 MiB tmpfs). So every write here (lease, tag create, update, delete, and the
-//! worker-lease writes of `super::worker_sql`) runs inside an explicit transaction, each
+//! worker-lease writes of `crate::store::sql`) runs inside an explicit transaction, each
 //! statement runs to completion (`fetch_all`/`execute`, never a half-read cursor), and the
 //! result of `COMMIT` is checked: a failed commit is [`StoreError::Unavailable`] and the lease is
 //! never used. The connection is then replaced (see [`SqliteStore::connect`]), so the server
@@ -23,21 +23,27 @@
 //! A tag deleted through [`SegmentStore::delete_tag`](crate::segment::SegmentStore::delete_tag) leaves a tombstone in
 //! `leafid_tag_tombstone` with its high-water mark; [`SegmentStore::create_tag`](crate::segment::SegmentStore::create_tag) refuses to start
 //! the tag again below it ([`StoreError::BelowDeletedMaxId`]).
+//!
+//! Its parts: this file is the store ([`SqliteStore`]); `dialect` spells the shared statements
+//! (`crate::store::sql`) for SQLite; `durability` reads `synchronous` and `journal_mode` back
+//! from the connection.
+
+pub(crate) mod dialect;
+pub(crate) mod durability;
 
 use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::sqlite::{
-    Sqlite, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::{Connection, Row};
 use tracing::instrument;
 
-use super::generic::DialectStore;
-use super::sql::{Dialect, SqliteTagRecord};
-use super::{insert_error, lease_without_update, unavailable};
+use self::dialect::SqliteDialect;
+use super::errors::{insert_error, lease_without_update, unavailable};
+use super::sql::{Dialect, DialectStore, Sessions, SqliteTagRecord};
 use crate::segment::{Lease, NewTag, StoreError, TagRow};
 
 /// The SQLite store: a one-connection pool.
@@ -164,10 +170,10 @@ impl SqliteStore {
 
 #[async_trait]
 impl DialectStore for SqliteStore {
-    type Db = Sqlite;
+    type Dialect = SqliteDialect;
 
-    fn pool(&self) -> &SqlitePool {
-        &self.pool
+    fn sessions(&self) -> Sessions<'_, SqliteDialect> {
+        Sessions::from(&self.pool)
     }
 
     #[instrument(skip(self), level = "debug")]
@@ -201,7 +207,7 @@ impl DialectStore for SqliteStore {
         .execute(&mut *tx)
         .await
         .map_err(insert_error)?;
-        let row: SqliteTagRecord = sqlx::query_as(Sqlite::SELECT_TAG)
+        let row: SqliteTagRecord = sqlx::query_as(SqliteDialect::SELECT_TAG)
             .bind(&tag.biz_tag)
             .fetch_one(&mut *tx)
             .await
@@ -231,7 +237,7 @@ impl DialectStore for SqliteStore {
         .execute(&mut *tx)
         .await
         .map_err(unavailable)?;
-        let row: Option<SqliteTagRecord> = sqlx::query_as(Sqlite::SELECT_TAG)
+        let row: Option<SqliteTagRecord> = sqlx::query_as(SqliteDialect::SELECT_TAG)
             .bind(biz_tag)
             .fetch_optional(&mut *tx)
             .await
@@ -274,5 +280,21 @@ impl DialectStore for SqliteStore {
             .map_err(unavailable)?;
         tx.commit().await.map_err(unavailable)?;
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_sqlite_file_leafid_opens_is_reported_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("d.db").display());
+        let store = SqliteStore::connect(&url, Duration::from_secs(3))
+            .await
+            .unwrap();
+        let report = durability::check(store.pool()).await.unwrap();
+        assert!(report.is_durable(), "{report:?}");
     }
 }

@@ -1,0 +1,28 @@
+//! The SQL every database shares, written once and generic over a [`Dialect`]: the few things a
+//! database spells its own way, on the sqlx driver it speaks through. Each database's folder
+//! implements `Dialect` (its `dialect.rs`) and [`DialectStore`] (its writes that grant ids and
+//! its admin writes); everything else comes from here.
+//!
+//! - `driver`: [`SqlDriver`](driver::SqlDriver), every sqlx bound the shared functions need of
+//!   a driver, once.
+//! - `dialect`: [`Dialect`] and [`OnDriver`], the spelling and the driver under it.
+//! - `statement`: [`Statement`](statement::Statement), a shared statement written once with
+//!   `?` placeholders and numbered for PostgreSQL.
+//! - `session`: where a statement runs ([`Sessions`], [`Session`]) and how one write commits
+//!   ([`write_one`](session::write_one)).
+//! - `tags`: the `leaf_alloc` reads, the give-back of unused ids, and the row types.
+//! - `workers`: the worker-id store.
+//! - `store`: [`DialectStore`], and `SegmentStore`/`WorkerStore` for every one.
+
+mod dialect;
+mod driver;
+mod session;
+mod statement;
+mod store;
+mod tags;
+mod workers;
+
+pub(crate) use dialect::{Dialect, OnDriver};
+pub(crate) use session::{Session, Sessions};
+pub(crate) use store::DialectStore;
+pub(crate) use tags::{MySqlTagRecord, SqliteTagRecord, get_tag};

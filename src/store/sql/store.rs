@@ -1,0 +1,152 @@
+//! The store body every SQL database shares, written once: [`SegmentStore`] and
+//! [`WorkerStore`] for any [`DialectStore`], the trait a database implements with only what it
+//! does its own way (the write that grants ids, and the admin writes whose transaction shapes
+//! differ on purpose: see `mysql` and `sqlite`). The rest are the generic functions of `tags`
+//! and `workers`, called from here and nowhere else, so a new database adds its [`Dialect`],
+//! its `DialectStore` methods and its migrations.
+
+use super::dialect::Dialect;
+use super::session::Sessions;
+use super::{tags, workers};
+use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
+use crate::snowflake::worker::{NodeInfo, WorkerLease, WorkerStore, WorkerStoreError};
+use async_trait::async_trait;
+
+/// What one SQL database does its own way; the rest of both store traits comes from the
+/// blanket implementations below.
+#[async_trait]
+pub(crate) trait DialectStore: Send + Sync + 'static {
+    /// The statement texts that differ, and the sqlx driver they run on.
+    type Dialect: Dialect;
+
+    /// Where the shared statements run: the store's pool, and whether every statement must run
+    /// in a transaction of its own to keep one server connection from its prepare to its
+    /// execute (PostgreSQL behind PgBouncer's transaction pooling, see
+    /// `crate::store::postgres`).
+    fn sessions(&self) -> Sessions<'_, Self::Dialect>;
+
+    /// [`SegmentStore::lease`]: the write that grants ids.
+    async fn lease_range(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError>;
+
+    /// [`SegmentStore::create_tag`], refusing a start below the tag's tombstone.
+    async fn insert_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError>;
+
+    /// [`SegmentStore::update_tag`].
+    async fn change_tag(
+        &self,
+        biz_tag: &str,
+        step: Option<i64>,
+        description: Option<&str>,
+    ) -> Result<Option<TagRow>, StoreError>;
+
+    /// [`SegmentStore::delete_tag`], leaving a tombstone at the tag's high-water mark.
+    async fn remove_tag(&self, biz_tag: &str) -> Result<bool, StoreError>;
+}
+
+#[async_trait]
+impl<S, D> SegmentStore for S
+where
+    S: DialectStore<Dialect = D>,
+    D: Dialect,
+{
+    async fn lease(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError> {
+        self.lease_range(biz_tag, step).await
+    }
+
+    async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {
+        tags::get_tag(self.sessions(), biz_tag).await
+    }
+
+    async fn list_tag_names(&self) -> Result<Vec<String>, StoreError> {
+        tags::list_tag_names(self.sessions()).await
+    }
+
+    async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError> {
+        tags::list_tags(self.sessions()).await
+    }
+
+    async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError> {
+        self.insert_tag(tag).await
+    }
+
+    async fn update_tag(
+        &self,
+        biz_tag: &str,
+        step: Option<i64>,
+        description: Option<&str>,
+    ) -> Result<Option<TagRow>, StoreError> {
+        self.change_tag(biz_tag, step, description).await
+    }
+
+    async fn delete_tag(&self, biz_tag: &str) -> Result<bool, StoreError> {
+        self.remove_tag(biz_tag).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        tags::ping(self.sessions()).await
+    }
+
+    async fn return_unused(&self, biz_tag: &str, from: i64, to: i64) -> Result<bool, StoreError> {
+        tags::return_unused(self.sessions(), biz_tag, from, to).await
+    }
+}
+
+#[async_trait]
+impl<S, D> WorkerStore for S
+where
+    S: DialectStore<Dialect = D>,
+    D: Dialect,
+{
+    async fn assign_disposable(
+        &self,
+        node: &NodeInfo,
+        max_worker_id: u64,
+    ) -> Result<u64, WorkerStoreError> {
+        workers::assign_disposable(self.sessions(), node, max_worker_id).await
+    }
+
+    async fn acquire_lease(
+        &self,
+        node: &NodeInfo,
+        lease_ms: i64,
+        max_worker_id: u64,
+        now_ms: i64,
+    ) -> Result<WorkerLease, WorkerStoreError> {
+        workers::acquire_lease(self.sessions(), node, lease_ms, max_worker_id, now_ms).await
+    }
+
+    async fn heartbeat(
+        &self,
+        worker_id: u64,
+        owner: &str,
+        lease_until_ms: i64,
+        last_timestamp_ms: i64,
+    ) -> Result<bool, WorkerStoreError> {
+        workers::heartbeat(
+            self.sessions(),
+            worker_id,
+            owner,
+            lease_until_ms,
+            last_timestamp_ms,
+        )
+        .await
+    }
+
+    async fn release(
+        &self,
+        worker_id: u64,
+        owner: &str,
+        last_timestamp_ms: i64,
+    ) -> Result<(), WorkerStoreError> {
+        workers::release(self.sessions(), worker_id, owner, last_timestamp_ms).await
+    }
+
+    async fn record_clock_back(
+        &self,
+        worker_id: u64,
+        owner: &str,
+        clock_back: u64,
+    ) -> Result<bool, WorkerStoreError> {
+        workers::record_clock_back(self.sessions(), worker_id, owner, clock_back).await
+    }
+}
