@@ -122,21 +122,22 @@ async fn tables(db: &Database) -> anyhow::Result<Tables> {
             })
         }
         Database::Postgres(s) => {
-            // Unnamed statements (`persistent(false)`): safe behind PgBouncer's transaction
-            // pooling, where a named one could land on another server connection.
-            let row = sqlx::query(
+            // Simple-protocol statements (`raw_sql`, no parameters): behind PgBouncer's
+            // transaction pooling even an unnamed prepared statement can lose its server
+            // connection between its parse and its execution ("unnamed prepared statement does
+            // not exist", seen with servers starting at once).
+            let row = sqlx::raw_sql(
                 "SELECT to_regclass('_sqlx_migrations') IS NOT NULL, \
                         to_regclass('leaf_alloc') IS NOT NULL",
             )
-            .persistent(false)
             .fetch_one(s.pool())
             .await?;
             let (history_table, leaf_alloc): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
             let history = history_table
-                && sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM _sqlx_migrations")
-                    .persistent(false)
+                && sqlx::raw_sql("SELECT COUNT(*) FROM _sqlx_migrations")
                     .fetch_one(s.pool())
                     .await?
+                    .try_get::<i64, _>(0)?
                     > 0;
             Ok(Tables {
                 history,
