@@ -14,7 +14,8 @@
 #    MariaDB of scripts/mariadb.sh); table in target/conformance.md.
 # 5. Runs scripts/package-check.sh for the same clients: the publishing dry run of each package
 #    (npm pack/publish --dry-run, python -m build, cargo package, the Go module through a file
-#    proxy, mvn package with sources and javadoc jars, offline); under a minute once built.
+#    proxy, mvn package with sources and javadoc jars offline); about a minute once the
+#    toolchains are installed and the Rust client's dependencies built.
 #
 # Called by scripts/test.sh after the cargo tests (LEAFID_RUST_CLIENT_TESTED=1 there: the Rust
 # client's tests already ran in the workspace run, so its test.sh only builds its adapter).
