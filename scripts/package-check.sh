@@ -24,7 +24,6 @@
 # git is missed here as it would be in a release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root="$PWD"
 
 log() { echo "package-check: $*" >&2; }
 has() { command -v "$1" >/dev/null 2>&1; }
