@@ -6,8 +6,9 @@
 //! the tombstones that guard re-creation gone too. So before migrating:
 //!
 //! - an **existing SQLite file of zero bytes** is refused ([`check_sqlite_file`]);
-//! - a database whose **migration history** (`_sqlx_migrations`, with rows) says leafid set it
-//!   up, but which has **no `leaf_alloc` table**, is refused (all three databases);
+//! - a database whose **migration history** (`_sqlx_migrations`, with a migration applied to its
+//!   end) says leafid set it up, but which has **no `leaf_alloc` table**, is refused (all three
+//!   databases);
 //! - an existing, non-empty **SQLite file without a `leaf_alloc` table** is refused: it is
 //!   either a store that lost its table or another application's database.
 //!
@@ -78,6 +79,12 @@ pub async fn refuse_if_emptied(db: &Database, existing_sqlite_file: bool) -> any
     Ok(())
 }
 
+/// Migrations applied to the end: a row sqlx writes before it runs a migration (MySQL, where
+/// DDL cannot be rolled back) is `success = false` until it finished, so a server starting
+/// while another migrates (three Galera nodes at once) does not take the first migration's
+/// row for a history whose `leaf_alloc` is gone. The first migration creates `leaf_alloc`.
+const APPLIED: &str = "SELECT COUNT(*) FROM _sqlx_migrations WHERE success";
+
 /// Reads which of the tables exist.
 async fn tables(db: &Database) -> anyhow::Result<Tables> {
     const HISTORY: &str = "_sqlx_migrations";
@@ -89,7 +96,7 @@ async fn tables(db: &Database) -> anyhow::Result<Tables> {
                     .await?;
             let has = |n: &str| names.iter().any(|x| x == n);
             let history = has(HISTORY)
-                && sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM _sqlx_migrations")
+                && sqlx::query_scalar::<_, i64>(APPLIED)
                     .fetch_one(s.pool())
                     .await?
                     > 0;
@@ -111,7 +118,7 @@ async fn tables(db: &Database) -> anyhow::Result<Tables> {
             .await?;
             let (history_table, leaf_alloc): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
             let history = history_table > 0
-                && sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM _sqlx_migrations")
+                && sqlx::query_scalar::<_, i64>(APPLIED)
                     .fetch_one(s.pool())
                     .await?
                     > 0;
@@ -134,7 +141,7 @@ async fn tables(db: &Database) -> anyhow::Result<Tables> {
             .await?;
             let (history_table, leaf_alloc): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
             let history = history_table
-                && sqlx::raw_sql("SELECT COUNT(*) FROM _sqlx_migrations")
+                && sqlx::raw_sql(APPLIED)
                     .fetch_one(s.pool())
                     .await?
                     .try_get::<i64, _>(0)?
