@@ -12,6 +12,10 @@
 # 4. Runs clients/conformance/run.py for every client with an executable conformance-adapter:
 #    six scenarios against real servers on MariaDB (LEAFID_TEST_MYSQL_URL, else the private
 #    MariaDB of scripts/mariadb.sh); table in target/conformance.md.
+# 5. Runs scripts/package-check.sh for the same clients: the publishing dry run of each package
+#    (npm pack/publish --dry-run, python -m build, cargo package, the Go module through a file
+#    proxy, mvn package with sources and javadoc jars offline); about a minute once the
+#    toolchains are installed and the Rust client's dependencies built.
 #
 # Called by scripts/test.sh after the cargo tests (LEAFID_RUST_CLIENT_TESTED=1 there: the Rust
 # client's tests already ran in the workspace run, so its test.sh only builds its adapter).
@@ -91,6 +95,9 @@ if [ "${#adapters[@]}" -gt 0 ]; then
   log "conformance: ${adapters[*]}"
   python3 clients/conformance/run.py "${adapters[@]}" || failed+=("conformance")
 fi
+
+log "packaging: scripts/package-check.sh ${clients[*]}"
+scripts/package-check.sh "${clients[@]}" || failed+=("packaging")
 
 if [ "${#failed[@]}" -gt 0 ]; then
   log "FAILED: ${failed[*]}"

@@ -14,11 +14,13 @@ REPO=/usr/share/maven-repo
 need=()
 command -v javac >/dev/null || need+=(default-jdk-headless)
 command -v mvn >/dev/null || need+=(maven)
-[ -d "$REPO/org/junit/jupiter/junit-jupiter-engine" ] || need+=(junit5)
+[ -d "$REPO/org/junit/jupiter/junit-jupiter-engine/5.9.2" ] || need+=(junit5)
 [ -d "$REPO/org/apache/maven/plugins/maven-compiler-plugin/3.10.1" ] || need+=(libmaven-compiler-plugin-java)
 [ -d "$REPO/org/apache/maven/plugins/maven-jar-plugin/3.3.0" ] || need+=(libmaven-jar-plugin-java)
 [ -d "$REPO/org/apache/maven/plugins/maven-resources-plugin/3.3.0" ] || need+=(libmaven-resources-plugin-java)
 [ -d "$REPO/org/apache/maven/plugins/maven-surefire-plugin/2.22.3" ] || need+=(libsurefire-java)
+[ -d "$REPO/org/apache/maven/plugins/maven-source-plugin/3.2.1" ] || need+=(libmaven-source-plugin-java)
+[ -d "$REPO/org/apache/maven/plugins/maven-javadoc-plugin/3.4.1" ] || need+=(libmaven-javadoc-plugin-java)
 if [ ${#need[@]} -gt 0 ]; then
     echo "installing ${need[*]}" >&2
     apt-get update -qq
@@ -33,7 +35,9 @@ fi
 # Stale classes of removed sources would otherwise survive (no maven-clean-plugin offline).
 rm -rf target/classes target/test-classes target/conformance-classes target/example-classes \
     target/surefire-reports
-mvn -o -B --no-transfer-progress -Dmaven.repo.local="$REPO" package
+# The -sources and -javadoc jars are left to scripts/package-check.sh (the publishing dry run).
+mvn -o -B --no-transfer-progress -Dmaven.repo.local="$REPO" \
+    -Dmaven.source.skip=true -Dmaven.javadoc.skip=true package
 
 javac --release 11 -Xlint:all -Werror -d target/conformance-classes -cp target/classes \
     conformance/io/leafid/client/*.java

@@ -6,8 +6,9 @@
 //! the tombstones that guard re-creation gone too. So before migrating:
 //!
 //! - an **existing SQLite file of zero bytes** is refused ([`check_sqlite_file`]);
-//! - a database whose **migration history** (`_sqlx_migrations`, with rows) says leafid set it
-//!   up, but which has **no `leaf_alloc` table**, is refused (all three databases);
+//! - a database whose **migration history** (`_sqlx_migrations`, with a migration applied to its
+//!   end) says leafid set it up, but which has **no `leaf_alloc` table**, is refused (all three
+//!   databases);
 //! - an existing, non-empty **SQLite file without a `leaf_alloc` table** is refused: it is
 //!   either a store that lost its table or another application's database.
 //!
@@ -53,6 +54,12 @@ pub(crate) struct Tables {
 
 const HISTORY: &str = "_sqlx_migrations";
 
+/// Migrations applied to the end: a row sqlx writes before it runs a migration (MySQL, where
+/// DDL cannot be rolled back) is `success = false` until it finished, so a server starting
+/// while another migrates (three Galera nodes at once) does not take the first migration's
+/// row for a history whose `leaf_alloc` is gone. The first migration creates `leaf_alloc`.
+const APPLIED: &str = "SELECT COUNT(*) FROM _sqlx_migrations WHERE success";
+
 impl Tables {
     /// Refuses a database that looks emptied (see the module docs), before it is migrated.
     /// `existing_sqlite_file`: the SQLite file existed (non-empty) before it was opened.
@@ -89,7 +96,7 @@ impl Tables {
                 .await?;
         let has = |n: &str| names.iter().any(|x| x == n);
         let history = has(HISTORY)
-            && sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM _sqlx_migrations")
+            && sqlx::query_scalar::<_, i64>(APPLIED)
                 .fetch_one(pool)
                 .await?
                 > 0;
@@ -113,7 +120,7 @@ impl Tables {
         .await?;
         let (history_table, leaf_alloc): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
         let history = history_table > 0
-            && sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM _sqlx_migrations")
+            && sqlx::query_scalar::<_, i64>(APPLIED)
                 .fetch_one(pool)
                 .await?
                 > 0;
@@ -126,21 +133,22 @@ impl Tables {
 
     /// Reads which of the tables a PostgreSQL database has.
     pub(crate) async fn of_postgres(pool: &PgPool) -> anyhow::Result<Self> {
-        // Unnamed statements (`persistent(false)`): safe behind PgBouncer's transaction
-        // pooling, where a named one could land on another server connection.
-        let row = sqlx::query(
+        // Simple-protocol statements (`raw_sql`, no parameters): behind PgBouncer's
+        // transaction pooling even an unnamed prepared statement can lose its server
+        // connection between its parse and its execution ("unnamed prepared statement does
+        // not exist", seen with servers starting at once).
+        let row = sqlx::raw_sql(
             "SELECT to_regclass('_sqlx_migrations') IS NOT NULL, \
                     to_regclass('leaf_alloc') IS NOT NULL",
         )
-        .persistent(false)
         .fetch_one(pool)
         .await?;
         let (history_table, leaf_alloc): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
         let history = history_table
-            && sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM _sqlx_migrations")
-                .persistent(false)
+            && sqlx::raw_sql(APPLIED)
                 .fetch_one(pool)
                 .await?
+                .try_get::<i64, _>(0)?
                 > 0;
         Ok(Self {
             history,

@@ -126,7 +126,11 @@ public final class IdSupply {
         return s;
     }
 
-    /** The tag of this supply, or {@code null} for the snowflake supply. */
+    /**
+     * The tag of this supply, or {@code null} for the snowflake supply.
+     *
+     * @return the tag, or {@code null} for the snowflake supply
+     */
     public String tag() {
         return tag;
     }
@@ -134,6 +138,7 @@ public final class IdSupply {
     /**
      * The next id, waiting at most the client's wait timeout when the local batches are spent.
      *
+     * @return the id (positive)
      * @throws RejectedException a server refused the request (unknown tag, exhausted tag...)
      * @throws UnavailableException no ids within the wait timeout: every server failed or is down
      * @throws ClosedException the client is closed, or the thread was interrupted while waiting
@@ -147,6 +152,8 @@ public final class IdSupply {
      * The next id, waiting at most {@code maxWait} when the local batches are spent (the fast
      * path never waits).
      *
+     * @param maxWait the longest wait for a batch when both local batches are spent
+     * @return the id (positive)
      * @throws RejectedException a server refused the request
      * @throws UnavailableException no ids within {@code maxWait}
      * @throws ClosedException the client is closed, or the thread was interrupted while waiting
@@ -163,6 +170,7 @@ public final class IdSupply {
      * The next id if a local batch holds one, without waiting or failing (a spent batch starts
      * the refill). Empty: call {@link #nextId()}, or try again later.
      *
+     * @return the id, or empty when no local batch holds one
      * @throws ClosedException the client is closed
      */
     public OptionalLong tryNextId() {
@@ -192,12 +200,20 @@ public final class IdSupply {
      * {@link UnavailableException} after the client's wait timeout). Cancelling it stops the
      * wait. Dependent stages may run on the client's threads: give an executor
      * ({@code thenApplyAsync(fn, executor)}) for anything slow.
+     *
+     * @return a future of the next id
      */
     public CompletableFuture<Long> nextIdAsync() {
         return nextIdAsync(shared.waitTimeout);
     }
 
-    /** {@link #nextIdAsync()} with its own wait bound. */
+    /**
+     * {@link #nextIdAsync()} with its own wait bound.
+     *
+     * @param maxWait the longest wait for a batch when both local batches are spent; then the
+     *     future fails with an {@link UnavailableException}
+     * @return a future of the next id
+     */
     public CompletableFuture<Long> nextIdAsync(Duration maxWait) {
         long id = fastPath();
         if (id > 0) {
@@ -220,7 +236,11 @@ public final class IdSupply {
         return result;
     }
 
-    /** Counters of this supply. */
+    /**
+     * Counters of this supply.
+     *
+     * @return a snapshot of this supply's counters
+     */
     public Stats stats() {
         long served;
         lock.lock();

@@ -7,6 +7,7 @@ package io.leafid.client;
 public final class InvalidTagException extends LeafidException {
     private static final long serialVersionUID = 1L;
 
+    /** The refused tag. */
     private final String tag;
 
     InvalidTagException(String tag) {
@@ -14,7 +15,11 @@ public final class InvalidTagException extends LeafidException {
         this.tag = tag;
     }
 
-    /** The refused tag. */
+    /**
+     * The refused tag.
+     *
+     * @return the tag as the caller gave it
+     */
     public String tag() {
         return tag;
     }

@@ -121,6 +121,8 @@ public final class LeafidClient implements AutoCloseable {
     /**
      * A builder with the defaults: batch 1000, wait timeout 5 s, request timeout 2 s, connect
      * timeout 500 ms, probe backoff 50 ms to 5 s.
+     *
+     * @return a new builder
      */
     public static Builder builder() {
         return new Builder();
@@ -130,6 +132,8 @@ public final class LeafidClient implements AutoCloseable {
      * The supply of a tag (the same object on every call for that tag). No request is sent
      * until its first {@code nextId}.
      *
+     * @param tag the biz tag
+     * @return the tag's supply
      * @throws InvalidTagException the tag is not 1 to 128 of {@code A-Z a-z 0-9 . _ : -}
      * @throws ClosedException the client is closed
      */
@@ -145,22 +149,42 @@ public final class LeafidClient implements AutoCloseable {
                 batchSize, t), t));
     }
 
-    /** The snowflake supply (one per client). */
+    /**
+     * The snowflake supply (one per client).
+     *
+     * @return the snowflake supply
+     */
     public IdSupply snowflake() {
         return snowflake;
     }
 
-    /** Shorthand for {@code segment(tag).nextId()}. */
+    /**
+     * Shorthand for {@code segment(tag).nextId()}.
+     *
+     * @param tag the biz tag
+     * @return the tag's next id (positive)
+     * @see #segment(String)
+     * @see IdSupply#nextId()
+     */
     public long nextId(String tag) {
         return segment(tag).nextId();
     }
 
-    /** Shorthand for {@code snowflake().nextId()}. */
+    /**
+     * Shorthand for {@code snowflake().nextId()}.
+     *
+     * @return the next snowflake id (positive)
+     * @see IdSupply#nextId()
+     */
     public long nextSnowflakeId() {
         return snowflake.nextId();
     }
 
-    /** Counters summed over every supply of this client. */
+    /**
+     * Counters summed over every supply of this client.
+     *
+     * @return a snapshot of the counters, summed over the supplies
+     */
     public Stats stats() {
         Stats s = snowflake.stats();
         for (IdSupply sup : segments.values()) {
@@ -169,17 +193,29 @@ public final class LeafidClient implements AutoCloseable {
         return s;
     }
 
-    /** Base URLs of the servers, in the order given. */
+    /**
+     * Base URLs of the servers, in the order given.
+     *
+     * @return the base URLs, without a trailing slash
+     */
     public List<String> servers() {
         return shared.servers.bases();
     }
 
-    /** The server asked first: the last one that answered (the first given, at the start). */
+    /**
+     * The server asked first: the last one that answered (the first given, at the start).
+     *
+     * @return the base URL of that server
+     */
     public String preferredServer() {
         return shared.servers.preferred();
     }
 
-    /** Base URLs of the servers marked down (waiting for a 200 from their health probe). */
+    /**
+     * Base URLs of the servers marked down (waiting for a 200 from their health probe).
+     *
+     * @return the base URLs of the servers marked down, empty when every one is up
+     */
     public List<String> downServers() {
         return shared.servers.down();
     }
@@ -244,7 +280,12 @@ public final class LeafidClient implements AutoCloseable {
         }
     }
 
-    /** The server's tag rule: 1 to 128 of {@code A-Z a-z 0-9 . _ : -}. */
+    /**
+     * The server's tag rule: 1 to 128 of {@code A-Z a-z 0-9 . _ : -}.
+     *
+     * @param tag the tag to check ({@code null} is not valid)
+     * @return whether a server would accept the tag
+     */
     public static boolean isValidTag(String tag) {
         if (tag == null || tag.isEmpty() || tag.length() > 128) {
             return false;
@@ -272,12 +313,22 @@ public final class LeafidClient implements AutoCloseable {
 
         private Builder() {}
 
-        /** Base URLs of the servers ({@code http://host:port}), asked in this order. Required. */
+        /**
+         * Base URLs of the servers ({@code http://host:port}), asked in this order. Required.
+         *
+         * @param urls the base URLs, {@code http://} or {@code https://}
+         * @return this builder
+         */
         public Builder servers(String... urls) {
             return servers(Arrays.asList(urls));
         }
 
-        /** Base URLs of the servers, asked in this order. Required. */
+        /**
+         * Base URLs of the servers, asked in this order. Required.
+         *
+         * @param urls the base URLs, {@code http://} or {@code https://}
+         * @return this builder
+         */
         public Builder servers(List<String> urls) {
             this.servers = new ArrayList<>(urls);
             return this;
@@ -286,6 +337,9 @@ public final class LeafidClient implements AutoCloseable {
         /**
          * Ids per batch request, 1 to 100000 (default 1000). Each supply holds up to two
          * batches; ids left when the client closes are never used (a gap).
+         *
+         * @param n ids per request
+         * @return this builder
          */
         public Builder batchSize(int n) {
             this.batchSize = n;
@@ -295,6 +349,9 @@ public final class LeafidClient implements AutoCloseable {
         /**
          * How long {@code nextId} waits for a batch when the local ones are spent (default 5
          * s); then {@link UnavailableException}. Also how long one refill keeps retrying.
+         *
+         * @param d the wait bound, positive
+         * @return this builder
          */
         public Builder waitTimeout(Duration d) {
             this.waitTimeout = d;
@@ -304,19 +361,33 @@ public final class LeafidClient implements AutoCloseable {
         /**
          * Upper bound of one batch request, connect to last byte (default 2 s); a server that
          * takes longer is marked down and the next one asked.
+         *
+         * @param d the request bound, positive
+         * @return this builder
          */
         public Builder requestTimeout(Duration d) {
             this.requestTimeout = d;
             return this;
         }
 
-        /** Upper bound of opening a connection (default 500 ms, at most the request timeout). */
+        /**
+         * Upper bound of opening a connection (default 500 ms, at most the request timeout).
+         *
+         * @param d the connect bound, positive
+         * @return this builder
+         */
         public Builder connectTimeout(Duration d) {
             this.connectTimeout = d;
             return this;
         }
 
-        /** Backoff of a down server's health probes: {@code min} doubling up to {@code max}. */
+        /**
+         * Backoff of a down server's health probes: {@code min} doubling up to {@code max}.
+         *
+         * @param min the wait before the first probe, positive
+         * @param max the longest wait between two probes, at least {@code min}
+         * @return this builder
+         */
         public Builder backoff(Duration min, Duration max) {
             this.backoffMin = min;
             this.backoffMax = max;
@@ -329,6 +400,7 @@ public final class LeafidClient implements AutoCloseable {
          * one answers, at most the request timeout: so the JDK's first-request start-up cost is
          * not counted against a server.
          *
+         * @return the client, started
          * @throws ConfigException a setting is unusable
          */
         public LeafidClient build() {

@@ -9,9 +9,13 @@ package io.leafid.client;
 public final class RejectedException extends LeafidException {
     private static final long serialVersionUID = 1L;
 
+    /** Base URL of the server that answered. */
     private final String server;
+    /** The HTTP status (4xx). */
     private final int status;
+    /** The server's error code. */
     private final String code;
+    /** The server's message. */
     private final String serverMessage;
 
     RejectedException(String server, int status, String code, String serverMessage) {
@@ -27,22 +31,38 @@ public final class RejectedException extends LeafidException {
         return new RejectedException(server, status, code, serverMessage);
     }
 
-    /** Base URL of the server that answered. */
+    /**
+     * Base URL of the server that answered.
+     *
+     * @return the server's base URL
+     */
     public String server() {
         return server;
     }
 
-    /** The HTTP status (4xx). */
+    /**
+     * The HTTP status (4xx).
+     *
+     * @return the status code
+     */
     public int status() {
         return status;
     }
 
-    /** The server's stable error code, e.g. {@code unknown_biz_tag}. */
+    /**
+     * The server's stable error code, e.g. {@code unknown_biz_tag}.
+     *
+     * @return the error code
+     */
     public String code() {
         return code;
     }
 
-    /** The server's human-readable message. */
+    /**
+     * The server's human-readable message.
+     *
+     * @return the message, as the server wrote it
+     */
     public String serverMessage() {
         return serverMessage;
     }

@@ -34,17 +34,29 @@ public final class ServerFault {
         this.detail = detail;
     }
 
-    /** Base URL of the server. */
+    /**
+     * Base URL of the server.
+     *
+     * @return the server's base URL
+     */
     public String server() {
         return server;
     }
 
-    /** The kind of failure. */
+    /**
+     * The kind of failure.
+     *
+     * @return the kind
+     */
     public Kind kind() {
         return kind;
     }
 
-    /** What happened, for humans. */
+    /**
+     * What happened, for humans.
+     *
+     * @return a description of the failure
+     */
     public String detail() {
         return detail;
     }

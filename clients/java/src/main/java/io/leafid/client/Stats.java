@@ -17,17 +17,29 @@ public final class Stats {
         this.discardedIds = discardedIds;
     }
 
-    /** Ids handed to callers. */
+    /**
+     * Ids handed to callers.
+     *
+     * @return the number of ids handed to callers
+     */
     public long idsServed() {
         return idsServed;
     }
 
-    /** 200 answers whose ids were taken into a local batch (at least one id above the floor). */
+    /**
+     * 200 answers whose ids were taken into a local batch (at least one id above the floor).
+     *
+     * @return the number of batches taken
+     */
     public long batches() {
         return batches;
     }
 
-    /** Times a request went to another server because the one asked failed. */
+    /**
+     * Times a request went to another server because the one asked failed.
+     *
+     * @return the number of failovers
+     */
     public long failovers() {
         return failovers;
     }
@@ -35,6 +47,8 @@ public final class Stats {
     /**
      * Ids received in 200 answers but never handed out because they were not above the last id
      * accepted (a server behind the one used before, after a failover).
+     *
+     * @return the number of ids discarded
      */
     public long discardedIds() {
         return discardedIds;

@@ -10,6 +10,7 @@ import java.util.Optional;
 public final class UnavailableException extends LeafidException {
     private static final long serialVersionUID = 1L;
 
+    /** How long the call waited. */
     private final Duration waited;
     private final transient ServerFault lastFault;
 
@@ -20,12 +21,20 @@ public final class UnavailableException extends LeafidException {
         this.lastFault = lastFault;
     }
 
-    /** How long the call waited. */
+    /**
+     * How long the call waited.
+     *
+     * @return the time waited
+     */
     public Duration waited() {
         return waited;
     }
 
-    /** The last server failure seen while fetching, if a server was asked at all. */
+    /**
+     * The last server failure seen while fetching, if a server was asked at all.
+     *
+     * @return the last failure, or empty when no server was asked
+     */
     public Optional<ServerFault> lastFault() {
         return Optional.ofNullable(lastFault);
     }
