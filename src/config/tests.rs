@@ -375,3 +375,18 @@ fn out_of_range_values_are_refused_before_anything_is_claimed() {
     with("[server]\nworkers = 512").unwrap();
     with("[admin]\ntoken = \"a long enough token\"").unwrap();
 }
+
+#[test]
+fn the_database_settings_debug_never_shows_the_password() {
+    let settings = DatabaseSettings {
+        url: "mysql://root:hunter2@127.0.0.1:3306/leaf".into(),
+        max_connections: 1,
+        acquire_timeout_ms: 1000,
+        mysql_single_statement_lease: true,
+        allow_lossy_commits: false,
+        pgbouncer: false,
+    };
+    let shown = format!("{settings:?}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(shown.contains("root:***@127.0.0.1"), "{shown}");
+}

@@ -56,14 +56,15 @@ impl FromStr for GeneratorKind {
     }
 }
 
-/// `log.format`: how log lines are written (exact spellings `text`, `json`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "String")]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
+pub use crate::telemetry::LogFormat;
+
+/// `log.format` as written: the exact spellings `text` and `json`.
+impl<'de> Deserialize<'de> for LogFormat {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 impl FromStr for LogFormat {
@@ -79,14 +80,6 @@ impl FromStr for LogFormat {
                 got: s.to_owned(),
             }),
         }
-    }
-}
-
-impl TryFrom<String> for LogFormat {
-    type Error = UnknownValue;
-
-    fn try_from(s: String) -> Result<Self, UnknownValue> {
-        s.parse()
     }
 }
 

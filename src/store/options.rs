@@ -7,7 +7,7 @@ use std::time::Duration;
 /// redacted.
 #[derive(Clone)]
 pub struct DbOptions {
-    /// `mysql://...` or `sqlite://...`.
+    /// `sqlite://...`, `mysql://...` (or `mariadb://`) or `postgres://...`.
     pub url: String,
     /// Pool size (SQLite always uses one connection: one writer avoids busy waits).
     pub max_connections: u32,
@@ -69,17 +69,6 @@ mod tests {
             pgbouncer: false,
         };
         let shown = format!("{opts:?}");
-        assert!(!shown.contains("hunter2"), "{shown}");
-        assert!(shown.contains("root:***@127.0.0.1"), "{shown}");
-        let settings = crate::config::DatabaseSettings {
-            url: opts.url.clone(),
-            max_connections: 1,
-            acquire_timeout_ms: 1000,
-            mysql_single_statement_lease: true,
-            allow_lossy_commits: false,
-            pgbouncer: false,
-        };
-        let shown = format!("{settings:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(shown.contains("root:***@127.0.0.1"), "{shown}");
     }

@@ -12,7 +12,14 @@ use std::time::{Duration, Instant};
 
 use tracing_subscriber::EnvFilter;
 
-use crate::config::LogFormat;
+/// How log lines are written (`log.format`, parsed by `crate::config`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
 
 /// Installs the global subscriber once, writing `format` lines; later calls (tests) are no-ops.
 pub fn init(format: LogFormat) {

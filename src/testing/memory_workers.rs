@@ -1,5 +1,5 @@
 //! `MemoryWorkerStore`: an in-process [`WorkerStore`] with the statement semantics of
-//! `crate::store::worker_sql` (the SQL both databases run), for tests that need worker ids
+//! `crate::store::sql::workers` (the SQL every database runs), for tests that need worker ids
 //! without a database. Every call runs under one lock, so a claim never races another: the
 //! retries the SQL stores need after a lost compare-and-set have nothing to do here.
 
