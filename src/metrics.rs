@@ -1,10 +1,11 @@
-//! Prometheus metrics: `GET /metrics` in the text exposition format.
+//! The Prometheus registry and every family the server exports (served by `GET /metrics`,
+//! [`crate::http::metrics`]).
 //!
 //! Engine state is read at scrape time, never counted per id: ids issued come from each
 //! segment buffer's ticket counter and retired segments, and from the snowflake ring's cursor
 //! (or one relaxed add per request for the direct generator); loads, failures and the lease
 //! latency histogram come from the buffers' load state, which the loader updates anyway. Only
-//! HTTP requests are counted as they happen, once per request, by [`crate::http::metrics`].
+//! HTTP requests are counted as they happen, once per request, by [`crate::http::middleware`].
 //!
 //! | family | type | labels | meaning |
 //! | --- | --- | --- | --- |

@@ -161,7 +161,7 @@ impl Application {
             );
         }
         let data = web::Data::new(state.clone());
-        let telemetry = http::metrics::Telemetry::new(
+        let telemetry = http::middleware::Telemetry::new(
             state.metrics.clone(),
             Duration::from_millis(settings.server.body_timeout_ms),
         );

@@ -11,7 +11,9 @@
 //! - [`decode`]: what both decode routes share (the id's fields, the time unit's wire name).
 //! - [`layouts`]: the bit-layout planner (`/api/v1/layouts/plan`) and decoder.
 //! - [`dashboard`]: the dashboard page (`/`, `/dashboard`) and `/api/v1/snowflake/status`.
-//! - [`metrics`]: `/metrics` (Prometheus) and the request-counting middleware.
+//! - [`metrics`]: `GET /metrics` (Prometheus).
+//! - [`middleware`]: [`middleware::Telemetry`], which every request passes (request id, default
+//!   headers, body deadline, the request's count and latency by matched route).
 //! - [`openapi`]: the OpenAPI 3 document of every route, `/openapi.json`.
 //! - [`error`]: [`error::ApiError`], the one error body shape.
 //! - [`body_deadline`]: request bodies must arrive within `server.body_timeout_ms`.
@@ -33,6 +35,7 @@ pub mod health;
 pub mod ids;
 pub mod layouts;
 pub mod metrics;
+pub mod middleware;
 pub mod monitor;
 pub mod openapi;
 pub mod request;

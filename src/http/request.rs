@@ -9,7 +9,7 @@ use actix_web::{HttpRequest, web};
 use super::AppState;
 use super::error::ApiError;
 #[cfg(doc)]
-use super::metrics::labeled_get_prefix;
+use super::middleware::labeled_get_prefix;
 
 /// The app state, borrowed from the request.
 pub fn app_state(req: &HttpRequest) -> Result<&AppState, ApiError> {

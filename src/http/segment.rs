@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
 use super::ids::{BatchQuery, JsonIds, ids_schema, plain_id};
-use super::metrics::{labeled_get, labeled_get_prefix};
+use super::middleware::{labeled_get, labeled_get_prefix};
 use super::request::{app_state, path_tail};
 use crate::segment::BizTag;
 

@@ -14,7 +14,7 @@ use super::AppState;
 use super::decode::{DecodeBody, TimeUnitBody, decode_body, parse_id};
 use super::error::{ApiError, ErrorBody};
 use super::ids::{BatchQuery, JsonIds, StringifyQuery, ids_schema, plain_id};
-use super::metrics::{labeled_get, labeled_get_prefix};
+use super::middleware::{labeled_get, labeled_get_prefix};
 use super::request::{app_state, path_tail};
 use crate::snowflake::engine::{GeneratorKind, SnowflakeEngine, SnowflakeStatus};
 

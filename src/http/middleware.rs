@@ -1,0 +1,333 @@
+//! The middleware every request passes ([`Telemetry`]): a request id, the default answer
+//! headers ([`super::headers`]), the body deadline ([`super::body_deadline`]), and one count and
+//! one latency observation in the metrics, labelled by method, the matched route (never the raw
+//! path) and status; and the route labels the id routes register ([`labeled_get`],
+//! [`labeled_get_prefix`]) so that labelling allocates nothing.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
+use actix_web::http::Method;
+use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::{HttpRequest, web};
+
+use super::error::ApiError;
+use crate::metrics::Metrics;
+use crate::telemetry::{ClientText, LogLimiter};
+
+/// Header carrying the request id on every response.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// Route label of requests that matched no route (so raw paths never become labels).
+pub const UNMATCHED: &str = "unmatched";
+
+/// The metrics label of a route, registered with the route as resource data (see
+/// [`labeled_get`]): the middleware reads it by reference instead of building the matched
+/// pattern as a `String` per request. Routes without one are labelled by
+/// `HttpRequest::match_pattern`.
+#[derive(Clone, Copy, Debug)]
+pub struct RouteLabel(pub &'static str);
+
+/// A `GET` resource at `path` whose requests are labelled `label` in the HTTP metrics.
+///
+/// The guard sits on the resource (as with `ServiceConfig::route`), so other methods fall
+/// through to the next resource instead of getting a 405 here.
+pub fn labeled_get<F, Args>(path: &str, label: &'static str, handler: F) -> actix_web::Resource
+where
+    F: actix_web::Handler<Args>,
+    Args: actix_web::FromRequest + 'static,
+    F::Output: actix_web::Responder + 'static,
+{
+    web::resource(path)
+        .guard(actix_web::guard::Get())
+        .app_data(RouteLabel(label))
+        .route(web::get().to(handler))
+}
+
+/// A `GET` scope at the static prefix `prefix` (matched without a regex) whose requests, for
+/// `prefix` and anything under `prefix/`, all go to `handler`, labelled `label` in the HTTP
+/// metrics. The handler reads the rest of the path (`req.match_info().unprocessed()`).
+pub fn labeled_get_prefix<F, Args>(
+    prefix: &str,
+    label: &'static str,
+    handler: F,
+) -> actix_web::Scope
+where
+    F: actix_web::Handler<Args>,
+    Args: actix_web::FromRequest + 'static,
+    F::Output: actix_web::Responder + 'static,
+{
+    web::scope(prefix)
+        .guard(actix_web::guard::Get())
+        .app_data(RouteLabel(label))
+        .default_service(web::to(handler))
+}
+
+/// Whether `path` is one of the id routes, where every microsecond shows in throughput.
+fn is_id_route(path: &str) -> bool {
+    path.starts_with("/api/segment/get/")
+        || path.starts_with("/api/snowflake/get/")
+        || path.starts_with("/api/v1/segment/")
+        || path == "/api/v1/snowflake/ids"
+}
+
+/// A request id: this process's start-time prefix and a counter, cheap to make and unique
+/// across restarts (a UUID per request costs more than serving an id). Formatted only when
+/// written: into the response header from a stack buffer, or into a log line or span.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestId {
+    prefix: u32,
+    n: u64,
+}
+
+impl RequestId {
+    /// The next id of this process.
+    pub fn next() -> Self {
+        static PREFIX: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let prefix = *PREFIX.get_or_init(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u32 ^ std::process::id().rotate_left(16))
+                .unwrap_or_default()
+        });
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self { prefix, n }
+    }
+
+    /// `{prefix:08x}-{n:x}` into `buf`; the written bytes.
+    fn write<'a>(&self, buf: &'a mut [u8; 25]) -> &'a [u8] {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        for (i, b) in buf[..8].iter_mut().enumerate() {
+            *b = HEX[(self.prefix >> (28 - 4 * i) & 0xf) as usize];
+        }
+        buf[8] = b'-';
+        let digits = (16 - self.n.leading_zeros() as usize / 4).max(1);
+        for i in 0..digits {
+            buf[9 + i] = HEX[(self.n >> (4 * (digits - 1 - i)) & 0xf) as usize];
+        }
+        &buf[..9 + digits]
+    }
+
+    /// The id as a header value (hex digits and a dash: always valid).
+    pub fn header_value(&self) -> HeaderValue {
+        let mut buf = [0u8; 25];
+        HeaderValue::from_bytes(self.write(&mut buf)).expect("hex digits and a dash")
+    }
+}
+
+impl std::fmt::Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut buf = [0u8; 25];
+        // ASCII by construction.
+        f.write_str(std::str::from_utf8(self.write(&mut buf)).map_err(|_| std::fmt::Error)?)
+    }
+}
+
+/// Middleware: a request id (the `x-request-id` response header and the `request` span every
+/// log line of the request carries), the default response headers of
+/// [`super::headers::apply_defaults`] (nothing cacheable unless a route says so), and one
+/// counter increment and one histogram observation
+/// per request, labelled by method, the matched route pattern and status.
+///
+/// The span is at INFO for every route but the id routes, where it is at DEBUG: recording a
+/// span's fields costs about as much as serving an id, so at the default `info` level the hot
+/// routes carry only the header. Server errors are logged at ERROR with the id either way.
+///
+/// Per request it allocates nothing of its own but the header value: the id is formatted from
+/// a stack buffer, the route label is a `&'static str` registered with the hot routes, and the
+/// metrics registry is held by the middleware rather than cloned out of the app data.
+#[derive(Clone)]
+pub struct Telemetry {
+    metrics: Arc<Metrics>,
+    /// `server.body_timeout_ms` ([`super::body_deadline`]).
+    body_timeout: std::time::Duration,
+}
+
+impl Telemetry {
+    /// The middleware, counting into `metrics`; request bodies must arrive within
+    /// `body_timeout`.
+    pub fn new(metrics: Arc<Metrics>, body_timeout: std::time::Duration) -> Self {
+        Self {
+            metrics,
+            body_timeout,
+        }
+    }
+}
+
+impl<S, B> Transform<S, ServiceRequest> for Telemetry
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    S::Future: Unpin,
+    B: MessageBody,
+{
+    type Response = ServiceResponse<B>;
+    type Error = actix_web::Error;
+    type Transform = TelemetryService<S>;
+    type InitError = ();
+    type Future = std::future::Ready<Result<Self::Transform, ()>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        std::future::ready(Ok(TelemetryService {
+            service,
+            worker: Rc::new(Worker {
+                metrics: self.metrics.clone(),
+                body_timeout: self.body_timeout,
+            }),
+        }))
+    }
+}
+
+/// What a worker's [`TelemetryService`] shares with its requests' futures, behind an `Rc`:
+/// cloning that per request is a plain increment, unlike an `Arc` (or `web::Data`) clone.
+struct Worker {
+    metrics: Arc<Metrics>,
+    body_timeout: std::time::Duration,
+}
+
+/// The service of [`Telemetry`].
+pub struct TelemetryService<S> {
+    service: S,
+    worker: Rc<Worker>,
+}
+
+impl<S, B> Service<ServiceRequest> for TelemetryService<S>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    S::Future: Unpin,
+    B: MessageBody,
+{
+    type Response = ServiceResponse<B>;
+    type Error = actix_web::Error;
+    type Future = TelemetryFuture<S::Future>;
+
+    actix_web::dev::forward_ready!(service);
+
+    fn call(&self, mut req: ServiceRequest) -> Self::Future {
+        let started = Instant::now();
+        super::body_deadline::apply(&mut req, self.worker.body_timeout);
+        let request_id = RequestId::next();
+        // Disabled spans (the id routes at `info`) record nothing and format nothing.
+        // Method and path are the client's: escaped and bounded (`ClientText`).
+        let (method, path) = (ClientText(req.method().as_str()), ClientText(req.path()));
+        let span = if is_id_route(req.path()) {
+            tracing::debug_span!("request", request_id = %request_id, method = %method, path = %path)
+        } else {
+            tracing::info_span!("request", request_id = %request_id, method = %method, path = %path)
+        };
+        let method = req.method().clone();
+        let inner = {
+            let _entered = span.enter();
+            self.service.call(req)
+        };
+        TelemetryFuture {
+            inner,
+            started,
+            request_id,
+            span,
+            method,
+            worker: Rc::clone(&self.worker),
+        }
+    }
+}
+
+/// The future of [`TelemetryService`]: the inner call in the request's span, then the
+/// bookkeeping. No box: the app's routing future is already one.
+pub struct TelemetryFuture<F> {
+    inner: F,
+    started: Instant,
+    request_id: RequestId,
+    span: tracing::Span,
+    method: Method,
+    worker: Rc<Worker>,
+}
+
+impl<F, B> Future for TelemetryFuture<F>
+where
+    F: Future<Output = Result<ServiceResponse<B>, actix_web::Error>> + Unpin,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let mut result = {
+            let _entered = this.span.enter();
+            std::task::ready!(Pin::new(&mut this.inner).poll(cx))
+        };
+        let secs = this.started.elapsed().as_secs_f64();
+        let (route, status) = match &result {
+            Ok(res) => (route_label(res.request()), res.status()),
+            Err(e) => (None, e.as_response_error().status_code()),
+        };
+        let route = route.as_deref().unwrap_or(UNMATCHED);
+        if status.is_server_error() {
+            let code = match &result {
+                Ok(res) => res
+                    .response()
+                    .error()
+                    .and_then(|e| e.as_error::<ApiError>())
+                    .map_or("other", ApiError::code),
+                Err(e) => e.as_error::<ApiError>().map_or("other", ApiError::code),
+            };
+            this.worker.metrics.count_server_error(code);
+            // One line per cause per interval: an outage answers every request with a 503.
+            if let Some(held) = LogLimiter::global().allow(code) {
+                let _entered = this.span.enter();
+                tracing::error!(
+                    request_id = %this.request_id, status = status.as_u16(), code,
+                    route, held_back = held,
+                    "request failed (this cause is logged once per 10 s; leafid_http_server_errors_total counts every one)"
+                );
+            }
+        }
+        this.worker
+            .metrics
+            .observe_http(this.method.as_str(), route, status.as_u16(), secs);
+        if let Ok(res) = &mut result {
+            let headers = res.headers_mut();
+            headers.insert(
+                HeaderName::from_static(REQUEST_ID_HEADER),
+                this.request_id.header_value(),
+            );
+            super::headers::apply_defaults(headers);
+        }
+        Poll::Ready(result)
+    }
+}
+
+/// The metrics label of the route that answered: the [`RouteLabel`] registered with it (no
+/// allocation), else the matched pattern; `None` when no route matched.
+fn route_label(req: &HttpRequest) -> Option<Cow<'static, str>> {
+    match req.app_data::<RouteLabel>() {
+        Some(label) => Some(Cow::Borrowed(label.0)),
+        None => req.match_pattern().map(Cow::Owned),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids_format_like_before() {
+        for (prefix, n) in [
+            (0, 0),
+            (0xdead_beef, 1),
+            (0x0123_4567, 0xabc),
+            (u32::MAX, u64::MAX),
+        ] {
+            let id = RequestId { prefix, n };
+            assert_eq!(id.to_string(), format!("{prefix:08x}-{n:x}"));
+            assert_eq!(id.header_value().to_str().unwrap(), id.to_string());
+        }
+        let (a, b) = (RequestId::next(), RequestId::next());
+        assert_ne!(a.to_string(), b.to_string());
+    }
+}
