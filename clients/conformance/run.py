@@ -16,6 +16,7 @@ Environment:
   LEAFID_TEST_MYSQL_URL   mysql://user:password@host:port of the test MariaDB (default: the one
                           scripts/mariadb.sh starts); a database is created per run, dropped after
   CONFORMANCE_LOG_DIR     where adapter and server logs go (default: target/conformance-logs)
+  CONFORMANCE_SCENARIOS   comma-separated scenario names to run (default: all), e.g. far_behind
 
 Python 3.11 standard library only.
 """
@@ -788,6 +789,11 @@ class Run:
         self.other_db_url = f"{self.server_url}/{self.other_db_name}"
         self.current_client = ""
         self.rows: list[Row] = []
+        wanted = [w for w in os.environ.get("CONFORMANCE_SCENARIOS", "").split(",") if w]
+        unknown = set(wanted) - {name for name, _ in SCENARIOS}
+        if unknown:
+            raise SystemExit(f"conformance: no scenario {sorted(unknown)}; known: {[n for n, _ in SCENARIOS]}")
+        self.scenarios = [(n, fn) for n, fn in SCENARIOS if not wanted or n in wanted]
 
     def go(self) -> int:
         if not os.access(self.binary, os.X_OK):
@@ -804,7 +810,7 @@ class Run:
             for client in self.clients:
                 self.current_client = client
                 started = time.monotonic()
-                for name, fn in SCENARIOS:
+                for name, fn in self.scenarios:
                     self.one(client, name, fn)
                 print(f"conformance: {client}: {time.monotonic() - started:.1f} s", file=sys.stderr)
         finally:
