@@ -1,6 +1,7 @@
 package leafid
 
 import (
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -138,5 +139,22 @@ func TestA200SentBeforeTheLatestFailureMarksNothingUp(t *testing.T) {
 	}
 	if !srv.markUpUnlessDownSince(srv.downCount()) || srv.isDown() {
 		t.Fatal("a 200 sent after the failure did not mark the server up")
+	}
+}
+
+func TestTheCatchUpAsksPastTheFloorInOneRequestWithinTheServerLimit(t *testing.T) {
+	for _, c := range []struct {
+		floor, last int64
+		batch, want int
+	}{
+		{1000, 500, 100, 600}, // 500 ids to reach the floor, then a batch
+		{1000, 1000, 100, 100},
+		{6000000, 1000000, 100, MaxBatch},
+		{math.MaxInt64, 1, 100, MaxBatch},
+		{10, 5, MaxBatch, MaxBatch},
+	} {
+		if got := catchUpCount(c.floor, c.last, c.batch); got != c.want {
+			t.Errorf("catchUpCount(%d, %d, %d) = %d, want %d", c.floor, c.last, c.batch, got, c.want)
+		}
 	}
 }
