@@ -212,14 +212,27 @@ func (s *supply) refill(ctx context.Context) {
 	filled := false
 	count := s.req.count
 	for ctx.Err() == nil {
-		res := c.servers.fetch(ctx, s.req, count)
+		s.mu.Lock()
+		floor := s.floor
+		s.mu.Unlock()
+		res := c.servers.fetch(ctx, s.req, count, floor)
 		var wait time.Duration
-		if res.ids != nil {
+		if res.behind != nil {
+			// Its tail showed it wholly at or below the floor: discarded unparsed.
+			n := uint64(res.behind.ids)
+			s.received.Add(n)
+			s.discarded.Add(n)
+			s.mu.Lock()
+			s.lastFault = &ServerFault{Server: res.server, Kind: FaultBehind,
+				Detail: fmt.Sprintf("%d ids up to %d, none above %d", n, res.behind.last, s.floor)}
+			s.mu.Unlock()
+			s.behindRounds.Add(1)
+			count = catchUpCount(floor, res.behind.last, s.req.count)
+		} else if res.ids != nil {
 			ids := res.ids
 			s.received.Add(uint64(len(ids)))
 			s.mu.Lock()
 			// Ids are strictly increasing: the ones at or below the floor are a prefix.
-			floor := s.floor
 			last := ids[len(ids)-1]
 			cut := sort.Search(len(ids), func(i int) bool { return ids[i] > floor })
 			if cut > 0 {

@@ -107,7 +107,8 @@ export function behindTail(body, count, floor) {
   if (m === null) return null;
   const last = BigInt(m[1]);
   if (last > floor) return null;
-  const open = body.lastIndexOf('"ids":[');
+  // The array's opening, near the start (a tag cannot hold a quote).
+  const open = body.indexOf('"ids":[');
   if (open < 0) return null;
   let ids = 1;
   for (let k = body.indexOf(',', open); k >= 0; k = body.indexOf(',', k + 1)) ids++;

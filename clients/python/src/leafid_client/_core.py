@@ -236,7 +236,8 @@ def behind_tail(body: bytes, req: BatchRequest, floor: int) -> Optional[Behind]:
     last = int(m.group(1))
     if last > floor:
         return None
-    start = body.rfind(b'"ids":[', 0, m.start())
+    # The array's opening, near the start (a tag cannot hold a quote).
+    start = body.find(b'"ids":[', 0, m.start())
     if start < 0:
         return None
     ids = body.count(b",", start) + 1

@@ -428,8 +428,9 @@ final class Servers {
         if (last <= 0 || last > floor) {
             return null;
         }
-        int open = body.lastIndexOf("\"ids\":[", p);
-        if (open < 0) {
+        // The array's opening, near the start (a tag cannot hold a quote).
+        int open = body.indexOf("\"ids\":[");
+        if (open < 0 || open >= p) {
             return null;
         }
         int ids = 1;
