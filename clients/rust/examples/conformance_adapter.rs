@@ -150,7 +150,9 @@ fn take(cmd: &Value, client: &Client, rt: &tokio::runtime::Handle) -> Value {
                     if engine == "snowflake" {
                         let supply = client.snowflake();
                         for _ in 0..per_caller {
-                            record(timed(&mut || rt.block_on(supply.next_id()).map(|id| id.to_string())));
+                            record(timed(&mut || {
+                                rt.block_on(supply.next_id()).map(|id| id.to_string())
+                            }));
                             if !pause.is_zero() {
                                 std::thread::sleep(pause);
                             }

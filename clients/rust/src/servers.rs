@@ -119,8 +119,7 @@ pub(crate) fn behind_tail(body: &[u8], req: &Request, floor: i64) -> Option<Behi
     if floor <= 0 {
         return None;
     }
-    let end = body.len() - body.iter().rev().take_while(|b| b.is_ascii_whitespace()).count();
-    let rest = body[..end].strip_suffix(b"\"]}")?;
+    let rest = body.trim_ascii_end().strip_suffix(b"\"]}")?;
     let digits = rest.iter().rev().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 || digits > 19 {
         return None;
@@ -499,15 +498,24 @@ mod tests {
     fn an_answer_wholly_behind_the_floor_is_read_from_its_tail_only() {
         let r = req(3);
         let b = |ids, last| Some(Behind { ids, last });
-        assert_eq!(behind_tail(br#"{"biz_tag":"t","ids":["7","8","9"]}"#, &r, 9), b(3, 9));
+        assert_eq!(
+            behind_tail(br#"{"biz_tag":"t","ids":["7","8","9"]}"#, &r, 9),
+            b(3, 9)
+        );
         assert_eq!(behind_tail(b"{\"ids\":[\"5\"]}\n", &r, 100), b(1, 5));
         // Above the floor, no floor yet, another shape, more ids than asked: parsed whole.
-        assert_eq!(behind_tail(br#"{"biz_tag":"t","ids":["9","10"]}"#, &r, 9), None);
+        assert_eq!(
+            behind_tail(br#"{"biz_tag":"t","ids":["9","10"]}"#, &r, 9),
+            None
+        );
         assert_eq!(behind_tail(br#"{"ids":["5"]}"#, &r, 0), None);
         assert_eq!(behind_tail(br#"{"ids":[5]}"#, &r, 100), None);
         assert_eq!(behind_tail(br#"{"ids":["5"],"x":1}"#, &r, 100), None);
         assert_eq!(behind_tail(br#"{"ids":["0"]}"#, &r, 100), None);
-        assert_eq!(behind_tail(br#"{"ids":["99999999999999999999"]}"#, &r, i64::MAX), None);
+        assert_eq!(
+            behind_tail(br#"{"ids":["99999999999999999999"]}"#, &r, i64::MAX),
+            None
+        );
         assert_eq!(behind_tail(br#"{"ids":["1","2","3","4"]}"#, &r, 100), None);
         assert_eq!(behind_tail(b"", &r, 100), None);
     }
