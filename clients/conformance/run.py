@@ -4,8 +4,8 @@
     clients/conformance/run.py [CLIENT...]      CLIENT: rust java go python node (default: every
                                                 clients/<name> with a conformance-adapter)
 
-For each client it runs the seven scenarios of PROTOCOL.md against real leafid servers on one
-fresh MariaDB database: it starts the servers a scenario needs (on free loopback ports, read
+For each client it runs the seven scenarios of PROTOCOL.md against real leafid servers on a
+fresh MariaDB database (and a second one, for far_behind's lagging server): it starts the servers a scenario needs (on free loopback ports, read
 from their JSON "listening" log line), starts the client's adapter, drives it, kills, stops and
 continues servers from another thread while a `take` runs, and checks every id the client
 handed out. It prints one table line per client and scenario, writes them to
@@ -14,7 +14,8 @@ target/conformance.md, and exits non-zero on any failure, naming client, scenari
 Environment:
   LEAFID_BIN              the server binary (default: target/release/leafid of this checkout)
   LEAFID_TEST_MYSQL_URL   mysql://user:password@host:port of the test MariaDB (default: the one
-                          scripts/mariadb.sh starts); a database is created per run, dropped after
+                          scripts/mariadb.sh starts); two databases are created per run, dropped
+                          after
   CONFORMANCE_LOG_DIR     where adapter and server logs go (default: target/conformance-logs)
   CONFORMANCE_SCENARIOS   comma-separated scenario names to run (default: all), e.g. far_behind
 
