@@ -4,8 +4,8 @@
     clients/conformance/run.py [CLIENT...]      CLIENT: rust java go python node (default: every
                                                 clients/<name> with a conformance-adapter)
 
-For each client it runs the six scenarios of PROTOCOL.md against real leafid servers on one
-fresh MariaDB database: it starts the servers a scenario needs (on free loopback ports, read
+For each client it runs the seven scenarios of PROTOCOL.md against real leafid servers on a
+fresh MariaDB database (and a second one, for far_behind's lagging server): it starts the servers a scenario needs (on free loopback ports, read
 from their JSON "listening" log line), starts the client's adapter, drives it, kills, stops and
 continues servers from another thread while a `take` runs, and checks every id the client
 handed out. It prints one table line per client and scenario, writes them to
@@ -14,8 +14,10 @@ target/conformance.md, and exits non-zero on any failure, naming client, scenari
 Environment:
   LEAFID_BIN              the server binary (default: target/release/leafid of this checkout)
   LEAFID_TEST_MYSQL_URL   mysql://user:password@host:port of the test MariaDB (default: the one
-                          scripts/mariadb.sh starts); a database is created per run, dropped after
+                          scripts/mariadb.sh starts); two databases are created per run, dropped
+                          after
   CONFORMANCE_LOG_DIR     where adapter and server logs go (default: target/conformance-logs)
+  CONFORMANCE_SCENARIOS   comma-separated scenario names to run (default: all), e.g. far_behind
 
 Python 3.11 standard library only.
 """
@@ -239,13 +241,14 @@ class Cluster:
         self.scenario = scenario
         self.servers: list[Server] = []
 
-    def start(self, count: int, env: dict | None = None) -> list[Server]:
+    def start(self, count: int, env: dict | None = None, db_url: str | None = None) -> list[Server]:
+        """`count` servers on the run's database, or on `db_url`."""
         started: list[Server | Exception] = [None] * count  # type: ignore[list-item]
 
         def one(i: int) -> None:
             name = f"{self.run.current_client}-{self.scenario}-{len(self.servers) + i}"
             try:
-                started[i] = Server(self.run.binary, self.run.db_url, name, self.run.log_dir, env)
+                started[i] = Server(self.run.binary, db_url or self.run.db_url, name, self.run.log_dir, env)
             except Exception as e:  # noqa: BLE001 - reported below
                 started[i] = e
 
@@ -372,6 +375,8 @@ class Outcome:
     failovers: int = 0
     discarded: int = 0
     errors: collections.Counter = field(default_factory=collections.Counter)
+    # What a scenario measured beyond the counts (far_behind: its catch-up time), for the table.
+    note: str = ""
 
 
 class Scenario:
@@ -384,6 +389,8 @@ class Scenario:
         self.adapter: Adapter | None = None
         self.streams: dict[str, Stream] = collections.defaultdict(Stream)
         self.outcome = Outcome()
+        # The longest single next_id call of the last take (its max_call_ms), in seconds.
+        self.last_max_call_s = 0.0
         self.started = time.monotonic()
         self.log_file = open(run.log_dir / f"{run.current_client}-{name}.driver.log", "w", encoding="utf-8")
 
@@ -513,6 +520,11 @@ class Scenario:
             stream.takes.append((lo, hi))
         stream.seen.update(flat)
         self.outcome.ids += len(flat)
+        slowest = answer.get("max_call_ms")
+        if not isinstance(slowest, (int, float)) or isinstance(slowest, bool) or slowest < 0:
+            raise Failure("protocol", f"{label}: max_call_ms is not a duration: {slowest!r}")
+        self.last_max_call_s = slowest / 1000.0
+        self.log(f"  longest call {slowest:.1f} ms")
         return parsed
 
     def stats(self) -> dict:
@@ -540,7 +552,7 @@ class Scenario:
 
 
 # ---------------------------------------------------------------------------------------------
-# The six scenarios
+# The seven scenarios
 
 
 def kill9(sc: Scenario) -> None:
@@ -633,6 +645,60 @@ def lagging(sc: Scenario) -> None:
     sc.adapter.close()
 
 
+# far_behind: the tag's row in B's database lies this far below the row in A's; the catch-up (the
+# longest single next_id call of the take during which A is killed) must end within the bound.
+FAR_GAP = 5_000_000
+FAR_A_FIRST = 6_000_001
+FAR_B_FIRST = FAR_A_FIRST - FAR_GAP
+FAR_CATCH_UP_BOUND_S = 4.0
+FAR_WAIT_TIMEOUT_MS = 5000
+
+
+def far_behind(sc: Scenario) -> None:
+    """Two servers on two databases, the tag's row on B's five million ids below A's (a separate
+    or a restored database). The callers take ids from A; A is killed (-9) while they run; B,
+    healthy, answers every request with ids all below what the client already handed out until
+    the client has asked past them. No error may reach a caller, the ids B held below the floor
+    are discarded (counted), and no call waits longer than FAR_CATCH_UP_BOUND_S."""
+    (a,) = sc.cluster.start(1)
+    (b,) = sc.cluster.start(1, db_url=sc.run.other_db_url)
+    tag = sc.tag("far")
+    a.create_tag(tag, step=1000, max_id=FAR_A_FIRST)
+    b.create_tag(tag, step=1000, max_id=FAR_B_FIRST)
+    rows = []
+    for server in (a, b):
+        status, row = server.request("GET", f"/api/v1/tags/{tag}")
+        if status != 200:
+            raise SetupError(f"reading {tag} on {server.name}: {status} {row}")
+        rows.append(int(row["max_id"]))
+    if rows[0] - rows[1] != FAR_GAP:
+        raise SetupError(f"the rows are not {FAR_GAP} apart: max_id {rows[0]} on A, {rows[1]} on B")
+    sc.open([a.url, b.url], batch=100, request_timeout_ms=1000, wait_timeout_ms=FAR_WAIT_TIMEOUT_MS)
+    # Warm: ids from A's row.
+    first = sc.take("segment", tag, callers=2, per_caller=200)
+    if min(min(ids) for ids in first) < FAR_A_FIRST:
+        raise SetupError(f"the first ids did not come from A's row (from {FAR_A_FIRST}): {first[0][:3]}")
+    # A killed while 4 callers take, 1 ms apart: once the local ids are spent they wait for B.
+    sc.take("segment", tag, callers=4, per_caller=1000, pause_ms=1, actions=[(0.4, a.kill)])
+    caught_up = sc.last_max_call_s
+    sc.outcome.note = f"longest call {caught_up:.2f} s"
+    # And on: B alone.
+    sc.take("segment", tag, callers=2, per_caller=300)
+    s = sc.stats()
+    if s["failovers"] < 1:
+        raise Failure("failover counted", f"the server in use killed under load, failovers = {s['failovers']}")
+    # Every id B held from FAR_B_FIRST up to the floor lies behind: discarded. A request that
+    # timed out loses its ids (B handed them out, the client never received them), so at least
+    # half of the gap, not all of it.
+    if s["discarded_ids"] < FAR_GAP // 2:
+        raise Failure("lagging ids discarded",
+                      f"B was {FAR_GAP} ids behind, discarded_ids = {s['discarded_ids']}")
+    if caught_up > FAR_CATCH_UP_BOUND_S:
+        raise Failure("catch-up bound",
+                      f"a call waited {caught_up:.2f} s for the catch-up, over {FAR_CATCH_UP_BOUND_S} s")
+    sc.adapter.close()
+
+
 def unknown_tag(sc: Scenario) -> None:
     """A tag no server knows: every call a rejected/unknown_biz_tag error, and no failover (every
     server shares the database). A tag outside the rule: invalid_tag, no request. A known tag on
@@ -690,6 +756,7 @@ SCENARIOS = [
     ("sigstop", sigstop),
     ("engine_disabled", engine_disabled),
     ("lagging", lagging),
+    ("far_behind", far_behind),
     ("unknown_tag", unknown_tag),
     ("near_max", near_max),
 ]
@@ -717,8 +784,17 @@ class Run:
         self.server_url = mysql_url()
         self.db_name = f"leafid_conformance_{os.getpid()}_{int(time.time())}"
         self.db_url = f"{self.server_url}/{self.db_name}"
+        # A second database, for the servers of `far_behind` that must not share the first's
+        # rows (a server whose row lags: a separate or a restored database).
+        self.other_db_name = self.db_name + "_b"
+        self.other_db_url = f"{self.server_url}/{self.other_db_name}"
         self.current_client = ""
         self.rows: list[Row] = []
+        wanted = [w for w in os.environ.get("CONFORMANCE_SCENARIOS", "").split(",") if w]
+        unknown = set(wanted) - {name for name, _ in SCENARIOS}
+        if unknown:
+            raise SystemExit(f"conformance: no scenario {sorted(unknown)}; known: {[n for n, _ in SCENARIOS]}")
+        self.scenarios = [(n, fn) for n, fn in SCENARIOS if not wanted or n in wanted]
 
     def go(self) -> int:
         if not os.access(self.binary, os.X_OK):
@@ -726,18 +802,22 @@ class Run:
                   "or set LEAFID_BIN)", file=sys.stderr)
             return 2
         mariadb(self.server_url, f"CREATE DATABASE {self.db_name}")
+        mariadb(self.server_url, f"CREATE DATABASE {self.other_db_name}")
         try:
-            # One server first, alone: it creates the tables; the scenarios then start theirs in parallel.
+            # One server first, alone, per database: it creates the tables; the scenarios then
+            # start theirs in parallel.
             Server(self.binary, self.db_url, "migrate", self.log_dir).kill()
+            Server(self.binary, self.other_db_url, "migrate-b", self.log_dir).kill()
             for client in self.clients:
                 self.current_client = client
                 started = time.monotonic()
-                for name, fn in SCENARIOS:
+                for name, fn in self.scenarios:
                     self.one(client, name, fn)
                 print(f"conformance: {client}: {time.monotonic() - started:.1f} s", file=sys.stderr)
         finally:
             try:
                 mariadb(self.server_url, f"DROP DATABASE IF EXISTS {self.db_name}")
+                mariadb(self.server_url, f"DROP DATABASE IF EXISTS {self.other_db_name}")
             except subprocess.CalledProcessError:
                 pass
         return self.report()
@@ -772,6 +852,8 @@ class Run:
     def line(self, row: Row) -> str:
         o = row.outcome
         verdict = "ok" if row.error is None else f"FAIL {row.error}"
+        if o.note:
+            verdict += f" ({o.note})"
         return (f"| {row.client} | {row.scenario} | {o.ids} | {o.failovers} | {o.discarded} | "
                 f"{self.errors_text(o)} | {row.seconds:.1f} s | {verdict} |")
 

@@ -644,8 +644,8 @@ func TestASegmentServerFarBehindIsDrainedInAFewRequests(t *testing.T) {
 	var rounds uint64
 	c.segments.Range(func(_, v any) bool { rounds += v.(*supply).behindRounds.Load(); return true })
 	if st.DiscardedIDs < step/2 || rounds == 0 || rounds > 40 {
-		// The refill doubles its count (up to MaxBatch) while the answers lie below the floor:
-		// about 20 rounds for a million ids.
+		// The catch-up asks for the gap plus a batch, at most MaxBatch, while the answers lie
+		// below the floor: about 10 rounds for a million ids.
 		t.Fatalf("%d answers below the floor; stats %+v", rounds, st)
 	}
 	t.Logf("caught up after %v and %d answers below the floor; stats %+v", time.Since(started), rounds, st)

@@ -1,6 +1,7 @@
 package leafid
 
 import (
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -138,5 +139,48 @@ func TestA200SentBeforeTheLatestFailureMarksNothingUp(t *testing.T) {
 	}
 	if !srv.markUpUnlessDownSince(srv.downCount()) || srv.isDown() {
 		t.Fatal("a 200 sent after the failure did not mark the server up")
+	}
+}
+
+func TestTheCatchUpAsksPastTheFloorInOneRequestWithinTheServerLimit(t *testing.T) {
+	for _, c := range []struct {
+		floor, last int64
+		batch, want int
+	}{
+		{1000, 500, 100, 600}, // 500 ids to reach the floor, then a batch
+		{1000, 1000, 100, 100},
+		{6000000, 1000000, 100, MaxBatch},
+		{math.MaxInt64, 1, 100, MaxBatch},
+		{10, 5, MaxBatch, MaxBatch},
+	} {
+		if got := catchUpCount(c.floor, c.last, c.batch); got != c.want {
+			t.Errorf("catchUpCount(%d, %d, %d) = %d, want %d", c.floor, c.last, c.batch, got, c.want)
+		}
+	}
+}
+
+func TestAnAnswerWhollyBehindTheFloorIsReadFromItsTailOnly(t *testing.T) {
+	for _, c := range []struct {
+		body  string
+		count int
+		floor int64
+		want  *behindAnswer
+	}{
+		{`{"biz_tag":"t","ids":["7","8","9"]}` + "\n", 3, 9, &behindAnswer{3, 9}},
+		{`{"ids":["5"]}`, 3, 100, &behindAnswer{1, 5}},
+		// Above the floor, no floor yet, another shape, more ids than asked: parsed whole.
+		{`{"biz_tag":"t","ids":["9","10"]}`, 3, 9, nil},
+		{`{"ids":["5"]}`, 3, 0, nil},
+		{`{"ids":[5]}`, 3, 100, nil},
+		{`{"ids":["5"],"x":1}`, 3, 100, nil},
+		{`{"ids":["0"]}`, 3, 100, nil},
+		{`{"ids":["99999999999999999999"]}`, 3, math.MaxInt64, nil},
+		{`{"ids":["1","2","3","4"]}`, 3, 100, nil},
+		{``, 3, 100, nil},
+	} {
+		got := behindTail([]byte(c.body), c.count, c.floor)
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("behindTail(%q, %d, %d) = %+v, want %+v", c.body, c.count, c.floor, got, c.want)
+		}
 	}
 }

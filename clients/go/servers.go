@@ -1,6 +1,7 @@
 package leafid
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -76,11 +77,14 @@ type request struct {
 	tag string
 }
 
-// fetchResult is the outcome of one fetch: ids, or a refusal, or every server failed.
+// fetchResult is the outcome of one fetch: ids, or an answer wholly behind the floor, or a
+// refusal, or every server failed.
 type fetchResult struct {
 	// ids of a valid 200 body, strictly increasing and positive.
 	ids []int64
-	// server is the base URL of the server that sent ids.
+	// behind is a 200 whose last id lay at or below the floor, read from its tail only.
+	behind *behindAnswer
+	// server is the base URL of the server that sent ids or behind.
 	server string
 	// rejected is set when a server refused the request itself (final).
 	rejected *RejectedError
@@ -114,8 +118,9 @@ func newServers(bases []string, httpClient *http.Client, requestTimeout, backoff
 
 // fetch asks for one batch: the preferred server first, then the other up servers in order,
 // then (last resort) the down ones. It stops at the first valid batch or the first refusal of
-// the request itself.
-func (s *servers) fetch(ctx context.Context, req *request, count int) fetchResult {
+// the request itself. A 200 whose last id lies at or below floor (the supply's largest accepted
+// id, 0 for none) comes back as behind, unparsed (behindTail).
+func (s *servers) fetch(ctx context.Context, req *request, count int, floor int64) fetchResult {
 	n := len(s.list)
 	start := int(s.preferred.Load()) % n
 	tried := make([]bool, n)
@@ -135,7 +140,7 @@ func (s *servers) fetch(ctx context.Context, req *request, count int) fetchResul
 			}
 			tried[i] = true
 			seen := s.list[i].downCount()
-			ids, rejected, fault := s.ask(ctx, s.list[i], req, count)
+			ids, behind, rejected, fault := s.ask(ctx, s.list[i], req, count, floor)
 			switch {
 			case fault != nil:
 				if ctx.Err() != nil {
@@ -150,7 +155,7 @@ func (s *servers) fetch(ctx context.Context, req *request, count int) fetchResul
 				if s.list[i].markUpUnlessDownSince(seen) {
 					s.preferred.Store(int64(i))
 				}
-				return fetchResult{ids: ids, server: s.list[i].base}
+				return fetchResult{ids: ids, behind: behind, server: s.list[i].base}
 			}
 		}
 	}
@@ -170,8 +175,9 @@ type errorBody struct {
 	Message string `json:"message"`
 }
 
-// ask sends one batch request for count ids to one server.
-func (s *servers) ask(ctx context.Context, srv *server, req *request, count int) ([]int64, *RejectedError, *ServerFault) {
+// ask sends one batch request for count ids to one server: ids, or an answer behind floor, or a
+// refusal, or that server's fault.
+func (s *servers) ask(ctx context.Context, srv *server, req *request, count int, floor int64) ([]int64, *behindAnswer, *RejectedError, *ServerFault) {
 	ctx, cancel := context.WithTimeout(ctx, s.requestTimeout)
 	defer cancel()
 	fault := func(kind FaultKind, status int, code, detail string) *ServerFault {
@@ -180,39 +186,84 @@ func (s *servers) ask(ctx context.Context, srv *server, req *request, count int)
 	url := srv.base + req.route + "?count=" + strconv.Itoa(count) + "&stringify_ids=true"
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, nil, fault(FaultTransport, 0, "", err.Error())
+		return nil, nil, nil, fault(FaultTransport, 0, "", err.Error())
 	}
 	hreq.Header.Set("Accept", "application/json")
 	resp, err := s.http.Do(hreq)
 	if err != nil {
-		return nil, nil, fault(FaultTransport, 0, "", err.Error())
+		return nil, nil, nil, fault(FaultTransport, 0, "", err.Error())
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes+1))
 	resp.Body.Close()
 	if err != nil {
-		return nil, nil, fault(FaultTransport, 0, "", "reading the body: "+err.Error())
+		return nil, nil, nil, fault(FaultTransport, 0, "", "reading the body: "+err.Error())
 	}
 	if resp.StatusCode >= 400 && resp.StatusCode < 500 {
 		var eb errorBody
 		_ = json.Unmarshal(body, &eb)
 		if finalCodes[eb.Code] {
-			return nil, &RejectedError{Server: srv.base, Status: resp.StatusCode, Code: eb.Code, Message: eb.Message}, nil
+			return nil, nil, &RejectedError{Server: srv.base, Status: resp.StatusCode, Code: eb.Code, Message: eb.Message}, nil
 		}
-		return nil, nil, fault(FaultStatus, resp.StatusCode, eb.Code, "")
+		return nil, nil, nil, fault(FaultStatus, resp.StatusCode, eb.Code, "")
 	}
 	if resp.StatusCode != http.StatusOK {
 		var eb errorBody
 		_ = json.Unmarshal(body, &eb)
-		return nil, nil, fault(FaultStatus, resp.StatusCode, eb.Code, "")
+		return nil, nil, nil, fault(FaultStatus, resp.StatusCode, eb.Code, "")
 	}
 	if len(body) > maxBodyBytes {
-		return nil, nil, fault(FaultBadResponse, 0, "", "body too large")
+		return nil, nil, nil, fault(FaultBadResponse, 0, "", "body too large")
+	}
+	if b := behindTail(body, count, floor); b != nil {
+		return nil, b, nil, nil
 	}
 	ids, err := parseBatch(body, req.tag, count)
 	if err != nil {
-		return nil, nil, fault(FaultBadResponse, 0, "", err.Error())
+		return nil, nil, nil, fault(FaultBadResponse, 0, "", err.Error())
 	}
-	return ids, nil, nil
+	return ids, nil, nil, nil
+}
+
+// behindAnswer is a 200 answer lying wholly at or below the floor: its size and its last id.
+type behindAnswer struct {
+	ids  int
+	last int64
+}
+
+// behindTail is the size and last id of a 200 body that ends the way leafid writes a batch
+// (`..."ids":[...,"<last id>"]}`) when that last id lies at or below floor; else nil, and the
+// body is parsed whole. It reads the tail and counts commas: a catch-up discards answer after
+// answer of 100000 ids, and none of them is handed out, so none needs decoding or validating.
+func behindTail(body []byte, count int, floor int64) *behindAnswer {
+	if floor <= 0 {
+		return nil
+	}
+	rest := bytes.TrimRight(body, " \t\r\n")
+	if !bytes.HasSuffix(rest, []byte(`"]}`)) {
+		return nil
+	}
+	rest = rest[:len(rest)-3]
+	p := len(rest)
+	for p > 0 && len(rest)-p < 19 && rest[p-1] >= '0' && rest[p-1] <= '9' {
+		p--
+	}
+	if p == len(rest) || p == 0 || rest[p-1] != '"' || rest[p] == '0' {
+		return nil
+	}
+	last, err := strconv.ParseInt(string(rest[p:]), 10, 64)
+	if err != nil || last > floor {
+		return nil
+	}
+	// The array's opening, near the start (a tag cannot hold a quote).
+	open := bytes.Index(rest[:p], []byte(`"ids":[`))
+	if open < 0 {
+		return nil
+	}
+	ids := 1 + bytes.Count(rest[open:p], []byte{','})
+	if ids > count {
+		return nil
+	}
+	return &behindAnswer{ids: ids, last: last}
 }
 
 // parseBatch reads a 200 body as a batch. It is one only if it has 1..=count ids, each an exact

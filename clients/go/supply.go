@@ -212,14 +212,28 @@ func (s *supply) refill(ctx context.Context) {
 	filled := false
 	count := s.req.count
 	for ctx.Err() == nil {
-		res := c.servers.fetch(ctx, s.req, count)
+		s.mu.Lock()
+		floor := s.floor
+		s.mu.Unlock()
+		res := c.servers.fetch(ctx, s.req, count, floor)
 		var wait time.Duration
-		if res.ids != nil {
+		if res.behind != nil {
+			// Its tail showed it wholly at or below the floor: discarded unparsed.
+			n := uint64(res.behind.ids)
+			s.received.Add(n)
+			s.discarded.Add(n)
+			s.mu.Lock()
+			s.lastFault = &ServerFault{Server: res.server, Kind: FaultBehind,
+				Detail: fmt.Sprintf("%d ids up to %d, none above %d", n, res.behind.last, s.floor)}
+			s.mu.Unlock()
+			s.behindRounds.Add(1)
+			count = catchUpCount(floor, res.behind.last, s.req.count)
+		} else if res.ids != nil {
 			ids := res.ids
 			s.received.Add(uint64(len(ids)))
 			s.mu.Lock()
 			// Ids are strictly increasing: the ones at or below the floor are a prefix.
-			floor := s.floor
+			last := ids[len(ids)-1]
 			cut := sort.Search(len(ids), func(i int) bool { return ids[i] > floor })
 			if cut > 0 {
 				s.discarded.Add(uint64(cut))
@@ -240,15 +254,10 @@ func (s *supply) refill(ctx context.Context) {
 				break
 			}
 			// Nothing above the floor: this server is behind the one used before (a lower
-			// segment, or snowflake ids of older ticks). Ask again at once: each answer drains
-			// what it is behind by, and the deadline still bounds the loop. Ask for twice as
-			// many ids each time (up to MaxBatch): a server holding a lower segment advances
-			// only as its ids are taken, and one behind by a step of a million ids would take
-			// batches of 100 ten thousand requests to drain.
+			// segment, or snowflake ids of older ticks): the catch-up (catchUpCount). The
+			// deadline still bounds the loop.
 			s.behindRounds.Add(1)
-			if count *= 2; count > MaxBatch {
-				count = MaxBatch
-			}
+			count = catchUpCount(floor, last, s.req.count)
 		} else if res.rejected != nil {
 			s.mu.Lock()
 			s.refused = res.rejected
@@ -285,6 +294,22 @@ func (s *supply) refill(ctx context.Context) {
 	if filled && s.wantsNext() {
 		s.startRefill()
 	}
+}
+
+// catchUpCount is the catch-up rule: after an answer lying wholly at or below the floor (its
+// server is behind the one used before: a lower segment of a lagging or restored database, or
+// snowflake ids of older ticks), the next request follows at once, without a pause, and asks for
+// enough ids to pass the floor: those from the answer's last id up to the floor, plus a batch,
+// within batch..=MaxBatch (the server's limit). A segment server advances only as its ids are
+// taken and its next ids follow its last ones, so a gap within one request is passed in one
+// step; a larger one takes one MaxBatch request per 100000 ids, each discarded (counted in
+// DiscardedIDs).
+func catchUpCount(floor, last int64, batch int) int {
+	gap := uint64(floor - last) // floor >= last > 0: no overflow
+	if gap >= MaxBatch || int(gap)+batch >= MaxBatch {
+		return MaxBatch
+	}
+	return int(gap) + batch
 }
 
 // wantsNext: no next batch, and the current one is past its preload mark.

@@ -56,11 +56,14 @@ async function take(cmd) {
   const pause = cmd.pause_ms ?? 0;
   /** @type {Map<string, {kind: string, code: string, count: number}>} */
   const errors = new Map();
+  // The longest single nextId call of any caller, in milliseconds (max_call_ms).
+  let slowest = 0;
   const ids = await Promise.all(
     Array.from({ length: cmd.callers }, async () => {
       /** @type {string[]} */
       const mine = [];
       for (let i = 0; i < cmd.per_caller; i++) {
+        const began = performance.now();
         try {
           mine.push(String(snowflake ? await c.nextSnowflakeId() : await c.nextId(cmd.tag)));
         } catch (e) {
@@ -74,12 +77,13 @@ async function take(cmd) {
             process.stderr.write(`take: first ${kind} error: ${what}; servers: ${JSON.stringify(c.servers())}; stats: ${JSON.stringify(c.stats())}\n`);
           }
         }
+        slowest = Math.max(slowest, performance.now() - began);
         if (pause > 0) await sleep(pause);
       }
       return mine;
     }),
   );
-  return { ok: true, ids, errors: [...errors.values()] };
+  return { ok: true, ids, errors: [...errors.values()], max_call_ms: slowest };
 }
 
 function stats() {

@@ -91,6 +91,34 @@ export function validateBatch(body, request) {
 }
 
 /**
+ * The size and last id of a 200 body that ends the way leafid writes a batch
+ * (`..."ids":[...,"<last id>"]}`) when that last id lies at or below `floor`; else null, and the
+ * body is parsed whole. Reads the tail and counts commas: a catch-up discards answer after
+ * answer of 100000 ids, and parsing and checking each id of them (a `BigInt` each) would cost
+ * more than the request; none of them is handed out, so none needs validating.
+ * @param {string} body
+ * @param {number} count ids asked for
+ * @param {bigint} floor the largest id the supply accepted (0n: none yet)
+ * @returns {{ids: number, last: bigint} | null}
+ */
+export function behindTail(body, count, floor) {
+  if (floor <= 0n) return null;
+  const m = TAIL.exec(body.length > 64 ? body.slice(-64) : body);
+  if (m === null) return null;
+  const last = BigInt(m[1]);
+  if (last > floor) return null;
+  // The array's opening, near the start (a tag cannot hold a quote).
+  const open = body.indexOf('"ids":[');
+  if (open < 0) return null;
+  let ids = 1;
+  for (let k = body.indexOf(',', open); k >= 0; k = body.indexOf(',', k + 1)) ids++;
+  return ids <= count ? { ids, last } : null;
+}
+
+/** The end of a batch body: `"<last id>"]}`, optional whitespace after. */
+const TAIL = /"([1-9][0-9]{0,18})"\]\}\s*$/;
+
+/**
  * One GET: resolves with the status and the body text, rejects on a transport failure. The
  * timeout covers connect to last byte; `stop` aborts it (client closed). Leaves no timer.
  * @param {string} url
@@ -205,12 +233,14 @@ export class Servers {
 
   /**
    * One batch of at most `count` ids: the preferred server first, then the other up servers in
-   * order, then (last resort) the down ones.
+   * order, then (last resort) the down ones. A 200 whose last id lies at or below `floor` comes
+   * back as `behind`, unparsed (`behindTail`).
    * @param {{path: string, tag: string | null}} request the route (no query) and the tag
    * @param {number} count ids asked for
-   * @returns {Promise<{ids: bigint[], strs: string[], server: string} | {rejected: RejectedError} | {fault: ServerFault | null}>}
+   * @param {bigint} [floor] the largest id the supply accepted (0n: none yet)
+   * @returns {Promise<{ids: bigint[], strs: string[], server: string} | {behind: {ids: number, last: bigint}, server: string} | {rejected: RejectedError} | {fault: ServerFault | null}>}
    */
-  async fetch(request, count) {
+  async fetch(request, count, floor = 0n) {
     const n = this.list.length;
     const start = this.preferred % n;
     const tried = new Array(n).fill(false);
@@ -225,8 +255,8 @@ export class Servers {
         tried[i] = true;
         if (last !== null) this.failovers++;
         const seen = server.downs;
-        const outcome = await this.ask(server, request, count);
-        if ('ids' in outcome) {
+        const outcome = await this.ask(server, request, count, floor);
+        if ('ids' in outcome || 'behind' in outcome) {
           if (this.markUp(server, seen)) this.preferred = i;
           return outcome;
         }
@@ -243,9 +273,10 @@ export class Servers {
    * @param {Server} server
    * @param {{path: string, tag: string | null}} request
    * @param {number} count
-   * @returns {Promise<{ids: bigint[], strs: string[], server: string} | {rejected: RejectedError} | {fault: ServerFault}>}
+   * @param {bigint} [floor]
+   * @returns {Promise<{ids: bigint[], strs: string[], server: string} | {behind: {ids: number, last: bigint}, server: string} | {rejected: RejectedError} | {fault: ServerFault}>}
    */
-  async ask(server, request, count) {
+  async ask(server, request, count, floor = 0n) {
     const url = `${server.base}${request.path}?count=${count}&stringify_ids=true`;
     let res;
     for (let attempt = 0; ; attempt++) {
@@ -271,6 +302,8 @@ export class Servers {
       const { code } = parseErrorBody(res.body);
       return { fault: new ServerFault(server.base, 'status', `${res.status}${code ? ` ${code}` : ''}`) };
     }
+    const behind = behindTail(res.body, count, floor);
+    if (behind !== null) return { behind, server: server.base };
     try {
       return { ...validateBatch(JSON.parse(res.body), { count, tag: request.tag }), server: server.base };
     } catch (e) {

@@ -23,9 +23,8 @@
 // snowflake, hold ids of older ticks). Such ids are unique, yet handing them out would break
 // "increasing". So every fetched batch is cut to the ids above the floor (the largest id
 // accepted so far); the ids cut are counted in `discardedIds` and never handed out (a gap, as a
-// server restart makes). A batch cut to nothing is fetched again at once, for twice as many ids
-// each time (up to 100000): the lagging server moves on with each batch (its next segment lease
-// is above every range leased before; its snowflake clock catches up), in a few requests.
+// server restart makes). A batch cut to nothing starts the catch-up (`catchUpCount`): the next
+// request follows at once and asks for enough ids to pass the floor, up to 100000 per request.
 
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -217,15 +216,25 @@ export class IdSupply {
     const servers = /** @type {import('./servers.js').Servers} */ (this._servers);
     const deadline = now() + this._waitTimeoutMs;
     let failures = 0;
-    // Ids asked for: the batch size, doubled (up to MAX_BATCH) after each answer that lay
-    // wholly at or below the floor, so a far-behind server is caught up in a few requests.
+    // Ids asked for: the batch size, or more while catching up (`catchUpCount`).
     let count = this._request.count;
     try {
       while (!this._stop.aborted) {
-        const got = await servers.fetch(this._request, count);
+        const got = await servers.fetch(this._request, count, this._floor);
         if (this._stop.aborted) break;
         let wait;
-        if ('ids' in got) {
+        if ('behind' in got) {
+          // Its tail said it lies wholly at or below the floor: discarded unparsed.
+          this._stats.idsReceived += got.behind.ids;
+          this._stats.discardedIds += got.behind.ids;
+          this._lastFault = new ServerFault(
+            got.server,
+            'behind',
+            `${got.behind.ids} ids up to ${got.behind.last}, all at or below the last id accepted (${this._floor})`,
+          );
+          count = catchUpCount(this._floor, got.behind.last, this._request.count);
+          wait = 0;
+        } else if ('ids' in got) {
           const n = got.ids.length;
           this._stats.idsReceived += n;
           // Ids are strictly increasing: the ones at or below the floor are a prefix.
@@ -240,16 +249,14 @@ export class IdSupply {
             this._stats.batches++;
             break;
           }
-          // Nothing above the floor: that server is behind the one used before. Ask again at
-          // once, for twice as many: each answer drains what it is behind by (a snowflake
-          // server's ring of ids made ahead, a segment server's older segment); the deadline
-          // still bounds the loop.
+          // Nothing above the floor: that server is behind the one used before (the
+          // catch-up, `catchUpCount`).
           this._lastFault = new ServerFault(
             got.server,
             'behind',
             `${n} ids, all at or below the last id accepted (${this._floor})`,
           );
-          count = Math.min(count * 2, MAX_BATCH);
+          count = catchUpCount(this._floor, got.ids[n - 1], this._request.count);
           wait = 0;
         } else if ('rejected' in got) {
           this._refused = got.rejected;
@@ -292,6 +299,24 @@ export class IdSupply {
   stats() {
     return { ...this._stats };
   }
+}
+
+/**
+ * The catch-up rule: after an answer lying wholly at or below the floor (its server is behind
+ * the one used before: a lower segment of a lagging or restored database, or snowflake ids of
+ * older ticks), the next request follows at once, without a pause, and asks for enough ids to
+ * pass the floor: those from the answer's last id up to the floor, plus a batch, at most
+ * MAX_BATCH (the server's limit). A segment server's next ids follow its last ones, so a gap
+ * within one request is passed in one step; a larger one takes one MAX_BATCH request per 100000
+ * ids, each discarded (counted in `discardedIds`) after reading only its tail (`behindTail`).
+ * @param {bigint} floor the largest id accepted
+ * @param {bigint} last the last id of the answer (at or below the floor)
+ * @param {number} batch the batch size
+ * @returns {number} ids to ask for, within batch..=MAX_BATCH
+ */
+export function catchUpCount(floor, last, batch) {
+  const want = floor - last + BigInt(batch);
+  return want >= BigInt(MAX_BATCH) ? MAX_BATCH : Math.max(batch, Number(want));
 }
 
 /**

@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { Client, ConfigError, InvalidTagError, IdSupply, isValidTag } from '../src/index.js';
-import { backoff, MAX_ID, validateBatch } from '../src/servers.js';
+import { backoff, behindTail, MAX_BATCH, MAX_ID, validateBatch } from '../src/servers.js';
+import { catchUpCount } from '../src/supply.js';
 
 test('tags follow the server rule', () => {
   assert.ok(isValidTag('orders.v2:eu-1_x'));
@@ -94,4 +95,25 @@ test('a supply hands out its batch once, in order, then waits and fails unavaila
   assert.equal(s.stats().idsServed, 3);
   stop.abort();
   await assert.rejects(s.nextId(), (e) => e.kind === 'closed');
+});
+
+test('the catch-up asks past the floor in one request, within the server limit', () => {
+  // Answer ended at 500, floor 1000, batch 100: 500 ids to reach the floor, then a batch.
+  assert.equal(catchUpCount(1000n, 500n, 100), 600);
+  assert.equal(catchUpCount(1000n, 1000n, 100), 100);
+  assert.equal(catchUpCount(6_000_000n, 1_000_000n, 100), MAX_BATCH);
+  assert.equal(catchUpCount(MAX_ID, 1n, 100), MAX_BATCH);
+  assert.equal(catchUpCount(10n, 5n, MAX_BATCH), MAX_BATCH);
+});
+
+test('an answer wholly behind the floor is read from its tail only', () => {
+  assert.deepEqual(behindTail('{"biz_tag":"t","ids":["7","8","9"]}\n', 3, 9n), { ids: 3, last: 9n });
+  assert.deepEqual(behindTail('{"ids":["5"]}', 3, 100n), { ids: 1, last: 5n });
+  // Above the floor, no floor yet, another shape, more ids than asked: parsed whole.
+  assert.equal(behindTail('{"biz_tag":"t","ids":["9","10"]}', 3, 9n), null);
+  assert.equal(behindTail('{"ids":["5"]}', 3, 0n), null);
+  assert.equal(behindTail('{"ids":[5]}', 3, 100n), null);
+  assert.equal(behindTail('{"ids":["5"],"x":1}', 3, 100n), null);
+  assert.equal(behindTail('{"ids":["0"]}', 3, 100n), null);
+  assert.equal(behindTail('{"ids":["1","2","3","4"]}', 3, 100n), null);
 });

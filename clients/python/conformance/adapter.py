@@ -76,12 +76,15 @@ def stats_reply(s: Stats) -> Dict[str, Any]:
     }
 
 
-def take_reply(ids: List[List[str]], errors: List["Counter[Tuple[str, str]]"]) -> Dict[str, Any]:
+def take_reply(
+    ids: List[List[str]], errors: List["Counter[Tuple[str, str]]"], slowest: List[float]
+) -> Dict[str, Any]:
+    """The take answer; ``slowest``: each caller's longest single call, in seconds."""
     total: "Counter[Tuple[str, str]]" = Counter()
     for c in errors:
         total.update(c)
     grouped = [{"kind": k, "code": c, "count": n} for (k, c), n in sorted(total.items())]
-    return {"ok": True, "ids": ids, "errors": grouped}
+    return {"ok": True, "ids": ids, "errors": grouped, "max_call_ms": max(slowest, default=0.0) * 1000.0}
 
 
 def take_args(cmd: Dict[str, Any]) -> Tuple[str, Any, int, int, float]:
@@ -109,16 +112,19 @@ def take(client: Client, cmd: Dict[str, Any]) -> Dict[str, Any]:
         call = client.next_snowflake_id
     ids: List[List[str]] = [[] for _ in range(callers)]
     errors: List["Counter[Tuple[str, str]]"] = [Counter() for _ in range(callers)]
+    slowest = [0.0] * callers
     start = threading.Barrier(callers)
 
     def caller(k: int) -> None:
         mine, errs = ids[k], errors[k]
         start.wait()
         for _ in range(per_caller):
+            began = time.monotonic()
             try:
                 mine.append(str(call()))
             except Exception as e:  # every error a caller sees is reported, grouped
                 errs[kind_of(e)] += 1
+            slowest[k] = max(slowest[k], time.monotonic() - began)
             if pause:
                 time.sleep(pause)
 
@@ -127,7 +133,7 @@ def take(client: Client, cmd: Dict[str, Any]) -> Dict[str, Any]:
         t.start()
     for t in threads:
         t.join()
-    return take_reply(ids, errors)
+    return take_reply(ids, errors, slowest)
 
 
 def main_blocking() -> int:
@@ -178,19 +184,22 @@ async def take_async(client: AsyncClient, cmd: Dict[str, Any]) -> Dict[str, Any]
         call = client.next_snowflake_id
     ids: List[List[str]] = [[] for _ in range(callers)]
     errors: List["Counter[Tuple[str, str]]"] = [Counter() for _ in range(callers)]
+    slowest = [0.0] * callers
 
     async def caller(k: int) -> None:
         mine, errs = ids[k], errors[k]
         for _ in range(per_caller):
+            began = time.monotonic()
             try:
                 mine.append(str(await call()))
             except Exception as e:  # every error a caller sees is reported, grouped
                 errs[kind_of(e)] += 1
+            slowest[k] = max(slowest[k], time.monotonic() - began)
             if pause:
                 await asyncio.sleep(pause)
 
     await asyncio.gather(*(caller(k) for k in range(callers)))
-    return take_reply(ids, errors)
+    return take_reply(ids, errors, slowest)
 
 
 async def main_async() -> int:

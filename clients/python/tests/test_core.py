@@ -9,12 +9,16 @@ import pytest
 
 from leafid_client import Client, ConfigError, InvalidTagError, RejectedError, valid_tag
 from leafid_client._core import (
+    MAX_BATCH,
     BatchRequest,
+    Behind,
     Endpoint,
     ServerFailure,
     ServerSet,
     SupplyCore,
     backoff,
+    behind_tail,
+    catch_up_count,
     interpret,
     parse_batch,
 )
@@ -224,3 +228,26 @@ def test_max_batch_is_checked() -> None:
         with pytest.raises(ConfigError):
             Client(["http://a:1"], batch=10, max_batch=bad)  # type: ignore[arg-type]
     Client(["http://a:1"], batch=10, max_batch=10).close()
+
+
+def test_the_catch_up_asks_past_the_floor_in_one_request_within_the_server_limit() -> None:
+    # Answer ended at 500, floor 1000, batch 100: 500 ids to reach the floor, then a batch.
+    assert catch_up_count(1000, 500, 100) == 600
+    assert catch_up_count(1000, 1000, 100) == 100
+    assert catch_up_count(6_000_000, 1_000_000, 100) == MAX_BATCH
+    assert catch_up_count(2**63 - 1, 1, 100) == MAX_BATCH
+    assert catch_up_count(10, 5, MAX_BATCH) == MAX_BATCH
+
+
+def test_an_answer_wholly_behind_the_floor_is_read_from_its_tail_only() -> None:
+    assert behind_tail(b'{"biz_tag":"t","ids":["7","8","9"]}\n', SEG, 9) == Behind(3, 9)
+    assert behind_tail(b'{"ids":["5"]}', SNOW, 100) == Behind(1, 5)
+    assert interpret("s", 200, b'{"ids":["5"]}', SNOW, 100) == Behind(1, 5)
+    # Above the floor, no floor yet, another shape, more ids than asked: parsed whole.
+    assert behind_tail(b'{"biz_tag":"t","ids":["9","10"]}', SEG, 9) is None
+    assert behind_tail(b'{"ids":["5"]}', SNOW, 0) is None
+    assert behind_tail(b'{"ids":[5]}', SNOW, 100) is None
+    assert behind_tail(b'{"ids":["5"],"x":1}', SNOW, 100) is None
+    assert behind_tail(b'{"ids":["0"]}', SNOW, 100) is None
+    assert behind_tail(b'{"ids":["1","2","3","4"]}', SNOW, 100) is None
+    assert interpret("s", 200, b'{"biz_tag":"t","ids":["9","10"]}', SEG, 9) == [9, 10]

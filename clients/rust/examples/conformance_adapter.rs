@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use leafid_client::{Client, Error};
 use serde_json::{Value, json};
@@ -116,8 +116,8 @@ fn open(cmd: &Value, client: &mut Option<Client>, rt: &tokio::runtime::Handle) -
     }
 }
 
-/// What one caller got: its ids in order, and its errors by (kind, code).
-type CallerResult = (Vec<String>, BTreeMap<(String, String), u64>);
+/// What one caller got: its ids in order, its errors by (kind, code), and its longest call.
+type CallerResult = (Vec<String>, BTreeMap<(String, String), u64>, Duration);
 
 fn take(cmd: &Value, client: &Client, rt: &tokio::runtime::Handle) -> Value {
     let callers = cmd["callers"].as_u64().unwrap_or(1) as usize;
@@ -132,6 +132,7 @@ fn take(cmd: &Value, client: &Client, rt: &tokio::runtime::Handle) -> Value {
                 scope.spawn(move || {
                     let mut ids = Vec::with_capacity(per_caller);
                     let mut errors = BTreeMap::new();
+                    let mut slowest = Duration::ZERO;
                     let mut record = |r: Result<String, Error>| match r {
                         Ok(id) => ids.push(id),
                         Err(e) => {
@@ -139,10 +140,19 @@ fn take(cmd: &Value, client: &Client, rt: &tokio::runtime::Handle) -> Value {
                             *errors.entry((kind.to_owned(), code)).or_insert(0) += 1;
                         }
                     };
+                    // One next_id call, timed (max_call_ms).
+                    let mut timed = |call: &mut dyn FnMut() -> Result<String, Error>| {
+                        let started = Instant::now();
+                        let r = call();
+                        slowest = slowest.max(started.elapsed());
+                        r
+                    };
                     if engine == "snowflake" {
                         let supply = client.snowflake();
                         for _ in 0..per_caller {
-                            record(rt.block_on(supply.next_id()).map(|id| id.to_string()));
+                            record(timed(&mut || {
+                                rt.block_on(supply.next_id()).map(|id| id.to_string())
+                            }));
                             if !pause.is_zero() {
                                 std::thread::sleep(pause);
                             }
@@ -151,7 +161,9 @@ fn take(cmd: &Value, client: &Client, rt: &tokio::runtime::Handle) -> Value {
                         match client.segment(tag) {
                             Ok(supply) => {
                                 for _ in 0..per_caller {
-                                    record(rt.block_on(supply.next_id()).map(|id| id.to_string()));
+                                    record(timed(&mut || {
+                                        rt.block_on(supply.next_id()).map(|id| id.to_string())
+                                    }));
                                     if !pause.is_zero() {
                                         std::thread::sleep(pause);
                                     }
@@ -160,7 +172,7 @@ fn take(cmd: &Value, client: &Client, rt: &tokio::runtime::Handle) -> Value {
                             Err(e) => (0..per_caller).for_each(|_| record(Err(e.clone()))),
                         }
                     }
-                    (ids, errors)
+                    (ids, errors, slowest)
                 })
             })
             .collect();
@@ -171,8 +183,10 @@ fn take(cmd: &Value, client: &Client, rt: &tokio::runtime::Handle) -> Value {
     });
     let mut all_errors: BTreeMap<(String, String), u64> = BTreeMap::new();
     let mut lists = Vec::with_capacity(results.len());
-    for (ids, errors) in results {
+    let mut slowest = Duration::ZERO;
+    for (ids, errors, longest) in results {
         lists.push(ids);
+        slowest = slowest.max(longest);
         for (k, n) in errors {
             *all_errors.entry(k).or_insert(0) += n;
         }
@@ -181,7 +195,8 @@ fn take(cmd: &Value, client: &Client, rt: &tokio::runtime::Handle) -> Value {
         .into_iter()
         .map(|((kind, code), count)| json!({"kind": kind, "code": code, "count": count}))
         .collect();
-    json!({"ok": true, "ids": lists, "errors": errors})
+    json!({"ok": true, "ids": lists, "errors": errors,
+           "max_call_ms": slowest.as_secs_f64() * 1000.0})
 }
 
 /// The protocol's kind and code of a client error.

@@ -198,14 +198,11 @@ impl Client {
         let supply = map
             .entry(tag.to_owned())
             .or_insert_with(|| {
-                Arc::new(self.supply(Request {
-                    path: format!(
-                        "/api/v1/segment/{tag}/ids?count={}&stringify_ids=true",
-                        s.batch
-                    ),
-                    count: s.batch,
-                    tag: Some(tag.to_owned()),
-                }))
+                Arc::new(self.supply(Request::new(
+                    format!("/api/v1/segment/{tag}/ids"),
+                    s.batch,
+                    Some(tag.to_owned()),
+                )))
             })
             .clone();
         Ok(SegmentSupply {
@@ -220,11 +217,11 @@ impl Client {
         let mut slot = s.snowflake.lock().unwrap_or_else(|e| e.into_inner());
         let supply = slot
             .get_or_insert_with(|| {
-                Arc::new(self.supply(Request {
-                    path: format!("/api/v1/snowflake/ids?count={}&stringify_ids=true", s.batch),
-                    count: s.batch,
-                    tag: None,
-                }))
+                Arc::new(self.supply(Request::new(
+                    "/api/v1/snowflake/ids".to_owned(),
+                    s.batch,
+                    None,
+                )))
             })
             .clone();
         SnowflakeSupply {

@@ -91,6 +91,55 @@ pub(crate) enum FetchError {
     Unavailable(Option<ServerFault>),
 }
 
+/// What a fetch brought from the server that answered 200.
+#[derive(Debug)]
+pub(crate) enum Fetched {
+    /// The ids of a valid batch body.
+    Ids(Vec<i64>),
+    /// A body whose last id lay at or below the floor, read from its tail only
+    /// ([`behind_tail`]): discarded whole.
+    Behind(Behind),
+}
+
+/// A 200 answer lying wholly at or below the floor: its size and its last id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Behind {
+    /// Ids in the answer (its commas, plus one).
+    pub ids: u64,
+    /// Its last id: at or below the floor.
+    pub last: i64,
+}
+
+/// The size and last id of a 200 body that ends the way leafid writes a batch
+/// (`..."ids":[...,"<last id>"]}`) when that last id lies at or below `floor`; else `None`, and
+/// the body is parsed whole. Reads the tail and counts commas: a catch-up discards answer after
+/// answer of 100,000 ids, and decoding each of them would cost more than the request; none of
+/// them is handed out, so none needs validating.
+pub(crate) fn behind_tail(body: &[u8], req: &Request, floor: i64) -> Option<Behind> {
+    if floor <= 0 {
+        return None;
+    }
+    let rest = body.trim_ascii_end().strip_suffix(b"\"]}")?;
+    let digits = rest.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || digits > 19 {
+        return None;
+    }
+    let (head, last) = rest.split_at(rest.len() - digits);
+    let head = head.strip_suffix(b"\"")?;
+    if last[0] == b'0' {
+        return None;
+    }
+    let last: i64 = std::str::from_utf8(last).ok()?.parse().ok()?;
+    if last > floor {
+        return None;
+    }
+    // The array's opening, near the start (a tag cannot hold a quote).
+    const OPEN: &[u8] = b"\"ids\":[";
+    let open = head.windows(OPEN.len()).position(|w| w == OPEN)?;
+    let ids = 1 + head[open..].iter().filter(|&&b| b == b',').count() as u64;
+    (ids <= req.count as u64).then_some(Behind { ids, last })
+}
+
 /// The success body of both batch routes (`biz_tag` only on the segment one).
 #[derive(Deserialize)]
 struct IdsBody {
@@ -153,12 +202,31 @@ struct ErrorBody {
 /// What a batch request expects back.
 #[derive(Debug, Clone)]
 pub(crate) struct Request {
-    /// Path and query, e.g. `/api/v1/segment/orders/ids?count=1000`.
+    /// The route without its query, e.g. `/api/v1/segment/orders/ids`.
+    pub route: String,
+    /// Path and query, e.g. `/api/v1/segment/orders/ids?count=1000&stringify_ids=true`.
     pub path: String,
     /// The ids asked for: a body with more is invalid.
     pub count: usize,
     /// The tag the body must name (segment route), `None` for snowflake.
     pub tag: Option<String>,
+}
+
+impl Request {
+    /// A request for `count` ids (decimal strings) on `route`.
+    pub fn new(route: String, count: usize, tag: Option<String>) -> Self {
+        Self {
+            path: format!("{route}?count={count}&stringify_ids=true"),
+            route,
+            count,
+            tag,
+        }
+    }
+
+    /// The same request for `count` ids.
+    pub fn with_count(&self, count: usize) -> Self {
+        Self::new(self.route.clone(), count, self.tag.clone())
+    }
 }
 
 impl Servers {
@@ -204,12 +272,14 @@ impl Servers {
     /// resort) the down ones. `Rejected` at the first refusal that holds on every server (a
     /// server-specific 4xx such as `engine_disabled` is a fault: the next is asked);
     /// `Unavailable` when all failed. Each request sent because the server asked before it
-    /// failed adds one to `failovers`.
+    /// failed adds one to `failovers`. A 200 whose last id lies at or below `floor` (the
+    /// supply's largest accepted id, 0 for none) comes back as [`Fetched::Behind`], unparsed.
     pub async fn fetch(
         &self,
         req: &Request,
+        floor: i64,
         failovers: &AtomicU64,
-    ) -> Result<Vec<i64>, FetchError> {
+    ) -> Result<Fetched, FetchError> {
         let n = self.list.len();
         let start = self.preferred.load(Ordering::Relaxed) % n;
         let mut tried = vec![false; n];
@@ -225,7 +295,7 @@ impl Servers {
                     failovers.fetch_add(1, Ordering::Relaxed);
                 }
                 let seen = self.list[i].health().downs;
-                match self.ask(i, req).await {
+                match self.ask(i, req, floor).await {
                     Ok(ids) => {
                         if self.list[i].mark_up_unless_down_since(seen) {
                             self.preferred.store(i, Ordering::Relaxed);
@@ -247,7 +317,7 @@ impl Servers {
     }
 
     /// One request to server `i`.
-    async fn ask(&self, i: usize, req: &Request) -> Result<Vec<i64>, Outcome> {
+    async fn ask(&self, i: usize, req: &Request, floor: i64) -> Result<Fetched, Outcome> {
         let server = &self.list[i];
         let url = format!("{}{}", server.base, req.path);
         let resp = self
@@ -276,12 +346,17 @@ impl Servers {
         if status != reqwest::StatusCode::OK {
             return Err(Outcome::Fault(Fault::Status(status.as_u16())));
         }
-        let body: IdsBody = resp
-            .json()
+        let bytes = resp
+            .bytes()
             .await
+            .map_err(|e| Outcome::Fault(Fault::Transport(e.to_string())))?;
+        if let Some(behind) = behind_tail(&bytes, req, floor) {
+            return Ok(Fetched::Behind(behind));
+        }
+        let body: IdsBody = serde_json::from_slice(&bytes)
             .map_err(|e| Outcome::Fault(Fault::BadResponse(e.to_string())))?;
         validate(&body, req).map_err(|e| Outcome::Fault(Fault::BadResponse(e)))?;
-        Ok(body.ids)
+        Ok(Fetched::Ids(body.ids))
     }
 
     /// Probes every down server whose backoff has passed, on each tick, until `stop`.
@@ -416,11 +491,33 @@ mod tests {
     use super::*;
 
     fn req(count: usize) -> Request {
-        Request {
-            path: String::new(),
-            count,
-            tag: Some("t".into()),
-        }
+        Request::new(String::new(), count, Some("t".into()))
+    }
+
+    #[test]
+    fn an_answer_wholly_behind_the_floor_is_read_from_its_tail_only() {
+        let r = req(3);
+        let b = |ids, last| Some(Behind { ids, last });
+        assert_eq!(
+            behind_tail(br#"{"biz_tag":"t","ids":["7","8","9"]}"#, &r, 9),
+            b(3, 9)
+        );
+        assert_eq!(behind_tail(b"{\"ids\":[\"5\"]}\n", &r, 100), b(1, 5));
+        // Above the floor, no floor yet, another shape, more ids than asked: parsed whole.
+        assert_eq!(
+            behind_tail(br#"{"biz_tag":"t","ids":["9","10"]}"#, &r, 9),
+            None
+        );
+        assert_eq!(behind_tail(br#"{"ids":["5"]}"#, &r, 0), None);
+        assert_eq!(behind_tail(br#"{"ids":[5]}"#, &r, 100), None);
+        assert_eq!(behind_tail(br#"{"ids":["5"],"x":1}"#, &r, 100), None);
+        assert_eq!(behind_tail(br#"{"ids":["0"]}"#, &r, 100), None);
+        assert_eq!(
+            behind_tail(br#"{"ids":["99999999999999999999"]}"#, &r, i64::MAX),
+            None
+        );
+        assert_eq!(behind_tail(br#"{"ids":["1","2","3","4"]}"#, &r, 100), None);
+        assert_eq!(behind_tail(b"", &r, 100), None);
     }
 
     fn body(tag: &str, ids: &[i64]) -> IdsBody {

@@ -44,8 +44,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::client::MAX_BATCH;
 use crate::error::{Error, ServerFault};
-use crate::servers::{FetchError, Request, Servers, Timing, backoff};
+use crate::servers::{FetchError, Fetched, Request, Servers, Timing, backoff};
 
 /// Ids of one response, handed out in order by index.
 #[derive(Debug)]
@@ -325,33 +326,55 @@ impl Supply {
         let deadline = Instant::now() + self.wait_timeout;
         let mut failures = 0;
         let mut filled = false;
+        // The batch size, or more while catching up (below).
+        let mut catching_up: Option<Request> = None;
         while !self.stop.is_cancelled() {
-            let wait = match servers.fetch(request, &self.counters.failovers).await {
-                Ok(mut ids) => {
-                    self.counters
-                        .ids_received
-                        .fetch_add(ids.len() as u64, Ordering::Relaxed);
+            let asked = catching_up.as_ref().unwrap_or(request);
+            let floor = self.lock_pending().floor;
+            let wait = match servers.fetch(asked, floor, &self.counters.failovers).await {
+                Ok(fetched) => {
                     let mut p = self.lock_pending();
-                    // Ids are strictly increasing: the ones at or below the floor are a prefix.
-                    let cut = ids.partition_point(|&id| id <= p.floor);
-                    if cut > 0 {
-                        self.counters
-                            .discarded_ids
-                            .fetch_add(cut as u64, Ordering::Relaxed);
-                        ids.drain(..cut);
-                    }
-                    if let Some(&last) = ids.last() {
-                        p.floor = last;
-                        p.next = Some(Arc::new(Batch::new(ids)));
-                        p.last_fault = None;
-                        self.counters.batches.fetch_add(1, Ordering::Relaxed);
-                        filled = true;
-                        break;
-                    }
+                    let last = match fetched {
+                        Fetched::Ids(mut ids) => {
+                            self.counters
+                                .ids_received
+                                .fetch_add(ids.len() as u64, Ordering::Relaxed);
+                            let last = *ids.last().expect("a batch has at least one id");
+                            // Ids are strictly increasing: the ones at or below the floor are a
+                            // prefix.
+                            let cut = ids.partition_point(|&id| id <= p.floor);
+                            if cut > 0 {
+                                self.counters
+                                    .discarded_ids
+                                    .fetch_add(cut as u64, Ordering::Relaxed);
+                                ids.drain(..cut);
+                            }
+                            if let Some(&top) = ids.last() {
+                                p.floor = top;
+                                p.next = Some(Arc::new(Batch::new(ids)));
+                                p.last_fault = None;
+                                self.counters.batches.fetch_add(1, Ordering::Relaxed);
+                                filled = true;
+                                break;
+                            }
+                            last
+                        }
+                        // Its tail showed it wholly at or below the floor: discarded unparsed.
+                        Fetched::Behind(b) => {
+                            self.counters
+                                .ids_received
+                                .fetch_add(b.ids, Ordering::Relaxed);
+                            self.counters
+                                .discarded_ids
+                                .fetch_add(b.ids, Ordering::Relaxed);
+                            b.last
+                        }
+                    };
                     // Nothing above the floor: that server is behind the one used before (its
-                    // segment is lower, or its snowflake ring still holds ids of older ticks).
-                    // Ask again at once: each answer drains what it is behind by, and the
-                    // deadline below still bounds the loop.
+                    // segment is lower, or its snowflake ring still holds ids of older ticks):
+                    // the catch-up (`catch_up_count`). The deadline below still bounds the loop.
+                    catching_up =
+                        Some(request.with_count(catch_up_count(p.floor, last, request.count)));
                     Duration::ZERO
                 }
                 Err(FetchError::Rejected(e)) => {
@@ -418,9 +441,33 @@ impl Supply {
     }
 }
 
+/// The catch-up rule: after an answer lying wholly at or below the floor (its server is behind
+/// the one used before: a lower segment of a lagging or restored database, or snowflake ids of
+/// older ticks), the next request follows at once, without a pause, and asks for enough ids to
+/// pass the floor: those from the answer's `last` id up to the floor, plus a `batch`, within
+/// `batch..=MAX_BATCH` (the server's limit). A segment server's next ids follow its last ones,
+/// so a gap within one request is passed in one step; a larger one takes one `MAX_BATCH`
+/// request per 100,000 ids, each discarded (counted in `discarded_ids`) after reading only its
+/// tail ([`behind_tail`](crate::servers::behind_tail)).
+fn catch_up_count(floor: i64, last: i64, batch: usize) -> usize {
+    // floor >= last > 0: no overflow.
+    let gap = usize::try_from(floor - last).unwrap_or(MAX_BATCH);
+    gap.saturating_add(batch).clamp(batch, MAX_BATCH.max(batch))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_catch_up_asks_past_the_floor_in_one_request_within_the_server_limit() {
+        // Answer ended at 500, floor 1000, batch 100: 500 ids to reach the floor, then a batch.
+        assert_eq!(catch_up_count(1000, 500, 100), 600);
+        assert_eq!(catch_up_count(1000, 1000, 100), 100);
+        assert_eq!(catch_up_count(6_000_000, 1_000_000, 100), MAX_BATCH);
+        assert_eq!(catch_up_count(i64::MAX, 1, 100), MAX_BATCH);
+        assert_eq!(catch_up_count(10, 5, MAX_BATCH), MAX_BATCH);
+    }
 
     #[tokio::test]
     async fn a_fixed_supply_hands_out_its_ids_once_then_fails() {

@@ -111,6 +111,8 @@ func (a *adapter) take(c *command) map[string]any {
 	}
 	ids := make([][]string, c.Callers)
 	errs := make([]map[[2]string]int, c.Callers)
+	// slowest is each caller's longest single call (max_call_ms).
+	slowest := make([]time.Duration, c.Callers)
 	var wg sync.WaitGroup
 	for g := 0; g < c.Callers; g++ {
 		wg.Add(1)
@@ -119,7 +121,11 @@ func (a *adapter) take(c *command) map[string]any {
 			mine := make([]string, 0, c.PerCaller)
 			seen := map[[2]string]int{}
 			for i := 0; i < c.PerCaller; i++ {
+				started := time.Now()
 				id, err := next(context.Background())
+				if took := time.Since(started); took > slowest[g] {
+					slowest[g] = took
+				}
 				if err != nil {
 					e := classify(err)
 					key := [2]string{e.Kind, e.Code}
@@ -155,7 +161,14 @@ func (a *adapter) take(c *command) map[string]any {
 	for _, k := range order {
 		groups = append(groups, errorCount{k[0], k[1], total[k]})
 	}
-	return map[string]any{"ok": true, "ids": ids, "errors": groups}
+	var longest time.Duration
+	for _, d := range slowest {
+		if d > longest {
+			longest = d
+		}
+	}
+	return map[string]any{"ok": true, "ids": ids, "errors": groups,
+		"max_call_ms": float64(longest) / float64(time.Millisecond)}
 }
 
 func (a *adapter) stats() map[string]any {

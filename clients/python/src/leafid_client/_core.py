@@ -11,8 +11,8 @@ server is not ordered relative to what this client already received (after a fai
 server may still serve a lower segment; another snowflake worker may be behind in time). Handing
 such ids out would break "increasing", so every batch is cut to its ids above the largest id
 accepted so far; the cut ids are counted in ``discarded_ids`` and never handed out.
-An answer wholly below the floor is asked again at once, for twice as many ids (up to
-100,000), so a server lagging by n ids is drained in about log2(n / batch) requests.
+An answer wholly below the floor starts the catch-up (:func:`catch_up_count`): the next request
+follows at once and asks for enough ids to pass the floor, at most 100,000 per request.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import re
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import Callable, Iterator, List, Optional, Sequence
+from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 from .errors import ConfigError, InvalidTagError, RejectedError, ServerFault
 
@@ -209,9 +209,59 @@ class AllFailed(Exception):
         self.last = last
 
 
-def interpret(server: str, status: int, body: bytes, req: BatchRequest) -> List[int]:
-    """The ids of one answer, or :class:`RejectedError` (a refusal that holds on every server),
-    or :class:`ServerFailure` (this server's failure: any other 4xx, a 5xx, a bad 200 body)."""
+class Behind(NamedTuple):
+    """A 200 answer whose last id lay at or below the floor, read from its tail only
+    (:func:`behind_tail`): discarded whole."""
+
+    ids: int
+    """Ids in the answer (its commas, plus one)."""
+    last: int
+    """Its last id."""
+
+
+_TAIL = re.compile(rb'"([1-9][0-9]{0,18})"\]\}\s*\Z')
+
+
+def behind_tail(body: bytes, req: BatchRequest, floor: int) -> Optional[Behind]:
+    """The size and last id of a 200 body that ends the way leafid writes a batch
+    (``..."ids":[...,"<last id>"]}``) when that last id lies at or below ``floor``; else ``None``,
+    and the body is parsed whole. Reads the tail and counts commas: a catch-up discards answer
+    after answer of 100,000 ids, and decoding each of them (about 100 ms a batch) would cost more
+    than the request; none of them is handed out, so none needs validating."""
+    if floor <= 0:
+        return None
+    m = _TAIL.search(body, max(0, len(body) - 64))
+    if m is None:
+        return None
+    last = int(m.group(1))
+    if last > floor:
+        return None
+    # The array's opening, near the start (a tag cannot hold a quote).
+    start = body.find(b'"ids":[', 0, m.start())
+    if start < 0:
+        return None
+    ids = body.count(b",", start) + 1
+    return Behind(ids, last) if ids <= req.count else None
+
+
+def catch_up_count(floor: int, last: int, batch: int) -> int:
+    """The catch-up rule: after an answer lying wholly at or below the floor (its server is
+    behind the one used before: a lower segment of a lagging or restored database, or snowflake
+    ids of older ticks), the next request follows at once, without a pause, for enough ids to
+    pass the floor: those from the answer's ``last`` id up to the floor, plus a ``batch``, within
+    ``batch..=MAX_BATCH`` (the server's limit). A segment server's next ids follow its last ones,
+    so a gap within one request is passed in one step; a larger one takes one MAX_BATCH request
+    per 100,000 ids, each discarded (counted in ``discarded_ids``) after reading only its tail
+    (:func:`behind_tail`)."""
+    return max(batch, min(floor - last + batch, MAX_BATCH))
+
+
+def interpret(
+    server: str, status: int, body: bytes, req: BatchRequest, floor: int = 0
+) -> Union[List[int], Behind]:
+    """The ids of one answer, or :class:`Behind` (a 200 whose last id lies at or below
+    ``floor``), or :class:`RejectedError` (a refusal that holds on every server), or
+    :class:`ServerFailure` (this server's failure: any other 4xx, a 5xx, a bad 200 body)."""
     if 400 <= status < 500:
         code, message = _error_body(body)
         if code in REFUSAL_CODES:
@@ -219,6 +269,9 @@ def interpret(server: str, status: int, body: bytes, req: BatchRequest) -> List[
         raise ServerFailure(ServerFault(server, "status", f"HTTP {status} {code or '(no code)'}"))
     if status != 200:
         raise ServerFailure(ServerFault(server, "status", f"HTTP {status}"))
+    behind = behind_tail(body, req, floor)
+    if behind is not None:
+        return behind
     try:
         return parse_batch(body, req)
     except ValueError as e:
@@ -522,6 +575,11 @@ class SupplyCore:
         if adaptive (not for the first batch: an empty supply is no sign of demand)."""
         if self.batches:
             self.starved = True
+
+    def discard(self, behind: Behind) -> None:
+        """Counts an answer whose tail showed it wholly at or below the floor as discarded."""
+        self.received += behind.ids
+        self.discarded += behind.ids
 
     def accept(self, ids: List[int]) -> bool:
         """Takes a validated batch as the next one, cut to its ids above the floor. False (and

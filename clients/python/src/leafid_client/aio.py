@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, Coroutine, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Coroutine, Dict, List, Optional, Set, Tuple, Union
 
 from ._core import (
-    MAX_BATCH,
     AllFailed,
     BatchRequest,
+    Behind,
     Endpoint,
     ServerFailure,
     ServerSet,
@@ -27,6 +27,7 @@ from ._core import (
     Stats,
     SupplyCore,
     backoff,
+    catch_up_count,
     check_tag,
     interpret,
 )
@@ -295,7 +296,7 @@ class _AsyncSupply:
         try:
             while not client._closed:
                 try:
-                    ids = await client._fetch(request)
+                    ids = await client._fetch(request, core.floor)
                 except RejectedError as e:
                     core.refused = e
                     return
@@ -305,11 +306,18 @@ class _AsyncSupply:
                     failures += 1
                     pause = backoff(s.backoff_min, s.backoff_max, failures)
                 else:
-                    if client._closed or core.accept(ids):
+                    if client._closed:
                         return
-                    # Nothing above the floor: that server is behind; ask again at once, for
-                    # twice as many (a lag drains in log2(lag / batch) requests).
-                    request = self._request_for(min(request.count * 2, MAX_BATCH))
+                    if isinstance(ids, Behind):
+                        core.discard(ids)
+                        last = ids.last
+                    elif core.accept(ids):
+                        return
+                    else:
+                        last = ids[-1]
+                    # Nothing above the floor: that server is behind; the catch-up: ask again
+                    # at once, for enough to pass the floor.
+                    request = self._request_for(catch_up_count(core.floor, last, core.count))
                     pause = 0.0
                 if loop.time() + pause >= deadline:
                     return
@@ -488,7 +496,9 @@ class AsyncClient:
         if self._health_wake is not None:
             self._health_wake.set()
 
-    async def _fetch(self, req: BatchRequest) -> List[int]:
+    async def _fetch(self, req: BatchRequest, floor: int = 0) -> Union[List[int], Behind]:
+        """One batch (see the blocking client's); a :class:`Behind` if its last id lies at or
+        below ``floor``."""
         s = self._settings
         last: Optional[ServerFault] = None
         for i in self._servers.plan():
@@ -498,7 +508,7 @@ class AsyncClient:
             seen = self._servers.servers[i].downs
             try:
                 status, body = await self._get(ep, req.path, s.request_timeout)
-                ids = interpret(ep.url, status, body, req)
+                ids = interpret(ep.url, status, body, req, floor)
             except ServerFailure as f:
                 last = f.fault
             else:

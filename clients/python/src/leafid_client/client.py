@@ -16,12 +16,12 @@ import logging
 import socket
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple, Union
 
 from ._core import (
-    MAX_BATCH,
     AllFailed,
     BatchRequest,
+    Behind,
     Endpoint,
     ServerFailure,
     ServerSet,
@@ -29,6 +29,7 @@ from ._core import (
     Stats,
     SupplyCore,
     backoff,
+    catch_up_count,
     check_tag,
     interpret,
 )
@@ -239,8 +240,10 @@ class _Supply:
             request = self._request_for(self._core.count)
         try:
             while not client._closed:
+                with self._lock:
+                    floor = self._core.floor
                 try:
-                    ids = client._fetch(request)
+                    ids = client._fetch(request, floor)
                 except RejectedError as e:
                     with self._lock:
                         self._core.refused = e
@@ -253,12 +256,19 @@ class _Supply:
                     pause = backoff(s.backoff_min, s.backoff_max, failures)
                 else:
                     with self._lock:
-                        if client._closed or self._core.accept(ids):
+                        core = self._core
+                        if client._closed:
                             return
-                    # Nothing above the floor: that server is behind the one used before.
-                    # Ask again at once, for twice as many: each answer drains what it is
-                    # behind by, so a lag of n ids takes log2(n / batch) requests, not n / batch.
-                    request = self._request_for(min(request.count * 2, MAX_BATCH))
+                        if isinstance(ids, Behind):
+                            core.discard(ids)
+                            last = ids.last
+                        elif core.accept(ids):
+                            return
+                        else:
+                            last = ids[-1]
+                        # Nothing above the floor: that server is behind the one used before.
+                        # The catch-up: ask again at once, for enough to pass the floor.
+                        request = self._request_for(catch_up_count(core.floor, last, core.count))
                     pause = 0.0
                 if time.monotonic() + pause >= deadline:
                     return
@@ -484,9 +494,10 @@ class Client:
             self._health_started = self._spawn_locked(self._health_loop, "leafid-health")
         self._health_wake.set()
 
-    def _fetch(self, req: BatchRequest) -> List[int]:
-        """One batch: the preferred server first, then the others (see ServerSet.plan).
-        RejectedError at a refusal; AllFailed when every server failed."""
+    def _fetch(self, req: BatchRequest, floor: int = 0) -> Union[List[int], Behind]:
+        """One batch: the preferred server first, then the others (see ServerSet.plan); a
+        :class:`Behind` if its last id lies at or below ``floor``. RejectedError at a refusal;
+        AllFailed when every server failed."""
         s = self._settings
         last: Optional[ServerFault] = None
         with self._lock:
@@ -502,7 +513,7 @@ class Client:
                 seen = self._servers.servers[i].downs
             try:
                 status, body = self._get(ep, req.path, s.request_timeout)
-                ids = interpret(ep.url, status, body, req)
+                ids = interpret(ep.url, status, body, req, floor)
             except ServerFailure as f:
                 last = f.fault
             else:

@@ -9,6 +9,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * The conformance adapter (clients/conformance/PROTOCOL.md): reads one JSON command a line on
@@ -121,11 +122,14 @@ public final class ConformanceAdapter {
         List<List<Long>> ids = new ArrayList<>();
         Map<String, Integer> errors = new LinkedHashMap<>();
         List<Thread> threads = new ArrayList<>();
+        // The longest single nextId call of any caller, in nanoseconds (max_call_ms).
+        AtomicLong slowest = new AtomicLong();
         for (int t = 0; t < callers; t++) {
             List<Long> mine = new ArrayList<>(perCaller);
             ids.add(mine);
             Thread th = new Thread(() -> {
                 for (int k = 0; k < perCaller; k++) {
+                    long started = System.nanoTime();
                     try {
                         mine.add(snowflake ? client.snowflake().nextId() : client.segment(tag).nextId());
                     } catch (LeafidException e) {
@@ -139,6 +143,8 @@ public final class ConformanceAdapter {
                         System.err.println("java adapter: " + e);
                         count(errors, "internal", "");
                     }
+                    long took = System.nanoTime() - started;
+                    slowest.accumulateAndGet(took, Math::max);
                     if (pause > 0) {
                         try {
                             Thread.sleep(pause);
@@ -177,7 +183,7 @@ public final class ConformanceAdapter {
                 first = false;
             }
         }
-        return b.append("]}").toString();
+        return b.append("],\"max_call_ms\":").append(slowest.get() / 1e6).append('}').toString();
     }
 
     private String stats() {

@@ -35,8 +35,9 @@ import java.util.concurrent.locks.ReentrantLock;
  *   <li><b>Increasing.</b> If one {@code nextId} call returns before another starts, the second
  *       id is larger, whichever threads make the calls. A batch is promoted only once the
  *       current one is spent, and after a failover the new server's ids at or below the floor
- *       are cut (counted in {@link Stats#discardedIds()}, never handed out); a batch cut to
- *       nothing is fetched again at once.
+ *       are cut (counted in {@link Stats#discardedIds()}, never handed out); after an answer
+ *       cut to nothing the next request follows at once and asks for enough ids to pass the
+ *       last one accepted (at most 100000 per request: the catch-up).
  * </ul>
  */
 public final class IdSupply {
@@ -405,20 +406,30 @@ public final class IdSupply {
     private void refill() {
         long deadline = System.nanoTime() + shared.waitTimeout.toNanos();
         int failures = 0;
+        // The batch size, or more while catching up (below).
+        Servers.Request req = request;
         try {
             while (!shared.closed) {
-                Servers.FetchResult r = shared.servers.fetch(request);
+                Servers.FetchResult r = shared.servers.fetch(req, floor());
                 failovers.addAndGet(r.failovers);
                 long wait;
-                if (r.ids != null) {
-                    if (accept(r.ids, r.server)) {
+                if (r.ids != null || r.behind != null) {
+                    if (r.ids != null && accept(r.ids, r.server)) {
                         return;
                     }
-                    // Nothing above the floor: that server is behind the one used before. Mark
-                    // it down so a server that is up is asked first, and ask again at once: if
-                    // it is the only one left, each answer drains what it is behind by, and the
+                    long last = r.ids != null ? r.ids[r.ids.length - 1] : discardBehind(r.behind, r.server);
+                    // Catch-up: nothing above the floor, so that server is behind the one used
+                    // before (a lower segment: a lagging or restored database; snowflake ids of
+                    // older ticks). Mark it down so a server that is up is asked first, and ask
+                    // again at once, without a pause, for enough ids to pass the floor: what
+                    // lies between this answer's last id and the floor, plus a batch, at most
+                    // MAX_BATCH (the server's limit). A segment server's next ids follow its
+                    // last ones, so a gap within one request is passed in one step; a larger one
+                    // takes one MAX_BATCH request per 100000 ids, each answer discarded (counted
+                    // in discardedIds) after reading only its tail (Servers.behindTail). The
                     // deadline below still bounds the loop.
                     shared.servers.markBehind(r.serverIndex);
+                    req = request.withCount(catchUpCount(last, request.count));
                     wait = 0;
                 } else if (r.rejected != null) {
                     lock.lock();
@@ -459,6 +470,50 @@ public final class IdSupply {
         } finally {
             endRefill();
         }
+    }
+
+    /** The largest id accepted so far (0 before the first batch). */
+    private long floor() {
+        lock.lock();
+        try {
+            return floor;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * The ids to ask for after an answer whose last id, {@code last}, lies at or below the
+     * floor: enough to pass the floor by a batch, within {@code batch..=MAX_BATCH}.
+     */
+    private int catchUpCount(long last, int batch) {
+        return catchUpCount(floor(), last, batch);
+    }
+
+    /**
+     * Counts an answer that lay wholly at or below the floor (read from its tail) as discarded,
+     * and names it as the last fault; returns its last id.
+     */
+    private long discardBehind(Servers.Behind b, String server) {
+        lock.lock();
+        try {
+            discarded.addAndGet(b.ids);
+            lastFault = new ServerFault(server, ServerFault.Kind.BEHIND, b.ids
+                    + " ids up to " + b.last + ", all at or below the last id accepted, " + floor);
+            return b.last;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * {@code floor - last + batch} (the ids from {@code last} to {@code floor}, plus a batch
+     * above it), within {@code batch..=}{@link LeafidClient#MAX_BATCH}.
+     */
+    static int catchUpCount(long floor, long last, int batch) {
+        long gap = floor - last; // >= 0: last is at or below the floor (both positive)
+        long want = gap > LeafidClient.MAX_BATCH ? LeafidClient.MAX_BATCH : gap + batch;
+        return (int) Math.max(batch, Math.min(want, LeafidClient.MAX_BATCH));
     }
 
     /**

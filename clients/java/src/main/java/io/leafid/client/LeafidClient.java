@@ -98,8 +98,7 @@ public final class LeafidClient implements AutoCloseable {
         Servers servers = new Servers(bases, http, timing);
         this.shared = new Shared(servers, timing, b.waitTimeout, workers, timer);
         this.batchSize = b.batchSize;
-        this.snowflake = new IdSupply(shared, new Servers.Request(
-                "/api/v1/snowflake/ids?count=" + batchSize + "&stringify_ids=true", batchSize, null),
+        this.snowflake = new IdSupply(shared, new Servers.Request("/api/v1/snowflake/ids", batchSize, null),
                 null);
         long tick = b.backoffMin.toNanos();
         timer.scheduleWithFixedDelay(servers::probeDue, tick, tick, TimeUnit.NANOSECONDS);
@@ -145,8 +144,7 @@ public final class LeafidClient implements AutoCloseable {
             throw new ClosedException("client closed");
         }
         return segments.computeIfAbsent(tag, t -> new IdSupply(shared, new Servers.Request(
-                "/api/v1/segment/" + t + "/ids?count=" + batchSize + "&stringify_ids=true",
-                batchSize, t), t));
+                "/api/v1/segment/" + t + "/ids", batchSize, t), t));
     }
 
     /**

@@ -66,6 +66,8 @@ final class Servers {
 
     /** A batch request: where, and what a valid answer looks like. */
     static final class Request {
+        /** The route without its query, e.g. {@code /api/v1/segment/orders/ids}. */
+        final String route;
         /** Path and query, e.g. {@code /api/v1/segment/orders/ids?count=1000&stringify_ids=true}. */
         final String path;
         /** The ids asked for: a body with more is invalid. */
@@ -73,36 +75,67 @@ final class Servers {
         /** The tag the body must name (segment route), null for snowflake. */
         final String tag;
 
-        Request(String path, int count, String tag) {
-            this.path = path;
+        Request(String route, int count, String tag) {
+            this.route = route;
+            this.path = route + "?count=" + count + "&stringify_ids=true";
             this.count = count;
             this.tag = tag;
         }
+
+        /** The same request for {@code n} ids (this one if {@code n} is its count). */
+        Request withCount(int n) {
+            return n == count ? this : new Request(route, n, tag);
+        }
     }
 
-    /** What a fetch brought: ids, a refusal, or nothing (every server failed). */
+    /**
+     * What a fetch brought: ids, an answer wholly behind the floor, a refusal, or nothing (every
+     * server failed).
+     */
     static final class FetchResult {
         /** The ids of a valid 200 body (strictly increasing, positive), or null. */
         final long[] ids;
+        /** A 200 whose last id lay at or below the floor, read from its tail only, or null. */
+        final Behind behind;
         /** The refusal that holds on every server, or null. */
         final RejectedException rejected;
-        /** With neither: the last server failure (null if no server could be asked). */
+        /** With none of these: the last server failure (null if no server could be asked). */
         final ServerFault fault;
         /** Servers asked after the one before them failed, in this fetch. */
         final int failovers;
-        /** With ids: index of the server that sent them (for {@link #markBehind}), else -1. */
+        /** With ids or behind: index of the server that answered (for {@link #markBehind}), else -1. */
         final int serverIndex;
-        /** With ids: base URL of the server that sent them. */
+        /** With ids or behind: base URL of the server that answered. */
         final String server;
 
-        FetchResult(long[] ids, RejectedException rejected, ServerFault fault, int failovers, int serverIndex,
-                String server) {
-            this.ids = ids;
-            this.rejected = rejected;
-            this.fault = fault;
+        FetchResult(Outcome o, int failovers, int serverIndex, String server) {
+            this.ids = o.ids;
+            this.behind = o.behind;
+            this.rejected = o.rejected;
+            this.fault = o.fault;
             this.failovers = failovers;
             this.serverIndex = serverIndex;
             this.server = server;
+        }
+
+        FetchResult(ServerFault fault, int failovers) {
+            this(new Outcome(null, null, null, fault), failovers, -1, null);
+        }
+    }
+
+    /**
+     * A 200 answer lying wholly at or below the floor, as its tail says: discarded whole without
+     * being parsed (none of its ids is handed out, so none needs validating).
+     */
+    static final class Behind {
+        /** Ids in the answer (its commas, plus one). */
+        final int ids;
+        /** Its last id: at or below the floor. */
+        final long last;
+
+        Behind(int ids, long last) {
+            this.ids = ids;
+            this.last = last;
         }
     }
 
@@ -219,9 +252,11 @@ final class Servers {
 
     /**
      * One batch: the preferred server first, then the other up servers in order, then (last
-     * resort) the down ones. Stops at the first refusal that holds on every server.
+     * resort) the down ones. Stops at the first refusal that holds on every server. A 200 whose
+     * last id lies at or below {@code floor} (the largest id the supply accepted, 0 for none)
+     * comes back as {@link FetchResult#behind}, unparsed.
      */
-    FetchResult fetch(Request req) throws InterruptedException {
+    FetchResult fetch(Request req, long floor) throws InterruptedException {
         int n = list.length;
         int start = preferred.get() % n;
         boolean[] tried = new boolean[n];
@@ -239,21 +274,21 @@ final class Servers {
                     failovers++;
                 }
                 long seen = list[i].downs();
-                Outcome o = ask(list[i], req);
-                if (o.ids != null) {
+                Outcome o = ask(list[i], req, floor);
+                if (o.ids != null || o.behind != null) {
                     if (list[i].markUpUnlessDownSince(seen)) {
                         preferred.set(i);
                     }
-                    return new FetchResult(o.ids, null, null, failovers, i, list[i].base);
+                    return new FetchResult(o, failovers, i, list[i].base);
                 }
                 if (o.rejected != null) {
-                    return new FetchResult(null, o.rejected, null, failovers, -1, null);
+                    return new FetchResult(o, failovers, -1, null);
                 }
                 list[i].markDown(timing);
                 last = o.fault;
             }
         }
-        return new FetchResult(null, null, last, failovers, -1, null);
+        return new FetchResult(last, failovers);
     }
 
     /**
@@ -274,17 +309,19 @@ final class Servers {
     /** What one server did with one request: exactly one field is set. */
     private static final class Outcome {
         final long[] ids;
+        final Behind behind;
         final RejectedException rejected;
         final ServerFault fault;
 
-        Outcome(long[] ids, RejectedException rejected, ServerFault fault) {
+        Outcome(long[] ids, Behind behind, RejectedException rejected, ServerFault fault) {
             this.ids = ids;
+            this.behind = behind;
             this.rejected = rejected;
             this.fault = fault;
         }
     }
 
-    private Outcome ask(Server s, Request req) throws InterruptedException {
+    private Outcome ask(Server s, Request req, long floor) throws InterruptedException {
         HttpRequest hr;
         try {
             hr = HttpRequest.newBuilder(URI.create(s.base + req.path))
@@ -333,22 +370,76 @@ final class Servers {
                 // Not leafid's body (a proxy's page): this server's fault, below.
             }
             if (refusalHoldsOnEveryServer(code)) {
-                return new Outcome(null, new RejectedException(s.base, status, code, message), null);
+                return new Outcome(null, null, new RejectedException(s.base, status, code, message), null);
             }
             return fault(s, ServerFault.Kind.STATUS, status + (code.isEmpty() ? "" : " " + code));
         }
         if (status != 200) {
             return fault(s, ServerFault.Kind.STATUS, Integer.toString(status));
         }
+        Behind behind = behindTail(body, req, floor);
+        if (behind != null) {
+            return new Outcome(null, behind, null, null);
+        }
         try {
-            return new Outcome(parseBatch(body, req), null, null);
+            return new Outcome(parseBatch(body, req), null, null, null);
         } catch (BadBatch e) {
             return fault(s, ServerFault.Kind.BAD_RESPONSE, e.getMessage());
         }
     }
 
     private static Outcome fault(Server s, ServerFault.Kind kind, String detail) {
-        return new Outcome(null, null, new ServerFault(s.base, kind, detail));
+        return new Outcome(null, null, null, new ServerFault(s.base, kind, detail));
+    }
+
+    /**
+     * The answer's size and last id if {@code body} ends the way leafid writes a batch
+     * ({@code ..."ids":[...,"<last id>"]}}) and that last id lies at or below {@code floor}; else
+     * null, and the body is parsed whole. Reads the tail and counts commas: a catch-up discards
+     * answer after answer of 100000 ids, and decoding each id of them would cost more than the
+     * request (none of them is handed out, so none needs validating).
+     */
+    static Behind behindTail(String body, Request req, long floor) {
+        if (floor <= 0) {
+            return null;
+        }
+        int end = body.length();
+        while (end > 0 && Character.isWhitespace(body.charAt(end - 1))) {
+            end--;
+        }
+        // ..."<digits>"]}
+        if (end < 5 || body.charAt(end - 1) != '}' || body.charAt(end - 2) != ']' || body.charAt(end - 3) != '"') {
+            return null;
+        }
+        int digitsEnd = end - 3;
+        int p = digitsEnd;
+        while (p > 0 && digitsEnd - p < 19 && body.charAt(p - 1) >= '0' && body.charAt(p - 1) <= '9') {
+            p--;
+        }
+        if (p == digitsEnd || p == 0 || body.charAt(p - 1) != '"') {
+            return null;
+        }
+        long last;
+        try {
+            last = Long.parseLong(body, p, digitsEnd, 10);
+        } catch (NumberFormatException e) {
+            return null;
+        }
+        if (last <= 0 || last > floor) {
+            return null;
+        }
+        // The array's opening, near the start (a tag cannot hold a quote).
+        int open = body.indexOf("\"ids\":[");
+        if (open < 0 || open >= p) {
+            return null;
+        }
+        int ids = 1;
+        for (int k = open; k < p; k++) {
+            if (body.charAt(k) == ',') {
+                ids++;
+            }
+        }
+        return ids <= req.count ? new Behind(ids, last) : null;
     }
 
     private static String describe(Throwable t) {

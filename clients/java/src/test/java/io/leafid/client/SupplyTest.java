@@ -65,4 +65,18 @@ class SupplyTest {
         }
         assertEquals(n, s.stats().idsServed());
     }
+
+    @Test
+    void the_catch_up_asks_past_the_floor_in_one_request_within_the_server_limit() {
+        // Answer ended at 500, floor 1000, batch 100: 500 ids to reach the floor, then a batch.
+        assertEquals(600, IdSupply.catchUpCount(1000, 500, 100));
+        // Ended at the floor itself: one batch.
+        assertEquals(100, IdSupply.catchUpCount(1000, 1000, 100));
+        // Five million behind: the server's limit, asked again per 100000.
+        assertEquals(LeafidClient.MAX_BATCH, IdSupply.catchUpCount(6_000_000, 1_000_000, 100));
+        // Snowflake-sized gaps, no overflow.
+        assertEquals(LeafidClient.MAX_BATCH, IdSupply.catchUpCount(Long.MAX_VALUE, 1, 100));
+        // Never below the batch size.
+        assertEquals(LeafidClient.MAX_BATCH, IdSupply.catchUpCount(10, 5, LeafidClient.MAX_BATCH));
+    }
 }

@@ -28,6 +28,23 @@ class ValidationTest {
     }
 
     @Test
+    void an_answer_wholly_behind_the_floor_is_read_from_its_tail_only() {
+        Servers.Behind b = Servers.behindTail("{\"biz_tag\":\"t\",\"ids\":[\"7\",\"8\",\"9\"]}\n", SEG, 9);
+        assertEquals(3, b.ids);
+        assertEquals(9, b.last);
+        assertEquals(1, Servers.behindTail("{\"ids\":[\"5\"]}", SNOW, 100).ids);
+        // Above the floor (some ids to keep), no floor yet, or another shape: parsed whole.
+        assertEquals(null, Servers.behindTail("{\"biz_tag\":\"t\",\"ids\":[\"9\",\"10\"]}", SEG, 9));
+        assertEquals(null, Servers.behindTail("{\"ids\":[\"5\"]}", SNOW, 0));
+        assertEquals(null, Servers.behindTail("{\"ids\":[5]}", SNOW, 100));
+        assertEquals(null, Servers.behindTail("{\"ids\":[\"5\"],\"x\":1}", SNOW, 100));
+        assertEquals(null, Servers.behindTail("{\"ids\":[\"99999999999999999999\"]}", SNOW, Long.MAX_VALUE));
+        assertEquals(null, Servers.behindTail("{\"ids\":[\"0\"]}", SNOW, 100));
+        // More ids than asked: parsed whole (and refused there).
+        assertEquals(null, Servers.behindTail("{\"ids\":[\"1\",\"2\",\"3\",\"4\"]}", SNOW, 100));
+    }
+
+    @Test
     void anything_but_a_valid_batch_is_refused_whole() {
         String[] bad = {
             "", "not json", "[]", "{}", "{\"biz_tag\":\"t\"}", "{\"biz_tag\":\"t\",\"ids\":[]}",
