@@ -1,13 +1,15 @@
-//! `Client` (its builder) and the two handles it gives: `SegmentSupply` and `SnowflakeSupply`.
+//! `Client` (its builder) and the two handles it gives: `SegmentSupply` and `SnowflakeSupply`
+//! (with `SnowflakeSupply::bounds`, the id range of a time range).
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
-use crate::servers::{Request, Servers, Timing};
+use crate::servers::{BoundsBody, FetchError, Request, Servers, Timing};
 use crate::supply::{Supply, SupplyStats};
 
 /// Most ids one batch request may ask for (the server's limit).
@@ -229,6 +231,7 @@ impl Client {
             .clone();
         SnowflakeSupply {
             supply,
+            servers: s.servers.clone(),
             _owner: s.owner.clone(),
         }
     }
@@ -329,8 +332,38 @@ impl SegmentSupply {
 #[derive(Debug, Clone)]
 pub struct SnowflakeSupply {
     supply: Arc<Supply>,
+    /// The servers, for [`SnowflakeSupply::bounds`].
+    servers: Arc<Servers>,
     /// Keeps the background tasks running while this handle lives.
     _owner: Arc<Owner>,
+}
+
+/// The snowflake ids of a time range: every id any worker can issue in it lies within
+/// `min_id..=max_id` ([`SnowflakeSupply::bounds`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnowflakeBounds {
+    /// The smallest id of the range: its first tick, worker field 0, sequence 0.
+    pub min_id: u64,
+    /// The largest id of the range: its last tick, every worker field and sequence bit set.
+    pub max_id: u64,
+}
+
+impl SnowflakeBounds {
+    /// Whether `id` lies within the range (`min_id <= id <= max_id`).
+    pub fn contains(&self, id: u64) -> bool {
+        (self.min_id..=self.max_id).contains(&id)
+    }
+}
+
+/// Unix milliseconds of `t`, rounded down (so before 1970 too); saturating at the ends of `i64`.
+fn unix_ms(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_millis()).unwrap_or(i64::MAX),
+        Err(before) => {
+            let ms = before.duration().as_nanos().div_ceil(1_000_000);
+            i64::try_from(ms).map_or(i64::MIN, |ms| -ms)
+        }
+    }
 }
 
 impl SnowflakeSupply {
@@ -343,6 +376,49 @@ impl SnowflakeSupply {
     /// The next id if the current local batch has one (see [`SegmentSupply::try_next_id`]).
     pub fn try_next_id(&self) -> Option<u64> {
         self.supply.try_next_id().map(|id| id as u64)
+    }
+
+    /// The smallest and largest id any worker can issue in `[from, to)` under the servers'
+    /// snowflake layout, for `WHERE id BETWEEN min_id AND max_id`: one request to
+    /// `GET /api/v1/snowflake/bounds` (the server holds the rule and the layout), with the
+    /// failover of the batch requests; nothing is buffered. See
+    /// [`SnowflakeSupply::bounds_unix_ms`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: leafid_client::Client) -> Result<(), leafid_client::Error> {
+    /// use std::time::{Duration, SystemTime};
+    /// let to = SystemTime::now();
+    /// let day = client.snowflake().bounds(to - Duration::from_secs(86_400), to).await?;
+    /// let sql = format!("SELECT * FROM orders WHERE id BETWEEN {} AND {}", day.min_id, day.max_id);
+    /// # let _ = sql; Ok(()) }
+    /// ```
+    pub async fn bounds(&self, from: SystemTime, to: SystemTime) -> Result<SnowflakeBounds, Error> {
+        self.bounds_unix_ms(unix_ms(from), unix_ms(to)).await
+    }
+
+    /// [`SnowflakeSupply::bounds`] of `[from_ms, to_ms)` in unix milliseconds. A range the
+    /// server refuses (empty, before the layout's epoch, after its time field runs out: no
+    /// clamping) is [`Error::Rejected`] with code `invalid_time_range`, its message naming the
+    /// instant; no server answering is [`Error::Unavailable`].
+    pub async fn bounds_unix_ms(&self, from_ms: i64, to_ms: i64) -> Result<SnowflakeBounds, Error> {
+        let started = tokio::time::Instant::now();
+        let path = format!(
+            "/api/v1/snowflake/bounds?from={from_ms}&to={to_ms}&stringify_ids=true"
+        );
+        // Counted nowhere: the supply's `failovers` are its batches'.
+        let failovers = AtomicU64::new(0);
+        match self
+            .servers
+            .get(&path, &failovers, BoundsBody::range)
+            .await
+        {
+            Ok((min_id, max_id)) => Ok(SnowflakeBounds { min_id, max_id }),
+            Err(FetchError::Rejected(e)) => Err(e),
+            Err(FetchError::Unavailable(last)) => Err(Error::Unavailable {
+                waited: started.elapsed(),
+                last,
+            }),
+        }
     }
 
     /// The supply's counters.
@@ -376,6 +452,27 @@ mod tests {
         assert!(bad(Client::builder().servers(["a:1"])));
         let c = Client::builder().servers(["http://a:1/"]).build().unwrap();
         assert!(matches!(c.segment("a/b"), Err(Error::InvalidTag(_))));
+    }
+
+    #[test]
+    fn times_are_unix_ms_rounded_down() {
+        let at = |ms: i64| {
+            if ms >= 0 {
+                UNIX_EPOCH + Duration::from_millis(ms as u64)
+            } else {
+                UNIX_EPOCH - Duration::from_millis(ms.unsigned_abs())
+            }
+        };
+        for ms in [0, 1, 1_735_689_600_123, -1, -1_000] {
+            assert_eq!(unix_ms(at(ms)), ms);
+        }
+        assert_eq!(unix_ms(at(5) + Duration::from_micros(999)), 5);
+        assert_eq!(unix_ms(at(-5) + Duration::from_micros(1)), -5);
+        let b = SnowflakeBounds {
+            min_id: 10,
+            max_id: 20,
+        };
+        assert!(b.contains(10) && b.contains(20) && !b.contains(9) && !b.contains(21));
     }
 
     #[test]

@@ -16,8 +16,9 @@ pub enum Error {
     #[error("invalid client configuration: {0}")]
     Config(String),
     /// A server refused the request itself: a 4xx whose `code` is `unknown_biz_tag`,
-    /// `invalid_biz_tag`, `biz_tag_exhausted`, `invalid_count` or `invalid_request`. The servers
-    /// share one database, so asking another would not help; no other server was asked. (Any
+    /// `invalid_biz_tag`, `biz_tag_exhausted`, `invalid_count`, `invalid_request` or
+    /// `invalid_time_range`. The servers share one database (and one snowflake layout), so
+    /// asking another would not help; no other server was asked. (Any
     /// other 4xx, such as `engine_disabled`, `not_found` or `unauthorized`, is that server's
     /// failure: the next server is asked, see [`Fault::Refused`].)
     #[error("{server} refused the request ({status} {code}): {message}")]

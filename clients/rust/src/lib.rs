@@ -4,7 +4,9 @@
 //! batch route (`GET /api/v1/segment/{tag}/ids?count=N`) and fetches the next one in the
 //! background once 10% of the current one is used, as the server's own double buffer does; so
 //! [`SegmentSupply::next_id`] is one local `fetch_add` on the fast path. [`SnowflakeSupply`]
-//! buffers batches of `GET /api/v1/snowflake/ids` the same way.
+//! buffers batches of `GET /api/v1/snowflake/ids` the same way, and
+//! [`SnowflakeSupply::bounds`] asks `GET /api/v1/snowflake/bounds` for the id range of a time
+//! range (for `WHERE id BETWEEN`).
 //!
 //! Guarantees, per supply (see `supply` for why they hold):
 //! - no id is handed out twice, and only ids received in a 200 response body;
@@ -27,6 +29,8 @@ mod error;
 mod servers;
 mod supply;
 
-pub use client::{Client, ClientBuilder, MAX_BATCH, SegmentSupply, SnowflakeSupply};
+pub use client::{
+    Client, ClientBuilder, MAX_BATCH, SegmentSupply, SnowflakeBounds, SnowflakeSupply,
+};
 pub use error::{Error, Fault, ServerFault};
 pub use supply::SupplyStats;

@@ -9,13 +9,15 @@
 //! never stalls behind a probe schedule while a server could answer.
 //!
 //! The only ids that leave this module come from the body of a 200 that parsed and passed
-//! [`validate`]; a failed or partial answer contributes nothing.
+//! [`validate`] (a batch) or [`BoundsBody::range`] (the bounds of a time range); a failed or
+//! partial answer contributes nothing. Both go through one request path, [`Servers::get`].
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -141,6 +143,27 @@ fn ids_as_numbers_or_strings<'de, D: serde::Deserializer<'de>>(d: D) -> Result<V
     Ok(ids.into_iter().map(|AnyId(id)| id).collect())
 }
 
+/// The success body of `GET /api/v1/snowflake/bounds` (its other fields are not read).
+#[derive(Deserialize)]
+pub(crate) struct BoundsBody {
+    /// The smallest id of the range: a decimal string, or a JSON integer.
+    min_id: AnyId,
+    /// The largest id of the range.
+    max_id: AnyId,
+}
+
+impl BoundsBody {
+    /// `(min_id, max_id)`, if both are ids (not negative) and `min_id <= max_id`.
+    pub(crate) fn range(self) -> Result<(u64, u64), String> {
+        let (AnyId(min), AnyId(max)) = (self.min_id, self.max_id);
+        if min < 0 || max < min {
+            return Err(format!("min_id {min} and max_id {max} are not an id range"));
+        }
+        // Both within 0..=i64::MAX: lossless.
+        Ok((min as u64, max as u64))
+    }
+}
+
 /// The error body of the server (`{"code", "message"}`), read leniently.
 #[derive(Deserialize, Default)]
 struct ErrorBody {
@@ -210,6 +233,22 @@ impl Servers {
         req: &Request,
         failovers: &AtomicU64,
     ) -> Result<Vec<i64>, FetchError> {
+        self.get(&req.path, failovers, |body: IdsBody| {
+            validate(&body, req)?;
+            Ok(body.ids)
+        })
+        .await
+    }
+
+    /// One `GET path` (path and query) with [`Servers::fetch`]'s failover: the answer of the
+    /// first server whose 200 body parses as `B` and passes `accept`; a body that does not is
+    /// that server's fault (`BadResponse`), and the next is asked.
+    pub async fn get<B: DeserializeOwned, T>(
+        &self,
+        path: &str,
+        failovers: &AtomicU64,
+        accept: impl Fn(B) -> Result<T, String>,
+    ) -> Result<T, FetchError> {
         let n = self.list.len();
         let start = self.preferred.load(Ordering::Relaxed) % n;
         let mut tried = vec![false; n];
@@ -225,12 +264,12 @@ impl Servers {
                     failovers.fetch_add(1, Ordering::Relaxed);
                 }
                 let seen = self.list[i].health().downs;
-                match self.ask(i, req).await {
-                    Ok(ids) => {
+                match self.ask(i, path, &accept).await {
+                    Ok(answer) => {
                         if self.list[i].mark_up_unless_down_since(seen) {
                             self.preferred.store(i, Ordering::Relaxed);
                         }
-                        return Ok(ids);
+                        return Ok(answer);
                     }
                     Err(Outcome::Rejected(e)) => return Err(FetchError::Rejected(e)),
                     Err(Outcome::Fault(fault)) => {
@@ -247,9 +286,14 @@ impl Servers {
     }
 
     /// One request to server `i`.
-    async fn ask(&self, i: usize, req: &Request) -> Result<Vec<i64>, Outcome> {
+    async fn ask<B: DeserializeOwned, T>(
+        &self,
+        i: usize,
+        path: &str,
+        accept: &impl Fn(B) -> Result<T, String>,
+    ) -> Result<T, Outcome> {
         let server = &self.list[i];
-        let url = format!("{}{}", server.base, req.path);
+        let url = format!("{}{path}", server.base);
         let resp = self
             .http
             .get(&url)
@@ -276,12 +320,11 @@ impl Servers {
         if status != reqwest::StatusCode::OK {
             return Err(Outcome::Fault(Fault::Status(status.as_u16())));
         }
-        let body: IdsBody = resp
+        let body: B = resp
             .json()
             .await
             .map_err(|e| Outcome::Fault(Fault::BadResponse(e.to_string())))?;
-        validate(&body, req).map_err(|e| Outcome::Fault(Fault::BadResponse(e)))?;
-        Ok(body.ids)
+        accept(body).map_err(|e| Outcome::Fault(Fault::BadResponse(e)))
     }
 
     /// Probes every down server whose backoff has passed, on each tick, until `stop`.
@@ -359,8 +402,9 @@ impl Server {
 
 /// Whether a 4xx answer is the same on every server (final) or only this one's (ask the next).
 ///
-/// The servers share one database, so leafid's refusals of the request itself hold everywhere:
-/// an unknown or invalid tag, an exhausted tag, a bad count, a malformed request. Every other
+/// The servers share one database (and one snowflake layout), so leafid's refusals of the
+/// request itself hold everywhere: an unknown or invalid tag, an exhausted tag, a bad count, a
+/// malformed request, a time range outside the layout. Every other
 /// 4xx is this server's: an engine switched off on it (`engine_disabled`), a route it does not
 /// have (`not_found`: a wrong base URL, another service at that address), `unauthorized`, a
 /// rate limit, a timeout, or a 4xx without leafid's JSON `code` (a proxy's page).
@@ -370,12 +414,13 @@ fn refusal_holds_on_every_server(code: &str) -> bool {
 
 /// The `code`s of leafid's 4xx answers that refuse the request itself (see
 /// [`refusal_holds_on_every_server`]).
-const REQUEST_REFUSALS: [&str; 5] = [
+const REQUEST_REFUSALS: [&str; 6] = [
     "unknown_biz_tag",
     "invalid_biz_tag",
     "biz_tag_exhausted",
     "invalid_count",
     "invalid_request",
+    "invalid_time_range",
 ];
 
 /// The wait after `failures` failures in a row (at least 1).
@@ -471,6 +516,7 @@ mod tests {
             "invalid_count",
             "biz_tag_exhausted",
             "invalid_request",
+            "invalid_time_range",
         ] {
             assert!(refusal_holds_on_every_server(code), "{code}");
         }
@@ -484,6 +530,29 @@ mod tests {
             "",
         ] {
             assert!(!refusal_holds_on_every_server(code), "{code:?}");
+        }
+    }
+
+    #[test]
+    fn a_bounds_body_is_an_id_range() {
+        let range = |json: &str| {
+            serde_json::from_str::<BoundsBody>(json)
+                .map_err(|e| e.to_string())
+                .and_then(BoundsBody::range)
+        };
+        assert_eq!(
+            range(r#"{"min_id":"5","max_id":"9223372036854775807","layout":"41/10/12"}"#),
+            Ok((5, i64::MAX as u64))
+        );
+        assert_eq!(range(r#"{"min_id":7,"max_id":7}"#), Ok((7, 7)));
+        for bad in [
+            r#"{"min_id":"9","max_id":"5"}"#,
+            r#"{"min_id":"-1","max_id":"5"}"#,
+            r#"{"min_id":"1.5","max_id":"5"}"#,
+            r#"{"min_id":"1"}"#,
+            r#"{"ids":["1"]}"#,
+        ] {
+            assert!(range(bad).is_err(), "{bad}");
         }
     }
 
