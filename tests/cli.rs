@@ -458,18 +458,27 @@ fn bounds_gives_the_ids_of_a_range_and_decode_reads_their_ticks_back() {
         assert_eq!(d.status.code(), Some(0), "{}", stderr(&d));
         let d = json(&d);
         assert_eq!(d["timestamp"], timestamp, "{d}");
-        assert_eq!((d["worker_id"].as_u64(), d["sequence"].as_u64()), (Some(worker), Some(sequence)));
+        assert_eq!(
+            (d["worker_id"].as_u64(), d["sequence"].as_u64()),
+            (Some(worker), Some(sequence))
+        );
     }
 
     let text = leafid(&[&["layout", "bounds", "--preset", "twitter"][..], &range].concat());
     assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
-    assert!(stdout(&text).contains("sql         WHERE id BETWEEN "), "{}", stdout(&text));
+    assert!(
+        stdout(&text).contains("sql         WHERE id BETWEEN "),
+        "{}",
+        stdout(&text)
+    );
 }
 
 #[test]
 fn bounds_outside_the_layout_or_garbage_exits_2_with_one_line() {
     let bounds = |from: &str, to: &str| {
-        leafid(&["layout", "bounds", "--preset", "twitter", "--from", from, "--to", to])
+        leafid(&[
+            "layout", "bounds", "--preset", "twitter", "--from", from, "--to", to,
+        ])
     };
     for (out, expected) in [
         (bounds("junk", "1"), "--from \"junk\" is neither RFC 3339"),

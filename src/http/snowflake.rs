@@ -439,7 +439,10 @@ mod tests {
             (Some("1"), Some("99999999999999999999")),
         ] {
             let e = query(from, to).range().unwrap_err();
-            assert!(matches!(e, ApiError::InvalidTimeRange(_)), "{from:?} {to:?}");
+            assert!(
+                matches!(e, ApiError::InvalidTimeRange(_)),
+                "{from:?} {to:?}"
+            );
             assert_eq!(e.code(), "invalid_time_range");
         }
     }

@@ -125,7 +125,11 @@ async fn decode_meets_bounds(app: &TestApp, id: u64, tick_ms: i64) {
         assert_eq!(end["timestamp"], d["timestamp"], "{end}");
         assert_eq!(end["prefix"], d["prefix"], "{end}");
     }
-    assert_eq!((lo["worker_id"].as_u64(), lo["sequence"].as_u64()), (Some(0), Some(0)), "{lo}");
+    assert_eq!(
+        (lo["worker_id"].as_u64(), lo["sequence"].as_u64()),
+        (Some(0), Some(0)),
+        "{lo}"
+    );
     // Every id of the tick: the next id up is the next tick's first (or past the layout).
     let next = decode(max + 1).await;
     assert_eq!(
@@ -133,7 +137,10 @@ async fn decode_meets_bounds(app: &TestApp, id: u64, tick_ms: i64) {
         t + tick_ms,
         "{next}"
     );
-    assert_eq!((next["worker_id"].as_u64(), next["sequence"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(
+        (next["worker_id"].as_u64(), next["sequence"].as_u64()),
+        (Some(0), Some(0))
+    );
     if d.get("clock_back").is_some() {
         assert_eq!(lo["clock_back"], 0, "{lo}");
         assert!(hi["clock_back"].as_u64().unwrap() > 0, "{hi}");
@@ -145,8 +152,7 @@ async fn decode_meets_bounds(app: &TestApp, id: u64, tick_ms: i64) {
 #[tokio::test]
 async fn the_ids_of_a_window_on_twitter_lie_within_its_bounds() {
     // The default: Twitter's 41/10/12 in milliseconds, cached generator. 4096 ids a tick.
-    let layout =
-        ids_of_a_window_lie_within_its_bounds(|_| {}, 1, 3, 1000, Duration::ZERO).await;
+    let layout = ids_of_a_window_lie_within_its_bounds(|_| {}, 1, 3, 1000, Duration::ZERO).await;
     assert_eq!(layout, "41/10/12");
 }
 
@@ -217,9 +223,21 @@ async fn refused_ranges_are_400_invalid_time_range_naming_the_instant() {
             "invalid_time_range",
             "empty time range: from 2025-01-02T00:00:00Z is not before to 2025-01-01T00:00:00Z",
         ),
-        ("from=1735689600000&to=1735689600000", "invalid_time_range", "empty time range"),
-        ("from=yesterday&to=1", "invalid_time_range", "from \"yesterday\" is neither"),
-        ("from=1&to=2025-01-01", "invalid_time_range", "to \"2025-01-01\" is neither"),
+        (
+            "from=1735689600000&to=1735689600000",
+            "invalid_time_range",
+            "empty time range",
+        ),
+        (
+            "from=yesterday&to=1",
+            "invalid_time_range",
+            "from \"yesterday\" is neither",
+        ),
+        (
+            "from=1&to=2025-01-01",
+            "invalid_time_range",
+            "to \"2025-01-01\" is neither",
+        ),
         ("to=1", "invalid_time_range", "from is required"),
         ("from=1", "invalid_time_range", "to is required"),
         ("", "invalid_time_range", "from is required"),
@@ -234,7 +252,10 @@ async fn refused_ranges_are_400_invalid_time_range_naming_the_instant() {
     }
 
     // Offsets, encoded (`%2B`) or not (a `+` a query string decodes to a space): one range.
-    let utc = app.get(&format!("/api/v1/snowflake/bounds?{day}")).await.json();
+    let utc = app
+        .get(&format!("/api/v1/snowflake/bounds?{day}"))
+        .await
+        .json();
     for query in [
         "from=2025-01-01T08:00:00%2B08:00&to=2025-01-02T08:00:00%2B08:00",
         "from=2025-01-01T08:00:00+08:00&to=1735776000000",
@@ -255,5 +276,10 @@ async fn refused_ranges_are_400_invalid_time_range_naming_the_instant() {
 async fn without_the_snowflake_engine_bounds_is_engine_disabled() {
     let app = spawn_app_with(Db::Sqlite, |s| s.snowflake.enabled = false).await;
     let r = app.get("/api/v1/snowflake/bounds?from=1&to=2").await;
-    assert_eq!((r.status, r.code().as_str()), (404, "engine_disabled"), "{}", r.text);
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (404, "engine_disabled"),
+        "{}",
+        r.text
+    );
 }

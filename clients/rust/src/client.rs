@@ -402,16 +402,10 @@ impl SnowflakeSupply {
     /// instant; no server answering is [`Error::Unavailable`].
     pub async fn bounds_unix_ms(&self, from_ms: i64, to_ms: i64) -> Result<SnowflakeBounds, Error> {
         let started = tokio::time::Instant::now();
-        let path = format!(
-            "/api/v1/snowflake/bounds?from={from_ms}&to={to_ms}&stringify_ids=true"
-        );
+        let path = format!("/api/v1/snowflake/bounds?from={from_ms}&to={to_ms}&stringify_ids=true");
         // Counted nowhere: the supply's `failovers` are its batches'.
         let failovers = AtomicU64::new(0);
-        match self
-            .servers
-            .get(&path, &failovers, BoundsBody::range)
-            .await
-        {
+        match self.servers.get(&path, &failovers, BoundsBody::range).await {
             Ok((min_id, max_id)) => Ok(SnowflakeBounds { min_id, max_id }),
             Err(FetchError::Rejected(e)) => Err(e),
             Err(FetchError::Unavailable(last)) => Err(Error::Unavailable {

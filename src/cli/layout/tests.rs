@@ -350,7 +350,12 @@ fn bounds_prints_the_ids_of_a_day_and_their_ticks() {
         preset: Some(Preset::Twitter),
         ..LayoutFlags::default()
     };
-    let args = bounds_args("2025-01-01T00:00:00Z", "2025-01-02T00:00:00Z", twitter, false);
+    let args = bounds_args(
+        "2025-01-01T00:00:00Z",
+        "2025-01-02T00:00:00Z",
+        twitter,
+        false,
+    );
     let (result, text) = output(LayoutCommand::Bounds(args), &Configured::default());
     assert_eq!(result.unwrap(), Exit::Success);
     let (min, max) = BitLayout::twitter()
@@ -402,7 +407,11 @@ fn bounds_refuses_bad_times_and_ranges_outside_the_layout_in_one_line() {
     let uid = || flags("28/22/13", UID_EPOCH);
     for (from, to, expected) in [
         ("yesterday", "1", "--from \"yesterday\" is neither RFC 3339"),
-        ("1", "2025-01-01T00:00:00", "--to \"2025-01-01T00:00:00\" is neither"),
+        (
+            "1",
+            "2025-01-01T00:00:00",
+            "--to \"2025-01-01T00:00:00\" is neither",
+        ),
         ("5", "5", "empty time range"),
         (
             "2016-05-19T00:00:00Z",

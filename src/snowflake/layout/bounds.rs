@@ -158,7 +158,8 @@ mod tests {
         let whole = |t: u64| {
             (
                 l.compose(t, 0, 0).unwrap(),
-                l.compose(t, l.max_worker_field(), l.max_sequence()).unwrap(),
+                l.compose(t, l.max_worker_field(), l.max_sequence())
+                    .unwrap(),
             )
         };
         // Inside one tick: that tick, whole (ids carry no finer time).
@@ -212,12 +213,12 @@ mod tests {
                 exhausted_at_ms: end
             }
         );
-        assert!(
-            past.to_string().contains(&format_unix_ms(end)),
-            "{past}"
-        );
+        assert!(past.to_string().contains(&format_unix_ms(end)), "{past}");
         // The whole span is fine, its ends included.
-        assert_eq!(l.id_bounds(epoch, end), Ok((l.smallest_id(), l.largest_id())));
+        assert_eq!(
+            l.id_bounds(epoch, end),
+            Ok((l.smallest_id(), l.largest_id()))
+        );
         assert!(l.id_bounds(i64::MIN, i64::MAX).is_err());
         // uid-generator's own layout ran out in 2024.
         let uid = BitLayout::uid_generator();
@@ -236,10 +237,7 @@ mod tests {
         // The largest id has the largest clock-back value and worker id.
         let (_, max) = with.id_bounds(at, at + 5).unwrap();
         let d = with.decompose(max);
-        assert_eq!(
-            (d.clock_back, d.worker_id, d.sequence),
-            (3, 255, 4095)
-        );
+        assert_eq!((d.clock_back, d.worker_id, d.sequence), (3, 255, 4095));
     }
 
     /// A layout with any prefix (value included), clock-back bits, unit and epoch.
@@ -253,22 +251,19 @@ mod tests {
             0i64..=MAX_EPOCH_MS,
             any::<u64>(),
         )
-            .prop_filter_map(
-                "widths must sum to 63",
-                |(p, t, w, c, millis, epoch, v)| {
-                    let s = 63u8.checked_sub(p + t + w).filter(|s| *s >= 1)?;
-                    let unit = if millis {
-                        TimeUnit::Millis
-                    } else {
-                        TimeUnit::Seconds
-                    };
-                    let value = if p == 0 { 0 } else { v >> (64 - p) };
-                    BitLayout::new(p, value, t, w, s, unit, epoch)
-                        .ok()?
-                        .with_clock_back_bits(c.min(w - 1))
-                        .ok()
-                },
-            )
+            .prop_filter_map("widths must sum to 63", |(p, t, w, c, millis, epoch, v)| {
+                let s = 63u8.checked_sub(p + t + w).filter(|s| *s >= 1)?;
+                let unit = if millis {
+                    TimeUnit::Millis
+                } else {
+                    TimeUnit::Seconds
+                };
+                let value = if p == 0 { 0 } else { v >> (64 - p) };
+                BitLayout::new(p, value, t, w, s, unit, epoch)
+                    .ok()?
+                    .with_clock_back_bits(c.min(w - 1))
+                    .ok()
+            })
     }
 
     /// An instant of the layout's time span, `[epoch, exhausted_at]`, from a fraction.
