@@ -1,5 +1,5 @@
-//! The `leafid` binary: `serve` (the default) runs the server; `layout {decode, plan, check}`
-//! are the migration teams' tools ([`cli`]), which need neither the server nor a database;
+//! The `leafid` binary: `serve` (the default) runs the server; `layout {decode, bounds, plan,
+//! check}` are the migration teams' tools ([`cli`]), which need neither the server nor a database;
 //! `tags {list, show, create, set-step}` are the DBAs' tools on the configured database;
 //! `healthcheck` probes `/health/live` for a container's HEALTHCHECK.
 
@@ -32,7 +32,8 @@ struct Cli {
 enum Command {
     /// Run the HTTP server (the default).
     Serve,
-    /// Bit-layout tools: decode ids, plan a migration, check a layout against a floor.
+    /// Bit-layout tools: decode ids, the ids of a time range, plan a migration, check a layout
+    /// against a floor.
     ///
     /// Exit codes: 0 ok, 1 plan impossible or check failed, 2 bad input.
     Layout {

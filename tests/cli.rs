@@ -413,3 +413,94 @@ fn the_js_safe_preset_decodes_its_largest_id_as_the_largest_javascript_integer()
     assert!(text.contains("10+31/8/14 (prefix 0)"), "{text}");
     assert!(text.contains("2093-01-19T03:14:07Z"), "{text}");
 }
+
+#[test]
+fn bounds_gives_the_ids_of_a_range_and_decode_reads_their_ticks_back() {
+    // A masked millisecond layout with a clock-back bit: 6 prefix bits (all ones), 41 bits of
+    // milliseconds, a 7-bit worker field (1 clock-back bit over a 6-bit worker id), 9 bits of
+    // sequence.
+    let layout = [
+        "--layout",
+        "6+41/c1+6/9",
+        "--epoch",
+        "2020-01-01T00:00:00Z",
+        "--unit",
+        "millis",
+    ];
+    let range = [
+        "--from",
+        "2025-03-01T08:00:00+08:00",
+        "--to",
+        "1740787200010",
+    ];
+    let out = leafid(&[&["layout", "bounds"][..], &layout, &range, &["--json"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let b = json(&out);
+    assert_eq!(b["layout"], "6+41/c1+6/9");
+    assert_eq!(b["from"], "2025-03-01T00:00:00Z");
+    assert_eq!(b["to"], "2025-03-01T00:00:00.010Z");
+    assert_eq!(b["first_tick"], "2025-03-01T00:00:00Z");
+    assert_eq!(b["last_tick"], "2025-03-01T00:00:00.009Z");
+    let (min, max) = (b["min_id"].as_u64().unwrap(), b["max_id"].as_u64().unwrap());
+    // The prefix, 63, in the top 6 bits of both; the low 16 bits (worker field and sequence)
+    // all zeros and all ones.
+    assert_eq!((min >> 57, max >> 57), (63, 63));
+    assert_eq!((min & 0xffff, max & 0xffff), (0, 0xffff));
+
+    // Decoded, the lower bound is the first tick with worker 0 and sequence 0; the upper the
+    // last tick with every field at its maximum.
+    for (id, timestamp, worker, sequence) in [
+        (min, "2025-03-01T00:00:00Z", 0, 0),
+        (max, "2025-03-01T00:00:00.009Z", 63, 511),
+    ] {
+        let id = id.to_string();
+        let d = leafid(&[&["layout", "decode", &id][..], &layout, &["--json"]].concat());
+        assert_eq!(d.status.code(), Some(0), "{}", stderr(&d));
+        let d = json(&d);
+        assert_eq!(d["timestamp"], timestamp, "{d}");
+        assert_eq!(
+            (d["worker_id"].as_u64(), d["sequence"].as_u64()),
+            (Some(worker), Some(sequence))
+        );
+    }
+
+    let text = leafid(&[&["layout", "bounds", "--preset", "twitter"][..], &range].concat());
+    assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
+    assert!(
+        stdout(&text).contains("sql         WHERE id BETWEEN "),
+        "{}",
+        stdout(&text)
+    );
+}
+
+#[test]
+fn bounds_outside_the_layout_or_garbage_exits_2_with_one_line() {
+    let bounds = |from: &str, to: &str| {
+        leafid(&[
+            "layout", "bounds", "--preset", "twitter", "--from", from, "--to", to,
+        ])
+    };
+    for (out, expected) in [
+        (bounds("junk", "1"), "--from \"junk\" is neither RFC 3339"),
+        (
+            bounds("2025-01-02T00:00:00Z", "2025-01-01T00:00:00Z"),
+            "empty time range",
+        ),
+        (
+            bounds("2010-01-01T00:00:00Z", "2025-01-01T00:00:00Z"),
+            "before the layout's epoch 2010-11-04T01:42:54.657Z",
+        ),
+        (
+            bounds("2025-01-01T00:00:00Z", "2100-01-01T00:00:00Z"),
+            "after 2080-07-10T17:30:30.209Z (unix ms 3487858230209), when the layout's time field runs out",
+        ),
+    ] {
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(expected), "{expected:?} in {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(stdout(&out).is_empty());
+    }
+    let usage = leafid(&["layout", "bounds", "--preset", "twitter", "--from", "1"]);
+    assert_eq!(usage.status.code(), Some(2), "{}", stderr(&usage));
+}

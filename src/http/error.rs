@@ -15,6 +15,7 @@ use crate::segment::tag_rules::{
 };
 use crate::segment::{BizTagError, SegmentError, StoreError};
 use crate::snowflake::error::SnowflakeError;
+use crate::snowflake::layout::BoundsError;
 use crate::telemetry::LogLimiter;
 
 /// An error answered to a client. Each variant documents its status and stable `code`.
@@ -101,6 +102,12 @@ pub enum ApiError {
     /// 400 `invalid_id`: an id to decode that is not an integer within 0..=9223372036854775807.
     #[error("{0}")]
     InvalidId(String),
+    /// 400 `invalid_time_range`: a time range for id bounds that is missing, does not parse
+    /// (RFC 3339 with an explicit offset, or unix milliseconds), is empty (`from >= to`), starts
+    /// before the layout's epoch or ends after its time field runs out (the message names the
+    /// instant; see [`BoundsError`]).
+    #[error("{0}")]
+    InvalidTimeRange(String),
     /// 503 `clock_moved_backwards` with `Retry-After`: the clock is behind the last tick used.
     #[error("the clock moved backwards by {by_ms} ms; refusing to issue ids from a past tick")]
     ClockMovedBackwards {
@@ -166,6 +173,7 @@ impl ApiError {
             Self::DatabaseUnavailable => "database_unavailable",
             Self::LossyDatabase(_) => "lossy_database",
             Self::InvalidId(_) => "invalid_id",
+            Self::InvalidTimeRange(_) => "invalid_time_range",
             Self::ClockMovedBackwards { .. } => "clock_moved_backwards",
             Self::TimeBitsExhausted => "time_bits_exhausted",
             Self::SnowflakeNotReady(_) => "snowflake_not_ready",
@@ -323,6 +331,13 @@ impl From<TagRuleError> for ApiError {
     }
 }
 
+/// A refused time range: `invalid_time_range` with the engine's message.
+impl From<BoundsError> for ApiError {
+    fn from(e: BoundsError) -> Self {
+        Self::InvalidTimeRange(e.to_string())
+    }
+}
+
 impl From<PlanError> for ApiError {
     fn from(e: PlanError) -> Self {
         match e {
@@ -342,7 +357,8 @@ impl ResponseError for ApiError {
             | Self::InvalidRequest(_)
             | Self::InvalidPlan(_)
             | Self::InvalidLayout(_)
-            | Self::InvalidId(_) => StatusCode::BAD_REQUEST,
+            | Self::InvalidId(_)
+            | Self::InvalidTimeRange(_) => StatusCode::BAD_REQUEST,
             Self::PlanImpossible { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::UnknownBizTag(_) | Self::NotFound(_) | Self::EngineDisabled(_) => {
                 StatusCode::NOT_FOUND

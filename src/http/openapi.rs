@@ -25,6 +25,7 @@ use super::{dashboard, error, health, layouts, metrics, monitor, segment, snowfl
         snowflake::get_leaf,
         snowflake::get_batch,
         snowflake::get_decode,
+        snowflake::get_bounds,
         snowflake::get_leaf_decode,
         tags::list,
         tags::create,
@@ -108,6 +109,7 @@ mod tests {
             "/api/snowflake/get/{key}",
             "/api/v1/snowflake/ids",
             "/api/v1/snowflake/decode/{id}",
+            "/api/v1/snowflake/bounds",
             "/decodeSnowflakeId",
             "/api/v1/tags",
             "/api/v1/tags/{biz_tag}",
@@ -184,6 +186,7 @@ mod tests {
             "/api/v1/segment/{biz_tag}/ids",
             "/api/v1/snowflake/ids",
             "/api/v1/snowflake/decode/{id}",
+            "/api/v1/snowflake/bounds",
             "/api/v1/layouts/decode/{id}",
         ] {
             let get = &doc["paths"][path]["get"];
@@ -199,18 +202,34 @@ mod tests {
             let body = &get["responses"]["200"]["content"]["application/json"]["schema"];
             let name = body["$ref"].as_str().unwrap().rsplit('/').next().unwrap();
             let props = &doc["components"]["schemas"][name]["properties"];
-            let id = if path.contains("decode") {
-                &props["id"]
+            let ids = if path.contains("decode") {
+                vec![&props["id"]]
+            } else if path.contains("bounds") {
+                vec![&props["min_id"], &props["max_id"]]
             } else {
-                &props["ids"]["items"]
+                vec![&props["ids"]["items"]]
             };
-            let kinds: Vec<&str> = id["oneOf"]
+            for id in ids {
+                let kinds: Vec<&str> = id["oneOf"]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{path}: {id}"))
+                    .iter()
+                    .map(|s| s["type"].as_str().unwrap())
+                    .collect();
+                assert_eq!(kinds, ["integer", "string"], "{path}");
+            }
+        }
+        let bounds = &doc["paths"]["/api/v1/snowflake/bounds"]["get"];
+        let body = &bounds["responses"]["400"]["content"]["application/json"]["schema"];
+        assert_eq!(body["$ref"], "#/components/schemas/ErrorBody");
+        for name in ["from", "to"] {
+            let param = bounds["parameters"]
                 .as_array()
-                .unwrap_or_else(|| panic!("{path}: {id}"))
+                .unwrap()
                 .iter()
-                .map(|s| s["type"].as_str().unwrap())
-                .collect();
-            assert_eq!(kinds, ["integer", "string"], "{path}");
+                .find(|p| p["name"] == name)
+                .unwrap_or_else(|| panic!("bounds lacks {name}"));
+            assert_eq!(param["required"], true, "{name}");
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Snowflake routes: Leaf's plain-text route and decoder, and the v1 batch and decode routes.
+//! Snowflake routes: Leaf's plain-text route and decoder, and the v1 batch, decode and bounds
+//! routes.
 //!
 //! The v1 routes answer ids as JSON numbers, or as decimal strings with `stringify_ids=true`
 //! (see [`super::ids::IdFormat`]): a Twitter-layout id is far above 2^53, so JavaScript's
@@ -13,10 +14,13 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::decode::{DecodeBody, TimeUnitBody, decode_body, parse_id};
 use super::error::{ApiError, ErrorBody};
-use super::ids::{BatchQuery, JsonIds, StringifyQuery, ids_schema, plain_id};
+use super::ids::{
+    BatchQuery, IdFormat, JsonId, JsonIds, StringifyQuery, id_schema, ids_schema, plain_id,
+};
 use super::middleware::{labeled_get, labeled_get_prefix};
 use super::request::{app_state, path_tail};
 use crate::snowflake::engine::{GeneratorKind, SnowflakeEngine, SnowflakeStatus};
+use crate::snowflake::layout::{format_unix_ms, parse_timestamp};
 
 /// Registers Leaf's id route: a static prefix, matched without a regex; any rest of the path is
 /// the key (empty, or with slashes: it is only logged). Registered before every route with a
@@ -29,6 +33,7 @@ pub fn leaf_route(cfg: &mut web::ServiceConfig) {
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(labeled_get(BATCH_ROUTE, BATCH_ROUTE, get_batch))
         .route("/api/v1/snowflake/decode/{id}", web::get().to(get_decode))
+        .route("/api/v1/snowflake/bounds", web::get().to(get_bounds))
         .route("/decodeSnowflakeId", web::get().to(get_leaf_decode));
 }
 
@@ -138,6 +143,122 @@ pub async fn get_decode(
     let id = parse_id(&id)?;
     let format = query.format()?;
     Ok(HttpResponse::Ok().json(decode_body(engine.layout(), id, format)))
+}
+
+/// The query of the bounds route: a time range `[from, to)` and how to write the ids.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct BoundsQuery {
+    /// Start of the range, inclusive (required): RFC 3339 with an explicit offset (`Z`, or
+    /// `+08:00` written `%2B08:00` in a query string), or unix milliseconds.
+    #[param(value_type = String, required = true)]
+    pub from: Option<String>,
+    /// End of the range, exclusive (required): as `from`.
+    #[param(value_type = String, required = true)]
+    pub to: Option<String>,
+    /// `true`: the ids as decimal strings, for JavaScript clients (whose numbers are exact only
+    /// up to 2^53 - 1); `false` or absent: JSON numbers. Any other value is `invalid_request`.
+    #[param(value_type = Option<bool>)]
+    pub stringify_ids: Option<String>,
+}
+
+impl BoundsQuery {
+    /// `from` and `to` in unix ms, or `invalid_time_range` naming the one that is missing or
+    /// does not parse.
+    pub fn range(&self) -> Result<(i64, i64), ApiError> {
+        Ok((
+            instant("from", self.from.as_deref())?,
+            instant("to", self.to.as_deref())?,
+        ))
+    }
+}
+
+/// One end of a time range ([`parse_timestamp`]). A `+` left unencoded in a query string
+/// arrives as a space (`...T00:00:00 08:00`): it is read as the `+` it was.
+fn instant(name: &str, text: Option<&str>) -> Result<i64, ApiError> {
+    let text = text.ok_or_else(|| {
+        ApiError::InvalidTimeRange(format!(
+            "{name} is required: RFC 3339 with an explicit offset (e.g. 2025-01-01T00:00:00Z) \
+             or unix milliseconds"
+        ))
+    })?;
+    let plus = |t: &str| {
+        let (head, offset) = t.trim().rsplit_once(' ')?;
+        let hh_mm = offset.len() == 5
+            && offset.bytes().enumerate().all(|(i, b)| match i {
+                2 => b == b':',
+                _ => b.is_ascii_digit(),
+            });
+        hh_mm.then(|| format!("{head}+{offset}"))
+    };
+    parse_timestamp(text)
+        .or_else(|| plus(text).and_then(|t| parse_timestamp(&t)))
+        .ok_or_else(|| {
+            ApiError::InvalidTimeRange(format!(
+                "{name} {text:?} is neither RFC 3339 with an explicit offset (e.g. \
+                 2025-01-01T00:00:00+08:00, its + written %2B in a query string) nor unix \
+                 milliseconds"
+            ))
+        })
+}
+
+/// The ids a time range covers under this server's layout, for `WHERE id BETWEEN min_id AND
+/// max_id`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BoundsBody {
+    /// The smallest id any worker can issue in the range: the tick holding `from`, worker field
+    /// 0, sequence 0.
+    #[schema(schema_with = id_schema)]
+    pub min_id: JsonId<u64>,
+    /// The largest id any worker can issue in the range: the last tick that starts before `to`,
+    /// every worker field bit (clock-back bits included) and sequence bit set.
+    #[schema(schema_with = id_schema)]
+    pub max_id: JsonId<u64>,
+    /// The layout, `T/W/S` or `P+T/W/S`.
+    pub layout: String,
+    /// `from`, RFC 3339 UTC.
+    pub from: String,
+    /// `to`, RFC 3339 UTC (exclusive).
+    pub to: String,
+    /// Start of `min_id`'s tick, RFC 3339 UTC: `from`, or before it when `from` is inside a
+    /// tick (seconds layouts).
+    pub first_tick: String,
+    /// Start of `max_id`'s tick, RFC 3339 UTC: the last tick that starts before `to`.
+    pub last_tick: String,
+}
+
+/// `GET /api/v1/snowflake/bounds?from=..&to=..[&stringify_ids=true]`: the smallest and largest
+/// id any worker can issue in `[from, to)` under this server's layout
+/// ([`crate::snowflake::layout::BitLayout::id_bounds`]); a range that is empty, starts before
+/// the epoch or ends after the time field runs out is `invalid_time_range`, not clamped.
+#[utoipa::path(
+    get,
+    path = "/api/v1/snowflake/bounds",
+    tag = "snowflake",
+    params(BoundsQuery),
+    responses(
+        (status = 200, description = "The id range of the time range: every id issued in it lies within `min_id..=max_id`", body = BoundsBody),
+        (status = 400, description = "`invalid_time_range` (missing or unparsable, `from >= to`, before the epoch, after the time field runs out: the message names the instant), `invalid_request`", body = ErrorBody),
+        (status = 404, description = "`engine_disabled`", body = ErrorBody),
+    )
+)]
+pub async fn get_bounds(
+    state: web::Data<AppState>,
+    query: web::Query<BoundsQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let layout = state.snowflake()?.layout();
+    let (from, to) = query.range()?;
+    let format = IdFormat::parse(query.stringify_ids.as_deref())?;
+    let (min_id, max_id) = layout.id_bounds(from, to)?;
+    Ok(HttpResponse::Ok().json(BoundsBody {
+        min_id: JsonId { id: min_id, format },
+        max_id: JsonId { id: max_id, format },
+        layout: layout.bits_string(),
+        from: format_unix_ms(from),
+        to: format_unix_ms(to),
+        first_tick: layout.decode(min_id).timestamp(),
+        last_tick: layout.decode(max_id).timestamp(),
+    }))
 }
 
 /// Query of Leaf's decoder.
@@ -276,6 +397,53 @@ impl From<GeneratorKind> for GeneratorBody {
         match kind {
             GeneratorKind::Cached => Self::Cached,
             GeneratorKind::Direct => Self::Direct,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(from: Option<&str>, to: Option<&str>) -> BoundsQuery {
+        BoundsQuery {
+            from: from.map(str::to_owned),
+            to: to.map(str::to_owned),
+            stringify_ids: None,
+        }
+    }
+
+    #[test]
+    fn a_range_is_rfc3339_or_unix_ms_and_a_decoded_plus_is_a_plus() {
+        let day = 1_735_689_600_000;
+        for (from, want) in [
+            ("2025-01-01T00:00:00Z", day),
+            ("1735689600000", day),
+            ("2025-01-01T08:00:00+08:00", day),
+            // `+08:00` unencoded in a query string, as the query parser hands it over.
+            ("2025-01-01T08:00:00 08:00", day),
+            ("2025-01-01T00:00:00.5Z", day + 500),
+        ] {
+            assert_eq!(
+                query(Some(from), Some("1")).range().unwrap(),
+                (want, 1),
+                "{from}"
+            );
+        }
+        for (from, to) in [
+            (None, Some("1")),
+            (Some("1"), None),
+            (Some("yesterday"), Some("1")),
+            (Some("2025-01-01T00:00:00"), Some("1")),
+            (Some("2025-01-01 08:00"), Some("1")),
+            (Some("1"), Some("99999999999999999999")),
+        ] {
+            let e = query(from, to).range().unwrap_err();
+            assert!(
+                matches!(e, ApiError::InvalidTimeRange(_)),
+                "{from:?} {to:?}"
+            );
+            assert_eq!(e.code(), "invalid_time_range");
         }
     }
 }

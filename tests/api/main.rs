@@ -11,6 +11,7 @@ mod support;
 
 mod admin;
 mod bad_input;
+mod bounds;
 mod cluster;
 mod dashboard;
 mod docs_config;

@@ -1,4 +1,4 @@
-//! The flags of `leafid layout {decode, plan, check}`, as clap reads them: text stays text here
+//! The flags of `leafid layout {decode, bounds, plan, check}`, as clap reads them: text stays text here
 //! (see `parse`), so that a bad value gets one line naming it.
 
 use clap::{ArgGroup, Args, Subcommand, ValueEnum};
@@ -9,6 +9,9 @@ use leafid::snowflake::layout;
 pub enum LayoutCommand {
     /// Show an id's fields (prefix, time delta, timestamp, worker id, sequence) under a layout.
     Decode(DecodeArgs),
+    /// Show the smallest and largest id any worker can issue in a time range [FROM, TO), for
+    /// `WHERE id BETWEEN`.
+    Bounds(BoundsArgs),
     /// Plan a new layout whose ids stay positive and above every legacy id.
     Plan(PlanArgs),
     /// Check that a layout can never issue an id <= a floor from now on, and until when it lasts.
@@ -72,6 +75,24 @@ pub struct DecodeArgs {
     #[command(flatten)]
     pub layout: LayoutFlags,
     /// Print `{"id", "prefix", "time_delta", "timestamp", "worker_id", "sequence"}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `leafid layout bounds --from TIME --to TIME ...`.
+#[derive(Debug, Args)]
+pub struct BoundsArgs {
+    /// Start of the range, inclusive: RFC 3339 with an explicit offset, or unix milliseconds.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub from: String,
+    /// End of the range, exclusive: RFC 3339 with an explicit offset, or unix milliseconds.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub to: String,
+    /// The layout (from the configuration when left out: --config, LEAFID__*; clock-back bits
+    /// do not change the bounds).
+    #[command(flatten)]
+    pub layout: LayoutFlags,
+    /// Print `{"layout", "from", "to", "min_id", "max_id", "first_tick", "last_tick"}`.
     #[arg(long)]
     pub json: bool,
 }

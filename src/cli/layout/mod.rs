@@ -1,4 +1,4 @@
-//! `leafid layout {decode, plan, check}`: the flags, and the commands as functions that write to
+//! `leafid layout {decode, bounds, plan, check}`: the flags, and the commands as functions that write to
 //! any [`Write`] so tests can read what they print.
 //!
 //! Layouts are written as on the server: `T/W/S` or `P+T/W/S` (`28/22/13`, `7+30/13/13`) with
@@ -8,7 +8,7 @@
 //!
 //! `check` takes its layout and floor from the flags or, when they are left out, from
 //! [`Configured`]: the slot for what `--config` will supply once the server's configuration has
-//! snowflake keys.
+//! snowflake keys. `bounds` takes its layout the same way (the range is always given).
 //!
 //! The parts: `args` (the clap flags), `parse` (their text into layouts, ids and the planner's
 //! request), `output` (the text answers) and the commands themselves, here.
@@ -26,10 +26,10 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
-pub use args::{CheckArgs, DecodeArgs, LayoutCommand, PlanArgs};
+pub use args::{BoundsArgs, CheckArgs, DecodeArgs, LayoutCommand, PlanArgs};
 
-use output::{write_check, write_decode, write_plan};
-use parse::{bad, parse_id, parse_now, plan_request, resolve_layout};
+use output::{bounds_json, write_bounds, write_check, write_decode, write_plan};
+use parse::{bad, parse_id, parse_instant, parse_now, plan_request, resolve_layout};
 
 /// What the configuration supplies to `check` when the flags leave it out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -50,6 +50,7 @@ pub fn run(
 ) -> Result<Exit, CliError> {
     match command {
         LayoutCommand::Decode(args) => decode(args, out),
+        LayoutCommand::Bounds(args) => bounds(args, configured, out),
         LayoutCommand::Plan(args) => plan(args, now_ms, out),
         LayoutCommand::Check(args) => check(args, configured, now_ms, out),
     }
@@ -64,6 +65,27 @@ pub fn decode(args: &DecodeArgs, out: &mut impl Write) -> Result<Exit, CliError>
         return Ok(Exit::Success);
     }
     write_decode(out, &layout, id)?;
+    Ok(Exit::Success)
+}
+
+/// `leafid layout bounds`: [`BitLayout::id_bounds`] of `[--from, --to)`; a range it refuses is
+/// bad input (exit 2), its message naming the epoch or the instant the layout runs out.
+pub fn bounds(
+    args: &BoundsArgs,
+    configured: &Configured,
+    out: &mut impl Write,
+) -> Result<Exit, CliError> {
+    let from = parse_instant("--from", &args.from)?;
+    let to = parse_instant("--to", &args.to)?;
+    let layout = resolve_layout("layout", &args.layout, configured.layout)?;
+    let ids = layout
+        .id_bounds(from, to)
+        .map_err(|e| bad(format!("layout {}: {e}", layout.bits_string())))?;
+    if args.json {
+        writeln!(out, "{}", bounds_json(&layout, from, to, ids))?;
+    } else {
+        write_bounds(out, &layout, from, to, ids)?;
+    }
     Ok(Exit::Success)
 }
 

@@ -1,10 +1,11 @@
-//! The text answers of `decode`, `plan` and `check` (their `--json` answers are the library's
-//! serialized types).
+//! The text answers of `decode`, `bounds`, `plan` and `check` (their `--json` answers are the
+//! library's serialized types, and `bounds`' the body of `GET /api/v1/snowflake/bounds`).
 
 use std::io::Write;
 
 use leafid::layout_plan::{self, CheckReport, Plan};
 use leafid::snowflake::layout::{BitLayout, format_unix_ms};
+use serde_json::{Value, json};
 
 use super::parse::bad;
 use crate::cli::CliError;
@@ -35,6 +36,41 @@ pub(super) fn write_decode(
             layout.prefix_value()
         )?;
     }
+    Ok(())
+}
+
+/// The answer of `bounds` as JSON: the fields of `GET /api/v1/snowflake/bounds`' body, ids as
+/// numbers.
+pub(super) fn bounds_json(layout: &BitLayout, from_ms: i64, to_ms: i64, ids: (u64, u64)) -> Value {
+    let (min_id, max_id) = ids;
+    json!({
+        "layout": layout.bits_string(),
+        "from": format_unix_ms(from_ms),
+        "to": format_unix_ms(to_ms),
+        "min_id": min_id,
+        "max_id": max_id,
+        "first_tick": layout.decode(min_id).timestamp(),
+        "last_tick": layout.decode(max_id).timestamp(),
+    })
+}
+
+/// The text answer of `bounds`: the range, its ids, their ticks and the SQL to use them in.
+pub(super) fn write_bounds(
+    out: &mut impl Write,
+    layout: &BitLayout,
+    from_ms: i64,
+    to_ms: i64,
+    ids: (u64, u64),
+) -> Result<(), CliError> {
+    let (min_id, max_id) = ids;
+    writeln!(out, "layout      {layout}")?;
+    writeln!(out, "from        {}", format_unix_ms(from_ms))?;
+    writeln!(out, "to          {} (exclusive)", format_unix_ms(to_ms))?;
+    writeln!(out, "min_id      {min_id}")?;
+    writeln!(out, "max_id      {max_id}")?;
+    writeln!(out, "first_tick  {}", layout.decode(min_id).timestamp())?;
+    writeln!(out, "last_tick   {}", layout.decode(max_id).timestamp())?;
+    writeln!(out, "sql         WHERE id BETWEEN {min_id} AND {max_id}")?;
     Ok(())
 }
 

@@ -51,6 +51,16 @@ pub(super) fn parse_now(text: Option<&str>, now_ms: i64) -> Result<i64, CliError
     }
 }
 
+/// An instant given to `flag` (`--from`, `--to`): RFC 3339 with an explicit offset, or unix
+/// milliseconds ([`parse_timestamp`]).
+pub(super) fn parse_instant(flag: &str, text: &str) -> Result<i64, CliError> {
+    parse_timestamp(text).ok_or_else(|| {
+        bad(format!(
+            "{flag} {text:?} is neither RFC 3339 with an explicit offset (e.g. 2025-01-01T00:00:00+08:00) nor unix milliseconds"
+        ))
+    })
+}
+
 /// The layout the flags describe (`what` names it in messages), or `configured` when they
 /// name none; the unit defaults to seconds ([`UnitPolicy::DefaultsToSeconds`]).
 pub(super) fn resolve_layout(

@@ -334,3 +334,99 @@ fn check_falls_back_to_the_configuration() {
     );
     assert!(message.starts_with("no floor given"), "{message}");
 }
+
+fn bounds_args(from: &str, to: &str, layout: LayoutFlags, json: bool) -> BoundsArgs {
+    BoundsArgs {
+        from: from.to_owned(),
+        to: to.to_owned(),
+        layout,
+        json,
+    }
+}
+
+#[test]
+fn bounds_prints_the_ids_of_a_day_and_their_ticks() {
+    let twitter = LayoutFlags {
+        preset: Some(Preset::Twitter),
+        ..LayoutFlags::default()
+    };
+    let args = bounds_args(
+        "2025-01-01T00:00:00Z",
+        "2025-01-02T00:00:00Z",
+        twitter,
+        false,
+    );
+    let (result, text) = output(LayoutCommand::Bounds(args), &Configured::default());
+    assert_eq!(result.unwrap(), Exit::Success);
+    let (min, max) = BitLayout::twitter()
+        .id_bounds(ms("2025-01-01T00:00:00Z"), ms("2025-01-02T00:00:00Z"))
+        .unwrap();
+    for line in [
+        format!("min_id      {min}\n"),
+        format!("max_id      {max}\n"),
+        "first_tick  2025-01-01T00:00:00Z\n".to_owned(),
+        "last_tick   2025-01-01T23:59:59.999Z\n".to_owned(),
+        format!("sql         WHERE id BETWEEN {min} AND {max}\n"),
+    ] {
+        assert!(text.contains(&line), "{line:?} in\n{text}");
+    }
+}
+
+#[test]
+fn bounds_json_takes_the_configured_layout_when_no_flag_names_one() {
+    let layout = BitLayout::parse_bits("7+30/13/13", TimeUnit::Seconds, ms(UID_EPOCH)).unwrap();
+    let configured = Configured {
+        layout: Some(layout),
+        min_id_floor: None,
+    };
+    // Unix ms and an offset; `from` inside a second: that second is the first tick.
+    let args = bounds_args(
+        "1735689600500",
+        "2025-01-01T08:00:02+08:00",
+        LayoutFlags::default(),
+        true,
+    );
+    let (result, text) = output(LayoutCommand::Bounds(args), &configured);
+    assert_eq!(result.unwrap(), Exit::Success);
+    let json: Value = serde_json::from_str(&text).unwrap();
+    let (min, max) = layout
+        .id_bounds(1_735_689_600_500, 1_735_689_602_000)
+        .unwrap();
+    assert_eq!(json["layout"], "7+30/13/13");
+    assert_eq!(json["from"], "2025-01-01T00:00:00.500Z");
+    assert_eq!(json["to"], "2025-01-01T00:00:02Z");
+    assert_eq!(json["min_id"], min);
+    assert_eq!(json["max_id"], max);
+    assert_eq!(json["first_tick"], "2025-01-01T00:00:00Z");
+    assert_eq!(json["last_tick"], "2025-01-01T00:00:01Z");
+    assert_eq!(json.as_object().unwrap().len(), 7, "{json}");
+}
+
+#[test]
+fn bounds_refuses_bad_times_and_ranges_outside_the_layout_in_one_line() {
+    let uid = || flags("28/22/13", UID_EPOCH);
+    for (from, to, expected) in [
+        ("yesterday", "1", "--from \"yesterday\" is neither RFC 3339"),
+        (
+            "1",
+            "2025-01-01T00:00:00",
+            "--to \"2025-01-01T00:00:00\" is neither",
+        ),
+        ("5", "5", "empty time range"),
+        (
+            "2016-05-19T00:00:00Z",
+            "2016-05-21T00:00:00Z",
+            "is before the layout's epoch 2016-05-19T16:00:00Z",
+        ),
+        (
+            "2024-11-20T00:00:00Z",
+            "2024-11-21T00:00:00Z",
+            "when the layout's time field runs out",
+        ),
+    ] {
+        let args = bounds_args(from, to, uid(), false);
+        let message = bad_input(output(LayoutCommand::Bounds(args), &Configured::default()).0);
+        assert!(message.contains(expected), "{from} {to}: {message}");
+        assert!(!message.contains('\n'), "{message}");
+    }
+}

@@ -35,12 +35,15 @@
 //!   [`BitLayout`].
 //! - `decode`: [`parse_id`], the one parser of an id given as text, and [`BitLayout::decode`],
 //!   the one reading of an id ([`Decoded`]) behind every decoder (HTTP, Leaf's, the CLI).
+//! - `bounds`: [`BitLayout::id_bounds`], the smallest and largest id any worker can issue in a
+//!   time range (for `WHERE id BETWEEN`), and its [`BoundsError`].
 //! - `resolve`: [`Preset`] and [`LayoutArgs::resolve`], the one rule that turns a preset, or bits
 //!   with an epoch and a unit, plus a prefix value into a [`BitLayout`] (configuration, CLI and
 //!   HTTP all call it).
 
 use std::fmt;
 
+mod bounds;
 mod decode;
 mod resolve;
 mod spec;
@@ -48,6 +51,7 @@ mod spec;
 mod tests;
 mod time;
 
+pub use bounds::BoundsError;
 pub use decode::{Decoded, IdParseError, parse_id};
 pub use resolve::{LayoutArgs, Preset, ResolveError, UnitPolicy};
 pub use spec::LayoutSpec;
