@@ -1,33 +1,15 @@
 //! `docs/configuration.md` lists exactly the keys `config/default.toml` ships, commented-out
 //! optional keys (`# token = ...`) included: a key added, renamed or removed without its row
-//! fails here.
+//! fails here. The keys are read by the server's own rule (`config::keys::shipped_keys`, which
+//! also decides which keys are unknown at start-up).
 
 use std::collections::BTreeSet;
+
+use leafid::config::keys::shipped_keys;
 
 fn read(path: &str) -> String {
     let full = format!("{}/{path}", env!("CARGO_MANIFEST_DIR"));
     std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
-}
-
-/// `section.key` for every assignment in the TOML text, and every commented-out one
-/// (`# key = value`) under a section.
-fn shipped_keys(toml: &str) -> BTreeSet<String> {
-    let mut section = String::new();
-    let mut keys = BTreeSet::new();
-    for line in toml.lines().map(str::trim) {
-        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            section = name.to_owned();
-            continue;
-        }
-        let assignment = line.strip_prefix("# ").unwrap_or(line);
-        let Some((key, _)) = assignment.split_once(" = ") else {
-            continue;
-        };
-        if !key.is_empty() && key.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
-            keys.insert(format!("{section}.{key}"));
-        }
-    }
-    keys
 }
 
 /// The first cell of every row of the page's key table.
