@@ -2,7 +2,7 @@
 //! `LEAFID_TEST_PGBOUNCER_URL` (`scripts/test.sh` starts both with `scripts/postgres.sh` and
 //! `scripts/pgbouncer.sh` and sets them). A test on either fails, naming the variable and the
 //! script, when it is unset: a PostgreSQL test that skips itself would pass without running.
-//! A plain `cargo test` never gets here: its PostgreSQL and PgBouncer tests are `#[ignore]`d
+//! A plain `cargo test` never gets here: its PostgreSQL and PgBouncer tests are marked ignored (with the reason)
 //! (listed as ignored), and `scripts/test.sh` runs them with `--include-ignored`.
 //! Each test gets its own database, created on the server directly (PgBouncer's `* =` entry
 //! reaches any database by name).
