@@ -109,13 +109,11 @@ pub struct SegmentBuffer {
     tickets: Tickets,
     /// True while one load for this tag is in flight (single-flight).
     loading: AtomicBool,
-    /// After a failed load, no new load starts before this instant (ms since `created`).
+    /// After a failed load, no new load starts before this instant (ms since `created`); 0
+    /// while the last load succeeded (or none ran), so non-zero also means the tag's lease is
+    /// known to be failing (the allocator's fail-fast rule). Relaxed: advisory for waiting; a
+    /// stale read makes one request wait or answer 503 once, and no id depends on it.
     retry_at_ms: AtomicU64,
-    /// The last load failed and none has succeeded since: the tag's lease is known to be
-    /// failing, so a request that finds no ids answers at once instead of waiting (the
-    /// allocator's fail-fast rule). Relaxed: advisory only; a stale read makes one request wait
-    /// or answer 503 once, and no id depends on it.
-    failing: AtomicBool,
     /// A load is scheduled for the end of the current backoff (at most one per buffer), so a
     /// request answered at once during an outage does not delay the first lease after it.
     retry_armed: AtomicBool,
@@ -151,7 +149,6 @@ impl SegmentBuffer {
             tickets: Tickets::new(),
             loading: AtomicBool::new(false),
             retry_at_ms: AtomicU64::new(0),
-            failing: AtomicBool::new(false),
             retry_armed: AtomicBool::new(false),
             created: Instant::now(),
             notify: Notify::new(),
@@ -212,7 +209,8 @@ impl SegmentBuffer {
 
     /// Whether the tag's last load failed and none has succeeded since.
     pub(crate) fn is_failing(&self) -> bool {
-        self.failing.load(Ordering::Relaxed)
+        // `fail_load` stores `now + backoff` (at least 50 ms: never 0); a success stores 0.
+        self.retry_at_ms.load(Ordering::Relaxed) != 0
     }
 
     /// Claims the one retry scheduled for the end of the backoff; `false` if one is armed.
@@ -312,7 +310,6 @@ impl SegmentBuffer {
         st.failures = 0;
         st.last_error = None;
         self.retry_at_ms.store(0, Ordering::Relaxed);
-        self.failing.store(false, Ordering::Relaxed);
         drop(st);
         self.finish_load();
         Publish::Loaded { len, regression }
@@ -367,7 +364,6 @@ impl SegmentBuffer {
         let backoff = (50u64 << st.failures.min(7)).min(5_000);
         self.retry_at_ms
             .store(self.now_ms() + backoff, Ordering::Relaxed);
-        self.failing.store(true, Ordering::Relaxed);
         drop(st);
         self.finish_load();
     }
