@@ -4,7 +4,9 @@
 //! - JSON numbers or decimal strings ([`IdFormat`], [`JsonId`], [`JsonIds`]) chosen by the
 //!   `stringify_ids` query parameter ([`StringifyQuery`], [`BatchQuery`]), and their OpenAPI
 //!   schemas ([`id_schema`], [`optional_id_schema`], [`ids_schema`]);
-//! - batch parsing: `count` within `1..=`[`MAX_COUNT`].
+//! - batch parsing: `count` within `1..=`[`MAX_COUNT`] for lists, `1..=`[`MAX_RANGE_COUNT`]
+//!   for the segment range route;
+//! - runs of consecutive ids ([`JsonRuns`]: the range routes), each as its first and last id.
 //!
 //! JavaScript parses JSON numbers into doubles, which hold integers exactly only up to
 //! `2^53 - 1`: every Twitter-layout snowflake id and every segment id above that comes out of
@@ -27,9 +29,16 @@ use utoipa::openapi::schema::{
 };
 
 use super::error::ApiError;
+use crate::segment::IdRun;
 
-/// Most ids one batch request may ask for.
+/// Most ids one batch request may ask for as a list (and the snowflake range route: its
+/// generator makes each id).
 pub const MAX_COUNT: u64 = 100_000;
+
+/// Most ids one segment range request may ask for: the answer is a few runs whatever the
+/// count, and a client leasing this many at once uses them up in well under a second at the
+/// speed of its local counter (a million ids is one tenth of a second at 10 M ids/s).
+pub const MAX_RANGE_COUNT: u64 = 1_000_000;
 
 /// A plain-text id body: formatted with `itoa`, under a static content type (no header parsing).
 pub fn plain_id<I: itoa::Integer>(id: I) -> HttpResponse {
@@ -104,6 +113,55 @@ impl<T: itoa::Integer + Serialize> Serialize for JsonIds<T> {
             })),
         }
     }
+}
+
+/// Runs of consecutive ids in a JSON body: `[{"first": id, "last": id}, ...]`, increasing,
+/// disjoint and never adjacent, both ends included, each end a number or a decimal string.
+#[derive(Debug)]
+pub struct JsonRuns<'a> {
+    /// The runs.
+    pub runs: &'a [IdRun],
+    /// Numbers or strings.
+    pub format: IdFormat,
+}
+
+impl Serialize for JsonRuns<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Run {
+            first: JsonId<i64>,
+            last: JsonId<i64>,
+        }
+        let format = self.format;
+        serializer.collect_seq(self.runs.iter().map(|r| Run {
+            first: JsonId {
+                id: r.first,
+                format,
+            },
+            last: JsonId { id: r.last, format },
+        }))
+    }
+}
+
+/// Schema of [`JsonRuns`].
+pub fn runs_schema() -> Schema {
+    ArrayBuilder::new()
+        .items(RefOr::T(
+            ObjectBuilder::new()
+                .property("first", id_schema())
+                .required("first")
+                .property("last", id_schema())
+                .required("last")
+                .description(Some(
+                    "The ids `first` to `last`, both included (`last` >= `first`)",
+                ))
+                .into(),
+        ))
+        .description(Some(
+            "Runs of consecutive ids, increasing, disjoint and never adjacent; ends as numbers, \
+             or decimal strings with `stringify_ids=true`",
+        ))
+        .into()
 }
 
 /// Schema of one id: an integer, or its decimal string under `stringify_ids=true`.
@@ -189,20 +247,50 @@ impl BatchQuery {
         IdFormat::parse(self.stringify_ids.as_deref())
     }
 
-    /// The validated count.
+    /// The validated count of a list (`1..=`[`MAX_COUNT`]).
     pub fn parse(&self) -> Result<usize, ApiError> {
-        let Some(raw) = self.count.as_deref() else {
-            return Ok(1);
-        };
-        match raw.trim().parse::<i128>() {
-            Ok(n) if (1..=MAX_COUNT as i128).contains(&n) => Ok(n as usize),
-            Ok(n) => Err(ApiError::InvalidCount(format!(
-                "count must be within 1..={MAX_COUNT} (got {n})"
-            ))),
-            Err(_) => Err(ApiError::InvalidCount(format!(
-                "count must be an integer within 1..={MAX_COUNT}"
-            ))),
-        }
+        Ok(parse_count(self.count.as_deref(), MAX_COUNT)? as usize)
+    }
+}
+
+/// The query of the segment range route: as [`BatchQuery`], with a larger bound on `count`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RangeQuery {
+    /// Ids wanted (1..=1000000, default 1).
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 1000000)]
+    pub count: Option<String>,
+    /// `true`: the ends as decimal strings, for JavaScript clients (whose numbers are exact only
+    /// up to 2^53 - 1); `false` or absent: JSON numbers. Any other value is `invalid_request`.
+    #[param(value_type = Option<bool>)]
+    pub stringify_ids: Option<String>,
+}
+
+impl RangeQuery {
+    /// The validated format of the ends.
+    pub fn format(&self) -> Result<IdFormat, ApiError> {
+        IdFormat::parse(self.stringify_ids.as_deref())
+    }
+
+    /// The validated count (`1..=`[`MAX_RANGE_COUNT`]).
+    pub fn parse(&self) -> Result<u64, ApiError> {
+        parse_count(self.count.as_deref(), MAX_RANGE_COUNT)
+    }
+}
+
+/// `count` within `1..=max` (absent: 1); anything else is `invalid_count`.
+fn parse_count(raw: Option<&str>, max: u64) -> Result<u64, ApiError> {
+    let Some(raw) = raw else {
+        return Ok(1);
+    };
+    match raw.trim().parse::<i128>() {
+        Ok(n) if (1..=max as i128).contains(&n) => Ok(n as u64),
+        Ok(n) => Err(ApiError::InvalidCount(format!(
+            "count must be within 1..={max} (got {n})"
+        ))),
+        Err(_) => Err(ApiError::InvalidCount(format!(
+            "count must be an integer within 1..={max}"
+        ))),
     }
 }
 
@@ -236,6 +324,47 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn range_count_bounds() {
+        let r = |s: &str| {
+            RangeQuery {
+                count: Some(s.to_owned()),
+                stringify_ids: None,
+            }
+            .parse()
+        };
+        assert_eq!(r("1000000").unwrap(), 1_000_000);
+        assert!(matches!(r("1000001"), Err(ApiError::InvalidCount(_))));
+        assert!(matches!(r("0"), Err(ApiError::InvalidCount(_))));
+    }
+
+    #[test]
+    fn runs_serialize_with_both_ends() {
+        let runs = [
+            IdRun { first: 1, last: 3 },
+            IdRun {
+                first: i64::MAX,
+                last: i64::MAX,
+            },
+        ];
+        let n = JsonRuns {
+            runs: &runs,
+            format: IdFormat::Number,
+        };
+        assert_eq!(
+            serde_json::to_string(&n).unwrap(),
+            r#"[{"first":1,"last":3},{"first":9223372036854775807,"last":9223372036854775807}]"#
+        );
+        let s = JsonRuns {
+            runs: &runs[..1],
+            format: IdFormat::String,
+        };
+        assert_eq!(
+            serde_json::to_string(&s).unwrap(),
+            r#"[{"first":"1","last":"3"}]"#
+        );
     }
 
     #[test]

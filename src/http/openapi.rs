@@ -22,8 +22,10 @@ use super::{dashboard, error, health, layouts, metrics, monitor, segment, snowfl
     paths(
         segment::get_leaf,
         segment::get_batch,
+        segment::get_ranges,
         snowflake::get_leaf,
         snowflake::get_batch,
+        snowflake::get_ranges,
         snowflake::get_decode,
         snowflake::get_bounds,
         snowflake::get_leaf_decode,

@@ -7,10 +7,10 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
-use super::ids::{BatchQuery, JsonIds, ids_schema, plain_id};
+use super::ids::{BatchQuery, JsonIds, JsonRuns, RangeQuery, ids_schema, plain_id, runs_schema};
 use super::middleware::{labeled_get, labeled_get_prefix};
 use super::request::{app_state, path_tail};
-use crate::segment::BizTag;
+use crate::segment::{BizTag, IdSink};
 
 /// Registers Leaf's id route: a static prefix, matched without a regex (actix-router's regexes
 /// are the costliest step of a request); the handler takes the rest of the path as the tag, so
@@ -28,8 +28,17 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         BATCH_ROUTE,
         get_batch,
     ))
-    .service(labeled_get(BATCH_ROUTE, BATCH_ROUTE, get_batch));
+    .service(labeled_get(BATCH_ROUTE, BATCH_ROUTE, get_batch))
+    .service(labeled_get(
+        "/api/v1/segment/{biz_tag}/ranges",
+        RANGES_ROUTE,
+        get_ranges,
+    ))
+    .service(labeled_get(RANGES_ROUTE, RANGES_ROUTE, get_ranges));
 }
+
+/// Pattern and metrics label of the range route; also its fallback for empty tags and slashes.
+pub const RANGES_ROUTE: &str = "/api/v1/segment/{biz_tag:.*}/ranges";
 
 /// Static prefix of Leaf's route: the tag is the rest of the path.
 pub const LEAF_PREFIX: &str = "/api/segment/get";
@@ -116,5 +125,56 @@ pub async fn get_batch(
     Ok(HttpResponse::Ok().json(BatchBody {
         biz_tag: &tag,
         ids: JsonIds { ids, format },
+    }))
+}
+
+/// Body of the segment range route.
+#[derive(Serialize, ToSchema)]
+pub struct SegmentRangesBody<'a> {
+    /// The tag the ids belong to.
+    #[schema(value_type = String)]
+    pub biz_tag: &'a str,
+    /// Ids in the runs together: `count`, or fewer when they are all there is (as the list).
+    pub count: u64,
+    /// The ids as runs of consecutive ids, increasing.
+    #[schema(schema_with = runs_schema)]
+    pub ranges: JsonRuns<'a>,
+}
+
+/// `GET /api/v1/segment/{biz_tag}/ranges?count=N[&stringify_ids=true]`: the same ids as the
+/// batch route would give, as runs `{"first", "last"}` of consecutive ids (one per segment the
+/// batch crosses, fewer where segments meet), so a client can lease up to a million ids in an
+/// answer of a few bytes. Fewer than `count` only when they are all there is.
+#[utoipa::path(
+    get,
+    path = "/api/v1/segment/{biz_tag}/ranges",
+    tag = "segment",
+    params(("biz_tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9._:-]{1,128}$"), RangeQuery),
+    responses(
+        (status = 200, description = "Runs holding `count` increasing ids; fewer only when the tag runs out (`i64::MAX`) or its next segment does not come within the wait, and then the next call answers the error", body = SegmentRangesBody),
+        (status = 400, description = "`invalid_biz_tag`, `invalid_count`, `invalid_request`", body = ErrorBody),
+        (status = 404, description = "`unknown_biz_tag`, `engine_disabled`", body = ErrorBody),
+        (status = 409, description = "`biz_tag_exhausted`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 503, description = "`segments_not_ready`, `database_unavailable`, `lossy_database` (with `Retry-After`)", body = ErrorBody),
+    )
+)]
+pub async fn get_ranges(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<RangeQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let tag = path.into_inner();
+    BizTag::validate(&tag)?;
+    let count = query.parse()?;
+    let format = query.format()?;
+    let runs = state.segment()?.next_runs(&tag, count).await?;
+    Ok(HttpResponse::Ok().json(SegmentRangesBody {
+        biz_tag: &tag,
+        count: runs.taken(),
+        ranges: JsonRuns {
+            runs: runs.runs(),
+            format,
+        },
     }))
 }

@@ -15,10 +15,12 @@ use super::AppState;
 use super::decode::{DecodeBody, TimeUnitBody, decode_body, parse_id};
 use super::error::{ApiError, ErrorBody};
 use super::ids::{
-    BatchQuery, IdFormat, JsonId, JsonIds, StringifyQuery, id_schema, ids_schema, plain_id,
+    BatchQuery, IdFormat, JsonId, JsonIds, JsonRuns, StringifyQuery, id_schema, ids_schema,
+    plain_id, runs_schema,
 };
 use super::middleware::{labeled_get, labeled_get_prefix};
 use super::request::{app_state, path_tail};
+use crate::segment::{IdRuns, IdSink};
 use crate::snowflake::engine::{GeneratorKind, SnowflakeEngine, SnowflakeStatus};
 use crate::snowflake::layout::{format_unix_ms, parse_timestamp};
 
@@ -32,6 +34,7 @@ pub fn leaf_route(cfg: &mut web::ServiceConfig) {
 /// Registers the other routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(labeled_get(BATCH_ROUTE, BATCH_ROUTE, get_batch))
+        .service(labeled_get(RANGES_ROUTE, RANGES_ROUTE, get_ranges))
         .route("/api/v1/snowflake/decode/{id}", web::get().to(get_decode))
         .route("/api/v1/snowflake/bounds", web::get().to(get_bounds))
         .route("/decodeSnowflakeId", web::get().to(get_leaf_decode));
@@ -45,6 +48,9 @@ pub const LEAF_ROUTE: &str = "/api/snowflake/get/{key:.*}";
 
 /// Pattern and metrics label of the batch route.
 pub const BATCH_ROUTE: &str = "/api/v1/snowflake/ids";
+
+/// Pattern and metrics label of the range route.
+pub const RANGES_ROUTE: &str = "/api/v1/snowflake/ranges";
 
 async fn next_id(engine: &Arc<SnowflakeEngine>) -> Result<u64, ApiError> {
     if let Some(id) = engine.try_next_id() {
@@ -108,16 +114,71 @@ pub async fn get_batch(
 ) -> Result<HttpResponse, ApiError> {
     let count = query.parse()?;
     let format = query.format()?;
-    let engine = state.snowflake()?.clone();
-    let ids = if count == 1 {
-        vec![next_id(&engine).await?]
-    } else {
-        web::block(move || engine.next_ids_blocking(count))
-            .await
-            .map_err(|_| ApiError::Internal)??
-    };
+    let ids = next_ids(&state, count).await?;
     Ok(HttpResponse::Ok().json(IdsBody {
         ids: JsonIds { ids, format },
+    }))
+}
+
+/// `count` increasing ids of this server's generator.
+async fn next_ids(state: &AppState, count: usize) -> Result<Vec<u64>, ApiError> {
+    let engine = state.snowflake()?.clone();
+    if count == 1 {
+        return Ok(vec![next_id(&engine).await?]);
+    }
+    web::block(move || engine.next_ids_blocking(count))
+        .await
+        .map_err(|_| ApiError::Internal)?
+        .map_err(ApiError::from)
+}
+
+/// Body of the snowflake range route.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SnowflakeRangesBody<'a> {
+    /// Ids in the runs together (`count`).
+    pub count: u64,
+    /// The ids as runs of consecutive ids (one run of sequence numbers per tick at most).
+    #[schema(schema_with = runs_schema)]
+    pub ranges: JsonRuns<'a>,
+}
+
+/// `GET /api/v1/snowflake/ranges?count=N[&stringify_ids=true]`: the ids of the batch route as
+/// runs `{"first", "last"}` of consecutive ids: within one tick the sequence numbers of one
+/// worker are consecutive integers, so a batch is one run per tick it spans, at most.
+#[utoipa::path(
+    get,
+    path = "/api/v1/snowflake/ranges",
+    tag = "snowflake",
+    params(BatchQuery),
+    responses(
+        (status = 200, description = "Runs holding `count` increasing ids", body = SnowflakeRangesBody),
+        (status = 400, description = "`invalid_count`, `invalid_request`", body = ErrorBody),
+        (status = 404, description = "`engine_disabled`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 503, description = "`clock_moved_backwards`, `time_bits_exhausted`, `snowflake_not_ready`, `lossy_database`", body = ErrorBody),
+    )
+)]
+pub async fn get_ranges(
+    state: web::Data<AppState>,
+    query: web::Query<BatchQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let count = query.parse()?;
+    let format = query.format()?;
+    let ids = next_ids(&state, count).await?;
+    // Every id of a layout is below 2^63 (its sign bit is 0): the conversion never fails.
+    let ids = ids
+        .into_iter()
+        .map(|id| i64::try_from(id).map_err(|_| ApiError::Internal));
+    let mut runs = IdRuns::new();
+    for id in ids {
+        runs.push_run(id?, 1);
+    }
+    Ok(HttpResponse::Ok().json(SnowflakeRangesBody {
+        count: runs.taken(),
+        ranges: JsonRuns {
+            runs: runs.runs(),
+            format,
+        },
     }))
 }
 

@@ -24,6 +24,7 @@ use super::biz_tag::BizTag;
 use super::buffer::{BufferSnapshot, SegmentBuffer, Take};
 use super::error::SegmentError;
 use super::high_water::RetiredMarks;
+use super::runs::{IdRuns, IdSink};
 use super::step::StepPolicy;
 use super::store::{SegmentStore, StoreError, TagRow};
 use super::tag_map::TagMap;
@@ -299,15 +300,32 @@ impl SegmentAllocator {
     /// count as handed out, so failing the batch would lose them: they are answered, and the
     /// next call gets the error.
     pub async fn next_ids(&self, tag: &str, count: usize) -> Result<Vec<i64>, SegmentError> {
-        let mut out = Vec::with_capacity(count);
+        self.take_into(tag, count as u64, Vec::with_capacity(count))
+            .await
+    }
+
+    /// Up to `count` increasing ids of `tag` as runs of consecutive ids: the same ids, and the
+    /// same rules, as [`Self::next_ids`], without spelling each id out (a batch of a million
+    /// ids is a few runs: one per segment it crosses, fewer where segments meet).
+    pub async fn next_runs(&self, tag: &str, count: u64) -> Result<IdRuns, SegmentError> {
+        self.take_into(tag, count, IdRuns::new()).await
+    }
+
+    /// [`Self::next_ids`] into any sink.
+    async fn take_into<S: IdSink>(
+        &self,
+        tag: &str,
+        count: u64,
+        mut out: S,
+    ) -> Result<S, SegmentError> {
         if let Some(why) = self.inner.config.lease_gate.refusal() {
-            while out.len() < count {
+            while out.taken() < count {
                 match self.try_next_id(tag) {
-                    Some(id) => out.push(id),
+                    Some(id) => out.push_run(id, 1),
                     None => break,
                 }
             }
-            return if out.is_empty() {
+            return if out.taken() == 0 {
                 Err(SegmentError::LossyDatabase(why))
             } else {
                 Ok(out)
@@ -315,7 +333,7 @@ impl SegmentAllocator {
         }
         match self.fill(tag, count, &mut out).await {
             Ok(()) => Ok(out),
-            Err(SegmentError::Exhausted | SegmentError::NotReady { .. }) if !out.is_empty() => {
+            Err(SegmentError::Exhausted | SegmentError::NotReady { .. }) if out.taken() > 0 => {
                 Ok(out)
             }
             Err(e) => Err(self.refusal_or(e)),

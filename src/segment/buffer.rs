@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use super::biz_tag::BizTag;
 use super::high_water::{self, Check, Regression};
 use super::load_stats::LoadLatency;
+use super::runs::IdSink;
 use super::step::StepPolicy;
 use super::store::Lease;
 pub(crate) use super::tickets::Take;
@@ -176,7 +177,7 @@ impl SegmentBuffer {
 
     /// Appends up to `want` ids to `out`, taking only tickets that published segments cover.
     /// Returns whether a preload should be started; stops early (fewer ids) when it must wait.
-    pub(crate) fn take_many(&self, want: usize, out: &mut Vec<i64>) -> bool {
+    pub(crate) fn take_many<S: IdSink>(&self, want: u64, out: &mut S) -> bool {
         self.tickets.take_many(want, out)
     }
 

@@ -19,6 +19,7 @@
 
 use crossbeam_utils::CachePadded;
 
+use super::runs::IdSink;
 use super::slot::{Slot, SlotView};
 use crate::sync::{AtomicU64, AtomicUsize, Ordering, prefetch_for_read, prefetch_for_write};
 
@@ -134,9 +135,9 @@ impl Tickets {
 
     /// Appends up to `want` ids to `out`, taking only tickets that published segments cover.
     /// Returns whether a preload should be started; stops early (fewer ids) when it must wait.
-    pub(crate) fn take_many(&self, want: usize, out: &mut Vec<i64>) -> bool {
+    pub(crate) fn take_many<S: IdSink>(&self, want: u64, out: &mut S) -> bool {
         let mut preload = false;
-        let mut remaining = want as u64;
+        let mut remaining = want;
         while remaining > 0 {
             let (a, b) = (self.slots[0].slot.read(), self.slots[1].slot.read());
             let horizon = a.ticket_end.max(b.ticket_end);
@@ -191,12 +192,13 @@ impl Tickets {
     }
 
     /// Emits the ids of the tickets `[t, end)` that the segment holding `t` covers.
-    fn resolve_run(&self, t: u64, end: u64, out: &mut Vec<i64>) -> Run {
+    fn resolve_run<S: IdSink>(&self, t: u64, end: u64, out: &mut S) -> Run {
         for i in 0..2 {
             let v = self.slots[i].slot.read();
             if v.contains(t) {
                 let stop = end.min(v.ticket_end);
-                out.extend((t..stop).map(|x| v.id_of(x)));
+                // Tickets `t..stop` of one window are consecutive ids of its segment.
+                out.push_run(v.id_of(t), stop - t);
                 let preload = self.needs_preload(&v, stop - 1);
                 return Run::Ids {
                     next: stop,

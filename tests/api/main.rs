@@ -33,6 +33,7 @@ mod outage_logs;
 mod patroni_failover;
 mod pg_store;
 mod proxy_admin;
+mod ranges;
 mod replica_failover;
 mod restarts;
 pub(crate) mod routes;

@@ -7,3 +7,6 @@ pub mod slot;
 
 #[path = "../../../src/segment/tickets.rs"]
 pub mod tickets;
+
+#[path = "../../../src/segment/runs.rs"]
+pub mod runs;

@@ -10,26 +10,27 @@ use tokio::time::Instant;
 use super::SegmentAllocator;
 use crate::segment::buffer::SegmentBuffer;
 use crate::segment::error::SegmentError;
+use crate::segment::runs::IdSink;
 
 impl SegmentAllocator {
     /// Fills `out` to `count` ids, waiting for loads as needed, bounded by `wait_timeout`
     /// from the last progress.
-    pub(super) async fn fill(
+    pub(super) async fn fill<S: IdSink>(
         &self,
         tag: &str,
-        count: usize,
-        out: &mut Vec<i64>,
+        count: u64,
+        out: &mut S,
     ) -> Result<(), SegmentError> {
         let buf = self.buffer(tag).await?;
         self.fill_buffer(&buf, count, out).await
     }
 
     /// [`Self::fill`] on a resolved buffer.
-    pub(super) async fn fill_buffer(
+    pub(super) async fn fill_buffer<S: IdSink>(
         &self,
         buf: &Arc<SegmentBuffer>,
-        count: usize,
-        out: &mut Vec<i64>,
+        count: u64,
+        out: &mut S,
     ) -> Result<(), SegmentError> {
         let wait = self.inner.config.wait_timeout;
         let mut deadline = Instant::now() + wait;
@@ -50,9 +51,9 @@ impl SegmentAllocator {
                     retry_after_secs: 1,
                 });
             }
-            let before = out.len();
-            let preload = buf.take_many(count - out.len(), out);
-            if out.len() == count {
+            let before = out.taken();
+            let preload = buf.take_many(count - out.taken(), out);
+            if out.taken() == count {
                 if preload {
                     self.start_load(buf);
                 }
@@ -74,7 +75,7 @@ impl SegmentAllocator {
                 });
             }
             let now = Instant::now();
-            if out.len() > before {
+            if out.taken() > before {
                 deadline = now + wait;
             }
             if now >= deadline {

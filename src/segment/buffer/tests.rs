@@ -243,7 +243,7 @@ mod give_back {
 
     fn take(b: &SegmentBuffer, n: usize) -> Vec<i64> {
         let mut out = Vec::new();
-        b.take_many(n, &mut out);
+        b.take_many(n as u64, &mut out);
         assert_eq!(out.len(), n, "the segments had {n} ids");
         out
     }
