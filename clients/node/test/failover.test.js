@@ -159,15 +159,21 @@ test('a 200 whose body is not a valid batch is that server\'s failure: none of i
   const db = database();
   const real = await start(db);
   await createTag(real.address, 'bad-body', 1000);
+  const R = (first, last) => `{"first":"${first}","last":"${last}"}`;
+  const rangesBody = (count, ...runs) => `{"biz_tag":"bad-body","count":${count},"ranges":[${runs.join(',')}]}`;
   const bodies = [
     'not json',
-    '{"biz_tag":"bad-body","ids":["9000000000000000002","9000000000000000001"]}',
-    '{"biz_tag":"other","ids":["9000000000000000001"]}',
-    '{"biz_tag":"bad-body","ids":[9000000000000000001]}',
-    '{"biz_tag":"bad-body","ids":["0"]}',
-    '{"biz_tag":"bad-body","ids":[]}',
-    `{"biz_tag":"bad-body","ids":[${Array.from({ length: 11 }, (_, i) => `"${9000000000000000001n + BigInt(i)}"`)}]}`,
-    '{"biz_tag":"bad-body","ids":["9223372036854775808"]}',
+    '{"biz_tag":"bad-body","ids":["9000000000000000001"]}', // the list route's shape
+    rangesBody(2, R('9000000000000000002', '9000000000000000003')).replace('bad-body', 'other'),
+    rangesBody(2, R('9000000000000000003', '9000000000000000002')), // first above last
+    rangesBody(4, R('9000000000000000001', '9000000000000000002'), R('9000000000000000002', '9000000000000000003')), // overlap
+    rangesBody(4, R('9000000000000000005', '9000000000000000006'), R('9000000000000000001', '9000000000000000002')), // decreasing
+    rangesBody(3, R('9000000000000000001', '9000000000000000002')), // count is not the runs' total
+    rangesBody(11, R('9000000000000000001', '9000000000000000011')), // more than asked
+    rangesBody(0),
+    rangesBody(1, '{"first":9000000000000000001,"last":9000000000000000001}'), // numbers, not strings
+    rangesBody(1, R('0', '0')),
+    rangesBody(2, R('9223372036854775807', '9223372036854775808')), // above 2^63 - 1
   ];
   for (const body of bodies) {
     const liar = http.createServer((req, res) => {
@@ -231,7 +237,7 @@ async function batchRequests(base) {
   const text = await (await fetch(`${base}/metrics`)).text();
   return text
     .split('\n')
-    .filter((l) => l.startsWith('leafid_http_requests_total{') && l.includes('segment') && l.includes('/ids'))
+    .filter((l) => l.startsWith('leafid_http_requests_total{') && l.includes('segment') && l.includes('/ranges'))
     .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
 }
 
