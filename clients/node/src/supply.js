@@ -8,33 +8,38 @@
 // find it spent promotes the next one, and `nextId` calls that find no next batch wait for the
 // refill (bounded by the wait timeout). The size of each request follows demand (`sizing.js`).
 //
-// The local path (PROTOCOL.md "The local path"). `_cur` is the next id of the run in use and
-// `_end` the last id that may be taken without a decision: the run's last id, or the id just
-// before the preload mark while that mark lies in this run. `tryNextId` is
+// The local path (PROTOCOL.md "The local path"). The run in use is seen through a *window*:
+// `_base` (a bigint, an id of the run) and `_off`, the offset of the next id from it, a plain
+// `number`; `_endOff` is the last offset that may be taken without a decision: the run's last id,
+// or the id just before the preload mark while that mark lies ahead in this run. `tryNextId` is
 //
-//     const id = this._cur; if (id <= this._end) { this._cur = id + 1n; return id; }
+//     const off = this._off; if (off <= this._endOff) { this._off = off + 1; return this._base + BigInt(off); }
 //
-// one bigint increment and one compare, no lock (none exists: JavaScript runs one call at a time
-// between awaits), no promise, no allocation beyond the bigint the caller receives (the same one
-// a plain `n += 1n` counter allocates). Everything else (starting the refill at the preload mark,
-// entering the batch's next run, promoting the next batch, counting the ids served) happens in
-// `_switch`, only when the compare fails: once per run and once per batch.
+// one increment of a small integer and one compare, no lock (none exists: JavaScript runs one
+// call at a time between awaits), no promise. The counter is a `number`, not a bigint: a bigint
+// field would be a new heap object stored into the (old) supply on every id, a write barrier
+// that doubled the cost; a small integer field costs nothing, and the one bigint made per id is
+// the one the caller receives (as a plain `n += 1n` counter makes one). Offsets stay exact: a
+// window spans at most 2^52 ids (a longer run is walked window after window). Everything else
+// (starting the refill at the preload mark, entering the batch's next run, promoting the next
+// batch, counting the ids served) happens in `_switch`, only when the compare fails: once per
+// run, once per batch, and once at the preload mark.
 //
 // Invariants, and why they hold without locks or atomics: the event loop runs one function at a
-// time; `tryNextId` and `_switch` contain no await, so the read of `_cur` and its increment are
+// time; `tryNextId` and `_switch` contain no await, so the read of `_off` and its increment are
 // one indivisible step for every other caller (task, callback, timer) of the process.
-// - No id twice: an id is handed out only by the step that moves `_cur` past it, and `_cur` only
-//   grows within a run; runs of a batch are increasing and disjoint (`validateRanges`), and every
-//   batch holds only ids above every id accepted before (the floor, below), so no run is entered
-//   twice and no two runs overlap.
+// - No id twice: an id is handed out only by the step that moves `_off` past it; a window only
+//   moves forward within its run (rebased at the id it stopped at); runs of a batch are
+//   increasing and disjoint (`validateRanges`), and every batch holds only ids above every id
+//   accepted before (the floor, below), so no run is entered twice and no two runs overlap.
 // - Strictly increasing across all callers: ids are taken in increasing order (within a run by
 //   the increment, then run after run, then batch after batch, a batch promoted only once the
 //   current one is spent); each call takes its id at one moment between its start and its
 //   return, so a call that starts after another returned takes its id later, hence a larger one.
 //   A waiting `nextId` takes its id only when it wakes, at that moment too.
 // - Only received ids: runs come only from a 200 body that passed `validateRanges`, trimmed to
-//   the ids above the floor; nothing is extrapolated (`_cur` never passes the run's last id: the
-//   compare comes before the step is kept).
+//   the ids above the floor; nothing is extrapolated (`_endOff` never lies past the run's last
+//   id, and the compare comes before the step is kept).
 //
 // The floor, and failover: the servers of one database lease disjoint id ranges, but ranges
 // leased by different servers are not ordered relative to what this client already received:
@@ -65,6 +70,9 @@ class Batch {
   }
 }
 
+/** Most ids one window of a run spans, so offsets (`number`s) stay exact integers. */
+const WINDOW = 2 ** 52;
+
 /** @returns {number} milliseconds on a monotonic clock */
 const now = () => performance.now();
 
@@ -89,13 +97,14 @@ export class IdSupply {
    * @param {Run[]} [o.runs] a first batch (tests and benches): increasing, disjoint runs
    */
   constructor(o) {
-    // The local path's state first: bigints from the start, so their shape never changes.
-    /** The next id of the run in use (a spent run: `_runLast + 1n`). */
-    this._cur = 1n;
-    /** The last id `tryNextId` may take without `_switch`: `_runLast`, or the preload mark - 1. */
-    this._end = 0n;
-    /** The first and last id of the run in use. */
-    this._runFirst = 1n;
+    // The local path's state first, with their final types, so their shape never changes.
+    /** The window on the run in use: the id at offset 0. */
+    this._base = 1n;
+    /** The offset of the next id from `_base` (a small integer). */
+    this._off = 0;
+    /** The last offset `tryNextId` may take without `_switch` (-1: none). */
+    this._endOff = -1;
+    /** The last id of the run in use (below `_base`: none in use). */
     this._runLast = 0n;
     /** The id whose taker starts the refill, while not yet taken (0n: none). */
     this._preload = 0n;
@@ -106,7 +115,7 @@ export class IdSupply {
     this._batchIds = 0;
     this._servedBefore = 0;
     this._batchStart = 0;
-    /** Ids served from runs no longer in use (the run in use adds `_cur - _runFirst`). */
+    /** Ids served before the window in use (the window adds `_off`). */
     this._servedDone = 0;
 
     /** The tag, or null for snowflake. */
@@ -156,10 +165,10 @@ export class IdSupply {
    * @returns {bigint | string | undefined}
    */
   tryNextId() {
-    const id = this._cur;
-    if (id <= this._end) {
-      this._cur = id + 1n;
-      return id;
+    const off = this._off;
+    if (off <= this._endOff) {
+      this._off = off + 1;
+      return this._base + BigInt(off);
     }
     return this._switch();
   }
@@ -169,41 +178,46 @@ export class IdSupply {
    * @returns {string | undefined}
    */
   _tryNextString() {
-    const id = this._cur;
-    if (id <= this._end) {
-      this._cur = id + 1n;
-      return String(id);
+    const off = this._off;
+    if (off <= this._endOff) {
+      this._off = off + 1;
+      return String(this._base + BigInt(off));
     }
     const got = this._switch();
     return got === undefined ? undefined : String(got);
   }
 
   /**
-   * The local path's slow branch, taken when `_cur` passed `_end`: at the preload mark, starts
-   * the refill and takes the mark's id; past the run's end, enters the next run, or promotes the
-   * next batch once the current one is spent. Returns the id taken, or `undefined` when both
-   * batches are spent. Synchronous (see the invariants above).
+   * The local path's slow branch, taken when `_off` passed `_endOff`: at the preload mark,
+   * starts the refill; at a window's end within the run, moves the window; past the run's end,
+   * enters the next run, or promotes the next batch once the current one is spent. Returns the
+   * id taken, or `undefined` when both batches are spent. Synchronous (see the invariants above).
    * @returns {bigint | undefined}
    */
   _switch() {
     for (;;) {
-      const id = this._cur;
-      if (id <= this._end) {
-        // A run just entered (below): the plain step.
-        this._cur = id + 1n;
-        return id;
+      const off = this._off;
+      if (off <= this._endOff) {
+        // A window just set (below): the plain step.
+        this._off = off + 1;
+        return this._base + BigInt(off);
       }
+      // The next id of the run, or the one past its end.
+      const id = this._base + BigInt(off);
+      this._servedDone += off;
+      this._base = id;
+      this._off = 0;
       if (id <= this._runLast) {
-        // Stopped at the preload mark, the only bound before the run's end.
-        this._preload = 0n;
-        this._end = this._runLast;
-        this._cur = id + 1n;
-        this._startRefill();
-        return id;
+        // Stopped at the preload mark (or at a window's 2^52 bound): a new window from `id`.
+        if (id === this._preload) {
+          this._preload = 0n;
+          this._startRefill();
+        }
+        this._window();
+        continue;
       }
-      // The run in use is spent: count it once (`_runFirst` moves past it).
-      this._servedDone += Number(id - this._runFirst);
-      this._runFirst = id;
+      // The run in use is spent.
+      this._endOff = -1;
       if (this._runIdx + 1 < this._runs.length) {
         this._enter(this._runs[++this._runIdx]);
         continue;
@@ -241,20 +255,31 @@ export class IdSupply {
   }
 
   /**
-   * Puts `run` in use (the preload mark, if it lies in it, bounds `_end`).
+   * Puts `run` in use, its window at its first id.
    * @param {Run} run
    */
   _enter(run) {
-    this._cur = run.first;
-    this._runFirst = run.first;
+    this._base = run.first;
+    this._off = 0;
     this._runLast = run.last;
+    this._window();
+  }
+
+  /**
+   * Sets `_endOff` for the window at `_base` (offset 0): up to the run's last id, at most 2^52
+   * ids (offsets stay exact), and short of the preload mark while it lies ahead in this run.
+   */
+  _window() {
+    const base = this._base;
+    let end = Math.min(Number(this._runLast - base), WINDOW);
     const p = this._preload;
-    this._end = p !== 0n && p <= run.last ? p - 1n : run.last;
+    if (p !== 0n && p >= base && p <= this._runLast) end = Math.min(end, Number(p - base) - 1);
+    this._endOff = end;
   }
 
   /** Ids handed out so far. */
   _served() {
-    return this._servedDone + Number(this._cur - this._runFirst);
+    return this._servedDone + this._off;
   }
 
   /**
@@ -267,9 +292,10 @@ export class IdSupply {
   nextId(options) {
     if (options === undefined) {
       // The local path, inlined: one promise per call is what an async API costs.
-      const id = this._cur;
-      if (id <= this._end) {
-        this._cur = id + 1n;
+      const off = this._off;
+      if (off <= this._endOff) {
+        this._off = off + 1;
+        const id = this._base + BigInt(off);
         return Promise.resolve(this._asString ? String(id) : id);
       }
     }
@@ -437,10 +463,10 @@ export class IdSupply {
 
   /** Drops the local batches and wakes every waiter (the client is closing). */
   _close() {
-    this._servedDone = this._served();
-    this._cur = 1n;
-    this._end = 0n;
-    this._runFirst = 1n;
+    this._servedDone += this._off;
+    this._base = 1n;
+    this._off = 0;
+    this._endOff = -1;
     this._runLast = 0n;
     this._preload = 0n;
     this._runs = [];
