@@ -108,8 +108,12 @@ export class IdSupply {
     this._runLast = 0n;
     /** The id whose taker starts the refill, while not yet taken (0n: none). */
     this._preload = 0n;
-    /** The current batch's runs and the index of the run in use. @type {Run[]} */
+    /**
+     * The current batch's runs.
+     * @type {Run[]}
+     */
     this._runs = [];
+    /** The index of the run in use. */
     this._runIdx = 0;
     /** Ids the current batch holds, ids served before it, when it became current (demand rule). */
     this._batchIds = 0;
