@@ -585,7 +585,7 @@ func TestALaggingSnowflakeServersIdsAreCutUntilItCatchesUp(t *testing.T) {
 	ahead := startServer(t, db, 0, direct)
 	behind := startServer(t, db, 0, "LD_PRELOAD="+libfaketime, "FAKETIME=-2", "DONT_FAKE_MONOTONIC=1", direct)
 	const wait = 10 * time.Second
-	c := newClient(t, Config{Servers: []string{ahead.URL, behind.URL}, Batch: 100, WaitTimeout: wait})
+	c := newClient(t, Config{Servers: []string{ahead.URL, behind.URL}, Batch: 100, MaxBatch: 100, WaitTimeout: wait})
 	before := take(t, 300, c.NextSnowflakeID)
 
 	ahead.kill()
