@@ -22,7 +22,7 @@ func fixedSupply(n int64) *supply {
 	s := newSupply(c, nil, 1, 1)
 	b := newBatch([]idRun{{1, n}})
 	b.since = time.Now()
-	s.current.Store(b.spans[0])
+	s.publish(b.spans[0])
 	s.floor = n
 	return s
 }
@@ -274,7 +274,7 @@ func BenchmarkLocal(b *testing.B) {
 		// With the tag's lookup (a sync.Map read) on every call.
 		s := hugeSupply()
 		c := s.s.client
-		c.segments.Store("bench", s.s)
+		c.segments.Store(&map[string]*supply{"bench": s.s})
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			if _, err := c.NextID(ctx, "bench"); err != nil {

@@ -87,10 +87,12 @@ type Client struct {
 	servers *servers
 	// transport is the client's own connection pool, closed by Close.
 	transport *http.Transport
-	// segments maps a tag to its *supply: one per tag, so every caller of a tag shares one
-	// increasing stream.
-	segments sync.Map
-	// newSegment serialises the creation of a tag's supply (the lookup stays lock-free).
+	// segments maps a tag to its supply: one per tag, so every caller of a tag shares one
+	// increasing stream. Copied on write under newSegment and never changed once published, so
+	// a lookup is one atomic load and a map read: no lock, no allocation (a sync.Map's any key
+	// would allocate the tag's interface on every call).
+	segments atomic.Pointer[map[string]*supply]
+	// newSegment serialises the creation of a tag's supply.
 	newSegment sync.Mutex
 	// snowflake is the snowflake supply.
 	snowflake *supply
@@ -190,6 +192,7 @@ func New(cfg Config) (*Client, error) {
 		servers:   newServers(bases, &http.Client{Transport: transport}, cfg.RequestTimeout, cfg.BackoffMin, cfg.BackoffMax),
 	}
 	c.stop, c.cancelStop = context.WithCancel(context.Background())
+	c.segments.Store(&map[string]*supply{})
 	c.snowflake = newSupply(c, &request{route: "/api/v1/snowflake/ranges", limit: MaxSnowflakeBatch},
 		minInt(cfg.Batch, MaxSnowflakeBatch), minInt(cfg.MaxBatch, MaxSnowflakeBatch))
 	c.spawn(c.servers.healthLoop)
@@ -200,8 +203,8 @@ func New(cfg Config) (*Client, error) {
 // timeout, and as long as ctx allows) for the next one. Errors: *InvalidTagError,
 // *RejectedError, *UnavailableError, ctx.Err(), ErrClosed.
 func (c *Client) NextID(ctx context.Context, tag string) (int64, error) {
-	if s, ok := c.segments.Load(tag); ok {
-		return s.(*supply).nextID(ctx)
+	if s := (*c.segments.Load())[tag]; s != nil {
+		return s.nextID(ctx)
 	}
 	sup, err := c.Segment(tag)
 	if err != nil {
@@ -218,18 +221,27 @@ func (c *Client) NextSnowflakeID(ctx context.Context) (int64, error) {
 // Segment returns the supply of tag (the same stream on every call for that tag), or an
 // *InvalidTagError. No request is sent until its first NextID.
 func (c *Client) Segment(tag string) (*Supply, error) {
-	if s, ok := c.segments.Load(tag); ok {
-		return &Supply{s.(*supply)}, nil
+	if s := (*c.segments.Load())[tag]; s != nil {
+		return &Supply{s}, nil
 	}
 	if !ValidTag(tag) {
 		return nil, &InvalidTagError{Tag: tag}
 	}
 	c.newSegment.Lock()
 	defer c.newSegment.Unlock()
-	s, _ := c.segments.LoadOrStore(tag, newSupply(c,
-		&request{route: "/api/v1/segment/" + tag + "/ranges", tag: tag, limit: MaxBatch},
-		c.cfg.Batch, c.cfg.MaxBatch))
-	return &Supply{s.(*supply)}, nil
+	old := *c.segments.Load()
+	if s := old[tag]; s != nil {
+		return &Supply{s}, nil
+	}
+	s := newSupply(c, &request{route: "/api/v1/segment/" + tag + "/ranges", tag: tag, limit: MaxBatch},
+		c.cfg.Batch, c.cfg.MaxBatch)
+	m := make(map[string]*supply, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[tag] = s
+	c.segments.Store(&m)
+	return &Supply{s}, nil
 }
 
 // Snowflake returns the snowflake supply (one per client).
@@ -254,10 +266,9 @@ func (s *Supply) TryNextID() (int64, bool) {
 func (c *Client) Stats() Stats {
 	var st Stats
 	c.snowflake.stats(&st)
-	c.segments.Range(func(_, v any) bool {
-		v.(*supply).stats(&st)
-		return true
-	})
+	for _, s := range *c.segments.Load() {
+		s.stats(&st)
+	}
 	st.Failovers = c.servers.failovers.Load()
 	return st
 }
@@ -288,10 +299,11 @@ func (c *Client) Close() error {
 	// After this, a call takes the slow path, which sees closed: no id is handed out by a call
 	// that starts after Close returned.
 	c.snowflake.close()
-	c.segments.Range(func(_, v any) bool {
-		v.(*supply).close()
-		return true
-	})
+	c.newSegment.Lock()
+	for _, s := range *c.segments.Load() {
+		s.close()
+	}
+	c.newSegment.Unlock()
 	c.wg.Wait()
 	c.transport.CloseIdleConnections()
 	return nil

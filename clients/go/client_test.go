@@ -478,7 +478,9 @@ func TestALaggingServersIdsAreCutAndCounted(t *testing.T) {
 // remaining counts the ids still held locally (current and next batches) by every supply.
 func remaining(c *Client) int64 {
 	n := c.snowflake.remaining()
-	c.segments.Range(func(_, v any) bool { n += v.(*supply).remaining(); return true })
+	for _, s := range *c.segments.Load() {
+		n += s.remaining()
+	}
 	return n
 }
 
@@ -639,7 +641,9 @@ func TestASegmentServerFarBehindIsDrainedInAFewRequests(t *testing.T) {
 	}
 	st := c.Stats()
 	var rounds uint64
-	c.segments.Range(func(_, v any) bool { rounds += v.(*supply).behindRounds.Load(); return true })
+	for _, s := range *c.segments.Load() {
+		rounds += s.behindRounds.Load()
+	}
 	if st.DiscardedIDs < step/2 || rounds == 0 || rounds > 40 {
 		// The catch-up asks for the gap plus a batch, at most MaxBatch, while the answers lie
 		// below the floor: about 10 rounds for a million ids.

@@ -162,7 +162,7 @@ func TestADemandingCallerGrowsTheSizeAndAnIdleOneShrinksIt(t *testing.T) {
 			t.Fatal("the fixed batch is spent")
 		}
 	}
-	r := s.current.Load()
+	r := s.load()
 	r.batch.since = time.Now()
 	if got := s.sizeLocked(r.batch.since.Add(time.Millisecond)); got != 8000 {
 		t.Fatalf("fast: %d, want 8000", got)

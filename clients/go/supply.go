@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // span is one run of consecutive ids, base+1 ..= base+size, handed out by one counter. Only
@@ -97,8 +98,10 @@ func (b *batch) used(r *span) int64 { return r.before + r.served() }
 //   - No id after Close returned: Close puts an empty span in place under mu, and the slow path
 //     checks closed under mu before it switches, so no span is published after that.
 type supply struct {
-	// current is the span being served: replaced only under mu, once spent (or by Close).
-	current atomic.Pointer[span]
+	// current is the *span being served: replaced only under mu (publish), once spent (or by
+	// Close). An unsafe.Pointer read by atomic.LoadPointer rather than an atomic.Pointer[span]:
+	// Go 1.19 does not inline the generic Load, and nextID must stay inlinable.
+	current unsafe.Pointer
 	// _ keeps current's cache line (read by every call) free of the fields written below.
 	_ [56]byte
 	// client owns the servers, the settings and the background goroutines.
@@ -142,32 +145,45 @@ type supply struct {
 	behindRounds atomic.Uint64
 }
 
+// load is the current span (an atomic load: it sees the span's fields as publish wrote them).
+func (s *supply) load() *span { return (*span)(atomic.LoadPointer(&s.current)) }
+
+// publish makes r the current span (under mu).
+func (s *supply) publish(r *span) { atomic.StorePointer(&s.current, unsafe.Pointer(r)) }
+
 func newSupply(c *Client, req *request, minSize, maxSize int) *supply {
 	s := &supply{client: c, req: req, wake: make(chan struct{}), size: minSize, minSize: minSize, maxSize: maxSize}
-	s.current.Store(&span{})
+	s.publish(&span{})
 	return s
 }
 
-// nextID is the next id: the local path, else nextIDSlow.
+// nextID is the next id: the local path, else nextIDSlow. Small enough to be inlined into the
+// caller: one load of current, one add, two compares (the end, the preload mark).
 func (s *supply) nextID(ctx context.Context) (int64, error) {
-	r := s.current.Load()
-	if n := r.taken.Add(1); n <= r.size {
-		if n == r.preload {
-			s.startRefill()
-		}
+	r := s.load()
+	n := r.taken.Add(1)
+	if n <= r.size && n != r.preload {
 		return r.base + n, nil
 	}
-	return s.nextIDSlow(ctx)
+	return s.nextIDSlow(ctx, r, n)
 }
 
 // tryNextID is an id of the local batches if they hold one (switching spans or promoting the
 // next batch if needed), else false, and then the refill is started. Never waits.
 func (s *supply) tryNextID() (int64, bool) {
-	r := s.current.Load()
-	if n := r.taken.Add(1); n <= r.size {
-		if n == r.preload {
-			s.startRefill()
-		}
+	r := s.load()
+	n := r.taken.Add(1)
+	if n <= r.size && n != r.preload {
+		return r.base + n, true
+	}
+	return s.tryNextIDSlow(r, n)
+}
+
+// tryNextIDSlow is tryNextID past the local path: n, the add's result on r, is the preload mark
+// (the id is this caller's) or lies past the end.
+func (s *supply) tryNextIDSlow(r *span, n int64) (int64, bool) {
+	if n <= r.size {
+		s.startRefill()
 		return r.base + n, true
 	}
 	s.mu.Lock()
@@ -187,7 +203,7 @@ func (s *supply) tryNextID() (int64, bool) {
 // spent; ok is false when no local id is left. refill says the caller took the preload mark.
 func (s *supply) takeLocked() (id int64, ok, refill bool) {
 	for {
-		r := s.current.Load()
+		r := s.load()
 		if n := r.taken.Add(1); n <= r.size {
 			return r.base + n, true, n == r.preload
 		}
@@ -203,12 +219,18 @@ func (s *supply) takeLocked() (id int64, ok, refill bool) {
 			return 0, false, false
 		}
 		s.retired += r.size
-		s.current.Store(nr)
+		s.publish(nr)
 	}
 }
 
-// nextIDSlow takes an id under mu, else waits for the refill.
-func (s *supply) nextIDSlow(ctx context.Context) (int64, error) {
+// nextIDSlow is nextID past the local path: n, the add's result on r, is the preload mark (the
+// id is this caller's: it starts the refill) or lies past the end: then it takes an id under mu,
+// else waits for the refill.
+func (s *supply) nextIDSlow(ctx context.Context, r *span, n int64) (int64, error) {
+	if n <= r.size {
+		s.startRefill()
+		return r.base + n, nil
+	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -286,7 +308,7 @@ func (s *supply) startRefill() {
 // sizeLocked (under mu) applies the demand rule to the batch in use and returns the size of the
 // request about to be sent.
 func (s *supply) sizeLocked(now time.Time) int {
-	r := s.current.Load()
+	r := s.load()
 	var used, total int64
 	var elapsed time.Duration
 	if b := r.batch; b != nil {
@@ -443,7 +465,7 @@ func catchUpCount(floor, last int64, size, limit int) int {
 func (s *supply) wantsNext() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.current.Load()
+	r := s.load()
 	b := r.batch
 	return s.next == nil && b != nil && b.used(r) > b.total/10
 }
@@ -451,9 +473,9 @@ func (s *supply) wantsNext() bool {
 // close puts an empty span in place: every later call takes the slow path, which sees closed.
 func (s *supply) close() {
 	s.mu.Lock()
-	r := s.current.Load()
+	r := s.load()
 	s.retired += r.served()
-	s.current.Store(&span{})
+	s.publish(&span{})
 	s.mu.Unlock()
 }
 
@@ -461,7 +483,7 @@ func (s *supply) close() {
 func (s *supply) remaining() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.current.Load()
+	r := s.load()
 	n := r.size - r.served()
 	if b := r.batch; b != nil {
 		for _, later := range b.spans[r.index+1:] {
@@ -477,7 +499,7 @@ func (s *supply) remaining() int64 {
 // stats adds this supply's counters to st.
 func (s *supply) stats(st *Stats) {
 	s.mu.Lock()
-	served := s.retired + s.current.Load().served()
+	served := s.retired + s.load().served()
 	size := s.size
 	s.mu.Unlock()
 	st.IDsServed += uint64(served)
