@@ -342,16 +342,16 @@ func runFor(threads int, d time.Duration, step func() error) (float64, error) {
 // LEAFID_BENCH_SECS from 1 and 4 goroutines, every fetch included, against atomic.AddInt64 on
 // one shared int64 from as many goroutines for 1 s. It writes BENCH lines to LEAFID_BENCH_OUT.
 func TestBenchSustained(t *testing.T) {
-	url := os.Getenv("LEAFID_BENCH_URL")
-	if url == "" {
-		t.Skip("LEAFID_BENCH_URL is not set")
+	url, outPath := os.Getenv("LEAFID_BENCH_URL"), os.Getenv("LEAFID_BENCH_OUT")
+	if url == "" || outPath == "" {
+		t.Skip("run by bench.sh: LEAFID_BENCH_URL and LEAFID_BENCH_OUT are not set")
 	}
 	tag := os.Getenv("LEAFID_BENCH_TAG")
 	secs, err := strconv.ParseFloat(os.Getenv("LEAFID_BENCH_SECS"), 64)
 	if err != nil || secs <= 0 {
 		secs = 10
 	}
-	out, err := os.Create(os.Getenv("LEAFID_BENCH_OUT"))
+	out, err := os.Create(outPath)
 	if err != nil {
 		t.Fatal(err)
 	}
