@@ -258,3 +258,24 @@ def test_a_down_server_is_probed_with_exponential_backoff_until_close(
         assert len(handler.paths) == n, "no probe after close()"
 
     run(main())
+
+
+def test_an_https_url_speaks_tls(shared_pair: List[LeafidServer]) -> None:
+    tls = shared_pair[0].url.replace("http://", "https://")
+
+    async def main() -> None:
+        async with AsyncClient([tls, shared_pair[1].url], batch=10) as c:
+            assert await c.next_id(SEEDED) > 0
+            assert c.down_servers() == [tls] and c.stats().failovers == 1
+
+    run(main())
+
+
+def test_a_zero_wait_on_a_cold_tag_says_so(shared_pair: List[LeafidServer]) -> None:
+    async def main() -> None:
+        async with AsyncClient([shared_pair[0].url]) as c:
+            with pytest.raises(UnavailableError) as e:
+                await c.next_id(SEEDED, timeout=0)
+            assert "within the 0 ms wait" in str(e.value) and e.value.last is None
+
+    run(main())

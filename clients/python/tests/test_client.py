@@ -15,6 +15,7 @@ import pytest
 from leafid_client import (
     Client,
     ClientClosedError,
+    InvalidTagError,
     RejectedError,
     UnavailableError,
 )
@@ -405,3 +406,21 @@ def test_a_down_server_is_probed_with_exponential_backoff_until_close(
     n = len(handler.paths)
     time.sleep(0.4)
     assert len(handler.paths) == n, "no probe after close()"
+
+
+def test_an_https_url_speaks_tls(shared_pair: List[LeafidServer]) -> None:
+    # A plain HTTP server behind an https:// URL: the TLS handshake fails (that server's
+    # failure, so the client fails over), which shows the client spoke TLS to it.
+    tls = shared_pair[0].url.replace("http://", "https://")
+    with Client([tls, shared_pair[1].url], batch=10) as c:
+        assert c.next_id(SEEDED) > 0
+        assert c.down_servers() == [tls] and c.stats().failovers == 1
+
+
+def test_a_zero_wait_on_a_cold_tag_says_so(shared_pair: List[LeafidServer]) -> None:
+    with Client([shared_pair[0].url]) as c:
+        with pytest.raises(UnavailableError) as e:
+            c.next_id(SEEDED, timeout=0)
+        assert "within the 0 ms wait" in str(e.value) and e.value.last is None
+        with pytest.raises(InvalidTagError, match="missing"):
+            c.next_id(None)  # type: ignore[arg-type]
