@@ -40,7 +40,7 @@ _IDLE_PER_SERVER = 4
 """Idle keep-alive connections kept per server."""
 
 _MAX_BODY = 64 << 20
-"""Largest response body read (100,000 ids as strings are about 2.5 MB)."""
+"""Largest response body read (a range batch is a few runs, far below it)."""
 
 _YIELD_EVERY = 256
 """While a refill runs, a caller yields to the loop once per this many ids (pieces are cut to
