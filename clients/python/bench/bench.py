@@ -48,7 +48,7 @@ def emit(case: str, ids_per_s: float, baseline_per_s: float, method: str) -> Non
         "ratio": round(ids_per_s / baseline_per_s, 3),
         "method": method,
     }
-    print("BENCH " + json.dumps(row), flush=True)
+    print("BENCH " + json.dumps(row, separators=(",", ":")), flush=True)
 
 
 def local() -> None:

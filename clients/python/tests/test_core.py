@@ -212,14 +212,25 @@ def test_a_batch_of_several_runs_is_served_in_order() -> None:
     assert core.stats().ids_served == 7
 
 
-def test_the_local_path_is_one_counter_step_and_one_compare() -> None:
+def test_the_local_path_is_one_step_of_the_piece_in_use() -> None:
     core = SupplyCore()
     core.accept([(100, 199)])
-    assert core.take()[0] == 100  # a piece is current now
-    piece = core.piece
-    taken = [next(piece.counter) for _ in range(5)]
-    assert taken == [101, 102, 103, 104, 105] and all(i <= piece.last for i in taken)
+    assert core.take()[0] == 100  # a piece is current now: 100..=109 (the preload mark)
+    taken = [next(core.current) for _ in range(5)]
+    assert taken == [101, 102, 103, 104, 105]
     assert core.stats().ids_served == 6
+    assert [next(core.current) for _ in range(4)] == [106, 107, 108, 109]
+    with pytest.raises(StopIteration):
+        next(core.current)  # spent: the slow path moves on
+    assert core.take() == (110, True) and core.stats().ids_served == 11
+
+
+def test_ids_near_the_top_are_exact() -> None:
+    top = 2**63 - 1
+    core = SupplyCore()
+    core.accept([(top - 2, top)])
+    assert drain(core) == [top - 2, top - 1, top]
+    assert core.stats().ids_served == 3
 
 
 def test_the_refill_starts_once_ten_percent_of_a_batch_is_used() -> None:

@@ -2,8 +2,8 @@
 
 Per tag, a supply keeps two local batches of ids fetched from the server's range route
 (``GET /api/v1/segment/{tag}/ranges?count=N``: runs of consecutive ids) and fetches the next one
-in the background once 10% of the current one is used, so ``next_id`` is one ``next()`` on an
-``itertools.count`` and one compare on the local path. Snowflake ids are buffered the same way
+in the background once 10% of the current one is used, so ``next_id`` is one ``next()`` on a
+range iterator (one increment and one compare, in C) on the local path. Snowflake ids are buffered the same way
 from ``GET /api/v1/snowflake/ranges``. The size of a request follows demand: a batch should last
 about ``target_lifetime`` (1 s) at the callers' rate, between ``batch`` and ``max_batch``.
 

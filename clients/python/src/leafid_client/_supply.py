@@ -4,26 +4,32 @@
 - :func:`catch_up_count`: the size of a request that follows an answer lying behind the floor.
 - :class:`SupplyCore`: the double buffer of ranges, the floor and the counters.
 
-**The local path.** The ids in use are one :class:`Piece`: an ``itertools.count(first)`` and the
-piece's ``last`` id. A caller takes an id with ``i = next(piece.counter)`` and keeps it if
-``i <= piece.last``; else the piece is spent and the caller switches pieces under the supply's
-lock (:meth:`SupplyCore.advance`, off the common path). Why that is enough, under the GIL:
+**The local path.** The ids in use are one *piece* of a range, held as a range iterator,
+``iter(range(first, last + 1))``. A caller takes an id with ``next(supply.current)``: one C call
+that compares the iterator's index with its length and increments it, so the increment and the
+compare with the piece's last id are one step, and a spent piece raises ``StopIteration`` (and
+stays spent). Only then does the caller switch pieces, under the supply's lock
+(:meth:`SupplyCore.advance`, off the common path). A range iterator and not an
+``itertools.count`` plus a compare in Python: the same work, but the compare runs in C and the
+piece is one object (measured here: 0.64 to 0.67x of ``next(itertools.count())`` against 0.40
+to 0.46x for the count and compare). Why that is enough, under the GIL:
 
-- ``next()`` on an ``itertools.count`` is one C call that runs no Python code and does not
-  release the GIL, so two threads never get the same value from one counter, and the values a
-  counter returns increase in the order the calls happen. A value above ``last`` is never
-  handed out (the counter only runs further past the end), so no id is handed out twice.
+- ``next()`` on a range iterator is one C call that runs no Python code and does not release
+  the GIL, so two threads never get the same id from one piece, and the ids a piece returns
+  increase in the order the calls happen. Past its end it only raises, so no id is handed out
+  twice and none outside the piece.
 - The pieces a supply makes current strictly increase: pieces of one batch are its runs (cut
   where the refill must start), in order; every batch holds only ids above the *floor* (the
   largest id accepted before it). A piece is replaced only after a caller found it spent, under
   the lock, so when a call B starts after a call A returned id ``a``, B reads either A's piece,
-  whose counter is past ``a`` (B gets more, or finds it spent and moves on to a later piece),
-  or a later piece, all of whose ids are above ``a``.
-- Reading ``self.piece`` and its two fields are single attribute loads, atomic under the GIL.
+  which is past ``a`` (B gets more, or finds it spent and moves on to a later piece), or a
+  later piece, all of whose ids are above ``a``.
+- Reading ``supply.current`` is one attribute load, atomic under the GIL, and the piece is one
+  object: a caller never pairs one piece's counter with another's end.
 
-On a free-threaded build (``python3.13t``, GIL disabled) ``next()`` on a shared
-``itertools.count`` is not guaranteed atomic, so the clients take the supply's lock on every call
-there (:data:`LOCK_FREE` is false); the rules hold, the local path is slower.
+On a free-threaded build (``python3.13t``, GIL disabled) ``next()`` on a shared iterator is not
+guaranteed atomic, so the clients take the supply's lock on every call there (:data:`LOCK_FREE`
+is false); the rules hold, the local path is slower.
 
 **The floor.** The servers of one database lease disjoint ids, but ids leased by another server
 are not ordered relative to what this client already received (after a failover the new server
@@ -34,11 +40,11 @@ below the floor starts the catch-up (:func:`catch_up_count`).
 
 from __future__ import annotations
 
-import itertools
+import operator
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, List, Optional
+from typing import Callable, Iterator, List, Optional
 
 from ._wire import Run
 
@@ -118,39 +124,22 @@ class Stats:
         )
 
 
-class Piece:
-    """Consecutive ids ``first..=last`` being handed out: ``next(counter)`` takes one (see the
-    module's doc for why that is safe without a lock)."""
-
-    __slots__ = ("counter", "last", "first")
-
-    def __init__(self, first: int, last: int) -> None:
-        self.counter = itertools.count(first)
-        """The next id to hand out; a value above ``last`` means the piece is spent."""
-        self.last = last
-        self.first = first
-
-    def taken(self) -> int:
-        """Ids handed out from this piece (reads the counter without moving it)."""
-        # repr is "count(N)": the next value, itertools' only way to peek.
-        upto = int(repr(self.counter)[6:-1])
-        return min(upto, self.last + 1) - self.first
-
-
-_SPENT = Piece(1, 0)
-"""An empty piece: the state before the first batch and after close."""
+def _spent() -> "Iterator[int]":
+    """An empty piece: the state before the first batch and after close."""
+    return iter(range(0))
 
 
 class SupplyCore:
     """One id stream's state: the piece in use, the rest of the current batch, at most one next
     batch, the floor, the size of the next request.
 
-    Not locked itself: ``piece`` is read without a lock by the local path (see the module's doc);
+    Not locked itself: ``current`` is read without a lock by the local path (see the module's doc);
     every method runs under the blocking supply's lock, or on the asyncio loop.
     """
 
     __slots__ = (
-        "piece",
+        "current",
+        "current_size",
         "rest",
         "ahead",
         "floor",
@@ -184,10 +173,12 @@ class SupplyCore:
         limit: int = 1_000_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.piece = _SPENT
-        """The ids being handed out."""
+        self.current: Iterator[int] = _spent()
+        """The piece being handed out: a range iterator (``next()`` takes an id)."""
+        self.current_size = 0
+        """Ids of ``current`` when it became current."""
         self.rest: List[Run] = []
-        """The runs of the current batch after ``piece``, reversed (the next one is last)."""
+        """The runs of the current batch after ``current``, reversed (the next one is last)."""
         self.ahead: Optional[List[Run]] = None
         """The batch to serve after the current one, once fetched."""
         self.floor = 0
@@ -199,7 +190,7 @@ class SupplyCore:
         self.last_fault = None  # type: Optional[object]
         """The last server failure (ServerFault) of the refills; cleared by a batch."""
         self.served_before = 0
-        """Ids handed out from the pieces before ``piece``."""
+        """Ids handed out from the pieces before ``current``."""
         self.batch_start = 0
         """``served_before`` when the current batch became current."""
         self.batch_ids = 0
@@ -227,16 +218,16 @@ class SupplyCore:
         self.clock = clock
 
     def advance(self) -> "tuple[bool, bool]":
-        """Called when ``piece`` is spent: makes the next piece current, from the current batch
-        or else from the next batch. Returns whether there was one, and whether to start the
-        refill (the current batch's preload mark was reached and no next batch is there)."""
-        spent = self.piece
-        self.served_before += spent.last - spent.first + 1
+        """Called when ``current`` is spent: makes the next piece current, from the current
+        batch or else from the next batch. Returns whether there was one, and whether to start
+        the refill (the current batch's preload mark was reached and no next batch is there)."""
+        self.served_before += self.current_size
+        self.current_size = 0
         rest = self.rest
         if not rest:
             nxt = self.ahead
             if nxt is None:
-                self.piece = _SPENT
+                self.current = _spent()
                 return False, False
             self.ahead = None
             rest = self.rest = nxt[::-1]
@@ -253,22 +244,27 @@ class SupplyCore:
             cut = min(cut, first + self.chunk - 1)
         if cut < last:
             rest.append((cut + 1, last))
-        self.piece = Piece(first, cut)
+        self.current_size = cut - first + 1
+        self.current = iter(range(first, cut + 1))
         refill = False
         if 0 <= self.preload_at <= used:
             self.preload_at = -1
             refill = self.ahead is None
         return True, refill
 
+    def taken(self) -> int:
+        """Ids handed out from ``current`` (its length hint is what is left)."""
+        return self.current_size - operator.length_hint(self.current)
+
     def take(self) -> "tuple[Optional[int], bool]":
         """The next id (``None`` when both batches are spent) and whether to start a refill. The
         clients' local path does the first step inline; this is the slow path's."""
         refill = False
         while True:
-            piece = self.piece
-            i = next(piece.counter)
-            if i <= piece.last:
-                return i, refill
+            try:
+                return next(self.current), refill
+            except StopIteration:
+                pass
             more, start = self.advance()
             refill = refill or start
             if not more:
@@ -297,7 +293,7 @@ class SupplyCore:
 
     def used(self) -> int:
         """Ids of the current batch handed out."""
-        return self.served_before - self.batch_start + self.piece.taken()
+        return self.served_before - self.batch_start + self.taken()
 
     def starve(self) -> None:
         """A caller found both batches spent and must wait: the next request asks for more (not
@@ -333,15 +329,16 @@ class SupplyCore:
     def drop(self) -> None:
         """Drops the local batches (a closed client hands out nothing more): the local path
         finds the piece spent and the slow path raises."""
-        self.served_before += self.piece.taken()
-        self.piece = _SPENT
+        self.served_before += self.taken()
+        self.current_size = 0
+        self.current = _spent()
         self.rest = []
         self.ahead = None
 
     def stats(self) -> Stats:
         """This supply's counters (``batch_size``: what the next request asks for)."""
         return Stats(
-            ids_served=self.served_before + self.piece.taken(),
+            ids_served=self.served_before + self.taken(),
             batch_size=self.count,
             batches=self.batches,
             discarded_ids=self.discarded,

@@ -201,8 +201,8 @@ class _AsyncSupply(SupplyCore):
     ``stats``; the rest is internal.
 
     One event loop, one thread: nothing else runs between two awaits, so the local path
-    (``next()`` on the piece's counter and one compare, no await) needs no lock and the
-    switch to the next piece happens between two calls, never inside one; the order rules of
+    (``next()`` on the piece in use, no await) needs no lock and the switch to the next piece
+    happens between two calls, never inside one; the order rules of
     :mod:`leafid_client._supply` follow."""
 
     __slots__ = ("_client", "_request_for", "_name", "_refilled")
@@ -234,10 +234,10 @@ class _AsyncSupply(SupplyCore):
         :raises UnavailableError: no ids within the timeout: every server failed or is down.
         :raises ClientClosedError: the client is closed.
         """
-        piece = self.piece
-        i = next(piece.counter)
-        if i <= piece.last:
-            return i
+        try:
+            return next(self.current)
+        except StopIteration:
+            pass
         return await self._next_id_slow(timeout)
 
     def try_next_id(self) -> Optional[int]:

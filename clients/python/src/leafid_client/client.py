@@ -177,20 +177,21 @@ class _Supply(SupplyCore):
         """Notified when a refill ends (successful or not) and on close."""
 
     def next_id(self, timeout: Optional[float] = None) -> int:
-        """The next id. Local path: one ``next()`` on the piece's counter and one compare, no
-        lock (see :mod:`leafid_client._supply` for why that is safe). When the piece is spent
-        it moves to the next one under the lock; when both local batches are spent it waits for
-        the refill, at most ``timeout`` seconds (the client's ``wait_timeout`` when ``None``).
+        """The next id. Local path: one ``next()`` on the piece in use (a range iterator: one
+        increment and one compare with its end, in C), no lock (see :mod:`leafid_client._supply`
+        for why that is safe). When the piece is spent it moves to the next one under the lock;
+        when both local batches are spent it waits for the refill, at most ``timeout`` seconds
+        (the client's ``wait_timeout`` when ``None``).
 
         :raises RejectedError: the servers refused (e.g. ``unknown_biz_tag``,
             ``biz_tag_exhausted``).
         :raises UnavailableError: no ids within the timeout: every server failed or is down.
         :raises ClientClosedError: the client is closed.
         """
-        piece = self.piece
-        i = next(piece.counter)
-        if i <= piece.last:
-            return i
+        try:
+            return next(self.current)
+        except StopIteration:
+            pass
         return self._next_id_slow(timeout)
 
     if not LOCK_FREE:  # a free-threaded build without the GIL: every call takes the lock
