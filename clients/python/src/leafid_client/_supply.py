@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, List, Optional
 
 from ._wire import Run
+from .errors import RejectedError, ServerFault
 
 LOCK_FREE = bool(getattr(sys, "_is_gil_enabled", lambda: True)())
 """Whether the GIL makes ``next()`` on a shared counter atomic (false on a free-threaded build
@@ -185,10 +186,10 @@ class SupplyCore:
         """The largest id accepted into a batch (0 before the first: ids are positive)."""
         self.refilling = False
         """True while a refill runs (single flight)."""
-        self.refused = None  # type: Optional[Exception]
-        """The refusal (RejectedError) of the last refill; cleared when a refill starts."""
-        self.last_fault = None  # type: Optional[object]
-        """The last server failure (ServerFault) of the refills; cleared by a batch."""
+        self.refused: Optional[RejectedError] = None
+        """The refusal of the last refill; cleared when a refill starts."""
+        self.last_fault: Optional[ServerFault] = None
+        """The last server failure of the refills; cleared by a batch."""
         self.served_before = 0
         """Ids handed out from the pieces before ``current``."""
         self.batch_start = 0

@@ -270,7 +270,7 @@ class _AsyncSupply(SupplyCore):
             if id_ is not None:
                 return id_
             if waited and self.refused is not None:
-                raise self.refused.copy()  # type: ignore[attr-defined]
+                raise self.refused.copy()
             if not waited:
                 self.starve()
             self._start_refill()
@@ -279,7 +279,7 @@ class _AsyncSupply(SupplyCore):
             remaining = deadline - loop.time()
             if remaining <= 0 or event is None:
                 raise UnavailableError(
-                    loop.time() - started, self.last_fault, wait  # type: ignore[arg-type]
+                    loop.time() - started, self.last_fault, wait
                 )
             try:
                 await asyncio.wait_for(event.wait(), remaining)

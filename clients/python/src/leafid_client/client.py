@@ -231,16 +231,14 @@ class _Supply(SupplyCore):
                 if id_ is not None:
                     return id_
                 if waited and self.refused is not None:
-                    raise self.refused.copy()  # type: ignore[attr-defined]
+                    raise self.refused.copy()
                 if not waited:
                     self.starve()
                 self._start_refill_locked()
                 waited = True
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise UnavailableError(
-                        time.monotonic() - started, self.last_fault, wait  # type: ignore[arg-type]
-                    )
+                    raise UnavailableError(time.monotonic() - started, self.last_fault, wait)
                 self._cond.wait(remaining)
 
     def _start_refill_locked(self) -> None:
