@@ -324,3 +324,19 @@ def test_errors_name_their_cause() -> None:
     assert "http://b" in str(lag) and "lags behind" in str(lag)
     down = UnavailableError(5.0, ServerFault("http://a", "transport", "refused"), 5.0)
     assert "every server failed" in str(down) and "http://a" in str(down)
+
+
+def test_while_a_refill_runs_pieces_can_be_cut_short() -> None:
+    # The asyncio client's setting: a caller yields to the loop between two pieces.
+    core = SupplyCore()
+    core.chunk = 4
+    core.accept([(1, 100)])
+    ids = []
+    while True:
+        i, refill = core.take()
+        ids.append(i)
+        if refill:
+            break
+    assert ids == list(range(1, 12)) and core.current_size == 4  # 11..=14 after the mark
+    core.refilling = True
+    assert drain(core) == list(range(12, 101))

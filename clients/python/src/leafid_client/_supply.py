@@ -214,8 +214,9 @@ class SupplyCore:
         self.starved = False
         """A caller found both batches spent since the last refill started (after the first)."""
         self.chunk = 0
-        """When above 0, pieces hold at most this many ids (the asyncio client sets it while a
-        refill runs, so a caller that never awaits still yields to it now and then)."""
+        """When above 0, pieces made current while a refill runs (or starts) hold at most this
+        many ids: the asyncio client's, so a caller that never awaits still yields to the refill
+        now and then (between two pieces)."""
         self.clock = clock
 
     def advance(self) -> "tuple[bool, bool]":
@@ -238,19 +239,19 @@ class SupplyCore:
             self.promoted_at = self.clock()
         first, last = rest.pop()
         used = self.served_before - self.batch_start
+        refill = False
+        if 0 <= self.preload_at <= used:
+            self.preload_at = -1
+            refill = self.ahead is None
         cut = last
         if self.preload_at > used:
             cut = min(cut, first + (self.preload_at - used) - 1)
-        if self.chunk > 0:
+        if self.chunk > 0 and (refill or self.refilling):
             cut = min(cut, first + self.chunk - 1)
         if cut < last:
             rest.append((cut + 1, last))
         self.current_size = cut - first + 1
         self.current = iter(range(first, cut + 1))
-        refill = False
-        if 0 <= self.preload_at <= used:
-            self.preload_at = -1
-            refill = self.ahead is None
         return True, refill
 
     def taken(self) -> int:

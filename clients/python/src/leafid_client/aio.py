@@ -216,6 +216,7 @@ class _AsyncSupply(SupplyCore):
     ) -> None:
         s = client._settings
         super().__init__(s.batch, s.max_batch, s.target_lifetime, limit)
+        self.chunk = _YIELD_EVERY
         self._client = client
         self._request_for = request_for
         """The batch request for a count."""
@@ -289,10 +290,8 @@ class _AsyncSupply(SupplyCore):
     def _start_refill(self) -> None:
         if self.begin_refill():
             self._refilled = asyncio.Event()
-            self.chunk = _YIELD_EVERY
             if not self._client._spawn(self._refill()):
                 self.refilling = False
-                self.chunk = 0
 
     async def _refill(self) -> None:
         """Fetches one batch above the floor into ``ahead``; retries failed rounds with backoff
@@ -337,7 +336,6 @@ class _AsyncSupply(SupplyCore):
             self.last_fault = ServerFault("", "internal", repr(e))
         finally:
             self.refilling = False
-            self.chunk = 0
             self._wake_all()
 
     def _wake_all(self) -> None:
