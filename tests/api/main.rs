@@ -32,6 +32,7 @@ mod metrics;
 mod migrations;
 mod outage_logs;
 mod patroni_failover;
+mod period_rollover;
 mod pg_store;
 mod proxy_admin;
 mod ranges;
