@@ -60,7 +60,7 @@ fi
 expected='{"ok":true}
 {"ok":true,"ids":[[],[]],"errors":[{"kind":"invalid_tag","code":"","count":6}]}
 {"ok":true,"ids":[[]],"errors":[{"kind":"unavailable","code":"","count":1}]}
-{"ok":true,"ids_served":0,"batches":0,"failovers":0,"discarded_ids":0}
+{"ok":true,"ids_served":0,"batches":0,"failovers":0,"discarded_ids":0,"batch_size":10}
 {"ok":true}'
 if [ "$answers" != "$expected" ]; then
     echo "conformance adapter smoke test failed; got:" >&2

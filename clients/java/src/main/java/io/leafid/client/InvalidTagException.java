@@ -11,14 +11,15 @@ public final class InvalidTagException extends LeafidException {
     private final String tag;
 
     InvalidTagException(String tag) {
-        super("invalid biz tag \"" + tag + "\": 1 to 128 of A-Z a-z 0-9 . _ : -");
+        super(tag == null ? "biz tag is missing (null)"
+                : "invalid biz tag \"" + tag + "\": 1 to 128 of A-Z a-z 0-9 . _ : -");
         this.tag = tag;
     }
 
     /**
      * The refused tag.
      *
-     * @return the tag as the caller gave it
+     * @return the tag as the caller gave it ({@code null} if it was missing)
      */
     public String tag() {
         return tag;

@@ -35,8 +35,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  * }</pre>
  */
 public final class LeafidClient implements AutoCloseable {
-    /** Most ids one batch request may ask for (the server's limit). */
-    public static final int MAX_BATCH = 100_000;
+    /** Most ids one segment batch request may ask for (the range route's limit). */
+    public static final int MAX_BATCH = 1_000_000;
+
+    /** Most ids one snowflake batch request may ask for (the range route's limit). */
+    public static final int MAX_SNOWFLAKE_BATCH = 100_000;
 
     private static final AtomicInteger CLIENTS = new AtomicInteger();
 
@@ -48,6 +51,8 @@ public final class LeafidClient implements AutoCloseable {
         final Servers.Timing timing;
         /** Default bound of a caller's wait for a batch; also a refill's retry bound. */
         final Duration waitTimeout;
+        /** How long a batch should last at the callers' rate (the batch size follows). */
+        final long targetLifetimeNanos;
         /** Runs refills and the HTTP client's work; daemon threads, stopped by close. */
         final ThreadPoolExecutor workers;
         /** Health-probe ticks and async wait timeouts; one daemon thread, stopped by close. */
@@ -55,11 +60,12 @@ public final class LeafidClient implements AutoCloseable {
         /** Set once by close; checked on every call (a plain load on the fast path). */
         volatile boolean closed;
 
-        Shared(Servers servers, Servers.Timing timing, Duration waitTimeout,
+        Shared(Servers servers, Servers.Timing timing, Duration waitTimeout, long targetLifetimeNanos,
                 ThreadPoolExecutor workers, ScheduledThreadPoolExecutor timer) {
             this.servers = servers;
             this.timing = timing;
             this.waitTimeout = waitTimeout;
+            this.targetLifetimeNanos = targetLifetimeNanos;
             this.workers = workers;
             this.timer = timer;
         }
@@ -67,6 +73,7 @@ public final class LeafidClient implements AutoCloseable {
 
     private final Shared shared;
     private final int batchSize;
+    private final int maxBatch;
     /** One supply per tag, so every caller of a tag shares one increasing stream. */
     private final Map<String, IdSupply> segments = new ConcurrentHashMap<>();
     /** The snowflake supply. */
@@ -96,10 +103,12 @@ public final class LeafidClient implements AutoCloseable {
                 .build();
         Servers.Timing timing = new Servers.Timing(b.requestTimeout, b.backoffMin, b.backoffMax);
         Servers servers = new Servers(bases, http, timing);
-        this.shared = new Shared(servers, timing, b.waitTimeout, workers, timer);
+        this.shared = new Shared(servers, timing, b.waitTimeout, b.targetLifetime.toNanos(), workers, timer);
         this.batchSize = b.batchSize;
-        this.snowflake = new IdSupply(shared, new Servers.Request("/api/v1/snowflake/ids", batchSize, null),
-                null);
+        this.maxBatch = b.maxBatch;
+        this.snowflake = new IdSupply(shared, "/api/v1/snowflake/ranges", null,
+                Math.min(batchSize, MAX_SNOWFLAKE_BATCH), Math.min(maxBatch, MAX_SNOWFLAKE_BATCH),
+                MAX_SNOWFLAKE_BATCH);
         long tick = b.backoffMin.toNanos();
         timer.scheduleWithFixedDelay(servers::probeDue, tick, tick, TimeUnit.NANOSECONDS);
         servers.warmUp();
@@ -118,7 +127,8 @@ public final class LeafidClient implements AutoCloseable {
     }
 
     /**
-     * A builder with the defaults: batch 1000, wait timeout 5 s, request timeout 2 s, connect
+     * A builder with the defaults: batch 1000 growing with demand up to 1000000 (snowflake:
+     * 100000) for a target batch lifetime of 1 s, wait timeout 5 s, request timeout 2 s, connect
      * timeout 500 ms, probe backoff 50 ms to 5 s.
      *
      * @return a new builder
@@ -138,13 +148,13 @@ public final class LeafidClient implements AutoCloseable {
      */
     public IdSupply segment(String tag) {
         if (!isValidTag(tag)) {
-            throw new InvalidTagException(String.valueOf(tag));
+            throw new InvalidTagException(tag);
         }
         if (shared.closed) {
             throw new ClosedException("client closed");
         }
-        return segments.computeIfAbsent(tag, t -> new IdSupply(shared, new Servers.Request(
-                "/api/v1/segment/" + t + "/ids", batchSize, t), t));
+        return segments.computeIfAbsent(tag, t -> new IdSupply(shared, "/api/v1/segment/" + t + "/ranges", t,
+                batchSize, maxBatch, MAX_BATCH));
     }
 
     /**
@@ -303,6 +313,8 @@ public final class LeafidClient implements AutoCloseable {
     public static final class Builder {
         private List<String> servers = new ArrayList<>();
         private int batchSize = 1000;
+        private int maxBatch = MAX_BATCH;
+        private Duration targetLifetime = Duration.ofSeconds(1);
         private Duration waitTimeout = Duration.ofSeconds(5);
         private Duration requestTimeout = Duration.ofSeconds(2);
         private Duration connectTimeout = Duration.ofMillis(500);
@@ -333,14 +345,43 @@ public final class LeafidClient implements AutoCloseable {
         }
 
         /**
-         * Ids per batch request, 1 to 100000 (default 1000). Each supply holds up to two
-         * batches; ids left when the client closes are never used (a gap).
+         * Ids of the first batch request of each supply and the smallest any later one asks
+         * for, 1 to 1000000 (default 1000; a snowflake supply asks for at most 100000). Each
+         * supply holds up to two batches; ids left when the client closes are never used (a
+         * gap).
          *
-         * @param n ids per request
+         * @param n ids per request at the start
          * @return this builder
          */
         public Builder batchSize(int n) {
             this.batchSize = n;
+            return this;
+        }
+
+        /**
+         * The largest batch a supply asks for as its size follows demand, from the batch size
+         * up to 1000000 (default 1000000; a snowflake supply asks for at most 100000, the
+         * route's limit). A restart wastes at most the ids of two batches; set it to the batch
+         * size for a fixed size.
+         *
+         * @param n the largest ids per request
+         * @return this builder
+         */
+        public Builder maxBatch(int n) {
+            this.maxBatch = n;
+            return this;
+        }
+
+        /**
+         * How long one batch should last at the rate the callers take ids (default 1 s): a
+         * batch projected to last less than half of it doubles the next request, more than
+         * twice of it halves it.
+         *
+         * @param d the target lifetime of a batch, positive
+         * @return this builder
+         */
+        public Builder targetLifetime(Duration d) {
+            this.targetLifetime = d;
             return this;
         }
 
@@ -408,9 +449,14 @@ public final class LeafidClient implements AutoCloseable {
             if (batchSize < 1 || batchSize > MAX_BATCH) {
                 throw new ConfigException("batch size must be within 1..=" + MAX_BATCH + " (got " + batchSize + ")");
             }
-            for (Duration d : List.of(waitTimeout, requestTimeout, connectTimeout, backoffMin, backoffMax)) {
+            if (maxBatch < batchSize || maxBatch > MAX_BATCH) {
+                throw new ConfigException("max batch must be within the batch size " + batchSize + "..=" + MAX_BATCH
+                        + " (got " + maxBatch + ")");
+            }
+            for (Duration d : Arrays.asList(waitTimeout, requestTimeout, connectTimeout, backoffMin, backoffMax,
+                    targetLifetime)) {
                 if (d == null || d.isNegative() || d.isZero()) {
-                    throw new ConfigException("timeouts and backoff must be positive");
+                    throw new ConfigException("timeouts, backoff and the target lifetime must be positive");
                 }
             }
             if (backoffMax.compareTo(backoffMin) < 0) {
@@ -430,6 +476,8 @@ public final class LeafidClient implements AutoCloseable {
             Builder b = new Builder();
             b.servers = servers;
             b.batchSize = batchSize;
+            b.maxBatch = maxBatch;
+            b.targetLifetime = targetLifetime;
             b.waitTimeout = waitTimeout;
             b.requestTimeout = requestTimeout;
             b.connectTimeout = connectTimeout;

@@ -66,9 +66,9 @@ final class Servers {
 
     /** A batch request: where, and what a valid answer looks like. */
     static final class Request {
-        /** The route without its query, e.g. {@code /api/v1/segment/orders/ids}. */
+        /** The route without its query, e.g. {@code /api/v1/segment/orders/ranges}. */
         final String route;
-        /** Path and query, e.g. {@code /api/v1/segment/orders/ids?count=1000&stringify_ids=true}. */
+        /** Path and query, e.g. {@code /api/v1/segment/orders/ranges?count=1000&stringify_ids=true}. */
         final String path;
         /** The ids asked for: a body with more is invalid. */
         final int count;
@@ -88,29 +88,23 @@ final class Servers {
         }
     }
 
-    /**
-     * What a fetch brought: ids, an answer wholly behind the floor, a refusal, or nothing (every
-     * server failed).
-     */
+    /** What a fetch brought: a valid batch, a refusal, or nothing (every server failed). */
     static final class FetchResult {
-        /** The ids of a valid 200 body (strictly increasing, positive), or null. */
-        final long[] ids;
-        /** A 200 whose last id lay at or below the floor, read from its tail only, or null. */
-        final Behind behind;
+        /** The runs of a valid 200 body, or null. */
+        final Ranges ranges;
         /** The refusal that holds on every server, or null. */
         final RejectedException rejected;
-        /** With none of these: the last server failure (null if no server could be asked). */
+        /** With neither: the last server failure (null if no server could be asked). */
         final ServerFault fault;
         /** Servers asked after the one before them failed, in this fetch. */
         final int failovers;
-        /** With ids or behind: index of the server that answered (for {@link #markBehind}), else -1. */
+        /** With ranges: index of the server that answered (for {@link #markBehind}), else -1. */
         final int serverIndex;
-        /** With ids or behind: base URL of the server that answered. */
+        /** With ranges: base URL of the server that answered. */
         final String server;
 
         FetchResult(Outcome o, int failovers, int serverIndex, String server) {
-            this.ids = o.ids;
-            this.behind = o.behind;
+            this.ranges = o.ranges;
             this.rejected = o.rejected;
             this.fault = o.fault;
             this.failovers = failovers;
@@ -119,23 +113,7 @@ final class Servers {
         }
 
         FetchResult(ServerFault fault, int failovers) {
-            this(new Outcome(null, null, null, fault), failovers, -1, null);
-        }
-    }
-
-    /**
-     * A 200 answer lying wholly at or below the floor, as its tail says: discarded whole without
-     * being parsed (none of its ids is handed out, so none needs validating).
-     */
-    static final class Behind {
-        /** Ids in the answer (its commas, plus one). */
-        final int ids;
-        /** Its last id: at or below the floor. */
-        final long last;
-
-        Behind(int ids, long last) {
-            this.ids = ids;
-            this.last = last;
+            this(new Outcome(null, null, fault), failovers, -1, null);
         }
     }
 
@@ -252,11 +230,9 @@ final class Servers {
 
     /**
      * One batch: the preferred server first, then the other up servers in order, then (last
-     * resort) the down ones. Stops at the first refusal that holds on every server. A 200 whose
-     * last id lies at or below {@code floor} (the largest id the supply accepted, 0 for none)
-     * comes back as {@link FetchResult#behind}, unparsed.
+     * resort) the down ones. Stops at the first refusal that holds on every server.
      */
-    FetchResult fetch(Request req, long floor) throws InterruptedException {
+    FetchResult fetch(Request req) throws InterruptedException {
         int n = list.length;
         int start = preferred.get() % n;
         boolean[] tried = new boolean[n];
@@ -274,8 +250,8 @@ final class Servers {
                     failovers++;
                 }
                 long seen = list[i].downs();
-                Outcome o = ask(list[i], req, floor);
-                if (o.ids != null || o.behind != null) {
+                Outcome o = ask(list[i], req);
+                if (o.ranges != null) {
                     if (list[i].markUpUnlessDownSince(seen)) {
                         preferred.set(i);
                     }
@@ -308,20 +284,18 @@ final class Servers {
 
     /** What one server did with one request: exactly one field is set. */
     private static final class Outcome {
-        final long[] ids;
-        final Behind behind;
+        final Ranges ranges;
         final RejectedException rejected;
         final ServerFault fault;
 
-        Outcome(long[] ids, Behind behind, RejectedException rejected, ServerFault fault) {
-            this.ids = ids;
-            this.behind = behind;
+        Outcome(Ranges ranges, RejectedException rejected, ServerFault fault) {
+            this.ranges = ranges;
             this.rejected = rejected;
             this.fault = fault;
         }
     }
 
-    private Outcome ask(Server s, Request req, long floor) throws InterruptedException {
+    private Outcome ask(Server s, Request req) throws InterruptedException {
         HttpRequest hr;
         try {
             hr = HttpRequest.newBuilder(URI.create(s.base + req.path))
@@ -370,76 +344,22 @@ final class Servers {
                 // Not leafid's body (a proxy's page): this server's fault, below.
             }
             if (refusalHoldsOnEveryServer(code)) {
-                return new Outcome(null, null, new RejectedException(s.base, status, code, message), null);
+                return new Outcome(null, new RejectedException(s.base, status, code, message), null);
             }
             return fault(s, ServerFault.Kind.STATUS, status + (code.isEmpty() ? "" : " " + code));
         }
         if (status != 200) {
             return fault(s, ServerFault.Kind.STATUS, Integer.toString(status));
         }
-        Behind behind = behindTail(body, req, floor);
-        if (behind != null) {
-            return new Outcome(null, behind, null, null);
-        }
         try {
-            return new Outcome(parseBatch(body, req), null, null, null);
+            return new Outcome(parseBatch(body, req), null, null);
         } catch (BadBatch e) {
             return fault(s, ServerFault.Kind.BAD_RESPONSE, e.getMessage());
         }
     }
 
     private static Outcome fault(Server s, ServerFault.Kind kind, String detail) {
-        return new Outcome(null, null, null, new ServerFault(s.base, kind, detail));
-    }
-
-    /**
-     * The answer's size and last id if {@code body} ends the way leafid writes a batch
-     * ({@code ..."ids":[...,"<last id>"]}}) and that last id lies at or below {@code floor}; else
-     * null, and the body is parsed whole. Reads the tail and counts commas: a catch-up discards
-     * answer after answer of 100000 ids, and decoding each id of them would cost more than the
-     * request (none of them is handed out, so none needs validating).
-     */
-    static Behind behindTail(String body, Request req, long floor) {
-        if (floor <= 0) {
-            return null;
-        }
-        int end = body.length();
-        while (end > 0 && Character.isWhitespace(body.charAt(end - 1))) {
-            end--;
-        }
-        // ..."<digits>"]}
-        if (end < 5 || body.charAt(end - 1) != '}' || body.charAt(end - 2) != ']' || body.charAt(end - 3) != '"') {
-            return null;
-        }
-        int digitsEnd = end - 3;
-        int p = digitsEnd;
-        while (p > 0 && digitsEnd - p < 19 && body.charAt(p - 1) >= '0' && body.charAt(p - 1) <= '9') {
-            p--;
-        }
-        if (p == digitsEnd || p == 0 || body.charAt(p - 1) != '"') {
-            return null;
-        }
-        long last;
-        try {
-            last = Long.parseLong(body, p, digitsEnd, 10);
-        } catch (NumberFormatException e) {
-            return null;
-        }
-        if (last <= 0 || last > floor) {
-            return null;
-        }
-        // The array's opening, near the start (a tag cannot hold a quote).
-        int open = body.indexOf("\"ids\":[");
-        if (open < 0 || open >= p) {
-            return null;
-        }
-        int ids = 1;
-        for (int k = open; k < p; k++) {
-            if (body.charAt(k) == ',') {
-                ids++;
-            }
-        }
-        return ids <= req.count ? new Behind(ids, last) : null;
+        return new Outcome(null, null, new ServerFault(s.base, kind, detail));
     }
 
     private static String describe(Throwable t) {
@@ -475,12 +395,14 @@ final class Servers {
     }
 
     /**
-     * The ids of a 200 body, exactly: {@code {"biz_tag": tag?, "ids": [...]}} with 1..count ids,
-     * each a decimal string (or a JSON integer) within 1..2^63-1, strictly increasing, and the
-     * tag asked for (segment route). Anything else is the server's fault and none of its ids is
-     * used.
+     * The runs of a 200 body, exactly: {@code {"biz_tag": tag?, "count": n, "ranges":
+     * [{"first": "a", "last": "b"}, ...]}} where every run has {@code 0 < first <= last <=
+     * 2^63-1} (decimal strings, or JSON integers read exactly), the runs increase and do not
+     * overlap, their sizes add up to {@code count}, at least 1 and at most the count asked, and
+     * the body names the tag asked for (segment route). Anything else is the server's fault and
+     * none of its ids is used.
      */
-    static long[] parseBatch(String body, Request req) throws BadBatch {
+    static Ranges parseBatch(String body, Request req) throws BadBatch {
         Object v;
         try {
             v = Json.parse(body);
@@ -497,21 +419,54 @@ final class Servers {
                 throw new BadBatch("asked for tag " + req.tag + ", got " + tag);
             }
         }
-        if (!(m.get("ids") instanceof List)) {
-            throw new BadBatch("no ids array");
+        if (!(m.get("count") instanceof Json.Num)) {
+            throw new BadBatch("no count");
         }
-        List<?> raw = (List<?>) m.get("ids");
-        if (raw.isEmpty() || raw.size() > req.count) {
-            throw new BadBatch(raw.size() + " ids for a count of " + req.count);
+        String countText = ((Json.Num) m.get("count")).text;
+        long count;
+        try {
+            count = Long.parseLong(countText);
+        } catch (NumberFormatException e) {
+            throw new BadBatch("count " + countText + " is not an integer");
         }
-        long[] ids = new long[raw.size()];
-        for (int k = 0; k < ids.length; k++) {
-            ids[k] = parseId(raw.get(k));
-            if (k > 0 && ids[k] <= ids[k - 1]) {
-                throw new BadBatch("ids not increasing: " + ids[k - 1] + " then " + ids[k]);
+        if (count < 1 || count > req.count) {
+            throw new BadBatch("count " + count + " for " + req.count + " ids asked");
+        }
+        if (!(m.get("ranges") instanceof List)) {
+            throw new BadBatch("no ranges array");
+        }
+        List<?> raw = (List<?>) m.get("ranges");
+        if (raw.isEmpty() || raw.size() > count) {
+            throw new BadBatch(raw.size() + " ranges for a count of " + count);
+        }
+        long[] firsts = new long[raw.size()];
+        long[] lasts = new long[raw.size()];
+        long sum = 0;
+        for (int k = 0; k < firsts.length; k++) {
+            if (!(raw.get(k) instanceof Map)) {
+                throw new BadBatch("range " + k + " is not an object");
             }
+            Map<?, ?> r = (Map<?, ?>) raw.get(k);
+            long first = parseId(r.get("first"));
+            long last = parseId(r.get("last"));
+            if (first > last) {
+                throw new BadBatch("range " + first + "..=" + last + " is empty");
+            }
+            if (k > 0 && first <= lasts[k - 1]) {
+                throw new BadBatch("ranges overlap or decrease: ..=" + lasts[k - 1] + " then " + first + "..=");
+            }
+            firsts[k] = first;
+            lasts[k] = last;
+            long size = last - first + 1; // at most 2^63-1: 1 <= first <= last <= 2^63-1
+            if (size > count - sum) {
+                throw new BadBatch("ranges hold more than the count of " + count + " ids");
+            }
+            sum += size;
         }
-        return ids;
+        if (sum != count) {
+            throw new BadBatch("ranges hold " + sum + " ids, count says " + count);
+        }
+        return new Ranges(firsts, lasts, count);
     }
 
     /** One id: a positive decimal that fits a signed 64-bit integer, parsed exactly. */
@@ -625,7 +580,7 @@ final class Servers {
             f.cancel(true);
         }
         try {
-            parseBatch("{\"ids\":[\"1\"]}", new Request("", 1, null));
+            parseBatch("{\"count\":1,\"ranges\":[{\"first\":\"1\",\"last\":\"1\"}]}", new Request("", 1, null));
         } catch (BadBatch e) {
             throw new AssertionError(e);
         }

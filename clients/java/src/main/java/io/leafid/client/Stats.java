@@ -9,12 +9,14 @@ public final class Stats {
     private final long batches;
     private final long failovers;
     private final long discardedIds;
+    private final int batchSize;
 
-    Stats(long idsServed, long batches, long failovers, long discardedIds) {
+    Stats(long idsServed, long batches, long failovers, long discardedIds, int batchSize) {
         this.idsServed = idsServed;
         this.batches = batches;
         this.failovers = failovers;
         this.discardedIds = discardedIds;
+        this.batchSize = batchSize;
     }
 
     /**
@@ -54,14 +56,24 @@ public final class Stats {
         return discardedIds;
     }
 
+    /**
+     * The ids the next batch request asks for (the size follows demand, between the builder's
+     * batch size and its maximum); summed over supplies, the largest of them.
+     *
+     * @return the size of the next batch request
+     */
+    public int batchSize() {
+        return batchSize;
+    }
+
     Stats plus(Stats o) {
         return new Stats(idsServed + o.idsServed, batches + o.batches, failovers + o.failovers,
-                discardedIds + o.discardedIds);
+                discardedIds + o.discardedIds, Math.max(batchSize, o.batchSize));
     }
 
     @Override
     public String toString() {
         return "Stats{idsServed=" + idsServed + ", batches=" + batches + ", failovers=" + failovers
-                + ", discardedIds=" + discardedIds + "}";
+                + ", discardedIds=" + discardedIds + ", batchSize=" + batchSize + "}";
     }
 }

@@ -40,7 +40,8 @@ class SegmentTest {
     @Test
     void ids_of_a_tag_increase_across_batches_and_only_batches_fetched_are_counted() throws Exception {
         server.createTag("seq", 1000, null);
-        try (LeafidClient c = client(100)) {
+        try (LeafidClient c = LeafidClient.builder().servers(server.url()).batchSize(100).maxBatch(100)
+                .waitTimeout(Duration.ofSeconds(5)).build()) {
             IdSupply s = c.segment("seq");
             assertEquals(s, c.segment("seq"), "one supply per tag");
             List<Long> ids = new ArrayList<>();
@@ -162,7 +163,7 @@ class SegmentTest {
 
     @Test
     void snowflake_ids_come_in_batches_and_increase() {
-        try (LeafidClient c = client(500)) {
+        try (LeafidClient c = LeafidClient.builder().servers(server.url()).batchSize(500).maxBatch(500).build()) {
             List<Long> ids = new ArrayList<>();
             for (int k = 0; k < 1200; k++) {
                 ids.add(c.nextSnowflakeId());
