@@ -33,12 +33,15 @@ if [ -z "${LEAFID_BIN:-}" ] && [ ! -x "$repo/target/debug/leafid" ]; then
 fi
 
 # Stale classes of removed sources would otherwise survive (no maven-clean-plugin offline).
-rm -rf target/classes target/test-classes target/conformance-classes target/example-classes \
+rm -rf target/classes target/test-classes target/conformance-classes target/example-classes target/doclint-classes \
     target/surefire-reports
 # The -sources and -javadoc jars are left to scripts/package-check.sh (the publishing dry run).
 mvn -o -B --no-transfer-progress -Dmaven.repo.local="$REPO" \
     -Dmaven.source.skip=true -Dmaven.javadoc.skip=true package
 
+# Doc comments on every member, private ones included (the published Javadoc covers the public
+# API and is checked by scripts/package-check.sh).
+javac --release 11 -Xlint:all -Xdoclint:all -Werror -d target/doclint-classes src/main/java/io/leafid/client/*.java
 javac --release 11 -Xlint:all -Werror -d target/conformance-classes -cp target/classes \
     conformance/io/leafid/client/*.java
 javac --release 11 -Xlint:all -Werror -d target/example-classes -cp target/classes examples/*.java

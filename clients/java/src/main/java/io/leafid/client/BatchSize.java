@@ -8,6 +8,7 @@ final class BatchSize {
     /** A batch current for less than this counts this long (1 ms). */
     static final long MIN_ELAPSED_NANOS = 1_000_000L;
 
+    /** Not instantiable. */
     private BatchSize() {}
 
     /**
@@ -29,6 +30,7 @@ final class BatchSize {
      * @param min the builder's batch size
      * @param max the largest size this supply may ask for
      * @param targetNanos how long a batch should last
+     * @return the ids the next request asks for
      */
     static int next(int size, long batchIds, long used, long elapsedNanos, boolean starved, int min, int max,
             long targetNanos) {

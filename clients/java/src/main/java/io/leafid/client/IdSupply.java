@@ -67,13 +67,24 @@ public final class IdSupply {
         @SuppressWarnings("unused")
         private long taken;
 
+        /**
+         * A run, none of it taken.
+         *
+         * @param first the first id
+         * @param size ids in the run
+         * @param startsRefill whether switching into it starts the refill
+         */
         Run(long first, long size, boolean startsRefill) {
             this.first = first;
             this.size = size;
             this.startsRefill = startsRefill;
         }
 
-        /** Ids handed out (or being handed out) from this run. */
+        /**
+         * Ids handed out (or being handed out) from this run.
+         *
+         * @return the indexes taken, at most its size
+         */
         long served() {
             return Math.min((long) TAKEN.getVolatile(this), size);
         }
@@ -152,6 +163,16 @@ public final class IdSupply {
     /** Failovers of this supply's fetches. Statistics only. */
     private final AtomicLong failovers = new AtomicLong();
 
+    /**
+     * A supply with no batch yet.
+     *
+     * @param shared what the client's supplies share
+     * @param route the range route without its query
+     * @param tag the tag, or null for snowflake
+     * @param minBatch the builder's batch size
+     * @param maxBatch the largest size a request asks for
+     * @param routeLimit the route's limit per request
+     */
     IdSupply(LeafidClient.Shared shared, String route, String tag, int minBatch, int maxBatch, int routeLimit) {
         this.shared = shared;
         this.route = route;
@@ -167,6 +188,10 @@ public final class IdSupply {
      * A supply of exactly {@code ranges} that never contacts a server: for benchmarks of the
      * local path and tests. Once they are spent, {@code nextId} waits {@code waitTimeout} and
      * fails with {@link UnavailableException}.
+     *
+     * @param ranges the ids
+     * @param waitTimeout the wait once they are spent
+     * @return the supply
      */
     static IdSupply fixed(Ranges ranges, Duration waitTimeout) {
         IdSupply s = new IdSupply(new LeafidClient.Shared(null, null, waitTimeout, 0, null, null), null, "fixed",
@@ -183,7 +208,13 @@ public final class IdSupply {
         return s;
     }
 
-    /** {@link #fixed(Ranges, Duration)} of the ids given (strictly increasing, positive). */
+    /**
+     * {@link #fixed(Ranges, Duration)} of the ids given.
+     *
+     * @param ids the ids, strictly increasing, positive
+     * @param waitTimeout the wait once they are spent
+     * @return the supply
+     */
     static IdSupply fixed(long[] ids, Duration waitTimeout) {
         List<long[]> runs = new ArrayList<>();
         for (long id : ids) {
@@ -358,7 +389,9 @@ public final class IdSupply {
 
     /**
      * Under the lock: an id of the current run, switching to the next run (of the batch in use,
-     * then of the next batch) over a spent one; 0 when there is no id locally.
+     * then of the next batch) over a spent one.
+     *
+     * @return the id, or 0 when there is no id locally
      */
     private long takeLocked() {
         while (true) {
@@ -398,6 +431,9 @@ public final class IdSupply {
     /**
      * Cuts the next run of the batch in use, from {@code first} (its cursor) to the end of its
      * range, or to just before the preload offset if that lies inside; advances the cursor.
+     *
+     * @param first the cursor
+     * @return the run
      */
     private Run cutRunLocked(long first) {
         long rangeLast = using.lasts[usingRun];
@@ -423,6 +459,13 @@ public final class IdSupply {
         }
     }
 
+    /**
+     * The slow path: switches runs under the lock, starts the refill and waits for it.
+     *
+     * @param started when the call started ({@link System#nanoTime()})
+     * @param waitNanos the longest wait
+     * @return the id
+     */
     private long nextIdSlow(long started, long waitNanos) {
         long deadline = started + waitNanos;
         boolean waited = false;
@@ -461,6 +504,15 @@ public final class IdSupply {
         }
     }
 
+    /**
+     * One attempt of {@link #nextIdAsync(Duration)}: an id, a failure, or a retry queued for the end
+     * of the refill.
+     *
+     * @param result the caller's future
+     * @param started when the call started
+     * @param waitNanos the longest wait
+     * @param waited whether a refill ended since the call started
+     */
     private void attemptAsync(CompletableFuture<Long> result, long started, long waitNanos,
             boolean waited) {
         if (result.isDone()) {
@@ -496,6 +548,13 @@ public final class IdSupply {
         }
     }
 
+    /**
+     * {@link #unavailableLocked} taking the lock.
+     *
+     * @param started when the call started
+     * @param waitNanos the wait it allowed
+     * @return the error
+     */
     private UnavailableException unavailable(long started, long waitNanos) {
         lock.lock();
         try {
@@ -505,6 +564,13 @@ public final class IdSupply {
         }
     }
 
+    /**
+     * The error of a call that got no id in time.
+     *
+     * @param started when the call started
+     * @param waitNanos the wait it allowed
+     * @return the error
+     */
     private UnavailableException unavailableLocked(long started, long waitNanos) {
         return new UnavailableException(Duration.ofNanos(System.nanoTime() - started), Duration.ofNanos(waitNanos),
                 lastFault, refilling);
@@ -541,6 +607,8 @@ public final class IdSupply {
     /**
      * Fetches one batch above the floor into {@code next}, retrying failed rounds with backoff
      * for at most the wait timeout (then the next caller that needs a batch starts another).
+     *
+     * @param sized the request, of the size decided when it started
      */
     private void refill(Servers.Request sized) {
         long deadline = System.nanoTime() + shared.waitTimeout.toNanos();
@@ -609,7 +677,11 @@ public final class IdSupply {
         }
     }
 
-    /** The largest id accepted so far (0 before the first batch). */
+    /**
+     * The largest id accepted so far.
+     *
+     * @return the floor (0 before the first batch)
+     */
     private long floor() {
         lock.lock();
         try {
@@ -623,6 +695,12 @@ public final class IdSupply {
      * The ids to ask for after an answer whose last id, {@code last}, lies at or below the
      * floor: {@code floor - last + batch} (the ids from {@code last} to {@code floor}, plus a
      * batch above it), within {@code batch..=limit}.
+     *
+     * @param floor the largest id accepted
+     * @param last the answer's last id, at or below the floor
+     * @param batch the current batch size
+     * @param limit the route's limit per request
+     * @return the ids to ask for
      */
     static int catchUpCount(long floor, long last, int batch, int limit) {
         long gap = floor - last; // >= 0: last is at or below the floor (both positive)
@@ -635,6 +713,10 @@ public final class IdSupply {
      * {@code next} and 0 is returned. Else (the answer lay wholly at or below the floor: that
      * server is behind) its last id is returned, and it becomes the last fault, naming the
      * server (named by {@link UnavailableException} if the catch-up does not finish in time).
+     *
+     * @param ranges a valid answer
+     * @param server the base URL of the server that sent it
+     * @return 0 if accepted, else the answer's last id
      */
     private long accept(Ranges ranges, String server) {
         lock.lock();

@@ -41,6 +41,7 @@ public final class LeafidClient implements AutoCloseable {
     /** Most ids one snowflake batch request may ask for (the range route's limit). */
     public static final int MAX_SNOWFLAKE_BATCH = 100_000;
 
+    /** Clients made in this JVM: numbers their threads. */
     private static final AtomicInteger CLIENTS = new AtomicInteger();
 
     /** What every supply of one client shares. */
@@ -60,6 +61,16 @@ public final class LeafidClient implements AutoCloseable {
         /** Set once by close; checked on every call (a plain load on the fast path). */
         volatile boolean closed;
 
+        /**
+         * What the supplies share.
+         *
+         * @param servers the servers, or null for a fixed supply
+         * @param timing timeouts and backoff
+         * @param waitTimeout default bound of a caller's wait
+         * @param targetLifetimeNanos how long a batch should last
+         * @param workers refill and HTTP threads
+         * @param timer probe and timeout thread
+         */
         Shared(Servers servers, Servers.Timing timing, Duration waitTimeout, long targetLifetimeNanos,
                 ThreadPoolExecutor workers, ScheduledThreadPoolExecutor timer) {
             this.servers = servers;
@@ -71,8 +82,11 @@ public final class LeafidClient implements AutoCloseable {
         }
     }
 
+    /** What every supply shares. */
     private final Shared shared;
+    /** The smallest batch size of a request (the first one's). */
     private final int batchSize;
+    /** The largest batch size of a segment request. */
     private final int maxBatch;
     /** One supply per tag, so every caller of a tag shares one increasing stream. */
     private final Map<String, IdSupply> segments = new ConcurrentHashMap<>();
@@ -87,6 +101,12 @@ public final class LeafidClient implements AutoCloseable {
      */
     private final Set<Thread> threads = ConcurrentHashMap.newKeySet();
 
+    /**
+     * Starts a client.
+     *
+     * @param b the settings, checked
+     * @param bases the servers' base URLs
+     */
     private LeafidClient(Builder b, List<String> bases) {
         int n = CLIENTS.incrementAndGet();
         ThreadPoolExecutor workers = new ThreadPoolExecutor(0, Integer.MAX_VALUE, 30,
@@ -114,7 +134,13 @@ public final class LeafidClient implements AutoCloseable {
         servers.warmUp();
     }
 
-    /** Daemon threads named {@code prefix1, prefix2, ...}, each added to {@code made}. */
+    /**
+     * Daemon threads named {@code prefix1, prefix2, ...}, each added to {@code made}.
+     *
+     * @param prefix the threads' name prefix
+     * @param made where each new thread is recorded
+     * @return the factory
+     */
     private static ThreadFactory daemon(String prefix, Set<Thread> made) {
         AtomicInteger k = new AtomicInteger();
         return r -> {
@@ -273,7 +299,11 @@ public final class LeafidClient implements AutoCloseable {
         }
     }
 
-    /** JDK 21+: {@code HttpClient.shutdownNow()}, found reflectively (this builds for JDK 11). */
+    /**
+     * JDK 21+: {@code HttpClient.shutdownNow()}, found reflectively (this builds for JDK 11).
+     *
+     * @param h the client to shut down, or null
+     */
     private static void shutdownHttpClient(HttpClient h) {
         if (h == null) {
             return;
@@ -311,16 +341,26 @@ public final class LeafidClient implements AutoCloseable {
 
     /** Builds a {@link LeafidClient}. */
     public static final class Builder {
+        /** Base URLs, in order. */
         private List<String> servers = new ArrayList<>();
+        /** Ids of the first request, the fewest of any. */
         private int batchSize = 1000;
+        /** The most ids of a request. */
         private int maxBatch = MAX_BATCH;
+        /** How long a batch should last. */
         private Duration targetLifetime = Duration.ofSeconds(1);
+        /** Bound of a caller's wait. */
         private Duration waitTimeout = Duration.ofSeconds(5);
+        /** Bound of one request. */
         private Duration requestTimeout = Duration.ofSeconds(2);
+        /** Bound of opening a connection. */
         private Duration connectTimeout = Duration.ofMillis(500);
+        /** First probe backoff. */
         private Duration backoffMin = Duration.ofMillis(50);
+        /** Largest probe backoff. */
         private Duration backoffMax = Duration.ofSeconds(5);
 
+        /** Use {@link LeafidClient#builder()}. */
         private Builder() {}
 
         /**
@@ -472,6 +512,11 @@ public final class LeafidClient implements AutoCloseable {
             return new LeafidClient(b, bases);
         }
 
+        /**
+         * A copy of the settings (the client keeps it).
+         *
+         * @return the copy
+         */
         private Builder copy() {
             Builder b = new Builder();
             b.servers = servers;
@@ -486,6 +531,13 @@ public final class LeafidClient implements AutoCloseable {
             return b;
         }
 
+        /**
+         * A base URL without trailing slashes, checked.
+         *
+         * @param url a server URL
+         * @return its base
+         * @throws ConfigException not an http:// or https:// base URL
+         */
         private static String base(String url) {
             Objects.requireNonNull(url, "server URL");
             String base = url;

@@ -12,18 +12,35 @@ final class Ranges {
     /** Ids in all runs together (at least 1). */
     final long count;
 
+    /**
+     * Runs as given (not checked here: {@link Servers#parseBatch} validates a body).
+     *
+     * @param firsts the first id of each run
+     * @param lasts the last id of each run
+     * @param count the ids in all runs
+     */
     Ranges(long[] firsts, long[] lasts, long count) {
         this.firsts = firsts;
         this.lasts = lasts;
         this.count = count;
     }
 
-    /** One run {@code first..=last}. */
+    /**
+     * One run {@code first..=last}.
+     *
+     * @param first the first id (positive)
+     * @param last the last id, at least {@code first}
+     * @return the run
+     */
     static Ranges of(long first, long last) {
         return new Ranges(new long[] {first}, new long[] {last}, last - first + 1);
     }
 
-    /** The largest id. */
+    /**
+     * The largest id.
+     *
+     * @return the last id of the last run
+     */
     long last() {
         return lasts[lasts.length - 1];
     }
@@ -31,6 +48,9 @@ final class Ranges {
     /**
      * The ids above {@code floor}, or null if none is (the runs at or below it dropped, the run
      * that holds it trimmed). {@code count - result.count} ids are cut.
+     *
+     * @param floor the largest id already accepted
+     * @return the ids above it, or null
      */
     Ranges above(long floor) {
         if (firsts[0] > floor) {

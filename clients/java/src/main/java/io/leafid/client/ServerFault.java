@@ -24,10 +24,20 @@ public final class ServerFault {
         BEHIND,
     }
 
+    /** Base URL of the server. */
     private final String server;
+    /** What went wrong. */
     private final Kind kind;
+    /** What happened, for humans. */
     private final String detail;
 
+    /**
+     * One failure.
+     *
+     * @param server base URL of the server
+     * @param kind what went wrong
+     * @param detail what happened, for humans
+     */
     ServerFault(String server, Kind kind, String detail) {
         this.server = server;
         this.kind = kind;

@@ -47,13 +47,25 @@ final class Servers {
         /** Largest backoff between two probes of a down server. */
         final long backoffMax;
 
+        /**
+         * Timeouts and backoff from the builder.
+         *
+         * @param requestTimeout bound of one request
+         * @param backoffMin first backoff
+         * @param backoffMax largest backoff
+         */
         Timing(Duration requestTimeout, Duration backoffMin, Duration backoffMax) {
             this.requestTimeout = requestTimeout.toNanos();
             this.backoffMin = backoffMin.toNanos();
             this.backoffMax = backoffMax.toNanos();
         }
 
-        /** The wait after {@code failures} failures in a row (at least 1). */
+        /**
+         * The wait after {@code failures} failures in a row.
+         *
+         * @param failures failures in a row (at least 1)
+         * @return the wait, in nanoseconds
+         */
         long backoff(int failures) {
             int doublings = Math.min(Math.max(failures - 1, 0), 30);
             long b = backoffMin;
@@ -75,6 +87,13 @@ final class Servers {
         /** The tag the body must name (segment route), null for snowflake. */
         final String tag;
 
+        /**
+         * A request.
+         *
+         * @param route the range route without its query
+         * @param count the ids asked for
+         * @param tag the tag (segment route), or null
+         */
         Request(String route, int count, String tag) {
             this.route = route;
             this.path = route + "?count=" + count + "&stringify_ids=true";
@@ -82,7 +101,12 @@ final class Servers {
             this.tag = tag;
         }
 
-        /** The same request for {@code n} ids (this one if {@code n} is its count). */
+        /**
+         * The same request for {@code n} ids.
+         *
+         * @param n the ids to ask for
+         * @return this one if {@code n} is its count, else a new one
+         */
         Request withCount(int n) {
             return n == count ? this : new Request(route, n, tag);
         }
@@ -103,6 +127,14 @@ final class Servers {
         /** With ranges: base URL of the server that answered. */
         final String server;
 
+        /**
+         * The answer of a server.
+         *
+         * @param o what it answered
+         * @param failovers servers asked after a failure
+         * @param serverIndex the server's index, or -1
+         * @param server its base URL, or null
+         */
         FetchResult(Outcome o, int failovers, int serverIndex, String server) {
             this.ranges = o.ranges;
             this.rejected = o.rejected;
@@ -112,6 +144,12 @@ final class Servers {
             this.server = server;
         }
 
+        /**
+         * Every server failed.
+         *
+         * @param fault the last failure, or null
+         * @param failovers servers asked after a failure
+         */
         FetchResult(ServerFault fault, int failovers) {
             this(new Outcome(null, null, fault), failovers, -1, null);
         }
@@ -119,8 +157,14 @@ final class Servers {
 
     /** A 200 body that is not a valid batch. */
     static final class BadBatch extends Exception {
+        /** Serialization version. */
         private static final long serialVersionUID = 1L;
 
+        /**
+         * An invalid body.
+         *
+         * @param message what is wrong with it
+         */
         BadBatch(String message) {
             super(message);
         }
@@ -148,21 +192,39 @@ final class Servers {
         /** A probe is in flight (at most one per server). */
         boolean probing;
 
+        /**
+         * A server, up.
+         *
+         * @param base its base URL
+         */
         Server(String base) {
             this.base = base;
         }
 
+        /**
+         * Whether it is marked down.
+         *
+         * @return whether it is down
+         */
         synchronized boolean isDown() {
             return down;
         }
 
+        /**
+         * How many times it was marked down.
+         *
+         * @return the count
+         */
         synchronized long downs() {
             return downs;
         }
 
         /**
          * Marks it up if it was not marked down since {@code seen} (its {@link #downs()} when
-         * the request that answered 200 was sent); returns whether it did.
+         * the request that answered 200 was sent).
+         *
+         * @param seen {@link #downs()} when the request was sent
+         * @return whether it was marked up
          */
         synchronized boolean markUpUnlessDownSince(long seen) {
             if (downs != seen) {
@@ -173,6 +235,11 @@ final class Servers {
             return true;
         }
 
+        /**
+         * Marks it down and schedules its next probe.
+         *
+         * @param t the backoff
+         */
         synchronized void markDown(Timing t) {
             down = true;
             downs++;
@@ -194,6 +261,13 @@ final class Servers {
     /** Probes in flight, cancelled by {@link #close}. */
     private final Set<CompletableFuture<?>> probes = ConcurrentHashMap.newKeySet();
 
+    /**
+     * The servers, all up.
+     *
+     * @param bases base URLs, the first preferred
+     * @param http the HTTP client
+     * @param timing timeouts and backoff
+     */
     Servers(List<String> bases, HttpClient http, Timing timing) {
         this.list = new Server[bases.size()];
         for (int k = 0; k < list.length; k++) {
@@ -203,7 +277,11 @@ final class Servers {
         this.timing = timing;
     }
 
-    /** Base URLs in the order given. */
+    /**
+     * Base URLs in the order given.
+     *
+     * @return the base URLs
+     */
     List<String> bases() {
         List<String> out = new ArrayList<>();
         for (Server s : list) {
@@ -212,12 +290,20 @@ final class Servers {
         return out;
     }
 
-    /** Base URL of the server asked first (the last that answered). */
+    /**
+     * Base URL of the server asked first (the last that answered).
+     *
+     * @return its base URL
+     */
     String preferred() {
         return list[preferred.get() % list.length].base;
     }
 
-    /** Base URLs of the servers marked down. */
+    /**
+     * Base URLs of the servers marked down.
+     *
+     * @return the base URLs
+     */
     List<String> down() {
         List<String> out = new ArrayList<>();
         for (Server s : list) {
@@ -231,6 +317,10 @@ final class Servers {
     /**
      * One batch: the preferred server first, then the other up servers in order, then (last
      * resort) the down ones. Stops at the first refusal that holds on every server.
+     *
+     * @param req the request
+     * @return the batch, the refusal, or the last failure
+     * @throws InterruptedException the client is closing
      */
     FetchResult fetch(Request req) throws InterruptedException {
         int n = list.length;
@@ -275,6 +365,8 @@ final class Servers {
      * brings it back. Without this, a server far behind (a snowflake server whose clock runs
      * late, a lower segment of a large step) would stay preferred and be asked batch after batch
      * while another server could answer at once.
+     *
+     * @param i the server's index (out of range: nothing happens)
      */
     void markBehind(int i) {
         if (i >= 0 && i < list.length) {
@@ -284,10 +376,20 @@ final class Servers {
 
     /** What one server did with one request: exactly one field is set. */
     private static final class Outcome {
+        /** A valid batch, or null. */
         final Ranges ranges;
+        /** A refusal that holds on every server, or null. */
         final RejectedException rejected;
+        /** This server's failure, or null. */
         final ServerFault fault;
 
+        /**
+         * An outcome (one argument non-null).
+         *
+         * @param ranges a valid batch
+         * @param rejected a refusal
+         * @param fault a failure
+         */
         Outcome(Ranges ranges, RejectedException rejected, ServerFault fault) {
             this.ranges = ranges;
             this.rejected = rejected;
@@ -295,6 +397,14 @@ final class Servers {
         }
     }
 
+    /**
+     * One request to one server.
+     *
+     * @param s the server
+     * @param req the request
+     * @return what it answered
+     * @throws InterruptedException the client is closing
+     */
     private Outcome ask(Server s, Request req) throws InterruptedException {
         HttpRequest hr;
         try {
@@ -358,10 +468,24 @@ final class Servers {
         }
     }
 
+    /**
+     * A failure of one server.
+     *
+     * @param s the server
+     * @param kind what went wrong
+     * @param detail what happened
+     * @return the outcome
+     */
     private static Outcome fault(Server s, ServerFault.Kind kind, String detail) {
         return new Outcome(null, null, new ServerFault(s.base, kind, detail));
     }
 
+    /**
+     * A transport failure, for humans.
+     *
+     * @param t the failure
+     * @return its description
+     */
     private static String describe(Throwable t) {
         if (t instanceof HttpTimeoutException) {
             return "timed out: " + t.getMessage();
@@ -380,6 +504,9 @@ final class Servers {
      * (ask the next). The servers share one database, so leafid's refusals of the request itself
      * hold everywhere; any other code ({@code engine_disabled}, {@code not_found},
      * {@code unauthorized}, none at all...) is this server's.
+     *
+     * @param code the 4xx body's code ({@code ""} if none)
+     * @return whether every server would refuse the same
      */
     static boolean refusalHoldsOnEveryServer(String code) {
         switch (code) {
@@ -401,6 +528,11 @@ final class Servers {
      * overlap, their sizes add up to {@code count}, at least 1 and at most the count asked, and
      * the body names the tag asked for (segment route). Anything else is the server's fault and
      * none of its ids is used.
+     *
+     * @param body the 200 body
+     * @param req the request it answers
+     * @return its runs
+     * @throws BadBatch the body is not a valid batch
      */
     static Ranges parseBatch(String body, Request req) throws BadBatch {
         Object v;
@@ -469,7 +601,13 @@ final class Servers {
         return new Ranges(firsts, lasts, count);
     }
 
-    /** One id: a positive decimal that fits a signed 64-bit integer, parsed exactly. */
+    /**
+     * One id: a positive decimal that fits a signed 64-bit integer, parsed exactly.
+     *
+     * @param o a decimal string or a JSON integer
+     * @return the id
+     * @throws BadBatch anything else
+     */
     private static long parseId(Object o) throws BadBatch {
         String text;
         if (o instanceof String) {

@@ -183,7 +183,7 @@ class SegmentTest {
     }
 
     @Test
-    void the_batch_size_follows_one_fast_caller_up_to_the_maximum() {
+    void the_batch_size_follows_one_fast_caller_up_to_the_maximum() throws Exception {
         server.createTag("demand", 1000, null);
         try (LeafidClient c = LeafidClient.builder().servers(server.url()).batchSize(10).maxBatch(100_000)
                 .build()) {
