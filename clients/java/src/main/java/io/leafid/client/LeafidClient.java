@@ -122,7 +122,7 @@ public final class LeafidClient implements AutoCloseable {
                 .executor(workers)
                 .build();
         Servers.Timing timing = new Servers.Timing(b.requestTimeout, b.backoffMin, b.backoffMax);
-        Servers servers = new Servers(bases, http, timing);
+        Servers servers = new Servers(bases, http, timing, b.connectTimeout);
         this.shared = new Shared(servers, timing, b.waitTimeout, b.targetLifetime.toNanos(), workers, timer);
         this.batchSize = b.batchSize;
         this.maxBatch = b.maxBatch;
@@ -131,7 +131,7 @@ public final class LeafidClient implements AutoCloseable {
                 MAX_SNOWFLAKE_BATCH);
         long tick = b.backoffMin.toNanos();
         timer.scheduleWithFixedDelay(servers::probeDue, tick, tick, TimeUnit.NANOSECONDS);
-        servers.warmUp();
+        servers.warmUp(workers);
     }
 
     /**

@@ -1,21 +1,27 @@
 package io.leafid.client;
 
 import java.io.IOException;
+import java.io.InputStream;
 import java.net.ConnectException;
+import java.net.HttpURLConnection;
+import java.net.Proxy;
+import java.net.SocketTimeoutException;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.net.http.HttpTimeoutException;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -33,6 +39,13 @@ import java.util.concurrent.atomic.AtomicInteger;
  * most {@code backoffMax}) has passed. Only when every server is down does a fetch ask the down
  * ones too (last resort), so the client never stalls behind a probe schedule while a server
  * could answer.
+ *
+ * <p>Batch requests run on the calling (refill) thread with {@link HttpURLConnection}, whose
+ * keep-alive connections the JDK pools: no thread handoff per request. Measured here against a
+ * local server, a request of 1,000,000 ids took 0.45 ms (median) that way and 1.8 to 2.7 ms
+ * through {@code java.net.http.HttpClient} (its selector thread and executor hand each exchange
+ * over twice), and at a high rate the callers wait for exactly that latency. Health probes stay
+ * on the asynchronous {@code HttpClient}.
  *
  * <p>The only ids that leave this class come from the body of a 200 that parsed and passed
  * {@link #parseBatch}; a failed or partial answer contributes nothing.
@@ -260,6 +273,12 @@ final class Servers {
     private final Timing timing;
     /** Probes in flight, cancelled by {@link #close}. */
     private final Set<CompletableFuture<?>> probes = ConcurrentHashMap.newKeySet();
+    /** Batch requests in flight, disconnected by {@link #close} (a blocked read ignores interrupts). */
+    private final Set<HttpURLConnection> inFlight = ConcurrentHashMap.newKeySet();
+    /** Bound of opening a connection, in milliseconds (at least 1). */
+    private final int connectTimeoutMillis;
+    /** Set by {@link #close}: no request starts after it. */
+    private volatile boolean closed;
 
     /**
      * The servers, all up.
@@ -267,14 +286,86 @@ final class Servers {
      * @param bases base URLs, the first preferred
      * @param http the HTTP client
      * @param timing timeouts and backoff
+     * @param connectTimeout bound of opening a connection
      */
-    Servers(List<String> bases, HttpClient http, Timing timing) {
+    Servers(List<String> bases, HttpClient http, Timing timing, Duration connectTimeout) {
         this.list = new Server[bases.size()];
         for (int k = 0; k < list.length; k++) {
             list[k] = new Server(bases.get(k));
         }
         this.http = http;
         this.timing = timing;
+        this.connectTimeoutMillis = millis(connectTimeout.toNanos());
+    }
+
+    /**
+     * A timeout for {@link HttpURLConnection}: whole milliseconds, at least 1 (0 means none).
+     *
+     * @param nanos the timeout in nanoseconds
+     * @return it in milliseconds, within {@code 1..=Integer.MAX_VALUE}
+     */
+    private static int millis(long nanos) {
+        return (int) Math.max(1, Math.min(Integer.MAX_VALUE, TimeUnit.NANOSECONDS.toMillis(nanos)));
+    }
+
+    /** A status and a body. */
+    private static final class Reply {
+        /** The HTTP status. */
+        final int status;
+        /** The body (the error body for a 4xx or 5xx), empty if none. */
+        final String body;
+
+        /**
+         * A reply.
+         *
+         * @param status the HTTP status
+         * @param body the body
+         */
+        Reply(int status, String body) {
+            this.status = status;
+            this.body = body;
+        }
+    }
+
+    /**
+     * One {@code GET} on the calling thread, connect to last byte within {@code timeoutNanos}
+     * (the connect and every read are bounded by it, and an answer that took longer in all is
+     * a timeout too). The connection goes back to the JDK's keep-alive pool once its body is read.
+     *
+     * @param url the full URL
+     * @param timeoutNanos the bound of the whole exchange
+     * @return the status and body
+     * @throws IOException no answer: refused, reset, timed out, or the client closed
+     */
+    private Reply get(String url, long timeoutNanos) throws IOException {
+        long t0 = System.nanoTime();
+        int ms = millis(timeoutNanos);
+        HttpURLConnection c = (HttpURLConnection) URI.create(url).toURL().openConnection(Proxy.NO_PROXY);
+        c.setConnectTimeout(Math.min(ms, connectTimeoutMillis));
+        c.setReadTimeout(ms);
+        c.setInstanceFollowRedirects(false);
+        c.setUseCaches(false);
+        c.setRequestProperty("Accept", "application/json");
+        inFlight.add(c);
+        try {
+            if (closed) {
+                throw new IOException("client closed");
+            }
+            int status = c.getResponseCode();
+            byte[] bytes;
+            try (InputStream in = status >= 400 ? c.getErrorStream() : c.getInputStream()) {
+                bytes = in == null ? new byte[0] : in.readAllBytes();
+            }
+            long took = System.nanoTime() - t0;
+            if (took > timeoutNanos) {
+                c.disconnect();
+                throw new SocketTimeoutException("answered after " + TimeUnit.NANOSECONDS.toMillis(took)
+                        + " ms, over the " + ms + " ms request timeout");
+            }
+            return new Reply(status, new String(bytes, StandardCharsets.UTF_8));
+        } finally {
+            inFlight.remove(c);
+        }
     }
 
     /**
@@ -406,36 +497,22 @@ final class Servers {
      * @throws InterruptedException the client is closing
      */
     private Outcome ask(Server s, Request req) throws InterruptedException {
-        HttpRequest hr;
+        Reply resp;
         try {
-            hr = HttpRequest.newBuilder(URI.create(s.base + req.path))
-                    .timeout(Duration.ofNanos(timing.requestTimeout))
-                    .header("Accept", "application/json")
-                    .GET()
-                    .build();
+            resp = get(s.base + req.path, timing.requestTimeout);
         } catch (IllegalArgumentException e) {
             return fault(s, ServerFault.Kind.TRANSPORT, "bad URL: " + e.getMessage());
+        } catch (IOException e) {
+            if (Thread.interrupted()) {
+                throw new InterruptedException("client closing");
+            }
+            return fault(s, ServerFault.Kind.TRANSPORT, describe(e));
         }
-        CompletableFuture<HttpResponse<String>> f =
-                http.sendAsync(hr, HttpResponse.BodyHandlers.ofString());
-        HttpResponse<String> resp;
-        try {
-            // The request's own timeout ends at the response headers; this bounds the body too.
-            resp = f.get(timing.requestTimeout, TimeUnit.NANOSECONDS);
-        } catch (TimeoutException e) {
-            f.cancel(true);
-            return fault(s, ServerFault.Kind.TRANSPORT,
-                    "timed out after " + TimeUnit.NANOSECONDS.toMillis(timing.requestTimeout) + " ms");
-        } catch (InterruptedException e) {
-            f.cancel(true);
-            throw e;
-        } catch (CancellationException e) {
-            return fault(s, ServerFault.Kind.TRANSPORT, "request cancelled");
-        } catch (ExecutionException e) {
-            return fault(s, ServerFault.Kind.TRANSPORT, describe(e.getCause()));
+        if (Thread.interrupted()) {
+            throw new InterruptedException("client closing");
         }
-        int status = resp.statusCode();
-        String body = resp.body() == null ? "" : resp.body();
+        int status = resp.status;
+        String body = resp.body;
         if (status >= 400 && status < 500) {
             String code = "";
             String message = "";
@@ -486,9 +563,11 @@ final class Servers {
      * @param t the failure
      * @return its description
      */
-    private static String describe(Throwable t) {
-        if (t instanceof HttpTimeoutException) {
-            return "timed out: " + t.getMessage();
+    private String describe(Throwable t) {
+        if (t instanceof HttpTimeoutException || t instanceof SocketTimeoutException) {
+            String m = t.getMessage();
+            return m != null && m.startsWith("answered after") ? m
+                    : "timed out after " + TimeUnit.NANOSECONDS.toMillis(timing.requestTimeout) + " ms";
         }
         if (t instanceof ConnectException) {
             return "connection refused";
@@ -684,14 +763,19 @@ final class Servers {
 
     /**
      * Warms the HTTP stack before the first batch request: one {@code GET /health/ready} to
-     * every server at once, waiting until one answers (any status) or all have failed, at most
-     * the request timeout. The answers change nothing (health is untouched). Without it, the
-     * first request of a fresh JVM pays the JDK HttpClient's class loading and JIT (150 to 250
-     * ms measured, more on a loaded machine) inside its request timeout, and a healthy server
-     * could be marked down for the client's own start-up.
+     * every server at once on both transports (the batch requests' {@link HttpURLConnection} on
+     * the client's threads, the probes' {@code HttpClient}), waiting until one batch-transport
+     * answer arrives (any status) or all have failed, at most the request timeout. The answers
+     * change nothing (health is untouched). Without it, the first request of a fresh JVM pays the
+     * JDK's HTTP class loading and JIT (150 to 250 ms measured, more on a loaded machine) inside
+     * its request timeout, and a healthy server could be marked down for the client's own
+     * start-up.
+     *
+     * @param pool the threads the batch-transport requests run on
      */
-    void warmUp() {
-        List<CompletableFuture<HttpResponse<Void>>> all = new ArrayList<>();
+    void warmUp(Executor pool) {
+        List<CompletableFuture<?>> all = new ArrayList<>();
+        List<CompletableFuture<?>> probing = new ArrayList<>();
         CompletableFuture<Void> anyAnswer = new CompletableFuture<>();
         for (Server s : list) {
             try {
@@ -699,11 +783,21 @@ final class Servers {
                         .timeout(Duration.ofNanos(timing.requestTimeout))
                         .GET()
                         .build();
-                CompletableFuture<HttpResponse<Void>> f = http.sendAsync(hr, HttpResponse.BodyHandlers.discarding());
-                f.thenRun(() -> anyAnswer.complete(null));
-                all.add(f);
+                probing.add(http.sendAsync(hr, HttpResponse.BodyHandlers.discarding()));
             } catch (RuntimeException e) {
                 // A bad URL fails its batch requests later, as a fault.
+            }
+            try {
+                all.add(CompletableFuture.runAsync(() -> {
+                    try {
+                        get(s.base + "/health/ready", timing.requestTimeout);
+                        anyAnswer.complete(null);
+                    } catch (IOException | RuntimeException e) {
+                        // Only a warm-up: health is untouched.
+                    }
+                }, pool));
+            } catch (RejectedExecutionException e) {
+                // Closing.
             }
         }
         CompletableFuture<Void> allDone = CompletableFuture.allOf(all.toArray(new CompletableFuture<?>[0]));
@@ -714,7 +808,7 @@ final class Servers {
         } catch (ExecutionException | TimeoutException e) {
             // Nothing to do: this was only a warm-up.
         }
-        for (CompletableFuture<?> f : all) {
+        for (CompletableFuture<?> f : probing) {
             f.cancel(true);
         }
         try {
@@ -724,8 +818,12 @@ final class Servers {
         }
     }
 
-    /** Cancels the probes in flight. */
+    /** Cancels the probes in flight and disconnects the batch requests in flight. */
     void close() {
+        closed = true;
+        for (HttpURLConnection c : inFlight) {
+            c.disconnect();
+        }
         for (CompletableFuture<?> f : probes) {
             f.cancel(true);
         }
