@@ -21,7 +21,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * A leafid client: per tag (and for snowflake) a local double-buffered id supply, fed by the
- * batch routes of several servers with failover. Thread-safe; make one per process and share
+ * range routes of several servers with failover. Thread-safe; make one per process and share
  * it. Close it when done: {@link #close()} stops every thread it started.
  *
  * <pre>{@code

@@ -19,7 +19,8 @@ public final class ServerFault {
         /**
          * A valid batch whose ids all lie at or below the last id this client accepted: the
          * server is behind the one used before (cut, counted in {@link Stats#discardedIds()}).
-         * Not a reason to mark it down; it is asked again at once.
+         * It is marked down (asked again only as a last resort or after its probe) and the next
+         * request asks for enough ids to pass the floor at once (the catch-up).
          */
         BEHIND,
     }
