@@ -33,12 +33,15 @@ if [ -z "${LEAFID_BIN:-}" ] && [ ! -x "$repo/target/debug/leafid" ]; then
 fi
 
 # Stale classes of removed sources would otherwise survive (no maven-clean-plugin offline).
-rm -rf target/classes target/test-classes target/conformance-classes target/example-classes \
+rm -rf target/classes target/test-classes target/conformance-classes target/example-classes target/doclint-classes \
     target/surefire-reports
 # The -sources and -javadoc jars are left to scripts/package-check.sh (the publishing dry run).
 mvn -o -B --no-transfer-progress -Dmaven.repo.local="$REPO" \
     -Dmaven.source.skip=true -Dmaven.javadoc.skip=true package
 
+# Doc comments on every member, private ones included (the published Javadoc covers the public
+# API and is checked by scripts/package-check.sh).
+javac --release 11 -Xlint:all -Xdoclint:all -Werror -d target/doclint-classes src/main/java/io/leafid/client/*.java
 javac --release 11 -Xlint:all -Werror -d target/conformance-classes -cp target/classes \
     conformance/io/leafid/client/*.java
 javac --release 11 -Xlint:all -Werror -d target/example-classes -cp target/classes examples/*.java
@@ -60,7 +63,7 @@ fi
 expected='{"ok":true}
 {"ok":true,"ids":[[],[]],"errors":[{"kind":"invalid_tag","code":"","count":6}]}
 {"ok":true,"ids":[[]],"errors":[{"kind":"unavailable","code":"","count":1}]}
-{"ok":true,"ids_served":0,"batches":0,"failovers":0,"discarded_ids":0}
+{"ok":true,"ids_served":0,"batches":0,"failovers":0,"discarded_ids":0,"batch_size":10}
 {"ok":true}'
 if [ "$answers" != "$expected" ]; then
     echo "conformance adapter smoke test failed; got:" >&2

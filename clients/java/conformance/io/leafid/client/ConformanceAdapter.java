@@ -96,6 +96,12 @@ public final class ConformanceAdapter {
         if (cmd.containsKey("batch")) {
             b.batchSize((int) num(cmd, "batch"));
         }
+        if (cmd.containsKey("max_batch")) {
+            b.maxBatch((int) num(cmd, "max_batch"));
+        }
+        if (cmd.containsKey("target_lifetime_ms")) {
+            b.targetLifetime(Duration.ofMillis(num(cmd, "target_lifetime_ms")));
+        }
         if (cmd.containsKey("request_timeout_ms")) {
             b.requestTimeout(Duration.ofMillis(num(cmd, "request_timeout_ms")));
         }
@@ -192,7 +198,8 @@ public final class ConformanceAdapter {
         }
         Stats s = client.stats();
         return "{\"ok\":true,\"ids_served\":" + s.idsServed() + ",\"batches\":" + s.batches()
-                + ",\"failovers\":" + s.failovers() + ",\"discarded_ids\":" + s.discardedIds() + "}";
+                + ",\"failovers\":" + s.failovers() + ",\"discarded_ids\":" + s.discardedIds()
+                + ",\"batch_size\":" + s.batchSize() + "}";
     }
 
     private static boolean dumped;

@@ -5,8 +5,14 @@ package io.leafid.client;
  * no id was handed out by this call.
  */
 public final class ClosedException extends LeafidException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
+    /**
+     * A closed client's error.
+     *
+     * @param message what was closed or interrupted
+     */
     ClosedException(String message) {
         super(message);
     }

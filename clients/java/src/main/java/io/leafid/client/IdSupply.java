@@ -1,8 +1,9 @@
 package io.leafid.client;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.OptionalLong;
 import java.util.concurrent.CompletableFuture;
@@ -18,79 +19,132 @@ import java.util.concurrent.locks.ReentrantLock;
  * from {@link LeafidClient#segment(String)} or {@link LeafidClient#snowflake()}; every call for
  * the same tag returns the same supply, so all callers share one increasing stream.
  *
- * <p>Double-buffered like the server's segment buffer: the supply holds the <em>current</em>
- * batch (the ids of one 200 answer) and at most one <em>next</em> batch. {@link #nextId()} takes
- * an index with one {@code getAndIncrement} on the current batch: that is the whole fast path.
- * The caller whose index is the batch's preload mark (10% of it) starts the refill, which
- * fetches the next batch on a client thread (single flight); when the current batch runs out,
- * the first caller to find it spent promotes the next one, and callers that find no next batch
- * wait for the refill, at most the wait timeout.
+ * <p>Double-buffered like the server's segment buffer: the supply holds the batch <em>in
+ * use</em> (the runs of consecutive ids of one 200 answer of a range route) and at most one
+ * <em>next</em> batch. Callers take ids from the <em>current run</em>, a part of the batch in
+ * use: {@link #nextId()} is one atomic increment of the run's counter and one compare with the
+ * run's size, nothing else (no lock, no allocation). Only a caller whose increment passes the
+ * end of the run takes the supply's lock and switches to the next run (of the batch in use, or
+ * of the next batch once the batch in use is spent). The batch is cut into runs so that one run
+ * starts at 10% of it: the switch into that run starts the refill, which fetches the next batch
+ * on a client thread (single flight). Callers that find both batches spent wait for the refill,
+ * at most the wait timeout.
+ *
+ * <p>The size of each request follows demand (see {@link LeafidClient.Builder#maxBatch(int)}):
+ * it doubles while a batch would last less than half the target lifetime (or a caller had to
+ * wait), halves while it would last more than twice the target, between the builder's batch size
+ * and its maximum.
  *
  * <h2>Guarantees</h2>
  * <ul>
- *   <li><b>No id twice.</b> An index is taken by exactly one caller, and each accepted batch
- *       holds only ids above every id of the batches accepted before it (the <em>floor</em>).
- *   <li><b>Only received ids.</b> A batch is built only from the ids of a 200 body that passed
- *       validation; nothing is computed.
+ *   <li><b>No id twice.</b> An index of a run is taken by exactly one caller, and each accepted
+ *       batch holds only ids above every id of the batches accepted before it (the
+ *       <em>floor</em>); the runs of one batch do not overlap.
+ *   <li><b>Only received ids.</b> A run is built only from the runs of a 200 body that passed
+ *       validation, trimmed to the ids above the floor.
  *   <li><b>Increasing.</b> If one {@code nextId} call returns before another starts, the second
- *       id is larger, whichever threads make the calls. A batch is promoted only once the
- *       current one is spent, and after a failover the new server's ids at or below the floor
- *       are cut (counted in {@link Stats#discardedIds()}, never handed out); after an answer
- *       cut to nothing the next request follows at once and asks for enough ids to pass the
- *       last one accepted (at most 100000 per request: the catch-up).
+ *       id is larger, whichever threads make the calls (see {@link #nextId(Duration)} for why).
+ *       After a failover the new server's ids at or below the floor are cut (counted in
+ *       {@link Stats#discardedIds()}, never handed out); after an answer cut to nothing the next
+ *       request follows at once and asks for enough ids to pass the floor (the catch-up).
  * </ul>
  */
 public final class IdSupply {
-    /** Ids of one answer, handed out in order by index. */
-    private static final class Batch {
-        /** Strictly increasing, all above the ids of every earlier batch of the supply. */
-        final long[] ids;
+    /**
+     * A run of consecutive ids {@code first ..= first + size - 1} and its counter: the index the
+     * next caller takes. Immutable but for the counter, which only grows (each caller adds one,
+     * also past the end: a long cannot wrap in practice). Indexes, not ids, are counted, so a
+     * run ending at 2^63-1 cannot overflow into negative ids.
+     */
+    static final class Run {
+        /** The first id of the run (positive). */
+        final long first;
+        /** Ids in the run (0 only for the supply's start and closed markers). */
+        final long size;
+        /** Switching into this run starts the refill (it begins at 10% of its batch). */
+        final boolean startsRefill;
+        /** Indexes taken; only through {@link #TAKEN}. */
+        @SuppressWarnings("unused")
+        private long taken;
+
         /**
-         * Indexes taken so far; the caller that takes {@code i < ids.length} owns {@code ids[i]}.
-         * Runs past the length once spent (each late caller adds one; a long cannot wrap).
+         * A run, none of it taken.
+         *
+         * @param first the first id
+         * @param size ids in the run
+         * @param startsRefill whether switching into it starts the refill
          */
-        final AtomicLong taken = new AtomicLong();
-        /** The index whose taker starts the refill: 10% of the batch, as the server preloads. */
-        final long preloadAt;
-
-        Batch(long[] ids) {
-            this.ids = ids;
-            this.preloadAt = ids.length / 10;
+        Run(long first, long size, boolean startsRefill) {
+            this.first = first;
+            this.size = size;
+            this.startsRefill = startsRefill;
         }
 
-        boolean isSpent() {
-            return taken.get() >= ids.length;
-        }
-
-        /** Ids handed out from this batch. */
+        /**
+         * Ids handed out (or being handed out) from this run.
+         *
+         * @return the indexes taken, at most its size
+         */
         long served() {
-            return Math.min(taken.get(), ids.length);
+            return Math.min((long) TAKEN.getVolatile(this), size);
         }
     }
 
-    private static final Batch EMPTY = new Batch(new long[0]);
+    /** Atomic access to {@link Run#taken}: {@code getAndAdd} is one {@code lock xadd} on x86. */
+    private static final VarHandle TAKEN;
+
+    static {
+        try {
+            TAKEN = MethodHandles.lookup().findVarHandle(Run.class, "taken", long.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
 
     /** The client's servers, threads, settings and closed flag. */
     private final LeafidClient.Shared shared;
-    /** The batch request (segment or snowflake route). */
-    private final Servers.Request request;
+    /** The range route without its query. */
+    private final String route;
     /** The tag, or null for snowflake. */
     private final String tag;
+    /** Smallest size a request asks for: the builder's batch size. */
+    private final int minBatch;
+    /** Largest size a request asks for (the builder's, within the route's limit). */
+    private final int maxBatch;
+    /** The route's limit per request: bounds a catch-up request. */
+    private final int routeLimit;
 
     /**
-     * The batch being served. Written only under {@link #lock}, and only to replace a spent
-     * batch (promotion); volatile so the fast path sees a promoted batch and its ids.
+     * The run callers take from. Written only under {@link #lock}, only to replace a spent run
+     * (or by close); volatile so that a caller sees a new run with its final fields, and never an
+     * older run than one a call that returned before it started took from.
      */
-    private volatile Batch current = EMPTY;
+    private volatile Run current;
 
     /** Guards the fields below; never held across a request. */
     private final ReentrantLock lock = new ReentrantLock();
     /** Signalled when a refill ends (successful or not) and when the client closes. */
     private final Condition refillEnded = lock.newCondition();
-    /** The batch to serve after the current one, once fetched. */
-    private Batch next;
+    /** The batch in use (the current run is cut from it), null before the first. */
+    private Ranges using;
+    /** Index of the run of {@link #using} the next {@link Run} is cut from. */
+    private int usingRun;
+    /** The first id of {@link #using} not yet cut into a {@link Run}. */
+    private long usingCursor;
+    /** Ids of {@link #using} cut into runs so far (the current run's included). */
+    private long usingCut;
+    /** The offset in {@link #using} where a run starts the refill (10% of it). */
+    private long usingPreload;
+    /** When {@link #using} became the batch in use ({@link System#nanoTime()}). */
+    private long usingSince;
+    /** The batch to use after the current one, once fetched. */
+    private Ranges next;
     /** The largest id accepted into a batch so far (0 before the first: ids are positive). */
     private long floor;
+    /** The size the next request asks for (follows demand). */
+    private int size;
+    /** A caller found both batches spent since the last size decision. */
+    private boolean starved;
     /** True while one refill runs (single flight). */
     private boolean refilling;
     /** Set when the last refill was refused; cleared when a new refill starts. */
@@ -99,7 +153,7 @@ public final class IdSupply {
     private ServerFault lastFault;
     /** Async callers waiting for the refill to end: each retries once run. */
     private List<Runnable> waiters = new ArrayList<>();
-    /** Ids of the batches promoted away (all handed out: a batch is promoted once spent). */
+    /** Ids of the runs switched away from (all handed out: a run is left once spent). */
     private long retiredServed;
 
     /** Batches accepted. Statistics only. */
@@ -109,22 +163,74 @@ public final class IdSupply {
     /** Failovers of this supply's fetches. Statistics only. */
     private final AtomicLong failovers = new AtomicLong();
 
-    IdSupply(LeafidClient.Shared shared, Servers.Request request, String tag) {
+    /**
+     * A supply with no batch yet.
+     *
+     * @param shared what the client's supplies share
+     * @param route the range route without its query
+     * @param tag the tag, or null for snowflake
+     * @param minBatch the builder's batch size
+     * @param maxBatch the largest size a request asks for
+     * @param routeLimit the route's limit per request
+     */
+    IdSupply(LeafidClient.Shared shared, String route, String tag, int minBatch, int maxBatch, int routeLimit) {
         this.shared = shared;
-        this.request = request;
+        this.route = route;
         this.tag = tag;
+        this.minBatch = minBatch;
+        this.maxBatch = maxBatch;
+        this.routeLimit = routeLimit;
+        this.size = minBatch;
+        this.current = new Run(1, 0, false);
     }
 
     /**
-     * A supply of exactly {@code ids} (strictly increasing, positive) that never contacts a
-     * server: for benchmarks of the local path and tests. Once they are spent, {@code nextId}
-     * waits {@code waitTimeout} and fails with {@link UnavailableException}.
+     * A supply of exactly {@code ranges} that never contacts a server: for benchmarks of the
+     * local path and tests. Once they are spent, {@code nextId} waits {@code waitTimeout} and
+     * fails with {@link UnavailableException}.
+     *
+     * @param ranges the ids
+     * @param waitTimeout the wait once they are spent
+     * @return the supply
+     */
+    static IdSupply fixed(Ranges ranges, Duration waitTimeout) {
+        IdSupply s = new IdSupply(new LeafidClient.Shared(null, null, waitTimeout, 0, null, null), null, "fixed",
+                1, 1, 1);
+        s.lock.lock();
+        try {
+            s.next = ranges;
+            s.floor = ranges.last();
+            s.promoteLocked();
+            s.current = s.cutRunLocked(s.usingCursor);
+        } finally {
+            s.lock.unlock();
+        }
+        return s;
+    }
+
+    /**
+     * {@link #fixed(Ranges, Duration)} of the ids given.
+     *
+     * @param ids the ids, strictly increasing, positive
+     * @param waitTimeout the wait once they are spent
+     * @return the supply
      */
     static IdSupply fixed(long[] ids, Duration waitTimeout) {
-        IdSupply s = new IdSupply(new LeafidClient.Shared(null, null, waitTimeout, null, null), null, "fixed");
-        s.current = new Batch(ids);
-        s.floor = ids.length == 0 ? 0 : ids[ids.length - 1];
-        return s;
+        List<long[]> runs = new ArrayList<>();
+        for (long id : ids) {
+            if (!runs.isEmpty() && runs.get(runs.size() - 1)[1] == id - 1) {
+                runs.get(runs.size() - 1)[1] = id;
+            } else {
+                runs.add(new long[] {id, id});
+            }
+        }
+        long[] f = new long[runs.size()];
+        long[] l = new long[runs.size()];
+        for (int k = 0; k < f.length; k++) {
+            f[k] = runs.get(k)[0];
+            l[k] = runs.get(k)[1];
+        }
+        return fixed(new Ranges(f, l, ids.length), waitTimeout);
     }
 
     /**
@@ -146,12 +252,32 @@ public final class IdSupply {
      *     (its interrupt flag is set again)
      */
     public long nextId() {
-        return nextId(shared.waitTimeout);
+        Run r = current;
+        long i = (long) TAKEN.getAndAdd(r, 1L);
+        if (i < r.size) {
+            return r.first + i;
+        }
+        return nextIdSlow(System.nanoTime(), shared.waitTimeout.toNanos());
     }
 
     /**
-     * The next id, waiting at most {@code maxWait} when the local batches are spent (the fast
+     * The next id, waiting at most {@code maxWait} when the local batches are spent (the local
      * path never waits).
+     *
+     * <p><b>Why the local path is enough.</b> It reads the current run (a volatile read), takes
+     * an index with one atomic {@code getAndAdd} on the run's counter, and returns
+     * {@code first + index} if the index is below the run's size. <em>No id twice:</em> the
+     * atomic increment gives each index of a run to exactly one caller, runs of one batch do
+     * not overlap and every batch lies above the ones before it. <em>Increasing across
+     * callers:</em> let call A return id {@code a} from run R and call B start afterwards. The
+     * runs a supply serves are in increasing order of ids and {@code current} only moves
+     * forward (under the lock, and only away from a run whose counter passed its end). B reads
+     * R or a later run (a volatile read sees the write that A's own switch made, if any). If
+     * it is R, its increment comes after A's in the counter's single modification order (A's
+     * finished before B's began), so it gets a larger index, or an index past the end, and then
+     * the slow path gives B an id of a later run. If it is a later run, every id of it is above
+     * {@code a}. A call still holding an index of R when R was left overlaps every call that saw
+     * the switch, so the rule does not order them.
      *
      * @param maxWait the longest wait for a batch when both local batches are spent
      * @return the id (positive)
@@ -160,9 +286,10 @@ public final class IdSupply {
      * @throws ClosedException the client is closed, or the thread was interrupted while waiting
      */
     public long nextId(Duration maxWait) {
-        long id = fastPath();
-        if (id > 0) {
-            return id;
+        Run r = current;
+        long i = (long) TAKEN.getAndAdd(r, 1L);
+        if (i < r.size) {
+            return r.first + i;
         }
         return nextIdSlow(System.nanoTime(), maxWait.toNanos());
     }
@@ -175,19 +302,21 @@ public final class IdSupply {
      * @throws ClosedException the client is closed
      */
     public OptionalLong tryNextId() {
-        long id = fastPath();
-        if (id > 0) {
-            return OptionalLong.of(id);
-        }
-        if (shared.closed) {
-            return OptionalLong.empty();
+        Run r = current;
+        long i = (long) TAKEN.getAndAdd(r, 1L);
+        if (i < r.size) {
+            return OptionalLong.of(r.first + i);
         }
         lock.lock();
         try {
-            id = takeLocked();
+            if (shared.closed) {
+                throw new ClosedException("client closed");
+            }
+            long id = takeLocked();
             if (id > 0) {
                 return OptionalLong.of(id);
             }
+            noteStarvedLocked();
             startRefillLocked();
             return OptionalLong.empty();
         } finally {
@@ -216,9 +345,10 @@ public final class IdSupply {
      * @return a future of the next id
      */
     public CompletableFuture<Long> nextIdAsync(Duration maxWait) {
-        long id = fastPath();
-        if (id > 0) {
-            return CompletableFuture.completedFuture(id);
+        Run r = current;
+        long i = (long) TAKEN.getAndAdd(r, 1L);
+        if (i < r.size) {
+            return CompletableFuture.completedFuture(r.first + i);
         }
         long started = System.nanoTime();
         long waitNanos = maxWait.toNanos();
@@ -227,7 +357,7 @@ public final class IdSupply {
         if (!result.isDone()) {
             try {
                 ScheduledFuture<?> timer = shared.timer.schedule(
-                        () -> result.completeExceptionally(unavailable(started)),
+                        () -> result.completeExceptionally(unavailable(started, waitNanos)),
                         Math.max(0, started + waitNanos - System.nanoTime()), TimeUnit.NANOSECONDS);
                 result.whenComplete((v, e) -> timer.cancel(false));
             } catch (RejectedExecutionException e) {
@@ -244,58 +374,98 @@ public final class IdSupply {
      */
     public Stats stats() {
         long served;
+        int nextSize;
         lock.lock();
         try {
             served = retiredServed + current.served();
+            nextSize = size;
         } finally {
             lock.unlock();
         }
-        return new Stats(served, batches.get(), failovers.get(), discarded.get());
+        return new Stats(served, batches.get(), failovers.get(), discarded.get(), nextSize);
     }
 
     // ---- internals ----
 
-    /** An id of the current batch, or 0 when it is spent (ids are positive). */
-    private long fastPath() {
-        if (shared.closed) {
-            throw new ClosedException("client closed");
-        }
-        Batch b = current;
-        long i = b.taken.getAndIncrement();
-        if (i < b.ids.length) {
-            if (i == b.preloadAt) {
-                startRefill();
-            }
-            return b.ids[(int) i];
-        }
-        return 0;
-    }
-
     /**
-     * Under the lock: an id of the current batch, promoting the next one over a spent current;
-     * 0 when there is no id locally.
+     * Under the lock: an id of the current run, switching to the next run (of the batch in use,
+     * then of the next batch) over a spent one.
+     *
+     * @return the id, or 0 when there is no id locally
      */
     private long takeLocked() {
         while (true) {
-            Batch b = current;
-            long i = b.taken.getAndIncrement();
-            if (i < b.ids.length) {
-                if (i == b.preloadAt) {
-                    startRefillLocked();
+            Run r = current;
+            long i = (long) TAKEN.getAndAdd(r, 1L);
+            if (i < r.size) {
+                return r.first + i;
+            }
+            // r is spent (its counter is past the end, and counters only grow): every call that
+            // took one of its ids did so before this switch, so it can be left.
+            if (using == null || usingRun >= using.firsts.length) {
+                if (next == null) {
+                    return 0;
                 }
-                return b.ids[(int) i];
+                promoteLocked();
             }
-            if (next == null) {
-                return 0;
+            Run n = cutRunLocked(usingCursor);
+            retiredServed += r.size;
+            current = n;
+            if (n.startsRefill) {
+                startRefillLocked();
             }
-            // b is spent (its counter is past the end, and counters only grow): every call that
-            // took one of its ids did so before this promotion.
-            retiredServed += b.ids.length;
-            current = next;
-            next = null;
         }
     }
 
+    /** Makes the next batch the batch in use (the one in use is spent). */
+    private void promoteLocked() {
+        using = next;
+        next = null;
+        usingRun = 0;
+        usingCut = 0;
+        usingPreload = using.count / 10;
+        usingSince = System.nanoTime();
+        usingCursor = using.firsts[0];
+    }
+
+    /**
+     * Cuts the next run of the batch in use, from {@code first} (its cursor) to the end of its
+     * range, or to just before the preload offset if that lies inside; advances the cursor.
+     *
+     * @param first the cursor
+     * @return the run
+     */
+    private Run cutRunLocked(long first) {
+        long rangeLast = using.lasts[usingRun];
+        long last = rangeLast;
+        if (usingCut < usingPreload && usingPreload - usingCut <= rangeLast - first) {
+            last = first + (usingPreload - usingCut) - 1;
+        }
+        Run n = new Run(first, last - first + 1, usingCut == usingPreload);
+        usingCut += n.size;
+        if (last == rangeLast) {
+            usingRun++;
+            usingCursor = usingRun < using.firsts.length ? using.firsts[usingRun] : 0;
+        } else {
+            usingCursor = last + 1; // last < rangeLast <= 2^63-1
+        }
+        return n;
+    }
+
+    /** Records that a caller found both batches spent (doubles the next request's size). */
+    private void noteStarvedLocked() {
+        if (using != null) {
+            starved = true;
+        }
+    }
+
+    /**
+     * The slow path: switches runs under the lock, starts the refill and waits for it.
+     *
+     * @param started when the call started ({@link System#nanoTime()})
+     * @param waitNanos the longest wait
+     * @return the id
+     */
     private long nextIdSlow(long started, long waitNanos) {
         long deadline = started + waitNanos;
         boolean waited = false;
@@ -313,11 +483,14 @@ public final class IdSupply {
                 if (waited && refused != null) {
                     throw refused.copy();
                 }
+                if (!waited) {
+                    noteStarvedLocked();
+                }
                 startRefillLocked();
                 waited = true;
                 long left = deadline - System.nanoTime();
                 if (left <= 0) {
-                    throw unavailableLocked(started);
+                    throw unavailableLocked(started, waitNanos);
                 }
                 try {
                     refillEnded.awaitNanos(left);
@@ -331,6 +504,15 @@ public final class IdSupply {
         }
     }
 
+    /**
+     * One attempt of {@link #nextIdAsync(Duration)}: an id, a failure, or a retry queued for the end
+     * of the refill.
+     *
+     * @param result the caller's future
+     * @param started when the call started
+     * @param waitNanos the longest wait
+     * @param waited whether a refill ended since the call started
+     */
     private void attemptAsync(CompletableFuture<Long> result, long started, long waitNanos,
             boolean waited) {
         if (result.isDone()) {
@@ -352,9 +534,12 @@ public final class IdSupply {
                 result.completeExceptionally(refused.copy());
                 return;
             }
+            if (!waited) {
+                noteStarvedLocked();
+            }
             startRefillLocked();
             if (shared.servers == null || System.nanoTime() - (started + waitNanos) >= 0) {
-                result.completeExceptionally(unavailableLocked(started));
+                result.completeExceptionally(unavailableLocked(started, waitNanos));
                 return;
             }
             waiters.add(() -> attemptAsync(result, started, waitNanos, true));
@@ -363,37 +548,57 @@ public final class IdSupply {
         }
     }
 
-    private UnavailableException unavailable(long started) {
+    /**
+     * {@link #unavailableLocked} taking the lock.
+     *
+     * @param started when the call started
+     * @param waitNanos the wait it allowed
+     * @return the error
+     */
+    private UnavailableException unavailable(long started, long waitNanos) {
         lock.lock();
         try {
-            return unavailableLocked(started);
+            return unavailableLocked(started, waitNanos);
         } finally {
             lock.unlock();
         }
     }
 
-    private UnavailableException unavailableLocked(long started) {
-        return new UnavailableException(Duration.ofNanos(System.nanoTime() - started), lastFault);
+    /**
+     * The error of a call that got no id in time.
+     *
+     * @param started when the call started
+     * @param waitNanos the wait it allowed
+     * @return the error
+     */
+    private UnavailableException unavailableLocked(long started, long waitNanos) {
+        return new UnavailableException(Duration.ofNanos(System.nanoTime() - started), Duration.ofNanos(waitNanos),
+                lastFault, refilling);
     }
 
-    /** Starts the refill unless one runs or the next batch is already there. */
-    private void startRefill() {
-        lock.lock();
-        try {
-            startRefillLocked();
-        } finally {
-            lock.unlock();
-        }
-    }
-
+    /**
+     * Starts the refill unless one runs or the next batch is already there; decides the size of
+     * its request from the batch in use (demand) first.
+     */
     private void startRefillLocked() {
         if (refilling || next != null || shared.closed || shared.servers == null) {
             return;
         }
+        long batchIds = 0;
+        long used = 0;
+        if (using != null) {
+            batchIds = using.count;
+            // The current run is the last cut from the batch in use.
+            used = usingCut - current.size + current.served();
+        }
+        size = BatchSize.next(size, batchIds, used, System.nanoTime() - usingSince, starved, minBatch, maxBatch,
+                shared.targetLifetimeNanos);
+        starved = false;
+        Servers.Request req = new Servers.Request(route, size, tag);
         refilling = true;
         refused = null;
         try {
-            shared.workers.execute(this::refill);
+            shared.workers.execute(() -> refill(req));
         } catch (RejectedExecutionException e) {
             refilling = false; // closing
         }
@@ -402,34 +607,34 @@ public final class IdSupply {
     /**
      * Fetches one batch above the floor into {@code next}, retrying failed rounds with backoff
      * for at most the wait timeout (then the next caller that needs a batch starts another).
+     *
+     * @param sized the request, of the size decided when it started
      */
-    private void refill() {
+    private void refill(Servers.Request sized) {
         long deadline = System.nanoTime() + shared.waitTimeout.toNanos();
         int failures = 0;
-        // The batch size, or more while catching up (below).
-        Servers.Request req = request;
+        Servers.Request req = sized;
         try {
             while (!shared.closed) {
-                Servers.FetchResult r = shared.servers.fetch(req, floor());
+                Servers.FetchResult r = shared.servers.fetch(req);
                 failovers.addAndGet(r.failovers);
                 long wait;
-                if (r.ids != null || r.behind != null) {
-                    if (r.ids != null && accept(r.ids, r.server)) {
+                if (r.ranges != null) {
+                    long behind = accept(r.ranges, r.server);
+                    if (behind == 0) {
                         return;
                     }
-                    long last = r.ids != null ? r.ids[r.ids.length - 1] : discardBehind(r.behind, r.server);
                     // Catch-up: nothing above the floor, so that server is behind the one used
                     // before (a lower segment: a lagging or restored database; snowflake ids of
                     // older ticks). Mark it down so a server that is up is asked first, and ask
                     // again at once, without a pause, for enough ids to pass the floor: what
-                    // lies between this answer's last id and the floor, plus a batch, at most
-                    // MAX_BATCH (the server's limit). A segment server's next ids follow its
-                    // last ones, so a gap within one request is passed in one step; a larger one
-                    // takes one MAX_BATCH request per 100000 ids, each answer discarded (counted
-                    // in discardedIds) after reading only its tail (Servers.behindTail). The
-                    // deadline below still bounds the loop.
+                    // lies between this answer's last id and the floor, plus the current size,
+                    // at most the route's limit. A segment server's next ids follow its last
+                    // ones, so a gap within one request is passed in one step; a larger one
+                    // takes one request per limit. The size itself is not changed. The deadline
+                    // below still bounds the loop.
                     shared.servers.markBehind(r.serverIndex);
-                    req = request.withCount(catchUpCount(last, request.count));
+                    req = sized.withCount(catchUpCount(floor(), behind, sized.count, routeLimit));
                     wait = 0;
                 } else if (r.rejected != null) {
                     lock.lock();
@@ -472,7 +677,11 @@ public final class IdSupply {
         }
     }
 
-    /** The largest id accepted so far (0 before the first batch). */
+    /**
+     * The largest id accepted so far.
+     *
+     * @return the floor (0 before the first batch)
+     */
     private long floor() {
         lock.lock();
         try {
@@ -484,64 +693,49 @@ public final class IdSupply {
 
     /**
      * The ids to ask for after an answer whose last id, {@code last}, lies at or below the
-     * floor: enough to pass the floor by a batch, within {@code batch..=MAX_BATCH}.
+     * floor: {@code floor - last + batch} (the ids from {@code last} to {@code floor}, plus a
+     * batch above it), within {@code batch..=limit}.
+     *
+     * @param floor the largest id accepted
+     * @param last the answer's last id, at or below the floor
+     * @param batch the current batch size
+     * @param limit the route's limit per request
+     * @return the ids to ask for
      */
-    private int catchUpCount(long last, int batch) {
-        return catchUpCount(floor(), last, batch);
-    }
-
-    /**
-     * Counts an answer that lay wholly at or below the floor (read from its tail) as discarded,
-     * and names it as the last fault; returns its last id.
-     */
-    private long discardBehind(Servers.Behind b, String server) {
-        lock.lock();
-        try {
-            discarded.addAndGet(b.ids);
-            lastFault = new ServerFault(server, ServerFault.Kind.BEHIND, b.ids
-                    + " ids up to " + b.last + ", all at or below the last id accepted, " + floor);
-            return b.last;
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    /**
-     * {@code floor - last + batch} (the ids from {@code last} to {@code floor}, plus a batch
-     * above it), within {@code batch..=}{@link LeafidClient#MAX_BATCH}.
-     */
-    static int catchUpCount(long floor, long last, int batch) {
+    static int catchUpCount(long floor, long last, int batch, int limit) {
         long gap = floor - last; // >= 0: last is at or below the floor (both positive)
-        long want = gap > LeafidClient.MAX_BATCH ? LeafidClient.MAX_BATCH : gap + batch;
-        return (int) Math.max(batch, Math.min(want, LeafidClient.MAX_BATCH));
+        long want = gap > limit ? limit : gap + batch;
+        return (int) Math.max(batch, Math.min(want, limit));
     }
 
     /**
-     * Cuts {@code ids} to those above the floor; true if some were left and became {@code next}.
-     * A batch cut to nothing becomes the last fault (named by {@link UnavailableException}).
+     * Cuts {@code ranges} to the ids above the floor; if some are left they become
+     * {@code next} and 0 is returned. Else (the answer lay wholly at or below the floor: that
+     * server is behind) its last id is returned, and it becomes the last fault, naming the
+     * server (named by {@link UnavailableException} if the catch-up does not finish in time).
+     *
+     * @param ranges a valid answer
+     * @param server the base URL of the server that sent it
+     * @return 0 if accepted, else the answer's last id
      */
-    private boolean accept(long[] ids, String server) {
+    private long accept(Ranges ranges, String server) {
         lock.lock();
         try {
-            // Ids are strictly increasing: the ones at or below the floor are a prefix.
-            int cut = 0;
-            while (cut < ids.length && ids[cut] <= floor) {
-                cut++;
-            }
+            Ranges kept = ranges.above(floor);
+            long cut = ranges.count - (kept == null ? 0 : kept.count);
             if (cut > 0) {
                 discarded.addAndGet(cut);
             }
-            if (cut == ids.length) {
-                lastFault = new ServerFault(server, ServerFault.Kind.BEHIND, ids.length
-                        + " ids up to " + ids[ids.length - 1] + ", all at or below the last id accepted, " + floor);
-                return false;
+            if (kept == null) {
+                lastFault = new ServerFault(server, ServerFault.Kind.BEHIND, ranges.count + " ids up to "
+                        + ranges.last() + ", all at or below the last id accepted, " + floor + " (catching up)");
+                return ranges.last();
             }
-            long[] kept = cut == 0 ? ids : Arrays.copyOfRange(ids, cut, ids.length);
-            floor = kept[kept.length - 1];
-            next = new Batch(kept);
+            floor = kept.last();
+            next = kept;
             lastFault = null;
             batches.incrementAndGet();
-            return true;
+            return 0;
         } finally {
             lock.unlock();
         }
@@ -564,11 +758,17 @@ public final class IdSupply {
         }
     }
 
-    /** Wakes every waiting caller: they see the client closed. */
+    /**
+     * Wakes every waiting caller, and replaces the current run by an empty one, so that every
+     * later call takes the slow path and sees the client closed.
+     */
     void close() {
         List<Runnable> run;
         lock.lock();
         try {
+            Run r = current;
+            retiredServed += r.served();
+            current = new Run(1, 0, false);
             refillEnded.signalAll();
             run = waiters;
             waiters = new ArrayList<>();

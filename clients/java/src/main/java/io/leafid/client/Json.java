@@ -13,18 +13,26 @@ import java.util.Map;
  */
 final class Json {
     /** JSON {@code null} (a Java null would be confused with a missing key). */
-    static final Object NULL = new Object() {
+    static final Object NULL = new Null();
+
+    /** The type of {@link #NULL}. */
+    private static final class Null {
         @Override
         public String toString() {
             return "null";
         }
-    };
+    }
 
     /** A number, kept as its literal text. */
     static final class Num {
         /** The literal, e.g. {@code 9223372036854775807} or {@code 1.5e3}. */
         final String text;
 
+        /**
+         * A number.
+         *
+         * @param text its literal
+         */
         Num(String text) {
             this.text = text;
         }
@@ -37,22 +45,44 @@ final class Json {
 
     /** Malformed JSON. */
     static final class ParseException extends Exception {
+        /** Serialization version. */
         private static final long serialVersionUID = 1L;
 
+        /**
+         * Malformed JSON at an offset.
+         *
+         * @param message what is wrong
+         * @param at the offset in the text
+         */
         ParseException(String message, int at) {
             super(message + " at offset " + at);
         }
     }
 
+    /** The text being read. */
     private final String s;
+    /** The offset of the next character to read. */
     private int i;
+    /** Arrays and objects open around the offset. */
     private int depth;
 
+    /**
+     * A reader at the start of a text.
+     *
+     * @param s the text
+     */
     private Json(String s) {
         this.s = s;
     }
 
-    /** Parses one JSON value that must fill the whole text (whitespace aside). */
+    /**
+     * Parses one JSON value that must fill the whole text (whitespace aside).
+     *
+     * @param text the JSON text
+     * @return the value ({@code Map}, {@code List}, {@code String}, {@link Num}, {@code Boolean}
+     *     or {@link #NULL})
+     * @throws ParseException the text is not one JSON value
+     */
     static Object parse(String text) throws ParseException {
         Json p = new Json(text);
         p.ws();
@@ -64,6 +94,12 @@ final class Json {
         return v;
     }
 
+    /**
+     * Reads one value at the offset.
+     *
+     * @return the value
+     * @throws ParseException no valid value there
+     */
     private Object value() throws ParseException {
         if (i >= s.length()) {
             throw new ParseException("unexpected end", i);
@@ -90,6 +126,14 @@ final class Json {
         }
     }
 
+    /**
+     * Reads {@code word} at the offset.
+     *
+     * @param word {@code true}, {@code false} or {@code null}
+     * @param v its value
+     * @return {@code v}
+     * @throws ParseException another word there
+     */
     private Object literal(String word, Object v) throws ParseException {
         if (!s.startsWith(word, i)) {
             throw new ParseException("expected " + word, i);
@@ -98,12 +142,23 @@ final class Json {
         return v;
     }
 
+    /**
+     * Enters an array or object.
+     *
+     * @throws ParseException nested more than 64 deep
+     */
     private void nest() throws ParseException {
         if (++depth > 64) {
             throw new ParseException("nested too deep", i);
         }
     }
 
+    /**
+     * Reads an object at the offset.
+     *
+     * @return its members, in order
+     * @throws ParseException not a valid object
+     */
     private Map<String, Object> object() throws ParseException {
         nest();
         i++; // {
@@ -137,6 +192,12 @@ final class Json {
         }
     }
 
+    /**
+     * Reads an array at the offset.
+     *
+     * @return its elements
+     * @throws ParseException not a valid array
+     */
     private List<Object> array() throws ParseException {
         nest();
         i++; // [
@@ -163,6 +224,12 @@ final class Json {
         }
     }
 
+    /**
+     * Reads a string at the offset.
+     *
+     * @return the string, unescaped
+     * @throws ParseException not a valid string
+     */
     private String string() throws ParseException {
         i++; // "
         StringBuilder b = new StringBuilder();
@@ -223,6 +290,12 @@ final class Json {
         }
     }
 
+    /**
+     * Reads a number at the offset.
+     *
+     * @return the number, as its literal
+     * @throws ParseException not a valid number
+     */
     private Num number() throws ParseException {
         int start = i;
         if (peek() == '-') {
@@ -255,20 +328,38 @@ final class Json {
         return new Num(s.substring(start, i));
     }
 
+    /** Skips digits. */
     private void digits() {
         while (isDigit(peek())) {
             i++;
         }
     }
 
+    /**
+     * Whether a character is an ASCII digit.
+     *
+     * @param c the character
+     * @return whether it is 0 to 9
+     */
     private static boolean isDigit(char c) {
         return c >= '0' && c <= '9';
     }
 
+    /**
+     * The character at the offset.
+     *
+     * @return it, or {@code \0} at the end
+     */
     private char peek() {
         return i < s.length() ? s.charAt(i) : '\0';
     }
 
+    /**
+     * Reads one expected character.
+     *
+     * @param c the character
+     * @throws ParseException another character there
+     */
     private void expect(char c) throws ParseException {
         if (peek() != c) {
             throw new ParseException("expected '" + c + "'", i);
@@ -276,6 +367,7 @@ final class Json {
         i++;
     }
 
+    /** Skips whitespace. */
     private void ws() {
         while (i < s.length()) {
             char c = s.charAt(i);
@@ -286,7 +378,12 @@ final class Json {
         }
     }
 
-    /** {@code v} as a JSON string literal. */
+    /**
+     * {@code v} as a JSON string literal.
+     *
+     * @param v the string
+     * @return the literal, quotes included
+     */
     static String quote(String v) {
         StringBuilder b = new StringBuilder(v.length() + 2).append('"');
         for (int k = 0; k < v.length(); k++) {

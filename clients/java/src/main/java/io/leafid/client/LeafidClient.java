@@ -21,7 +21,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * A leafid client: per tag (and for snowflake) a local double-buffered id supply, fed by the
- * batch routes of several servers with failover. Thread-safe; make one per process and share
+ * range routes of several servers with failover. Thread-safe; make one per process and share
  * it. Close it when done: {@link #close()} stops every thread it started.
  *
  * <pre>{@code
@@ -35,9 +35,13 @@ import java.util.concurrent.atomic.AtomicInteger;
  * }</pre>
  */
 public final class LeafidClient implements AutoCloseable {
-    /** Most ids one batch request may ask for (the server's limit). */
-    public static final int MAX_BATCH = 100_000;
+    /** Most ids one segment batch request may ask for (the range route's limit). */
+    public static final int MAX_BATCH = 1_000_000;
 
+    /** Most ids one snowflake batch request may ask for (the range route's limit). */
+    public static final int MAX_SNOWFLAKE_BATCH = 100_000;
+
+    /** Clients made in this JVM: numbers their threads. */
     private static final AtomicInteger CLIENTS = new AtomicInteger();
 
     /** What every supply of one client shares. */
@@ -48,6 +52,8 @@ public final class LeafidClient implements AutoCloseable {
         final Servers.Timing timing;
         /** Default bound of a caller's wait for a batch; also a refill's retry bound. */
         final Duration waitTimeout;
+        /** How long a batch should last at the callers' rate (the batch size follows). */
+        final long targetLifetimeNanos;
         /** Runs refills and the HTTP client's work; daemon threads, stopped by close. */
         final ThreadPoolExecutor workers;
         /** Health-probe ticks and async wait timeouts; one daemon thread, stopped by close. */
@@ -55,18 +61,33 @@ public final class LeafidClient implements AutoCloseable {
         /** Set once by close; checked on every call (a plain load on the fast path). */
         volatile boolean closed;
 
-        Shared(Servers servers, Servers.Timing timing, Duration waitTimeout,
+        /**
+         * What the supplies share.
+         *
+         * @param servers the servers, or null for a fixed supply
+         * @param timing timeouts and backoff
+         * @param waitTimeout default bound of a caller's wait
+         * @param targetLifetimeNanos how long a batch should last
+         * @param workers refill and HTTP threads
+         * @param timer probe and timeout thread
+         */
+        Shared(Servers servers, Servers.Timing timing, Duration waitTimeout, long targetLifetimeNanos,
                 ThreadPoolExecutor workers, ScheduledThreadPoolExecutor timer) {
             this.servers = servers;
             this.timing = timing;
             this.waitTimeout = waitTimeout;
+            this.targetLifetimeNanos = targetLifetimeNanos;
             this.workers = workers;
             this.timer = timer;
         }
     }
 
+    /** What every supply shares. */
     private final Shared shared;
+    /** The smallest batch size of a request (the first one's). */
     private final int batchSize;
+    /** The largest batch size of a segment request. */
+    private final int maxBatch;
     /** One supply per tag, so every caller of a tag shares one increasing stream. */
     private final Map<String, IdSupply> segments = new ConcurrentHashMap<>();
     /** The snowflake supply. */
@@ -80,6 +101,12 @@ public final class LeafidClient implements AutoCloseable {
      */
     private final Set<Thread> threads = ConcurrentHashMap.newKeySet();
 
+    /**
+     * Starts a client.
+     *
+     * @param b the settings, checked
+     * @param bases the servers' base URLs
+     */
     private LeafidClient(Builder b, List<String> bases) {
         int n = CLIENTS.incrementAndGet();
         ThreadPoolExecutor workers = new ThreadPoolExecutor(0, Integer.MAX_VALUE, 30,
@@ -95,17 +122,25 @@ public final class LeafidClient implements AutoCloseable {
                 .executor(workers)
                 .build();
         Servers.Timing timing = new Servers.Timing(b.requestTimeout, b.backoffMin, b.backoffMax);
-        Servers servers = new Servers(bases, http, timing);
-        this.shared = new Shared(servers, timing, b.waitTimeout, workers, timer);
+        Servers servers = new Servers(bases, http, timing, b.connectTimeout);
+        this.shared = new Shared(servers, timing, b.waitTimeout, b.targetLifetime.toNanos(), workers, timer);
         this.batchSize = b.batchSize;
-        this.snowflake = new IdSupply(shared, new Servers.Request("/api/v1/snowflake/ids", batchSize, null),
-                null);
+        this.maxBatch = b.maxBatch;
+        this.snowflake = new IdSupply(shared, "/api/v1/snowflake/ranges", null,
+                Math.min(batchSize, MAX_SNOWFLAKE_BATCH), Math.min(maxBatch, MAX_SNOWFLAKE_BATCH),
+                MAX_SNOWFLAKE_BATCH);
         long tick = b.backoffMin.toNanos();
         timer.scheduleWithFixedDelay(servers::probeDue, tick, tick, TimeUnit.NANOSECONDS);
-        servers.warmUp();
+        servers.warmUp(workers);
     }
 
-    /** Daemon threads named {@code prefix1, prefix2, ...}, each added to {@code made}. */
+    /**
+     * Daemon threads named {@code prefix1, prefix2, ...}, each added to {@code made}.
+     *
+     * @param prefix the threads' name prefix
+     * @param made where each new thread is recorded
+     * @return the factory
+     */
     private static ThreadFactory daemon(String prefix, Set<Thread> made) {
         AtomicInteger k = new AtomicInteger();
         return r -> {
@@ -118,7 +153,8 @@ public final class LeafidClient implements AutoCloseable {
     }
 
     /**
-     * A builder with the defaults: batch 1000, wait timeout 5 s, request timeout 2 s, connect
+     * A builder with the defaults: batch 1000 growing with demand up to 1000000 (snowflake:
+     * 100000) for a target batch lifetime of 1 s, wait timeout 5 s, request timeout 2 s, connect
      * timeout 500 ms, probe backoff 50 ms to 5 s.
      *
      * @return a new builder
@@ -138,13 +174,13 @@ public final class LeafidClient implements AutoCloseable {
      */
     public IdSupply segment(String tag) {
         if (!isValidTag(tag)) {
-            throw new InvalidTagException(String.valueOf(tag));
+            throw new InvalidTagException(tag);
         }
         if (shared.closed) {
             throw new ClosedException("client closed");
         }
-        return segments.computeIfAbsent(tag, t -> new IdSupply(shared, new Servers.Request(
-                "/api/v1/segment/" + t + "/ids", batchSize, t), t));
+        return segments.computeIfAbsent(tag, t -> new IdSupply(shared, "/api/v1/segment/" + t + "/ranges", t,
+                batchSize, maxBatch, MAX_BATCH));
     }
 
     /**
@@ -263,7 +299,11 @@ public final class LeafidClient implements AutoCloseable {
         }
     }
 
-    /** JDK 21+: {@code HttpClient.shutdownNow()}, found reflectively (this builds for JDK 11). */
+    /**
+     * JDK 21+: {@code HttpClient.shutdownNow()}, found reflectively (this builds for JDK 11).
+     *
+     * @param h the client to shut down, or null
+     */
     private static void shutdownHttpClient(HttpClient h) {
         if (h == null) {
             return;
@@ -301,14 +341,26 @@ public final class LeafidClient implements AutoCloseable {
 
     /** Builds a {@link LeafidClient}. */
     public static final class Builder {
+        /** Base URLs, in order. */
         private List<String> servers = new ArrayList<>();
+        /** Ids of the first request, the fewest of any. */
         private int batchSize = 1000;
+        /** The most ids of a request. */
+        private int maxBatch = MAX_BATCH;
+        /** How long a batch should last. */
+        private Duration targetLifetime = Duration.ofSeconds(1);
+        /** Bound of a caller's wait. */
         private Duration waitTimeout = Duration.ofSeconds(5);
+        /** Bound of one request. */
         private Duration requestTimeout = Duration.ofSeconds(2);
+        /** Bound of opening a connection. */
         private Duration connectTimeout = Duration.ofMillis(500);
+        /** First probe backoff. */
         private Duration backoffMin = Duration.ofMillis(50);
+        /** Largest probe backoff. */
         private Duration backoffMax = Duration.ofSeconds(5);
 
+        /** Use {@link LeafidClient#builder()}. */
         private Builder() {}
 
         /**
@@ -333,14 +385,43 @@ public final class LeafidClient implements AutoCloseable {
         }
 
         /**
-         * Ids per batch request, 1 to 100000 (default 1000). Each supply holds up to two
-         * batches; ids left when the client closes are never used (a gap).
+         * Ids of the first batch request of each supply and the smallest any later one asks
+         * for, 1 to 1000000 (default 1000; a snowflake supply asks for at most 100000). Each
+         * supply holds up to two batches; ids left when the client closes are never used (a
+         * gap).
          *
-         * @param n ids per request
+         * @param n ids per request at the start
          * @return this builder
          */
         public Builder batchSize(int n) {
             this.batchSize = n;
+            return this;
+        }
+
+        /**
+         * The largest batch a supply asks for as its size follows demand, from the batch size
+         * up to 1000000 (default 1000000; a snowflake supply asks for at most 100000, the
+         * route's limit). A restart wastes at most the ids of two batches; set it to the batch
+         * size for a fixed size.
+         *
+         * @param n the largest ids per request
+         * @return this builder
+         */
+        public Builder maxBatch(int n) {
+            this.maxBatch = n;
+            return this;
+        }
+
+        /**
+         * How long one batch should last at the rate the callers take ids (default 1 s): a
+         * batch projected to last less than half of it doubles the next request, more than
+         * twice of it halves it.
+         *
+         * @param d the target lifetime of a batch, positive
+         * @return this builder
+         */
+        public Builder targetLifetime(Duration d) {
+            this.targetLifetime = d;
             return this;
         }
 
@@ -408,9 +489,14 @@ public final class LeafidClient implements AutoCloseable {
             if (batchSize < 1 || batchSize > MAX_BATCH) {
                 throw new ConfigException("batch size must be within 1..=" + MAX_BATCH + " (got " + batchSize + ")");
             }
-            for (Duration d : List.of(waitTimeout, requestTimeout, connectTimeout, backoffMin, backoffMax)) {
+            if (maxBatch < batchSize || maxBatch > MAX_BATCH) {
+                throw new ConfigException("max batch must be within the batch size " + batchSize + "..=" + MAX_BATCH
+                        + " (got " + maxBatch + ")");
+            }
+            for (Duration d : Arrays.asList(waitTimeout, requestTimeout, connectTimeout, backoffMin, backoffMax,
+                    targetLifetime)) {
                 if (d == null || d.isNegative() || d.isZero()) {
-                    throw new ConfigException("timeouts and backoff must be positive");
+                    throw new ConfigException("timeouts, backoff and the target lifetime must be positive");
                 }
             }
             if (backoffMax.compareTo(backoffMin) < 0) {
@@ -426,10 +512,17 @@ public final class LeafidClient implements AutoCloseable {
             return new LeafidClient(b, bases);
         }
 
+        /**
+         * A copy of the settings (the client keeps it).
+         *
+         * @return the copy
+         */
         private Builder copy() {
             Builder b = new Builder();
             b.servers = servers;
             b.batchSize = batchSize;
+            b.maxBatch = maxBatch;
+            b.targetLifetime = targetLifetime;
             b.waitTimeout = waitTimeout;
             b.requestTimeout = requestTimeout;
             b.connectTimeout = connectTimeout;
@@ -438,6 +531,13 @@ public final class LeafidClient implements AutoCloseable {
             return b;
         }
 
+        /**
+         * A base URL without trailing slashes, checked.
+         *
+         * @param url a server URL
+         * @return its base
+         * @throws ConfigException not an http:// or https:// base URL
+         */
         private static String base(String url) {
             Objects.requireNonNull(url, "server URL");
             String base = url;

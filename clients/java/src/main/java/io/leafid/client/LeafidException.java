@@ -7,12 +7,24 @@ package io.leafid.client;
  * {@link ConfigException}, {@link ClosedException}.
  */
 public class LeafidException extends RuntimeException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
+    /**
+     * An error with a message.
+     *
+     * @param message the cause, for humans
+     */
     LeafidException(String message) {
         super(message);
     }
 
+    /**
+     * An error with a message and a cause.
+     *
+     * @param message the cause, for humans
+     * @param cause the underlying exception
+     */
     LeafidException(String message, Throwable cause) {
         super(message, cause);
     }

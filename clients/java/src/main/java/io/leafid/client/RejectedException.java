@@ -7,6 +7,7 @@ package io.leafid.client;
  * other server was asked (not a failover).
  */
 public final class RejectedException extends LeafidException {
+    /** Serialization version. */
     private static final long serialVersionUID = 1L;
 
     /** Base URL of the server that answered. */
@@ -18,6 +19,14 @@ public final class RejectedException extends LeafidException {
     /** The server's message. */
     private final String serverMessage;
 
+    /**
+     * A refusal.
+     *
+     * @param server base URL of the server that answered
+     * @param status the HTTP status (4xx)
+     * @param code the server's error code
+     * @param serverMessage the server's message
+     */
     RejectedException(String server, int status, String code, String serverMessage) {
         super(server + " refused the request (" + status + " " + code + "): " + serverMessage);
         this.server = server;
@@ -26,7 +35,11 @@ public final class RejectedException extends LeafidException {
         this.serverMessage = serverMessage;
     }
 
-    /** A copy for one more caller (each caller gets its own stack trace). */
+    /**
+     * A copy for one more caller (each caller gets its own stack trace).
+     *
+     * @return a new exception with the same fields
+     */
     RejectedException copy() {
         return new RejectedException(server, status, code, serverMessage);
     }

@@ -19,15 +19,26 @@ public final class ServerFault {
         /**
          * A valid batch whose ids all lie at or below the last id this client accepted: the
          * server is behind the one used before (cut, counted in {@link Stats#discardedIds()}).
-         * Not a reason to mark it down; it is asked again at once.
+         * It is marked down (asked again only as a last resort or after its probe) and the next
+         * request asks for enough ids to pass the floor at once (the catch-up).
          */
         BEHIND,
     }
 
+    /** Base URL of the server. */
     private final String server;
+    /** What went wrong. */
     private final Kind kind;
+    /** What happened, for humans. */
     private final String detail;
 
+    /**
+     * One failure.
+     *
+     * @param server base URL of the server
+     * @param kind what went wrong
+     * @param detail what happened, for humans
+     */
     ServerFault(String server, Kind kind, String detail) {
         this.server = server;
         this.kind = kind;

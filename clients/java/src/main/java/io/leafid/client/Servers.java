@@ -1,21 +1,27 @@
 package io.leafid.client;
 
 import java.io.IOException;
+import java.io.InputStream;
 import java.net.ConnectException;
+import java.net.HttpURLConnection;
+import java.net.Proxy;
+import java.net.SocketTimeoutException;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.net.http.HttpTimeoutException;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -34,6 +40,13 @@ import java.util.concurrent.atomic.AtomicInteger;
  * ones too (last resort), so the client never stalls behind a probe schedule while a server
  * could answer.
  *
+ * <p>Batch requests run on the calling (refill) thread with {@link HttpURLConnection}, whose
+ * keep-alive connections the JDK pools: no thread handoff per request. Measured here against a
+ * local server, a request of 1,000,000 ids took 0.45 ms (median) that way and 1.8 to 2.7 ms
+ * through {@code java.net.http.HttpClient} (its selector thread and executor hand each exchange
+ * over twice), and at a high rate the callers wait for exactly that latency. Health probes stay
+ * on the asynchronous {@code HttpClient}.
+ *
  * <p>The only ids that leave this class come from the body of a 200 that parsed and passed
  * {@link #parseBatch}; a failed or partial answer contributes nothing.
  */
@@ -47,13 +60,25 @@ final class Servers {
         /** Largest backoff between two probes of a down server. */
         final long backoffMax;
 
+        /**
+         * Timeouts and backoff from the builder.
+         *
+         * @param requestTimeout bound of one request
+         * @param backoffMin first backoff
+         * @param backoffMax largest backoff
+         */
         Timing(Duration requestTimeout, Duration backoffMin, Duration backoffMax) {
             this.requestTimeout = requestTimeout.toNanos();
             this.backoffMin = backoffMin.toNanos();
             this.backoffMax = backoffMax.toNanos();
         }
 
-        /** The wait after {@code failures} failures in a row (at least 1). */
+        /**
+         * The wait after {@code failures} failures in a row.
+         *
+         * @param failures failures in a row (at least 1)
+         * @return the wait, in nanoseconds
+         */
         long backoff(int failures) {
             int doublings = Math.min(Math.max(failures - 1, 0), 30);
             long b = backoffMin;
@@ -66,15 +91,22 @@ final class Servers {
 
     /** A batch request: where, and what a valid answer looks like. */
     static final class Request {
-        /** The route without its query, e.g. {@code /api/v1/segment/orders/ids}. */
+        /** The route without its query, e.g. {@code /api/v1/segment/orders/ranges}. */
         final String route;
-        /** Path and query, e.g. {@code /api/v1/segment/orders/ids?count=1000&stringify_ids=true}. */
+        /** Path and query, e.g. {@code /api/v1/segment/orders/ranges?count=1000&stringify_ids=true}. */
         final String path;
         /** The ids asked for: a body with more is invalid. */
         final int count;
         /** The tag the body must name (segment route), null for snowflake. */
         final String tag;
 
+        /**
+         * A request.
+         *
+         * @param route the range route without its query
+         * @param count the ids asked for
+         * @param tag the tag (segment route), or null
+         */
         Request(String route, int count, String tag) {
             this.route = route;
             this.path = route + "?count=" + count + "&stringify_ids=true";
@@ -82,35 +114,42 @@ final class Servers {
             this.tag = tag;
         }
 
-        /** The same request for {@code n} ids (this one if {@code n} is its count). */
+        /**
+         * The same request for {@code n} ids.
+         *
+         * @param n the ids to ask for
+         * @return this one if {@code n} is its count, else a new one
+         */
         Request withCount(int n) {
             return n == count ? this : new Request(route, n, tag);
         }
     }
 
-    /**
-     * What a fetch brought: ids, an answer wholly behind the floor, a refusal, or nothing (every
-     * server failed).
-     */
+    /** What a fetch brought: a valid batch, a refusal, or nothing (every server failed). */
     static final class FetchResult {
-        /** The ids of a valid 200 body (strictly increasing, positive), or null. */
-        final long[] ids;
-        /** A 200 whose last id lay at or below the floor, read from its tail only, or null. */
-        final Behind behind;
+        /** The runs of a valid 200 body, or null. */
+        final Ranges ranges;
         /** The refusal that holds on every server, or null. */
         final RejectedException rejected;
-        /** With none of these: the last server failure (null if no server could be asked). */
+        /** With neither: the last server failure (null if no server could be asked). */
         final ServerFault fault;
         /** Servers asked after the one before them failed, in this fetch. */
         final int failovers;
-        /** With ids or behind: index of the server that answered (for {@link #markBehind}), else -1. */
+        /** With ranges: index of the server that answered (for {@link #markBehind}), else -1. */
         final int serverIndex;
-        /** With ids or behind: base URL of the server that answered. */
+        /** With ranges: base URL of the server that answered. */
         final String server;
 
+        /**
+         * The answer of a server.
+         *
+         * @param o what it answered
+         * @param failovers servers asked after a failure
+         * @param serverIndex the server's index, or -1
+         * @param server its base URL, or null
+         */
         FetchResult(Outcome o, int failovers, int serverIndex, String server) {
-            this.ids = o.ids;
-            this.behind = o.behind;
+            this.ranges = o.ranges;
             this.rejected = o.rejected;
             this.fault = o.fault;
             this.failovers = failovers;
@@ -118,31 +157,27 @@ final class Servers {
             this.server = server;
         }
 
+        /**
+         * Every server failed.
+         *
+         * @param fault the last failure, or null
+         * @param failovers servers asked after a failure
+         */
         FetchResult(ServerFault fault, int failovers) {
-            this(new Outcome(null, null, null, fault), failovers, -1, null);
-        }
-    }
-
-    /**
-     * A 200 answer lying wholly at or below the floor, as its tail says: discarded whole without
-     * being parsed (none of its ids is handed out, so none needs validating).
-     */
-    static final class Behind {
-        /** Ids in the answer (its commas, plus one). */
-        final int ids;
-        /** Its last id: at or below the floor. */
-        final long last;
-
-        Behind(int ids, long last) {
-            this.ids = ids;
-            this.last = last;
+            this(new Outcome(null, null, fault), failovers, -1, null);
         }
     }
 
     /** A 200 body that is not a valid batch. */
     static final class BadBatch extends Exception {
+        /** Serialization version. */
         private static final long serialVersionUID = 1L;
 
+        /**
+         * An invalid body.
+         *
+         * @param message what is wrong with it
+         */
         BadBatch(String message) {
             super(message);
         }
@@ -170,21 +205,39 @@ final class Servers {
         /** A probe is in flight (at most one per server). */
         boolean probing;
 
+        /**
+         * A server, up.
+         *
+         * @param base its base URL
+         */
         Server(String base) {
             this.base = base;
         }
 
+        /**
+         * Whether it is marked down.
+         *
+         * @return whether it is down
+         */
         synchronized boolean isDown() {
             return down;
         }
 
+        /**
+         * How many times it was marked down.
+         *
+         * @return the count
+         */
         synchronized long downs() {
             return downs;
         }
 
         /**
          * Marks it up if it was not marked down since {@code seen} (its {@link #downs()} when
-         * the request that answered 200 was sent); returns whether it did.
+         * the request that answered 200 was sent).
+         *
+         * @param seen {@link #downs()} when the request was sent
+         * @return whether it was marked up
          */
         synchronized boolean markUpUnlessDownSince(long seen) {
             if (downs != seen) {
@@ -195,6 +248,11 @@ final class Servers {
             return true;
         }
 
+        /**
+         * Marks it down and schedules its next probe.
+         *
+         * @param t the backoff
+         */
         synchronized void markDown(Timing t) {
             down = true;
             downs++;
@@ -215,17 +273,106 @@ final class Servers {
     private final Timing timing;
     /** Probes in flight, cancelled by {@link #close}. */
     private final Set<CompletableFuture<?>> probes = ConcurrentHashMap.newKeySet();
+    /** Batch requests in flight, disconnected by {@link #close} (a blocked read ignores interrupts). */
+    private final Set<HttpURLConnection> inFlight = ConcurrentHashMap.newKeySet();
+    /** Bound of opening a connection, in milliseconds (at least 1). */
+    private final int connectTimeoutMillis;
+    /** Set by {@link #close}: no request starts after it. */
+    private volatile boolean closed;
 
-    Servers(List<String> bases, HttpClient http, Timing timing) {
+    /**
+     * The servers, all up.
+     *
+     * @param bases base URLs, the first preferred
+     * @param http the HTTP client
+     * @param timing timeouts and backoff
+     * @param connectTimeout bound of opening a connection
+     */
+    Servers(List<String> bases, HttpClient http, Timing timing, Duration connectTimeout) {
         this.list = new Server[bases.size()];
         for (int k = 0; k < list.length; k++) {
             list[k] = new Server(bases.get(k));
         }
         this.http = http;
         this.timing = timing;
+        this.connectTimeoutMillis = millis(connectTimeout.toNanos());
     }
 
-    /** Base URLs in the order given. */
+    /**
+     * A timeout for {@link HttpURLConnection}: whole milliseconds, at least 1 (0 means none).
+     *
+     * @param nanos the timeout in nanoseconds
+     * @return it in milliseconds, within {@code 1..=Integer.MAX_VALUE}
+     */
+    private static int millis(long nanos) {
+        return (int) Math.max(1, Math.min(Integer.MAX_VALUE, TimeUnit.NANOSECONDS.toMillis(nanos)));
+    }
+
+    /** A status and a body. */
+    private static final class Reply {
+        /** The HTTP status. */
+        final int status;
+        /** The body (the error body for a 4xx or 5xx), empty if none. */
+        final String body;
+
+        /**
+         * A reply.
+         *
+         * @param status the HTTP status
+         * @param body the body
+         */
+        Reply(int status, String body) {
+            this.status = status;
+            this.body = body;
+        }
+    }
+
+    /**
+     * One {@code GET} on the calling thread, connect to last byte within {@code timeoutNanos}
+     * (the connect and every read are bounded by it, and an answer that took longer in all is
+     * a timeout too). The connection goes back to the JDK's keep-alive pool once its body is read.
+     *
+     * @param url the full URL
+     * @param timeoutNanos the bound of the whole exchange
+     * @return the status and body
+     * @throws IOException no answer: refused, reset, timed out, or the client closed
+     */
+    private Reply get(String url, long timeoutNanos) throws IOException {
+        long t0 = System.nanoTime();
+        int ms = millis(timeoutNanos);
+        HttpURLConnection c = (HttpURLConnection) URI.create(url).toURL().openConnection(Proxy.NO_PROXY);
+        c.setConnectTimeout(Math.min(ms, connectTimeoutMillis));
+        c.setReadTimeout(ms);
+        c.setInstanceFollowRedirects(false);
+        c.setUseCaches(false);
+        c.setRequestProperty("Accept", "application/json");
+        inFlight.add(c);
+        try {
+            if (closed) {
+                throw new IOException("client closed");
+            }
+            int status = c.getResponseCode();
+            byte[] bytes;
+            try (InputStream in = status >= 400 ? c.getErrorStream() : c.getInputStream()) {
+                bytes = in == null ? new byte[0] : in.readAllBytes();
+            }
+            long took = System.nanoTime() - t0;
+            if (took > timeoutNanos) {
+                c.disconnect();
+                throw new SocketTimeoutException("answered after " + TimeUnit.NANOSECONDS.toMillis(took)
+                        + " ms, over the " + ms + " ms request timeout");
+            }
+            return new Reply(status, new String(bytes, StandardCharsets.UTF_8));
+        } finally {
+            inFlight.remove(c);
+        }
+    }
+
+    /**
+     * Base URLs in the order given.
+     *
+     * @return the base URLs
+     */
     List<String> bases() {
         List<String> out = new ArrayList<>();
         for (Server s : list) {
@@ -234,12 +381,20 @@ final class Servers {
         return out;
     }
 
-    /** Base URL of the server asked first (the last that answered). */
+    /**
+     * Base URL of the server asked first (the last that answered).
+     *
+     * @return its base URL
+     */
     String preferred() {
         return list[preferred.get() % list.length].base;
     }
 
-    /** Base URLs of the servers marked down. */
+    /**
+     * Base URLs of the servers marked down.
+     *
+     * @return the base URLs
+     */
     List<String> down() {
         List<String> out = new ArrayList<>();
         for (Server s : list) {
@@ -252,11 +407,13 @@ final class Servers {
 
     /**
      * One batch: the preferred server first, then the other up servers in order, then (last
-     * resort) the down ones. Stops at the first refusal that holds on every server. A 200 whose
-     * last id lies at or below {@code floor} (the largest id the supply accepted, 0 for none)
-     * comes back as {@link FetchResult#behind}, unparsed.
+     * resort) the down ones. Stops at the first refusal that holds on every server.
+     *
+     * @param req the request
+     * @return the batch, the refusal, or the last failure
+     * @throws InterruptedException the client is closing
      */
-    FetchResult fetch(Request req, long floor) throws InterruptedException {
+    FetchResult fetch(Request req) throws InterruptedException {
         int n = list.length;
         int start = preferred.get() % n;
         boolean[] tried = new boolean[n];
@@ -274,8 +431,8 @@ final class Servers {
                     failovers++;
                 }
                 long seen = list[i].downs();
-                Outcome o = ask(list[i], req, floor);
-                if (o.ids != null || o.behind != null) {
+                Outcome o = ask(list[i], req);
+                if (o.ranges != null) {
                     if (list[i].markUpUnlessDownSince(seen)) {
                         preferred.set(i);
                     }
@@ -299,6 +456,8 @@ final class Servers {
      * brings it back. Without this, a server far behind (a snowflake server whose clock runs
      * late, a lower segment of a large step) would stay preferred and be asked batch after batch
      * while another server could answer at once.
+     *
+     * @param i the server's index (out of range: nothing happens)
      */
     void markBehind(int i) {
         if (i >= 0 && i < list.length) {
@@ -308,50 +467,52 @@ final class Servers {
 
     /** What one server did with one request: exactly one field is set. */
     private static final class Outcome {
-        final long[] ids;
-        final Behind behind;
+        /** A valid batch, or null. */
+        final Ranges ranges;
+        /** A refusal that holds on every server, or null. */
         final RejectedException rejected;
+        /** This server's failure, or null. */
         final ServerFault fault;
 
-        Outcome(long[] ids, Behind behind, RejectedException rejected, ServerFault fault) {
-            this.ids = ids;
-            this.behind = behind;
+        /**
+         * An outcome (one argument non-null).
+         *
+         * @param ranges a valid batch
+         * @param rejected a refusal
+         * @param fault a failure
+         */
+        Outcome(Ranges ranges, RejectedException rejected, ServerFault fault) {
+            this.ranges = ranges;
             this.rejected = rejected;
             this.fault = fault;
         }
     }
 
-    private Outcome ask(Server s, Request req, long floor) throws InterruptedException {
-        HttpRequest hr;
+    /**
+     * One request to one server.
+     *
+     * @param s the server
+     * @param req the request
+     * @return what it answered
+     * @throws InterruptedException the client is closing
+     */
+    private Outcome ask(Server s, Request req) throws InterruptedException {
+        Reply resp;
         try {
-            hr = HttpRequest.newBuilder(URI.create(s.base + req.path))
-                    .timeout(Duration.ofNanos(timing.requestTimeout))
-                    .header("Accept", "application/json")
-                    .GET()
-                    .build();
+            resp = get(s.base + req.path, timing.requestTimeout);
         } catch (IllegalArgumentException e) {
             return fault(s, ServerFault.Kind.TRANSPORT, "bad URL: " + e.getMessage());
+        } catch (IOException e) {
+            if (Thread.interrupted()) {
+                throw new InterruptedException("client closing");
+            }
+            return fault(s, ServerFault.Kind.TRANSPORT, describe(e));
         }
-        CompletableFuture<HttpResponse<String>> f =
-                http.sendAsync(hr, HttpResponse.BodyHandlers.ofString());
-        HttpResponse<String> resp;
-        try {
-            // The request's own timeout ends at the response headers; this bounds the body too.
-            resp = f.get(timing.requestTimeout, TimeUnit.NANOSECONDS);
-        } catch (TimeoutException e) {
-            f.cancel(true);
-            return fault(s, ServerFault.Kind.TRANSPORT,
-                    "timed out after " + TimeUnit.NANOSECONDS.toMillis(timing.requestTimeout) + " ms");
-        } catch (InterruptedException e) {
-            f.cancel(true);
-            throw e;
-        } catch (CancellationException e) {
-            return fault(s, ServerFault.Kind.TRANSPORT, "request cancelled");
-        } catch (ExecutionException e) {
-            return fault(s, ServerFault.Kind.TRANSPORT, describe(e.getCause()));
+        if (Thread.interrupted()) {
+            throw new InterruptedException("client closing");
         }
-        int status = resp.statusCode();
-        String body = resp.body() == null ? "" : resp.body();
+        int status = resp.status;
+        String body = resp.body;
         if (status >= 400 && status < 500) {
             String code = "";
             String message = "";
@@ -370,81 +531,43 @@ final class Servers {
                 // Not leafid's body (a proxy's page): this server's fault, below.
             }
             if (refusalHoldsOnEveryServer(code)) {
-                return new Outcome(null, null, new RejectedException(s.base, status, code, message), null);
+                return new Outcome(null, new RejectedException(s.base, status, code, message), null);
             }
             return fault(s, ServerFault.Kind.STATUS, status + (code.isEmpty() ? "" : " " + code));
         }
         if (status != 200) {
             return fault(s, ServerFault.Kind.STATUS, Integer.toString(status));
         }
-        Behind behind = behindTail(body, req, floor);
-        if (behind != null) {
-            return new Outcome(null, behind, null, null);
-        }
         try {
-            return new Outcome(parseBatch(body, req), null, null, null);
+            return new Outcome(parseBatch(body, req), null, null);
         } catch (BadBatch e) {
             return fault(s, ServerFault.Kind.BAD_RESPONSE, e.getMessage());
         }
     }
 
+    /**
+     * A failure of one server.
+     *
+     * @param s the server
+     * @param kind what went wrong
+     * @param detail what happened
+     * @return the outcome
+     */
     private static Outcome fault(Server s, ServerFault.Kind kind, String detail) {
-        return new Outcome(null, null, null, new ServerFault(s.base, kind, detail));
+        return new Outcome(null, null, new ServerFault(s.base, kind, detail));
     }
 
     /**
-     * The answer's size and last id if {@code body} ends the way leafid writes a batch
-     * ({@code ..."ids":[...,"<last id>"]}}) and that last id lies at or below {@code floor}; else
-     * null, and the body is parsed whole. Reads the tail and counts commas: a catch-up discards
-     * answer after answer of 100000 ids, and decoding each id of them would cost more than the
-     * request (none of them is handed out, so none needs validating).
+     * A transport failure, for humans.
+     *
+     * @param t the failure
+     * @return its description
      */
-    static Behind behindTail(String body, Request req, long floor) {
-        if (floor <= 0) {
-            return null;
-        }
-        int end = body.length();
-        while (end > 0 && Character.isWhitespace(body.charAt(end - 1))) {
-            end--;
-        }
-        // ..."<digits>"]}
-        if (end < 5 || body.charAt(end - 1) != '}' || body.charAt(end - 2) != ']' || body.charAt(end - 3) != '"') {
-            return null;
-        }
-        int digitsEnd = end - 3;
-        int p = digitsEnd;
-        while (p > 0 && digitsEnd - p < 19 && body.charAt(p - 1) >= '0' && body.charAt(p - 1) <= '9') {
-            p--;
-        }
-        if (p == digitsEnd || p == 0 || body.charAt(p - 1) != '"') {
-            return null;
-        }
-        long last;
-        try {
-            last = Long.parseLong(body, p, digitsEnd, 10);
-        } catch (NumberFormatException e) {
-            return null;
-        }
-        if (last <= 0 || last > floor) {
-            return null;
-        }
-        // The array's opening, near the start (a tag cannot hold a quote).
-        int open = body.indexOf("\"ids\":[");
-        if (open < 0 || open >= p) {
-            return null;
-        }
-        int ids = 1;
-        for (int k = open; k < p; k++) {
-            if (body.charAt(k) == ',') {
-                ids++;
-            }
-        }
-        return ids <= req.count ? new Behind(ids, last) : null;
-    }
-
-    private static String describe(Throwable t) {
-        if (t instanceof HttpTimeoutException) {
-            return "timed out: " + t.getMessage();
+    private String describe(Throwable t) {
+        if (t instanceof HttpTimeoutException || t instanceof SocketTimeoutException) {
+            String m = t.getMessage();
+            return m != null && m.startsWith("answered after") ? m
+                    : "timed out after " + TimeUnit.NANOSECONDS.toMillis(timing.requestTimeout) + " ms";
         }
         if (t instanceof ConnectException) {
             return "connection refused";
@@ -460,6 +583,9 @@ final class Servers {
      * (ask the next). The servers share one database, so leafid's refusals of the request itself
      * hold everywhere; any other code ({@code engine_disabled}, {@code not_found},
      * {@code unauthorized}, none at all...) is this server's.
+     *
+     * @param code the 4xx body's code ({@code ""} if none)
+     * @return whether every server would refuse the same
      */
     static boolean refusalHoldsOnEveryServer(String code) {
         switch (code) {
@@ -475,12 +601,19 @@ final class Servers {
     }
 
     /**
-     * The ids of a 200 body, exactly: {@code {"biz_tag": tag?, "ids": [...]}} with 1..count ids,
-     * each a decimal string (or a JSON integer) within 1..2^63-1, strictly increasing, and the
-     * tag asked for (segment route). Anything else is the server's fault and none of its ids is
-     * used.
+     * The runs of a 200 body, exactly: {@code {"biz_tag": tag?, "count": n, "ranges":
+     * [{"first": "a", "last": "b"}, ...]}} where every run has {@code 0 < first <= last <=
+     * 2^63-1} (decimal strings, or JSON integers read exactly), the runs increase and do not
+     * overlap, their sizes add up to {@code count}, at least 1 and at most the count asked, and
+     * the body names the tag asked for (segment route). Anything else is the server's fault and
+     * none of its ids is used.
+     *
+     * @param body the 200 body
+     * @param req the request it answers
+     * @return its runs
+     * @throws BadBatch the body is not a valid batch
      */
-    static long[] parseBatch(String body, Request req) throws BadBatch {
+    static Ranges parseBatch(String body, Request req) throws BadBatch {
         Object v;
         try {
             v = Json.parse(body);
@@ -497,24 +630,63 @@ final class Servers {
                 throw new BadBatch("asked for tag " + req.tag + ", got " + tag);
             }
         }
-        if (!(m.get("ids") instanceof List)) {
-            throw new BadBatch("no ids array");
+        if (!(m.get("count") instanceof Json.Num)) {
+            throw new BadBatch("no count");
         }
-        List<?> raw = (List<?>) m.get("ids");
-        if (raw.isEmpty() || raw.size() > req.count) {
-            throw new BadBatch(raw.size() + " ids for a count of " + req.count);
+        String countText = ((Json.Num) m.get("count")).text;
+        long count;
+        try {
+            count = Long.parseLong(countText);
+        } catch (NumberFormatException e) {
+            throw new BadBatch("count " + countText + " is not an integer");
         }
-        long[] ids = new long[raw.size()];
-        for (int k = 0; k < ids.length; k++) {
-            ids[k] = parseId(raw.get(k));
-            if (k > 0 && ids[k] <= ids[k - 1]) {
-                throw new BadBatch("ids not increasing: " + ids[k - 1] + " then " + ids[k]);
+        if (count < 1 || count > req.count) {
+            throw new BadBatch("count " + count + " for " + req.count + " ids asked");
+        }
+        if (!(m.get("ranges") instanceof List)) {
+            throw new BadBatch("no ranges array");
+        }
+        List<?> raw = (List<?>) m.get("ranges");
+        if (raw.isEmpty() || raw.size() > count) {
+            throw new BadBatch(raw.size() + " ranges for a count of " + count);
+        }
+        long[] firsts = new long[raw.size()];
+        long[] lasts = new long[raw.size()];
+        long sum = 0;
+        for (int k = 0; k < firsts.length; k++) {
+            if (!(raw.get(k) instanceof Map)) {
+                throw new BadBatch("range " + k + " is not an object");
             }
+            Map<?, ?> r = (Map<?, ?>) raw.get(k);
+            long first = parseId(r.get("first"));
+            long last = parseId(r.get("last"));
+            if (first > last) {
+                throw new BadBatch("range " + first + "..=" + last + " is empty");
+            }
+            if (k > 0 && first <= lasts[k - 1]) {
+                throw new BadBatch("ranges overlap or decrease: ..=" + lasts[k - 1] + " then " + first + "..=");
+            }
+            firsts[k] = first;
+            lasts[k] = last;
+            long size = last - first + 1; // at most 2^63-1: 1 <= first <= last <= 2^63-1
+            if (size > count - sum) {
+                throw new BadBatch("ranges hold more than the count of " + count + " ids");
+            }
+            sum += size;
         }
-        return ids;
+        if (sum != count) {
+            throw new BadBatch("ranges hold " + sum + " ids, count says " + count);
+        }
+        return new Ranges(firsts, lasts, count);
     }
 
-    /** One id: a positive decimal that fits a signed 64-bit integer, parsed exactly. */
+    /**
+     * One id: a positive decimal that fits a signed 64-bit integer, parsed exactly.
+     *
+     * @param o a decimal string or a JSON integer
+     * @return the id
+     * @throws BadBatch anything else
+     */
     private static long parseId(Object o) throws BadBatch {
         String text;
         if (o instanceof String) {
@@ -591,14 +763,19 @@ final class Servers {
 
     /**
      * Warms the HTTP stack before the first batch request: one {@code GET /health/ready} to
-     * every server at once, waiting until one answers (any status) or all have failed, at most
-     * the request timeout. The answers change nothing (health is untouched). Without it, the
-     * first request of a fresh JVM pays the JDK HttpClient's class loading and JIT (150 to 250
-     * ms measured, more on a loaded machine) inside its request timeout, and a healthy server
-     * could be marked down for the client's own start-up.
+     * every server at once on both transports (the batch requests' {@link HttpURLConnection} on
+     * the client's threads, the probes' {@code HttpClient}), waiting until one batch-transport
+     * answer arrives (any status) or all have failed, at most the request timeout. The answers
+     * change nothing (health is untouched). Without it, the first request of a fresh JVM pays the
+     * JDK's HTTP class loading and JIT (150 to 250 ms measured, more on a loaded machine) inside
+     * its request timeout, and a healthy server could be marked down for the client's own
+     * start-up.
+     *
+     * @param pool the threads the batch-transport requests run on
      */
-    void warmUp() {
-        List<CompletableFuture<HttpResponse<Void>>> all = new ArrayList<>();
+    void warmUp(Executor pool) {
+        List<CompletableFuture<?>> all = new ArrayList<>();
+        List<CompletableFuture<?>> probing = new ArrayList<>();
         CompletableFuture<Void> anyAnswer = new CompletableFuture<>();
         for (Server s : list) {
             try {
@@ -606,11 +783,21 @@ final class Servers {
                         .timeout(Duration.ofNanos(timing.requestTimeout))
                         .GET()
                         .build();
-                CompletableFuture<HttpResponse<Void>> f = http.sendAsync(hr, HttpResponse.BodyHandlers.discarding());
-                f.thenRun(() -> anyAnswer.complete(null));
-                all.add(f);
+                probing.add(http.sendAsync(hr, HttpResponse.BodyHandlers.discarding()));
             } catch (RuntimeException e) {
                 // A bad URL fails its batch requests later, as a fault.
+            }
+            try {
+                all.add(CompletableFuture.runAsync(() -> {
+                    try {
+                        get(s.base + "/health/ready", timing.requestTimeout);
+                        anyAnswer.complete(null);
+                    } catch (IOException | RuntimeException e) {
+                        // Only a warm-up: health is untouched.
+                    }
+                }, pool));
+            } catch (RejectedExecutionException e) {
+                // Closing.
             }
         }
         CompletableFuture<Void> allDone = CompletableFuture.allOf(all.toArray(new CompletableFuture<?>[0]));
@@ -621,18 +808,22 @@ final class Servers {
         } catch (ExecutionException | TimeoutException e) {
             // Nothing to do: this was only a warm-up.
         }
-        for (CompletableFuture<?> f : all) {
+        for (CompletableFuture<?> f : probing) {
             f.cancel(true);
         }
         try {
-            parseBatch("{\"ids\":[\"1\"]}", new Request("", 1, null));
+            parseBatch("{\"count\":1,\"ranges\":[{\"first\":\"1\",\"last\":\"1\"}]}", new Request("", 1, null));
         } catch (BadBatch e) {
             throw new AssertionError(e);
         }
     }
 
-    /** Cancels the probes in flight. */
+    /** Cancels the probes in flight and disconnects the batch requests in flight. */
     void close() {
+        closed = true;
+        for (HttpURLConnection c : inFlight) {
+            c.disconnect();
+        }
         for (CompletableFuture<?> f : probes) {
             f.cancel(true);
         }

@@ -1,72 +1,96 @@
 package io.leafid.client;
 
-import java.nio.file.Path;
-import java.nio.file.Paths;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Map;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
 
 /**
- * The Java client's benchmark (JMH is not packaged in Debian, so a hand-made harness):
+ * The Java client against {@link AtomicLong} (issue 33's table; JMH is not packaged in Debian,
+ * so a warmed hand-made loop). Prints one {@code BENCH {...}} line per case on stdout, the rest
+ * on stderr:
  *
- * <ol>
- *   <li><b>Local path</b>: {@code IdSupply.nextId()} on a supply of 10,000,000 local ids
- *       against {@code AtomicLong.incrementAndGet()}, one thread, interleaved rounds of 10M
- *       calls each after 3 warm-up rounds of each; every result is folded into a sink so the
- *       JIT keeps the calls, and the counter is a static field so escape analysis cannot turn
- *       it into a plain local; the median ns/call of 7 rounds.
- *   <li><b>Sustained from a server</b>: one caller calling {@code nextId()} in a loop for 5 s
- *       against a real leafid server (target/release/leafid if built, else target/debug/leafid,
- *       or $LEAFID_BIN) on SQLite, at batch sizes 1000 and 100000, after 1 s of warm-up.
- * </ol>
+ * <ul>
+ *   <li>{@code local}: {@code IdSupply.nextId()} on a supply holding one huge range (no fetch)
+ *       against {@code AtomicLong.incrementAndGet()} on a static field, one thread, the same
+ *       number of calls per round, rounds alternated after warm-up; every result is folded into
+ *       a sink so the JIT keeps the calls; the median of the rounds.
+ *   <li>{@code sustained_1}: one thread calling {@code nextId()} for {@code LEAFID_BENCH_SECS}
+ *       on a fresh client with the default settings (batch 1000, the size following demand)
+ *       against the server at {@code LEAFID_BENCH_URL}, tag {@code LEAFID_BENCH_TAG}, every
+ *       fetch included; against the counter in one thread for 1 s.
+ *   <li>{@code sustained_4}: four threads on one fresh client for {@code LEAFID_BENCH_SECS};
+ *       against four threads incrementing one shared counter for 1 s.
+ * </ul>
  *
- * Run (after test.sh built the classes):
- * {@code java -cp target/classes:target/test-classes io.leafid.client.Bench}
+ * Run by {@code clients/java/bench.sh}.
  */
 public final class Bench {
     private static volatile long sink;
     /** A field, so the JIT cannot scalar-replace it and drop the atomic (escape analysis). */
     private static final AtomicLong COUNTER = new AtomicLong();
+    /** Calls per local round. */
+    private static final int LOCAL_CALLS = 20_000_000;
 
     private Bench() {}
 
-    /** Runs both parts and prints a table. */
+    /**
+     * Runs the three cases.
+     *
+     * @param args unused
+     * @throws Exception a failed call or thread
+     */
     public static void main(String[] args) throws Exception {
-        System.out.println("java " + System.getProperty("java.version") + ", "
+        String url = env("LEAFID_BENCH_URL", null);
+        String tag = env("LEAFID_BENCH_TAG", null);
+        double secs = Double.parseDouble(env("LEAFID_BENCH_SECS", "10"));
+        System.err.println("java " + System.getProperty("java.version") + ", "
                 + Runtime.getRuntime().availableProcessors() + " cores");
         local();
-        remote();
+        if (url == null || tag == null) {
+            System.err.println("LEAFID_BENCH_URL and LEAFID_BENCH_TAG unset: no sustained cases");
+            return;
+        }
+        sustained(url, tag, 1, secs);
+        sustained(url, tag, 4, secs);
+    }
+
+    private static String env(String name, String fallback) {
+        String v = System.getenv(name);
+        return v == null || v.isEmpty() ? fallback : v;
     }
 
     private static void local() {
-        final int n = 10_000_000;
-        long[] ids = new long[n];
-        for (int k = 0; k < n; k++) {
-            ids[k] = k + 1L;
+        IdSupply s = IdSupply.fixed(Ranges.of(1, Long.MAX_VALUE / 2), Duration.ofSeconds(1));
+        for (int w = 0; w < 5; w++) {
+            roundCounter(LOCAL_CALLS);
+            roundSupply(s, LOCAL_CALLS);
         }
-        for (int w = 0; w < 3; w++) {
-            roundCounter(n);
-            roundSupply(ids);
-        }
-        int rounds = 7;
+        int rounds = 9;
         double[] counter = new double[rounds];
         double[] supply = new double[rounds];
         for (int r = 0; r < rounds; r++) {
-            counter[r] = roundCounter(n);
-            supply[r] = roundSupply(ids);
+            if (r % 2 == 0) {
+                counter[r] = roundCounter(LOCAL_CALLS);
+                supply[r] = roundSupply(s, LOCAL_CALLS);
+            } else {
+                supply[r] = roundSupply(s, LOCAL_CALLS);
+                counter[r] = roundCounter(LOCAL_CALLS);
+            }
         }
         double c = median(counter);
-        double s = median(supply);
-        System.out.printf("local: AtomicLong.incrementAndGet %.2f ns/call (%.0f M/s), IdSupply.nextId %.2f ns/call"
-                + " (%.0f M/s), nextId/counter time %.2fx%n", c, 1e3 / c, s, 1e3 / s, s / c);
-        System.out.println("  rounds counter ns: " + Arrays.toString(counter));
-        System.out.println("  rounds nextId  ns: " + Arrays.toString(supply));
+        double n = median(supply);
+        System.err.println("local rounds ns/call: counter " + Arrays.toString(counter) + ", nextId "
+                + Arrays.toString(supply));
+        line("local", 1e9 / n, 1e9 / c, "warmed loop, " + LOCAL_CALLS / 1_000_000 + "M calls, median of " + rounds
+                + " alternated rounds; baseline AtomicLong.incrementAndGet");
     }
 
     private static double roundCounter(int n) {
         AtomicLong counter = COUNTER;
-        counter.set(0);
         long acc = 0;
         long t0 = System.nanoTime();
         for (int k = 0; k < n; k++) {
@@ -77,9 +101,7 @@ public final class Bench {
         return (double) t / n;
     }
 
-    private static double roundSupply(long[] ids) {
-        IdSupply s = IdSupply.fixed(ids, Duration.ofSeconds(1));
-        int n = ids.length;
+    private static double roundSupply(IdSupply s, int n) {
         long acc = 0;
         long t0 = System.nanoTime();
         for (int k = 0; k < n; k++) {
@@ -96,53 +118,97 @@ public final class Bench {
         return c[c.length / 2];
     }
 
-    private static void remote() throws Exception {
-        Path release = Paths.get(System.getProperty("user.dir")).toAbsolutePath().resolve("../../target/release/leafid")
-                .normalize();
-        String env = System.getenv("LEAFID_BIN");
-        String which;
-        if (env != null && !env.isEmpty()) {
-            which = env;
-        } else if (release.toFile().canExecute()) {
-            which = release.toString();
-        } else {
-            which = LeafidServer.binary().toString() + " (DEBUG build: no target/release/leafid)";
+    /** {@code threads} callers on one fresh client for {@code secs}, then the counter baseline. */
+    private static void sustained(String url, String tag, int threads, double secs) throws Exception {
+        long nanos = (long) (secs * 1e9);
+        double rate;
+        Stats st;
+        try (LeafidClient c = LeafidClient.builder().servers(url).build()) {
+            IdSupply s = c.segment(tag);
+            LongAdder total = new LongAdder();
+            long took = together(threads, () -> total.add(callFor(s, nanos)));
+            rate = total.sum() / (took / 1e9);
+            st = c.stats();
         }
-        Map<String, String> serverEnv = Map.of();
-        Path bin = env != null && !env.isEmpty() ? Paths.get(env)
-                : release.toFile().canExecute() ? release : LeafidServer.binary();
-        try (LeafidServer server = LeafidServer.startWith(bin, LeafidServer.newDatabase(), serverEnv)) {
-            server.createTag("bench", 100_000, null);
-            System.out.println("server: " + which);
-            for (int batch : new int[] {1000, 100_000}) {
-                try (LeafidClient c = LeafidClient.builder().servers(server.url()).batchSize(batch).build()) {
-                    IdSupply s = c.segment("bench");
-                    run(s, 1_000_000_000L);
-                    long t0 = System.nanoTime();
-                    long n = run(s, 5_000_000_000L);
-                    double secs = (System.nanoTime() - t0) / 1e9;
-                    Stats st = c.stats();
-                    System.out.printf("sustained, one caller, batch %d: %.0f ids/s (%d ids in %.1f s, %d batches)%n",
-                            batch, n / secs, n, secs, st.batches());
+        AtomicLong shared = new AtomicLong();
+        LongAdder counted = new LongAdder();
+        long took = together(threads, () -> counted.add(countFor(shared, 1_000_000_000L)));
+        double base = counted.sum() / (took / 1e9);
+        System.err.println("sustained_" + threads + ": " + st);
+        line("sustained_" + threads, rate, base, threads + " thread" + (threads == 1 ? "" : "s")
+                + " on one fresh client (batch 1000, demand on) for " + secs + " s, fetches included; baseline "
+                + threads + " thread" + (threads == 1 ? "" : "s") + " on one AtomicLong for 1 s");
+    }
+
+    /** A body of work that may throw. */
+    private interface Work {
+        void run() throws Exception;
+    }
+
+    /** Runs {@code work} on {@code threads} threads started together; the wall time in ns. */
+    private static long together(int threads, Work work) throws Exception {
+        CountDownLatch go = new CountDownLatch(1);
+        List<Thread> all = new ArrayList<>();
+        List<Throwable> errors = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            Thread th = new Thread(() -> {
+                try {
+                    go.await();
+                    work.run();
+                } catch (Throwable e) {
+                    synchronized (errors) {
+                        errors.add(e);
+                    }
                 }
-            }
+            });
+            all.add(th);
+            th.start();
         }
+        long t0 = System.nanoTime();
+        go.countDown();
+        for (Thread th : all) {
+            th.join();
+        }
+        long took = System.nanoTime() - t0;
+        if (!errors.isEmpty()) {
+            throw new IllegalStateException("a bench thread failed", errors.get(0));
+        }
+        return took;
     }
 
     /** Calls nextId for {@code nanos}, checking the clock every 1024 calls; the calls made. */
-    private static long run(IdSupply s, long nanos) {
+    private static long callFor(IdSupply s, long nanos) {
         long end = System.nanoTime() + nanos;
         long n = 0;
         long acc = 0;
-        while (true) {
+        do {
             for (int k = 0; k < 1024; k++) {
                 acc ^= s.nextId();
             }
             n += 1024;
-            if (System.nanoTime() >= end) {
-                sink = acc;
-                return n;
+        } while (System.nanoTime() - end < 0);
+        sink = acc;
+        return n;
+    }
+
+    /** Increments {@code c} for {@code nanos}, as {@link #callFor} calls; the increments made. */
+    private static long countFor(AtomicLong c, long nanos) {
+        long end = System.nanoTime() + nanos;
+        long n = 0;
+        long acc = 0;
+        do {
+            for (int k = 0; k < 1024; k++) {
+                acc ^= c.incrementAndGet();
             }
-        }
+            n += 1024;
+        } while (System.nanoTime() - end < 0);
+        sink = acc;
+        return n;
+    }
+
+    private static void line(String kase, double rate, double base, String method) {
+        System.out.printf("BENCH {\"client\":\"java\",\"case\":\"%s\",\"ids_per_s\":%.0f,\"baseline_per_s\":%.0f,"
+                + "\"ratio\":%.3f,\"method\":%s}%n", kase, rate, base, rate / base, Json.quote(method));
+        System.out.flush();
     }
 }

@@ -125,6 +125,10 @@ class FailoverTest {
         for (int k = 0; k < 100; k++) {
             ids.add(seg.nextId());
         }
+        // Let A's background lease of its next segment finish first: a server stopped inside its
+        // SQLite write transaction holds the shared file's lock (busy_timeout 10 s), and B could
+        // not lease either (seen once in 3 runs without this pause).
+        Thread.sleep(300);
         a.pause();
         try {
             for (int k = 0; k < 300; k++) {
@@ -293,6 +297,16 @@ class FailoverTest {
         return h;
     }
 
+    /** A range route's body: {@code count} and runs given as first, last, first, last... */
+    private static String ranges(String tag, int count, String... ends) {
+        StringBuilder b = new StringBuilder("{\"biz_tag\":\"" + tag + "\",\"count\":" + count + ",\"ranges\":[");
+        for (int k = 0; k < ends.length; k += 2) {
+            b.append(k == 0 ? "" : ",").append("{\"first\":\"").append(ends[k]).append("\",\"last\":\"")
+                    .append(ends[k + 1]).append("\"}");
+        }
+        return b.append("]}").toString();
+    }
+
     @Test
     void malformed_answers_and_foreign_4xx_are_failovers_and_none_of_their_ids_is_used() throws Exception {
         Path db = LeafidServer.newDatabase();
@@ -300,11 +314,15 @@ class FailoverTest {
         String tag = "leaf-segment-test";
         String[][] cases = {
             {"200", "not json"},
-            {"200", "{\"biz_tag\":\"" + tag + "\",\"ids\":[\"900000\",\"899999\"]}"},
-            {"200", "{\"biz_tag\":\"other\",\"ids\":[\"900000\"]}"},
-            {"200", "{\"biz_tag\":\"" + tag + "\",\"ids\":[\"900000\",\"900001\",\"900002\",\"900003\"]}"},
-            {"200", "{\"biz_tag\":\"" + tag + "\",\"ids\":[\"0\"]}"},
-            {"200", "{\"biz_tag\":\"" + tag + "\",\"ids\":[\"9223372036854775808\"]}"},
+            {"200", ranges(tag, 2, "900000", "900001", "900001", "900001")}, // overlapping
+            {"200", ranges(tag, 2, "900002", "900002", "900000", "900000")}, // decreasing
+            {"200", ranges("other", 1, "900000", "900000")},
+            {"200", ranges(tag, 4, "900000", "900003")}, // more than the 3 asked
+            {"200", ranges(tag, 3, "900000", "900001")}, // count says 3, runs hold 2
+            {"200", ranges(tag, 1, "0", "0")},
+            {"200", ranges(tag, 1, "900001", "900000")}, // empty run
+            {"200", ranges(tag, 1, "9223372036854775808", "9223372036854775808")},
+            {"200", "{\"biz_tag\":\"" + tag + "\",\"ids\":[\"900000\"]}"}, // the list route's shape
             {"404", "{\"code\":\"engine_disabled\",\"message\":\"off\"}"},
             {"404", "<html>not found</html>"},
             {"503", "{\"code\":\"segments_not_ready\",\"message\":\"x\"}"},
@@ -313,7 +331,7 @@ class FailoverTest {
             AtomicInteger hits = new AtomicInteger();
             HttpServer f = fake(Integer.parseInt(k[0]), k[1], hits);
             String fakeUrl = "http://127.0.0.1:" + f.getAddress().getPort();
-            try (LeafidClient c = fast(fakeUrl, real.url()).batchSize(3).build()) {
+            try (LeafidClient c = fast(fakeUrl, real.url()).batchSize(3).maxBatch(3).build()) {
                 List<Long> ids = new ArrayList<>();
                 for (int n = 0; n < 20; n++) {
                     ids.add(c.nextId(tag));

@@ -40,7 +40,8 @@ class SegmentTest {
     @Test
     void ids_of_a_tag_increase_across_batches_and_only_batches_fetched_are_counted() throws Exception {
         server.createTag("seq", 1000, null);
-        try (LeafidClient c = client(100)) {
+        try (LeafidClient c = LeafidClient.builder().servers(server.url()).batchSize(100).maxBatch(100)
+                .waitTimeout(Duration.ofSeconds(5)).build()) {
             IdSupply s = c.segment("seq");
             assertEquals(s, c.segment("seq"), "one supply per tag");
             List<Long> ids = new ArrayList<>();
@@ -161,8 +162,48 @@ class SegmentTest {
     }
 
     @Test
+    void a_zero_wait_on_a_cold_tag_is_a_timeout_not_a_server_failure() throws Exception {
+        server.createTag("cold", 1000, null);
+        try (LeafidClient c = client(10)) {
+            UnavailableException e = assertThrows(UnavailableException.class,
+                    () -> c.segment("cold").nextId(Duration.ZERO));
+            assertTrue(e.getMessage().contains("within the 0 ms wait: timed out"), e.getMessage());
+            assertTrue(e.lastFault().isEmpty(), e.getMessage());
+            assertEquals(List.of(), c.downServers());
+            // The refill it started still delivers.
+            assertTrue(c.segment("cold").nextId() > 0);
+        }
+    }
+
+    @Test
+    void https_base_urls_are_accepted() {
+        try (LeafidClient c = LeafidClient.builder().servers("https://127.0.0.1:1/").build()) {
+            assertEquals(List.of("https://127.0.0.1:1"), c.servers());
+        }
+    }
+
+    @Test
+    void the_batch_size_follows_one_fast_caller_up_to_the_maximum() throws Exception {
+        server.createTag("demand", 1000, null);
+        try (LeafidClient c = LeafidClient.builder().servers(server.url()).batchSize(10).maxBatch(100_000)
+                .build()) {
+            IdSupply s = c.segment("demand");
+            long last = 0;
+            for (int k = 0; k < 200_000; k++) {
+                long id = s.nextId();
+                assertTrue(id > last);
+                last = id;
+            }
+            Stats st = s.stats();
+            assertTrue(st.batchSize() >= 1000 && st.batchSize() <= 100_000, st.toString());
+            assertTrue(st.batches() <= 2000, st.toString());
+            assertEquals(st.batchSize(), c.stats().batchSize());
+        }
+    }
+
+    @Test
     void snowflake_ids_come_in_batches_and_increase() {
-        try (LeafidClient c = client(500)) {
+        try (LeafidClient c = LeafidClient.builder().servers(server.url()).batchSize(500).maxBatch(500).build()) {
             List<Long> ids = new ArrayList<>();
             for (int k = 0; k < 1200; k++) {
                 ids.add(c.nextSnowflakeId());

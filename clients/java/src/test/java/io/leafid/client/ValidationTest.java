@@ -16,46 +16,77 @@ class ValidationTest {
     private static final Servers.Request SEG = new Servers.Request("", 3, "t");
     private static final Servers.Request SNOW = new Servers.Request("", 3, null);
 
-    @Test
-    void a_valid_batch_keeps_every_digit_of_64_bit_ids() throws Exception {
-        long[] ids = Servers.parseBatch(
-                "{\"biz_tag\":\"t\",\"ids\":[\"9223372036854775805\",\"9223372036854775806\",\"9223372036854775807\"]}", SEG);
-        assertArrayEquals(new long[] {Long.MAX_VALUE - 2, Long.MAX_VALUE - 1, Long.MAX_VALUE}, ids);
-        assertArrayEquals(new long[] {1, 2, 5}, Servers.parseBatch("{\"ids\":[\"1\",\"2\",\"5\"]}", SNOW));
-        // Numbers instead of strings are read exactly too (no double in between).
-        assertArrayEquals(new long[] {9007199254740993L},
-                Servers.parseBatch("{\"ids\":[9007199254740993]}", SNOW));
+    /** A body of {@code count} ids in runs given as first, last, first, last... */
+    private static String body(String tag, long count, String... ends) {
+        StringBuilder b = new StringBuilder("{");
+        if (tag != null) {
+            b.append("\"biz_tag\":\"").append(tag).append("\",");
+        }
+        b.append("\"count\":").append(count).append(",\"ranges\":[");
+        for (int k = 0; k < ends.length; k += 2) {
+            b.append(k == 0 ? "" : ",").append("{\"first\":\"").append(ends[k]).append("\",\"last\":\"")
+                    .append(ends[k + 1]).append("\"}");
+        }
+        return b.append("]}").toString();
     }
 
     @Test
-    void an_answer_wholly_behind_the_floor_is_read_from_its_tail_only() {
-        Servers.Behind b = Servers.behindTail("{\"biz_tag\":\"t\",\"ids\":[\"7\",\"8\",\"9\"]}\n", SEG, 9);
-        assertEquals(3, b.ids);
-        assertEquals(9, b.last);
-        assertEquals(1, Servers.behindTail("{\"ids\":[\"5\"]}", SNOW, 100).ids);
-        // Above the floor (some ids to keep), no floor yet, or another shape: parsed whole.
-        assertEquals(null, Servers.behindTail("{\"biz_tag\":\"t\",\"ids\":[\"9\",\"10\"]}", SEG, 9));
-        assertEquals(null, Servers.behindTail("{\"ids\":[\"5\"]}", SNOW, 0));
-        assertEquals(null, Servers.behindTail("{\"ids\":[5]}", SNOW, 100));
-        assertEquals(null, Servers.behindTail("{\"ids\":[\"5\"],\"x\":1}", SNOW, 100));
-        assertEquals(null, Servers.behindTail("{\"ids\":[\"99999999999999999999\"]}", SNOW, Long.MAX_VALUE));
-        assertEquals(null, Servers.behindTail("{\"ids\":[\"0\"]}", SNOW, 100));
-        // More ids than asked: parsed whole (and refused there).
-        assertEquals(null, Servers.behindTail("{\"ids\":[\"1\",\"2\",\"3\",\"4\"]}", SNOW, 100));
+    void a_valid_batch_keeps_every_digit_of_64_bit_ids() throws Exception {
+        Ranges r = Servers.parseBatch(body("t", 3, "9223372036854775805", "9223372036854775807"), SEG);
+        assertArrayEquals(new long[] {Long.MAX_VALUE - 2}, r.firsts);
+        assertArrayEquals(new long[] {Long.MAX_VALUE}, r.lasts);
+        assertEquals(3, r.count);
+        r = Servers.parseBatch(body(null, 3, "1", "2", "5", "5"), SNOW);
+        assertArrayEquals(new long[] {1, 5}, r.firsts);
+        assertArrayEquals(new long[] {2, 5}, r.lasts);
+        // Fewer than asked is fine; numbers instead of strings are read exactly (no double).
+        r = Servers.parseBatch("{\"count\":1,\"ranges\":[{\"first\":9007199254740993,\"last\":9007199254740993}]}",
+                SNOW);
+        assertArrayEquals(new long[] {9007199254740993L}, r.firsts);
+    }
+
+    @Test
+    void ranges_are_cut_to_the_ids_above_the_floor() {
+        Ranges r = new Ranges(new long[] {5, 20}, new long[] {9, 29}, 15);
+        assertEquals(r, r.above(4));
+        Ranges a = r.above(7);
+        assertArrayEquals(new long[] {8, 20}, a.firsts);
+        assertArrayEquals(new long[] {9, 29}, a.lasts);
+        assertEquals(12, a.count);
+        a = r.above(15);
+        assertArrayEquals(new long[] {20}, a.firsts);
+        assertEquals(10, a.count);
+        a = r.above(28);
+        assertArrayEquals(new long[] {29}, a.firsts);
+        assertEquals(1, a.count);
+        assertEquals(null, r.above(29));
+        assertEquals(null, r.above(Long.MAX_VALUE));
+        assertEquals(1, Ranges.of(Long.MAX_VALUE, Long.MAX_VALUE).above(Long.MAX_VALUE - 1).count);
     }
 
     @Test
     void anything_but_a_valid_batch_is_refused_whole() {
         String[] bad = {
-            "", "not json", "[]", "{}", "{\"biz_tag\":\"t\"}", "{\"biz_tag\":\"t\",\"ids\":[]}",
-            "{\"biz_tag\":\"t\",\"ids\":[\"1\",\"2\",\"3\",\"4\"]}", // more than asked
-            "{\"biz_tag\":\"t\",\"ids\":[\"0\"]}", "{\"biz_tag\":\"t\",\"ids\":[\"-1\"]}",
-            "{\"biz_tag\":\"t\",\"ids\":[\"2\",\"2\"]}", "{\"biz_tag\":\"t\",\"ids\":[\"3\",\"2\"]}",
-            "{\"biz_tag\":\"u\",\"ids\":[\"1\"]}", "{\"ids\":[\"1\"]}", // other tag, no tag
-            "{\"biz_tag\":\"t\",\"ids\":[\"9223372036854775808\"]}", // above 2^63-1
-            "{\"biz_tag\":\"t\",\"ids\":[\"1e3\"]}", "{\"biz_tag\":\"t\",\"ids\":[1.5]}",
-            "{\"biz_tag\":\"t\",\"ids\":[\" 1\"]}", "{\"biz_tag\":\"t\",\"ids\":[null]}",
-            "{\"biz_tag\":\"t\",\"ids\":[\"1\"]} x", "{\"biz_tag\":\"t\",\"ids\":[\"1\",]}",
+            "", "not json", "[]", "{}", "{\"biz_tag\":\"t\"}", "{\"biz_tag\":\"t\",\"count\":1}",
+            "{\"biz_tag\":\"t\",\"ids\":[\"1\"]}", // the list route's shape
+            body("t", 0), body("t", 1), // no runs
+            body("t", 4, "1", "4"), // more than asked
+            body("t", 3, "1", "2"), body("t", 2, "1", "3"), // count and runs disagree
+            body("t", 1, "0", "0"), body("t", 1, "-1", "-1"), body("t", 2, "0", "1"),
+            body("t", 1, "2", "1"), // empty run
+            body("t", 2, "1", "1", "1", "1"), body("t", 2, "3", "3", "2", "2"), // overlap, decrease
+            body("t", 3, "1", "2", "2", "3"), // overlapping ends
+            body("u", 1, "1", "1"), body(null, 1, "1", "1"), // other tag, no tag
+            body("t", 1, "9223372036854775808", "9223372036854775808"), // above 2^63-1
+            body("t", 3, "1", "9223372036854775807"), // a huge run, no overflow
+            body("t", 1, "1e3", "1e3"), body("t", 1, " 1", " 1"),
+            "{\"biz_tag\":\"t\",\"count\":1,\"ranges\":[{\"first\":1.5,\"last\":1.5}]}",
+            "{\"biz_tag\":\"t\",\"count\":1,\"ranges\":[{\"first\":null,\"last\":\"1\"}]}",
+            "{\"biz_tag\":\"t\",\"count\":1,\"ranges\":[{\"last\":\"1\"}]}",
+            "{\"biz_tag\":\"t\",\"count\":1,\"ranges\":[[\"1\",\"1\"]]}",
+            "{\"biz_tag\":\"t\",\"count\":\"1\",\"ranges\":[{\"first\":\"1\",\"last\":\"1\"}]}",
+            "{\"biz_tag\":\"t\",\"count\":1.0,\"ranges\":[{\"first\":\"1\",\"last\":\"1\"}]}",
+            body("t", 1, "1", "1") + " x",
         };
         for (String body : bad) {
             assertThrows(Servers.BadBatch.class, () -> Servers.parseBatch(body, SEG), body);
@@ -113,7 +144,13 @@ class ValidationTest {
         assertThrows(ConfigException.class, () -> LeafidClient.builder().build());
         assertThrows(ConfigException.class, () -> LeafidClient.builder().servers("http://a:1").batchSize(0).build());
         assertThrows(ConfigException.class,
-                () -> LeafidClient.builder().servers("http://a:1").batchSize(100_001).build());
+                () -> LeafidClient.builder().servers("http://a:1").batchSize(1_000_001).build());
+        assertThrows(ConfigException.class,
+                () -> LeafidClient.builder().servers("http://a:1").batchSize(10).maxBatch(9).build());
+        assertThrows(ConfigException.class,
+                () -> LeafidClient.builder().servers("http://a:1").maxBatch(1_000_001).build());
+        assertThrows(ConfigException.class,
+                () -> LeafidClient.builder().servers("http://a:1").targetLifetime(Duration.ZERO).build());
         assertThrows(ConfigException.class, () -> LeafidClient.builder().servers("a:1").build());
         assertThrows(ConfigException.class, () -> LeafidClient.builder().servers("ftp://a:1").build());
         assertThrows(ConfigException.class, () -> LeafidClient.builder().servers("http://a:1?x=1").build());
@@ -129,6 +166,10 @@ class ValidationTest {
             InvalidTagException e = assertThrows(InvalidTagException.class, () -> c.segment("a/b"));
             assertEquals("a/b", e.tag());
             assertThrows(InvalidTagException.class, () -> c.nextId(""));
+            InvalidTagException none = assertThrows(InvalidTagException.class, () -> c.segment(null));
+            assertEquals(null, none.tag());
+            assertTrue(none.getMessage().contains("missing"), none.getMessage());
+            assertFalse(none.getMessage().contains("\"null\""), none.getMessage());
             assertEquals(List.of("http://127.0.0.1:1"), c.servers());
             assertEquals(0, c.stats().batches());
         }
