@@ -32,7 +32,12 @@ fn main() {
     let run = Duration::from_secs(secs);
 
     let (ids, base) = local();
-    report("local", ids, base, "warmed loop, median of 7 alternated rounds of 20M try_next_id vs AtomicI64::fetch_add(Relaxed), one thread");
+    report(
+        "local",
+        ids,
+        base,
+        "warmed loop, median of 7 alternated rounds of 20M try_next_id vs AtomicI64::fetch_add(Relaxed), one thread",
+    );
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -131,10 +136,7 @@ fn sustained(
 ) -> f64 {
     let client = {
         let _guard = rt.enter();
-        Client::builder()
-            .servers([url])
-            .build()
-            .expect("a client")
+        Client::builder().servers([url]).build().expect("a client")
     };
     let supply = client.segment(tag).expect("a valid tag");
     let stop = AtomicBool::new(false);

@@ -139,7 +139,10 @@ impl ClientBuilder {
         for url in &self.servers {
             let base = url.trim_end_matches('/');
             if reqwest::Url::parse(base).map_or(true, |u| !ALLOWED_SCHEMES.contains(&u.scheme())) {
-                return Err(Error::Config(format!("not an {} URL: {url:?}", ALLOWED_SCHEMES.join(":// or ") + "://")));
+                return Err(Error::Config(format!(
+                    "not an {} URL: {url:?}",
+                    ALLOWED_SCHEMES.join(":// or ") + "://"
+                )));
             }
             bases.push(base.to_owned());
         }
@@ -376,7 +379,10 @@ impl SegmentSupply {
     /// fails.
     #[doc(hidden)]
     pub fn prefilled(ids: std::ops::RangeInclusive<i64>) -> Self {
-        assert!(*ids.start() > 0 && ids.start() <= ids.end(), "a run of positive ids");
+        assert!(
+            *ids.start() > 0 && ids.start() <= ids.end(),
+            "a run of positive ids"
+        );
         Self {
             supply: Arc::new(Supply::fixed(&[crate::servers::Run {
                 first: *ids.start(),

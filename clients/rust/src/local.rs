@@ -149,7 +149,7 @@ impl Cursor {
     /// Installs the range `first ..= first + len - 1` as the next generation; returns it.
     /// Only under the supply's lock (one writer), and only once the range in use is spent.
     pub(crate) fn switch(&self, first: i64, len: u64) -> u64 {
-        debug_assert!(len >= 1 && len <= LIMIT);
+        debug_assert!((1..=LIMIT).contains(&len));
         let current = self.state.load(Ordering::Relaxed) >> TICKET_BITS;
         let generation = (current + 1) & GEN_MASK;
         let slot = &self.slots[generation as usize % SLOTS];
@@ -157,8 +157,10 @@ impl Cursor {
         fence(Ordering::Release);
         slot.base.store(base_of(first, len), Ordering::Relaxed);
         slot.tag.store(generation, Ordering::Release);
-        self.state
-            .swap((generation << TICKET_BITS) | (LIMIT - len), Ordering::Release);
+        self.state.swap(
+            (generation << TICKET_BITS) | (LIMIT - len),
+            Ordering::Release,
+        );
         generation
     }
 }

@@ -459,7 +459,10 @@ fn validate(body: RangesBody, req: &Request) -> Result<Vec<Run>, String> {
         return Err(format!("asked for tag {want:?}, got {got:?}"));
     }
     if body.count == 0 || body.count > req.count as u64 {
-        return Err(format!("count {} for a request of {}", body.count, req.count));
+        return Err(format!(
+            "count {} for a request of {}",
+            body.count, req.count
+        ));
     }
     let mut runs = Vec::with_capacity(body.ranges.len());
     let mut total: u64 = 0;
@@ -503,18 +506,33 @@ mod tests {
             parse(r#"{"count":1,"ranges":[{"first":"9223372036854775807","last":"9223372036854775807"}]}"#, 1).unwrap(),
             [(i64::MAX, i64::MAX)]
         );
-        assert_eq!(parse(r#"{"count":2,"ranges":[{"first":3,"last":4}]}"#, 2).unwrap(), [(3, 4)]);
+        assert_eq!(
+            parse(r#"{"count":2,"ranges":[{"first":3,"last":4}]}"#, 2).unwrap(),
+            [(3, 4)]
+        );
         for (bad, asked) in [
-            (ok, 4),                                                                    // more than asked
-            (r#"{"biz_tag":"u","count":1,"ranges":[{"first":"1","last":"1"}]}"#, 5),    // another tag
-            (r#"{"count":0,"ranges":[]}"#, 5),                                          // empty
-            (r#"{"count":3,"ranges":[{"first":"1","last":"2"}]}"#, 5),                  // count mismatch
-            (r#"{"count":1,"ranges":[{"first":"0","last":"0"}]}"#, 5),                  // not positive
+            (ok, 4), // more than asked
+            (
+                r#"{"biz_tag":"u","count":1,"ranges":[{"first":"1","last":"1"}]}"#,
+                5,
+            ), // another tag
+            (r#"{"count":0,"ranges":[]}"#, 5), // empty
+            (r#"{"count":3,"ranges":[{"first":"1","last":"2"}]}"#, 5), // count mismatch
+            (r#"{"count":1,"ranges":[{"first":"0","last":"0"}]}"#, 5), // not positive
             (r#"{"count":1,"ranges":[{"first":"-1","last":"-1"}]}"#, 5),
-            (r#"{"count":2,"ranges":[{"first":"5","last":"4"}]}"#, 5),                  // reversed
-            (r#"{"count":4,"ranges":[{"first":"1","last":"2"},{"first":"2","last":"3"}]}"#, 5), // overlap
-            (r#"{"count":4,"ranges":[{"first":"5","last":"6"},{"first":"1","last":"2"}]}"#, 5), // decreasing
-            (r#"{"count":1,"ranges":[{"first":"9223372036854775808","last":"9223372036854775808"}]}"#, 5),
+            (r#"{"count":2,"ranges":[{"first":"5","last":"4"}]}"#, 5), // reversed
+            (
+                r#"{"count":4,"ranges":[{"first":"1","last":"2"},{"first":"2","last":"3"}]}"#,
+                5,
+            ), // overlap
+            (
+                r#"{"count":4,"ranges":[{"first":"5","last":"6"},{"first":"1","last":"2"}]}"#,
+                5,
+            ), // decreasing
+            (
+                r#"{"count":1,"ranges":[{"first":"9223372036854775808","last":"9223372036854775808"}]}"#,
+                5,
+            ),
             (r#"{"count":1,"ranges":[{"first":"1.0","last":"1"}]}"#, 5),
             (r#"{"count":1,"ranges":[{"first":"+1","last":"1"}]}"#, 5),
             (r#"{"count":1,"ranges":[{"first":" 1","last":"1"}]}"#, 5),

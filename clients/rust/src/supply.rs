@@ -114,6 +114,7 @@ struct Current {
 
 /// Where batches come from.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // one per supply: boxing would only add a pointer chase
 enum Source {
     /// The servers, with this request.
     Remote {
@@ -537,7 +538,8 @@ impl Supply {
                             floor: p.floor,
                         },
                     });
-                    asked = sized.with_count(catch_up_count(p.floor, last, sized.count, sized.limit));
+                    asked =
+                        sized.with_count(catch_up_count(p.floor, last, sized.count, sized.limit));
                     Duration::ZERO
                 }
                 Err(FetchError::Rejected(e)) => {
@@ -641,7 +643,10 @@ mod tests {
         // Answer ended at 500, floor 1000, size 100: 500 ids to reach the floor, then a batch.
         assert_eq!(catch_up_count(1000, 500, 100, 1_000_000), 600);
         assert_eq!(catch_up_count(1000, 1000, 100, 1_000_000), 100);
-        assert_eq!(catch_up_count(6_000_000, 1_000_000, 100, 1_000_000), 1_000_000);
+        assert_eq!(
+            catch_up_count(6_000_000, 1_000_000, 100, 1_000_000),
+            1_000_000
+        );
         assert_eq!(catch_up_count(6_000_000, 1_000_000, 100, 100_000), 100_000);
         assert_eq!(catch_up_count(i64::MAX, 1, 100, 1_000_000), 1_000_000);
     }
@@ -694,7 +699,11 @@ mod tests {
 
     #[test]
     fn a_take_whose_slot_was_reused_gets_its_id_from_the_history() {
-        let s = Arc::new(Supply::fixed(&(0..40).map(|k| run(10 * k + 1, 10 * k + 1)).collect::<Vec<_>>()));
+        let s = Arc::new(Supply::fixed(
+            &(0..40)
+                .map(|k| run(10 * k + 1, 10 * k + 1))
+                .collect::<Vec<_>>(),
+        ));
         // Generation 1 holds id 1; pretend its valid ticket read a reused slot.
         let ticket = crate::local::LIMIT - 1;
         assert_eq!(
@@ -744,7 +753,10 @@ mod tests {
         // Every id is handed out, but for tickets lost by a taker descheduled across the
         // whole history (a gap, counted, not served).
         let lost = s.lock_pending().lost as usize;
-        let missing = want.iter().filter(|id| all.binary_search(id).is_err()).count();
+        let missing = want
+            .iter()
+            .filter(|id| all.binary_search(id).is_err())
+            .count();
         assert_eq!((all.len() + lost, missing), (want.len(), lost), "ids lost");
         assert_eq!(s.stats().ids_served, all.len() as u64);
     }

@@ -60,7 +60,12 @@ fn check(callers: &[Vec<Call>]) {
     let mut seen = HashSet::new();
     for calls in callers {
         for w in calls.windows(2) {
-            assert!(w[0].id < w[1].id, "a caller's ids decreased: {} then {}", w[0].id, w[1].id);
+            assert!(
+                w[0].id < w[1].id,
+                "a caller's ids decreased: {} then {}",
+                w[0].id,
+                w[1].id
+            );
         }
         for c in calls {
             assert!(c.id > 0);
@@ -175,7 +180,9 @@ fn the_batch_size_grows_with_a_fast_caller_and_errors_name_their_cause() {
         .wait_timeout(Duration::ZERO)
         .build()
         .unwrap();
-    let e = rt.block_on(cold.segment("demand").unwrap().next_id()).unwrap_err();
+    let e = rt
+        .block_on(cold.segment("demand").unwrap().next_id())
+        .unwrap_err();
     assert!(e.to_string().contains("within the 0 ms wait"), "{e}");
     assert!(e.to_string().contains("no server has failed"), "{e}");
 
@@ -186,6 +193,11 @@ fn the_batch_size_grows_with_a_fast_caller_and_errors_name_their_cause() {
         .wait_timeout(Duration::from_millis(300))
         .build()
         .unwrap();
-    let e = rt.block_on(gone.segment("demand").unwrap().next_id()).unwrap_err();
-    assert!(e.to_string().to_lowercase().contains("connection refused"), "{e}");
+    let e = rt
+        .block_on(gone.segment("demand").unwrap().next_id())
+        .unwrap_err();
+    assert!(
+        e.to_string().to_lowercase().contains("connection refused"),
+        "{e}"
+    );
 }
