@@ -29,6 +29,7 @@ pub mod layout_plan;
 pub mod lease_gate;
 pub mod metrics;
 pub mod segment;
+pub mod shapes;
 pub mod snowflake;
 pub mod startup;
 pub mod store;

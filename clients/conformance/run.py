@@ -4,7 +4,7 @@
     clients/conformance/run.py [CLIENT...]      CLIENT: rust java go python node (default: every
                                                 clients/<name> with a conformance-adapter)
 
-For each client it runs the seven scenarios of PROTOCOL.md against real leafid servers on a
+For each client it runs the eight scenarios of PROTOCOL.md against real leafid servers on a
 fresh MariaDB database (and a second one, for far_behind's lagging server): it starts the servers a scenario needs (on free loopback ports, read
 from their JSON "listening" log line), starts the client's adapter, drives it, kills, stops and
 continues servers from another thread while a `take` runs, and checks every id the client
@@ -414,6 +414,11 @@ class Scenario:
             "backoff_min_ms": settings.get("backoff_min_ms", 50),
             "backoff_max_ms": settings.get("backoff_max_ms", 1000),
         }
+        # The batch rule's settings (PROTOCOL.md): sent only when a scenario sets them, so every
+        # other scenario runs on the client's defaults.
+        for key in ("max_batch", "target_lifetime_ms"):
+            if key in settings:
+                cmd[key] = settings[key]
         self.adapter.call(cmd, timeout=30)
 
     def take(
@@ -552,7 +557,7 @@ class Scenario:
 
 
 # ---------------------------------------------------------------------------------------------
-# The seven scenarios
+# The eight scenarios
 
 
 def kill9(sc: Scenario) -> None:
@@ -718,8 +723,9 @@ def unknown_tag(sc: Scenario) -> None:
 
 
 # The near-max tag: max_id = i64::MAX - 100, so ids i64::MAX - 100 ..= i64::MAX - 1 (100 ids; the
-# server caps the last segment), then 409 biz_tag_exhausted. A batch of 5 divides 100, so every
-# batch is whole and the ids handed out are exactly that range.
+# server caps the last segment), then 409 biz_tag_exhausted. The batch starts at 5 and grows with
+# demand; the last request gets what is left (a short answer), so the ids handed out are exactly
+# that range.
 NEAR_MAX_FIRST = I64_MAX - 100
 NEAR_MAX_LAST = I64_MAX - 1
 
@@ -751,6 +757,28 @@ def near_max(sc: Scenario) -> None:
     sc.adapter.close()
 
 
+def demand(sc: Scenario) -> None:
+    """The batch follows demand (PROTOCOL.md, "The batch a client asks for"): a supply that starts
+    at 10 ids per request and has one caller taking 200000 ids without pause must grow, so it
+    makes far fewer requests than the 20000 a fixed size of 10 needs, and never asks for more
+    than max_batch."""
+    (a,) = sc.cluster.start(1)
+    tag = sc.tag("demand")
+    a.create_tag(tag, step=1000)
+    sc.open([a.url], batch=10, max_batch=100000, target_lifetime_ms=1000, wait_timeout_ms=10000)
+    sc.take("segment", tag, callers=1, per_caller=200000)
+    s = sc.stats()
+    size = s.get("batch_size")
+    if not isinstance(size, int):
+        raise Failure("protocol", f"stats: batch_size is not a count: {s!r}")
+    if not 1000 <= size <= 100000:
+        raise Failure("the batch follows demand", f"batch_size {size} after 200000 ids at full speed, want 1000..=100000")
+    if s["batches"] > 2000:
+        raise Failure("the batch follows demand", f"{s['batches']} requests for 200000 ids, want at most 2000")
+    sc.log(f"demand: batch_size {size}, {s['batches']} requests")
+    sc.adapter.close()
+
+
 SCENARIOS = [
     ("kill9", kill9),
     ("sigstop", sigstop),
@@ -759,6 +787,7 @@ SCENARIOS = [
     ("far_behind", far_behind),
     ("unknown_tag", unknown_tag),
     ("near_max", near_max),
+    ("demand", demand),
 ]
 
 

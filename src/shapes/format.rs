@@ -1,0 +1,340 @@
+//! A tag's format: literal prefix, date part, fixed-width sequence, check character, literal
+//! suffix. Every part has a fixed width once the format is valid, so decode reads each part at
+//! its position and refuses anything else.
+//!
+//! **String order.** Every valid format sorts as a byte string in the order of (period,
+//! sequence): the prefix is constant, the date part is fixed-width digits from year to day, the
+//! sequence is fixed-width in an alphabet listed in ASCII order, and the check and the suffix
+//! come after them. A collation that folds case breaks this for base 62 only.
+
+use serde::{Deserialize, Serialize};
+
+use super::alphabet::{DigitsError, Radix};
+use super::check::check_value;
+use super::period::{Period, Reset, zone};
+
+/// Longest literal prefix or suffix.
+pub const MAX_LITERAL: usize = 32;
+
+/// A tag's format, as stored with the tag and given to the admin API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TagFormat {
+    /// Literal text before everything (`A-Z a-z 0-9 - _ . : / #`, at most 32).
+    #[serde(default)]
+    pub prefix: String,
+    /// The date part: `yyyy`, `MM`, `dd` and the separators `-` `/` `.` `_`, e.g. `yyyyMMdd`.
+    /// It shows the period's first day, so it must name the period: `yyyy` for a yearly reset,
+    /// `yyyy` and `MM` for monthly, all three for daily.
+    #[serde(default)]
+    pub date: Option<String>,
+    /// The sequence's alphabet.
+    #[serde(default = "decimal")]
+    pub radix: Radix,
+    /// The sequence's width (1..=19 digits; the sequence never widens).
+    pub width: u8,
+    /// One check character after the sequence (see [`super::check`]).
+    #[serde(default)]
+    pub check: bool,
+    /// Literal text after everything (the same characters as the prefix).
+    #[serde(default)]
+    pub suffix: String,
+    /// When the sequence restarts.
+    #[serde(default)]
+    pub reset: Reset,
+    /// The IANA zone whose days, months and years the periods follow (default `UTC`).
+    #[serde(default = "utc")]
+    pub time_zone: String,
+}
+
+fn decimal() -> Radix {
+    Radix::Decimal
+}
+
+fn utc() -> String {
+    "UTC".to_owned()
+}
+
+/// A formatted id read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decoded {
+    /// The period's key (`yyyy`, `yyyyMM`, `yyyyMMdd`; empty without a reset).
+    pub period: String,
+    /// The sequence number within the period.
+    pub sequence: u64,
+}
+
+/// Why a format is invalid, a sequence cannot be written, or a text is not an id of the format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    /// The format itself is refused.
+    #[error("invalid format: {0}")]
+    Invalid(String),
+    /// The sequence needs more digits than the width: the period is used up.
+    #[error("sequence {sequence} does not fit {width} {radix} digits")]
+    Exhausted {
+        /// The sequence.
+        sequence: u64,
+        /// The width.
+        width: u8,
+        /// The alphabet.
+        radix: &'static str,
+    },
+    /// The text is not an id of this format.
+    #[error("not an id of this format: {0}")]
+    Malformed(String),
+}
+
+/// One piece of a date pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DatePiece {
+    Year,
+    Month,
+    Day,
+    Sep(u8),
+}
+
+impl DatePiece {
+    fn width(self) -> usize {
+        match self {
+            Self::Year => 4,
+            Self::Month | Self::Day => 2,
+            Self::Sep(_) => 1,
+        }
+    }
+}
+
+fn parse_date(pattern: &str) -> Result<Vec<DatePiece>, FormatError> {
+    let mut out = Vec::new();
+    let mut rest = pattern;
+    while !rest.is_empty() {
+        let (piece, len) = if rest.starts_with("yyyy") {
+            (DatePiece::Year, 4)
+        } else if rest.starts_with("MM") {
+            (DatePiece::Month, 2)
+        } else if rest.starts_with("dd") {
+            (DatePiece::Day, 2)
+        } else if let Some(c @ (b'-' | b'/' | b'.' | b'_')) = rest.bytes().next() {
+            (DatePiece::Sep(c), 1)
+        } else {
+            return Err(FormatError::Invalid(format!(
+                "date pattern {pattern:?}: only yyyy, MM, dd and the separators - / . _ \
+                 (a two-digit year would repeat every century)"
+            )));
+        };
+        if !matches!(piece, DatePiece::Sep(_)) && out.contains(&piece) {
+            return Err(FormatError::Invalid(format!(
+                "date pattern {pattern:?} repeats a field"
+            )));
+        }
+        out.push(piece);
+        rest = &rest[len..];
+    }
+    Ok(out)
+}
+
+fn literal_ok(s: &str) -> bool {
+    s.len() <= MAX_LITERAL
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:/#".contains(&b))
+}
+
+impl TagFormat {
+    /// Checks the format: literals, widths, the zone, and that the text names the period.
+    pub fn validate(&self) -> Result<(), FormatError> {
+        let invalid = |m: String| Err(FormatError::Invalid(m));
+        if !literal_ok(&self.prefix) || !literal_ok(&self.suffix) {
+            return invalid(format!(
+                "prefix and suffix: at most {MAX_LITERAL} of A-Z a-z 0-9 - _ . : / #"
+            ));
+        }
+        if !(1..=19).contains(&self.width) {
+            return invalid(format!("width {} (1..=19)", self.width));
+        }
+        zone(&self.time_zone).map_err(|e| FormatError::Invalid(e.to_string()))?;
+        let pieces = match &self.date {
+            Some(p) => parse_date(p)?,
+            None => Vec::new(),
+        };
+        let has = |p: DatePiece| pieces.contains(&p);
+        let needed: &[DatePiece] = match self.reset {
+            Reset::Never if !pieces.is_empty() => {
+                return invalid(
+                    "a date part needs a reset (daily, monthly or yearly): it shows the period"
+                        .into(),
+                );
+            }
+            Reset::Never => &[],
+            Reset::Yearly => &[DatePiece::Year],
+            Reset::Monthly => &[DatePiece::Year, DatePiece::Month],
+            Reset::Daily => &[DatePiece::Year, DatePiece::Month, DatePiece::Day],
+        };
+        if let Some(missing) = needed.iter().find(|p| !has(**p)) {
+            return invalid(format!(
+                "a {:?} reset needs {missing:?} in the date part: without it two periods would \
+                 write the same ids",
+                self.reset
+            ));
+        }
+        let finer = match self.reset {
+            Reset::Yearly => has(DatePiece::Month) || has(DatePiece::Day),
+            Reset::Monthly => has(DatePiece::Day),
+            _ => false,
+        };
+        if finer {
+            return invalid(
+                "the date part shows the period's first day: no field finer than the reset".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The largest sequence the width holds.
+    pub fn max_sequence(&self) -> u64 {
+        self.radix.max_value(self.width).min(i64::MAX as u64)
+    }
+
+    /// Characters in every id of the format.
+    pub fn len(&self) -> usize {
+        let date: usize = self
+            .date
+            .as_deref()
+            .map(|p| parse_date(p).map_or(0, |ps| ps.iter().map(|p| p.width()).sum()))
+            .unwrap_or(0);
+        self.prefix.len()
+            + date
+            + usize::from(self.width)
+            + usize::from(self.check)
+            + self.suffix.len()
+    }
+
+    /// Never true: a format has at least one digit (for clippy's `len_without_is_empty`).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The id of `sequence` in `period` (the format validated).
+    pub fn render(&self, period: &Period, sequence: u64) -> Result<String, FormatError> {
+        let mut out = String::with_capacity(self.len());
+        out.push_str(&self.prefix);
+        if let Some(pattern) = &self.date {
+            let d = period.start_zoned.date();
+            for piece in parse_date(pattern)? {
+                match piece {
+                    DatePiece::Year => out.push_str(&format!("{:04}", d.year())),
+                    DatePiece::Month => out.push_str(&format!("{:02}", d.month())),
+                    DatePiece::Day => out.push_str(&format!("{:02}", d.day())),
+                    DatePiece::Sep(c) => out.push(char::from(c)),
+                }
+            }
+        }
+        let digits = self
+            .radix
+            .write(sequence, self.width, &mut out)
+            .map_err(|_| FormatError::Exhausted {
+                sequence,
+                width: self.width,
+                radix: self.radix.name(),
+            })?;
+        if self.check {
+            let c = check_value(self.radix, &digits);
+            out.push(char::from(self.radix.symbols()[usize::from(c)]));
+        }
+        out.push_str(&self.suffix);
+        Ok(out)
+    }
+
+    /// Reads an id of this format back: its period and sequence. A wrong length, a literal
+    /// that differs, a character outside a part's alphabet, an impossible date or a wrong
+    /// check character is an error, never another id.
+    pub fn decode(&self, text: &str) -> Result<Decoded, FormatError> {
+        let bad = |m: String| FormatError::Malformed(m);
+        if text.len() != self.len() || !text.is_ascii() {
+            return Err(bad(format!(
+                "{} characters, an id of this format has {} ASCII characters",
+                text.chars().count(),
+                self.len()
+            )));
+        }
+        let rest = text
+            .strip_prefix(self.prefix.as_str())
+            .ok_or_else(|| bad(format!("it does not start with {:?}", self.prefix)))?;
+        let mut rest = rest
+            .strip_suffix(self.suffix.as_str())
+            .ok_or_else(|| bad(format!("it does not end with {:?}", self.suffix)))?;
+        let (mut year, mut month, mut day) = (None, None, None);
+        if let Some(pattern) = &self.date {
+            for piece in parse_date(pattern)? {
+                let (part, tail) = rest.split_at(piece.width());
+                rest = tail;
+                let number = || -> Result<i16, FormatError> {
+                    let digits = Radix::Decimal
+                        .digits(part)
+                        .map_err(|e| bad(e.to_string()))?;
+                    Ok(Radix::Decimal.value(&digits).unwrap_or(0) as i16)
+                };
+                match piece {
+                    DatePiece::Year => year = Some(number()?),
+                    DatePiece::Month => month = Some(number()?),
+                    DatePiece::Day => day = Some(number()?),
+                    DatePiece::Sep(c) if part.as_bytes() == [c] => {}
+                    DatePiece::Sep(c) => {
+                        return Err(bad(format!("{part:?} where {:?} belongs", char::from(c))));
+                    }
+                }
+            }
+        }
+        let (seq_text, check_text) = rest.split_at(usize::from(self.width));
+        let digits = self
+            .radix
+            .digits(seq_text)
+            .map_err(|e: DigitsError| bad(e.to_string()))?;
+        if self.check {
+            let want = check_value(self.radix, &digits);
+            let got = self
+                .radix
+                .digits(check_text)
+                .map_err(|e| bad(e.to_string()))?;
+            if got != [want] {
+                return Err(bad("the check character does not match".into()));
+            }
+        }
+        let sequence = self
+            .radix
+            .value(&digits)
+            .filter(|&s| s >= 1 && s <= self.max_sequence());
+        let sequence = sequence.ok_or_else(|| bad("the sequence is out of range".into()))?;
+        let period = match (year, month, day) {
+            (None, _, _) => String::new(),
+            (Some(y), m, d) => {
+                jiff::civil::Date::new(y, m.unwrap_or(1) as i8, d.unwrap_or(1) as i8).map_err(
+                    |_| {
+                        bad(format!(
+                            "no such date {y:04}-{:02}-{:02}",
+                            m.unwrap_or(1),
+                            d.unwrap_or(1)
+                        ))
+                    },
+                )?;
+                match self.reset {
+                    Reset::Yearly => format!("{y:04}"),
+                    Reset::Monthly => format!("{y:04}{:02}", m.unwrap_or(1)),
+                    _ => format!("{y:04}{:02}{:02}", m.unwrap_or(1), d.unwrap_or(1)),
+                }
+            }
+        };
+        Ok(Decoded { period, sequence })
+    }
+
+    /// The id as a number when it is all digits and fits an `i64` (e.g. `yyyyMMdd` and 6
+    /// digits: 14 digits), else `None`.
+    pub fn as_number(text: &str) -> Option<i64> {
+        if text.is_empty() || text.len() > 18 || !text.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        text.parse().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests;
