@@ -140,6 +140,7 @@ fn sustained(
     };
     let supply = client.segment(tag).expect("a valid tag");
     let stop = AtomicBool::new(false);
+    let waited = std::sync::atomic::AtomicU64::new(0);
     let started = Instant::now();
     let n: u64 = std::thread::scope(|scope| {
         let hs: Vec<_> = (0..threads)
@@ -150,7 +151,10 @@ fn sustained(
                         for _ in 0..4096 {
                             let id = match supply.try_next_id() {
                                 Some(id) => id,
-                                None => rt.block_on(supply.next_id()).expect("an id"),
+                                None => {
+                                    waited.fetch_add(1, Ordering::Relaxed);
+                                    rt.block_on(supply.next_id()).expect("an id")
+                                }
                             };
                             assert!(id > last, "ids must increase");
                             last = id;
@@ -167,6 +171,10 @@ fn sustained(
         hs.into_iter().map(|h| h.join().unwrap()).sum()
     });
     let per_s = n as f64 / started.elapsed().as_secs_f64();
-    eprintln!("sustained_{threads}: {:?}", client.stats());
+    eprintln!(
+        "sustained_{threads}: {} calls found both batches spent; {:?}",
+        waited.load(Ordering::Relaxed),
+        client.stats()
+    );
     per_s
 }

@@ -358,6 +358,7 @@ impl SegmentSupply {
     /// The refill is a task of the client's runtime: a caller that loops on ids without ever
     /// awaiting something that yields can keep it from running on a busy runtime, and then
     /// waits for the batch when its current one runs out instead of finding it preloaded.
+    #[inline]
     pub async fn next_id(&self) -> Result<i64, Error> {
         self.supply.next_id().await
     }
@@ -365,6 +366,7 @@ impl SegmentSupply {
     /// The next id if a local batch has one, without a future: the same local path as
     /// `next_id`. Never waits for the network, never fails; `None` when both local batches are
     /// spent (a refill is then under way): call `next_id` to wait for it.
+    #[inline]
     pub fn try_next_id(&self) -> Option<i64> {
         self.supply.try_next_id()
     }
@@ -405,12 +407,14 @@ pub struct SnowflakeSupply {
 
 impl SnowflakeSupply {
     /// The next snowflake id (see [`SegmentSupply::next_id`]).
+    #[inline]
     pub async fn next_id(&self) -> Result<u64, Error> {
         // Validated positive when the batch was received.
         self.supply.next_id().await.map(|id| id as u64)
     }
 
     /// The next id if the current local batch has one (see [`SegmentSupply::try_next_id`]).
+    #[inline]
     pub fn try_next_id(&self) -> Option<u64> {
         self.supply.try_next_id().map(|id| id as u64)
     }
