@@ -138,11 +138,15 @@ impl ClientBuilder {
         let mut bases = Vec::with_capacity(self.servers.len());
         for url in &self.servers {
             let base = url.trim_end_matches('/');
-            if reqwest::Url::parse(base).map_or(true, |u| !ALLOWED_SCHEMES.contains(&u.scheme())) {
-                return Err(Error::Config(format!(
-                    "not an {} URL: {url:?}",
-                    ALLOWED_SCHEMES.join(":// or ") + "://"
-                )));
+            match reqwest::Url::parse(base) {
+                Ok(u) if u.scheme() == "http" => {}
+                Ok(u) if u.scheme() == "https" => {
+                    return Err(Error::Config(format!(
+                        "{url:?}: https:// is not supported: this client is built without TLS \
+                         (reqwest without rustls); use http:// or a TLS-terminating proxy"
+                    )));
+                }
+                _ => return Err(Error::Config(format!("not an http:// URL: {url:?}"))),
             }
             bases.push(base.to_owned());
         }
@@ -331,9 +335,6 @@ impl Client {
     }
 }
 
-/// The URL schemes the client speaks (`https` needs the `rustls-tls` feature of reqwest).
-const ALLOWED_SCHEMES: &[&str] = &["http"];
-
 /// The server's tag rule: 1 to 128 of `A-Z a-z 0-9 . _ : -`.
 fn valid_tag(tag: &str) -> bool {
     (1..=128).contains(&tag.len())
@@ -457,6 +458,14 @@ mod tests {
             .servers(["http://a:1"])
             .target_lifetime(Duration::ZERO)));
         assert!(bad(Client::builder().servers(["ftp://a:1"])));
+        let https = Client::builder()
+            .servers(["https://a:1"])
+            .build()
+            .unwrap_err();
+        assert!(
+            https.to_string().contains("https:// is not supported"),
+            "{https}"
+        );
         assert!(bad(Client::builder().servers(["a:1"])));
         let c = Client::builder().servers(["http://a:1/"]).build().unwrap();
         assert!(matches!(c.segment("a/b"), Err(Error::InvalidTag(_))));

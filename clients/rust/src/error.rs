@@ -34,6 +34,8 @@ pub enum Error {
     /// No batch arrived within the wait timeout: every server failed or is down, or (no
     /// failure yet) the batch asked for had not come back in time.
     #[error("no ids came within the {} ms wait: {}", waited.as_millis(), match last {
+        Some(f @ ServerFault { fault: Fault::Behind { .. }, .. }) =>
+            format!("the servers that answered are behind the ids already handed out, still catching up (last: {f})"),
         Some(f) => format!("every server failed or is down (last: {f})"),
         None => "no server has failed: the batch asked for was still on its way".to_owned(),
     })]
@@ -90,6 +92,9 @@ impl fmt::Display for ServerFault {
         match &self.fault {
             Fault::Transport(e) => write!(f, "{}: {e}", self.server),
             Fault::Status(s) => write!(f, "{}: HTTP {s}", self.server),
+            Fault::Refused { status, code } if code.is_empty() => {
+                write!(f, "{}: HTTP {status}", self.server)
+            }
             Fault::Refused { status, code } => {
                 write!(f, "{}: HTTP {status} {code}", self.server)
             }

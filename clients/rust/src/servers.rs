@@ -544,6 +544,38 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn transport_errors_name_their_cause() {
+        let http = reqwest::Client::new();
+        // Nothing listens on a port just released.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let e = http
+            .get(format!("http://127.0.0.1:{port}/"))
+            .send()
+            .await
+            .unwrap_err();
+        let cause = transport_cause(&e).to_lowercase();
+        assert!(cause.contains("connection refused"), "{cause}");
+        assert!(
+            !cause.contains("127.0.0.1"),
+            "the URL is the fault's server: {cause}"
+        );
+        // A listener that never answers.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let e = http
+            .get(format!("http://{}/", silent.local_addr().unwrap()))
+            .timeout(Duration::from_millis(100))
+            .send()
+            .await
+            .unwrap_err();
+        let cause = transport_cause(&e);
+        assert!(cause.contains("timed out"), "{cause}");
+    }
+
     #[test]
     fn only_refusals_of_the_request_itself_are_final() {
         for code in [
