@@ -429,8 +429,9 @@ impl Supply {
                 if let (true, Some(e)) = (waited, &p.refused) {
                     return Err(e.clone());
                 }
-                if !waited {
-                    // Both batches spent and a caller waits: the next request doubles.
+                if !waited && p.current.is_some() {
+                    // Both batches spent and a caller waits: the next request doubles. (A supply
+                    // that never had a batch is cold, not starved: it starts at `batch`.)
                     p.starved = true;
                 }
             }

@@ -174,9 +174,11 @@ fn the_batch_size_grows_with_a_fast_caller_and_errors_name_their_cause() {
     assert!(stats.batches <= 2000, "{stats:?}");
     assert_eq!(client.stats().batch_size, stats.batch_size);
 
-    // A cold tag with a 0 ms wait: no ids yet, and no server failed.
+    // A cold tag with a 0 ms wait on a server that has not answered yet (a listener that
+    // never does): no ids, and no server failed.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let cold = Client::builder()
-        .servers([server.address.as_str()])
+        .servers([format!("http://{}", silent.local_addr().unwrap())])
         .wait_timeout(Duration::ZERO)
         .build()
         .unwrap();
