@@ -636,7 +636,9 @@ def lagging(sc: Scenario) -> None:
     (behind,) = sc.cluster.start(
         1, {**direct, "LD_PRELOAD": LIBFAKETIME, "FAKETIME": "-2", "DONT_FAKE_MONOTONIC": "1"}
     )
-    sc.open([ahead.url, behind.url], batch=100, wait_timeout_ms=6000)
+    # A fixed size (max_batch = batch): a supply that grew would hold enough ids for the
+    # second take and never ask the server behind.
+    sc.open([ahead.url, behind.url], batch=100, max_batch=100, wait_timeout_ms=6000)
     first = sc.take("snowflake", callers=2, per_caller=300)
     top = max(x for ids in first for x in ids)
     ahead.kill()

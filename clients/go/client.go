@@ -1,9 +1,10 @@
 // Package leafid is the Go client of leafid, a Leaf-segment and snowflake id server.
 //
-// A Client keeps, per biz tag (and for snowflake), two local batches of ids fetched from
-// GET /api/v1/segment/{tag}/ids (GET /api/v1/snowflake/ids), so NextID is almost always an
-// atomic add on local memory. The next batch is fetched in the background once 10% of the
-// current one is used (one fetch at a time per tag). Batches come from several servers with
+// A Client keeps, per biz tag (and for snowflake), two local batches of ids fetched as ranges
+// (runs of consecutive ids) from GET /api/v1/segment/{tag}/ranges (GET /api/v1/snowflake/ranges),
+// so NextID is almost always one atomic add and one compare on local memory. The next batch is
+// fetched in the background once 10% of the current one is used (one fetch at a time per tag),
+// and its size follows demand: a batch should last Config.TargetLifetime. Batches come from several servers with
 // failover: a server that fails or times out is skipped at once and probed on /health/ready with
 // exponential backoff until it answers 200.
 //
@@ -27,12 +28,18 @@ import (
 	"time"
 )
 
-// MaxBatch is the most ids one batch request may ask for (the server's limit).
-const MaxBatch = 100000
+// MaxBatch is the most ids one segment range request may ask for (the server's limit).
+const MaxBatch = 1000000
+
+// MaxSnowflakeBatch is the most ids one snowflake range request may ask for (the server's
+// limit): a snowflake supply never asks for more, whatever Config.MaxBatch says.
+const MaxSnowflakeBatch = 100000
 
 // Defaults of the Config fields left at zero.
 const (
 	DefaultBatch          = 1000
+	DefaultMaxBatch       = MaxBatch
+	DefaultTargetLifetime = time.Second
 	DefaultRequestTimeout = 2 * time.Second
 	DefaultWaitTimeout    = 5 * time.Second
 	DefaultBackoffMin     = 50 * time.Millisecond
@@ -44,10 +51,20 @@ type Config struct {
 	// Servers are the base URLs (http://host:port) of leafid servers of one database. The first
 	// is asked first; after a failover the server that last delivered is asked first. Required.
 	Servers []string
-	// Batch is the ids per request, for every tag and for snowflake, 1..=100000 (default 1000).
-	// Each supply holds up to two batches; ids still local when the client is closed are never
-	// used (a gap, as a server restart makes).
+	// Batch is the ids a supply asks for in its first request and the least it ever asks for,
+	// for every tag and for snowflake, 1..=MaxBatch (default 1000; a snowflake supply asks for
+	// at most MaxSnowflakeBatch). The size then follows demand up to MaxBatch. Each supply holds
+	// up to two batches; ids still local when the client is closed are never used (a gap, as a
+	// server restart makes).
 	Batch int
+	// MaxBatch is the most ids a supply asks for in one request as demand grows, Batch..=MaxBatch
+	// (default MaxBatch, a million; snowflake at most MaxSnowflakeBatch). A restart wastes at
+	// most twice the size in use.
+	MaxBatch int
+	// TargetLifetime is how long a batch should last at the rate the callers take ids (default
+	// 1 s): the size doubles when a batch would last under half of it (or a caller had to wait
+	// for ids) and halves when it would last over twice as long.
+	TargetLifetime time.Duration
 	// RequestTimeout bounds one batch request or health probe, connect to last byte (default
 	// 2 s); a server that takes longer is marked down and the next one asked.
 	RequestTimeout time.Duration
@@ -70,10 +87,12 @@ type Client struct {
 	servers *servers
 	// transport is the client's own connection pool, closed by Close.
 	transport *http.Transport
-	// segments maps a tag to its *supply: one per tag, so every caller of a tag shares one
-	// increasing stream.
-	segments sync.Map
-	// newSegment serialises the creation of a tag's supply (the lookup stays lock-free).
+	// segments maps a tag to its supply: one per tag, so every caller of a tag shares one
+	// increasing stream. Copied on write under newSegment and never changed once published, so
+	// a lookup is one atomic load and a map read: no lock, no allocation (a sync.Map's any key
+	// would allocate the tag's interface on every call).
+	segments atomic.Pointer[map[string]*supply]
+	// newSegment serialises the creation of a tag's supply.
 	newSegment sync.Mutex
 	// snowflake is the snowflake supply.
 	snowflake *supply
@@ -107,6 +126,8 @@ type Stats struct {
 	DiscardedIDs uint64
 	// IDsReceived counts ids received in valid 200 answers, discarded ones included.
 	IDsReceived uint64
+	// BatchSize is the largest size any supply will ask for in its next request.
+	BatchSize int
 }
 
 // New validates cfg and builds a client. No request is sent until the first NextID; the health
@@ -121,11 +142,18 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Batch < 1 || cfg.Batch > MaxBatch {
 		return nil, &ConfigError{fmt.Sprintf("batch must be within 1..=%d (got %d)", MaxBatch, cfg.Batch)}
 	}
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = DefaultMaxBatch
+	}
+	if cfg.MaxBatch < cfg.Batch || cfg.MaxBatch > MaxBatch {
+		return nil, &ConfigError{fmt.Sprintf("max batch must be within the batch and %d, %d..=%d (got %d)", MaxBatch, cfg.Batch, MaxBatch, cfg.MaxBatch)}
+	}
 	for _, d := range []struct {
 		name  string
 		field *time.Duration
 		def   time.Duration
 	}{
+		{"target lifetime", &cfg.TargetLifetime, DefaultTargetLifetime},
 		{"request timeout", &cfg.RequestTimeout, DefaultRequestTimeout},
 		{"wait timeout", &cfg.WaitTimeout, DefaultWaitTimeout},
 		{"backoff min", &cfg.BackoffMin, DefaultBackoffMin},
@@ -164,10 +192,9 @@ func New(cfg Config) (*Client, error) {
 		servers:   newServers(bases, &http.Client{Transport: transport}, cfg.RequestTimeout, cfg.BackoffMin, cfg.BackoffMax),
 	}
 	c.stop, c.cancelStop = context.WithCancel(context.Background())
-	c.snowflake = newSupply(c, &request{
-		route: "/api/v1/snowflake/ids",
-		count: cfg.Batch,
-	}, nil)
+	c.segments.Store(&map[string]*supply{})
+	c.snowflake = newSupply(c, &request{route: "/api/v1/snowflake/ranges", limit: MaxSnowflakeBatch},
+		minInt(cfg.Batch, MaxSnowflakeBatch), minInt(cfg.MaxBatch, MaxSnowflakeBatch))
 	c.spawn(c.servers.healthLoop)
 	return c, nil
 }
@@ -176,8 +203,8 @@ func New(cfg Config) (*Client, error) {
 // timeout, and as long as ctx allows) for the next one. Errors: *InvalidTagError,
 // *RejectedError, *UnavailableError, ctx.Err(), ErrClosed.
 func (c *Client) NextID(ctx context.Context, tag string) (int64, error) {
-	if s, ok := c.segments.Load(tag); ok {
-		return s.(*supply).nextID(ctx)
+	if s := (*c.segments.Load())[tag]; s != nil {
+		return s.nextID(ctx)
 	}
 	sup, err := c.Segment(tag)
 	if err != nil {
@@ -194,20 +221,27 @@ func (c *Client) NextSnowflakeID(ctx context.Context) (int64, error) {
 // Segment returns the supply of tag (the same stream on every call for that tag), or an
 // *InvalidTagError. No request is sent until its first NextID.
 func (c *Client) Segment(tag string) (*Supply, error) {
-	if s, ok := c.segments.Load(tag); ok {
-		return &Supply{s.(*supply)}, nil
+	if s := (*c.segments.Load())[tag]; s != nil {
+		return &Supply{s}, nil
 	}
 	if !ValidTag(tag) {
 		return nil, &InvalidTagError{Tag: tag}
 	}
 	c.newSegment.Lock()
 	defer c.newSegment.Unlock()
-	s, _ := c.segments.LoadOrStore(tag, newSupply(c, &request{
-		route: "/api/v1/segment/" + tag + "/ids",
-		count: c.cfg.Batch,
-		tag:   tag,
-	}, nil))
-	return &Supply{s.(*supply)}, nil
+	old := *c.segments.Load()
+	if s := old[tag]; s != nil {
+		return &Supply{s}, nil
+	}
+	s := newSupply(c, &request{route: "/api/v1/segment/" + tag + "/ranges", tag: tag, limit: MaxBatch},
+		c.cfg.Batch, c.cfg.MaxBatch)
+	m := make(map[string]*supply, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[tag] = s
+	c.segments.Store(&m)
+	return &Supply{s}, nil
 }
 
 // Snowflake returns the snowflake supply (one per client).
@@ -215,19 +249,26 @@ func (c *Client) Snowflake() *Supply {
 	return &Supply{c.snowflake}
 }
 
-// NextID returns the supply's next id (see Client.NextID).
+// NextID returns the supply's next id (see Client.NextID). From a local batch it costs one
+// atomic add and one compare.
 func (s *Supply) NextID(ctx context.Context) (int64, error) {
 	return s.s.nextID(ctx)
+}
+
+// TryNextID returns an id if a local batch holds one, else false at once: it never waits, never
+// sends a request itself and never fails (false also after Close). A spent batch, or the
+// preload mark, starts the background refill, so a later call may succeed.
+func (s *Supply) TryNextID() (int64, bool) {
+	return s.s.tryNextID()
 }
 
 // Stats returns the client's counters. Exact when no call is running; a snapshot otherwise.
 func (c *Client) Stats() Stats {
 	var st Stats
 	c.snowflake.stats(&st)
-	c.segments.Range(func(_, v any) bool {
-		v.(*supply).stats(&st)
-		return true
-	})
+	for _, s := range *c.segments.Load() {
+		s.stats(&st)
+	}
 	st.Failovers = c.servers.failovers.Load()
 	return st
 }
@@ -255,6 +296,14 @@ func (c *Client) Close() error {
 	c.closed.Store(true)
 	c.cancelStop()
 	c.mu.Unlock()
+	// After this, a call takes the slow path, which sees closed: no id is handed out by a call
+	// that starts after Close returned.
+	c.snowflake.close()
+	c.newSegment.Lock()
+	for _, s := range *c.segments.Load() {
+		s.close()
+	}
+	c.newSegment.Unlock()
 	c.wg.Wait()
 	c.transport.CloseIdleConnections()
 	return nil
@@ -273,6 +322,13 @@ func (c *Client) spawn(f func(ctx context.Context)) bool {
 		f(c.stop)
 	}()
 	return true
+}
+
+func minInt(a, b int) int {
+	if a < b {
+		return a
+	}
+	return b
 }
 
 // ValidTag reports whether tag is 1 to 128 characters of A-Z a-z 0-9 . _ : - (the server's rule).

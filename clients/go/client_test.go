@@ -123,7 +123,7 @@ func checkCalls(t *testing.T, all []call) {
 
 func TestSegmentIdsComeInBatchesFromARealServer(t *testing.T) {
 	srv := startServer(t, database(t), 0)
-	c := newClient(t, Config{Servers: []string{srv.URL}, Batch: 100})
+	c := newClient(t, Config{Servers: []string{srv.URL}, Batch: 100, MaxBatch: 100})
 
 	ids := take(t, 2500, func(ctx context.Context) (int64, error) { return c.NextID(ctx, seededTag) })
 
@@ -141,7 +141,7 @@ func TestSegmentIdsComeInBatchesFromARealServer(t *testing.T) {
 
 func TestSnowflakeIdsComeInBatchesFromARealServer(t *testing.T) {
 	srv := startServer(t, database(t), 0)
-	c := newClient(t, Config{Servers: []string{srv.URL}, Batch: 500})
+	c := newClient(t, Config{Servers: []string{srv.URL}, Batch: 500, MaxBatch: 500})
 
 	take(t, 3000, c.NextSnowflakeID)
 
@@ -338,7 +338,7 @@ func TestAStoppedServerTimesOutAndIsFailedOver(t *testing.T) {
 
 func TestWhenEveryServerIsDownNextIdWaitsThenNamesTheLastFailure(t *testing.T) {
 	srv := startServer(t, database(t), 0)
-	c := newClient(t, Config{Servers: []string{srv.URL}, Batch: 5, WaitTimeout: 400 * time.Millisecond,
+	c := newClient(t, Config{Servers: []string{srv.URL}, Batch: 5, MaxBatch: 5, WaitTimeout: 400 * time.Millisecond,
 		BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
 	take(t, 3, c.NextSnowflakeID) // two local batches at most: 10 ids
 	srv.kill()
@@ -400,19 +400,26 @@ func TestMalformedBatchesAreThatServersFailure(t *testing.T) {
 	srv := startServer(t, database(t), 0)
 	// Ids far above what the real server hands out in this test: none may reach a caller.
 	const badIDs = int64(900000000)
+	run := func(first, last string) string { return `{"first":"` + first + `","last":"` + last + `"}` }
+	body := func(tag string, count int, runs ...string) string {
+		return fmt.Sprintf(`{"biz_tag":%q,"count":%d,"ranges":[%s]}`, tag, count, strings.Join(runs, ","))
+	}
 	bodies := []string{
 		`not json`,
-		`{"biz_tag":"other","ids":["900000001","900000002"]}`,
-		`{"biz_tag":"leaf-segment-test","ids":["900000005","900000004"]}`,
-		`{"biz_tag":"leaf-segment-test","ids":["900000001","900000001"]}`,
-		`{"biz_tag":"leaf-segment-test","ids":["0","900000001"]}`,
-		`{"biz_tag":"leaf-segment-test","ids":["-900000001"]}`,
-		`{"biz_tag":"leaf-segment-test","ids":["9223372036854775808"]}`,
-		`{"biz_tag":"leaf-segment-test","ids":[]}`,
-		`{"biz_tag":"leaf-segment-test","ids":["900000001","900000002","900000003","900000004","900000005","900000006","900000007","900000008","900000009","900000010","900000011"]}`,
-		`{"biz_tag":"leaf-segment-test","ids":["900000001.5"]}`,
-		`{"biz_tag":"leaf-segment-test","ids":[true]}`,
-		`{"ids":["900000001"]}`,
+		body("other", 2, run("900000001", "900000002")),
+		body(seededTag, 2, run("900000005", "900000005"), run("900000004", "900000004")),
+		body(seededTag, 2, run("900000001", "900000001"), run("900000001", "900000001")),
+		body(seededTag, 3, run("900000001", "900000002"), run("900000002", "900000002")),
+		body(seededTag, 2, run("0", "1")),
+		body(seededTag, 1, run("-900000001", "-900000001")),
+		body(seededTag, 1, run("9223372036854775808", "9223372036854775808")),
+		body(seededTag, 1, run("900000002", "900000001")),
+		body(seededTag, 0),
+		body(seededTag, 11, run("900000001", "900000011")),
+		body(seededTag, 3, run("900000001", "900000002")),
+		body(seededTag, 1, run("900000001.5", "900000001.5")),
+		`{"biz_tag":"leaf-segment-test","count":1,"ranges":[{"first":true,"last":"900000001"}]}`,
+		`{"count":1,"ranges":[{"first":"900000001","last":"900000001"}]}`,
 	}
 	for i, body := range bodies {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
@@ -423,7 +430,7 @@ func TestMalformedBatchesAreThatServersFailure(t *testing.T) {
 				_, _ = w.Write([]byte(body))
 			}))
 			defer bad.Close()
-			c := newClient(t, Config{Servers: []string{bad.URL, srv.URL}, Batch: 10})
+			c := newClient(t, Config{Servers: []string{bad.URL, srv.URL}, Batch: 10, MaxBatch: 10})
 			ids := take(t, 30, func(ctx context.Context) (int64, error) { return c.NextID(ctx, seededTag) })
 			if asked.Load() == 0 {
 				t.Fatal("the bad server was never asked")
@@ -470,18 +477,10 @@ func TestALaggingServersIdsAreCutAndCounted(t *testing.T) {
 
 // remaining counts the ids still held locally (current and next batches) by every supply.
 func remaining(c *Client) int64 {
-	var n int64
-	count := func(s *supply) {
-		s.mu.Lock()
-		cur := s.current.Load()
-		n += int64(len(cur.ids)) - cur.served()
-		if s.next != nil {
-			n += int64(len(s.next.ids))
-		}
-		s.mu.Unlock()
+	n := c.snowflake.remaining()
+	for _, s := range *c.segments.Load() {
+		n += s.remaining()
 	}
-	count(c.snowflake)
-	c.segments.Range(func(_, v any) bool { count(v.(*supply)); return true })
 	return n
 }
 
@@ -588,7 +587,7 @@ func TestALaggingSnowflakeServersIdsAreCutUntilItCatchesUp(t *testing.T) {
 	ahead := startServer(t, db, 0, direct)
 	behind := startServer(t, db, 0, "LD_PRELOAD="+libfaketime, "FAKETIME=-2", "DONT_FAKE_MONOTONIC=1", direct)
 	const wait = 10 * time.Second
-	c := newClient(t, Config{Servers: []string{ahead.URL, behind.URL}, Batch: 100, WaitTimeout: wait})
+	c := newClient(t, Config{Servers: []string{ahead.URL, behind.URL}, Batch: 100, MaxBatch: 100, WaitTimeout: wait})
 	before := take(t, 300, c.NextSnowflakeID)
 
 	ahead.kill()
@@ -642,7 +641,9 @@ func TestASegmentServerFarBehindIsDrainedInAFewRequests(t *testing.T) {
 	}
 	st := c.Stats()
 	var rounds uint64
-	c.segments.Range(func(_, v any) bool { rounds += v.(*supply).behindRounds.Load(); return true })
+	for _, s := range *c.segments.Load() {
+		rounds += s.behindRounds.Load()
+	}
 	if st.DiscardedIDs < step/2 || rounds == 0 || rounds > 40 {
 		// The catch-up asks for the gap plus a batch, at most MaxBatch, while the answers lie
 		// below the floor: about 10 rounds for a million ids.

@@ -21,7 +21,7 @@ func (e *InvalidTagError) Error() string {
 }
 
 // ConfigError: New refused its Config (no server, a URL that is not http://host:port, a batch
-// outside 1..=100000, a bad timeout or backoff).
+// outside 1..=MaxBatch, a max batch below the batch, a bad timeout, lifetime or backoff).
 type ConfigError struct {
 	// Reason says which setting and why.
 	Reason string
@@ -47,8 +47,9 @@ func (e *RejectedError) Error() string {
 	return fmt.Sprintf("leafid: %s refused the request (%d %s): %s", e.Server, e.Status, e.Code, e.Message)
 }
 
-// UnavailableError: no ids arrived within the wait timeout because every server failed or is
-// down. Last is the last server failure seen (nil if no server could be asked at all).
+// UnavailableError: no ids arrived within the wait timeout: every server failed or is down, or
+// (Last nil) no answer came in time at all, e.g. a wait shorter than a request's round trip.
+// Last is the last server failure seen.
 type UnavailableError struct {
 	// Waited is how long the call waited for ids.
 	Waited time.Duration
@@ -57,11 +58,11 @@ type UnavailableError struct {
 }
 
 func (e *UnavailableError) Error() string {
-	s := fmt.Sprintf("leafid: no ids within %v: no server answered", e.Waited.Round(time.Millisecond))
+	s := fmt.Sprintf("leafid: no ids within the %v wait (timed out)", e.Waited.Round(time.Millisecond))
 	if e.Last != nil {
-		s += " (last: " + e.Last.Error() + ")"
+		return s + ": no server delivered (last failure: " + e.Last.Error() + ")"
 	}
-	return s
+	return s + ": no server had answered yet, none had failed"
 }
 
 // Unwrap gives the last server failure, so errors.As finds a *ServerFault.

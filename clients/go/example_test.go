@@ -31,7 +31,7 @@ func Example() {
 	case errors.As(err, &rejected):
 		log.Fatalf("refused: %s", rejected.Code) // e.g. unknown_biz_tag, biz_tag_exhausted
 	case errors.As(err, &unavailable):
-		log.Fatalf("no server answered within %v: %v", unavailable.Waited, unavailable.Last)
+		log.Fatalf("no ids within %v (last failure: %v)", unavailable.Waited, unavailable.Last)
 	case err != nil:
 		log.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package leafid
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,8 +13,8 @@ import (
 	"time"
 )
 
-// maxBodyBytes bounds a response body read: 100000 ids of 19 digits as JSON strings fit in
-// about 2.3 MB.
+// maxBodyBytes bounds a response body read: a range body holds one run per segment crossed (a
+// million ids of a tag of step 1 would be a single run; 1000 runs of 19-digit ids fit in 60 kB).
 const maxBodyBytes = 8 << 20
 
 // servers is the server list of one client: which server a batch is asked from, failover,
@@ -67,24 +66,28 @@ type server struct {
 	nextProbe time.Time
 }
 
-// request is one batch request and what its answer must look like.
+// request is one supply's range request and what its answer must look like.
 type request struct {
-	// route is the path, e.g. /api/v1/segment/orders/ids (the tag is valid, so nothing to escape).
+	// route is the path, e.g. /api/v1/segment/orders/ranges (the tag is valid, so nothing to
+	// escape).
 	route string
-	// count is the ids asked for (Config.Batch); a refill asks for more while a server is behind.
-	count int
 	// tag is the tag the body must name (segment route); empty for snowflake.
 	tag string
+	// limit is the most ids the route gives per request (MaxBatch, MaxSnowflakeBatch).
+	limit int
 }
 
-// fetchResult is the outcome of one fetch: ids, or an answer wholly behind the floor, or a
-// refusal, or every server failed.
+// idRun is one run of consecutive ids of a body, both ends included: 0 < first <= last.
+type idRun struct {
+	first, last int64
+}
+
+// fetchResult is the outcome of one fetch: the runs of a valid body, or a refusal, or every
+// server failed.
 type fetchResult struct {
-	// ids of a valid 200 body, strictly increasing and positive.
-	ids []int64
-	// behind is a 200 whose last id lay at or below the floor, read from its tail only.
-	behind *behindAnswer
-	// server is the base URL of the server that sent ids or behind.
+	// runs of a valid 200 body, increasing, not overlapping.
+	runs []idRun
+	// server is the base URL of the server that sent runs.
 	server string
 	// rejected is set when a server refused the request itself (final).
 	rejected *RejectedError
@@ -116,11 +119,10 @@ func newServers(bases []string, httpClient *http.Client, requestTimeout, backoff
 	return s
 }
 
-// fetch asks for one batch: the preferred server first, then the other up servers in order,
-// then (last resort) the down ones. It stops at the first valid batch or the first refusal of
-// the request itself. A 200 whose last id lies at or below floor (the supply's largest accepted
-// id, 0 for none) comes back as behind, unparsed (behindTail).
-func (s *servers) fetch(ctx context.Context, req *request, count int, floor int64) fetchResult {
+// fetch asks for one batch of count ids: the preferred server first, then the other up servers
+// in order, then (last resort) the down ones. It stops at the first valid batch or the first
+// refusal of the request itself.
+func (s *servers) fetch(ctx context.Context, req *request, count int) fetchResult {
 	n := len(s.list)
 	start := int(s.preferred.Load()) % n
 	tried := make([]bool, n)
@@ -140,7 +142,7 @@ func (s *servers) fetch(ctx context.Context, req *request, count int, floor int6
 			}
 			tried[i] = true
 			seen := s.list[i].downCount()
-			ids, behind, rejected, fault := s.ask(ctx, s.list[i], req, count, floor)
+			runs, rejected, fault := s.ask(ctx, s.list[i], req, count)
 			switch {
 			case fault != nil:
 				if ctx.Err() != nil {
@@ -155,18 +157,25 @@ func (s *servers) fetch(ctx context.Context, req *request, count int, floor int6
 				if s.list[i].markUpUnlessDownSince(seen) {
 					s.preferred.Store(int64(i))
 				}
-				return fetchResult{ids: ids, behind: behind, server: s.list[i].base}
+				return fetchResult{runs: runs, server: s.list[i].base}
 			}
 		}
 	}
 	return fetchResult{fault: last}
 }
 
-// idsBody is the 200 body of both batch routes (biz_tag only on the segment one). Ids are read
-// as json.Number (the decimal text, string or number) and parsed exactly as int64.
-type idsBody struct {
+// rangesBody is the 200 body of both range routes (biz_tag only on the segment one). Numbers are
+// read as json.Number (the decimal text, string or number) and parsed exactly as int64.
+type rangesBody struct {
 	BizTag *string       `json:"biz_tag"`
-	IDs    []json.Number `json:"ids"`
+	Count  *json.Number  `json:"count"`
+	Ranges []rangeOfBody `json:"ranges"`
+}
+
+// rangeOfBody is one run of a body, both ends included.
+type rangeOfBody struct {
+	First json.Number `json:"first"`
+	Last  json.Number `json:"last"`
 }
 
 // errorBody is the server's error body, read leniently.
@@ -175,9 +184,9 @@ type errorBody struct {
 	Message string `json:"message"`
 }
 
-// ask sends one batch request for count ids to one server: ids, or an answer behind floor, or a
+// ask sends one range request for count ids to one server: the runs of a valid body, or a
 // refusal, or that server's fault.
-func (s *servers) ask(ctx context.Context, srv *server, req *request, count int, floor int64) ([]int64, *behindAnswer, *RejectedError, *ServerFault) {
+func (s *servers) ask(ctx context.Context, srv *server, req *request, count int) ([]idRun, *RejectedError, *ServerFault) {
 	ctx, cancel := context.WithTimeout(ctx, s.requestTimeout)
 	defer cancel()
 	fault := func(kind FaultKind, status int, code, detail string) *ServerFault {
@@ -186,298 +195,110 @@ func (s *servers) ask(ctx context.Context, srv *server, req *request, count int,
 	url := srv.base + req.route + "?count=" + strconv.Itoa(count) + "&stringify_ids=true"
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, nil, nil, fault(FaultTransport, 0, "", err.Error())
+		return nil, nil, fault(FaultTransport, 0, "", err.Error())
 	}
 	hreq.Header.Set("Accept", "application/json")
 	resp, err := s.http.Do(hreq)
 	if err != nil {
-		return nil, nil, nil, fault(FaultTransport, 0, "", err.Error())
+		return nil, nil, fault(FaultTransport, 0, "", err.Error())
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes+1))
 	resp.Body.Close()
 	if err != nil {
-		return nil, nil, nil, fault(FaultTransport, 0, "", "reading the body: "+err.Error())
+		return nil, nil, fault(FaultTransport, 0, "", "reading the body: "+err.Error())
 	}
 	if resp.StatusCode >= 400 && resp.StatusCode < 500 {
 		var eb errorBody
 		_ = json.Unmarshal(body, &eb)
 		if finalCodes[eb.Code] {
-			return nil, nil, &RejectedError{Server: srv.base, Status: resp.StatusCode, Code: eb.Code, Message: eb.Message}, nil
+			return nil, &RejectedError{Server: srv.base, Status: resp.StatusCode, Code: eb.Code, Message: eb.Message}, nil
 		}
-		return nil, nil, nil, fault(FaultStatus, resp.StatusCode, eb.Code, "")
+		return nil, nil, fault(FaultStatus, resp.StatusCode, eb.Code, "")
 	}
 	if resp.StatusCode != http.StatusOK {
 		var eb errorBody
 		_ = json.Unmarshal(body, &eb)
-		return nil, nil, nil, fault(FaultStatus, resp.StatusCode, eb.Code, "")
+		return nil, nil, fault(FaultStatus, resp.StatusCode, eb.Code, "")
 	}
 	if len(body) > maxBodyBytes {
-		return nil, nil, nil, fault(FaultBadResponse, 0, "", "body too large")
+		return nil, nil, fault(FaultBadResponse, 0, "", "body too large")
 	}
-	if b := behindTail(body, count, floor); b != nil {
-		return nil, b, nil, nil
-	}
-	ids, err := parseBatch(body, req.tag, count)
+	runs, err := parseRanges(body, req.tag, count)
 	if err != nil {
-		return nil, nil, nil, fault(FaultBadResponse, 0, "", err.Error())
+		return nil, nil, fault(FaultBadResponse, 0, "", err.Error())
 	}
-	return ids, nil, nil, nil
+	return runs, nil, nil
 }
 
-// behindAnswer is a 200 answer lying wholly at or below the floor: its size and its last id.
-type behindAnswer struct {
-	ids  int
-	last int64
+// parseID reads one end of a run: an exact int64 above 0, written as a JSON string or number of
+// plain decimal digits.
+func parseID(n json.Number) (int64, error) {
+	text := string(n)
+	if text == "" || text[0] < '1' || text[0] > '9' {
+		return 0, fmt.Errorf("id %q is not a positive integer", text)
+	}
+	id, err := strconv.ParseInt(text, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("id %q is not a positive 64-bit integer", text)
+	}
+	return id, nil
 }
 
-// behindTail is the size and last id of a 200 body that ends the way leafid writes a batch
-// (`..."ids":[...,"<last id>"]}`) when that last id lies at or below floor; else nil, and the
-// body is parsed whole. It reads the tail and counts commas: a catch-up discards answer after
-// answer of 100000 ids, and none of them is handed out, so none needs decoding or validating.
-func behindTail(body []byte, count int, floor int64) *behindAnswer {
-	if floor <= 0 {
-		return nil
-	}
-	rest := bytes.TrimRight(body, " \t\r\n")
-	if !bytes.HasSuffix(rest, []byte(`"]}`)) {
-		return nil
-	}
-	rest = rest[:len(rest)-3]
-	p := len(rest)
-	for p > 0 && len(rest)-p < 19 && rest[p-1] >= '0' && rest[p-1] <= '9' {
-		p--
-	}
-	if p == len(rest) || p == 0 || rest[p-1] != '"' || rest[p] == '0' {
-		return nil
-	}
-	last, err := strconv.ParseInt(string(rest[p:]), 10, 64)
-	if err != nil || last > floor {
-		return nil
-	}
-	// The array's opening, near the start (a tag cannot hold a quote).
-	open := bytes.Index(rest[:p], []byte(`"ids":[`))
-	if open < 0 {
-		return nil
-	}
-	ids := 1 + bytes.Count(rest[open:p], []byte{','})
-	if ids > count {
-		return nil
-	}
-	return &behindAnswer{ids: ids, last: last}
-}
-
-// parseBatch reads a 200 body as a batch. It is one only if it has 1..=count ids, each an exact
-// positive int64, strictly increasing, for the tag asked. Anything else is the server's fault
-// and none of its ids is used.
-//
-// The body is read by scanBatch, a scanner of the exact shape leafid sends; whatever it does not
-// recognise is read by encoding/json instead, so only the speed depends on the scanner.
-func parseBatch(body []byte, wantTag string, count int) ([]int64, error) {
-	tag, hasTag, ids, ok := scanBatch(body)
-	if !ok {
-		var err error
-		if tag, hasTag, ids, err = decodeBatch(body); err != nil {
-			return nil, err
-		}
+// parseRanges reads a 200 body as a batch of runs. It is one only if every run has
+// 0 < first <= last <= 2^63-1, the runs increase and do not overlap, their sizes add up to the
+// body's count, at least 1 and at most the count asked, and (segment) it names the tag asked.
+// Anything else is the server's fault and none of its ids is used.
+func parseRanges(body []byte, wantTag string, asked int) ([]idRun, error) {
+	var b rangesBody
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, fmt.Errorf("not a ranges body: %v", err)
 	}
 	if wantTag != "" {
-		if !hasTag {
+		if b.BizTag == nil {
 			return nil, errors.New("no biz_tag in the body")
 		}
-		if tag != wantTag {
-			return nil, fmt.Errorf("asked for tag %q, got %q", wantTag, tag)
+		if *b.BizTag != wantTag {
+			return nil, fmt.Errorf("asked for tag %q, got %q", wantTag, *b.BizTag)
 		}
 	}
-	if len(ids) == 0 || len(ids) > count {
-		return nil, fmt.Errorf("%d ids for a count of %d", len(ids), count)
+	if b.Count == nil {
+		return nil, errors.New("no count in the body")
 	}
-	for i, id := range ids {
-		if id <= 0 {
-			return nil, fmt.Errorf("id %d is not positive", id)
-		}
-		if i > 0 && id <= ids[i-1] {
-			return nil, fmt.Errorf("ids not increasing: %d then %d", ids[i-1], id)
-		}
+	count, err := strconv.ParseInt(string(*b.Count), 10, 64)
+	if err != nil || count < 1 || count > int64(asked) {
+		return nil, fmt.Errorf("count %s for %d ids asked", string(*b.Count), asked)
 	}
-	return ids, nil
-}
-
-// decodeBatch reads a batch body with encoding/json: the tag (hasTag false when absent or null)
-// and the ids, each a JSON string or number holding an exact int64.
-func decodeBatch(body []byte) (tag string, hasTag bool, ids []int64, err error) {
-	var b idsBody
-	if err := json.Unmarshal(body, &b); err != nil {
-		return "", false, nil, fmt.Errorf("not a batch body: %v", err)
+	if len(b.Ranges) == 0 {
+		return nil, errors.New("no ranges in the body")
 	}
-	if b.BizTag != nil {
-		tag, hasTag = *b.BizTag, true
-	}
-	ids = make([]int64, len(b.IDs))
-	for i, text := range b.IDs {
-		id, err := strconv.ParseInt(string(text), 10, 64)
+	runs := make([]idRun, len(b.Ranges))
+	var sum int64
+	for i, r := range b.Ranges {
+		first, err := parseID(r.First)
 		if err != nil {
-			return "", false, nil, fmt.Errorf("id %q is not a 64-bit integer", string(text))
+			return nil, err
 		}
-		ids[i] = id
+		last, err := parseID(r.Last)
+		if err != nil {
+			return nil, err
+		}
+		if last < first {
+			return nil, fmt.Errorf("run %d..%d ends before it starts", first, last)
+		}
+		if i > 0 && first <= runs[i-1].last {
+			return nil, fmt.Errorf("run %d..%d does not lie above %d..%d", first, last, runs[i-1].first, runs[i-1].last)
+		}
+		// last-first < 2^63 and sum <= count before the add: no overflow.
+		if last-first+1 > count-sum {
+			return nil, fmt.Errorf("runs hold more ids than the count %d", count)
+		}
+		sum += last - first + 1
+		runs[i] = idRun{first, last}
 	}
-	return tag, hasTag, ids, nil
-}
-
-// scanBatch reads the bodies leafid sends, {"biz_tag":"t","ids":["1","2"]} (keys in any order,
-// either absent, JSON whitespace anywhere, ids as strings or numbers), about 30 times faster
-// than encoding/json. ok is false on anything else (another key, an escape, a null, an id that
-// is not 1 to 19 digits without a leading zero or does not fit an int64, bad JSON): then
-// decodeBatch decides. Where ok is true it gives what decodeBatch gives (FuzzScanBatch).
-func scanBatch(body []byte) (tag string, hasTag bool, ids []int64, ok bool) {
-	i := 0
-	ws := func() {
-		for i < len(body) && (body[i] == ' ' || body[i] == '\t' || body[i] == '\n' || body[i] == '\r') {
-			i++
-		}
+	if sum != count {
+		return nil, fmt.Errorf("runs hold %d ids, the count says %d", sum, count)
 	}
-	// plain reads a string without escapes or control characters; the index after its quote.
-	plain := func() (string, bool) {
-		if i >= len(body) || body[i] != '"' {
-			return "", false
-		}
-		start := i + 1
-		for j := start; j < len(body); j++ {
-			c := body[j]
-			if c == '"' {
-				i = j + 1
-				return string(body[start:j]), true
-			}
-			if c == '\\' || c < 0x20 || c >= 0x80 {
-				return "", false
-			}
-		}
-		return "", false
-	}
-	ws()
-	if i >= len(body) || body[i] != '{' {
-		return "", false, nil, false
-	}
-	i++
-	ws()
-	if i < len(body) && body[i] == '}' {
-		i++
-	} else {
-		for {
-			ws()
-			key, good := plain()
-			if !good {
-				return "", false, nil, false
-			}
-			ws()
-			if i >= len(body) || body[i] != ':' {
-				return "", false, nil, false
-			}
-			i++
-			ws()
-			switch key {
-			case "biz_tag":
-				if tag, good = plain(); !good {
-					return "", false, nil, false
-				}
-				hasTag = true
-			case "ids":
-				if ids, good = scanIDs(body, &i); !good {
-					return "", false, nil, false
-				}
-			default:
-				return "", false, nil, false
-			}
-			ws()
-			if i < len(body) && body[i] == ',' {
-				i++
-				continue
-			}
-			if i < len(body) && body[i] == '}' {
-				i++
-				break
-			}
-			return "", false, nil, false
-		}
-	}
-	ws()
-	if i != len(body) {
-		return "", false, nil, false
-	}
-	if ids == nil {
-		ids = []int64{}
-	}
-	return tag, hasTag, ids, true
-}
-
-// scanIDs reads a JSON array of ids at body[*i:], each "digits" or digits (1 to 19 digits, no
-// leading zero unless the id is 0, within int64), and moves *i past it.
-func scanIDs(body []byte, i *int) ([]int64, bool) {
-	p := *i
-	if p >= len(body) || body[p] != '[' {
-		return nil, false
-	}
-	p++
-	ids := make([]int64, 0, bytesCount(body[p:], ',')+1)
-	skip := func() {
-		for p < len(body) && (body[p] == ' ' || body[p] == '\t' || body[p] == '\n' || body[p] == '\r') {
-			p++
-		}
-	}
-	skip()
-	if p < len(body) && body[p] == ']' {
-		*i = p + 1
-		return ids, true
-	}
-	for {
-		skip()
-		quoted := p < len(body) && body[p] == '"'
-		if quoted {
-			p++
-		}
-		start := p
-		var v uint64
-		for p < len(body) && body[p] >= '0' && body[p] <= '9' {
-			v = v*10 + uint64(body[p]-'0')
-			p++
-			if p-start > 19 {
-				return nil, false
-			}
-		}
-		n := p - start
-		if n == 0 || (n > 1 && body[start] == '0') || v > 1<<63-1 {
-			return nil, false
-		}
-		if quoted {
-			if p >= len(body) || body[p] != '"' {
-				return nil, false
-			}
-			p++
-		} else if p < len(body) && (body[p] == '.' || body[p] == 'e' || body[p] == 'E') {
-			return nil, false
-		}
-		ids = append(ids, int64(v))
-		skip()
-		if p < len(body) && body[p] == ',' {
-			p++
-			continue
-		}
-		if p < len(body) && body[p] == ']' {
-			*i = p + 1
-			return ids, true
-		}
-		return nil, false
-	}
-}
-
-// bytesCount counts c in b (a capacity hint).
-func bytesCount(b []byte, c byte) int {
-	n := 0
-	for _, x := range b {
-		if x == c {
-			n++
-		}
-	}
-	return n
+	return runs, nil
 }
 
 // healthLoop probes each down server once its backoff has passed, until ctx is done. It sleeps

@@ -3,71 +3,117 @@ package leafid
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
-// batch holds the ids of one 200 answer, handed out in order by index.
-type batch struct {
-	// ids are strictly increasing, and above every id of the supply's earlier batches.
-	ids []int64
-	// preloadAt is the index whose taker starts the refill of the next batch: 10% of the batch,
-	// as the server preloads its next segment.
-	preloadAt int64
-	// _ keeps taken off the cache line of the read-only fields every taker reads.
-	_ [64]byte
-	// taken counts the indexes handed out; the caller that takes i < len(ids) owns ids[i]. It
-	// runs past len(ids) once the batch is spent (each late caller adds one).
+// span is one run of consecutive ids, base+1 ..= base+size, handed out by one counter. Only
+// taken changes; every other field is written before the span is published (current.Store) and
+// only read after.
+type span struct {
+	// taken counts the adds: the caller whose add returns n owns the id base+n if n <= size. It
+	// runs past size once the span is spent (each late caller adds one; int64 does not wrap in
+	// any real lifetime).
 	taken atomic.Int64
-	// _ keeps taken off the next allocation's cache line.
-	_ [56]byte
+	// base is the first id minus 1 (>= 0: ids are positive, so base+n never overflows for n <=
+	// size).
+	base int64
+	// size is the run's id count (0 for the empty span a supply starts with and the one Close
+	// puts in place: every call on it takes the slow path).
+	size int64
+	// preload is the n whose taker starts the refill of the next batch (10% of the batch), 0
+	// when the mark lies in another span of the batch.
+	preload int64
+	// batch is the batch this span belongs to (nil for the empty spans).
+	batch *batch
+	// index is this span's place in batch.spans.
+	index int
+	// before counts the ids of the batch's earlier spans.
+	before int64
+	// _ keeps the next allocation off taken's cache line.
+	_ [64]byte
 }
 
-func newBatch(ids []int64) *batch {
-	return &batch{ids: ids, preloadAt: int64(len(ids) / 10)}
-}
-
-func (b *batch) exhausted() bool { return b.taken.Load() >= int64(len(b.ids)) }
-
-// served is how many of the batch's ids were handed out.
-func (b *batch) served() int64 {
-	t := b.taken.Load()
-	if n := int64(len(b.ids)); t > n {
-		return n
+// served is how many of the span's ids were handed out (or are being: owned by a caller).
+func (r *span) served() int64 {
+	if t := r.taken.Load(); t < r.size {
+		return t
 	}
-	return t
+	return r.size
 }
+
+// batch is the runs of one accepted 200 answer, cut to the ids above the floor.
+type batch struct {
+	// spans are increasing, disjoint, and above every id of the supply's earlier batches.
+	spans []*span
+	// total is the batch's id count.
+	total int64
+	// since is when the batch became current (under the supply's mu), for the demand rule.
+	since time.Time
+}
+
+// newBatch builds the spans of runs, with the preload mark at 10% of the batch, as the server
+// preloads its next segment.
+func newBatch(runs []idRun) *batch {
+	b := &batch{spans: make([]*span, len(runs))}
+	for i, r := range runs {
+		b.spans[i] = &span{base: r.first - 1, size: r.last - r.first + 1, batch: b, index: i, before: b.total}
+		b.total += r.last - r.first + 1
+	}
+	mark := b.total / 10 // the 0-based place in the batch of the id whose taker starts the refill
+	for _, r := range b.spans {
+		if mark >= r.before && mark < r.before+r.size {
+			r.preload = mark - r.before + 1
+		}
+	}
+	return b
+}
+
+// used is how many ids of the batch were handed out, given its current span r.
+func (b *batch) used(r *span) int64 { return r.before + r.served() }
 
 // supply is one local id stream (a segment tag, or snowflake), double-buffered like the server's
-// SegmentBuffer: the current batch and at most one next batch.
+// SegmentBuffer: the current batch (a short list of runs) and at most one next batch.
 //
-// The fast path of nextID is one atomic add on the current batch's index. The caller that takes
-// the preload mark (10%) starts the single-flight refill, a goroutine that fetches the next
-// batch; when the current batch is spent, the first caller to find it so promotes the next one,
-// and callers that find no next batch wait for the refill (up to the wait timeout).
+// The local path (nextID) is one atomic add on the current span's counter and one compare with
+// its size: no lock, no allocation. The caller that takes the preload mark starts the
+// single-flight refill, a goroutine that fetches the next batch. A caller whose add passes the
+// end takes the slow path: under mu it moves current to the batch's next span, or to the next
+// batch's first, or waits for the refill (up to the wait timeout).
 //
-// Invariants:
-//   - No id twice: an index is taken by one caller (the atomic add), and batches are disjoint
-//     (every accepted batch is cut to the ids above the floor, the largest id accepted before).
-//   - Only received ids: a batch is built only from a 200 body that passed parseBatch.
-//   - Increasing: if one nextID call returns before another starts, the second id is larger.
-//     Within a batch, the later add gets the larger index; a batch is replaced only once spent,
-//     and every id of a later batch is above every id of an earlier one (the floor).
+// Invariants (why the add and the switch are enough):
+//   - No id twice: within a span, each add returns a distinct n, and only n <= size maps to an
+//     id. Spans are disjoint: the runs of a body do not overlap, and every accepted batch is cut
+//     to the ids above the floor (the largest id accepted before). The empty spans hold no id.
+//   - Only received ids: a span is built only from a 200 body that passed parseRanges.
+//   - Increasing across callers (if call A returns before call B starts, B's id is larger):
+//     the atomics are sequentially consistent. Within one span, B's add comes after A's in the
+//     counter's order, so it returns a larger n. A span is replaced only by a caller whose own
+//     add returned n > size, so it was spent: no caller can take an id of it after the switch
+//     (later adds return more than size), and every later span lies above it. If A took its id
+//     from span S, the store publishing S came before A's load; B's load comes after A returned,
+//     so B sees S or a later span: a larger n in S, or an id above all of S.
+//   - No id after Close returned: Close puts an empty span in place under mu, and the slow path
+//     checks closed under mu before it switches, so no span is published after that.
 type supply struct {
-	// current is the batch being served; replaced only by a promotion, under mu, once spent.
-	current atomic.Pointer[batch]
+	// current is the *span being served: replaced only under mu (publish), once spent (or by
+	// Close). An unsafe.Pointer read by atomic.LoadPointer rather than an atomic.Pointer[span]:
+	// Go 1.19 does not inline the generic Load, and nextID must stay inlinable.
+	current unsafe.Pointer
+	// _ keeps current's cache line (read by every call) free of the fields written below.
+	_ [56]byte
 	// client owns the servers, the settings and the background goroutines.
 	client *Client
-	// req is this supply's batch request (nil for a fixed supply, which never fetches).
+	// req is this supply's range request (nil for a fixed supply, which never fetches).
 	req *request
 	// refilling is true while one refill goroutine runs (single flight).
 	refilling atomic.Bool
 
 	// mu guards the fields below; held for a few instructions, never across a request.
 	mu sync.Mutex
-	// next is the batch to serve after current, once fetched.
+	// next is the batch to serve after current's, once fetched.
 	next *batch
 	// floor is the largest id accepted into a batch so far (0 before the first: ids are
 	// positive). Fetched ids at or below it are cut.
@@ -80,8 +126,14 @@ type supply struct {
 	lastFault *ServerFault
 	// wake is closed (and replaced) when a refill ends, successful or not.
 	wake chan struct{}
-	// retired counts the ids of batches replaced by a promotion (all handed out).
+	// retired counts the ids of spans replaced by a switch (all handed out).
 	retired int64
+	// size is the ids the next request asks for (the demand rule, nextBatchSize), within
+	// minSize..=maxSize.
+	size, minSize, maxSize int
+	// starved is set by a caller that had to wait because both batches were spent; the next
+	// sizing doubles the size and clears it.
+	starved bool
 
 	// batches counts accepted batches (at least one id above the floor).
 	batches atomic.Uint64
@@ -93,79 +145,129 @@ type supply struct {
 	behindRounds atomic.Uint64
 }
 
-func newSupply(c *Client, req *request, ids []int64) *supply {
-	s := &supply{client: c, req: req, wake: make(chan struct{})}
-	if len(ids) > 0 {
-		s.floor = ids[len(ids)-1]
-	}
-	s.current.Store(newBatch(ids))
+// load is the current span (an atomic load: it sees the span's fields as publish wrote them).
+func (s *supply) load() *span { return (*span)(atomic.LoadPointer(&s.current)) }
+
+// publish makes r the current span (under mu).
+func (s *supply) publish(r *span) { atomic.StorePointer(&s.current, unsafe.Pointer(r)) }
+
+func newSupply(c *Client, req *request, minSize, maxSize int) *supply {
+	s := &supply{client: c, req: req, wake: make(chan struct{}), size: minSize, minSize: minSize, maxSize: maxSize}
+	s.publish(&span{})
 	return s
 }
 
-// tryNextID is the fast path: an id of the current batch, or false when it is spent.
+// nextID is the next id: the local path, else nextIDSlow. Small enough to be inlined into the
+// caller: one load of current, one add, two compares (the end, the preload mark).
+func (s *supply) nextID(ctx context.Context) (int64, error) {
+	r := s.load()
+	n := r.taken.Add(1)
+	if n <= r.size && n != r.preload {
+		return r.base + n, nil
+	}
+	return s.nextIDSlow(ctx, r, n)
+}
+
+// tryNextID is an id of the local batches if they hold one (switching spans or promoting the
+// next batch if needed), else false, and then the refill is started. Never waits.
 func (s *supply) tryNextID() (int64, bool) {
-	b := s.current.Load()
-	i := b.taken.Add(1) - 1
-	if i >= int64(len(b.ids)) {
+	r := s.load()
+	n := r.taken.Add(1)
+	if n <= r.size && n != r.preload {
+		return r.base + n, true
+	}
+	return s.tryNextIDSlow(r, n)
+}
+
+// tryNextIDSlow is tryNextID past the local path: n, the add's result on r, is the preload mark
+// (the id is this caller's) or lies past the end.
+func (s *supply) tryNextIDSlow(r *span, n int64) (int64, bool) {
+	if n <= r.size {
+		s.startRefill()
+		return r.base + n, true
+	}
+	s.mu.Lock()
+	if s.client.closed.Load() {
+		s.mu.Unlock()
 		return 0, false
 	}
-	if i == b.preloadAt {
+	id, ok, refill := s.takeLocked()
+	s.mu.Unlock()
+	if refill || !ok {
 		s.startRefill()
 	}
-	return b.ids[i], true
+	return id, ok
 }
 
-// nextID is the next id: the fast path, else promote the next batch or wait for the refill.
-func (s *supply) nextID(ctx context.Context) (int64, error) {
-	if s.client.closed.Load() {
-		return 0, ErrClosed
+// takeLocked (under mu) takes an id, moving current to the next span or batch while it is
+// spent; ok is false when no local id is left. refill says the caller took the preload mark.
+func (s *supply) takeLocked() (id int64, ok, refill bool) {
+	for {
+		r := s.load()
+		if n := r.taken.Add(1); n <= r.size {
+			return r.base + n, true, n == r.preload
+		}
+		// r is spent (this add returned n > size): switching cannot lose an id.
+		var nr *span
+		if b := r.batch; b != nil && r.index+1 < len(b.spans) {
+			nr = b.spans[r.index+1]
+		} else if s.next != nil {
+			nr = s.next.spans[0]
+			s.next.since = time.Now()
+			s.next = nil
+		} else {
+			return 0, false, false
+		}
+		s.retired += r.size
+		s.publish(nr)
 	}
-	if id, ok := s.tryNextID(); ok {
-		return id, nil
-	}
-	return s.nextIDSlow(ctx)
 }
 
-func (s *supply) nextIDSlow(ctx context.Context) (int64, error) {
+// nextIDSlow is nextID past the local path: n, the add's result on r, is the preload mark (the
+// id is this caller's: it starts the refill) or lies past the end: then it takes an id under mu,
+// else waits for the refill.
+func (s *supply) nextIDSlow(ctx context.Context, r *span, n int64) (int64, error) {
+	if n <= r.size {
+		s.startRefill()
+		return r.base + n, nil
+	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	started := time.Now()
-	timer := time.NewTimer(s.client.cfg.WaitTimeout)
-	defer timer.Stop()
+	var started time.Time
+	var timer *time.Timer
 	// A refusal counts only from a refill this call waited for, not one from before.
 	waited := false
 	for {
-		// Taken before the checks below, so a refill ending between a check and the wait still
-		// wakes this caller.
 		s.mu.Lock()
-		wake := s.wake
-		s.mu.Unlock()
-		if id, ok := s.tryNextID(); ok {
+		if s.client.closed.Load() {
+			s.mu.Unlock()
+			return 0, ErrClosed
+		}
+		id, ok, refill := s.takeLocked()
+		if ok {
+			s.mu.Unlock()
+			if refill {
+				s.startRefill()
+			}
 			return id, nil
-		}
-		s.mu.Lock()
-		if !s.current.Load().exhausted() {
-			// Another caller promoted already: retry the fast path on the new batch.
-			s.mu.Unlock()
-			continue
-		}
-		if s.next != nil {
-			old := s.current.Load()
-			s.retired += int64(len(old.ids))
-			s.current.Store(s.next)
-			s.next = nil
-			s.mu.Unlock()
-			continue
 		}
 		if waited && s.refused != nil {
 			err := *s.refused
 			s.mu.Unlock()
 			return 0, &err
 		}
+		if !waited && s.batches.Load() > 0 {
+			// Both batches spent while the callers took ids: the next request doubles.
+			s.starved = true
+		}
+		// Taken under mu with the checks above: a refill ending after them still wakes us.
+		wake := s.wake
 		s.mu.Unlock()
-		if s.client.closed.Load() {
-			return 0, ErrClosed
+		if timer == nil {
+			started = time.Now()
+			timer = time.NewTimer(s.client.cfg.WaitTimeout)
+			defer timer.Stop()
 		}
 		s.startRefill()
 		waited = true
@@ -203,6 +305,53 @@ func (s *supply) startRefill() {
 	}
 }
 
+// sizeLocked (under mu) applies the demand rule to the batch in use and returns the size of the
+// request about to be sent.
+func (s *supply) sizeLocked(now time.Time) int {
+	r := s.load()
+	var used, total int64
+	var elapsed time.Duration
+	if b := r.batch; b != nil {
+		used, total, elapsed = b.used(r), b.total, now.Sub(b.since)
+	}
+	s.size = nextBatchSize(s.size, s.minSize, s.maxSize, used, total, elapsed, s.client.cfg.TargetLifetime, s.starved)
+	s.starved = false
+	return s.size
+}
+
+// nextBatchSize is the demand rule (PROTOCOL.md, "The batch a client asks for"): from the batch
+// in use, used of its total ids handed out in elapsed since it became current, its projected
+// lifetime is elapsed*total/used (used at least 1, elapsed at least 1 ms). Below half the
+// target, or when a caller starved, the size doubles; above twice the target it halves; always
+// within min..=max. With no batch in use (total 0) only starvation changes it.
+func nextBatchSize(size, min, max int, used, total int64, elapsed, target time.Duration, starved bool) int {
+	switch {
+	case starved:
+		size *= 2
+	case total > 0:
+		if used < 1 {
+			used = 1
+		}
+		if elapsed < time.Millisecond {
+			elapsed = time.Millisecond
+		}
+		// In float: elapsed*total overflows int64 for a long-idle batch of a million ids.
+		lifetime := float64(elapsed) * float64(total) / float64(used)
+		if lifetime < float64(target)/2 {
+			size *= 2
+		} else if lifetime > float64(target)*2 {
+			size /= 2
+		}
+	}
+	if size > max {
+		size = max
+	}
+	if size < min {
+		size = min
+	}
+	return size
+}
+
 // refill fetches one batch above the floor into next, retrying failed rounds with backoff for
 // at most the wait timeout (then the next caller that needs a batch starts another).
 func (s *supply) refill(ctx context.Context) {
@@ -210,54 +359,54 @@ func (s *supply) refill(ctx context.Context) {
 	deadline := time.Now().Add(c.cfg.WaitTimeout)
 	failures := 0
 	filled := false
-	count := s.req.count
+	s.mu.Lock()
+	size := s.sizeLocked(time.Now())
+	s.mu.Unlock()
+	count := size
 	for ctx.Err() == nil {
-		s.mu.Lock()
-		floor := s.floor
-		s.mu.Unlock()
-		res := c.servers.fetch(ctx, s.req, count, floor)
+		res := c.servers.fetch(ctx, s.req, count)
 		var wait time.Duration
-		if res.behind != nil {
-			// Its tail showed it wholly at or below the floor: discarded unparsed.
-			n := uint64(res.behind.ids)
-			s.received.Add(n)
-			s.discarded.Add(n)
-			s.mu.Lock()
-			s.lastFault = &ServerFault{Server: res.server, Kind: FaultBehind,
-				Detail: fmt.Sprintf("%d ids up to %d, none above %d", n, res.behind.last, s.floor)}
-			s.mu.Unlock()
-			s.behindRounds.Add(1)
-			count = catchUpCount(floor, res.behind.last, s.req.count)
-		} else if res.ids != nil {
-			ids := res.ids
-			s.received.Add(uint64(len(ids)))
-			s.mu.Lock()
-			// Ids are strictly increasing: the ones at or below the floor are a prefix.
-			last := ids[len(ids)-1]
-			cut := sort.Search(len(ids), func(i int) bool { return ids[i] > floor })
-			if cut > 0 {
-				s.discarded.Add(uint64(cut))
-				ids = ids[cut:]
+		if res.runs != nil {
+			runs := res.runs
+			var got int64
+			for _, r := range runs {
+				got += r.last - r.first + 1
 			}
-			if len(ids) > 0 {
-				s.floor = ids[len(ids)-1]
-				s.next = newBatch(ids)
+			s.received.Add(uint64(got))
+			last := runs[len(runs)-1].last
+			s.mu.Lock()
+			floor := s.floor
+			// Runs increase: the ids at or below the floor are a prefix (a part of a run too).
+			cut := int64(0)
+			for len(runs) > 0 && runs[0].first <= floor {
+				if runs[0].last <= floor {
+					cut += runs[0].last - runs[0].first + 1
+					runs = runs[1:]
+				} else {
+					cut += floor - runs[0].first + 1
+					runs[0].first = floor + 1
+				}
+			}
+			s.discarded.Add(uint64(cut))
+			if len(runs) > 0 {
+				s.floor = last
+				s.next = newBatch(runs)
 				s.lastFault = nil
 				s.batches.Add(1)
 				filled = true
 			} else {
 				s.lastFault = &ServerFault{Server: res.server, Kind: FaultBehind,
-					Detail: fmt.Sprintf("%d ids, none above %d", cut, floor)}
+					Detail: fmt.Sprintf("%d ids up to %d, none above %d", cut, last, floor)}
 			}
 			s.mu.Unlock()
 			if filled {
 				break
 			}
 			// Nothing above the floor: this server is behind the one used before (a lower
-			// segment, or snowflake ids of older ticks): the catch-up (catchUpCount). The
-			// deadline still bounds the loop.
+			// segment, or snowflake ids of older ticks): the catch-up asks at once for enough
+			// ids to pass the floor. The deadline still bounds the loop.
 			s.behindRounds.Add(1)
-			count = catchUpCount(floor, last, s.req.count)
+			count = catchUpCount(floor, last, size, s.req.limit)
 		} else if res.rejected != nil {
 			s.mu.Lock()
 			s.refused = res.rejected
@@ -299,34 +448,65 @@ func (s *supply) refill(ctx context.Context) {
 // catchUpCount is the catch-up rule: after an answer lying wholly at or below the floor (its
 // server is behind the one used before: a lower segment of a lagging or restored database, or
 // snowflake ids of older ticks), the next request follows at once, without a pause, and asks for
-// enough ids to pass the floor: those from the answer's last id up to the floor, plus a batch,
-// within batch..=MaxBatch (the server's limit). A segment server advances only as its ids are
-// taken and its next ids follow its last ones, so a gap within one request is passed in one
-// step; a larger one takes one MaxBatch request per 100000 ids, each discarded (counted in
-// DiscardedIDs).
-func catchUpCount(floor, last int64, batch int) int {
+// enough ids to pass the floor: those from the answer's last id up to the floor, plus the
+// current batch size, at most limit (the route's). A segment server advances only as its ids
+// are taken and its next ids follow its last ones, so a gap within one request is passed in one
+// step; a larger one takes one request of limit ids per limit ids of gap, each discarded
+// (counted in DiscardedIDs). It does not change the supply's size.
+func catchUpCount(floor, last int64, size, limit int) int {
 	gap := uint64(floor - last) // floor >= last > 0: no overflow
-	if gap >= MaxBatch || int(gap)+batch >= MaxBatch {
-		return MaxBatch
+	if gap >= uint64(limit) || int(gap)+size >= limit {
+		return limit
 	}
-	return int(gap) + batch
+	return int(gap) + size
 }
 
 // wantsNext: no next batch, and the current one is past its preload mark.
 func (s *supply) wantsNext() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur := s.current.Load()
-	return s.next == nil && cur.taken.Load() > cur.preloadAt
+	r := s.load()
+	b := r.batch
+	return s.next == nil && b != nil && b.used(r) > b.total/10
+}
+
+// close puts an empty span in place: every later call takes the slow path, which sees closed.
+func (s *supply) close() {
+	s.mu.Lock()
+	r := s.load()
+	s.retired += r.served()
+	s.publish(&span{})
+	s.mu.Unlock()
+}
+
+// remaining counts the ids still held locally (current and next batches).
+func (s *supply) remaining() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.load()
+	n := r.size - r.served()
+	if b := r.batch; b != nil {
+		for _, later := range b.spans[r.index+1:] {
+			n += later.size
+		}
+	}
+	if s.next != nil {
+		n += s.next.total
+	}
+	return n
 }
 
 // stats adds this supply's counters to st.
 func (s *supply) stats(st *Stats) {
 	s.mu.Lock()
-	served := s.retired + s.current.Load().served()
+	served := s.retired + s.load().served()
+	size := s.size
 	s.mu.Unlock()
 	st.IDsServed += uint64(served)
 	st.Batches += s.batches.Load()
 	st.IDsReceived += s.received.Load()
 	st.DiscardedIDs += s.discarded.Load()
+	if size > st.BatchSize {
+		st.BatchSize = size
+	}
 }

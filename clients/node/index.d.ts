@@ -4,8 +4,12 @@
 export interface ClientOptions<Ids extends 'bigint' | 'string' = 'bigint'> {
   /** Base URLs (`http://host:port`), asked in this order: the first is preferred. Required. */
   servers: string[];
-  /** Ids per batch request, both engines, 1..=100000. Default 1000. */
+  /** Ids of the first request and the fewest any request asks for, 1..=1000000 (a snowflake supply: at most 100000). Default 1000. */
   batch?: number;
+  /** The most ids a request asks for as the size follows demand, batch..=1000000 (a snowflake supply: at most 100000). Default 1000000. */
+  maxBatch?: number;
+  /** How long a batch should last at the callers' rate: the size doubles below half of it, halves above twice it. Default 1000. */
+  targetLifetimeMs?: number;
   /** Longest a `nextId` call waits for ids when the local batches are spent. Default 5000. */
   waitTimeoutMs?: number;
   /** Bound of one batch request, connect to last byte; a slower server is skipped. Default 2000. */
@@ -40,6 +44,8 @@ export interface SupplyStats {
   discardedIds: number;
   /** Fetch rounds in which no server delivered a batch. */
   failedRounds: number;
+  /** The size of the next request (a client: the largest over its supplies). */
+  batchSize: number;
 }
 
 /** Counters of a client: every supply summed, and the failovers. */
@@ -66,7 +72,7 @@ export declare class IdSupply<Id extends bigint | string = bigint> {
   readonly tag: string | null;
   /** The next id; local when a batch holds one, else waits for the refill (wait timeout). */
   nextId(options?: NextIdOptions): Promise<Id>;
-  /** The next id if a local batch (current or next) has one, else `undefined`. Never waits or throws. */
+  /** The next id if a local batch (current or next) has one, else `undefined`. Synchronous, never waits or throws: the fastest way to take an id. */
   tryNextId(): Id | undefined;
   /** This supply's counters. */
   stats(): SupplyStats;
@@ -97,8 +103,12 @@ export declare class Client<Ids extends 'bigint' | 'string' = 'bigint'> {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-/** Most ids one batch request may ask for. */
-export declare const MAX_BATCH: 100000;
+/** The largest `batch` / `maxBatch` (the segment range route's limit). */
+export declare const MAX_BATCH: 1000000;
+/** Most ids one segment range request may ask for. */
+export declare const MAX_SEGMENT_BATCH: 1000000;
+/** Most ids one snowflake range request may ask for. */
+export declare const MAX_SNOWFLAKE_BATCH: 100000;
 
 /** Whether a tag follows the server's rule (1 to 128 of `A-Z a-z 0-9 . _ : -`). */
 export declare function isValidTag(tag: unknown): tag is string;
@@ -125,11 +135,11 @@ export declare class RejectedError extends LeafidError {
   readonly code: string;
   readonly serverMessage: string;
 }
-/** No ids within the wait timeout: every server failed or is down. */
+/** No ids within the wait: every server failed or is down, or the request for ids was not answered yet. */
 export declare class UnavailableError extends LeafidError {
   readonly kind: 'unavailable';
   readonly waitedMs: number;
-  /** The last server failure, or null when no server was asked. */
+  /** The last server failure, or null when none was seen. */
   readonly lastFault: ServerFault | null;
 }
 /** The client is closed. */

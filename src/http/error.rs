@@ -135,6 +135,19 @@ pub enum ApiError {
     /// 503 `not_ready` with `Retry-After: 1`: `/health/ready`'s refusal, with the reason.
     #[error("{0}")]
     NotReady(String),
+    /// 400 `formatted_tag`: a route that answers numbers (the range route) asked for a
+    /// formatted tag, whose ids are text.
+    #[error("{0}")]
+    FormattedTag(String),
+    /// 503 `sequence_exhausted` with `Retry-After` until the next period: the current period of
+    /// a formatted tag used up the sequence's width (it never widens nor wraps).
+    #[error("{message}")]
+    SequenceExhausted {
+        /// Names the period and when the next one starts.
+        message: String,
+        /// Seconds until the next period.
+        retry_after_secs: u64,
+    },
     /// 500 `internal`: details only in the log.
     #[error("internal error")]
     Internal,
@@ -181,6 +194,8 @@ impl ApiError {
             Self::NotFound(_) => "not_found",
             Self::EngineDisabled(_) => "engine_disabled",
             Self::NotReady(_) => "not_ready",
+            Self::FormattedTag(_) => "formatted_tag",
+            Self::SequenceExhausted { .. } => "sequence_exhausted",
             Self::Internal => "internal",
         }
     }
@@ -220,7 +235,10 @@ impl ApiError {
 
     fn retry_after(&self) -> Option<u64> {
         match self {
-            Self::SegmentsNotReady { retry_after_secs } => Some(*retry_after_secs),
+            Self::SegmentsNotReady { retry_after_secs }
+            | Self::SequenceExhausted {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
             Self::DatabaseUnavailable | Self::SnowflakeNotReady(_) | Self::NotReady(_) => Some(1),
             Self::ClockMovedBackwards { by_ms } => Some(by_ms.div_ceil(1000).max(1)),
             // A setting changes when a DBA changes it, not within a second.
@@ -258,6 +276,20 @@ impl From<SegmentError> for ApiError {
                 Self::SegmentsNotReady { retry_after_secs }
             }
             SegmentError::LossyDatabase(why) => Self::LossyDatabase(why),
+            SegmentError::Formatted(tag) => Self::FormattedTag(format!(
+                "biz_tag \"{tag}\" is formatted: its ids are text; ask \
+                 /api/v1/segment/{tag}/ids or /api/segment/get/{tag}"
+            )),
+            e @ SegmentError::SequenceExhausted {
+                retry_after_secs, ..
+            } => Self::SequenceExhausted {
+                message: e.to_string(),
+                retry_after_secs,
+            },
+            e @ SegmentError::BadFormat { .. } => {
+                log_server_error(LogLimiter::global(), "formatted tag unusable", &e);
+                Self::Internal
+            }
             SegmentError::Store(e) => e.into(),
         }
     }
@@ -358,7 +390,8 @@ impl ResponseError for ApiError {
             | Self::InvalidPlan(_)
             | Self::InvalidLayout(_)
             | Self::InvalidId(_)
-            | Self::InvalidTimeRange(_) => StatusCode::BAD_REQUEST,
+            | Self::InvalidTimeRange(_)
+            | Self::FormattedTag(_) => StatusCode::BAD_REQUEST,
             Self::PlanImpossible { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::UnknownBizTag(_) | Self::NotFound(_) | Self::EngineDisabled(_) => {
                 StatusCode::NOT_FOUND
@@ -374,7 +407,8 @@ impl ResponseError for ApiError {
             | Self::ClockMovedBackwards { .. }
             | Self::TimeBitsExhausted
             | Self::SnowflakeNotReady(_)
-            | Self::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
+            | Self::NotReady(_)
+            | Self::SequenceExhausted { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }

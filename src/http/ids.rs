@@ -50,6 +50,16 @@ pub fn plain_id<I: itoa::Integer>(id: I) -> HttpResponse {
         .body(itoa::Buffer::new().format(id).to_owned())
 }
 
+/// A plain-text body holding a formatted id (Leaf's route on a formatted tag).
+pub fn plain_text(id: String) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        ))
+        .body(id)
+}
+
 /// How a JSON body writes its ids, from `stringify_ids`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum IdFormat {

@@ -23,6 +23,7 @@ use super::{dashboard, error, health, layouts, metrics, monitor, segment, snowfl
         segment::get_leaf,
         segment::get_batch,
         segment::get_ranges,
+        segment::get_decode,
         snowflake::get_leaf,
         snowflake::get_batch,
         snowflake::get_ranges,
@@ -49,7 +50,7 @@ use super::{dashboard, error, health, layouts, metrics, monitor, segment, snowfl
         dashboard::style_css,
         dashboard::snowflake_status,
     ),
-    components(schemas(error::ErrorBody)),
+    components(schemas(error::ErrorBody, segment::FormattedBatchBody)),
     modifiers(&AdminToken),
     tags(
         (name = "segment", description = "Leaf-segment ids: leased from leaf_alloc in segments"),

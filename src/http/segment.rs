@@ -7,10 +7,12 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
-use super::ids::{BatchQuery, JsonIds, JsonRuns, RangeQuery, ids_schema, plain_id, runs_schema};
+use super::ids::{
+    BatchQuery, JsonIds, JsonRuns, RangeQuery, ids_schema, plain_id, plain_text, runs_schema,
+};
 use super::middleware::{labeled_get, labeled_get_prefix};
 use super::request::{app_state, path_tail};
-use crate::segment::{BizTag, IdSink};
+use crate::segment::{BizTag, FormattedIds, IdSink, SegmentError};
 
 /// Registers Leaf's id route: a static prefix, matched without a regex (actix-router's regexes
 /// are the costliest step of a request); the handler takes the rest of the path as the tag, so
@@ -34,7 +36,11 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         RANGES_ROUTE,
         get_ranges,
     ))
-    .service(labeled_get(RANGES_ROUTE, RANGES_ROUTE, get_ranges));
+    .service(labeled_get(RANGES_ROUTE, RANGES_ROUTE, get_ranges))
+    .route(
+        "/api/v1/segment/{biz_tag}/decode",
+        web::get().to(get_decode),
+    );
 }
 
 /// Pattern and metrics label of the range route; also its fallback for empty tags and slashes.
@@ -69,18 +75,45 @@ pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, ApiError> {
     let state = app_state(&req)?;
     let tag = path_tail(&req)?;
     BizTag::validate(&tag)?;
-    let id = next_id(state, &tag).await?;
-    Ok(plain_id(id))
+    let segment = state.segment()?;
+    // Numbers first: a plain tag with ids in memory never looks at formats.
+    if let Some(id) = segment.try_next_id(&tag) {
+        return Ok(plain_id(id));
+    }
+    match next_ids(state, &tag, 1).await? {
+        Ids::Numbers(ids) => Ok(plain_id(ids[0])),
+        Ids::Texts(mut f) => Ok(plain_text(f.ids.swap_remove(0))),
+    }
 }
 
-/// The next id of `tag` (the engine decides what a lossy database gets).
-async fn next_id(state: &AppState, tag: &str) -> Result<i64, ApiError> {
-    Ok(state.segment()?.next_id(tag).await?)
+/// Ids of a plain tag (numbers) or of a formatted one (text).
+enum Ids {
+    /// A plain tag's ids.
+    Numbers(Vec<i64>),
+    /// A formatted tag's ids, of one period.
+    Texts(FormattedIds),
 }
 
-/// Up to `count` ids of `tag` (`SegmentAllocator::next_ids`).
-async fn next_ids(state: &AppState, tag: &str, count: usize) -> Result<Vec<i64>, ApiError> {
-    Ok(state.segment()?.next_ids(tag, count).await?)
+/// Up to `count` ids of `tag` (`SegmentAllocator::next_ids`, or `next_texts` for a formatted
+/// tag; the engine decides what a lossy database gets).
+async fn next_ids(state: &AppState, tag: &str, count: usize) -> Result<Ids, ApiError> {
+    let segment = state.segment()?;
+    if segment.cached_format(tag).is_none() {
+        match segment.next_ids(tag, count).await {
+            Ok(ids) => return Ok(Ids::Numbers(ids)),
+            // Found formatted on the way (a first request): served as text below.
+            Err(SegmentError::Formatted(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let tag = BizTag::parse(tag)?;
+    let format = segment
+        .format_of(&tag)
+        .await?
+        .ok_or_else(|| ApiError::unknown_tag(&tag))?;
+    Ok(Ids::Texts(
+        segment.next_texts(&tag, &format, count as u64).await?,
+    ))
 }
 
 /// Body of the segment batch route.
@@ -121,11 +154,32 @@ pub async fn get_batch(
     BizTag::validate(&tag)?;
     let count = query.parse()?;
     let format = query.format()?;
-    let ids = next_ids(&state, &tag, count).await?;
-    Ok(HttpResponse::Ok().json(BatchBody {
-        biz_tag: &tag,
-        ids: JsonIds { ids, format },
-    }))
+    match next_ids(&state, &tag, count).await? {
+        Ids::Numbers(ids) => Ok(HttpResponse::Ok().json(BatchBody {
+            biz_tag: &tag,
+            ids: JsonIds { ids, format },
+        })),
+        Ids::Texts(f) => Ok(HttpResponse::Ok().json(FormattedBatchBody {
+            biz_tag: &tag,
+            ids: f.ids,
+            period: f.period,
+            period_end: f.period_end.to_string(),
+        })),
+    }
+}
+
+/// Body of the batch route for a formatted tag (`crate::shapes`).
+#[derive(Serialize, ToSchema)]
+pub struct FormattedBatchBody<'a> {
+    /// The tag the ids belong to.
+    #[schema(value_type = String)]
+    pub biz_tag: &'a str,
+    /// The ids as text, in issue order, all of one period.
+    pub ids: Vec<String>,
+    /// The period's key (`yyyy`, `yyyyMM`, `yyyyMMdd`; empty when the sequence never restarts).
+    pub period: String,
+    /// When the period ends (RFC 3339, UTC): a client drops what it holds of these ids then.
+    pub period_end: String,
 }
 
 /// Body of the segment range route.
@@ -168,7 +222,11 @@ pub async fn get_ranges(
     BizTag::validate(&tag)?;
     let count = query.parse()?;
     let format = query.format()?;
-    let runs = state.segment()?.next_runs(&tag, count).await?;
+    let segment = state.segment()?;
+    if segment.cached_format(&tag).is_some() {
+        return Err(SegmentError::Formatted(BizTag::parse(&tag)?).into());
+    }
+    let runs = segment.next_runs(&tag, count).await?;
     Ok(HttpResponse::Ok().json(SegmentRangesBody {
         biz_tag: &tag,
         count: runs.taken(),
@@ -176,5 +234,70 @@ pub async fn get_ranges(
             runs: runs.runs(),
             format,
         },
+    }))
+}
+
+/// The query of the decode route.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DecodeQuery {
+    /// A formatted id of the tag, as issued (in a query parameter, so `/` in a format needs no
+    /// path escaping).
+    pub id: String,
+}
+
+/// Body of the decode route.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DecodedBody {
+    /// The tag.
+    pub biz_tag: String,
+    /// The id read.
+    pub id: String,
+    /// Its period's key (`yyyy`, `yyyyMM`, `yyyyMMdd`; empty without a reset).
+    pub period: String,
+    /// Its sequence number within the period.
+    pub sequence: u64,
+}
+
+/// `GET /api/v1/segment/{biz_tag}/decode?id=..`: a formatted id read back into its period and
+/// sequence. A wrong length, a character outside a part's alphabet, a literal that differs, an
+/// impossible date or a wrong check character is `400 invalid_id`, never another id.
+#[utoipa::path(
+    get,
+    path = "/api/v1/segment/{biz_tag}/decode",
+    tag = "segment",
+    params(("biz_tag" = String, Path, description = "A formatted tag", pattern = "^[A-Za-z0-9._:-]{1,128}$"), DecodeQuery),
+    responses(
+        (status = 200, description = "The id's period and sequence", body = DecodedBody),
+        (status = 400, description = "`invalid_biz_tag`, `invalid_id` (not an id of the tag's format), `formatted_tag`... `invalid_request` (a plain tag: its ids are numbers)", body = ErrorBody),
+        (status = 404, description = "`unknown_biz_tag` (no formatted tag of that name), `engine_disabled`", body = ErrorBody),
+        (status = 503, description = "`database_unavailable`", body = ErrorBody),
+    )
+)]
+pub async fn get_decode(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<DecodeQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let tag = BizTag::parse(&path.into_inner())?;
+    let segment = state.segment()?;
+    let Some(f) = segment.format_of(&tag).await? else {
+        return Err(match segment.get_tag(&tag).await? {
+            Some(_) => ApiError::InvalidRequest(format!(
+                "biz_tag \"{tag}\" is not formatted: its ids are numbers"
+            )),
+            None => ApiError::unknown_tag(&tag),
+        });
+    };
+    let id = query.into_inner().id;
+    let d = f
+        .format
+        .decode(&id)
+        .map_err(|e| ApiError::InvalidId(e.to_string()))?;
+    Ok(HttpResponse::Ok().json(DecodedBody {
+        biz_tag: tag.as_str().to_owned(),
+        id,
+        period: d.period,
+        sequence: d.sequence,
     }))
 }

@@ -16,7 +16,11 @@ use super::admin::{AdminAuth, MonitorAuth};
 use super::error::{ApiError, ErrorBody};
 use super::ids::{IdFormat, JsonId, StringifyQuery, id_schema};
 use super::monitor::BufferBody;
-use crate::segment::{BizTag, NewTag, SegmentAllocator, Step, StoreError, TagRow, TagUpdate};
+use crate::segment::biz_tag::MAX_BIZ_TAG_LEN;
+use crate::segment::{
+    BizTag, FormatConflict, NewTag, SegmentAllocator, Step, StoreError, TagRow, TagUpdate,
+};
+use crate::shapes::{Reset, TagFormat};
 
 /// Runs the engine call of an admin route, bounded by `segment.load_timeout_ms` as a whole: a
 /// write whose answer never comes is a `503 database_unavailable`, not a request held forever.
@@ -105,6 +109,10 @@ pub struct TagView {
     pub row: TagRowBody,
     /// The buffer, if cached.
     pub buffer: Option<BufferBody>,
+    /// The tag's format, for a formatted tag (its ids are text, see `docs/shapes.md`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub format: Option<TagFormat>,
 }
 
 /// `row` with its buffer, ids as `format` says.
@@ -114,9 +122,15 @@ fn view(state: &AppState, row: TagRow, format: IdFormat) -> TagView {
         .as_ref()
         .and_then(|s| s.cached(&row.biz_tag))
         .map(|b| BufferBody::new(&b.snapshot(), format));
+    let shape = state
+        .segment
+        .as_ref()
+        .and_then(|s| s.cached_format(&row.biz_tag))
+        .map(|f| f.format.clone());
     TagView {
         row: TagRowBody::new(row, format),
         buffer,
+        format: shape,
     }
 }
 
@@ -201,6 +215,12 @@ pub struct CreateTag {
     /// Free text, at most 256 characters.
     #[schema(max_length = 256)]
     pub description: Option<String>,
+    /// A format makes the tag's ids text (order numbers, invoice numbers, codes; see
+    /// `docs/shapes.md`): `{"prefix", "date", "radix", "width", "check", "suffix", "reset",
+    /// "time_zone"}`. Fixed for the tag's name for good. `max_id` is then where every period's
+    /// sequence starts (default 1).
+    #[schema(value_type = Option<Object>)]
+    pub format: Option<TagFormat>,
 }
 
 /// Body of `PATCH /api/v1/tags/{biz_tag}`: at least one field.
@@ -271,6 +291,9 @@ pub async fn create(
     let max_id = body.max_id.as_ref().map(parse_max_id).transpose()?;
     let new = NewTag::new(tag.clone(), step, max_id, body.description)?;
     let segment = state.segment()?;
+    if let Some(shape) = &body.format {
+        return create_formatted(&state, &tag, &new, shape, format).await;
+    }
     let row = bounded_about(segment, &tag, segment.create_tag(&new))
         .await
         .inspect_err(|e| {
@@ -355,6 +378,54 @@ pub async fn delete(
     } else {
         Err(ApiError::unknown_tag(&tag))
     }
+}
+
+/// `POST /api/v1/tags` with a format: checked, then written format first (see
+/// `SegmentAllocator::create_formatted_tag`).
+async fn create_formatted(
+    state: &AppState,
+    tag: &BizTag,
+    new: &NewTag,
+    shape: &TagFormat,
+    format: IdFormat,
+) -> Result<HttpResponse, ApiError> {
+    shape
+        .validate()
+        .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    // Each period is the row `tag@key`, within leaf_alloc's 128 characters.
+    let key_len = match shape.reset {
+        Reset::Never => 0,
+        Reset::Yearly => 4,
+        Reset::Monthly => 6,
+        Reset::Daily => 8,
+    };
+    if tag.as_str().len() + 1 + key_len > MAX_BIZ_TAG_LEN {
+        return Err(ApiError::InvalidRequest(format!(
+            "a formatted biz_tag with a {:?} reset is at most {} bytes (its periods are rows \
+             named biz_tag@period)",
+            shape.reset,
+            MAX_BIZ_TAG_LEN - 1 - key_len
+        )));
+    }
+    let segment = state.segment()?;
+    let row = tokio::time::timeout(
+        segment.config().wait_timeout * 2,
+        segment.create_formatted_tag(new, shape),
+    )
+    .await
+    .map_err(|_| ApiError::DatabaseUnavailable)?
+    .map_err(|e| match e {
+        FormatConflict::Store(e) => ApiError::from_store(e, tag.as_str()),
+        FormatConflict::Differs(stored) => ApiError::BizTagExists(format!(
+            "{tag} (its name keeps the format it was first created with: {stored})"
+        )),
+        FormatConflict::Other(why) => ApiError::InvalidRequest(why),
+    })?;
+    // Known to this server at once (the others learn it at their next refresh or first
+    // request).
+    let _ = segment.format_of(tag).await;
+    tracing::info!(biz_tag = %tag, step = new.step, start = new.max_id, "formatted tag created");
+    Ok(HttpResponse::Created().json(view(state, row, format)))
 }
 
 #[cfg(test)]

@@ -115,6 +115,8 @@ struct Inner {
     /// `segment.return_unused_on_shutdown`: whether [`SegmentAllocator::shutdown`] gives
     /// unused ids back.
     give_back: AtomicBool,
+    /// The formatted tags known so far (`formatted`): their own rows never serve.
+    formats: ArcSwap<formatted::FormatMap>,
 }
 
 impl SegmentAllocator {
@@ -135,6 +137,7 @@ impl SegmentAllocator {
                 runtime: tokio::runtime::Handle::current(),
                 closing: AtomicBool::new(false),
                 give_back: AtomicBool::new(false),
+                formats: ArcSwap::from_pointee(formatted::FormatMap::default()),
             }),
         }
     }
@@ -151,7 +154,23 @@ impl SegmentAllocator {
     /// next refresh decides.
     pub async fn refresh_tags(&self) -> Result<usize, StoreError> {
         let listed_over = self.inner.tags.load_full();
-        let names = self.inner.store.list_tag_names().await?;
+        let mut names = self.inner.store.list_tag_names().await?;
+        // Read after the names: a formatted tag's format is written before its row, so every
+        // formatted row listed above has its format in this list.
+        let formats = self.inner.store.list_formats().await?;
+        if !formats.is_empty() {
+            let formatted: std::collections::HashSet<&str> =
+                formats.iter().map(|(t, _)| t.as_str()).collect();
+            // A formatted tag's own row never serves; a period row serves once a request made
+            // its buffer (`formatted`), and is kept while it has one.
+            names.retain(|n| {
+                !formatted.contains(n.as_str())
+                    && (!BizTag::is_period_row(n) || listed_over.contains_key(n.as_str()))
+            });
+        } else {
+            names.retain(|n| !BizTag::is_period_row(n) || listed_over.contains_key(n.as_str()));
+        }
+        self.remember_formats(formats);
         // Unchanged (the usual case): one lookup per name, no allocation, no lock.
         if names.len() == listed_over.len()
             && names.iter().all(|n| listed_over.contains_key(n.as_str()))
@@ -166,6 +185,12 @@ impl SegmentAllocator {
         let old = self.inner.tags.load_full();
         let mut next = TagMap::with_capacity(names.len());
         for name in names {
+            if BizTag::is_period_row(&name) {
+                if let Some(buf) = old.get(name.as_str()) {
+                    next.insert(name.as_str().into(), buf.clone());
+                }
+                continue;
+            }
             let Ok(tag) = BizTag::parse(&name) else {
                 warn!(biz_tag = %name, "skipping a leaf_alloc row whose tag leafid cannot serve");
                 continue;
@@ -376,6 +401,28 @@ impl SegmentAllocator {
             }
             Some(_) => {}
         }
+        // A formatted tag's own row never serves numbers (its format is written before the
+        // row, so a row seen here has its format visible too).
+        if self.cached_format(tag.as_str()).is_some() {
+            return Err(SegmentError::Formatted(tag));
+        }
+        let format = tokio::time::timeout(wait, self.inner.store.get_format(tag.as_str()))
+            .await
+            .map_err(|_| SegmentError::NotReady {
+                retry_after_secs: 1,
+            })?
+            .map_err(|e| SegmentError::from_store(e, &tag))?;
+        if let Some(json) = format {
+            self.remember_formats([(tag.as_str().to_owned(), json)]);
+            return Err(SegmentError::Formatted(tag));
+        }
+        let buf = self.cache_row(&tag)?;
+        info!(biz_tag = %tag, "tag found in the database on first request");
+        Ok(buf)
+    }
+
+    /// The cached buffer of `tag`, made now if there is none: for a row known to exist.
+    fn cache_row(&self, tag: &BizTag) -> Result<Arc<SegmentBuffer>, SegmentError> {
         let _w = self.inner.write_lock();
         let current = self.inner.tags.load_full();
         if let Some(buf) = current.get(tag.as_str()) {
@@ -387,11 +434,10 @@ impl SegmentAllocator {
                 retry_after_secs: 1,
             });
         }
-        let buf = self.inner.new_buffer(&tag);
+        let buf = self.inner.new_buffer(tag);
         let mut next = TagMap::clone(&current);
         next.insert(tag.as_str().into(), buf.clone());
         self.inner.publish_tags(next);
-        info!(biz_tag = %tag, "tag found in the database on first request");
         Ok(buf)
     }
 
@@ -517,6 +563,10 @@ impl Inner {
         self.key.generation.fetch_add(1, Ordering::Release);
     }
 }
+
+mod formatted;
+
+pub use formatted::{FormatConflict, Formatted, FormattedIds};
 
 #[cfg(test)]
 mod give_back_tests;

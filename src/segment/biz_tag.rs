@@ -67,6 +67,18 @@ impl BizTag {
         Err(BizTagError::BadChar(bad))
     }
 
+    /// The `leaf_alloc` row of one period of a formatted tag: `parent@key` (`parent@` for a
+    /// sequence that never restarts). `@` is outside the tag alphabet, so no tag a user can
+    /// create or ask for is a period row, and the admin routes never reach one.
+    pub(crate) fn period_row(parent: &BizTag, key: &str) -> Self {
+        Self(format!("{}@{key}", parent.0))
+    }
+
+    /// Whether this names a period row ([`Self::period_row`]).
+    pub fn is_period_row(name: &str) -> bool {
+        name.contains('@')
+    }
+
     /// The tag as text.
     pub fn as_str(&self) -> &str {
         &self.0

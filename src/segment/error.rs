@@ -28,6 +28,29 @@ pub enum SegmentError {
     /// (the lease gate, `crate::lease_gate`); names the setting and its fix.
     #[error("no lease from this database: {0}")]
     LossyDatabase(String),
+    /// The tag is formatted (`crate::shapes`): its ids are text, served by
+    /// [`SegmentAllocator::next_texts`](super::SegmentAllocator::next_texts), never numbers.
+    #[error("biz_tag \"{0}\" is formatted: its ids are text")]
+    Formatted(BizTag),
+    /// The current period of a formatted tag used up the sequence's width: no id until the
+    /// next period starts. The width never grows and the sequence never wraps.
+    #[error("sequence of period {period} is exhausted: the next period starts at {next_start}")]
+    SequenceExhausted {
+        /// The period's key.
+        period: String,
+        /// When the next period starts (RFC 3339).
+        next_start: String,
+        /// Seconds until then (for `Retry-After`), at least 1.
+        retry_after_secs: u64,
+    },
+    /// A formatted tag's stored format could not be read or used (named).
+    #[error("biz_tag \"{tag}\" has an unusable format: {why}")]
+    BadFormat {
+        /// The tag.
+        tag: BizTag,
+        /// Why.
+        why: String,
+    },
     /// A store call (lookup) failed.
     #[error("store error")]
     Store(#[source] StoreError),

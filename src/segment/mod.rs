@@ -30,7 +30,9 @@ mod tag_map;
 pub mod tag_rules;
 mod tickets;
 
-pub use allocator::{SegmentAllocator, SegmentConfig, TagHandle};
+pub use allocator::{
+    FormatConflict, Formatted, FormattedIds, SegmentAllocator, SegmentConfig, TagHandle,
+};
 pub use biz_tag::{BizTag, BizTagError};
 pub use buffer::{BufferSnapshot, SegmentBuffer};
 pub use error::SegmentError;

@@ -124,4 +124,30 @@ pub trait SegmentStore: Send + Sync + 'static {
         let _ = (biz_tag, from, to);
         Ok(false)
     }
+    /// The format of a formatted tag (`crate::shapes::TagFormat` as JSON), `None` for a plain
+    /// tag. Compared exactly with the stored spelling of the tag.
+    ///
+    /// The default keeps no formats: every tag is plain.
+    async fn get_format(&self, biz_tag: &str) -> Result<Option<String>, StoreError> {
+        let _ = biz_tag;
+        Ok(None)
+    }
+    /// Every formatted tag and its format (JSON), for the periodic refresh.
+    ///
+    /// The default keeps no formats.
+    async fn list_formats(&self) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(Vec::new())
+    }
+    /// Records a tag's format once and for good: `true` if written, `false` if the tag had a
+    /// format already (left unchanged: a tag's format never changes, since ids written under
+    /// two formats could read alike). Written before the tag's row, so a tag never serves
+    /// before its format exists.
+    ///
+    /// The default keeps no formats: an error.
+    async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {
+        let _ = (biz_tag, format);
+        Err(StoreError::Unavailable(
+            "this store keeps no tag formats".into(),
+        ))
+    }
 }

@@ -19,6 +19,8 @@ pub struct MemoryStore {
     /// High-water marks of deleted tags, as `leafid_tag_tombstone` holds them. A std Mutex taken
     /// only after `rows` (never the other way), so delete and create see both tables at once.
     tombstones: Mutex<BTreeMap<String, i64>>,
+    /// Formats of formatted tags, as `leafid_tag_format` holds them.
+    formats: Mutex<BTreeMap<String, String>>,
     /// When set, every call fails as if the database were down.
     pub failing: AtomicBool,
     /// Added latency of every call, in milliseconds.
@@ -111,6 +113,30 @@ impl SegmentStore for MemoryStore {
             }
             _ => Ok(false),
         }
+    }
+
+    async fn get_format(&self, biz_tag: &str) -> Result<Option<String>, StoreError> {
+        self.enter().await?;
+        Ok(self.formats.lock().unwrap().get(biz_tag).cloned())
+    }
+
+    async fn list_formats(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.enter().await?;
+        let formats = self.formats.lock().unwrap();
+        Ok(formats
+            .iter()
+            .map(|(t, f)| (t.clone(), f.clone()))
+            .collect())
+    }
+
+    async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {
+        self.enter().await?;
+        let mut formats = self.formats.lock().unwrap();
+        if formats.contains_key(biz_tag) {
+            return Ok(false);
+        }
+        formats.insert(biz_tag.to_owned(), format.to_owned());
+        Ok(true)
     }
 
     async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {

@@ -18,6 +18,7 @@ mod docs_config;
 mod drain;
 mod durability;
 pub mod faults;
+mod formatted;
 mod galera;
 mod give_back;
 mod hostile;

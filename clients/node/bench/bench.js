@@ -1,125 +1,183 @@
-// Benchmarks of the Node client.
+// Benchmarks of the Node client, run by bench.sh (see there for the environment). Prints one
+// `BENCH {...}` line per case on stdout, everything else on stderr.
 //
-//   node bench/bench.js [seconds per server run, default 5]
-//
-// 1. Local: `tryNextId()` and `await nextId()` on a supply whose batch is already local,
-//    against a plain bigint increment (`n += 1n`, what a process-local counter costs) and the
-//    same increment behind an `await`. Interleaved rounds; the best and the median round of each
-//    are reported (the best is the least disturbed by other processes).
-// 2. Server: ids/s one caller sustains with `await nextId()` in a tight loop against a real
-//    server: target/release/leafid if it exists, else target/debug/leafid (said in the output;
-//    LEAFID_BIN overrides), on a temporary SQLite file. Batches are fetched in the background,
-//    but a tight loop of awaits gives the refill's I/O a turn only once it has to wait.
+// - local: `supply.tryNextId()` on a supply holding one huge range (no server, no fetch), against
+//   a plain bigint counter (`n += 1n`: the type of the ids the client returns), in the same
+//   warmed loop shape, same ids per round, baseline and subject alternated; median of the rounds.
+// - local_await: the same with `await supply.nextId()` (one promise per id), against the same
+//   plain bigint counter.
+// - sustained_1: one task taking ids on a fresh client (default settings: batch 1000, the demand
+//   rule on) for LEAFID_BENCH_SECS against the server, every fetch included, the way Node code
+//   takes ids fastest: `tryNextId() ?? await nextId()` (synchronous while the local ranges last,
+//   awaiting only for a fetch); baseline: the bigint counter counting for 1 s in the same run.
+// - sustained_1_await: the same with `await nextId()` for every id.
+// Node runs one client on one thread: no sustained_4.
 
-import { Client } from '../src/index.js';
-import { IdSupply } from '../src/supply.js';
-import { createTag, LeafidServer, tempDatabase } from '../test/support/server.js';
-import { existsSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { Client, IdSupply } from '../src/index.js';
+import { MAX_SEGMENT_BATCH } from '../src/servers.js';
+
+const url = process.env.LEAFID_BENCH_URL;
+const tag = process.env.LEAFID_BENCH_TAG;
+const secs = Number(process.env.LEAFID_BENCH_SECS ?? 10);
+if (!url || !tag || !(secs > 0)) {
+  console.error('bench.js: set LEAFID_BENCH_URL, LEAFID_BENCH_TAG and (optionally) LEAFID_BENCH_SECS > 0');
+  process.exit(2);
+}
 
 const N = 2_000_000;
-const ROUNDS = 7;
-const serverSeconds = Number(process.argv[2] ?? 5);
+const ROUNDS = 9;
 
-/** A supply holding `n` local ids that never contacts a server. */
-function prefilled(n) {
-  const ids = new Array(n);
-  for (let i = 0; i < n; i++) ids[i] = BigInt(i + 1);
+/** Keeps results alive, so no loop is optimized away. */
+let sink = 0n;
+
+/** A supply holding one run of 2^62 ids that never contacts a server. */
+function prefilled() {
   return new IdSupply({
     servers: null,
-    request: { path: '', count: n, tag: 'bench' },
+    request: { path: '', tag: 'bench' },
+    sizing: { batch: 1000, maxBatch: MAX_SEGMENT_BATCH, targetLifetimeMs: 1000 },
+    catchUpMax: MAX_SEGMENT_BATCH,
     timing: { backoffMinMs: 1, backoffMaxMs: 1 },
     waitTimeoutMs: 1,
     asString: false,
     stop: new AbortController().signal,
-    ids,
+    runs: [{ first: 1n, last: 1n << 62n }],
   });
 }
 
-let sink = 0n;
-
-const cases = {
-  'bigint counter (n += 1n)': async () => {
-    let n = 0n;
-    const t0 = performance.now();
-    for (let i = 0; i < N; i++) {
-      n += 1n;
-      sink ^= n;
-    }
-    return performance.now() - t0;
-  },
-  'bigint counter behind await': async () => {
-    let n = 0n;
-    const next = async () => (n += 1n);
-    const t0 = performance.now();
-    for (let i = 0; i < N; i++) sink ^= await next();
-    return performance.now() - t0;
-  },
-  'supply.tryNextId()': async () => {
-    const s = prefilled(N);
-    const t0 = performance.now();
-    for (let i = 0; i < N; i++) sink ^= /** @type {bigint} */ (s.tryNextId());
-    return performance.now() - t0;
-  },
-  'await supply.nextId()': async () => {
-    const s = prefilled(N);
-    const t0 = performance.now();
-    for (let i = 0; i < N; i++) sink ^= /** @type {bigint} */ (await s.nextId());
-    return performance.now() - t0;
-  },
-};
-
-console.log(`node ${process.version}, ${N.toLocaleString('en')} ids per run, ${ROUNDS} interleaved rounds`);
-/** @type {Record<string, number[]>} */
-const runs = Object.fromEntries(Object.keys(cases).map((k) => [k, []]));
-for (let r = 0; r < ROUNDS; r++) {
-  for (const [k, f] of Object.entries(cases)) runs[k].push(await f());
-}
-const best = (/** @type {string} */ k) => Math.min(...runs[k]);
-const median = (/** @type {string} */ k) => [...runs[k]].sort((x, y) => x - y)[ROUNDS >> 1];
-const ns = (/** @type {number} */ ms) => ((ms * 1e6) / N).toFixed(1);
-const base = 'bigint counter (n += 1n)';
-console.log('| local | ns/id (best) | vs bigint counter (best) | ns/id (median) | vs bigint counter (median) |');
-console.log('| --- | ---: | ---: | ---: | ---: |');
-for (const k of Object.keys(cases)) {
-  console.log(
-    `| ${k} | ${ns(best(k))} | ${(best(k) / best(base)).toFixed(2)}x | ${ns(median(k))} | ${(median(k) / median(base)).toFixed(2)}x |`,
-  );
-}
-
-// 2. Against a server.
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-const release = path.join(root, 'target/release/leafid');
-if (!process.env.LEAFID_BIN && existsSync(release)) process.env.LEAFID_BIN = release;
-const bin = process.env.LEAFID_BIN ?? path.join(root, 'target/debug/leafid');
-const db = tempDatabase();
-const server = await LeafidServer.start(db.url, { env: { LEAFID__SERVER__WORKERS: '2' } });
-try {
-  await createTag(server.address, 'bench', 1000);
-  console.log(`\nserver: ${path.relative(root, bin) || bin} (${bin.includes('/release/') ? 'release' : 'debug'} build), SQLite, one caller, ${serverSeconds} s each`);
-  console.log('| engine | batch | ids/s | batches |');
-  console.log('| --- | ---: | ---: | ---: |');
-  for (const engine of ['segment', 'snowflake']) {
-    for (const batch of [1000, 10_000, 100_000]) {
-      const c = new Client({ servers: [server.address], batch });
-      const s = engine === 'segment' ? c.segment('bench') : c.snowflake();
-      await s.nextId(); // first batch: not part of the sustained rate
-      let n = 0;
-      const end = performance.now() + serverSeconds * 1000;
-      const t0 = performance.now();
-      while (performance.now() < end) {
-        for (let i = 0; i < 1000; i++) sink ^= /** @type {bigint} */ (await s.nextId());
-        n += 1000;
-      }
-      const secs = (performance.now() - t0) / 1000;
-      const st = c.stats();
-      console.log(`| ${engine} | ${batch.toLocaleString('en')} | ${Math.round(n / secs).toLocaleString('en')} | ${st.batches} |`);
-      await c.close();
-    }
+/** `N` steps of a plain bigint counter; milliseconds. */
+function counter() {
+  let n = 0n;
+  let last = 0n;
+  const t0 = performance.now();
+  for (let i = 0; i < N; i++) {
+    n += 1n;
+    last = n;
   }
-} finally {
-  await server.kill9();
-  db.remove();
+  const ms = performance.now() - t0;
+  sink += last;
+  return ms;
 }
-if (sink === -1n) console.log('');
+
+/** `N` ids of `tryNextId()`; milliseconds. @param {IdSupply} s */
+function tryNext(s) {
+  let last = 0n;
+  const t0 = performance.now();
+  for (let i = 0; i < N; i++) {
+    last = /** @type {bigint} */ (s.tryNextId());
+  }
+  const ms = performance.now() - t0;
+  sink += last;
+  return ms;
+}
+
+/** `N` ids of `await nextId()`; milliseconds. @param {IdSupply} s */
+async function awaitNext(s) {
+  let last = 0n;
+  const t0 = performance.now();
+  for (let i = 0; i < N; i++) {
+    last = /** @type {bigint} */ (await s.nextId());
+  }
+  const ms = performance.now() - t0;
+  sink += last;
+  return ms;
+}
+
+/** @param {number[]} xs */
+const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+
+/**
+ * @param {string} name
+ * @param {number} idsPerS
+ * @param {number} baselinePerS
+ * @param {string} method
+ */
+function report(name, idsPerS, baselinePerS, method) {
+  const line = {
+    client: 'node',
+    case: name,
+    ids_per_s: Math.round(idsPerS),
+    baseline_per_s: Math.round(baselinePerS),
+    ratio: Number((idsPerS / baselinePerS).toFixed(3)),
+    method,
+  };
+  process.stdout.write(`BENCH ${JSON.stringify(line)}\n`);
+}
+
+// 1. Local: warm up every loop, then alternate baseline and subject.
+{
+  const s = prefilled();
+  for (let w = 0; w < 3; w++) {
+    counter();
+    tryNext(s);
+    await awaitNext(s);
+  }
+  const base = [];
+  const sync = [];
+  const asynch = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    base.push(counter());
+    sync.push(tryNext(s));
+    base.push(counter());
+    asynch.push(await awaitNext(s));
+  }
+  const perS = (/** @type {number} */ ms) => (N * 1000) / ms;
+  const b = perS(median(base));
+  report('local', perS(median(sync)), b,
+    `warmed loop, node ${process.version}: tryNextId() from one local range vs a plain bigint counter (n += 1n), ${N} ids, median of ${ROUNDS} alternated rounds`);
+  report('local_await', perS(median(asynch)), b,
+    `warmed loop, node ${process.version}: await nextId() from one local range (one promise per id) vs a plain bigint counter (n += 1n), ${N} ids, median of ${ROUNDS} alternated rounds`);
+}
+
+// 2. Sustained: the counter for 1 s, then a fresh client per case for `secs` against the server.
+let baseline;
+{
+  let n = 0n;
+  let count = 0;
+  const t0 = performance.now();
+  const end = t0 + 1000;
+  while (performance.now() < end) {
+    for (let i = 0; i < 1000; i++) n += 1n;
+    count += 1000;
+  }
+  baseline = (count * 1000) / (performance.now() - t0);
+  sink += n;
+}
+
+/**
+ * Ids per second one task takes from a fresh client (default settings) in `secs`.
+ * @param {string} name
+ * @param {boolean} sync take with `tryNextId()` first, `await nextId()` only when it has none
+ */
+async function sustained(name, sync) {
+  const c = new Client({ servers: [/** @type {string} */ (url)] });
+  const s = c.segment(/** @type {string} */ (tag));
+  let ids = 0;
+  let last = 0n;
+  const t0 = performance.now();
+  const stop = t0 + secs * 1000;
+  try {
+    while (performance.now() < stop) {
+      if (sync) {
+        for (let i = 0; i < 1000; i++) last = /** @type {bigint} */ (s.tryNextId() ?? (await s.nextId()));
+      } else {
+        for (let i = 0; i < 1000; i++) last = /** @type {bigint} */ (await s.nextId());
+      }
+      ids += 1000;
+    }
+  } finally {
+    await c.close();
+  }
+  const rate = (ids * 1000) / (performance.now() - t0);
+  sink += last;
+  const st = c.stats();
+  console.error(`${name}: ${ids} ids, ${st.batches} batches, next size ${st.batchSize}`);
+  return rate;
+}
+
+report('sustained_1', await sustained('sustained_1', true), baseline,
+  `one task on a fresh client (defaults) for ${secs} s, fetches included: tryNextId() ?? await nextId(), vs a plain bigint counter (n += 1n) counting for 1 s`);
+report('sustained_1_await', await sustained('sustained_1_await', false), baseline,
+  `one task on a fresh client (defaults) for ${secs} s, fetches included: await nextId() for every id (one promise each), vs a plain bigint counter (n += 1n) counting for 1 s`);
+
+if (sink === -1n) console.error('');

@@ -43,6 +43,8 @@ async function open(cmd) {
     waitTimeoutMs: cmd.wait_timeout_ms,
     backoffMinMs: cmd.backoff_min_ms,
     backoffMaxMs: cmd.backoff_max_ms,
+    ...(cmd.max_batch !== undefined ? { maxBatch: cmd.max_batch } : {}),
+    ...(cmd.target_lifetime_ms !== undefined ? { targetLifetimeMs: cmd.target_lifetime_ms } : {}),
     ids: 'string',
   });
   return { ok: true };
@@ -94,6 +96,7 @@ function stats() {
     batches: s.batches,
     failovers: s.failovers,
     discarded_ids: s.discardedIds,
+    batch_size: s.batchSize,
   };
 }
 

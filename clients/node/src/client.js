@@ -1,10 +1,10 @@
 // `Client`: its options, the supplies it makes (one per tag, one for snowflake), stats, close.
 
 import { ConfigError, InvalidTagError } from './errors.js';
-import { MAX_BATCH, Servers } from './servers.js';
+import { MAX_BATCH, MAX_SEGMENT_BATCH, MAX_SNOWFLAKE_BATCH, Servers } from './servers.js';
 import { IdSupply } from './supply.js';
 
-export { MAX_BATCH };
+export { MAX_BATCH, MAX_SEGMENT_BATCH, MAX_SNOWFLAKE_BATCH };
 
 /** The server's tag rule: 1 to 128 of `A-Z a-z 0-9 . _ : -`. */
 const TAG = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -19,6 +19,8 @@ export function isValidTag(tag) {
 
 const DEFAULTS = Object.freeze({
   batch: 1000,
+  maxBatch: MAX_SEGMENT_BATCH,
+  targetLifetimeMs: 1000,
   waitTimeoutMs: 5000,
   requestTimeoutMs: 2000,
   probeTimeoutMs: 1000,
@@ -41,7 +43,12 @@ export class Client {
   /**
    * @param {object} options
    * @param {string[]} options.servers base URLs (`http://host:port`), asked in this order
-   * @param {number} [options.batch] ids per request, 1..=100000 (default 1000)
+   * @param {number} [options.batch] ids of the first request, and the fewest any request asks
+   *   for, 1..=1000000 (default 1000; a snowflake supply asks for at most 100000)
+   * @param {number} [options.maxBatch] the most ids a request asks for as the size follows
+   *   demand, batch..=1000000 (default 1000000; a snowflake supply: at most 100000)
+   * @param {number} [options.targetLifetimeMs] how long a batch should last at the callers' rate:
+   *   the size doubles below half of it, halves above twice it (default 1000)
    * @param {number} [options.waitTimeoutMs] longest a `nextId` call waits for ids (default 5000)
    * @param {number} [options.requestTimeoutMs] bound of one batch request (default 2000)
    * @param {number} [options.probeTimeoutMs] bound of one health probe (default 1000)
@@ -58,7 +65,10 @@ export class Client {
     if (!Number.isInteger(o.batch) || o.batch < 1 || o.batch > MAX_BATCH) {
       throw new ConfigError(`batch must be an integer within 1..=${MAX_BATCH} (got ${o.batch})`);
     }
-    for (const k of /** @type {const} */ (['waitTimeoutMs', 'requestTimeoutMs', 'probeTimeoutMs', 'backoffMinMs', 'backoffMaxMs'])) {
+    if (!Number.isInteger(o.maxBatch) || o.maxBatch < o.batch || o.maxBatch > MAX_BATCH) {
+      throw new ConfigError(`maxBatch must be an integer within batch..=${MAX_BATCH}, batch being ${o.batch} (got ${o.maxBatch})`);
+    }
+    for (const k of /** @type {const} */ (['waitTimeoutMs', 'requestTimeoutMs', 'probeTimeoutMs', 'backoffMinMs', 'backoffMaxMs', 'targetLifetimeMs'])) {
       const v = o[k];
       if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0 || v > 2 ** 31 - 1) {
         throw new ConfigError(`${k} must be a number of milliseconds within 1..=2147483647 (got ${v})`);
@@ -80,6 +90,8 @@ export class Client {
     };
     this._servers = new Servers(bases, this._timing, this._stopper.signal);
     this._batch = o.batch;
+    this._maxBatch = o.maxBatch;
+    this._targetLifetimeMs = o.targetLifetimeMs;
     this._waitTimeoutMs = o.waitTimeoutMs;
     this._asString = o.ids === 'string';
     /** One supply per tag, so every caller of a tag shares one increasing stream. @type {Map<string, IdSupply>} */
@@ -101,11 +113,7 @@ export class Client {
     let s = this._segments.get(tag);
     if (s !== undefined) return s;
     if (!isValidTag(tag)) throw new InvalidTagError(tag);
-    s = this._supply({
-      path: `/api/v1/segment/${tag}/ids`,
-      count: this._batch,
-      tag,
-    });
+    s = this._supply({ path: `/api/v1/segment/${tag}/ranges`, tag }, MAX_SEGMENT_BATCH);
     this._segments.set(tag, s);
     return s;
   }
@@ -116,11 +124,7 @@ export class Client {
    */
   snowflake() {
     if (this._snowflake === null) {
-      this._snowflake = this._supply({
-        path: '/api/v1/snowflake/ids',
-        count: this._batch,
-        tag: null,
-      });
+      this._snowflake = this._supply({ path: '/api/v1/snowflake/ranges', tag: null }, MAX_SNOWFLAKE_BATCH);
     }
     return this._snowflake;
   }
@@ -151,11 +155,12 @@ export class Client {
   }
 
   /**
-   * Counters summed over every supply, and the client's failovers.
-   * @returns {{idsServed: number, batches: number, idsReceived: number, discardedIds: number, failedRounds: number, failovers: number}}
+   * Counters summed over every supply, the client's failovers, and `batchSize`: the largest size
+   * any supply asks for in its next request (the starting `batch` before any supply exists).
+   * @returns {{idsServed: number, batches: number, idsReceived: number, discardedIds: number, failedRounds: number, failovers: number, batchSize: number}}
    */
   stats() {
-    const sum = { idsServed: 0, batches: 0, idsReceived: 0, discardedIds: 0, failedRounds: 0, failovers: 0 };
+    const sum = { idsServed: 0, batches: 0, idsReceived: 0, discardedIds: 0, failedRounds: 0, failovers: 0, batchSize: 0 };
     const all = [...this._segments.values()];
     if (this._snowflake !== null) all.push(this._snowflake);
     for (const s of all) {
@@ -165,8 +170,10 @@ export class Client {
       sum.idsReceived += t.idsReceived;
       sum.discardedIds += t.discardedIds;
       sum.failedRounds += t.failedRounds;
+      sum.batchSize = Math.max(sum.batchSize, t.batchSize);
     }
     sum.failovers = this._servers.failovers;
+    if (all.length === 0) sum.batchSize = this._batch;
     return sum;
   }
 
@@ -208,11 +215,17 @@ export class Client {
     return this.close();
   }
 
-  /** @param {{path: string, count: number, tag: string | null}} request */
-  _supply(request) {
+  /**
+   * @param {{path: string, tag: string | null}} request the range route and the tag
+   * @param {number} routeMax the route's limit per request
+   */
+  _supply(request, routeMax) {
+    const maxBatch = Math.min(this._maxBatch, routeMax);
     return new IdSupply({
       servers: this._servers,
       request,
+      sizing: { batch: Math.min(this._batch, maxBatch), maxBatch, targetLifetimeMs: this._targetLifetimeMs },
+      catchUpMax: routeMax,
       timing: this._timing,
       waitTimeoutMs: this._waitTimeoutMs,
       asString: this._asString,

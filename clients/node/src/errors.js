@@ -15,17 +15,29 @@ export class LeafidError extends Error {
   }
 }
 
-/** The tag is not 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (the server's rule); no request was sent. */
+/** The tag is missing, or not 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (the server's rule); no request was sent. */
 export class InvalidTagError extends LeafidError {
   /** @param {unknown} tag */
   constructor(tag) {
-    super('invalid_tag', `invalid biz tag ${JSON.stringify(String(tag))}: 1 to 128 of A-Z a-z 0-9 . _ : -`);
+    super('invalid_tag', InvalidTagError.describe(tag));
     /** The tag refused. */
     this.tag = tag;
   }
+
+  /**
+   * What is wrong with `tag`, in words.
+   * @param {unknown} tag
+   */
+  static describe(tag) {
+    if (tag === null || tag === undefined) return `biz tag missing (got ${tag}): a tag is 1 to 128 of A-Z a-z 0-9 . _ : -`;
+    if (typeof tag !== 'string') return `biz tag must be a string, got a ${typeof tag}`;
+    if (tag.length === 0) return 'biz tag is empty: a tag is 1 to 128 of A-Z a-z 0-9 . _ : -';
+    if (tag.length > 128) return `biz tag is ${tag.length} characters long, above 128`;
+    return `invalid biz tag ${JSON.stringify(tag)}: only A-Z a-z 0-9 . _ : - are allowed`;
+  }
 }
 
-/** The client's options are unusable (no server, a bad URL, a batch outside 1..=100000, ...). */
+/** The client's options are unusable (no server, a bad URL, a batch outside 1..=1000000, ...). */
 export class ConfigError extends LeafidError {
   /** @param {string} message */
   constructor(message) {
@@ -58,21 +70,27 @@ export class RejectedError extends LeafidError {
   }
 }
 
-/** No ids arrived within the wait timeout: every server failed or is down. */
+/**
+ * No ids arrived within the wait: every server failed or is down, or (a short wait, a cold
+ * supply) the request for ids was not answered yet.
+ */
 export class UnavailableError extends LeafidError {
   /**
+   * @param {number} waitMs the wait the call was allowed (the wait timeout, or its `timeoutMs`)
    * @param {number} waitedMs how long the call waited
-   * @param {ServerFault | null} lastFault the last server failure seen by the refill, if any
+   * @param {ServerFault | null} lastFault the last server failure seen by the refills, if any
+   * @param {boolean} pending whether a request for ids was still in flight
    */
-  constructor(waitedMs, lastFault) {
-    super(
-      'unavailable',
-      `no ids within ${Math.round(waitedMs)} ms: no server answered` +
-        (lastFault ? ` (last: ${lastFault})` : ''),
-    );
+  constructor(waitMs, waitedMs, lastFault, pending) {
+    const why = lastFault
+      ? `no server delivered (last failure: ${lastFault})`
+      : pending
+        ? 'the request for ids was still unanswered'
+        : 'no server was asked';
+    super('unavailable', `no ids came within the ${Math.round(waitMs)} ms wait: ${why}`);
     /** How long the call waited, in milliseconds. */
     this.waitedMs = waitedMs;
-    /** The last server failure, or null when no server was asked. */
+    /** The last server failure, or null when none was seen (no server failed or was asked). */
     this.lastFault = lastFault;
   }
 }

@@ -2,11 +2,13 @@
 //
 // Layout:
 // - client.js: `Client` (options, one supply per tag, stats, close).
-// - supply.js: `IdSupply`, the double buffer, the single-flight refill, the floor (monotonicity).
-// - servers.js: failover, backoff, health probes, response validation.
+// - supply.js: `IdSupply`, the double buffer of ranges, the local path, the single-flight refill,
+//   the floor (monotonicity).
+// - sizing.js: `nextBatchSize`, the batch size that follows demand.
+// - servers.js: failover, backoff, health probes, range body validation.
 // - errors.js: the typed errors and `ServerFault`.
 
-export { Client, MAX_BATCH, isValidTag } from './client.js';
+export { Client, MAX_BATCH, MAX_SEGMENT_BATCH, MAX_SNOWFLAKE_BATCH, isValidTag } from './client.js';
 export { IdSupply } from './supply.js';
 export {
   LeafidError,

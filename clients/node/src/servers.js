@@ -10,21 +10,27 @@
 // behind a probe schedule while a server could answer.
 //
 // The only ids that leave this module come from the body of a 200 that parsed and passed
-// `validateBatch`; a failed or partial answer contributes nothing.
+// `validateRanges`; a failed or partial answer contributes nothing.
 
 import http from 'node:http';
 import https from 'node:https';
 
 import { RejectedError, ServerFault } from './errors.js';
 
-/** Most ids one batch request may ask for (the server's limit). */
-export const MAX_BATCH = 100_000;
+/** Most ids one segment range request may ask for (the route's limit). */
+export const MAX_SEGMENT_BATCH = 1_000_000;
+
+/** Most ids one snowflake range request may ask for (the route's limit). */
+export const MAX_SNOWFLAKE_BATCH = 100_000;
+
+/** Largest batch size a client accepts (the segment route's limit). */
+export const MAX_BATCH = MAX_SEGMENT_BATCH;
 
 /** Largest id a leafid server can issue: 2^63 - 1. */
 export const MAX_ID = (1n << 63n) - 1n;
 
-/** Largest body read from a server (a 100000-id batch of 19-digit strings is ~2.2 MB). */
-const MAX_BODY_BYTES = 8 * 1024 * 1024;
+/** Largest body read from a server (a range body is a few runs; an error page is small). */
+const MAX_BODY_BYTES = 1024 * 1024;
 
 /**
  * The 4xx codes that refuse the request itself. The servers share one database, so every server
@@ -53,70 +59,57 @@ export function backoff(timing, failures) {
 }
 
 /**
- * Checks a parsed 200 body against the request: `ids` is an array of 1..=count decimal strings,
- * each a positive 64-bit signed value, strictly increasing; on the segment route `biz_tag` names
- * the tag asked. Returns the ids (exact, as bigints and as their strings), or throws a string
- * saying what is wrong.
+ * One run of consecutive ids, both ends included (`first <= last`).
+ * @typedef {{first: bigint, last: bigint}} Run
+ */
+
+/**
+ * Checks a parsed 200 body of a range route against the request: `ranges` is a non-empty array
+ * of runs `{"first": "a", "last": "b"}` (decimal strings) with `0 < first <= last <= 2^63 - 1`,
+ * increasing and not overlapping, whose sizes add up to `count`, itself within 1..=the count
+ * asked; on the segment route `biz_tag` names the tag asked. Returns the runs (exact bigints)
+ * and their total, or throws a string saying what is wrong.
  * @param {unknown} body
  * @param {{count: number, tag: string | null}} request
- * @returns {{ids: bigint[], strs: string[]}}
+ * @returns {{runs: Run[], count: number}}
  */
-export function validateBatch(body, request) {
+export function validateRanges(body, request) {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
     throw 'the body is not a JSON object';
   }
-  const b = /** @type {{biz_tag?: unknown, ids?: unknown}} */ (body);
+  const b = /** @type {{biz_tag?: unknown, count?: unknown, ranges?: unknown}} */ (body);
   if (request.tag !== null && b.biz_tag !== request.tag) {
     throw `asked for tag ${JSON.stringify(request.tag)}, got ${JSON.stringify(b.biz_tag)}`;
   }
-  const raw = b.ids;
-  if (!Array.isArray(raw)) throw 'no "ids" array';
-  if (raw.length === 0 || raw.length > request.count) {
-    throw `${raw.length} ids for a count of ${request.count}`;
+  const count = b.count;
+  if (typeof count !== 'number' || !Number.isInteger(count) || count < 1 || count > request.count) {
+    throw `count ${JSON.stringify(count)} for ${request.count} ids asked`;
   }
-  const ids = new Array(raw.length);
+  const raw = b.ranges;
+  if (!Array.isArray(raw) || raw.length === 0) throw 'no "ranges" array of at least one run';
+  /** @type {Run[]} */
+  const runs = new Array(raw.length);
   let prev = 0n;
+  let total = 0n;
   for (let i = 0; i < raw.length; i++) {
-    const s = raw[i];
-    if (typeof s !== 'string' || !DECIMAL.test(s)) {
-      throw `id ${JSON.stringify(s)} is not a positive decimal string`;
+    const r = raw[i];
+    const f = r?.first;
+    const l = r?.last;
+    if (typeof f !== 'string' || !DECIMAL.test(f) || typeof l !== 'string' || !DECIMAL.test(l)) {
+      throw `run ${i} is not {"first","last"} of positive decimal strings: ${JSON.stringify(r)}`;
     }
-    const id = BigInt(s);
-    if (id > MAX_ID) throw `id ${s} is above 2^63 - 1`;
-    if (id <= prev) throw `ids not increasing: ${prev} then ${s}`;
-    ids[i] = id;
-    prev = id;
+    const first = BigInt(f);
+    const last = BigInt(l);
+    if (last > MAX_ID) throw `run ${i} ends at ${l}, above 2^63 - 1`;
+    if (first > last) throw `run ${i} is empty: first ${f} above last ${l}`;
+    if (first <= prev) throw `run ${i} starts at ${f}, not above the previous run's last ${prev}`;
+    total += last - first + 1n;
+    runs[i] = { first, last };
+    prev = last;
   }
-  return { ids, strs: /** @type {string[]} */ (raw) };
+  if (total !== BigInt(count)) throw `runs hold ${total} ids, count says ${count}`;
+  return { runs, count };
 }
-
-/**
- * The size and last id of a 200 body that ends the way leafid writes a batch
- * (`..."ids":[...,"<last id>"]}`) when that last id lies at or below `floor`; else null, and the
- * body is parsed whole. Reads the tail and counts commas: a catch-up discards answer after
- * answer of 100000 ids, and parsing and checking each id of them (a `BigInt` each) would cost
- * more than the request; none of them is handed out, so none needs validating.
- * @param {string} body
- * @param {number} count ids asked for
- * @param {bigint} floor the largest id the supply accepted (0n: none yet)
- * @returns {{ids: number, last: bigint} | null}
- */
-export function behindTail(body, count, floor) {
-  if (floor <= 0n) return null;
-  const m = TAIL.exec(body.length > 64 ? body.slice(-64) : body);
-  if (m === null) return null;
-  const last = BigInt(m[1]);
-  if (last > floor) return null;
-  // The array's opening, near the start (a tag cannot hold a quote).
-  const open = body.indexOf('"ids":[');
-  if (open < 0) return null;
-  let ids = 1;
-  for (let k = body.indexOf(',', open); k >= 0; k = body.indexOf(',', k + 1)) ids++;
-  return ids <= count ? { ids, last } : null;
-}
-
-/** The end of a batch body: `"<last id>"]}`, optional whitespace after. */
-const TAIL = /"([1-9][0-9]{0,18})"\]\}\s*$/;
 
 /**
  * One GET: resolves with the status and the body text, rejects on a transport failure. The
@@ -233,14 +226,12 @@ export class Servers {
 
   /**
    * One batch of at most `count` ids: the preferred server first, then the other up servers in
-   * order, then (last resort) the down ones. A 200 whose last id lies at or below `floor` comes
-   * back as `behind`, unparsed (`behindTail`).
-   * @param {{path: string, tag: string | null}} request the route (no query) and the tag
+   * order, then (last resort) the down ones.
+   * @param {{path: string, tag: string | null}} request the range route (no query) and the tag
    * @param {number} count ids asked for
-   * @param {bigint} [floor] the largest id the supply accepted (0n: none yet)
-   * @returns {Promise<{ids: bigint[], strs: string[], server: string} | {behind: {ids: number, last: bigint}, server: string} | {rejected: RejectedError} | {fault: ServerFault | null}>}
+   * @returns {Promise<{runs: Run[], count: number, server: string} | {rejected: RejectedError} | {fault: ServerFault | null}>}
    */
-  async fetch(request, count, floor = 0n) {
+  async fetch(request, count) {
     const n = this.list.length;
     const start = this.preferred % n;
     const tried = new Array(n).fill(false);
@@ -255,8 +246,8 @@ export class Servers {
         tried[i] = true;
         if (last !== null) this.failovers++;
         const seen = server.downs;
-        const outcome = await this.ask(server, request, count, floor);
-        if ('ids' in outcome || 'behind' in outcome) {
+        const outcome = await this.ask(server, request, count);
+        if ('runs' in outcome) {
           if (this.markUp(server, seen)) this.preferred = i;
           return outcome;
         }
@@ -273,10 +264,9 @@ export class Servers {
    * @param {Server} server
    * @param {{path: string, tag: string | null}} request
    * @param {number} count
-   * @param {bigint} [floor]
-   * @returns {Promise<{ids: bigint[], strs: string[], server: string} | {behind: {ids: number, last: bigint}, server: string} | {rejected: RejectedError} | {fault: ServerFault}>}
+   * @returns {Promise<{runs: Run[], count: number, server: string} | {rejected: RejectedError} | {fault: ServerFault}>}
    */
-  async ask(server, request, count, floor = 0n) {
+  async ask(server, request, count) {
     const url = `${server.base}${request.path}?count=${count}&stringify_ids=true`;
     let res;
     for (let attempt = 0; ; attempt++) {
@@ -302,10 +292,8 @@ export class Servers {
       const { code } = parseErrorBody(res.body);
       return { fault: new ServerFault(server.base, 'status', `${res.status}${code ? ` ${code}` : ''}`) };
     }
-    const behind = behindTail(res.body, count, floor);
-    if (behind !== null) return { behind, server: server.base };
     try {
-      return { ...validateBatch(JSON.parse(res.body), { count, tag: request.tag }), server: server.base };
+      return { ...validateRanges(JSON.parse(res.body), { count, tag: request.tag }), server: server.base };
     } catch (e) {
       return { fault: new ServerFault(server.base, 'bad_response', errorText(e)) };
     }

@@ -46,7 +46,7 @@ after(async () => {
 
 test('segment ids are exact bigints, increasing across many batches, with stats', T, async () => {
   await createTag(server.address, 'plain', 1000);
-  const c = track(new Client({ servers: [server.address], batch: 50 }));
+  const c = track(new Client({ servers: [server.address], batch: 50, maxBatch: 50 }));
   const ids = [];
   for (let i = 0; i < 1000; i++) ids.push(await c.nextId('plain'));
   assert.equal(typeof ids[0], 'bigint');
@@ -58,6 +58,7 @@ test('segment ids are exact bigints, increasing across many batches, with stats'
   assert.ok(st.batches >= 20 && st.batches <= 22, `batches ${st.batches}: 20 used, at most 2 ahead`);
   assert.equal(st.discardedIds, 0);
   assert.equal(st.failovers, 0);
+  assert.equal(st.batchSize, 50, 'a fixed size: batch = maxBatch');
   assert.equal(c.segment('plain'), c.segment('plain'), 'one supply per tag');
   await c.close();
 });

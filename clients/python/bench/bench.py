@@ -1,157 +1,140 @@
-"""Benchmarks of the Python client, against a real leafid server it starts itself.
+"""The Python client's benchmark cases (run by ``bench.sh``), against a running leafid server.
 
-    python3 bench/bench.py [--seconds 3] [--rounds 5]
+Environment: ``LEAFID_BENCH_URL`` (a running release server), ``LEAFID_BENCH_TAG`` (an existing
+segment tag), ``LEAFID_BENCH_SECS`` (seconds per sustained case, default 10). Prints one
+``BENCH {json}`` line per case on stdout, everything else on stderr:
 
-1. Local ``next_id`` (ids already in the local batches, the refill of 100,000-id batches running
-   in the background) against the language's own counter, ``next(itertools.count())`` under a
-   ``threading.Lock``: interleaved rounds in one process, median ns per id.
-2. Sustained ids/s from one caller: ``next_id`` in a loop for ``--seconds``, batches of 1,000
-   (the default), adaptive from 1,000 to 100,000, and 100,000; blocking and asyncio.
-
-The server is ``LEAFID_BIN`` if set, else ``target/release/leafid`` if it exists, else
-``target/debug/leafid`` (printed).
+- ``local``: ``next_id`` of a supply holding one huge range (never fetching) against
+  ``next(itertools.count())`` (its bound ``__next__``), both through ``timeit`` with the same
+  statement ``f()`` and number of ids; rounds alternate baseline and subject; medians.
+- ``sustained_1``: one thread calling ``next_id`` on a fresh client (defaults: batch 1000, the
+  demand rule on) for the given seconds, every fetch included; baseline: one thread calling the
+  counter in the same loop for 1 s.
+- ``sustained_4``: four threads on one client; baseline: four threads on one shared counter.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import itertools
+import json
 import os
 import platform
 import statistics
 import sys
-import tempfile
 import threading
 import time
+import timeit
 from pathlib import Path
+from typing import Callable, List
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "src"))
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from leafid_client import AsyncClient, Client  # noqa: E402
-from leafid_server import REPO, LeafidServer  # type: ignore[import-not-found]  # noqa: E402
+from leafid_client import Client  # noqa: E402
 
-TAG = "leaf-segment-test"
-
-
-def server_bin() -> str:
-    if "LEAFID_BIN" in os.environ:
-        return os.environ["LEAFID_BIN"]
-    release = REPO / "target" / "release" / "leafid"
-    return str(release if release.exists() else REPO / "target" / "debug" / "leafid")
+LOCAL_IDS = 1_000_000
+LOCAL_ROUNDS = 7
 
 
-def per_id_ns(fn, n: int) -> float:
-    t0 = time.perf_counter_ns()
-    for _ in range(n):
-        fn()
-    return (time.perf_counter_ns() - t0) / n
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
 
 
-def local(url: str, rounds: int, n: int) -> None:
-    """Interleaved rounds of n ids each: the counter, next_id on ids already local (no refill
-    running: the fast path alone), next_id through the server (batch 100000, refills included).
-    """
-    lock = threading.Lock()
-    counter = itertools.count(1)
-
-    def counter_next() -> int:
-        with lock:
-            return next(counter)
-
-    with Client([url], batch=100_000) as c, Client(["http://127.0.0.1:9"]) as offline:
-        supply = c.segment(TAG)
-        for _ in range(200_000):  # warm up: two batches fetched
-            supply.next_id()
-        # The fast path alone: a supply holding rounds * n ids that never refills (internal
-        # API, benchmark only).
-        local_only = offline.segment("bench")
-        local_only._core.ids = list(range(1, rounds * n + 1))
-        local_only._core.preload_at = -1
-        base, fast, e2e = [], [], []
-        for _ in range(rounds):
-            base.append(per_id_ns(counter_next, n))
-            fast.append(per_id_ns(local_only.next_id, n))
-            e2e.append(per_id_ns(supply.next_id, n))
-        stats = c.stats()
-
-    def row(name: str, runs: "list[float]") -> float:
-        m = statistics.median(runs)
-        print(f"{name:<44} median {m:5.0f} ns/id ({1e3 / m:5.2f} M ids/s), runs "
-              + ", ".join(f"{x:.0f}" for x in runs))
-        return m
-
-    b = row("itertools.count() under threading.Lock", base)
-    f = row("next_id, ids already local (fast path)", fast)
-    e = row("next_id via the server, batch 100000", e2e)
-    print(f"ratio to the counter (its ns / ours): fast path {b / f:.2f}x, via the server "
-          f"{b / e:.2f}x  [{stats}]")
+def emit(case: str, ids_per_s: float, baseline_per_s: float, method: str) -> None:
+    row = {
+        "client": "python",
+        "case": case,
+        "ids_per_s": round(ids_per_s),
+        "baseline_per_s": round(baseline_per_s),
+        "ratio": round(ids_per_s / baseline_per_s, 3),
+        "method": method,
+    }
+    print("BENCH " + json.dumps(row, separators=(",", ":")), flush=True)
 
 
-def label(batch: int, max_batch: "int | None") -> str:
-    return f"batch {batch}" + (f" adaptive to {max_batch}" if max_batch else "")
+def local() -> None:
+    # A supply of one range of 2^62 ids: its preload mark is never reached, nothing is fetched.
+    offline = Client(["http://127.0.0.1:9"])
+    try:
+        supply = offline.segment("bench")
+        with supply._lock:
+            supply.accept([(1, 1 << 62)])
+        supply.next_id()  # makes the range current
+        base: List[float] = []
+        subject: List[float] = []
+        for _ in range(LOCAL_ROUNDS):
+            counter = itertools.count(1).__next__
+            base.append(timeit.timeit("f()", globals={"f": counter}, number=LOCAL_IDS))
+            subject.append(timeit.timeit("f()", globals={"f": supply.next_id}, number=LOCAL_IDS))
+        assert supply.stats().ids_served == 1 + LOCAL_ROUNDS * LOCAL_IDS
+    finally:
+        offline.close()
+    b, s = statistics.median(base), statistics.median(subject)
+    log(f"local: counter {b / LOCAL_IDS * 1e9:.1f} ns/id, next_id {s / LOCAL_IDS * 1e9:.1f} ns/id")
+    emit(
+        "local",
+        LOCAL_IDS / s,
+        LOCAL_IDS / b,
+        f"timeit, {LOCAL_ROUNDS} alternating rounds of {LOCAL_IDS} ids, medians; baseline "
+        "next(itertools.count()) bound method",
+    )
 
 
-def sustained(url: str, batch: int, max_batch: "int | None", seconds: float) -> None:
-    with Client([url], batch=batch, max_batch=max_batch) as c:
-        supply = c.segment(TAG)
-        supply.next_id()
+def run_for(threads: int, seconds: float, take: Callable[[], object]) -> float:
+    """Ids per second of ``threads`` threads calling ``take`` for ``seconds``."""
+    counts = [0] * threads
+    start = threading.Barrier(threads + 1)
+    stop = [False]
+
+    def work(k: int) -> None:
+        start.wait()
         n = 0
-        t0 = time.perf_counter()
-        end = t0 + seconds
-        while True:
+        while not stop[0]:
             for _ in range(1000):
-                supply.next_id()
+                take()
             n += 1000
-            if time.perf_counter() >= end:
-                break
-        elapsed = time.perf_counter() - t0
-        s = c.stats()
-    print(f"sustained, blocking, {label(batch, max_batch)}: {n / elapsed / 1e6:.2f} M ids/s "
-          f"({n} ids in {elapsed:.2f} s, {s.batches} batches, last size {s.batch_size})")
+        counts[k] = n
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    stop[0] = True
+    for t in ts:
+        t.join()
+    return sum(counts) / (time.perf_counter() - t0)
 
 
-def sustained_async(url: str, batch: int, max_batch: "int | None", seconds: float) -> None:
-    async def main() -> None:
-        async with AsyncClient([url], batch=batch, max_batch=max_batch) as c:
-            supply = c.segment(TAG)
-            await supply.next_id()
-            n = 0
-            t0 = time.perf_counter()
-            end = t0 + seconds
-            while True:
-                for _ in range(1000):
-                    await supply.next_id()
-                n += 1000
-                if time.perf_counter() >= end:
-                    break
-            elapsed = time.perf_counter() - t0
-            s = c.stats()
-        print(f"sustained, asyncio,  {label(batch, max_batch)}: {n / elapsed / 1e6:.2f} M ids/s "
-              f"({n} ids in {elapsed:.2f} s, {s.batches} batches, last size {s.batch_size})")
-
-    asyncio.run(main())
+def sustained(threads: int, url: str, tag: str, seconds: float) -> None:
+    baseline = run_for(threads, 1.0, itertools.count(1).__next__)
+    with Client([url]) as c:
+        supply = c.segment(tag)
+        supply.next_id()  # the first fetch: connects
+        rate = run_for(threads, seconds, supply.next_id)
+        stats = c.stats()
+    log(f"sustained_{threads}: {rate:,.0f} ids/s over {seconds} s, counter {baseline:,.0f}/s; "
+        f"{stats.batches} batches, next size {stats.batch_size}")
+    who = "one thread" if threads == 1 else f"{threads} threads"
+    emit(
+        f"sustained_{threads}",
+        rate,
+        baseline,
+        f"{who} on a fresh Client (batch 1000, demand rule) for {seconds:g} s, fetches "
+        f"included; baseline {who} on one itertools.count() for 1 s, same loop",
+    )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--n", type=int, default=1_000_000, help="ids per local round")
-    args = ap.parse_args()
-    os.environ["LEAFID_BIN"] = server_bin()
-    print(f"server: {os.environ['LEAFID_BIN']}")
-    print(f"python: {platform.python_implementation()} {platform.python_version()}, "
-          f"{os.cpu_count()} cores")
-    with tempfile.TemporaryDirectory() as d:
-        srv = LeafidServer(Path(d) / "leafid.db", env={"LEAFID__SERVER__WORKERS": "0"})
-        with srv:
-            local(srv.url, args.rounds, args.n)
-            for batch, max_batch in ((1000, None), (1000, 100_000), (100_000, None)):
-                sustained(srv.url, batch, max_batch, args.seconds)
-                sustained_async(srv.url, batch, max_batch, args.seconds)
+    url = os.environ.get("LEAFID_BENCH_URL")
+    tag = os.environ.get("LEAFID_BENCH_TAG")
+    if not url or not tag:
+        sys.exit("bench: set LEAFID_BENCH_URL (a running server) and LEAFID_BENCH_TAG (a tag)")
+    seconds = float(os.environ.get("LEAFID_BENCH_SECS", "10"))
+    log(f"bench: {platform.python_implementation()} {platform.python_version()}, {url} {tag}")
+    local()
+    sustained(1, url, tag, seconds)
+    sustained(4, url, tag, seconds)
 
 
 if __name__ == "__main__":

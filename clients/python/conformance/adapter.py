@@ -57,8 +57,11 @@ def settings(cmd: Dict[str, Any]) -> Dict[str, Any]:
     def ms(key: str, default: float) -> float:
         return float(cmd.get(key, default)) / 1000.0
 
+    lifetime = cmd.get("target_lifetime_ms")
     return dict(
         batch=cmd.get("batch", 1000),
+        max_batch=cmd.get("max_batch"),
+        target_lifetime=1.0 if lifetime is None else float(lifetime) / 1000.0,
         request_timeout=ms("request_timeout_ms", 2000),
         wait_timeout=ms("wait_timeout_ms", 5000),
         backoff_min=ms("backoff_min_ms", 50),
@@ -73,6 +76,7 @@ def stats_reply(s: Stats) -> Dict[str, Any]:
         "batches": s.batches,
         "failovers": s.failovers,
         "discarded_ids": s.discarded_ids,
+        "batch_size": s.batch_size,
     }
 
 

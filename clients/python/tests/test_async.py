@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable, List
+from typing import Callable, List, Tuple
 
 import pytest
 
 from leafid_client import AsyncClient, ClientClosedError, RejectedError, UnavailableError
 from leafid_server import LeafidServer, free_low_port
+from test_client import assert_real_time_order
 
 SEEDED = "leaf-segment-test"
 
@@ -33,7 +34,7 @@ def run(coro: "asyncio.Future | object") -> object:
 
 def test_ids_and_stats(shared_pair: List[LeafidServer]) -> None:
     async def main() -> None:
-        async with AsyncClient([s.url for s in shared_pair], batch=50) as c:
+        async with AsyncClient([s.url for s in shared_pair], batch=50, max_batch=50) as c:
             seg = [await c.next_id(SEEDED) for _ in range(500)]
             snow = [await c.next_snowflake_id() for _ in range(120)]
             stats = c.stats()
@@ -189,6 +190,41 @@ def test_a_malformed_200_is_that_servers_failure(
     run(main())
 
 
+@pytest.mark.parametrize("engine", ["segment", "snowflake"])
+def test_a_hammer_of_tasks_on_small_ranges(engine: str, shared_pair: List[LeafidServer]) -> None:
+    """Several tasks on one client, batches of 7 to 20 ids so pieces and batches switch all the
+    time, each task yielding now and then: no id twice, each caller's ids increase, and a call
+    that started after another ended got a larger id."""
+    tasks, per = 8, 2000
+
+    async def main() -> List[List[Tuple[int, int, int]]]:
+        async with AsyncClient([shared_pair[0].url], batch=7, max_batch=20) as c:
+            supply = c.segment(SEEDED) if engine == "segment" else c.snowflake()
+
+            async def caller(k: int) -> List[Tuple[int, int, int]]:
+                out = []
+                clock = time.perf_counter_ns
+                for n in range(per):
+                    t0 = clock()
+                    i = await supply.next_id()
+                    out.append((t0, clock(), i))
+                    if (n + k) % 3 == 0:
+                        await asyncio.sleep(0)
+                return out
+
+            calls = await asyncio.gather(*(caller(k) for k in range(tasks)))
+            stats = supply.stats()
+        assert stats.ids_served == tasks * per and stats.batches >= tasks * per // 20, stats
+        return list(calls)
+
+    calls = run(main())
+    every = [call for out in calls for call in out]  # type: ignore[attr-defined]
+    assert len({i for _, _, i in every}) == tasks * per, "no id twice"
+    for out in calls:  # type: ignore[attr-defined]
+        assert strictly_increasing([i for _, _, i in out])
+    assert_real_time_order(every)
+
+
 def test_an_adaptive_batch_grows_while_callers_wait(shared_pair: List[LeafidServer]) -> None:
     async def main() -> None:
         async with AsyncClient([shared_pair[0].url], batch=10, max_batch=5000) as c:
@@ -220,5 +256,26 @@ def test_a_down_server_is_probed_with_exponential_backoff_until_close(
         n = len(handler.paths)
         await asyncio.sleep(0.4)
         assert len(handler.paths) == n, "no probe after close()"
+
+    run(main())
+
+
+def test_an_https_url_speaks_tls(shared_pair: List[LeafidServer]) -> None:
+    tls = shared_pair[0].url.replace("http://", "https://")
+
+    async def main() -> None:
+        async with AsyncClient([tls, shared_pair[1].url], batch=10) as c:
+            assert await c.next_id(SEEDED) > 0
+            assert c.down_servers() == [tls] and c.stats().failovers == 1
+
+    run(main())
+
+
+def test_a_zero_wait_on_a_cold_tag_says_so(shared_pair: List[LeafidServer]) -> None:
+    async def main() -> None:
+        async with AsyncClient([shared_pair[0].url]) as c:
+            with pytest.raises(UnavailableError) as e:
+                await c.next_id(SEEDED, timeout=0)
+            assert "within the 0 ms wait" in str(e.value) and e.value.last is None
 
     run(main())

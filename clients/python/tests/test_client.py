@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import sys
 import threading
 import time
 from typing import Callable, List, Tuple
@@ -14,6 +15,7 @@ import pytest
 from leafid_client import (
     Client,
     ClientClosedError,
+    InvalidTagError,
     RejectedError,
     UnavailableError,
 )
@@ -37,7 +39,7 @@ def wait_until(cond: Callable[[], bool], timeout: float = 10.0) -> bool:
 
 
 def test_ids_of_a_tag_increase_batch_by_batch(shared_pair: List[LeafidServer]) -> None:
-    with Client([s.url for s in shared_pair], batch=50) as c:
+    with Client([s.url for s in shared_pair], batch=50, max_batch=50) as c:
         ids = [c.next_id(SEEDED) for _ in range(500)]
         stats = c.stats()
     assert strictly_increasing(ids)
@@ -191,13 +193,23 @@ def test_a_server_restarted_on_its_port_is_used_again(
     assert strictly_increasing(ids) and len(ids) >= 25
 
 
+def _ranges(*pairs: "tuple[str, str]", tag: str = SEEDED, count: "int | None" = None) -> bytes:
+    n = sum(int(last) - int(first) + 1 for first, last in pairs) if count is None else count
+    doc = {"biz_tag": tag, "count": n, "ranges": [{"first": f, "last": l} for f, l in pairs]}
+    return json.dumps(doc).encode()
+
+
 BAD_BODIES = [
     b"not json",
-    json.dumps({"biz_tag": SEEDED, "ids": ["999999999", "999999998"]}).encode(),
-    json.dumps({"biz_tag": "other", "ids": ["999999999"]}).encode(),
-    json.dumps({"biz_tag": SEEDED, "ids": ["0"]}).encode(),
-    json.dumps({"biz_tag": SEEDED, "ids": [str(999999999 + i) for i in range(11)]}).encode(),
-    json.dumps({"biz_tag": SEEDED, "ids": ["99999999999999999999999"]}).encode(),
+    json.dumps({"biz_tag": SEEDED, "ids": ["999999998", "999999999"]}).encode(),  # not ranges
+    _ranges(("999999999", "999999999"), ("999999990", "999999990")),  # decreasing
+    _ranges(("999999990", "999999995"), ("999999995", "999999996")),  # overlapping
+    _ranges(("999999999", "999999999"), tag="other"),
+    _ranges(("0", "1")),
+    _ranges(("999999990", "999999989"), count=0),
+    _ranges(("999999990", "999999999"), count=9),  # sizes do not add up to count
+    _ranges(("999999980", "999999990")),  # 11 ids for a count of 10
+    _ranges(("9223372036854775808", "9223372036854775808")),
 ]
 
 
@@ -242,6 +254,45 @@ def test_concurrent_callers_get_unique_ids_in_real_time_order(
             for out in calls:
                 assert strictly_increasing([i for _, _, i in out])
             assert_real_time_order(every)
+
+
+@pytest.mark.parametrize("engine", ["segment", "snowflake"])
+def test_a_hammer_of_threads_on_small_ranges(
+    engine: str, shared_pair: List[LeafidServer]
+) -> None:
+    """Several threads on one client, batches of 7 to 20 ids so pieces and batches switch
+    all the time, the GIL handed over every 10 us: no id twice, each caller's ids increase, and
+    a call that started after another ended got a larger id."""
+    threads, per = 6, 3000
+    calls: List[List[Tuple[int, int, int]]] = [[] for _ in range(threads)]
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        with Client([shared_pair[0].url], batch=7, max_batch=20) as c:
+            supply = c.segment(SEEDED) if engine == "segment" else c.snowflake()
+
+            def work(out: List[Tuple[int, int, int]]) -> None:
+                clock = time.perf_counter_ns
+                take = supply.next_id
+                for _ in range(per):
+                    t0 = clock()
+                    i = take()
+                    out.append((t0, clock(), i))
+
+            ts = [threading.Thread(target=work, args=(out,)) for out in calls]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            stats = supply.stats()
+    finally:
+        sys.setswitchinterval(old)
+    every = [call for out in calls for call in out]
+    assert len({i for _, _, i in every}) == threads * per, "no id twice"
+    for out in calls:
+        assert strictly_increasing([i for _, _, i in out])
+    assert_real_time_order(every)
+    assert stats.ids_served == threads * per and stats.batches >= threads * per // 20, stats
 
 
 def assert_real_time_order(calls: List[Tuple[int, int, int]]) -> None:
@@ -355,3 +406,21 @@ def test_a_down_server_is_probed_with_exponential_backoff_until_close(
     n = len(handler.paths)
     time.sleep(0.4)
     assert len(handler.paths) == n, "no probe after close()"
+
+
+def test_an_https_url_speaks_tls(shared_pair: List[LeafidServer]) -> None:
+    # A plain HTTP server behind an https:// URL: the TLS handshake fails (that server's
+    # failure, so the client fails over), which shows the client spoke TLS to it.
+    tls = shared_pair[0].url.replace("http://", "https://")
+    with Client([tls, shared_pair[1].url], batch=10) as c:
+        assert c.next_id(SEEDED) > 0
+        assert c.down_servers() == [tls] and c.stats().failovers == 1
+
+
+def test_a_zero_wait_on_a_cold_tag_says_so(shared_pair: List[LeafidServer]) -> None:
+    with Client([shared_pair[0].url]) as c:
+        with pytest.raises(UnavailableError) as e:
+            c.next_id(SEEDED, timeout=0)
+        assert "within the 0 ms wait" in str(e.value) and e.value.last is None
+        with pytest.raises(InvalidTagError, match="missing"):
+            c.next_id(None)  # type: ignore[arg-type]

@@ -31,8 +31,13 @@ class _Handler(socketserver.StreamRequestHandler):
                     return
                 head += line
             count = int(head.split(b"count=")[1].split(b"&")[0])
+            ids = [next(self.ids) for _ in range(count)]
             body = json.dumps(
-                {"biz_tag": TAG, "ids": [str(next(self.ids)) for _ in range(count)]}
+                {
+                    "biz_tag": TAG,
+                    "count": count,
+                    "ranges": [{"first": str(ids[0]), "last": str(ids[-1])}],
+                }
             ).encode()
             if self.mode == "chunked":
                 half = len(body) // 2

@@ -76,6 +76,19 @@ impl SegmentStore for GuardedSegmentStore {
         self.gate.watch_result(self.inner.ping().await)
     }
 
+    async fn get_format(&self, biz_tag: &str) -> Result<Option<String>, StoreError> {
+        self.gate.watch_result(self.inner.get_format(biz_tag).await)
+    }
+
+    async fn list_formats(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.gate.watch_result(self.inner.list_formats().await)
+    }
+
+    async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {
+        self.gate
+            .watch_result(self.inner.put_format(biz_tag, format).await)
+    }
+
     async fn return_unused(&self, biz_tag: &str, from: i64, to: i64) -> Result<bool, StoreError> {
         // Lowers max_id: nothing is handed out, so it passes whatever the settings.
         self.gate

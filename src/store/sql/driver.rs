@@ -26,9 +26,12 @@ impl<T: ?Sized, U: ?Sized> Same<T> for U {
 /// A worker-lease row as `SELECT worker_id, lease_until_ms, last_timestamp_ms, owner` reads it.
 type LeaseRow = (i64, i64, i64, String);
 
+/// A tag and its text, as `SELECT biz_tag, format` reads it.
+type TextRow = (String, String);
+
 /// A sqlx driver that runs the shared statements: it executes on a pooled connection, binds
-/// `&str` and `i64`, caches prepared statements, and decodes `(String,)`, `(i64,)` and a
-/// worker-lease row. Every driver that can is one (the blanket impl below); the two lines per
+/// `&str` and `i64`, caches prepared statements, and decodes `(String,)`, `(i64,)`, `(String, String)`
+/// and a worker-lease row. Every driver that can is one (the blanket impl below); the two lines per
 /// bound are the form the compiler carries to each user (see the module docs).
 pub(crate) trait SqlDriver:
     Database<Arguments: IntoArguments<Self>>
@@ -47,6 +50,8 @@ pub(crate) trait SqlDriver:
     + for<'r> Same<(i64,), Is: FromRow<'r, <Self as Database>::Row>>
     + Same<LeaseRow, Is = LeaseRow>
     + for<'r> Same<LeaseRow, Is: FromRow<'r, <Self as Database>::Row>>
+    + Same<TextRow, Is = TextRow>
+    + for<'r> Same<TextRow, Is: FromRow<'r, <Self as Database>::Row>>
 {
 }
 
@@ -59,5 +64,6 @@ where
     (String,): for<'r> FromRow<'r, DB::Row>,
     (i64,): for<'r> FromRow<'r, DB::Row>,
     LeaseRow: for<'r> FromRow<'r, DB::Row>,
+    TextRow: for<'r> FromRow<'r, DB::Row>,
 {
 }

@@ -10,12 +10,14 @@
 //!   `?` placeholders and numbered for PostgreSQL.
 //! - `session`: where a statement runs ([`Sessions`], [`Session`]) and how one write commits
 //!   ([`write_one`](session::write_one)).
+//! - `formats`: `leafid_tag_format`, the formats of formatted tags.
 //! - `tags`: the `leaf_alloc` reads, the give-back of unused ids, and the row types.
 //! - `workers`: the worker-id store.
 //! - `store`: [`DialectStore`], and `SegmentStore`/`WorkerStore` for every one.
 
 mod dialect;
 mod driver;
+mod formats;
 mod session;
 mod statement;
 mod store;

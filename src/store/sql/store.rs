@@ -7,7 +7,7 @@
 
 use super::dialect::Dialect;
 use super::session::Sessions;
-use super::{tags, workers};
+use super::{formats, tags, workers};
 use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
 use crate::snowflake::worker::{NodeInfo, WorkerLease, WorkerStore, WorkerStoreError};
 use async_trait::async_trait;
@@ -88,6 +88,18 @@ where
 
     async fn return_unused(&self, biz_tag: &str, from: i64, to: i64) -> Result<bool, StoreError> {
         tags::return_unused(self.sessions(), biz_tag, from, to).await
+    }
+
+    async fn get_format(&self, biz_tag: &str) -> Result<Option<String>, StoreError> {
+        formats::get_format(self.sessions(), biz_tag).await
+    }
+
+    async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {
+        formats::put_format(self.sessions(), biz_tag, format).await
+    }
+
+    async fn list_formats(&self) -> Result<Vec<(String, String)>, StoreError> {
+        formats::list_formats(self.sessions()).await
     }
 }
 

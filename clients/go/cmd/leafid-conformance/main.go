@@ -23,6 +23,8 @@ type command struct {
 	Op             string   `json:"op"`
 	Servers        []string `json:"servers"`
 	Batch          int      `json:"batch"`
+	MaxBatch       int      `json:"max_batch"`
+	TargetLifetime int64    `json:"target_lifetime_ms"`
 	RequestTimeout int64    `json:"request_timeout_ms"`
 	WaitTimeout    int64    `json:"wait_timeout_ms"`
 	BackoffMin     int64    `json:"backoff_min_ms"`
@@ -83,6 +85,8 @@ func (a *adapter) open(c *command) map[string]any {
 	client, err := leafid.New(leafid.Config{
 		Servers:        c.Servers,
 		Batch:          c.Batch,
+		MaxBatch:       c.MaxBatch,
+		TargetLifetime: ms(c.TargetLifetime),
 		RequestTimeout: ms(c.RequestTimeout),
 		WaitTimeout:    ms(c.WaitTimeout),
 		BackoffMin:     ms(c.BackoffMin),
@@ -177,7 +181,7 @@ func (a *adapter) stats() map[string]any {
 	}
 	st := a.client.Stats()
 	return map[string]any{"ok": true, "ids_served": st.IDsServed, "batches": st.Batches,
-		"failovers": st.Failovers, "discarded_ids": st.DiscardedIDs}
+		"failovers": st.Failovers, "discarded_ids": st.DiscardedIDs, "batch_size": st.BatchSize}
 }
 
 func fail(e errorInfo) map[string]any {

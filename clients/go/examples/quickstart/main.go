@@ -45,7 +45,7 @@ func main() {
 		case errors.As(err, &rejected):
 			log.Fatalf("refused (%s): %v", rejected.Code, err)
 		case errors.As(err, &unavailable):
-			log.Fatalf("no server answered: %v", err)
+			log.Fatalf("no ids in time: %v", err)
 		case err != nil:
 			log.Fatal(err)
 		}

@@ -1,9 +1,11 @@
 """leafid_client: ids from leafid servers, served in-process.
 
-Per tag, a supply keeps two local batches of ids fetched from the server's batch route
-(``GET /api/v1/segment/{tag}/ids?count=N``) and fetches the next one in the background once 10%
-of the current one is used, so ``next_id`` is a local index on the fast path. Snowflake ids are
-buffered the same way from ``GET /api/v1/snowflake/ids``.
+Per tag, a supply keeps two local batches of ids fetched from the server's range route
+(``GET /api/v1/segment/{tag}/ranges?count=N``: runs of consecutive ids) and fetches the next one
+in the background once 10% of the current one is used, so ``next_id`` is one ``next()`` on a
+range iterator (one increment and one compare, in C) on the local path. Snowflake ids are buffered the same way
+from ``GET /api/v1/snowflake/ranges``. The size of a request follows demand: a batch should last
+about ``target_lifetime`` (1 s) at the callers' rate, between ``batch`` and ``max_batch``.
 
 Guarantees, per supply (one tag, or snowflake) of one client:
 
@@ -14,12 +16,16 @@ Guarantees, per supply (one tag, or snowflake) of one client:
   next one asked in the same call; a probe of ``/health/ready`` on an exponential backoff
   brings it back.
 
-Layout: ``client.py`` (:class:`Client`, blocking, threads), ``aio.py`` (:class:`AsyncClient`,
-asyncio), ``_core.py`` (validation, server set, the double buffer and floor, shared by both),
-``errors.py``.
+Layout (as in the other leafid clients): ``client.py`` (:class:`Client`, blocking, threads),
+``aio.py`` (:class:`AsyncClient`, asyncio), ``_servers.py`` (server URLs, health, failover
+order, probe backoff), ``_supply.py`` (the range buffer, the floor, the demand rule, the
+catch-up; the local path's invariants), ``_wire.py`` (routes, answer validation),
+``_settings.py``, ``errors.py``. Everything but the two clients' I/O is shared by both.
 """
 
-from ._core import MAX_BATCH, Stats, valid_tag
+from ._settings import MAX_BATCH
+from ._supply import Stats
+from ._wire import MAX_SNOWFLAKE_COUNT, valid_tag
 from .aio import AsyncClient, AsyncSegmentSupply, AsyncSnowflakeSupply
 from .client import Client, SegmentSupply, SnowflakeSupply
 from .errors import (
@@ -36,6 +42,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MAX_BATCH",
+    "MAX_SNOWFLAKE_COUNT",
     "AsyncClient",
     "AsyncSegmentSupply",
     "AsyncSnowflakeSupply",

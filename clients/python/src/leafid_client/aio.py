@@ -14,23 +14,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, Coroutine, Dict, List, Optional, Set, Tuple, Union
+from typing import Any, Callable, Coroutine, Dict, List, Optional, Set, Tuple
 
-from ._core import (
+from ._servers import Endpoint, ServerSet, backoff
+from ._settings import Settings
+from ._supply import Stats, SupplyCore, catch_up_count
+from ._wire import (
+    MAX_SEGMENT_COUNT,
+    MAX_SNOWFLAKE_COUNT,
     AllFailed,
     BatchRequest,
-    Behind,
-    Endpoint,
+    Run,
     ServerFailure,
-    ServerSet,
-    Settings,
-    Stats,
-    SupplyCore,
-    backoff,
-    catch_up_count,
     check_tag,
     interpret,
 )
+from .client import _behind, _tls_context
 from .errors import ClientClosedError, RejectedError, ServerFault, UnavailableError
 
 __all__ = ["AsyncClient", "AsyncSegmentSupply", "AsyncSnowflakeSupply"]
@@ -41,11 +40,13 @@ _IDLE_PER_SERVER = 4
 """Idle keep-alive connections kept per server."""
 
 _MAX_BODY = 64 << 20
-"""Largest response body read (100,000 ids as strings are about 2.5 MB)."""
+"""Largest response body read (a range batch is a few runs, far below it)."""
 
-_YIELD_MASK = 63
-"""While a refill runs, the fast path yields to the loop once per 64 ids, so a caller that
-never awaits anything else still lets the refill's request out and its answer in."""
+_YIELD_EVERY = 256
+"""While a refill runs, a caller yields to the loop once per this many ids (pieces are cut to
+it), so a caller that never awaits anything else still lets the refill's request out and its
+answer in."""
+
 
 _Conn = Tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
@@ -77,7 +78,9 @@ class _AsyncHttp:
             conn = idle.pop() if idle else None
             reused = conn is not None
             if conn is None:
-                conn = await asyncio.open_connection(ep.host, ep.port)
+                conn = await asyncio.open_connection(
+                    ep.host, ep.port, ssl=_tls_context() if ep.secure else None
+                )
             reader, writer = conn
             try:
                 try:
@@ -192,45 +195,50 @@ async def _read_response(reader: asyncio.StreamReader, reused: bool) -> Tuple[in
     return status, body, keep
 
 
-class _AsyncSupply:
+class _AsyncSupply(SupplyCore):
     """One id stream: :class:`SupplyCore` on the loop, fed by refill tasks. The public handles
-    below are this object itself."""
+    below are this object itself. Their public surface is ``next_id``, ``try_next_id`` and
+    ``stats``; the rest is internal.
 
-    __slots__ = ("_client", "_request_for", "_name", "_core", "_refilled")
+    One event loop, one thread: nothing else runs between two awaits, so the local path
+    (``next()`` on the piece in use, no await) needs no lock and the switch to the next piece
+    happens between two calls, never inside one; the order rules of
+    :mod:`leafid_client._supply` follow."""
+
+    __slots__ = ("_client", "_request_for", "_name", "_refilled")
 
     def __init__(
-        self, client: "AsyncClient", request_for: Callable[[int], BatchRequest], name: str
+        self,
+        client: "AsyncClient",
+        request_for: Callable[[int], BatchRequest],
+        name: str,
+        limit: int,
     ) -> None:
+        s = client._settings
+        super().__init__(s.batch, s.max_batch, s.target_lifetime, limit)
+        self.chunk = _YIELD_EVERY
         self._client = client
         self._request_for = request_for
         """The batch request for a count."""
         self._name = name
-        self._core = SupplyCore(client._settings.batch, client._settings.max_batch)
         self._refilled: Optional[asyncio.Event] = None
         """Set when a refill ends (successful or not) or the client closes; replaced by a new
         event for each refill. Made on the loop (an Event binds to one on Python 3.9)."""
 
     async def next_id(self, timeout: Optional[float] = None) -> int:
-        """The next id: from the local batches when they hold one, else after the refill,
-        waiting at most ``timeout`` seconds (the client's ``wait_timeout`` when ``None``).
-        Cancellable (``asyncio.wait_for``, ``Task.cancel``): a cancelled caller takes nothing
-        and leaves the refill running for the next one.
+        """The next id: from the local batches when they hold one (no await), else after the
+        refill, waiting at most ``timeout`` seconds (the client's ``wait_timeout`` when
+        ``None``). Cancellable (``asyncio.wait_for``, ``Task.cancel``): a cancelled caller takes
+        nothing and leaves the refill running for the next one.
 
         :raises RejectedError: the servers refused (e.g. ``unknown_biz_tag``).
         :raises UnavailableError: no ids within the timeout: every server failed or is down.
         :raises ClientClosedError: the client is closed.
         """
-        core = self._core
-        if core.refilling and not core.pos & _YIELD_MASK:
-            # Before taking, so calls still return in the order of their ids.
-            await asyncio.sleep(0)
-        i = core.pos
-        ids = core.ids
-        if i < len(ids):
-            core.pos = i + 1
-            if i == core.preload_at and core.next is None:
-                self._start_refill()
-            return ids[i]
+        try:
+            return next(self.current)
+        except StopIteration:
+            pass
         return await self._next_id_slow(timeout)
 
     def try_next_id(self) -> Optional[int]:
@@ -238,86 +246,85 @@ class _AsyncSupply:
         still starts at the preload mark)."""
         if self._client._closed:
             return None
-        id_, refill = self._core.take()
+        id_, refill = self.take()
         if refill:
             self._start_refill()
         return id_
 
-    def stats(self) -> Stats:
-        """This supply's counters (``failovers`` is client-wide)."""
-        return self._core.stats()
-
     async def _next_id_slow(self, timeout: Optional[float]) -> int:
+        if self.refilling:
+            # While a refill runs, pieces hold at most _YIELD_EVERY ids and the caller yields to
+            # the loop here, so one that never awaits anything else still lets the refill's
+            # request out and its answer in. Before taking: calls return in the order of ids.
+            await asyncio.sleep(0)
         wait = self._client._settings.wait_timeout if timeout is None else timeout
         loop = asyncio.get_running_loop()
         started = loop.time()
         deadline = started + wait
         waited = False
-        core = self._core
         while True:
             if self._client._closed:
                 raise ClientClosedError("the client is closed")
-            id_, refill = core.take()
+            id_, refill = self.take()
+            if refill:
+                self._start_refill()
             if id_ is not None:
-                if refill:
-                    self._start_refill()
                 return id_
-            if waited and core.refused is not None:
-                raise core.refused.copy()
+            if waited and self.refused is not None:
+                raise self.refused.copy()
             if not waited:
-                core.starve()
+                self.starve()
             self._start_refill()
             waited = True
             event = self._refilled
             remaining = deadline - loop.time()
             if remaining <= 0 or event is None:
-                raise UnavailableError(loop.time() - started, core.last_fault)
+                raise UnavailableError(
+                    loop.time() - started, self.last_fault, wait
+                )
             try:
                 await asyncio.wait_for(event.wait(), remaining)
             except asyncio.TimeoutError:
                 pass
 
     def _start_refill(self) -> None:
-        if self._core.begin_refill():
+        if self.begin_refill():
             self._refilled = asyncio.Event()
             if not self._client._spawn(self._refill()):
-                self._core.refilling = False
+                self.refilling = False
 
     async def _refill(self) -> None:
-        """Fetches one batch above the floor into ``next``; retries failed rounds with backoff
+        """Fetches one batch above the floor into ``ahead``; retries failed rounds with backoff
         for at most the wait timeout."""
         client = self._client
         s = client._settings
         loop = asyncio.get_running_loop()
         deadline = loop.time() + s.wait_timeout
         failures = 0
-        core = self._core
-        request = self._request_for(core.count)
+        request = self._request_for(self.count)
         try:
             while not client._closed:
                 try:
-                    ids = await client._fetch(request, core.floor)
+                    runs, server = await client._fetch(request)
                 except RejectedError as e:
-                    core.refused = e
+                    self.refused = e
                     return
                 except AllFailed as e:
-                    core.failed_rounds += 1
-                    core.last_fault = e.last
+                    self.failed_rounds += 1
+                    self.last_fault = e.last
                     failures += 1
                     pause = backoff(s.backoff_min, s.backoff_max, failures)
                 else:
                     if client._closed:
                         return
-                    if isinstance(ids, Behind):
-                        core.discard(ids)
-                        last = ids.last
-                    elif core.accept(ids):
+                    behind = self.accept(runs)
+                    if behind is None:
                         return
-                    else:
-                        last = ids[-1]
                     # Nothing above the floor: that server is behind; the catch-up: ask again
                     # at once, for enough to pass the floor.
-                    request = self._request_for(catch_up_count(core.floor, last, core.count))
+                    self.last_fault = _behind(server, behind, self.floor)
+                    count = catch_up_count(self.floor, behind, self.count, self.limit)
+                    request = self._request_for(count)
                     pause = 0.0
                 if loop.time() + pause >= deadline:
                     return
@@ -326,9 +333,9 @@ class _AsyncSupply:
             raise
         except Exception as e:  # a bug, not a server's failure: keep it visible
             log.exception("leafid refill of %s failed", self._name)
-            core.last_fault = ServerFault("", "internal", repr(e))
+            self.last_fault = ServerFault("", "internal", repr(e))
         finally:
-            core.refilling = False
+            self.refilling = False
             self._wake_all()
 
     def _wake_all(self) -> None:
@@ -336,7 +343,7 @@ class _AsyncSupply:
             self._refilled.set()
 
     def _close(self) -> None:
-        self._core.close()
+        self.drop()
         self._wake_all()
 
 
@@ -347,7 +354,9 @@ class AsyncSegmentSupply(_AsyncSupply):
     __slots__ = ("tag",)
 
     def __init__(self, client: "AsyncClient", tag: str) -> None:
-        super().__init__(client, lambda n: BatchRequest.segment(tag, n), tag)
+        super().__init__(
+            client, lambda n: BatchRequest.segment(tag, n), tag, MAX_SEGMENT_COUNT
+        )
         self.tag = tag
         """The biz tag."""
 
@@ -362,7 +371,7 @@ class AsyncSnowflakeSupply(_AsyncSupply):
     __slots__ = ()
 
     def __init__(self, client: "AsyncClient") -> None:
-        super().__init__(client, BatchRequest.snowflake, "snowflake")
+        super().__init__(client, BatchRequest.snowflake, "snowflake", MAX_SNOWFLAKE_COUNT)
 
     def __repr__(self) -> str:
         return "AsyncSnowflakeSupply()"
@@ -385,13 +394,21 @@ class AsyncClient:
         *,
         batch: int = 1000,
         max_batch: Optional[int] = None,
+        target_lifetime: float = 1.0,
         request_timeout: float = 2.0,
         wait_timeout: float = 5.0,
         backoff_min: float = 0.05,
         backoff_max: float = 5.0,
     ) -> None:
         self._settings = Settings.build(
-            servers, batch, max_batch, request_timeout, wait_timeout, backoff_min, backoff_max
+            servers,
+            batch,
+            max_batch,
+            target_lifetime,
+            request_timeout,
+            wait_timeout,
+            backoff_min,
+            backoff_max,
         )
         self._servers = ServerSet(
             self._settings.endpoints,
@@ -496,9 +513,8 @@ class AsyncClient:
         if self._health_wake is not None:
             self._health_wake.set()
 
-    async def _fetch(self, req: BatchRequest, floor: int = 0) -> Union[List[int], Behind]:
-        """One batch (see the blocking client's); a :class:`Behind` if its last id lies at or
-        below ``floor``."""
+    async def _fetch(self, req: BatchRequest) -> Tuple[List[Run], str]:
+        """One batch and the URL of the server that sent it (see the blocking client's)."""
         s = self._settings
         last: Optional[ServerFault] = None
         for i in self._servers.plan():
@@ -508,12 +524,12 @@ class AsyncClient:
             seen = self._servers.servers[i].downs
             try:
                 status, body = await self._get(ep, req.path, s.request_timeout)
-                ids = interpret(ep.url, status, body, req, floor)
+                runs = interpret(ep.url, status, body, req)
             except ServerFailure as f:
                 last = f.fault
             else:
                 self._servers.succeeded(i, seen)
-                return ids
+                return runs, ep.url
             if self._closed:
                 break
             self._http.forget(ep)

@@ -14,22 +14,21 @@ from __future__ import annotations
 import http.client
 import logging
 import socket
+import ssl
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Set, Tuple, Union
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
-from ._core import (
+from ._servers import Endpoint, ServerSet, backoff
+from ._settings import Settings
+from ._supply import LOCK_FREE, Stats, SupplyCore, catch_up_count
+from ._wire import (
+    MAX_SEGMENT_COUNT,
+    MAX_SNOWFLAKE_COUNT,
     AllFailed,
     BatchRequest,
-    Behind,
-    Endpoint,
+    Run,
     ServerFailure,
-    ServerSet,
-    Settings,
-    Stats,
-    SupplyCore,
-    backoff,
-    catch_up_count,
     check_tag,
     interpret,
 )
@@ -41,6 +40,16 @@ log = logging.getLogger("leafid_client")
 
 _IDLE_PER_SERVER = 4
 """Idle keep-alive connections kept per server."""
+
+_tls: Optional[ssl.SSLContext] = None
+
+
+def _tls_context() -> ssl.SSLContext:
+    """The default SSL context (system CAs, host names checked), made once."""
+    global _tls
+    if _tls is None:
+        _tls = ssl.create_default_context()
+    return _tls
 
 
 class _HttpPool:
@@ -92,7 +101,11 @@ class _HttpPool:
             idle = self._idle.get(ep)
             conn = idle.pop() if idle else None
             reused = conn is not None
-            if conn is None:
+            if conn is None and ep.secure:
+                conn = http.client.HTTPSConnection(
+                    ep.host, ep.port, timeout=timeout, context=_tls_context()
+                )
+            elif conn is None:
                 conn = http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
             else:
                 conn.timeout = timeout
@@ -143,51 +156,56 @@ def _time_left(conn: http.client.HTTPConnection, deadline: float) -> None:
         conn.sock.settimeout(left)
 
 
-class _Supply:
-    """One id stream (a tag, or snowflake): :class:`SupplyCore` under a lock, fed by refill
-    threads. The public handles below are this object itself: no indirection on the fast
-    path."""
+class _Supply(SupplyCore):
+    """One id stream (a tag, or snowflake): :class:`SupplyCore` behind a lock, fed by refill
+    threads. The public handles below are this object itself: no indirection on the local path.
+    Their public surface is ``next_id``, ``try_next_id`` and ``stats``; the rest is internal."""
 
-    __slots__ = ("_client", "_request_for", "_name", "_core", "_lock", "_cond")
+    __slots__ = ("_client", "_request_for", "_name", "_lock", "_cond")
 
     def __init__(
-        self, client: "Client", request_for: Callable[[int], BatchRequest], name: str
+        self, client: "Client", request_for: Callable[[int], BatchRequest], name: str, limit: int
     ) -> None:
+        s = client._settings
+        super().__init__(s.batch, s.max_batch, s.target_lifetime, limit)
         self._client = client
         self._request_for = request_for
         """The batch request for a count."""
         self._name = name
-        self._core = SupplyCore(client._settings.batch, client._settings.max_batch)
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         """Notified when a refill ends (successful or not) and on close."""
 
     def next_id(self, timeout: Optional[float] = None) -> int:
-        """The next id. Fast path: an index into the local batch under a lock. When both local
-        batches are spent it waits for the refill, at most ``timeout`` seconds (the client's
-        ``wait_timeout`` when ``None``).
+        """The next id. Local path: one ``next()`` on the piece in use (a range iterator: one
+        increment and one compare with its end, in C), no lock (see :mod:`leafid_client._supply`
+        for why that is safe). When the piece is spent it moves to the next one under the lock;
+        when both local batches are spent it waits for the refill, at most ``timeout`` seconds
+        (the client's ``wait_timeout`` when ``None``).
 
         :raises RejectedError: the servers refused (e.g. ``unknown_biz_tag``,
             ``biz_tag_exhausted``).
         :raises UnavailableError: no ids within the timeout: every server failed or is down.
         :raises ClientClosedError: the client is closed.
         """
-        with self._lock:
-            core = self._core
-            i = core.pos
-            ids = core.ids
-            if i < len(ids):
-                core.pos = i + 1
-                if i == core.preload_at and core.next is None:
-                    self._start_refill_locked()
-                return ids[i]
+        try:
+            return next(self.current)
+        except StopIteration:
+            pass
         return self._next_id_slow(timeout)
+
+    if not LOCK_FREE:  # a free-threaded build without the GIL: every call takes the lock
+
+        def next_id(self, timeout: Optional[float] = None) -> int:  # noqa: F811
+            return self._next_id_slow(timeout)
 
     def try_next_id(self) -> Optional[int]:
         """An id of the local batches if they hold one, else ``None``; never waits (the refill
         still starts at the preload mark)."""
         with self._lock:
-            id_, refill = self._core.take()
+            if self._client._closed:
+                return None
+            id_, refill = self.take()
             if refill:
                 self._start_refill_locked()
             return id_
@@ -195,7 +213,7 @@ class _Supply:
     def stats(self) -> Stats:
         """This supply's counters (``failovers`` is client-wide: see :meth:`Client.stats`)."""
         with self._lock:
-            return self._core.stats()
+            return SupplyCore.stats(self)
 
     def _next_id_slow(self, timeout: Optional[float]) -> int:
         wait = self._client._settings.wait_timeout if timeout is None else timeout
@@ -204,71 +222,65 @@ class _Supply:
         # A refusal counts only from a refill this call waited for, not one from before.
         waited = False
         with self._cond:
-            core = self._core
             while True:
                 if self._client._closed:
                     raise ClientClosedError("the client is closed")
-                id_, refill = core.take()
+                id_, refill = self.take()
+                if refill:
+                    self._start_refill_locked()
                 if id_ is not None:
-                    if refill:
-                        self._start_refill_locked()
                     return id_
-                if waited and core.refused is not None:
-                    raise core.refused.copy()
+                if waited and self.refused is not None:
+                    raise self.refused.copy()
                 if not waited:
-                    core.starve()
+                    self.starve()
                 self._start_refill_locked()
                 waited = True
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise UnavailableError(time.monotonic() - started, core.last_fault)
+                    raise UnavailableError(time.monotonic() - started, self.last_fault, wait)
                 self._cond.wait(remaining)
 
     def _start_refill_locked(self) -> None:
-        if self._core.begin_refill():
+        if self.begin_refill():
             if not self._client._spawn(self._refill, f"leafid-refill-{self._name}"):
-                self._core.refilling = False
+                self.refilling = False
 
     def _refill(self) -> None:
-        """Fetches one batch above the floor into ``next``; retries failed rounds with backoff
+        """Fetches one batch above the floor into ``ahead``; retries failed rounds with backoff
         for at most the wait timeout (then the next caller that needs a batch starts another)."""
         client = self._client
         s = client._settings
         deadline = time.monotonic() + s.wait_timeout
         failures = 0
         with self._lock:
-            request = self._request_for(self._core.count)
+            request = self._request_for(self.count)
         try:
             while not client._closed:
-                with self._lock:
-                    floor = self._core.floor
                 try:
-                    ids = client._fetch(request, floor)
+                    runs, server = client._fetch(request)
                 except RejectedError as e:
                     with self._lock:
-                        self._core.refused = e
+                        self.refused = e
                     return
                 except AllFailed as e:
                     with self._lock:
-                        self._core.failed_rounds += 1
-                        self._core.last_fault = e.last
+                        self.failed_rounds += 1
+                        self.last_fault = e.last
                     failures += 1
                     pause = backoff(s.backoff_min, s.backoff_max, failures)
                 else:
                     with self._lock:
-                        core = self._core
                         if client._closed:
                             return
-                        if isinstance(ids, Behind):
-                            core.discard(ids)
-                            last = ids.last
-                        elif core.accept(ids):
+                        behind = self.accept(runs)
+                        if behind is None:
                             return
-                        else:
-                            last = ids[-1]
                         # Nothing above the floor: that server is behind the one used before.
                         # The catch-up: ask again at once, for enough to pass the floor.
-                        request = self._request_for(catch_up_count(core.floor, last, core.count))
+                        self.last_fault = _behind(server, behind, self.floor)
+                        count = catch_up_count(self.floor, behind, self.count, self.limit)
+                        request = self._request_for(count)
                     pause = 0.0
                 if time.monotonic() + pause >= deadline:
                     return
@@ -277,17 +289,24 @@ class _Supply:
         except Exception as e:  # a bug, not a server's failure: keep it visible
             log.exception("leafid refill of %s failed", self._name)
             with self._lock:
-                self._core.last_fault = ServerFault("", "internal", repr(e))
+                self.last_fault = ServerFault("", "internal", repr(e))
         finally:
             with self._cond:
-                self._core.refilling = False
+                self.refilling = False
                 self._cond.notify_all()
 
     def _close(self) -> None:
         """Drops the local batches and wakes every waiting caller (they raise)."""
         with self._cond:
-            self._core.close()
+            self.drop()
             self._cond.notify_all()
+
+
+def _behind(server: str, last: int, floor: int) -> ServerFault:
+    """The fault of a server whose answer lay wholly at or below the floor."""
+    return ServerFault(
+        server, "behind", f"its ids (up to {last}) lie at or below the last id received ({floor})"
+    )
 
 
 class SegmentSupply(_Supply):
@@ -297,7 +316,9 @@ class SegmentSupply(_Supply):
     __slots__ = ("tag",)
 
     def __init__(self, client: "Client", tag: str) -> None:
-        super().__init__(client, lambda n: BatchRequest.segment(tag, n), tag)
+        super().__init__(
+            client, lambda n: BatchRequest.segment(tag, n), tag, MAX_SEGMENT_COUNT
+        )
         self.tag = tag
         """The biz tag."""
 
@@ -312,7 +333,7 @@ class SnowflakeSupply(_Supply):
     __slots__ = ()
 
     def __init__(self, client: "Client") -> None:
-        super().__init__(client, BatchRequest.snowflake, "snowflake")
+        super().__init__(client, BatchRequest.snowflake, "snowflake", MAX_SNOWFLAKE_COUNT)
 
     def __repr__(self) -> str:
         return "SnowflakeSupply()"
@@ -328,12 +349,16 @@ class Client:
             orders = client.segment("orders")
             order_id = orders.next_id()
 
-    :param servers: base URLs (``http://host:port``), the first is preferred.
-    :param batch: ids per request, 1..100000 (both engines). Each supply holds up to two
-        batches; ids left when the client closes are never used (a gap).
-    :param max_batch: adaptive batches when given (``batch..=100000``): the request size
-        doubles up to it each time a caller had to wait for a batch, and halves back towards
-        ``batch`` after a batch lasted over a minute. ``None``: fixed ``batch``.
+    :param servers: base URLs (``http://host:port`` or ``https://...``), the first is
+        preferred.
+    :param batch: ids of a supply's first request and the least it asks for, 1..=1000000
+        (a snowflake supply asks for at most 100000). Each supply holds up to two batches; ids
+        left when the client closes are never used (a gap).
+    :param max_batch: the most a supply asks for, ``batch..=1000000`` (``None``: 1000000).
+        Between the two the size follows demand: it doubles when a batch would last less
+        than half ``target_lifetime`` or a caller had to wait, halves when it would last over
+        twice as long.
+    :param target_lifetime: seconds a batch should last at the callers' rate (default 1).
     :param request_timeout: seconds for one request (the connect; then the head and the body
         each get the time left). A server that takes longer is marked down and the next one
         asked.
@@ -350,13 +375,21 @@ class Client:
         *,
         batch: int = 1000,
         max_batch: Optional[int] = None,
+        target_lifetime: float = 1.0,
         request_timeout: float = 2.0,
         wait_timeout: float = 5.0,
         backoff_min: float = 0.05,
         backoff_max: float = 5.0,
     ) -> None:
         self._settings = Settings.build(
-            servers, batch, max_batch, request_timeout, wait_timeout, backoff_min, backoff_max
+            servers,
+            batch,
+            max_batch,
+            target_lifetime,
+            request_timeout,
+            wait_timeout,
+            backoff_min,
+            backoff_max,
         )
         self._lock = threading.Lock()
         """Guards the supplies map, the thread set and the server set (never held while a
@@ -494,10 +527,10 @@ class Client:
             self._health_started = self._spawn_locked(self._health_loop, "leafid-health")
         self._health_wake.set()
 
-    def _fetch(self, req: BatchRequest, floor: int = 0) -> Union[List[int], Behind]:
-        """One batch: the preferred server first, then the others (see ServerSet.plan); a
-        :class:`Behind` if its last id lies at or below ``floor``. RejectedError at a refusal;
-        AllFailed when every server failed."""
+    def _fetch(self, req: BatchRequest) -> Tuple[List[Run], str]:
+        """One batch and the URL of the server that sent it: the preferred server first, then
+        the others (see ServerSet.plan). RejectedError at a refusal; AllFailed when every server
+        failed."""
         s = self._settings
         last: Optional[ServerFault] = None
         with self._lock:
@@ -513,13 +546,13 @@ class Client:
                 seen = self._servers.servers[i].downs
             try:
                 status, body = self._get(ep, req.path, s.request_timeout)
-                ids = interpret(ep.url, status, body, req, floor)
+                runs = interpret(ep.url, status, body, req)
             except ServerFailure as f:
                 last = f.fault
             else:
                 with self._lock:
                     self._servers.succeeded(i, seen)
-                return ids
+                return runs, ep.url
             if self._closed:
                 raise AllFailed(last)
             self._http.forget(ep)

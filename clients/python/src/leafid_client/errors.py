@@ -28,14 +28,16 @@ class ServerFault:
     """One server's failure to deliver a batch; that server is then marked down.
 
     ``kind`` is ``"transport"`` (no HTTP answer: refused or reset connection, timeout),
-    ``"status"`` (a 5xx, or a 4xx that is this server's own, such as ``engine_disabled``) or
-    ``"bad_response"`` (a 200 whose body is not a valid batch: none of its ids is used).
+    ``"status"`` (a 5xx, or a 4xx that is this server's own, such as ``engine_disabled``),
+    ``"bad_response"`` (a 200 whose body is not a valid batch: none of its ids is used) or
+    ``"behind"`` (a valid batch wholly at or below the ids already received: a lagging server,
+    its ids discarded while the client catches up).
     """
 
     server: str
     """Base URL of the server."""
     kind: str
-    """``"transport"``, ``"status"`` or ``"bad_response"``."""
+    """``"transport"``, ``"status"``, ``"bad_response"`` or ``"behind"``."""
     detail: str
     """What happened, for humans."""
 
@@ -51,13 +53,19 @@ class InvalidTagError(LeafidError, ValueError):
     """The tag is not 1 to 128 characters of ``A-Z a-z 0-9 . _ : -``; no request was sent."""
 
     def __init__(self, tag: object) -> None:
-        super().__init__(f"invalid biz tag {tag!r}: 1 to 128 of A-Z a-z 0-9 . _ : -")
+        if tag is None:
+            msg = "the biz tag is missing (None): give 1 to 128 of A-Z a-z 0-9 . _ : -"
+        elif not isinstance(tag, str):
+            msg = f"a biz tag must be a str, got {type(tag).__name__} {tag!r}"
+        else:
+            msg = f"invalid biz tag {tag!r}: 1 to 128 of A-Z a-z 0-9 . _ : -"
+        super().__init__(msg)
         self.tag = tag
 
 
 class ConfigError(LeafidError, ValueError):
-    """The client's settings are unusable (no server, a URL that is not ``http://``, a batch
-    outside 1..100000, a bad timeout or backoff)."""
+    """The client's settings are unusable (no server, a URL that is not ``http://`` or
+    ``https://``, a batch outside 1..=1000000, a bad timeout or backoff)."""
 
 
 class RejectedError(LeafidError):
@@ -87,16 +95,26 @@ class UnavailableError(LeafidError):
     """No ids within the wait timeout: every server failed or is down.
 
     ``last`` names the last server failure seen by the refill (``None`` if no request had
-    finished yet, e.g. the only server hangs longer than the wait).
+    finished yet: the wait was shorter than a request, or the only server hangs longer than the
+    wait); a lagging server's shows kind ``"behind"``.
     """
 
-    def __init__(self, waited: float, last: Optional[ServerFault]) -> None:
-        msg = f"no ids within {waited:.3f} s: no server answered"
-        if last is not None:
-            msg += f" (last: {last})"
+    def __init__(
+        self, waited: float, last: Optional[ServerFault], wait: Optional[float] = None
+    ) -> None:
+        limit = waited if wait is None else wait
+        msg = f"no ids came within the {limit * 1000:.0f} ms wait"
+        if last is None:
+            msg += " (no request had finished yet)"
+        elif last.kind == "behind":
+            msg += f": the server answering lags behind ({last})"
+        else:
+            msg += f": every server failed (last: {last})"
         super().__init__(msg)
         self.waited = waited
         """Seconds the call waited."""
+        self.wait = limit
+        """The call's wait timeout, in seconds."""
         self.last = last
         """The last server failure, if any."""
 

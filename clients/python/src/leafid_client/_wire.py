@@ -1,0 +1,162 @@
+"""The wire: the batch routes a supply asks, and what one HTTP answer means.
+
+:func:`interpret` turns one answer into the runs of a batch, a :class:`RejectedError` (a refusal
+every server would repeat) or a :class:`ServerFailure` (that server's failure). Only runs that
+pass :func:`parse_ranges` are ever handed out. No I/O here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+from .errors import InvalidTagError, RejectedError, ServerFault
+
+MAX_ID = (1 << 63) - 1
+"""Largest id a body may hold (ids are positive i64)."""
+
+MAX_SEGMENT_COUNT = 1_000_000
+"""Most ids one segment range request may ask for (the route's limit)."""
+
+MAX_SNOWFLAKE_COUNT = 100_000
+"""Most ids one snowflake range request may ask for (the route's limit)."""
+
+REFUSAL_CODES = frozenset(
+    {"unknown_biz_tag", "invalid_biz_tag", "biz_tag_exhausted", "invalid_count", "invalid_request"}
+)
+"""4xx codes that refuse the request itself: every server would answer the same."""
+
+Run = Tuple[int, int]
+"""Consecutive ids ``first..=last``."""
+
+_TAG = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+_DECIMAL = re.compile(r"[1-9][0-9]{0,18}")
+
+
+def valid_tag(tag: object) -> bool:
+    """The server's tag rule: 1 to 128 of ``A-Z a-z 0-9 . _ : -``."""
+    return isinstance(tag, str) and _TAG.fullmatch(tag) is not None
+
+
+def check_tag(tag: object) -> str:
+    """``tag`` if valid, else :class:`InvalidTagError`."""
+    if not valid_tag(tag):
+        raise InvalidTagError(tag)
+    assert isinstance(tag, str)
+    return tag
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    """One range request and what its answer must hold."""
+
+    path: str
+    """Path and query, e.g. ``/api/v1/segment/orders/ranges?count=1000&stringify_ids=true``."""
+    count: int
+    """Ids asked for: a body with more is invalid."""
+    tag: Optional[str]
+    """The tag the body must name (segment route); ``None`` for snowflake."""
+
+    @classmethod
+    def segment(cls, tag: str, count: int) -> "BatchRequest":
+        """The segment range route of a (valid) tag."""
+        return cls(f"/api/v1/segment/{tag}/ranges?count={count}&stringify_ids=true", count, tag)
+
+    @classmethod
+    def snowflake(cls, count: int) -> "BatchRequest":
+        """The snowflake range route."""
+        return cls(f"/api/v1/snowflake/ranges?count={count}&stringify_ids=true", count, None)
+
+
+class ServerFailure(Exception):
+    """Internal: one server failed one request (it is marked down, the next one is asked)."""
+
+    def __init__(self, fault: ServerFault) -> None:
+        super().__init__(str(fault))
+        self.fault = fault
+
+
+class AllFailed(Exception):
+    """Internal: every server failed one fetch round; ``last`` is the last failure."""
+
+    def __init__(self, last: Optional[ServerFault]) -> None:
+        super().__init__(str(last))
+        self.last = last
+
+
+def interpret(server: str, status: int, body: bytes, req: BatchRequest) -> List[Run]:
+    """The runs of one answer, or :class:`RejectedError` (a refusal that holds on every server),
+    or :class:`ServerFailure` (this server's failure: any other 4xx, a 5xx, a bad 200 body)."""
+    if 400 <= status < 500:
+        code, message = _error_body(body)
+        if code in REFUSAL_CODES:
+            raise RejectedError(server, status, code, message)
+        raise ServerFailure(ServerFault(server, "status", f"HTTP {status} {code or '(no code)'}"))
+    if status != 200:
+        raise ServerFailure(ServerFault(server, "status", f"HTTP {status}"))
+    try:
+        return parse_ranges(body, req)
+    except ValueError as e:
+        raise ServerFailure(ServerFault(server, "bad_response", str(e))) from None
+
+
+def _error_body(body: bytes) -> "tuple[str, str]":
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return "", ""
+    if not isinstance(doc, dict):
+        return "", ""
+    code, message = doc.get("code"), doc.get("message")
+    return (code if isinstance(code, str) else "", message if isinstance(message, str) else "")
+
+
+def _id(value: object) -> int:
+    """A run end: a decimal string (or JSON integer) in 1..=2^63-1."""
+    if isinstance(value, str) and _DECIMAL.fullmatch(value):
+        n = int(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        n = value
+    else:
+        raise ValueError(f"id {value!r} is not a decimal integer")
+    if not 0 < n <= MAX_ID:
+        raise ValueError(f"id {n} not within 1..=2^63-1")
+    return n
+
+
+def parse_ranges(body: bytes, req: BatchRequest) -> List[Run]:
+    """The runs of a 200 body, if it is a range batch: JSON ``{"count": n, "ranges":
+    [{"first": a, "last": b}, ...]}`` (plus ``"biz_tag"`` equal to the tag asked, on the segment
+    route) where every run has ``0 < first <= last <= 2^63-1``, the runs increase without
+    overlapping, and their sizes add up to ``count``, within ``1..=`` the count asked. Else
+    ``ValueError``: none of its ids is used."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        raise ValueError(f"not JSON: {body[:80]!r}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("ranges"), list):
+        raise ValueError(f"no ranges list: {body[:80]!r}")
+    if req.tag is not None and doc.get("biz_tag") != req.tag:
+        raise ValueError(f"asked for tag {req.tag!r}, got {doc.get('biz_tag')!r}")
+    count = doc.get("count")
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= req.count:
+        raise ValueError(f"count {count!r} for a request of {req.count}")
+    runs: List[Run] = []
+    total = 0
+    previous = 0
+    for item in doc["ranges"]:
+        if not isinstance(item, dict):
+            raise ValueError(f"run {item!r} is not an object")
+        first, last = _id(item.get("first")), _id(item.get("last"))
+        if first > last:
+            raise ValueError(f"run {first}..{last} is empty")
+        if first <= previous:
+            raise ValueError(f"run {first}..{last} does not lie above the one before ({previous})")
+        runs.append((first, last))
+        total += last - first + 1
+        previous = last
+    if total != count:
+        raise ValueError(f"runs of {total} ids for a count of {count}")
+    return runs

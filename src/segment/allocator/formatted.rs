@@ -1,0 +1,279 @@
+//! Formatted tags (`crate::shapes`): ids as text, each period leased from a row of its own.
+//!
+//! A formatted tag `orders` never serves from its own `leaf_alloc` row. Each period of it is an
+//! ordinary row, `orders@20261127` ([`BizTag::period_row`]), created on first use at the tag's
+//! start value (the parent row's `max_id` when it was created) with the parent's step, and
+//! leased through the same buffers, durability gate and regression guard as any tag. Why no id
+//! is handed out twice:
+//!
+//! - within a period, the sequence is the period row's ids: unique by the segment engine's own
+//!   guarantee, on every server;
+//! - the period's key is written in the id ([`TagFormat::validate`] refuses a format whose text
+//!   would not name its period), so two periods never write the same text;
+//! - a sequence past the width is refused ([`SegmentError::SequenceExhausted`]), never widened
+//!   nor wrapped;
+//! - after taking ids, the clock is read again: ids of a period that ended meanwhile are
+//!   dropped and the request is served from the new period, so a server never hands out an id
+//!   of a period that has ended by its clock. Two servers whose clocks differ near midnight may
+//!   serve either period; each id still names its own.
+//!
+//! A period's row is never deleted, so a clock stepped back into an old period leases above
+//! what that period issued. Buffers of ended periods are dropped when the tag moves on.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use tracing::{info, warn};
+
+use super::SegmentAllocator;
+use crate::segment::biz_tag::BizTag;
+use crate::segment::error::SegmentError;
+use crate::segment::runs::IdRuns;
+use crate::segment::store::StoreError;
+use crate::segment::tag_rules::NewTag;
+use crate::shapes::{Period, TagFormat, period::zone};
+
+/// Formatted tags by name.
+pub(super) type FormatMap = HashMap<String, Arc<Formatted>>;
+
+/// A formatted tag's format, with its zone resolved once.
+#[derive(Debug)]
+pub struct Formatted {
+    /// The format.
+    pub format: TagFormat,
+    /// Its time zone.
+    tz: TimeZone,
+}
+
+impl Formatted {
+    /// A stored format (JSON), checked.
+    pub fn parse(json: &str) -> Result<Self, String> {
+        let format: TagFormat = serde_json::from_str(json).map_err(|e| e.to_string())?;
+        format.validate().map_err(|e| e.to_string())?;
+        let tz = zone(&format.time_zone).map_err(|e| e.to_string())?;
+        Ok(Self { format, tz })
+    }
+
+    /// The period holding `at`.
+    pub fn period_at(&self, at: Timestamp) -> Result<Period, String> {
+        self.format
+            .reset
+            .period_at(at, &self.tz)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Ids of a formatted tag, all of one period.
+#[derive(Debug, Clone)]
+pub struct FormattedIds {
+    /// The ids, increasing (as text, and in sequence order).
+    pub ids: Vec<String>,
+    /// The period's key (empty without a reset).
+    pub period: String,
+    /// When the period ends: a client drops what it holds of these ids then.
+    pub period_end: Timestamp,
+}
+
+impl SegmentAllocator {
+    /// The format of `tag` if it is a formatted tag this server knows of.
+    pub fn cached_format(&self, tag: &str) -> Option<Arc<Formatted>> {
+        self.inner.formats.load().get(tag).cloned()
+    }
+
+    /// The format of `tag`: the cached one, else the database's (remembered), else `None` (a
+    /// plain tag, or no tag at all).
+    pub async fn format_of(&self, tag: &BizTag) -> Result<Option<Arc<Formatted>>, SegmentError> {
+        if let Some(f) = self.cached_format(tag.as_str()) {
+            return Ok(Some(f));
+        }
+        let json = self
+            .inner
+            .store
+            .get_format(tag.as_str())
+            .await
+            .map_err(|e| SegmentError::from_store(e, tag))?;
+        match json {
+            None => Ok(None),
+            Some(json) => {
+                self.remember_formats([(tag.as_str().to_owned(), json.clone())]);
+                self.cached_format(tag.as_str())
+                    .map(Some)
+                    .ok_or_else(|| SegmentError::BadFormat {
+                        tag: tag.clone(),
+                        why: Formatted::parse(&json).err().unwrap_or_default(),
+                    })
+            }
+        }
+    }
+
+    /// Creates a formatted tag: its format first, then its row (whose `max_id` is the start
+    /// value of every period), so no server ever sees the row without the format. The format
+    /// of a name is fixed for good: the same format again is accepted (a retried create),
+    /// another one is [`FormatConflict`].
+    pub async fn create_formatted_tag(
+        &self,
+        tag: &NewTag,
+        format: &TagFormat,
+    ) -> Result<crate::segment::TagRow, FormatConflict> {
+        let store = &self.inner.store;
+        if store.get_tag(&tag.biz_tag).await?.is_some() {
+            return Err(StoreError::AlreadyExists.into());
+        }
+        let json =
+            serde_json::to_string(format).map_err(|e| FormatConflict::Other(e.to_string()))?;
+        if !store.put_format(&tag.biz_tag, &json).await? {
+            let stored = store.get_format(&tag.biz_tag).await?.unwrap_or_default();
+            let same = serde_json::from_str::<TagFormat>(&stored).is_ok_and(|s| &s == format);
+            if !same {
+                return Err(FormatConflict::Differs(stored));
+            }
+        }
+        Ok(store.create_tag(tag).await?)
+    }
+
+    /// Records formats read from the database (a refresh, or a first request).
+    pub(super) fn remember_formats(&self, found: impl IntoIterator<Item = (String, String)>) {
+        let current = self.inner.formats.load_full();
+        let mut next: Option<FormatMap> = None;
+        for (tag, json) in found {
+            if current.contains_key(&tag) {
+                continue;
+            }
+            match Formatted::parse(&json) {
+                Ok(f) => {
+                    info!(biz_tag = %tag, "formatted tag");
+                    next.get_or_insert_with(|| FormatMap::clone(&current))
+                        .insert(tag, Arc::new(f));
+                }
+                // Not usable, and still never served as numbers: its own row is skipped by the
+                // refresh because the format row exists (see `refresh_tags`).
+                Err(why) => warn!(biz_tag = %tag, %why, "stored format unusable"),
+            }
+        }
+        if let Some(next) = next {
+            self.inner.formats.store(Arc::new(next));
+        }
+    }
+
+    /// Up to `count` ids of formatted `tag`, all of the period current by this server's clock.
+    pub async fn next_texts(
+        &self,
+        tag: &BizTag,
+        f: &Formatted,
+        count: u64,
+    ) -> Result<FormattedIds, SegmentError> {
+        let bad = |why: String| SegmentError::BadFormat {
+            tag: tag.clone(),
+            why,
+        };
+        // Three tries: a request straddles at most one period end per try.
+        for _ in 0..3 {
+            let period = f.period_at(Timestamp::now()).map_err(bad)?;
+            let row = BizTag::period_row(tag, &period.key);
+            let runs = match self.take_period(tag, &row, count).await {
+                Ok(runs) => runs,
+                Err(e) => return Err(e),
+            };
+            if Timestamp::now() >= period.end {
+                // The period ended while the ids were taken: they are dropped (a gap in that
+                // period), and the request is served from the new one.
+                self.forget(row.as_str());
+                continue;
+            }
+            let max = f.format.max_sequence();
+            let mut ids =
+                Vec::with_capacity(runs.runs().iter().map(|r| r.len()).sum::<u64>() as usize);
+            for run in runs.runs() {
+                for seq in run.first..=run.last {
+                    let seq = seq as u64;
+                    if seq > max {
+                        break;
+                    }
+                    ids.push(
+                        f.format
+                            .render(&period, seq)
+                            .map_err(|e| bad(e.to_string()))?,
+                    );
+                }
+            }
+            if ids.is_empty() {
+                let left = period.end.duration_since(Timestamp::now()).as_secs();
+                return Err(SegmentError::SequenceExhausted {
+                    period: period.key.clone(),
+                    next_start: period.end.to_string(),
+                    retry_after_secs: left.max(1) as u64,
+                });
+            }
+            return Ok(FormattedIds {
+                ids,
+                period: period.key,
+                period_end: period.end,
+            });
+        }
+        Err(SegmentError::NotReady {
+            retry_after_secs: 1,
+        })
+    }
+
+    /// Ids of one period's row, creating the row on first use.
+    async fn take_period(
+        &self,
+        tag: &BizTag,
+        row: &BizTag,
+        count: u64,
+    ) -> Result<IdRuns, SegmentError> {
+        if self.cached(row.as_str()).is_none() {
+            self.create_period_row(tag, row).await?;
+        }
+        self.take_into(row.as_str(), count, IdRuns::new()).await
+    }
+
+    /// Creates the row of a period (idempotent: another server may have made it first), at the
+    /// tag's start value and step, then caches its buffer.
+    async fn create_period_row(&self, tag: &BizTag, row: &BizTag) -> Result<(), SegmentError> {
+        let store = &self.inner.store;
+        if store
+            .get_tag(row.as_str())
+            .await
+            .map_err(SegmentError::Store)?
+            .is_none()
+        {
+            let parent = store
+                .get_tag(tag.as_str())
+                .await
+                .map_err(SegmentError::Store)?
+                .ok_or_else(|| SegmentError::UnknownTag(tag.clone()))?;
+            // The parent row never leases (a formatted tag serves from its periods), so its
+            // `max_id` stays the start value it was created with.
+            let start = parent.max_id;
+            let new = NewTag {
+                biz_tag: row.as_str().to_owned(),
+                step: parent.step,
+                max_id: start,
+                description: Some(format!("period of {tag}")),
+            };
+            match store.create_tag(&new).await {
+                Ok(_) | Err(StoreError::AlreadyExists) => {}
+                Err(e) => return Err(SegmentError::from_store(e, row)),
+            }
+        }
+        self.cache_row(row).map(drop)
+    }
+}
+
+/// Why a formatted tag was not created.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatConflict {
+    /// The store refused (the tag exists, the database is down...).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The name had another format already (kept for good: a deleted formatted tag keeps its
+    /// format, because ids written under two formats could read alike).
+    #[error("this biz_tag has another format for good: {0}")]
+    Differs(String),
+    /// The format could not be written.
+    #[error("{0}")]
+    Other(String),
+}

@@ -1,0 +1,231 @@
+//! Formatted tags (issue 34): ids as text, a daily sequence in a named zone, each period its own
+//! `leaf_alloc` row. What could go wrong, tried here: an id twice among concurrent callers of
+//! Leaf's route and the batch route on two servers; a restart that starts the period again; a
+//! width that runs out widening or wrapping; a formatted tag served as numbers (the range route,
+//! another server's refresh); a format changed under a name; malformed ids decoded into others.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::on_both_databases;
+use crate::support::{Db, TestApp, fresh_db, spawn_on};
+
+const ZONE: &str = "Asia/Shanghai";
+
+/// Today's key in `ZONE`, as the date part of a `yyyyMMdd` format writes it.
+fn today() -> String {
+    jiff::Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::get(ZONE).unwrap())
+        .strftime("%Y%m%d")
+        .to_string()
+}
+
+async fn create(app: &TestApp, tag: &str, format: &str) -> crate::support::Reply {
+    app.post(
+        "/api/v1/tags",
+        &format!(r#"{{"biz_tag":"{tag}","step":50,"format":{format}}}"#),
+    )
+    .await
+}
+
+const DAILY: &str = r#"{"date":"yyyyMMdd","width":6,"reset":"daily","time_zone":"Asia/Shanghai"}"#;
+
+/// `count` ids from the batch route (asserting 200 and the period fields).
+async fn batch(app: &TestApp, tag: &str, count: usize) -> Vec<String> {
+    let r = app
+        .get(&format!("/api/v1/segment/{tag}/ids?count={count}"))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let body = r.json();
+    assert!(body["period_end"].is_string(), "{body}");
+    serde_json::from_value(body["ids"].clone()).unwrap()
+}
+
+async fn leaf(app: &TestApp, tag: &str) -> String {
+    let r = app.get(&format!("/api/segment/get/{tag}")).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    r.text
+}
+
+/// Sequence numbers of `ids`, checking each is today's order number.
+fn sequences(ids: &[String]) -> Vec<u64> {
+    let day = today();
+    ids.iter()
+        .map(|id| {
+            assert_eq!(id.len(), 14, "{id}");
+            assert!(id.starts_with(&day), "{id} is not of {day}");
+            id[8..].parse().unwrap()
+        })
+        .collect()
+}
+
+async fn daily_order_numbers_from_two_servers_never_repeat(db: Db) {
+    let (url, _dir) = fresh_db(db).await;
+    let a = Arc::new(spawn_on(&url, |_| {}).await);
+    let b = Arc::new(spawn_on(&url, |_| {}).await);
+    let r = create(&a, "orders", DAILY).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.json()["format"]["reset"], "daily", "{}", r.text);
+    // The first order number of the day is 1.
+    let first = leaf(&b, "orders").await;
+    assert_eq!(first, format!("{}000001", today()));
+    let mut tasks = Vec::new();
+    for caller in 0..6usize {
+        let app = if caller % 2 == 0 {
+            a.clone()
+        } else {
+            b.clone()
+        };
+        tasks.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            for round in 0..15 {
+                if (caller + round) % 2 == 0 {
+                    mine.extend(batch(&app, "orders", 1 + round * 7).await);
+                } else {
+                    mine.push(leaf(&app, "orders").await);
+                }
+            }
+            // One caller's answers come one after another from one server: increasing.
+            let seqs = sequences(&mine);
+            assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+            mine
+        }));
+    }
+    let mut all = vec![first];
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let unique: HashSet<&String> = all.iter().collect();
+    assert_eq!(unique.len(), all.len(), "an order number twice");
+    for id in all.iter().take(20) {
+        let d = a
+            .get(&format!("/api/v1/segment/orders/decode?id={id}"))
+            .await;
+        assert_eq!(d.status, 200, "{}", d.text);
+        assert_eq!(d.json()["period"], today());
+        assert_eq!(
+            d.json()["sequence"].as_u64(),
+            Some(id[8..].parse().unwrap())
+        );
+    }
+    // A restart (both servers gone, a new one on the same database) continues the day above
+    // everything issued: the period's row keeps its max_id.
+    let max = *sequences(&all).iter().max().unwrap();
+    a.stop().await;
+    b.stop().await;
+    let c = spawn_on(&url, |_| {}).await;
+    let next = sequences(&[leaf(&c, "orders").await])[0];
+    assert!(next > max, "after a restart {next}, before {max}");
+}
+on_both_databases!(daily_order_numbers_from_two_servers_never_repeat);
+
+async fn a_period_that_runs_out_of_width_is_refused_until_the_next(db: Db) {
+    let (url, _dir) = fresh_db(db).await;
+    let app = spawn_on(&url, |_| {}).await;
+    let tiny = r#"{"prefix":"T-","date":"yyyyMMdd","width":2,"reset":"daily","time_zone":"Asia/Shanghai"}"#;
+    assert_eq!(create(&app, "tiny", tiny).await.status, 201);
+    let ids = batch(&app, "tiny", 1000).await;
+    // A short answer: the 99 ids the width holds, then nothing.
+    assert_eq!(ids.len(), 99, "{ids:?}");
+    assert_eq!(ids[98], format!("T-{}99", today()));
+    let r = app.get("/api/segment/get/tiny").await;
+    assert_eq!(r.status, 503, "{}", r.text);
+    assert_eq!(r.code(), "sequence_exhausted");
+    assert!(r.text.contains(&today()), "names the period: {}", r.text);
+    let retry: u64 = r.retry_after.as_deref().unwrap().parse().unwrap();
+    assert!((1..=86_400).contains(&retry), "Retry-After {retry}");
+}
+on_both_databases!(a_period_that_runs_out_of_width_is_refused_until_the_next);
+
+#[tokio::test]
+async fn formatted_tags_are_never_numbers_and_never_change_format() {
+    let (url, _dir) = fresh_db(Db::Sqlite).await;
+    let a = spawn_on(&url, |_| {}).await;
+    // B learns the tag through its refresh, not a request: its own row must not get a buffer.
+    let b = spawn_on(&url, |s| s.segment.refresh_interval_secs = 1).await;
+    assert_eq!(
+        create(
+            &a,
+            "inv",
+            r#"{"prefix":"INV-","date":"yyyy-","width":6,"reset":"yearly"}"#
+        )
+        .await
+        .status,
+        201
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let r = b.get("/api/v1/segment/inv/ranges?count=5").await;
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (400, "formatted_tag"),
+        "{}",
+        r.text
+    );
+    let id = leaf(&b, "inv").await;
+    assert!(id.starts_with("INV-") && id.ends_with("000001"), "{id}");
+    // The name keeps its format: another one is refused, even after the tag is deleted.
+    let again = create(&a, "inv", r#"{"width":3}"#).await;
+    assert_eq!(again.status, 409, "{}", again.text);
+    assert_eq!(
+        a.send(reqwest::Method::DELETE, "/api/v1/tags/inv", None, None)
+            .await
+            .status,
+        204
+    );
+    let other = create(&a, "inv", r#"{"width":3}"#).await;
+    assert_eq!(other.status, 409, "{}", other.text);
+    assert!(other.text.contains("format"), "{}", other.text);
+    // Formats that would repeat ids, or rows too long for leaf_alloc, are refused.
+    for (tag, format) in [
+        ("bad1", r#"{"date":"MMdd","width":6,"reset":"daily"}"#),
+        ("bad2", r#"{"width":6,"radix":"base64"}"#),
+        ("bad3", r#"{"width":6,"colour":"red"}"#),
+        (
+            &"x".repeat(121),
+            r#"{"date":"yyyyMMdd","width":6,"reset":"daily"}"#,
+        ),
+    ] {
+        let r = create(&a, tag, format).await;
+        assert_eq!(r.status, 400, "{format}: {}", r.text);
+    }
+}
+
+#[tokio::test]
+async fn decode_refuses_whatever_is_not_an_id_of_the_format() {
+    let (url, _dir) = fresh_db(Db::Sqlite).await;
+    let app = spawn_on(&url, |_| {}).await;
+    let code = r#"{"prefix":"T-","radix":"crockford32","width":6,"check":true}"#;
+    assert_eq!(create(&app, "codes", code).await.status, 201);
+    let id = leaf(&app, "codes").await;
+    assert_eq!(id.len(), 9, "{id}");
+    let ok = app
+        .get(&format!("/api/v1/segment/codes/decode?id={id}"))
+        .await;
+    assert_eq!(ok.status, 200, "{}", ok.text);
+    assert_eq!(ok.json()["sequence"], 1);
+    let last = id.chars().last().unwrap();
+    let wrong_check = format!("{}{}", &id[..8], if last == '0' { '1' } else { '0' });
+    for bad in [
+        &id[..8],
+        "T-0000000",
+        "X-000001A",
+        "T-00000U1",
+        wrong_check.as_str(),
+    ] {
+        let r = app
+            .get(&format!("/api/v1/segment/codes/decode?id={bad}"))
+            .await;
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (400, "invalid_id"),
+            "{bad}: {}",
+            r.text
+        );
+    }
+    let plain = app
+        .get("/api/v1/segment/leaf-segment-test/decode?id=1")
+        .await;
+    assert_eq!(plain.status, 400, "{}", plain.text);
+    let none = app.get("/api/v1/segment/nobody/decode?id=1").await;
+    assert_eq!(none.status, 404, "{}", none.text);
+}
