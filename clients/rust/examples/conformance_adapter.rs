@@ -66,6 +66,7 @@ fn handle(cmd: &Value, client: &mut Option<Client>, rt: &tokio::runtime::Handle)
                     "batches": s.batches,
                     "failovers": s.failovers,
                     "discarded_ids": s.discarded_ids,
+                    "batch_size": s.batch_size,
                 });
                 (answer, false)
             }
@@ -95,6 +96,12 @@ fn open(cmd: &Value, client: &mut Option<Client>, rt: &tokio::runtime::Handle) -
     let mut builder = Client::builder().servers(servers);
     if let Some(n) = cmd["batch"].as_u64() {
         builder = builder.batch(n as usize);
+    }
+    if let Some(m) = cmd["max_batch"].as_u64() {
+        builder = builder.max_batch(m as usize);
+    }
+    if let Some(l) = ms(cmd, "target_lifetime_ms") {
+        builder = builder.target_lifetime(l);
     }
     if let Some(t) = ms(cmd, "request_timeout_ms") {
         builder = builder.request_timeout(t);

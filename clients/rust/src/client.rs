@@ -8,16 +8,24 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
 use crate::servers::{Request, Servers, Timing};
+use crate::sizing::Sizing;
 use crate::supply::{Supply, SupplyStats};
 
-/// Most ids one batch request may ask for (the server's limit).
-pub const MAX_BATCH: usize = 100_000;
+/// Most ids one segment request may ask for (the range route's limit), and the default
+/// `max_batch`.
+pub const MAX_BATCH: usize = 1_000_000;
+
+/// Most ids one snowflake request asks for (its route's limit): a snowflake supply's size
+/// never goes above it, whatever `max_batch`.
+pub const MAX_SNOWFLAKE_BATCH: usize = 100_000;
 
 /// Builds a [`Client`].
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
     servers: Vec<String>,
     batch: usize,
+    max_batch: usize,
+    target_lifetime: Duration,
     wait_timeout: Duration,
     timing: Timing,
     connect_timeout: Duration,
@@ -28,6 +36,8 @@ impl Default for ClientBuilder {
         Self {
             servers: Vec::new(),
             batch: 1000,
+            max_batch: MAX_BATCH,
+            target_lifetime: Duration::from_secs(1),
             wait_timeout: Duration::from_secs(5),
             timing: Timing {
                 request_timeout: Duration::from_secs(2),
@@ -51,10 +61,29 @@ impl ClientBuilder {
         self
     }
 
-    /// Ids per batch request, 1..=100000 (default 1000). Each tag holds up to two batches;
-    /// ids left when the client goes away are never used (a gap).
+    /// Ids of the first batch request of each supply, and the smallest size its requests
+    /// take (default 1000, at most `max_batch`). The size then follows demand: see
+    /// [`target_lifetime`](Self::target_lifetime). Each supply holds up to two batches; ids
+    /// left when the client goes away are never used (a gap).
     pub fn batch(mut self, n: usize) -> Self {
         self.batch = n;
+        self
+    }
+
+    /// The largest batch a supply asks for, `batch..=1_000_000` (default 1,000,000, the
+    /// segment route's limit; a snowflake supply never asks more than 100,000).
+    pub fn max_batch(mut self, n: usize) -> Self {
+        self.max_batch = n;
+        self
+    }
+
+    /// How long a batch should last at the callers' rate (default 1 s): a supply doubles its
+    /// next request when its batch would last less than half of it (or a caller had to wait
+    /// for ids), halves it when it would last more than twice, within `batch..=max_batch`.
+    /// A restart wastes at most the two batches a supply holds: about twice this at a steady
+    /// rate.
+    pub fn target_lifetime(mut self, d: Duration) -> Self {
+        self.target_lifetime = d;
         self
     }
 
@@ -88,11 +117,20 @@ impl ClientBuilder {
         if self.servers.is_empty() {
             return Err(Error::Config("no server given".into()));
         }
-        if !(1..=MAX_BATCH).contains(&self.batch) {
+        if !(1..=MAX_BATCH).contains(&self.max_batch) {
             return Err(Error::Config(format!(
-                "batch must be within 1..={MAX_BATCH} (got {})",
-                self.batch
+                "max_batch must be within 1..={MAX_BATCH} (got {})",
+                self.max_batch
             )));
+        }
+        if !(1..=self.max_batch).contains(&self.batch) {
+            return Err(Error::Config(format!(
+                "batch must be within 1..=max_batch ({}) (got {})",
+                self.max_batch, self.batch
+            )));
+        }
+        if self.target_lifetime.is_zero() {
+            return Err(Error::Config("target_lifetime must be above 0".into()));
         }
         if self.timing.backoff_min.is_zero() || self.timing.backoff_max < self.timing.backoff_min {
             return Err(Error::Config("backoff needs 0 < min <= max".into()));
@@ -100,9 +138,15 @@ impl ClientBuilder {
         let mut bases = Vec::with_capacity(self.servers.len());
         for url in &self.servers {
             let base = url.trim_end_matches('/');
-            if reqwest::Url::parse(base).map_or(true, |u| u.scheme() != "http") {
-                // reqwest is built without TLS here: only plain http.
-                return Err(Error::Config(format!("not an http:// URL: {url:?}")));
+            match reqwest::Url::parse(base) {
+                Ok(u) if u.scheme() == "http" => {}
+                Ok(u) if u.scheme() == "https" => {
+                    return Err(Error::Config(format!(
+                        "{url:?}: https:// is not supported: this client is built without TLS \
+                         (reqwest without rustls); use http:// or a TLS-terminating proxy"
+                    )));
+                }
+                _ => return Err(Error::Config(format!("not an http:// URL: {url:?}"))),
             }
             bases.push(base.to_owned());
         }
@@ -116,7 +160,11 @@ impl ClientBuilder {
         Ok(Client {
             shared: Arc::new(Shared {
                 servers,
-                batch: self.batch,
+                sizing: Sizing {
+                    min: self.batch,
+                    max: self.max_batch,
+                    target: self.target_lifetime,
+                },
                 wait_timeout: self.wait_timeout,
                 timing: self.timing,
                 runtime,
@@ -163,8 +211,8 @@ pub struct Client {
 struct Shared {
     /// The servers, their health and the HTTP pool: shared by every supply.
     servers: Arc<Servers>,
-    /// Ids per request.
-    batch: usize,
+    /// The batch rule of segment supplies (snowflake: capped at its route's limit).
+    sizing: Sizing,
     /// A caller's bound on waiting for a batch.
     wait_timeout: Duration,
     /// Request timeout and backoff.
@@ -198,11 +246,15 @@ impl Client {
         let supply = map
             .entry(tag.to_owned())
             .or_insert_with(|| {
-                Arc::new(self.supply(Request::new(
-                    format!("/api/v1/segment/{tag}/ids"),
-                    s.batch,
-                    Some(tag.to_owned()),
-                )))
+                Arc::new(self.supply(
+                    Request::new(
+                        format!("/api/v1/segment/{tag}/ranges"),
+                        s.sizing.min,
+                        MAX_BATCH,
+                        Some(tag.to_owned()),
+                    ),
+                    s.sizing,
+                ))
             })
             .clone();
         Ok(SegmentSupply {
@@ -217,11 +269,21 @@ impl Client {
         let mut slot = s.snowflake.lock().unwrap_or_else(|e| e.into_inner());
         let supply = slot
             .get_or_insert_with(|| {
-                Arc::new(self.supply(Request::new(
-                    "/api/v1/snowflake/ids".to_owned(),
-                    s.batch,
-                    None,
-                )))
+                let cap = |n: usize| n.min(MAX_SNOWFLAKE_BATCH);
+                let sizing = Sizing {
+                    min: cap(s.sizing.min),
+                    max: cap(s.sizing.max),
+                    target: s.sizing.target,
+                };
+                Arc::new(self.supply(
+                    Request::new(
+                        "/api/v1/snowflake/ranges".to_owned(),
+                        sizing.min,
+                        MAX_SNOWFLAKE_BATCH,
+                        None,
+                    ),
+                    sizing,
+                ))
             })
             .clone();
         SnowflakeSupply {
@@ -230,7 +292,8 @@ impl Client {
         }
     }
 
-    /// The counters of every supply made so far (each tag's and snowflake's), summed.
+    /// The counters of every supply made so far (each tag's and snowflake's), summed;
+    /// `batch_size` is the largest size any supply asks for next.
     pub fn stats(&self) -> SupplyStats {
         let s = &self.shared;
         let mut total = SupplyStats::default();
@@ -258,11 +321,12 @@ impl Client {
         self.shared.servers.down()
     }
 
-    fn supply(&self, request: Request) -> Supply {
+    fn supply(&self, request: Request, sizing: Sizing) -> Supply {
         let s = &self.shared;
         Supply::remote(
             s.servers.clone(),
             request,
+            sizing,
             s.timing,
             s.runtime.clone(),
             s.wait_timeout,
@@ -288,18 +352,22 @@ pub struct SegmentSupply {
 }
 
 impl SegmentSupply {
-    /// The next id of the tag. Fast path: one `fetch_add` on the local batch. When the local
-    /// batches are spent it waits for the refill, at most the wait timeout.
+    /// The next id of the tag. Fast path: one `fetch_add` and one compare on the local range
+    /// (no lock, no allocation); the next range is installed under the supply's lock. When
+    /// the local batches are spent it waits for the refill, at most the wait timeout.
     ///
     /// The refill is a task of the client's runtime: a caller that loops on ids without ever
     /// awaiting something that yields can keep it from running on a busy runtime, and then
     /// waits for the batch when its current one runs out instead of finding it preloaded.
+    #[inline]
     pub async fn next_id(&self) -> Result<i64, Error> {
         self.supply.next_id().await
     }
 
-    /// The next id if the current local batch has one; never waits, never fails (the refill
-    /// still starts at the preload mark). `None`: call `next_id`.
+    /// The next id if a local batch has one, without a future: the same local path as
+    /// `next_id`. Never waits for the network, never fails; `None` when both local batches are
+    /// spent (a refill is then under way): call `next_id` to wait for it.
+    #[inline]
     pub fn try_next_id(&self) -> Option<i64> {
         self.supply.try_next_id()
     }
@@ -309,12 +377,20 @@ impl SegmentSupply {
         self.supply.stats()
     }
 
-    /// A supply of exactly `ids` (strictly increasing) that never contacts a server: for
-    /// benches and tests of code that takes ids. Once they are spent, `next_id` fails.
+    /// A supply of exactly the ids `first..=last` (`0 < first <= last`) that never contacts a
+    /// server: for benches and tests of code that takes ids. Once they are spent, `next_id`
+    /// fails.
     #[doc(hidden)]
-    pub fn prefilled(ids: Vec<i64>) -> Self {
+    pub fn prefilled(ids: std::ops::RangeInclusive<i64>) -> Self {
+        assert!(
+            *ids.start() > 0 && ids.start() <= ids.end(),
+            "a run of positive ids"
+        );
         Self {
-            supply: Arc::new(Supply::fixed(ids)),
+            supply: Arc::new(Supply::fixed(&[crate::servers::Run {
+                first: *ids.start(),
+                last: *ids.end(),
+            }])),
             _owner: Arc::new(Owner {
                 stop: CancellationToken::new(),
             }),
@@ -332,12 +408,14 @@ pub struct SnowflakeSupply {
 
 impl SnowflakeSupply {
     /// The next snowflake id (see [`SegmentSupply::next_id`]).
+    #[inline]
     pub async fn next_id(&self) -> Result<u64, Error> {
         // Validated positive when the batch was received.
         self.supply.next_id().await.map(|id| id as u64)
     }
 
     /// The next id if the current local batch has one (see [`SegmentSupply::try_next_id`]).
+    #[inline]
     pub fn try_next_id(&self) -> Option<u64> {
         self.supply.try_next_id().map(|id| id as u64)
     }
@@ -368,8 +446,26 @@ mod tests {
         assert!(bad(Client::builder().servers(["http://a:1"]).batch(0)));
         assert!(bad(Client::builder()
             .servers(["http://a:1"])
-            .batch(100_001)));
-        assert!(bad(Client::builder().servers(["https://a:1"])));
+            .batch(1_000_001)));
+        assert!(bad(Client::builder()
+            .servers(["http://a:1"])
+            .max_batch(1_000_001)));
+        assert!(bad(Client::builder()
+            .servers(["http://a:1"])
+            .batch(2000)
+            .max_batch(1000)));
+        assert!(bad(Client::builder()
+            .servers(["http://a:1"])
+            .target_lifetime(Duration::ZERO)));
+        assert!(bad(Client::builder().servers(["ftp://a:1"])));
+        let https = Client::builder()
+            .servers(["https://a:1"])
+            .build()
+            .unwrap_err();
+        assert!(
+            https.to_string().contains("https:// is not supported"),
+            "{https}"
+        );
         assert!(bad(Client::builder().servers(["a:1"])));
         let c = Client::builder().servers(["http://a:1/"]).build().unwrap();
         assert!(matches!(c.segment("a/b"), Err(Error::InvalidTag(_))));

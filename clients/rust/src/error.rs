@@ -11,8 +11,8 @@ pub enum Error {
     /// request was sent.
     #[error("invalid biz tag {0:?}: 1 to 128 of A-Z a-z 0-9 . _ : -")]
     InvalidTag(String),
-    /// The builder's settings are unusable (no server, a bad URL, a batch outside 1..=100000,
-    /// no tokio runtime).
+    /// The builder's settings are unusable (no server, a bad URL, a batch outside
+    /// `1..=max_batch`, a `max_batch` above the route's limit, no tokio runtime).
     #[error("invalid client configuration: {0}")]
     Config(String),
     /// A server refused the request itself: a 4xx whose `code` is `unknown_biz_tag`,
@@ -31,12 +31,19 @@ pub enum Error {
         /// The body's `message`.
         message: String,
     },
-    /// No batch arrived within the wait timeout: every server failed or is down.
-    #[error("no ids within {waited:?}: no server answered{}", last.as_ref().map(|f| format!(" (last: {f})")).unwrap_or_default())]
+    /// No batch arrived within the wait timeout: every server failed or is down, or (no
+    /// failure yet) the batch asked for had not come back in time.
+    #[error("no ids came within the {} ms wait: {}", waited.as_millis(), match last {
+        Some(f @ ServerFault { fault: Fault::Behind { .. }, .. }) =>
+            format!("the servers that answered are behind the ids already handed out, still catching up (last: {f})"),
+        Some(f) => format!("every server failed or is down (last: {f})"),
+        None => "no server has failed: the batch asked for was still on its way".to_owned(),
+    })]
     Unavailable {
-        /// How long the call waited.
+        /// The wait timeout the call waited for.
         waited: Duration,
-        /// The last server failure seen by the refill, if any.
+        /// The last server failure seen by the refill, if any (a lagging server's answer
+        /// lying wholly behind the ids handed out counts: [`Fault::Behind`]).
         last: Option<ServerFault>,
     },
 }
@@ -69,6 +76,15 @@ pub enum Fault {
     /// A 200 whose body is not a valid batch (not JSON, ids not positive and increasing, more
     /// ids than asked, another tag): none of its ids is handed out.
     BadResponse(String),
+    /// A valid 200 whose ids all lie at or below the ids already handed out: a server behind
+    /// the one used before (a lagging clock, a restored database). Its ids are discarded and a
+    /// catch-up request follows.
+    Behind {
+        /// The last id of its answer.
+        last: i64,
+        /// The largest id the supply had accepted.
+        floor: i64,
+    },
 }
 
 impl fmt::Display for ServerFault {
@@ -76,10 +92,18 @@ impl fmt::Display for ServerFault {
         match &self.fault {
             Fault::Transport(e) => write!(f, "{}: {e}", self.server),
             Fault::Status(s) => write!(f, "{}: HTTP {s}", self.server),
+            Fault::Refused { status, code } if code.is_empty() => {
+                write!(f, "{}: HTTP {status}", self.server)
+            }
             Fault::Refused { status, code } => {
                 write!(f, "{}: HTTP {status} {code}", self.server)
             }
             Fault::BadResponse(e) => write!(f, "{}: bad response: {e}", self.server),
+            Fault::Behind { last, floor } => write!(
+                f,
+                "{}: behind: its ids end at {last}, at or below {floor} already taken",
+                self.server
+            ),
         }
     }
 }

@@ -1,10 +1,12 @@
 //! `leafid-client`: ids from leafid servers, served in-process.
 //!
-//! Per tag, a [`SegmentSupply`] keeps two local batches of ids fetched through the server's
-//! batch route (`GET /api/v1/segment/{tag}/ids?count=N`) and fetches the next one in the
-//! background once 10% of the current one is used, as the server's own double buffer does; so
-//! [`SegmentSupply::next_id`] is one local `fetch_add` on the fast path. [`SnowflakeSupply`]
-//! buffers batches of `GET /api/v1/snowflake/ids` the same way.
+//! Per tag, a [`SegmentSupply`] keeps two local batches of ids fetched as ranges (runs of
+//! consecutive ids) through the server's range route (`GET /api/v1/segment/{tag}/ranges`)
+//! and fetches the next one in the background once 10% of the current one is used, as the
+//! server's own double buffer does; [`SnowflakeSupply`] buffers `GET /api/v1/snowflake/ranges`
+//! the same way. [`SegmentSupply::try_next_id`] (and the fast path of `next_id`) is one
+//! `fetch_add` and one compare on the range in use; the size of each request follows demand
+//! (see [`ClientBuilder::target_lifetime`]).
 //!
 //! Guarantees, per supply (see `supply` for why they hold):
 //! - no id is handed out twice, and only ids received in a 200 response body;
@@ -18,15 +20,22 @@
 //! # Layout
 //!
 //! - `client.rs`: [`Client`], [`ClientBuilder`] and the handles.
-//! - `supply.rs`: the double buffer, the single-flight refill, the floor (monotonicity).
+//! - `local.rs`: the local path, a `fetch_add` on a packed (generation, offset) word and
+//!   a seqlock-read slot per range; why it hands no id twice and keeps ids increasing.
+//! - `supply.rs`: the double buffer of ranges, the single-flight refill, the floor.
+//! - `sizing.rs`: the batch size that follows demand.
 //! - `servers.rs`: failover, backoff, health probes, response validation.
 //! - `error.rs`: [`Error`] and the per-server [`Fault`].
 
 mod client;
 mod error;
+mod local;
 mod servers;
+mod sizing;
 mod supply;
 
-pub use client::{Client, ClientBuilder, MAX_BATCH, SegmentSupply, SnowflakeSupply};
+pub use client::{
+    Client, ClientBuilder, MAX_BATCH, MAX_SNOWFLAKE_BATCH, SegmentSupply, SnowflakeSupply,
+};
 pub use error::{Error, Fault, ServerFault};
 pub use supply::SupplyStats;

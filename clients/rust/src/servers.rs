@@ -9,7 +9,7 @@
 //! never stalls behind a probe schedule while a server could answer.
 //!
 //! The only ids that leave this module come from the body of a 200 that parsed and passed
-//! [`validate`]; a failed or partial answer contributes nothing.
+//! [`validate`] (runs of the range routes); a failed or partial answer contributes nothing.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -91,64 +91,37 @@ pub(crate) enum FetchError {
     Unavailable(Option<ServerFault>),
 }
 
-/// What a fetch brought from the server that answered 200.
-#[derive(Debug)]
-pub(crate) enum Fetched {
-    /// The ids of a valid batch body.
-    Ids(Vec<i64>),
-    /// A body whose last id lay at or below the floor, read from its tail only
-    /// ([`behind_tail`]): discarded whole.
-    Behind(Behind),
-}
-
-/// A 200 answer lying wholly at or below the floor: its size and its last id.
+/// A run of consecutive ids of a 200 body, both ends included: `0 < first <= last`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Behind {
-    /// Ids in the answer (its commas, plus one).
-    pub ids: u64,
-    /// Its last id: at or below the floor.
+pub(crate) struct Run {
+    /// Its first id.
+    pub first: i64,
+    /// Its last id.
     pub last: i64,
 }
 
-/// The size and last id of a 200 body that ends the way leafid writes a batch
-/// (`..."ids":[...,"<last id>"]}`) when that last id lies at or below `floor`; else `None`, and
-/// the body is parsed whole. Reads the tail and counts commas: a catch-up discards answer after
-/// answer of 100,000 ids, and decoding each of them would cost more than the request; none of
-/// them is handed out, so none needs validating.
-pub(crate) fn behind_tail(body: &[u8], req: &Request, floor: i64) -> Option<Behind> {
-    if floor <= 0 {
-        return None;
+impl Run {
+    /// Ids in the run.
+    pub fn len(&self) -> u64 {
+        // first <= last, both positive: no overflow.
+        (self.last - self.first) as u64 + 1
     }
-    let rest = body.trim_ascii_end().strip_suffix(b"\"]}")?;
-    let digits = rest.iter().rev().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 || digits > 19 {
-        return None;
-    }
-    let (head, last) = rest.split_at(rest.len() - digits);
-    let head = head.strip_suffix(b"\"")?;
-    if last[0] == b'0' {
-        return None;
-    }
-    let last: i64 = std::str::from_utf8(last).ok()?.parse().ok()?;
-    if last > floor {
-        return None;
-    }
-    // The array's opening, near the start (a tag cannot hold a quote).
-    const OPEN: &[u8] = b"\"ids\":[";
-    let open = head.windows(OPEN.len()).position(|w| w == OPEN)?;
-    let ids = 1 + head[open..].iter().filter(|&&b| b == b',').count() as u64;
-    (ids <= req.count as u64).then_some(Behind { ids, last })
 }
 
-/// The success body of both batch routes (`biz_tag` only on the segment one).
+/// The success body of both range routes (`biz_tag` only on the segment one).
 #[derive(Deserialize)]
-struct IdsBody {
+struct RangesBody {
     #[serde(default)]
     biz_tag: Option<String>,
-    /// Decimal strings (the client asks with `stringify_ids=true`); JSON integers are accepted
-    /// too. Anything else (a fraction, a string that is not an `i64`) makes the body invalid.
-    #[serde(deserialize_with = "ids_as_numbers_or_strings")]
-    ids: Vec<i64>,
+    count: u64,
+    ranges: Vec<RangeBody>,
+}
+
+/// One run of a body: decimal strings (the client asks with `stringify_ids=true`) or integers.
+#[derive(Deserialize)]
+struct RangeBody {
+    first: AnyId,
+    last: AnyId,
 }
 
 /// One id of a batch body: a JSON integer, or an `i64` in decimal as a JSON string.
@@ -178,16 +151,11 @@ impl<'de> Deserialize<'de> for AnyId {
                 }
                 v.parse()
                     .map(AnyId)
-                    .map_err(|_| E::custom(format!("id {v:?} is not an i64")))
+                    .map_err(|_| E::custom(format!("id {v} is not an i64")))
             }
         }
         d.deserialize_any(Visitor)
     }
-}
-
-fn ids_as_numbers_or_strings<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<i64>, D::Error> {
-    let ids: Vec<AnyId> = Deserialize::deserialize(d)?;
-    Ok(ids.into_iter().map(|AnyId(id)| id).collect())
 }
 
 /// The error body of the server (`{"code", "message"}`), read leniently.
@@ -202,30 +170,33 @@ struct ErrorBody {
 /// What a batch request expects back.
 #[derive(Debug, Clone)]
 pub(crate) struct Request {
-    /// The route without its query, e.g. `/api/v1/segment/orders/ids`.
+    /// The route without its query, e.g. `/api/v1/segment/orders/ranges`.
     pub route: String,
-    /// Path and query, e.g. `/api/v1/segment/orders/ids?count=1000&stringify_ids=true`.
+    /// Path and query, e.g. `/api/v1/segment/orders/ranges?count=1000&stringify_ids=true`.
     pub path: String,
     /// The ids asked for: a body with more is invalid.
     pub count: usize,
+    /// The route's limit per request (1,000,000 segment, 100,000 snowflake).
+    pub limit: usize,
     /// The tag the body must name (segment route), `None` for snowflake.
     pub tag: Option<String>,
 }
 
 impl Request {
-    /// A request for `count` ids (decimal strings) on `route`.
-    pub fn new(route: String, count: usize, tag: Option<String>) -> Self {
+    /// A request for `count` ids (decimal strings) on `route`, whose limit is `limit`.
+    pub fn new(route: String, count: usize, limit: usize, tag: Option<String>) -> Self {
         Self {
             path: format!("{route}?count={count}&stringify_ids=true"),
             route,
             count,
+            limit,
             tag,
         }
     }
 
     /// The same request for `count` ids.
     pub fn with_count(&self, count: usize) -> Self {
-        Self::new(self.route.clone(), count, self.tag.clone())
+        Self::new(self.route.clone(), count, self.limit, self.tag.clone())
     }
 }
 
@@ -272,14 +243,13 @@ impl Servers {
     /// resort) the down ones. `Rejected` at the first refusal that holds on every server (a
     /// server-specific 4xx such as `engine_disabled` is a fault: the next is asked);
     /// `Unavailable` when all failed. Each request sent because the server asked before it
-    /// failed adds one to `failovers`. A 200 whose last id lies at or below `floor` (the
-    /// supply's largest accepted id, 0 for none) comes back as [`Fetched::Behind`], unparsed.
+    /// failed adds one to `failovers`. The runs of a valid 200 body come back as they are
+    /// (the supply cuts what lies at or below its floor), with the server that sent them.
     pub async fn fetch(
         &self,
         req: &Request,
-        floor: i64,
         failovers: &AtomicU64,
-    ) -> Result<Fetched, FetchError> {
+    ) -> Result<(Vec<Run>, &str), FetchError> {
         let n = self.list.len();
         let start = self.preferred.load(Ordering::Relaxed) % n;
         let mut tried = vec![false; n];
@@ -295,12 +265,12 @@ impl Servers {
                     failovers.fetch_add(1, Ordering::Relaxed);
                 }
                 let seen = self.list[i].health().downs;
-                match self.ask(i, req, floor).await {
-                    Ok(ids) => {
+                match self.ask(i, req).await {
+                    Ok(runs) => {
                         if self.list[i].mark_up_unless_down_since(seen) {
                             self.preferred.store(i, Ordering::Relaxed);
                         }
-                        return Ok(ids);
+                        return Ok((runs, &self.list[i].base));
                     }
                     Err(Outcome::Rejected(e)) => return Err(FetchError::Rejected(e)),
                     Err(Outcome::Fault(fault)) => {
@@ -317,7 +287,7 @@ impl Servers {
     }
 
     /// One request to server `i`.
-    async fn ask(&self, i: usize, req: &Request, floor: i64) -> Result<Fetched, Outcome> {
+    async fn ask(&self, i: usize, req: &Request) -> Result<Vec<Run>, Outcome> {
         let server = &self.list[i];
         let url = format!("{}{}", server.base, req.path);
         let resp = self
@@ -326,7 +296,7 @@ impl Servers {
             .timeout(self.timing.request_timeout)
             .send()
             .await
-            .map_err(|e| Outcome::Fault(Fault::Transport(e.to_string())))?;
+            .map_err(|e| Outcome::Fault(Fault::Transport(transport_cause(&e))))?;
         let status = resp.status();
         if status.is_client_error() {
             let body: ErrorBody = resp.json().await.unwrap_or_default();
@@ -349,14 +319,10 @@ impl Servers {
         let bytes = resp
             .bytes()
             .await
-            .map_err(|e| Outcome::Fault(Fault::Transport(e.to_string())))?;
-        if let Some(behind) = behind_tail(&bytes, req, floor) {
-            return Ok(Fetched::Behind(behind));
-        }
-        let body: IdsBody = serde_json::from_slice(&bytes)
+            .map_err(|e| Outcome::Fault(Fault::Transport(transport_cause(&e))))?;
+        let body: RangesBody = serde_json::from_slice(&bytes)
             .map_err(|e| Outcome::Fault(Fault::BadResponse(e.to_string())))?;
-        validate(&body, req).map_err(|e| Outcome::Fault(Fault::BadResponse(e)))?;
-        Ok(Fetched::Ids(body.ids))
+        validate(body, req).map_err(|e| Outcome::Fault(Fault::BadResponse(e)))
     }
 
     /// Probes every down server whose backoff has passed, on each tick, until `stop`.
@@ -462,28 +428,61 @@ pub(crate) fn backoff(timing: &Timing, failures: u32) -> Duration {
         .min(timing.backoff_max)
 }
 
-/// A 200 body is a batch only if it has 1..=count ids, all positive and strictly increasing,
-/// for the tag asked. Anything else is the server's fault and none of its ids is used.
-fn validate(body: &IdsBody, req: &Request) -> Result<(), String> {
+/// What a request failed with, named down to its cause: reqwest's own message (`error sending
+/// request`) says nothing of why, its sources do (`connection refused`, a timeout, a reset).
+pub(crate) fn transport_cause(e: &reqwest::Error) -> String {
+    // Its own message, without the URL (the fault names the server already).
+    let own = e.to_string();
+    let mut out = own
+        .split_once(" for url (")
+        .map_or(own.as_str(), |(head, _)| head)
+        .to_owned();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = cause.source();
+    }
+    out
+}
+
+/// A 200 body is a batch only if its runs have `0 < first <= last` each, increase without
+/// overlapping, and add up to its `count`, which is 1..= the count asked; for the tag asked.
+/// Anything else is the server's fault and none of its ids is used.
+fn validate(body: RangesBody, req: &Request) -> Result<Vec<Run>, String> {
     if let (Some(want), Some(got)) = (&req.tag, &body.biz_tag)
         && want != got
     {
         return Err(format!("asked for tag {want:?}, got {got:?}"));
     }
-    if body.ids.is_empty() || body.ids.len() > req.count {
+    if body.count == 0 || body.count > req.count as u64 {
         return Err(format!(
-            "{} ids for a count of {}",
-            body.ids.len(),
-            req.count
+            "count {} for a request of {}",
+            body.count, req.count
         ));
     }
-    if body.ids[0] <= 0 {
-        return Err(format!("id {} is not positive", body.ids[0]));
+    let mut runs = Vec::with_capacity(body.ranges.len());
+    let mut total: u64 = 0;
+    let mut above = 0i64;
+    for r in body.ranges {
+        let (first, last) = (r.first.0, r.last.0);
+        if first <= above || last < first {
+            return Err(format!(
+                "run {first}..={last} is not a run of positive ids above {above}"
+            ));
+        }
+        let run = Run { first, last };
+        total = total.saturating_add(run.len());
+        above = last;
+        runs.push(run);
     }
-    if let Some(w) = body.ids.windows(2).find(|w| w[0] >= w[1]) {
-        return Err(format!("ids not increasing: {} then {}", w[0], w[1]));
+    if total != body.count {
+        return Err(format!("runs of {total} ids for a count of {}", body.count));
     }
-    Ok(())
+    Ok(runs)
 }
 
 #[cfg(test)]
@@ -491,73 +490,90 @@ mod tests {
     use super::*;
 
     fn req(count: usize) -> Request {
-        Request::new(String::new(), count, Some("t".into()))
+        Request::new(String::new(), count, 1_000_000, Some("t".into()))
+    }
+
+    fn parse(json: &str, asked: usize) -> Result<Vec<(i64, i64)>, String> {
+        let body: RangesBody = serde_json::from_str(json).map_err(|e| e.to_string())?;
+        validate(body, &req(asked)).map(|r| r.iter().map(|r| (r.first, r.last)).collect())
     }
 
     #[test]
-    fn an_answer_wholly_behind_the_floor_is_read_from_its_tail_only() {
-        let r = req(3);
-        let b = |ids, last| Some(Behind { ids, last });
+    fn only_increasing_disjoint_runs_adding_up_to_the_count_are_valid() {
+        let ok = r#"{"biz_tag":"t","count":5,"ranges":[{"first":"1","last":"2"},{"first":"7","last":"9"}]}"#;
+        assert_eq!(parse(ok, 5).unwrap(), [(1, 2), (7, 9)]);
         assert_eq!(
-            behind_tail(br#"{"biz_tag":"t","ids":["7","8","9"]}"#, &r, 9),
-            b(3, 9)
+            parse(r#"{"count":1,"ranges":[{"first":"9223372036854775807","last":"9223372036854775807"}]}"#, 1).unwrap(),
+            [(i64::MAX, i64::MAX)]
         );
-        assert_eq!(behind_tail(b"{\"ids\":[\"5\"]}\n", &r, 100), b(1, 5));
-        // Above the floor, no floor yet, another shape, more ids than asked: parsed whole.
         assert_eq!(
-            behind_tail(br#"{"biz_tag":"t","ids":["9","10"]}"#, &r, 9),
-            None
+            parse(r#"{"count":2,"ranges":[{"first":3,"last":4}]}"#, 2).unwrap(),
+            [(3, 4)]
         );
-        assert_eq!(behind_tail(br#"{"ids":["5"]}"#, &r, 0), None);
-        assert_eq!(behind_tail(br#"{"ids":[5]}"#, &r, 100), None);
-        assert_eq!(behind_tail(br#"{"ids":["5"],"x":1}"#, &r, 100), None);
-        assert_eq!(behind_tail(br#"{"ids":["0"]}"#, &r, 100), None);
-        assert_eq!(
-            behind_tail(br#"{"ids":["99999999999999999999"]}"#, &r, i64::MAX),
-            None
-        );
-        assert_eq!(behind_tail(br#"{"ids":["1","2","3","4"]}"#, &r, 100), None);
-        assert_eq!(behind_tail(b"", &r, 100), None);
-    }
-
-    fn body(tag: &str, ids: &[i64]) -> IdsBody {
-        IdsBody {
-            biz_tag: Some(tag.into()),
-            ids: ids.to_vec(),
-        }
-    }
-
-    #[test]
-    fn only_positive_increasing_batches_of_the_tag_are_valid() {
-        assert!(validate(&body("t", &[1, 2, 5]), &req(3)).is_ok());
-        assert!(validate(&body("t", &[1, 2, 5, 6]), &req(3)).is_err());
-        assert!(validate(&body("t", &[]), &req(3)).is_err());
-        assert!(validate(&body("t", &[0, 1]), &req(3)).is_err());
-        assert!(validate(&body("t", &[2, 2]), &req(3)).is_err());
-        assert!(validate(&body("t", &[3, 2]), &req(3)).is_err());
-        assert!(validate(&body("u", &[1]), &req(3)).is_err());
-    }
-
-    #[test]
-    fn ids_parse_from_decimal_strings_or_integers_only() {
-        let parse = |json: &str| serde_json::from_str::<IdsBody>(json).map(|b| b.ids);
-        assert_eq!(
-            parse(r#"{"ids":["1","9223372036854775807"]}"#).unwrap(),
-            [1, i64::MAX]
-        );
-        assert_eq!(parse(r#"{"ids":[1,2]}"#).unwrap(), [1, 2]);
-        for bad in [
-            r#"{"ids":["9223372036854775808"]}"#,
-            r#"{"ids":[9223372036854775808]}"#,
-            r#"{"ids":["1.0"]}"#,
-            r#"{"ids":[1.5]}"#,
-            r#"{"ids":["+1"]}"#,
-            r#"{"ids":[" 1"]}"#,
-            r#"{"ids":[""]}"#,
-            r#"{"ids":[null]}"#,
+        for (bad, asked) in [
+            (ok, 4), // more than asked
+            (
+                r#"{"biz_tag":"u","count":1,"ranges":[{"first":"1","last":"1"}]}"#,
+                5,
+            ), // another tag
+            (r#"{"count":0,"ranges":[]}"#, 5), // empty
+            (r#"{"count":3,"ranges":[{"first":"1","last":"2"}]}"#, 5), // count mismatch
+            (r#"{"count":1,"ranges":[{"first":"0","last":"0"}]}"#, 5), // not positive
+            (r#"{"count":1,"ranges":[{"first":"-1","last":"-1"}]}"#, 5),
+            (r#"{"count":2,"ranges":[{"first":"5","last":"4"}]}"#, 5), // reversed
+            (
+                r#"{"count":4,"ranges":[{"first":"1","last":"2"},{"first":"2","last":"3"}]}"#,
+                5,
+            ), // overlap
+            (
+                r#"{"count":4,"ranges":[{"first":"5","last":"6"},{"first":"1","last":"2"}]}"#,
+                5,
+            ), // decreasing
+            (
+                r#"{"count":1,"ranges":[{"first":"9223372036854775808","last":"9223372036854775808"}]}"#,
+                5,
+            ),
+            (r#"{"count":1,"ranges":[{"first":"1.0","last":"1"}]}"#, 5),
+            (r#"{"count":1,"ranges":[{"first":"+1","last":"1"}]}"#, 5),
+            (r#"{"count":1,"ranges":[{"first":" 1","last":"1"}]}"#, 5),
+            (r#"{"count":1,"ranges":[{"first":null,"last":"1"}]}"#, 5),
+            (r#"{"count":1}"#, 5),
+            ("not json", 5),
         ] {
-            assert!(parse(bad).is_err(), "{bad}");
+            assert!(parse(bad, asked).is_err(), "{bad}");
         }
+    }
+
+    #[tokio::test]
+    async fn transport_errors_name_their_cause() {
+        let http = reqwest::Client::new();
+        // Nothing listens on a port just released.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let e = http
+            .get(format!("http://127.0.0.1:{port}/"))
+            .send()
+            .await
+            .unwrap_err();
+        let cause = transport_cause(&e).to_lowercase();
+        assert!(cause.contains("connection refused"), "{cause}");
+        assert!(
+            !cause.contains("127.0.0.1"),
+            "the URL is the fault's server: {cause}"
+        );
+        // A listener that never answers.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let e = http
+            .get(format!("http://{}/", silent.local_addr().unwrap()))
+            .timeout(Duration::from_millis(100))
+            .send()
+            .await
+            .unwrap_err();
+        let cause = transport_cause(&e);
+        assert!(cause.contains("timed out"), "{cause}");
     }
 
     #[test]

@@ -284,5 +284,6 @@ async fn a_4xx_of_one_server_only_fails_over_and_is_counted() {
     );
     assert_eq!(stats.failovers, 1, "{stats:?}");
     assert_eq!(stats.ids_served, 25, "{stats:?}");
-    assert!(stats.batches >= 3 && stats.discarded_ids == 0, "{stats:?}");
+    // 10, then 20, then 40 ids (the size doubles with a fast caller).
+    assert!(stats.batches >= 2 && stats.discarded_ids == 0, "{stats:?}");
 }
