@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
+use crate::formatted::{Clock, Formatted, MAX_FORMATTED_BATCH};
 use crate::servers::{Request, Servers, Timing};
 use crate::sizing::Sizing;
 use crate::supply::{Supply, SupplyStats};
@@ -29,6 +30,7 @@ pub struct ClientBuilder {
     wait_timeout: Duration,
     timing: Timing,
     connect_timeout: Duration,
+    clock: Clock,
 }
 
 impl Default for ClientBuilder {
@@ -46,6 +48,7 @@ impl Default for ClientBuilder {
                 backoff_max: Duration::from_secs(5),
             },
             connect_timeout: Duration::from_millis(500),
+            clock: Clock(None),
         }
     }
 }
@@ -106,6 +109,17 @@ impl ClientBuilder {
     pub fn backoff(mut self, min: Duration, max: Duration) -> Self {
         self.timing.backoff_min = min;
         self.timing.backoff_max = max;
+        self
+    }
+
+    /// The wall clock formatted supplies check each batch's `period_end` against before
+    /// handing out a text (default `SystemTime::now`). For tests: a clock set past a period's
+    /// end shows that its batch is dropped, never handed out.
+    pub fn clock<F>(mut self, now: F) -> Self
+    where
+        F: Fn() -> std::time::SystemTime + Send + Sync + 'static,
+    {
+        self.clock = Clock(Some(Arc::new(now)));
         self
     }
 
@@ -170,6 +184,8 @@ impl ClientBuilder {
                 runtime,
                 segments: Mutex::new(HashMap::new()),
                 snowflake: Mutex::new(None),
+                formatted: Mutex::new(HashMap::new()),
+                clock: self.clock,
                 owner: Arc::new(Owner { stop }),
             }),
         })
@@ -224,6 +240,10 @@ struct Shared {
     segments: Mutex<HashMap<String, Arc<Supply>>>,
     /// The snowflake supply, made on first use.
     snowflake: Mutex<Option<Arc<Supply>>>,
+    /// One formatted supply per tag.
+    formatted: Mutex<HashMap<String, Arc<Formatted>>>,
+    /// The wall clock of the formatted supplies' period rule.
+    clock: Clock,
     /// Stops the background tasks when the last client or handle is dropped.
     owner: Arc<Owner>,
 }
@@ -292,6 +312,42 @@ impl Client {
         }
     }
 
+    /// The supply of a formatted tag (`docs/shapes.md`): its ids as text, from the list route
+    /// `GET /api/v1/segment/{tag}/ids`, the same one on every call for that tag. No request is
+    /// sent until the first `next_id`. A plain tag's answer makes every call
+    /// [`Error::Rejected`] with `code` `not_formatted`.
+    pub fn formatted(&self, tag: &str) -> Result<FormattedSupply, Error> {
+        if !valid_tag(tag) {
+            return Err(Error::InvalidTag(tag.to_owned()));
+        }
+        let s = &self.shared;
+        let mut map = s.formatted.lock().unwrap_or_else(|e| e.into_inner());
+        let supply = map
+            .entry(tag.to_owned())
+            .or_insert_with(|| {
+                let cap = |n: usize| n.min(MAX_FORMATTED_BATCH);
+                Arc::new(Formatted::remote(
+                    s.servers.clone(),
+                    tag,
+                    Sizing {
+                        min: cap(s.sizing.min),
+                        max: cap(s.sizing.max),
+                        target: s.sizing.target,
+                    },
+                    s.timing,
+                    s.runtime.clone(),
+                    s.wait_timeout,
+                    s.owner.stop.clone(),
+                    s.clock.clone(),
+                ))
+            })
+            .clone();
+        Ok(FormattedSupply {
+            supply,
+            _owner: s.owner.clone(),
+        })
+    }
+
     /// The counters of every supply made so far (each tag's and snowflake's), summed;
     /// `batch_size` is the largest size any supply asks for next.
     pub fn stats(&self) -> SupplyStats {
@@ -306,6 +362,14 @@ impl Client {
             total += supply.stats();
         }
         if let Some(supply) = &*s.snowflake.lock().unwrap_or_else(|e| e.into_inner()) {
+            total += supply.stats();
+        }
+        for supply in s
+            .formatted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+        {
             total += supply.stats();
         }
         total
@@ -423,6 +487,59 @@ impl SnowflakeSupply {
     /// The supply's counters.
     pub fn stats(&self) -> SupplyStats {
         self.supply.stats()
+    }
+}
+
+/// Ids of a formatted tag, as text: increasing in byte order, never repeated, never of a
+/// period that ended by the client's clock; served from two local batches.
+#[derive(Debug, Clone)]
+pub struct FormattedSupply {
+    supply: Arc<Formatted>,
+    /// Keeps the background tasks running while this handle lives.
+    _owner: Arc<Owner>,
+}
+
+impl FormattedSupply {
+    /// The next id of the tag (`ORD-2026112700000123`). Local path: a step through the batch
+    /// in use under the supply's lock, after comparing the batch's `period_end` with the wall
+    /// clock (a batch whose period ended is dropped whole, counted in
+    /// [`SupplyStats::discarded_ids`]). When both batches are spent it waits for the refill,
+    /// at most the wait timeout.
+    #[inline]
+    pub async fn next_id(&self) -> Result<String, Error> {
+        self.supply.next_id().await
+    }
+
+    /// The next id if a local batch has one, without a future (see
+    /// [`SegmentSupply::try_next_id`]).
+    #[inline]
+    pub fn try_next_id(&self) -> Option<String> {
+        self.supply.try_next_id()
+    }
+
+    /// The supply's counters.
+    pub fn stats(&self) -> SupplyStats {
+        self.supply.stats()
+    }
+
+    /// A supply of exactly `ids` (increasing in byte order) of a period that never ends, that
+    /// never contacts a server: for benches and tests of code that takes ids.
+    #[doc(hidden)]
+    pub fn prefilled(ids: Vec<String>) -> Self {
+        assert!(
+            ids.windows(2).all(|w| w[0].as_bytes() < w[1].as_bytes()),
+            "increasing texts"
+        );
+        Self {
+            supply: Arc::new(Formatted::fixed(
+                ids,
+                std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(253_402_300_799),
+                Clock(None),
+            )),
+            _owner: Arc::new(Owner {
+                stop: CancellationToken::new(),
+            }),
+        }
     }
 }
 

@@ -16,8 +16,12 @@ pub enum Error {
     #[error("invalid client configuration: {0}")]
     Config(String),
     /// A server refused the request itself: a 4xx whose `code` is `unknown_biz_tag`,
-    /// `invalid_biz_tag`, `biz_tag_exhausted`, `invalid_count` or `invalid_request`. The servers
-    /// share one database, so asking another would not help; no other server was asked. (Any
+    /// `invalid_biz_tag`, `biz_tag_exhausted`, `invalid_count`, `invalid_request` or
+    /// `formatted_tag` (a numeric supply of a formatted tag); a 503 `sequence_exhausted` (a
+    /// formatted tag's period ran out of its width: until the next period); or, on a formatted
+    /// supply, a 200 with numeric ids and no `period_end` (`code` `not_formatted`, status 200:
+    /// the tag is plain). The servers share one database, so asking another would not help; no
+    /// other server was asked. (Any
     /// other 4xx, such as `engine_disabled`, `not_found` or `unauthorized`, is that server's
     /// failure: the next server is asked, see [`Fault::Refused`].)
     #[error("{server} refused the request ({status} {code}): {message}")]
@@ -34,7 +38,7 @@ pub enum Error {
     /// No batch arrived within the wait timeout: every server failed or is down, or (no
     /// failure yet) the batch asked for had not come back in time.
     #[error("no ids came within the {} ms wait: {}", waited.as_millis(), match last {
-        Some(f @ ServerFault { fault: Fault::Behind { .. }, .. }) =>
+        Some(f @ ServerFault { fault: Fault::Behind { .. } | Fault::TextsBehind { .. }, .. }) =>
             format!("the servers that answered are behind the ids already handed out, still catching up (last: {f})"),
         Some(f) => format!("every server failed or is down (last: {f})"),
         None => "no server has failed: the batch asked for was still on its way".to_owned(),
@@ -85,6 +89,21 @@ pub enum Fault {
         /// The largest id the supply had accepted.
         floor: i64,
     },
+    /// A formatted supply's valid 200 whose texts all lie at or below (byte order) the texts
+    /// already accepted: a server behind the one used before. Discarded; asked again at once.
+    TextsBehind {
+        /// The last text of its answer.
+        last: String,
+        /// The largest text the supply had accepted.
+        floor: String,
+    },
+    /// A formatted supply's valid 200 whose `period_end` had already passed by the client's
+    /// wall clock: discarded whole (never yesterday's number today); asked again after a
+    /// backoff.
+    PeriodEnded {
+        /// The last text of its answer.
+        last: String,
+    },
 }
 
 impl fmt::Display for ServerFault {
@@ -102,6 +121,16 @@ impl fmt::Display for ServerFault {
             Fault::Behind { last, floor } => write!(
                 f,
                 "{}: behind: its ids end at {last}, at or below {floor} already taken",
+                self.server
+            ),
+            Fault::TextsBehind { last, floor } => write!(
+                f,
+                "{}: behind: its ids end at {last:?}, at or below {floor:?} already taken",
+                self.server
+            ),
+            Fault::PeriodEnded { last } => write!(
+                f,
+                "{}: its ids (up to {last:?}) are of a period that ended by this client's clock",
                 self.server
             ),
         }

@@ -6,7 +6,10 @@
 //! server's own double buffer does; [`SnowflakeSupply`] buffers `GET /api/v1/snowflake/ranges`
 //! the same way. [`SegmentSupply::try_next_id`] (and the fast path of `next_id`) is one
 //! `fetch_add` and one compare on the range in use; the size of each request follows demand
-//! (see [`ClientBuilder::target_lifetime`]).
+//! (see [`ClientBuilder::target_lifetime`]). A formatted tag's ids are text
+//! ([`FormattedSupply`], `client.formatted(tag)?`): the same double buffer and failover over
+//! the list route, with the period rule (a batch whose period ended by the client's clock is
+//! dropped whole) and a floor in byte order.
 //!
 //! Guarantees, per supply (see `supply` for why they hold):
 //! - no id is handed out twice, and only ids received in a 200 response body;
@@ -23,19 +26,23 @@
 //! - `local.rs`: the local path, a `fetch_add` on a packed (generation, offset) word and
 //!   a seqlock-read slot per range; why it hands no id twice and keeps ids increasing.
 //! - `supply.rs`: the double buffer of ranges, the single-flight refill, the floor.
+//! - `formatted.rs`: the formatted supply: texts with their `period_end`, the period rule.
 //! - `sizing.rs`: the batch size that follows demand.
 //! - `servers.rs`: failover, backoff, health probes, response validation.
 //! - `error.rs`: [`Error`] and the per-server [`Fault`].
 
 mod client;
 mod error;
+mod formatted;
 mod local;
 mod servers;
 mod sizing;
 mod supply;
 
 pub use client::{
-    Client, ClientBuilder, MAX_BATCH, MAX_SNOWFLAKE_BATCH, SegmentSupply, SnowflakeSupply,
+    Client, ClientBuilder, FormattedSupply, MAX_BATCH, MAX_SNOWFLAKE_BATCH, SegmentSupply,
+    SnowflakeSupply,
 };
+pub use formatted::MAX_FORMATTED_BATCH;
 pub use error::{Error, Fault, ServerFault};
 pub use supply::SupplyStats;

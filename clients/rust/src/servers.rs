@@ -75,7 +75,7 @@ struct Health {
 }
 
 /// What one server did with one request.
-enum Outcome {
+pub(crate) enum Outcome {
     /// It failed: mark it down, ask the next.
     Fault(Fault),
     /// It refused (a 4xx that holds on every server): final, the servers share one database.
@@ -180,6 +180,24 @@ pub(crate) struct Request {
     pub limit: usize,
     /// The tag the body must name (segment route), `None` for snowflake.
     pub tag: Option<String>,
+    /// Whether the query asks `stringify_ids=true` (the range routes; not the list route of
+    /// formatted tags, whose ids are text anyway and where a plain tag must answer numbers).
+    pub stringify: bool,
+}
+
+/// A 200 body a supply takes: parsed and validated against its request, or refused.
+pub(crate) trait Answer: Sized {
+    /// The batch in `bytes`, or `Outcome::Fault` (that server's failure: the next is asked),
+    /// or `Outcome::Rejected` (a refusal that holds on every server).
+    fn parse(bytes: &[u8], req: &Request, server: &str) -> Result<Self, Outcome>;
+}
+
+impl Answer for Vec<Run> {
+    fn parse(bytes: &[u8], req: &Request, _server: &str) -> Result<Self, Outcome> {
+        let body: RangesBody = serde_json::from_slice(bytes)
+            .map_err(|e| Outcome::Fault(Fault::BadResponse(e.to_string())))?;
+        validate(body, req).map_err(|e| Outcome::Fault(Fault::BadResponse(e)))
+    }
 }
 
 impl Request {
@@ -191,12 +209,34 @@ impl Request {
             count,
             limit,
             tag,
+            stringify: true,
+        }
+    }
+
+    /// A request for `count` ids on the list route of a formatted tag (`?count=N` only).
+    pub fn list(route: String, count: usize, limit: usize, tag: String) -> Self {
+        Self {
+            path: format!("{route}?count={count}"),
+            route,
+            count,
+            limit,
+            tag: Some(tag),
+            stringify: false,
         }
     }
 
     /// The same request for `count` ids.
     pub fn with_count(&self, count: usize) -> Self {
-        Self::new(self.route.clone(), count, self.limit, self.tag.clone())
+        if self.stringify {
+            Self::new(self.route.clone(), count, self.limit, self.tag.clone())
+        } else {
+            Self::list(
+                self.route.clone(),
+                count,
+                self.limit,
+                self.tag.clone().unwrap_or_default(),
+            )
+        }
     }
 }
 
@@ -244,12 +284,13 @@ impl Servers {
     /// server-specific 4xx such as `engine_disabled` is a fault: the next is asked);
     /// `Unavailable` when all failed. Each request sent because the server asked before it
     /// failed adds one to `failovers`. The runs of a valid 200 body come back as they are
-    /// (the supply cuts what lies at or below its floor), with the server that sent them.
-    pub async fn fetch(
+    /// (the supply cuts what lies at or below its floor), with the server that sent them; a
+    /// formatted supply's texts the same way (`T` is the body it takes).
+    pub async fn fetch<T: Answer>(
         &self,
         req: &Request,
         failovers: &AtomicU64,
-    ) -> Result<(Vec<Run>, &str), FetchError> {
+    ) -> Result<(T, &str), FetchError> {
         let n = self.list.len();
         let start = self.preferred.load(Ordering::Relaxed) % n;
         let mut tried = vec![false; n];
@@ -265,7 +306,7 @@ impl Servers {
                     failovers.fetch_add(1, Ordering::Relaxed);
                 }
                 let seen = self.list[i].health().downs;
-                match self.ask(i, req).await {
+                match self.ask::<T>(i, req).await {
                     Ok(runs) => {
                         if self.list[i].mark_up_unless_down_since(seen) {
                             self.preferred.store(i, Ordering::Relaxed);
@@ -287,7 +328,7 @@ impl Servers {
     }
 
     /// One request to server `i`.
-    async fn ask(&self, i: usize, req: &Request) -> Result<Vec<Run>, Outcome> {
+    async fn ask<T: Answer>(&self, i: usize, req: &Request) -> Result<T, Outcome> {
         let server = &self.list[i];
         let url = format!("{}{}", server.base, req.path);
         let resp = self
@@ -313,6 +354,20 @@ impl Servers {
                 message: body.message,
             }));
         }
+        if status == reqwest::StatusCode::SERVICE_UNAVAILABLE {
+            // A formatted tag's period whose sequence ran out of its width: every server
+            // answers this until the next period (PROTOCOL.md), so it is final.
+            let body: ErrorBody = resp.json().await.unwrap_or_default();
+            if body.code == "sequence_exhausted" {
+                return Err(Outcome::Rejected(Error::Rejected {
+                    server: server.base.clone(),
+                    status: 503,
+                    code: body.code,
+                    message: body.message,
+                }));
+            }
+            return Err(Outcome::Fault(Fault::Status(503)));
+        }
         if status != reqwest::StatusCode::OK {
             return Err(Outcome::Fault(Fault::Status(status.as_u16())));
         }
@@ -320,9 +375,7 @@ impl Servers {
             .bytes()
             .await
             .map_err(|e| Outcome::Fault(Fault::Transport(transport_cause(&e))))?;
-        let body: RangesBody = serde_json::from_slice(&bytes)
-            .map_err(|e| Outcome::Fault(Fault::BadResponse(e.to_string())))?;
-        validate(body, req).map_err(|e| Outcome::Fault(Fault::BadResponse(e)))
+        T::parse(&bytes, req, &server.base)
     }
 
     /// Probes every down server whose backoff has passed, on each tick, until `stop`.
@@ -411,12 +464,14 @@ fn refusal_holds_on_every_server(code: &str) -> bool {
 
 /// The `code`s of leafid's 4xx answers that refuse the request itself (see
 /// [`refusal_holds_on_every_server`]).
-const REQUEST_REFUSALS: [&str; 5] = [
+const REQUEST_REFUSALS: [&str; 6] = [
     "unknown_biz_tag",
     "invalid_biz_tag",
     "biz_tag_exhausted",
     "invalid_count",
     "invalid_request",
+    // A numeric supply (the range route) asked for a formatted tag: its ids are text.
+    "formatted_tag",
 ];
 
 /// The wait after `failures` failures in a row (at least 1).
@@ -584,6 +639,7 @@ mod tests {
             "invalid_count",
             "biz_tag_exhausted",
             "invalid_request",
+            "formatted_tag",
         ] {
             assert!(refusal_holds_on_every_server(code), "{code}");
         }

@@ -509,7 +509,10 @@ impl Supply {
         };
         let mut asked = sized.clone();
         while !self.stop.is_cancelled() {
-            let wait = match servers.fetch(&asked, &self.counters.failovers).await {
+            let wait = match servers
+                .fetch::<Vec<Run>>(&asked, &self.counters.failovers)
+                .await
+            {
                 Ok((runs, server)) => {
                     let mut p = self.lock_pending();
                     let received: u64 = runs.iter().map(Run::len).sum();

@@ -1,0 +1,582 @@
+//! `Formatted`: the supply of a formatted tag (PROTOCOL.md, "Formatted tags"): ids that are
+//! text (`ORD-2026112700000123`), fetched from the list route
+//! `GET /api/v1/segment/{tag}/ids?count=N` with the end of their period, double-buffered like
+//! the numeric supplies, through the same server list, failover, sizing and counters.
+//!
+//! # Invariants
+//!
+//! - **Only received texts, none twice.** A batch comes only from a 200 body that passed
+//!   [`validate`]; each text is moved out of its batch once, under the supply's lock.
+//! - **Increasing (byte order).** Texts of one format sort as byte strings in issue order
+//!   (`docs/shapes.md`). Every accepted batch is cut to the texts above the *floor* (the
+//!   largest text accepted so far); the texts cut count in `discarded_ids`. Batches are handed
+//!   out in the order they were accepted, each text under the lock, so a call that starts after
+//!   another returned gets a larger text.
+//! - **Never yesterday's number today.** Before a text is handed out, the batch's
+//!   `period_end` is compared with the client's wall clock (the builder's
+//!   [`clock`](crate::ClientBuilder::clock)): a batch whose period has ended is dropped whole,
+//!   its texts counted in `discarded_ids`. A batch received already ended by this clock is
+//!   dropped the same way, and the refill asks again after a backoff.
+//!
+//! The local path is a step through the batch's list under a std mutex (held for a clock read
+//! and a move of one `String`, never across an await): a text cannot be produced by an
+//! increment, and the period rule needs the clock per id anyway.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Deserialize;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Fault, ServerFault};
+use crate::servers::{Answer, FetchError, Outcome, Request, Servers, Timing, backoff};
+use crate::sizing::{Sizing, Usage};
+use crate::supply::SupplyStats;
+
+/// Most texts one request may ask for (the list route's limit).
+pub const MAX_FORMATTED_BATCH: usize = 100_000;
+
+/// The wall clock a formatted supply checks periods against.
+#[derive(Clone)]
+pub(crate) struct Clock(pub(crate) Option<Arc<dyn Fn() -> SystemTime + Send + Sync>>);
+
+impl Clock {
+    #[inline]
+    fn now(&self) -> SystemTime {
+        match &self.0 {
+            None => SystemTime::now(),
+            Some(f) => f(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Clock(injected)"
+        } else {
+            "Clock(SystemTime::now)"
+        })
+    }
+}
+
+/// One valid answer of the list route.
+#[derive(Debug)]
+pub(crate) struct Texts {
+    ids: Vec<String>,
+    period_end: SystemTime,
+}
+
+/// The list route's body, read leniently so that a plain tag's answer (numbers, no
+/// `period_end`) can be told from a broken one.
+#[derive(Deserialize)]
+struct IdsBody {
+    #[serde(default)]
+    biz_tag: Option<String>,
+    ids: Vec<serde_json::Value>,
+    #[serde(default)]
+    period_end: Option<String>,
+}
+
+impl Answer for Texts {
+    fn parse(bytes: &[u8], req: &Request, server: &str) -> Result<Self, Outcome> {
+        let body: IdsBody = serde_json::from_slice(bytes)
+            .map_err(|e| Outcome::Fault(Fault::BadResponse(e.to_string())))?;
+        validate(body, req, server)
+    }
+}
+
+/// A body is a batch only if `ids` is a non-empty list of non-empty strings, no longer than
+/// asked, increasing as byte strings, with a `period_end` that parses as an RFC 3339 instant,
+/// for the tag asked. Numbers without `period_end` are a plain tag's answer: `not_formatted`,
+/// final. Anything else is that server's failure.
+fn validate(body: IdsBody, req: &Request, server: &str) -> Result<Texts, Outcome> {
+    let bad = |m: String| Outcome::Fault(Fault::BadResponse(m));
+    if let (Some(want), Some(got)) = (&req.tag, &body.biz_tag)
+        && want != got
+    {
+        return Err(bad(format!("asked for tag {want:?}, got {got:?}")));
+    }
+    if body.period_end.is_none()
+        && !body.ids.is_empty()
+        && body.ids.iter().all(serde_json::Value::is_number)
+    {
+        return Err(Outcome::Rejected(Error::Rejected {
+            server: server.to_owned(),
+            status: 200,
+            code: "not_formatted".to_owned(),
+            message: format!(
+                "biz_tag {:?} is not formatted: its ids are numbers (use client.segment)",
+                req.tag.as_deref().unwrap_or("")
+            ),
+        }));
+    }
+    let Some(end) = body.period_end.as_deref() else {
+        return Err(bad("no period_end".to_owned()));
+    };
+    let period_end =
+        parse_rfc3339(end).ok_or_else(|| bad(format!("period_end {end:?} is not RFC 3339")))?;
+    if body.ids.is_empty() || body.ids.len() > req.count {
+        return Err(bad(format!(
+            "{} ids for a request of {}",
+            body.ids.len(),
+            req.count
+        )));
+    }
+    let mut ids: Vec<String> = Vec::with_capacity(body.ids.len());
+    for v in body.ids {
+        let serde_json::Value::String(text) = v else {
+            return Err(bad(format!("id {v} is not a string")));
+        };
+        if text.is_empty() {
+            return Err(bad("an empty id".to_owned()));
+        }
+        if let Some(prev) = ids.last()
+            && prev.as_bytes() >= text.as_bytes()
+        {
+            return Err(bad(format!("id {text:?} is not above {prev:?}")));
+        }
+        ids.push(text);
+    }
+    Ok(Texts { ids, period_end })
+}
+
+/// An RFC 3339 instant (`2026-11-27T16:00:00Z`, `...:00.999999999Z`, `...+08:00`).
+pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = b.get(r)?;
+        if part.is_empty() || !part.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(part).ok()?.parse().ok()
+    };
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    let days_in_month = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
+    };
+    if !(1..=days_in_month).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let mut at = 19;
+    let mut nanos = 0u32;
+    if b[at] == b'.' {
+        let start = at + 1;
+        at = start;
+        while at < b.len() && b[at].is_ascii_digit() {
+            at += 1;
+        }
+        let digits = &b[start..at];
+        if digits.is_empty() {
+            return None;
+        }
+        for k in 0..9 {
+            nanos = nanos * 10 + digits.get(k).map_or(0, |d| u32::from(d - b'0'));
+        }
+    }
+    let offset = match b.get(at..)? {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
+            let (h, m) = (num(at + 1..at + 3)?, num(at + 4..at + 6)?);
+            if h > 23 || m > 59 {
+                return None;
+            }
+            let off = h * 3600 + m * 60;
+            if *sign == b'+' { off } else { -off }
+        }
+        _ => return None,
+    };
+    // Days since 1970-01-01 (Howard Hinnant's days_from_civil).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset;
+    let whole = Duration::from_secs(secs.unsigned_abs());
+    let t = if secs >= 0 {
+        UNIX_EPOCH.checked_add(whole)?
+    } else {
+        UNIX_EPOCH.checked_sub(whole)?
+    };
+    t.checked_add(Duration::from_nanos(u64::from(nanos)))
+}
+
+/// One accepted batch.
+#[derive(Debug)]
+struct Batch {
+    ids: std::vec::IntoIter<String>,
+    period_end: SystemTime,
+    size: u64,
+}
+
+/// Where batches come from.
+#[derive(Debug)]
+struct Remote {
+    servers: Arc<Servers>,
+    request: Request,
+    sizing: Sizing,
+    timing: Timing,
+    runtime: tokio::runtime::Handle,
+}
+
+/// Everything but the failover counter, under one std mutex (never held across an await).
+#[derive(Debug, Default)]
+struct State {
+    /// The batch being served, and since when, for the sizing rule.
+    current: Option<Batch>,
+    since: Option<Instant>,
+    /// The batch to serve after it, once fetched.
+    next: Option<Batch>,
+    /// The largest text accepted so far.
+    floor: Option<String>,
+    /// The refill starts once the current batch has at most this many texts left (10% used).
+    preload_at: Option<usize>,
+    /// A refill task runs (single flight).
+    refilling: bool,
+    /// The last refill was refused; waiting callers return it.
+    refused: Option<Error>,
+    /// The last server failure of the refills, for `Unavailable`.
+    last_fault: Option<ServerFault>,
+    /// The size of the next request.
+    size: usize,
+    /// A caller waited because both batches were spent: the next request doubles.
+    starved: bool,
+    /// A batch was ever current (a cold supply is not starved).
+    warm: bool,
+    served: u64,
+    batches: u64,
+    received: u64,
+    discarded: u64,
+    failed_rounds: u64,
+}
+
+/// The supply of one formatted tag.
+#[derive(Debug)]
+pub(crate) struct Formatted {
+    state: Mutex<State>,
+    notify: Notify,
+    failovers: AtomicU64,
+    clock: Clock,
+    wait_timeout: Duration,
+    remote: Option<Remote>,
+    stop: CancellationToken,
+}
+
+impl Formatted {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn remote(
+        servers: Arc<Servers>,
+        tag: &str,
+        sizing: Sizing,
+        timing: Timing,
+        runtime: tokio::runtime::Handle,
+        wait_timeout: Duration,
+        stop: CancellationToken,
+        clock: Clock,
+    ) -> Self {
+        let request = Request::list(
+            format!("/api/v1/segment/{tag}/ids"),
+            sizing.min,
+            MAX_FORMATTED_BATCH,
+            tag.to_owned(),
+        );
+        Self {
+            state: Mutex::new(State {
+                size: sizing.min,
+                ..State::default()
+            }),
+            notify: Notify::new(),
+            failovers: AtomicU64::new(0),
+            clock,
+            wait_timeout,
+            remote: Some(Remote {
+                servers,
+                request,
+                sizing,
+                timing,
+                runtime,
+            }),
+            stop,
+        }
+    }
+
+    /// A supply of exactly `ids` (increasing) in a period ending at `period_end`, which never
+    /// fetches: benches and tests.
+    pub(crate) fn fixed(ids: Vec<String>, period_end: SystemTime, clock: Clock) -> Self {
+        let size = ids.len() as u64;
+        Self {
+            state: Mutex::new(State {
+                floor: ids.last().cloned(),
+                next: (size > 0).then(|| Batch {
+                    ids: ids.into_iter(),
+                    period_end,
+                    size,
+                }),
+                ..State::default()
+            }),
+            notify: Notify::new(),
+            failovers: AtomicU64::new(0),
+            clock,
+            wait_timeout: Duration::ZERO,
+            remote: None,
+            stop: CancellationToken::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Under the lock: the next text of a batch whose period has not ended, dropping ended
+    /// and spent batches, promoting the next one; and whether a refill is to start now.
+    #[inline]
+    fn take(&self, st: &mut State) -> (Option<String>, bool) {
+        let now = self.clock.now();
+        loop {
+            if let Some(b) = &mut st.current {
+                if now >= b.period_end {
+                    // The period rule: the whole batch goes, none of it handed out.
+                    st.discarded += b.ids.len() as u64;
+                    st.current = None;
+                } else if let Some(id) = b.ids.next() {
+                    st.served += 1;
+                    let due = st.preload_at.is_some_and(|m| b.ids.len() <= m)
+                        && !st.refilling
+                        && st.next.is_none()
+                        && self.remote.is_some();
+                    if due {
+                        st.preload_at = None;
+                        st.refilling = true;
+                        st.refused = None;
+                    }
+                    return (Some(id), due);
+                } else {
+                    st.current = None;
+                }
+            }
+            let Some(b) = st.next.take() else {
+                return (None, false);
+            };
+            st.preload_at = Some((b.size - b.size / 10) as usize);
+            st.since = Some(Instant::now());
+            st.warm = true;
+            st.current = Some(b);
+        }
+    }
+
+    /// Under the lock, with nothing local: whether to start a refill (marked running).
+    fn claim_refill(&self, st: &mut State) -> bool {
+        if st.refilling || st.next.is_some() || self.remote.is_none() {
+            return false;
+        }
+        st.refilling = true;
+        st.refused = None;
+        true
+    }
+
+    fn spawn_refill(self: &Arc<Self>) {
+        if let Some(r) = &self.remote {
+            let this = self.clone();
+            r.runtime.spawn(async move { this.refill().await });
+        }
+    }
+
+    /// A text without waiting; `None` when both batches are spent (a refill then starts).
+    #[inline]
+    pub(crate) fn try_next_id(self: &Arc<Self>) -> Option<String> {
+        let (id, spawn) = {
+            let mut st = self.lock();
+            let (id, due) = self.take(&mut st);
+            let spawn = due || (id.is_none() && self.claim_refill(&mut st));
+            (id, spawn)
+        };
+        if spawn {
+            self.spawn_refill();
+        }
+        id
+    }
+
+    /// A text: the local batches, else wait for the refill (at most the wait timeout).
+    pub(crate) async fn next_id(self: &Arc<Self>) -> Result<String, Error> {
+        if let Some(id) = self.try_next_id() {
+            return Ok(id);
+        }
+        self.wait_for_batch().await
+    }
+
+    #[cold]
+    async fn wait_for_batch(self: &Arc<Self>) -> Result<String, Error> {
+        let deadline = Instant::now() + self.wait_timeout;
+        let mut waited = false;
+        loop {
+            let notified = self.notify.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            let spawn = {
+                let mut st = self.lock();
+                let (id, due) = self.take(&mut st);
+                if let Some(id) = id {
+                    drop(st);
+                    if due {
+                        self.spawn_refill();
+                    }
+                    return Ok(id);
+                }
+                if let (true, Some(e)) = (waited, &st.refused) {
+                    return Err(e.clone());
+                }
+                if !waited && st.warm {
+                    st.starved = true;
+                }
+                self.claim_refill(&mut st)
+            };
+            if spawn {
+                self.spawn_refill();
+            }
+            waited = true;
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                let mut st = self.lock();
+                let (id, due) = self.take(&mut st);
+                let last = st.last_fault.clone();
+                drop(st);
+                if due {
+                    self.spawn_refill();
+                }
+                return id.ok_or(Error::Unavailable {
+                    waited: self.wait_timeout,
+                    last,
+                });
+            }
+        }
+    }
+
+    /// Fetches one batch above the floor, in a period not ended by the client's clock, into
+    /// `next`; failed rounds retried with backoff for at most the wait timeout.
+    async fn refill(self: Arc<Self>) {
+        let r = self.remote.as_ref().expect("only remote supplies refill");
+        let deadline = Instant::now() + self.wait_timeout;
+        let req = {
+            let mut st = self.lock();
+            let usage = st.current.as_ref().zip(st.since).map(|(b, since)| Usage {
+                size: b.size,
+                used: b.size - b.ids.len() as u64,
+                elapsed: since.elapsed(),
+            });
+            let size = r.sizing.next(st.size, usage, st.starved);
+            st.size = size;
+            st.starved = false;
+            r.request.with_count(size)
+        };
+        let mut failures = 0;
+        while !self.stop.is_cancelled() {
+            let wait = match r.servers.fetch::<Texts>(&req, &self.failovers).await {
+                Ok((texts, server)) => {
+                    let mut st = self.lock();
+                    let n = texts.ids.len() as u64;
+                    st.received += n;
+                    if self.clock.now() >= texts.period_end {
+                        // Ended by this client's clock before it was even stored.
+                        st.discarded += n;
+                        st.last_fault = Some(ServerFault {
+                            server: server.to_owned(),
+                            fault: Fault::PeriodEnded {
+                                last: texts.ids.last().cloned().unwrap_or_default(),
+                            },
+                        });
+                        failures += 1;
+                        backoff(&r.timing, failures)
+                    } else {
+                        let mut ids = texts.ids;
+                        let cut = match &st.floor {
+                            Some(f) => ids.partition_point(|t| t.as_bytes() <= f.as_bytes()),
+                            None => 0,
+                        };
+                        st.discarded += cut as u64;
+                        if cut == ids.len() {
+                            // All at or below the floor: a server behind the one used before.
+                            // Ask again at once; its next texts follow these.
+                            st.last_fault = Some(ServerFault {
+                                server: server.to_owned(),
+                                fault: Fault::TextsBehind {
+                                    last: ids.pop().unwrap_or_default(),
+                                    floor: st.floor.clone().unwrap_or_default(),
+                                },
+                            });
+                            Duration::ZERO
+                        } else {
+                            ids.drain(..cut);
+                            st.floor = ids.last().cloned();
+                            st.next = Some(Batch {
+                                size: ids.len() as u64,
+                                ids: ids.into_iter(),
+                                period_end: texts.period_end,
+                            });
+                            st.batches += 1;
+                            st.last_fault = None;
+                            break;
+                        }
+                    }
+                }
+                Err(FetchError::Rejected(e)) => {
+                    self.lock().refused = Some(e);
+                    break;
+                }
+                Err(FetchError::Unavailable(fault)) => {
+                    let mut st = self.lock();
+                    st.failed_rounds += 1;
+                    st.last_fault = fault;
+                    failures += 1;
+                    backoff(&r.timing, failures)
+                }
+            };
+            let wake = Instant::now() + wait;
+            if wake >= deadline {
+                break;
+            }
+            if wait.is_zero() {
+                tokio::task::yield_now().await;
+                continue;
+            }
+            tokio::select! {
+                () = self.stop.cancelled() => break,
+                () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+        self.lock().refilling = false;
+        self.notify.notify_waiters();
+    }
+
+    pub(crate) fn stats(&self) -> SupplyStats {
+        let st = self.lock();
+        SupplyStats {
+            ids_served: st.served,
+            batches: st.batches,
+            ids_received: st.received,
+            discarded_ids: st.discarded,
+            failed_rounds: st.failed_rounds,
+            failovers: self.failovers.load(Ordering::Relaxed),
+            batch_size: st.size as u64,
+        }
+    }
+}
