@@ -580,3 +580,128 @@ impl Formatted {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(count: usize) -> Request {
+        Request::list("/r".into(), count, MAX_FORMATTED_BATCH, "orders".into())
+    }
+
+    fn parse(json: &str, asked: usize) -> Result<Vec<String>, String> {
+        match Texts::parse(json.as_bytes(), &req(asked), "http://s") {
+            Ok(t) => Ok(t.ids),
+            Err(Outcome::Fault(f)) => Err(format!("fault {f:?}")),
+            Err(Outcome::Rejected(e)) => Err(format!("rejected {e}")),
+        }
+    }
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn rfc3339_instants_parse_and_others_do_not() {
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(at(0)));
+        assert_eq!(
+            parse_rfc3339("2026-11-28T00:00:00Z"),
+            Some(at(1_795_824_000))
+        );
+        assert_eq!(
+            parse_rfc3339("2026-11-27T16:00:00Z"),
+            parse_rfc3339("2026-11-28T00:00:00+08:00")
+        );
+        assert_eq!(
+            parse_rfc3339("2026-11-27T23:00:00-01:00"),
+            parse_rfc3339("2026-11-28T00:00:00Z")
+        );
+        assert_eq!(
+            parse_rfc3339("2024-02-29T00:00:00.5Z"),
+            Some(at(1_709_164_800) + Duration::from_millis(500))
+        );
+        assert_eq!(
+            parse_rfc3339("9999-12-30T22:00:00.999999999Z"),
+            Some(at(253_402_207_200) + Duration::from_nanos(999_999_999))
+        );
+        for bad in [
+            "",
+            "2026-11-28",
+            "2026-11-28T00:00:00",
+            "2026-13-01T00:00:00Z",
+            "2025-02-29T00:00:00Z",
+            "2026-11-28T24:00:00Z",
+            "2026-11-28T00:00:00.Z",
+            "2026-11-28T00:00:00+8:00",
+            "2026-11-28T00:00:00Zjunk",
+            "2026/11/28T00:00:00Z",
+            "+026-11-28T00:00:00Z",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_increasing_non_empty_texts_with_a_period_end_are_a_batch() {
+        let ok = r#"{"biz_tag":"orders","ids":["ORD-2026112700000001","ORD-2026112700000002"],"period":"20261127","period_end":"2026-11-28T00:00:00Z"}"#;
+        assert_eq!(
+            parse(ok, 2).unwrap(),
+            ["ORD-2026112700000001", "ORD-2026112700000002"]
+        );
+        // No tag named is fine; a period_end far away (a tag that never resets) too.
+        assert!(parse(r#"{"ids":["T-1"],"period_end":"9999-12-30T22:00:00.999999999Z"}"#, 1).is_ok());
+        for (bad, asked) in [
+            (ok, 1), // more than asked
+            (r#"{"biz_tag":"x","ids":["a"],"period_end":"2026-11-28T00:00:00Z"}"#, 5),
+            (r#"{"ids":[],"period_end":"2026-11-28T00:00:00Z"}"#, 5),
+            (r#"{"ids":[""],"period_end":"2026-11-28T00:00:00Z"}"#, 5),
+            (r#"{"ids":["b","a"],"period_end":"2026-11-28T00:00:00Z"}"#, 5),
+            (r#"{"ids":["a","a"],"period_end":"2026-11-28T00:00:00Z"}"#, 5),
+            (r#"{"ids":["a",1],"period_end":"2026-11-28T00:00:00Z"}"#, 5),
+            (r#"{"ids":["a"],"period_end":"tomorrow"}"#, 5),
+            (r#"{"ids":["a"]}"#, 5),
+            (r#"{"ids":["1","2"]}"#, 5), // a plain tag asked with stringify_ids: not ours
+            (r#"{"period_end":"2026-11-28T00:00:00Z"}"#, 5),
+            ("not json", 5),
+        ] {
+            let r = parse(bad, asked);
+            assert!(r.as_ref().is_err_and(|e| e.starts_with("fault")), "{bad}: {r:?}");
+        }
+    }
+
+    #[test]
+    fn numbers_without_a_period_end_are_a_plain_tag_refused_for_good() {
+        let r = Texts::parse(
+            br#"{"biz_tag":"orders","ids":[4,5,6]}"#,
+            &req(3),
+            "http://s",
+        );
+        match r {
+            Err(Outcome::Rejected(Error::Rejected { code, status, .. })) => {
+                assert_eq!((code.as_str(), status), ("not_formatted", 200));
+            }
+            _ => panic!("not a rejection"),
+        }
+    }
+
+    #[test]
+    fn a_batch_whose_period_ended_by_the_clock_is_dropped_whole_and_counted() {
+        let now = Arc::new(AtomicU64::new(100));
+        let clock = {
+            let now = now.clone();
+            Clock(Some(Arc::new(move || at(now.load(Ordering::Relaxed)))))
+        };
+        let ids: Vec<String> = (1..=5).map(|k| format!("D1-{k}")).collect();
+        let s = Arc::new(Formatted::fixed(ids, at(200), clock));
+        assert_eq!(s.try_next_id().as_deref(), Some("D1-1"));
+        assert_eq!(s.try_next_id().as_deref(), Some("D1-2"));
+        now.store(199, Ordering::Relaxed);
+        assert_eq!(s.try_next_id().as_deref(), Some("D1-3"));
+        now.store(200, Ordering::Relaxed); // period_end itself: the period has ended
+        assert_eq!(s.try_next_id(), None);
+        let st = s.stats();
+        assert_eq!((st.ids_served, st.discarded_ids), (3, 2));
+        now.store(100, Ordering::Relaxed); // a clock stepped back brings nothing back
+        assert_eq!(s.try_next_id(), None);
+    }
+}

@@ -230,3 +230,19 @@ pub async fn create_tag(server: &str, tag: &str, step: i64) {
         .unwrap();
     assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
 }
+
+/// Creates a formatted tag (`format`: the JSON object of `docs/shapes.md`) through `server`'s
+/// admin route.
+pub async fn create_formatted_tag(server: &str, tag: &str, step: i64, format: &str) {
+    let r = reqwest::Client::new()
+        .post(format!("{server}/api/v1/tags"))
+        .bearer_auth(ADMIN_TOKEN)
+        .header("content-type", "application/json")
+        .body(format!(
+            r#"{{"biz_tag":"{tag}","step":{step},"format":{format}}}"#
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+}
