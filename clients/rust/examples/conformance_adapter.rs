@@ -164,6 +164,19 @@ fn take(cmd: &Value, client: &Client, rt: &tokio::runtime::Handle) -> Value {
                                 std::thread::sleep(pause);
                             }
                         }
+                    } else if engine == "formatted" {
+                        // The texts as received.
+                        match client.formatted(tag) {
+                            Ok(supply) => {
+                                for _ in 0..per_caller {
+                                    record(timed(&mut || rt.block_on(supply.next_id())));
+                                    if !pause.is_zero() {
+                                        std::thread::sleep(pause);
+                                    }
+                                }
+                            }
+                            Err(e) => (0..per_caller).for_each(|_| record(Err(e.clone()))),
+                        }
                     } else {
                         match client.segment(tag) {
                             Ok(supply) => {
