@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The Rust client's ids/s against AtomicI64::fetch_add: cases local, sustained_1, sustained_4
+# The Rust client's ids/s against AtomicI64::fetch_add: cases local, sustained_1, sustained_4;
+# formatted_local: the formatted supply's local path against the numeric one
 # (examples/throughput.rs says how each is measured). Builds the example in release first,
 # quietly. Prints one `BENCH {json}` line per case on stdout; everything else goes to stderr.
 #   LEAFID_BENCH_URL   a running (release) server, e.g. http://127.0.0.1:18200

@@ -3,6 +3,11 @@
 //! - `local`: `try_next_id` on a supply holding one huge range (no fetch in the timed part)
 //!   against `AtomicI64::fetch_add(1, Relaxed)`, the same number of ids in the same thread,
 //!   warmed, median of 7 rounds, subject and baseline alternated.
+//! - `formatted_local`: a formatted supply's `try_next_id` (a step through its batch of texts
+//!   under the lock, the period's end checked on the wall clock, the `String` moved out and
+//!   dropped by the caller) on a prefilled batch of `ORD-...` texts, against the numeric
+//!   `try_next_id` on a prefilled range (the `local` path) as the baseline: the same number of
+//!   ids in the same thread, warmed, median of 7 rounds, subject and baseline alternated.
 //! - `sustained_1`: one thread calling `try_next_id` (else `next_id`) on a fresh client with the
 //!   default settings (batch 1000, the size following demand) for `LEAFID_BENCH_SECS` against
 //!   the server, every fetch included; baseline: the counter in one thread for 1 s.
@@ -17,11 +22,13 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-use leafid_client::{Client, SegmentSupply};
+use leafid_client::{Client, FormattedSupply, SegmentSupply};
 
 /// Ids per round of the local case.
 const LOCAL_IDS: i64 = 20_000_000;
 const ROUNDS: usize = 7;
+/// Ids per round of the formatted case (each a `String` made before the timed part).
+const FORMATTED_IDS: i64 = 1_000_000;
 
 fn main() {
     let url = std::env::var("LEAFID_BENCH_URL").expect("LEAFID_BENCH_URL: a running server");
@@ -37,6 +44,14 @@ fn main() {
         ids,
         base,
         "warmed loop, median of 7 alternated rounds of 20M try_next_id vs AtomicI64::fetch_add(Relaxed), one thread",
+    );
+
+    let (ids, base) = formatted_local();
+    report(
+        "formatted_local",
+        ids,
+        base,
+        "formatted next_id vs numeric next_id",
     );
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -94,6 +109,43 @@ fn local() -> (f64, f64) {
     let per_s = |mut v: Vec<Duration>| {
         v.sort();
         LOCAL_IDS as f64 / v[v.len() / 2].as_secs_f64()
+    };
+    (per_s(subject), per_s(baseline))
+}
+
+/// Median ids/s of the formatted local path and of the numeric one.
+fn formatted_local() -> (f64, f64) {
+    let texts = || -> Vec<String> {
+        (1..=FORMATTED_IDS)
+            .map(|k| format!("ORD-20261127{k:08}"))
+            .collect()
+    };
+    let numeric = || {
+        let supply = SegmentSupply::prefilled(1..=FORMATTED_IDS);
+        let t = Instant::now();
+        for _ in 0..FORMATTED_IDS {
+            black_box(supply.try_next_id().expect("a prefilled id"));
+        }
+        t.elapsed()
+    };
+    let formatted = || {
+        let supply = FormattedSupply::prefilled(texts());
+        let t = Instant::now();
+        for _ in 0..FORMATTED_IDS {
+            black_box(supply.try_next_id().expect("a prefilled text"));
+        }
+        t.elapsed()
+    };
+    numeric();
+    formatted();
+    let (mut subject, mut baseline) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        baseline.push(numeric());
+        subject.push(formatted());
+    }
+    let per_s = |mut v: Vec<Duration>| {
+        v.sort();
+        FORMATTED_IDS as f64 / v[v.len() / 2].as_secs_f64()
     };
     (per_s(subject), per_s(baseline))
 }
