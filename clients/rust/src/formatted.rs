@@ -649,14 +649,29 @@ mod tests {
             ["ORD-2026112700000001", "ORD-2026112700000002"]
         );
         // No tag named is fine; a period_end far away (a tag that never resets) too.
-        assert!(parse(r#"{"ids":["T-1"],"period_end":"9999-12-30T22:00:00.999999999Z"}"#, 1).is_ok());
+        assert!(
+            parse(
+                r#"{"ids":["T-1"],"period_end":"9999-12-30T22:00:00.999999999Z"}"#,
+                1
+            )
+            .is_ok()
+        );
         for (bad, asked) in [
             (ok, 1), // more than asked
-            (r#"{"biz_tag":"x","ids":["a"],"period_end":"2026-11-28T00:00:00Z"}"#, 5),
+            (
+                r#"{"biz_tag":"x","ids":["a"],"period_end":"2026-11-28T00:00:00Z"}"#,
+                5,
+            ),
             (r#"{"ids":[],"period_end":"2026-11-28T00:00:00Z"}"#, 5),
             (r#"{"ids":[""],"period_end":"2026-11-28T00:00:00Z"}"#, 5),
-            (r#"{"ids":["b","a"],"period_end":"2026-11-28T00:00:00Z"}"#, 5),
-            (r#"{"ids":["a","a"],"period_end":"2026-11-28T00:00:00Z"}"#, 5),
+            (
+                r#"{"ids":["b","a"],"period_end":"2026-11-28T00:00:00Z"}"#,
+                5,
+            ),
+            (
+                r#"{"ids":["a","a"],"period_end":"2026-11-28T00:00:00Z"}"#,
+                5,
+            ),
             (r#"{"ids":["a",1],"period_end":"2026-11-28T00:00:00Z"}"#, 5),
             (r#"{"ids":["a"],"period_end":"tomorrow"}"#, 5),
             (r#"{"ids":["a"]}"#, 5),
@@ -665,7 +680,10 @@ mod tests {
             ("not json", 5),
         ] {
             let r = parse(bad, asked);
-            assert!(r.as_ref().is_err_and(|e| e.starts_with("fault")), "{bad}: {r:?}");
+            assert!(
+                r.as_ref().is_err_and(|e| e.starts_with("fault")),
+                "{bad}: {r:?}"
+            );
         }
     }
 

@@ -43,6 +43,6 @@ pub use client::{
     Client, ClientBuilder, FormattedSupply, MAX_BATCH, MAX_SNOWFLAKE_BATCH, SegmentSupply,
     SnowflakeSupply,
 };
-pub use formatted::MAX_FORMATTED_BATCH;
 pub use error::{Error, Fault, ServerFault};
+pub use formatted::MAX_FORMATTED_BATCH;
 pub use supply::SupplyStats;

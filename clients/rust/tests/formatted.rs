@@ -15,7 +15,8 @@ use std::time::{Duration, Instant, SystemTime};
 use leafid_client::{Client, Error, Fault};
 use support::{Server, create_database, create_formatted_tag, create_tag};
 
-const ORDERS: &str = r#"{"prefix":"ORD-","date":"yyyyMMdd","width":8,"reset":"daily","time_zone":"UTC"}"#;
+const ORDERS: &str =
+    r#"{"prefix":"ORD-","date":"yyyyMMdd","width":8,"reset":"daily","time_zone":"UTC"}"#;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -72,7 +73,9 @@ fn threads_on_a_formatted_tag_get_unique_increasing_texts() {
     let mut seen = HashSet::new();
     for caller in &calls {
         assert!(
-            caller.windows(2).all(|w| w[0].2.as_bytes() < w[1].2.as_bytes()),
+            caller
+                .windows(2)
+                .all(|w| w[0].2.as_bytes() < w[1].2.as_bytes()),
             "a caller's texts do not increase"
         );
         for (_, _, id) in caller {
@@ -132,10 +135,13 @@ fn a_batch_whose_period_ended_by_the_clock_is_never_handed_out() {
     // The server's own answer says when this period ends.
     let body: serde_json::Value = rt
         .block_on(async {
-            reqwest::get(format!("{}/api/v1/segment/daily/ids?count=1", server.address))
-                .await?
-                .json()
-                .await
+            reqwest::get(format!(
+                "{}/api/v1/segment/daily/ids?count=1",
+                server.address
+            ))
+            .await?
+            .json()
+            .await
         })
         .unwrap();
     assert_eq!(body["period"].as_str(), Some(&first[4..12]));
@@ -169,13 +175,16 @@ fn a_batch_whose_period_ended_by_the_clock_is_never_handed_out() {
     // The server (its clock still in the period) keeps answering texts of that period: each
     // answer is dropped too, and the caller gets no id at all, only Unavailable naming why.
     match rt.block_on(supply.next_id()) {
-        Err(Error::Unavailable {
-            last: Some(f), ..
-        }) => assert!(matches!(f.fault, Fault::PeriodEnded { .. }), "{f}"),
+        Err(Error::Unavailable { last: Some(f), .. }) => {
+            assert!(matches!(f.fault, Fault::PeriodEnded { .. }), "{f}")
+        }
         other => panic!("an ended period's text or another error: {other:?}"),
     }
     let late = supply.stats();
-    assert_eq!(late.ids_served, 6, "nothing handed out after the period ended");
+    assert_eq!(
+        late.ids_served, 6,
+        "nothing handed out after the period ended"
+    );
     assert!(late.discarded_ids > after.discarded_ids, "{late:?}");
     assert_eq!(late.ids_received, late.ids_served + late.discarded_ids);
     // Back to the real clock: texts again, above everything handed out before.
