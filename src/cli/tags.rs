@@ -406,7 +406,7 @@ mod tests {
             "--description",
             &fits,
         ]);
-        assert!(matches!(ok.check(), Ok(Checked::Create(n)) if n.step == 1_000_000_000));
+        assert!(matches!(ok.check(), Ok(Checked::Create(n, None)) if n.step == 1_000_000_000));
     }
 
     #[tokio::test]
