@@ -4,8 +4,10 @@ with an injected wall clock against a real server's period_end, the string floor
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 import re
+import sys
 import threading
 import time
 from typing import Callable, List, Tuple
@@ -332,3 +334,55 @@ def test_a_bad_list_body_is_that_servers_failure(
             client.next_formatted("x")
         assert e.value.last is not None and e.value.last.kind == "bad_response"
     assert handler.paths[0] == "/api/v1/segment/x/ids?count=10"
+
+
+def test_a_hammer_of_threads_on_small_batches_of_texts(
+    servers: Callable[..., LeafidServer], new_tag: Callable[[], str]
+) -> None:
+    """Six threads on one formatted supply, batches of 7 to 20 texts so pieces and batches
+    switch all the time, the GIL handed over every 10 us: no text twice, each caller's texts
+    increase, and a call that started after another ended got a larger text."""
+    a = servers()
+    tag = new_tag()
+    a.create_tag(tag, step=50, format=DAILY)
+    threads, per = 6, 1500
+    calls: List[List[Tuple[int, int, str]]] = [[] for _ in range(threads)]
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        with Client([a.url], batch=7, max_batch=20) as c:
+            supply = c.formatted(tag)
+
+            def work(out: List[Tuple[int, int, str]]) -> None:
+                clock = time.perf_counter_ns
+                take = supply.next_id
+                for _ in range(per):
+                    t0 = clock()
+                    i = take()
+                    out.append((t0, clock(), i))
+
+            ts = [threading.Thread(target=work, args=(out,)) for out in calls]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            stats = supply.stats()
+    finally:
+        sys.setswitchinterval(old)
+    every = [call for out in calls for call in out]
+    assert len({i for _, _, i in every}) == threads * per, "no text twice"
+    for out in calls:
+        texts = [i for _, _, i in out]
+        assert all(x < y for x, y in zip(texts, texts[1:]))
+    by_end = sorted(every, key=lambda c: c[1])
+    ends = [c[1] for c in by_end]
+    prefix_max: List[str] = []
+    best = ""
+    for call in by_end:
+        best = max(best, call[2])
+        prefix_max.append(best)
+    for start, _, text in every:
+        k = bisect.bisect_left(ends, start)  # calls that ended before this one began
+        if k:
+            assert prefix_max[k - 1] < text, (start, text)
+    assert stats.ids_served == threads * per and stats.batches >= threads * per // 20, stats

@@ -215,10 +215,17 @@ class FormattedCore:
             cut = min(cut, first + (self.preload_at - used))
         if self.chunk > 0 and (refill or self.refilling):
             cut = min(cut, first + self.chunk)
-        piece = rest if first == 0 and cut == len(rest) else rest[first:cut]
+        if cut == len(rest):
+            # The rest of the batch: an iterator over the batch's own list from ``first`` (no
+            # copy of up to 100,000 references).
+            it = iter(rest)
+            if first:
+                it.__setstate__(first)  # type: ignore[attr-defined]
+        else:
+            it = iter(rest[first:cut])
         self.rest_at = cut
         self.current_size = cut - first
-        self.current = (iter(piece), self.rest_end)
+        self.current = (it, self.rest_end)
         return True, refill
 
     def take(self) -> Tuple[Optional[str], bool]:
