@@ -31,6 +31,14 @@ def fast(servers: List[str], **kw: object) -> dict:
     return opts
 
 
+async def settle(done: Callable[[], bool], within: float = 10.0) -> None:
+    """Waits (on the loop, so an AsyncClient's refill runs) until ``done()``."""
+    deadline = time.monotonic() + within
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
 # -- the wire -------------------------------------------------------------------------------
 
 
@@ -213,7 +221,8 @@ def test_a_batch_whose_period_ended_is_never_handed_out(
                 return await client.formatted(tag).next_id()
             return client.formatted(tag).next_id()
 
-        first = [await next_id() for _ in range(50)]  # the first batch, the second fetched
+        first = [await next_id() for _ in range(50)]
+        await settle(lambda: client.stats().ids_received > 50)  # the next batch is in
         end = supply.rest_end
         day = time.strftime("%Y%m%d", time.gmtime(end - 1))
         assert all(i.startswith(f"ORD-{day}") for i in first)
@@ -225,6 +234,7 @@ def test_a_batch_whose_period_ended_is_never_handed_out(
         now[0] = end
         with pytest.raises(UnavailableError):
             await next_id()
+        await settle(lambda: client.stats().ids_received > before.ids_received)
         after = client.stats()
         assert after.ids_served == 50
         assert after.discarded_ids == after.ids_received - 50 > before.ids_received - 50
@@ -259,9 +269,7 @@ def test_a_text_taken_as_its_period_ends_is_discarded(
     with Client([a.url], **fast([], batch=100, wait_timeout=0.3, wall_clock=lambda: now[0])) as c:
         supply = c.formatted(tag)
         taken = [supply.next_id() for _ in range(11)]  # a tenth used: the refill starts
-        time.sleep(0.2)  # the second batch is in
-        received = c.stats().ids_received
-        assert received > 100  # the next batch (its size follows demand)
+        asyncio.run(settle(lambda: c.stats().ids_received > 100))  # the next batch is in
         now[0] = supply.rest_end + 0.001
         with pytest.raises(UnavailableError):
             supply.next_id()
