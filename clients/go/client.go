@@ -92,7 +92,12 @@ type Client struct {
 	// a lookup is one atomic load and a map read: no lock, no allocation (a sync.Map's any key
 	// would allocate the tag's interface on every call).
 	segments atomic.Pointer[map[string]*supply]
-	// newSegment serialises the creation of a tag's supply.
+	// formatted maps a formatted tag to its supply (Formatted), copied on write as segments.
+	formatted atomic.Pointer[map[string]*formattedSupply]
+	// now is the wall clock a formatted supply compares with its batch's period_end: time.Now;
+	// tests replace it before the supply is created.
+	now func() time.Time
+	// newSegment serialises the creation of a tag's supply (segment or formatted).
 	newSegment sync.Mutex
 	// snowflake is the snowflake supply.
 	snowflake *supply
@@ -193,6 +198,8 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.stop, c.cancelStop = context.WithCancel(context.Background())
 	c.segments.Store(&map[string]*supply{})
+	c.formatted.Store(&map[string]*formattedSupply{})
+	c.now = time.Now
 	c.snowflake = newSupply(c, &request{route: "/api/v1/snowflake/ranges", limit: MaxSnowflakeBatch},
 		minInt(cfg.Batch, MaxSnowflakeBatch), minInt(cfg.MaxBatch, MaxSnowflakeBatch))
 	c.spawn(c.servers.healthLoop)
@@ -269,6 +276,9 @@ func (c *Client) Stats() Stats {
 	for _, s := range *c.segments.Load() {
 		s.stats(&st)
 	}
+	for _, s := range *c.formatted.Load() {
+		s.stats(&st)
+	}
 	st.Failovers = c.servers.failovers.Load()
 	return st
 }
@@ -301,6 +311,9 @@ func (c *Client) Close() error {
 	c.snowflake.close()
 	c.newSegment.Lock()
 	for _, s := range *c.segments.Load() {
+		s.close()
+	}
+	for _, s := range *c.formatted.Load() {
 		s.close()
 	}
 	c.newSegment.Unlock()
