@@ -94,8 +94,8 @@ type Client struct {
 	segments atomic.Pointer[map[string]*supply]
 	// formatted maps a formatted tag to its supply (Formatted), copied on write as segments.
 	formatted atomic.Pointer[map[string]*formattedSupply]
-	// now is the wall clock a formatted supply compares with its batch's period_end: time.Now;
-	// tests replace it before the supply is created.
+	// now, if set, replaces time.Now as the wall clock a formatted supply compares with its
+	// batch's period_end: tests set it before the supply is created.
 	now func() time.Time
 	// newSegment serialises the creation of a tag's supply (segment or formatted).
 	newSegment sync.Mutex
@@ -199,7 +199,6 @@ func New(cfg Config) (*Client, error) {
 	c.stop, c.cancelStop = context.WithCancel(context.Background())
 	c.segments.Store(&map[string]*supply{})
 	c.formatted.Store(&map[string]*formattedSupply{})
-	c.now = time.Now
 	c.snowflake = newSupply(c, &request{route: "/api/v1/snowflake/ranges", limit: MaxSnowflakeBatch},
 		minInt(cfg.Batch, MaxSnowflakeBatch), minInt(cfg.MaxBatch, MaxSnowflakeBatch))
 	c.spawn(c.servers.healthLoop)

@@ -131,11 +131,13 @@ type formattedSupply struct {
 	// current is the *textBatch being served: replaced only under mu.
 	current unsafe.Pointer
 	_       [56]byte
-	// now is the wall clock (Client.now: time.Now, replaced by tests).
+	// now is a replaced wall clock (Client.now, set by tests), nil for time.Now (called
+	// directly: no indirect call on the local path).
 	now func() time.Time
 	// client owns the servers, the settings and the background goroutines.
 	client *Client
-	// req is the list request of the tag.
+	// req is the list request of the tag (nil for a fixed supply of the benchmarks, which never
+	// fetches).
 	req *request
 	// refilling is true while one refill goroutine runs (single flight).
 	refilling atomic.Bool
@@ -168,16 +170,20 @@ type formattedSupply struct {
 	lost atomic.Uint64
 }
 
+// clock is the wall clock a batch's period_end is compared with.
+func (s *formattedSupply) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
+}
+
 func (s *formattedSupply) load() *textBatch { return (*textBatch)(atomic.LoadPointer(&s.current)) }
 
 func (s *formattedSupply) publish(b *textBatch) { atomic.StorePointer(&s.current, unsafe.Pointer(b)) }
 
 func newFormattedSupply(c *Client, req *request, minSize, maxSize int) *formattedSupply {
-	now := c.now
-	if now == nil {
-		now = time.Now
-	}
-	s := &formattedSupply{client: c, req: req, now: now, wake: make(chan struct{}), size: minSize,
+	s := &formattedSupply{client: c, req: req, now: c.now, wake: make(chan struct{}), size: minSize,
 		minSize: minSize, maxSize: maxSize}
 	s.publish(&textBatch{})
 	return s
@@ -193,7 +199,7 @@ func newTextBatch(texts []string, periodEnd time.Time) *textBatch {
 func (s *formattedSupply) nextID(ctx context.Context) (string, error) {
 	b := s.load()
 	n := b.taken.Add(1)
-	if n <= b.size && n != b.preload && s.now().Before(b.periodEnd) {
+	if n <= b.size && n != b.preload && s.clock().Before(b.periodEnd) {
 		return b.texts[n-1], nil
 	}
 	return s.nextSlow(ctx, b, n)
@@ -204,7 +210,7 @@ func (s *formattedSupply) nextID(ctx context.Context) (string, error) {
 func (s *formattedSupply) tryNextID() (string, bool) {
 	b := s.load()
 	n := b.taken.Add(1)
-	if n <= b.size && n != b.preload && s.now().Before(b.periodEnd) {
+	if n <= b.size && n != b.preload && s.clock().Before(b.periodEnd) {
 		return b.texts[n-1], true
 	}
 	if text, ok, done := s.owned(b, n); done {
@@ -230,7 +236,7 @@ func (s *formattedSupply) owned(b *textBatch, n int64) (text string, ok, done bo
 	if n > b.size {
 		return "", false, false
 	}
-	if s.now().Before(b.periodEnd) {
+	if s.clock().Before(b.periodEnd) {
 		s.startRefill()
 		return b.texts[n-1], true, true
 	}
@@ -269,7 +275,7 @@ func (s *formattedSupply) takeLocked() (text string, ok, refill bool) {
 	for {
 		b := s.load()
 		if n := b.taken.Add(1); n <= b.size {
-			if s.now().Before(b.periodEnd) {
+			if s.clock().Before(b.periodEnd) {
 				return b.texts[n-1], true, n == b.preload
 			}
 			s.lost.Add(1)
@@ -351,7 +357,7 @@ func (s *formattedSupply) nextSlow(ctx context.Context, b *textBatch, n int64) (
 // startRefill starts the refill goroutine unless one runs, the next batch is there, or the
 // client is closed.
 func (s *formattedSupply) startRefill() {
-	if s.refilling.Swap(true) {
+	if s.req == nil || s.refilling.Swap(true) {
 		return
 	}
 	s.mu.Lock()
