@@ -287,6 +287,25 @@ func BenchmarkLocal(b *testing.B) {
 			}
 		}
 	})
+	b.Run("FormattedNextIDFixedClock", func(b *testing.B) {
+		// FormattedNextID without the cost of the clock: a replaced clock that returns one
+		// instant (through the test hook's indirect call), to show what the reading costs.
+		s, texts := fixedFormattedSupply(1000000)
+		at := time.Now()
+		s.now = func() time.Time { return at }
+		f := &FormattedSupply{s}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if i%len(texts) == 0 && i > 0 {
+				b.StopTimer()
+				s.publish(newTextBatch(texts, s.load().periodEnd))
+				b.StartTimer()
+			}
+			if _, err := f.NextID(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("AtomicAddInt64", func(b *testing.B) {
 		var n int64
 		for i := 0; i < b.N; i++ {

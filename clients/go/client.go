@@ -12,8 +12,15 @@
 // out twice; ids of one tag (and of snowflake) strictly increase across all goroutines (a call
 // that starts after another returned gets a larger id); ids are exact int64 values.
 //
+// Formatted tags (ids that are text, such as daily order numbers) have a supply of their own,
+// Client.NextFormatted and Client.Formatted: batches of texts from GET
+// /api/v1/segment/{tag}/ids, each with its period's end; a text is never handed out once the
+// client's wall clock has passed its batch's period_end, and texts strictly increase as byte
+// strings.
+//
 // Layout: client.go (Config, New, Client, Supply, Stats), supply.go (the double buffer and its
-// floor), servers.go (failover, validation, health probes), errors.go (the typed errors).
+// floor), formatted.go (the formatted supply), servers.go (failover, validation, health probes),
+// errors.go (the typed errors).
 package leafid
 
 import (
