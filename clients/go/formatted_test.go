@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -320,5 +322,61 @@ func TestParseFormattedTakesOnlyValidBodies(t *testing.T) {
 		if _, _, _, err := parseFormatted([]byte(bad), "o", 5); err == nil {
 			t.Fatalf("took %s", bad)
 		}
+	}
+}
+
+func TestCloseEndsAFormattedSupply(t *testing.T) {
+	srv := startServer(t, database(t), 0)
+	createFormattedTag(t, srv.URL, "orders", 100, orderFormat)
+	waitGoroutines := func(want int) int {
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			n := runtime.NumGoroutine()
+			if n <= want || time.Now().After(deadline) {
+				return n
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	baseline := waitGoroutines(0)
+	c, err := New(Config{Servers: []string{srv.URL}, Batch: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 50; i++ {
+		if _, err := c.NextFormatted(context.Background(), "orders"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A caller waiting for texts when Close comes (the only server stopped).
+	srv.signal(t, syscall.SIGSTOP)
+	waiting := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := c.NextFormatted(context.Background(), "orders"); err != nil {
+				waiting <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	served := c.Stats().IDsServed
+	c.Close()
+	if err := <-waiting; !errors.Is(err, ErrClosed) {
+		t.Fatalf("a waiting caller got %v", err)
+	}
+	if n := waitGoroutines(baseline); n > baseline {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines after Close, %d before:\n%s", n, baseline, buf[:runtime.Stack(buf, true)])
+	}
+	f, _ := c.Formatted("orders")
+	if text, ok := f.TryNextID(); ok {
+		t.Fatalf("TryNextID after Close: %q", text)
+	}
+	if _, err := f.NextID(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+	if st := c.Stats(); st.IDsServed != served {
+		t.Fatalf("served %d, then %d after Close", served, st.IDsServed)
 	}
 }
