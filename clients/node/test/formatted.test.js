@@ -171,6 +171,36 @@ test('failover: the formatted supply moves to the second server when the first i
   assert.ok(c.stats().failovers >= 1, 'failed over');
 });
 
+test('a lagging server after a failover: its texts at or below the floor are discarded, never handed out', T, async () => {
+  // B on a database of its own, where the tag's sequence starts 1000 below A's.
+  const other = tempDatabase();
+  const lag = await LeafidServer.start(other.url);
+  const s1 = await LeafidServer.start(db.url);
+  try {
+    await createFormattedTag(s1.address, 'lagged', 100, ORDERS, 1001);
+    await createFormattedTag(lag.address, 'lagged', 100, ORDERS, 1);
+    const c = track(new Client({ servers: [s1.address, lag.address], batch: 10, requestTimeoutMs: 1000 }));
+    const f = c.formatted('lagged');
+    const ids = [];
+    for (let i = 0; i < 50; i++) ids.push(await f.nextId());
+    assert.match(ids[0], /^ORD-[0-9]{8}00001001$/);
+    await s1.kill9();
+    for (let i = 0; i < 200; i++) ids.push(await f.nextId());
+    assertTextIncreasing(ids, 'across the failover to a lagging server');
+    assertUnique([ids]);
+    const st = c.stats();
+    assert.ok(st.failovers >= 1);
+    // The lagging server's texts up to the floor (at least 1001 + 50 - 1 of them minus those
+    // held) were received and discarded, in a few doubling requests.
+    assert.ok(st.discardedIds >= 900, `discarded ${st.discardedIds}`);
+    assert.ok(st.batches < 40, `caught up in a few requests: ${st.batches} batches`);
+  } finally {
+    await s1.kill9();
+    await lag.kill9();
+    other.remove();
+  }
+});
+
 test('readFormatted takes only valid list bodies', () => {
   const asked = { count: 3, tag: 'orders' };
   const ok = { biz_tag: 'orders', ids: ['A-01', 'A-02'], period: '20261127', period_end: '2026-11-28T00:00:00Z' };
