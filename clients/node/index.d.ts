@@ -42,7 +42,7 @@ export interface SupplyStats {
   batches: number;
   /** Ids received in 200 answers, discarded ones included. */
   idsReceived: number;
-  /** Ids received but never handed out: not above the last id accepted (a lagging server). */
+  /** Ids received but never handed out: not above the last id accepted (a lagging server), or (formatted) of a period that ended by the client's clock. */
   discardedIds: number;
   /** Fetch rounds in which no server delivered a batch. */
   failedRounds: number;
