@@ -394,8 +394,9 @@ func (s *formattedSupply) refill(ctx context.Context) {
 	failures := 0
 	filled := false
 	s.mu.Lock()
-	count := s.sizeLocked(time.Now())
+	size := s.sizeLocked(time.Now())
 	s.mu.Unlock()
+	count := size
 	for ctx.Err() == nil {
 		res := c.servers.fetch(ctx, s.req, count)
 		var wait time.Duration
@@ -426,8 +427,11 @@ func (s *formattedSupply) refill(ctx context.Context) {
 			if filled {
 				break
 			}
-			// Nothing above the floor: this server is behind the one used before; it is asked
-			// again at once (its next texts follow its last ones), within the deadline.
+			// Nothing above the floor: this server is behind the one used before. The catch-up
+			// (PROTOCOL.md): a gap between texts cannot be sized, so the next request follows
+			// at once and asks for twice the current size, at most the route's limit; the
+			// size itself is left alone. The deadline still bounds the loop.
+			count = minInt(2*size, s.req.limit)
 		} else if res.rejected != nil {
 			s.mu.Lock()
 			s.refused = res.rejected

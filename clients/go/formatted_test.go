@@ -380,3 +380,40 @@ func TestCloseEndsAFormattedSupply(t *testing.T) {
 		t.Fatalf("served %d, then %d after Close", served, st.IDsServed)
 	}
 }
+
+// A server behind the one used before (here: another database, so its texts of today restart at
+// 1): its texts are cut and counted, the catch-up asks for twice the size at once, and callers
+// see no error and only larger texts.
+func TestALaggingServersTextsAreCutUntilItCatchesUp(t *testing.T) {
+	a := startServer(t, database(t), 0)
+	b := startServer(t, database(t), 0)
+	createFormattedTag(t, a.URL, "orders", 100, orderFormat)
+	createFormattedTag(t, b.URL, "orders", 100, orderFormat)
+	c := newClient(t, Config{Servers: []string{a.URL, b.URL}, Batch: 20, MaxBatch: 20, BackoffMin: 10 * time.Millisecond})
+	var prev string
+	for i := 0; i < 600; i++ {
+		if i == 300 {
+			a.kill()
+		}
+		text, err := c.NextFormatted(context.Background(), "orders")
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if text <= prev {
+			t.Fatalf("call %d: %q after %q", i, text, prev)
+		}
+		prev = text
+	}
+	f, _ := c.Formatted("orders")
+	st := c.Stats()
+	// b's texts up to the floor (300 and more) are behind, asked 40 at a time.
+	if st.Failovers < 1 || st.DiscardedIDs < 300 || st.IDsServed != 600 {
+		t.Fatalf("%+v", st)
+	}
+	f.s.mu.Lock()
+	size := f.s.size
+	f.s.mu.Unlock()
+	if size != 20 {
+		t.Fatalf("the catch-up changed the size to %d", size)
+	}
+}
