@@ -10,7 +10,7 @@
 #    golang-go, maven + default-jdk-headless + junit5, nodejs; pytest with pip).
 # 3. Runs clients/<name>/test.sh where it exists (each client builds its adapter there).
 # 4. Runs clients/conformance/run.py for every client with an executable conformance-adapter:
-#    eight scenarios against real servers on MariaDB (LEAFID_TEST_MYSQL_URL, else the private
+#    nine scenarios against real servers on MariaDB (LEAFID_TEST_MYSQL_URL, else the private
 #    MariaDB of scripts/mariadb.sh); table in target/conformance.md.
 # 5. Runs scripts/package-check.sh for the same clients: the publishing dry run of each package
 #    (npm pack/publish --dry-run, python -m build, cargo package, the Go module through a file

@@ -4,7 +4,7 @@
     clients/conformance/run.py [CLIENT...]      CLIENT: rust java go python node (default: every
                                                 clients/<name> with a conformance-adapter)
 
-For each client it runs the eight scenarios of PROTOCOL.md against real leafid servers on a
+For each client it runs the nine scenarios of PROTOCOL.md against real leafid servers on a
 fresh MariaDB database (and a second one, for far_behind's lagging server): it starts the servers a scenario needs (on free loopback ports, read
 from their JSON "listening" log line), starts the client's adapter, drives it, kills, stops and
 continues servers from another thread while a `take` runs, and checks every id the client
@@ -224,10 +224,12 @@ class Server:
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"{}")
 
-    def create_tag(self, tag: str, step: int, max_id: int | None = None) -> None:
+    def create_tag(self, tag: str, step: int, max_id: int | None = None, format: dict | None = None) -> None:
         body = {"biz_tag": tag, "step": step}
         if max_id is not None:
             body["max_id"] = max_id
+        if format is not None:
+            body["format"] = format
         status, answer = self.request("POST", "/api/v1/tags", body)
         if status != 201:
             raise SetupError(f"creating tag {tag} on {self.name}: {status} {answer}")
@@ -430,6 +432,7 @@ class Scenario:
         pause_ms: int = 0,
         actions: list[tuple[float, callable]] = (),
         expect_errors: dict[tuple[str, str], int | None] | None = None,
+        text: re.Pattern | None = None,
     ) -> list[list[int]]:
         """One `take`; `actions` run from another thread at their delays (seconds after the
         command was sent). Checks ids and errors; returns the callers' id lists."""
@@ -489,7 +492,9 @@ class Scenario:
 
         # Ids: decimal strings of i64 > 0; per caller strictly increasing; no duplicate per stream;
         # a later take's ids all above an earlier take's.
-        stream = self.streams[tag if engine == "segment" else "<snowflake>"]
+        # Formatted ids are texts of one format: checked against `text`, compared as strings
+        # (their byte order is their issue order, docs/shapes.md).
+        stream = self.streams[{"segment": tag, "formatted": f"<formatted>{tag}"}.get(engine, "<snowflake>")]
         parsed: list[list[int]] = []
         calls = 0
         for i, ids in enumerate(lists):
@@ -497,6 +502,11 @@ class Scenario:
                 raise Failure("protocol", f"{label}: caller {i}'s ids are not a list")
             mine = []
             for s in ids:
+                if engine == "formatted":
+                    if not isinstance(s, str) or text is None or not text.fullmatch(s):
+                        raise Failure("texts of the tag's format", f"{label}: caller {i} got {s!r}")
+                    mine.append(s)
+                    continue
                 if not isinstance(s, str) or not DECIMAL.match(s) or int(s) > I64_MAX:
                     raise Failure("ids are decimal i64 > 0", f"{label}: caller {i} got {s!r}")
                 mine.append(int(s))
@@ -557,7 +567,7 @@ class Scenario:
 
 
 # ---------------------------------------------------------------------------------------------
-# The eight scenarios
+# The nine scenarios
 
 
 def kill9(sc: Scenario) -> None:
@@ -781,6 +791,31 @@ def demand(sc: Scenario) -> None:
     sc.adapter.close()
 
 
+# scenario 9: the daily order numbers of PROTOCOL.md's last section.
+ORDER_FORMAT = {"prefix": "ORD-", "date": "yyyyMMdd", "width": 8, "reset": "daily", "time_zone": "UTC"}
+ORDER_TEXT = re.compile(r"ORD-[0-9]{8}[0-9]{8}")
+
+
+def formatted(sc: Scenario) -> None:
+    """A formatted (daily order-number) tag through the formatted supply: texts of the format,
+    unique, increasing per caller and across takes, while the server in use is killed (-9); a
+    plain tag on the formatted supply is rejected/not_formatted, with no failover for it."""
+    a, b = sc.cluster.start(2)
+    tag = sc.tag("orders")
+    a.create_tag(tag, step=200, format=ORDER_FORMAT)
+    plain = sc.tag("plain")
+    a.create_tag(plain, step=100)
+    sc.open([a.url, b.url], batch=50, request_timeout_ms=500)
+    sc.take("formatted", tag, callers=4, per_caller=500, pause_ms=1, actions=[(0.3, a.kill)], text=ORDER_TEXT)
+    sc.take("formatted", tag, callers=2, per_caller=200, text=ORDER_TEXT)
+    s = sc.stats()
+    if s["failovers"] < 1:
+        raise Failure("failover counted", f"the server in use killed, failovers = {s['failovers']}")
+    sc.take("formatted", plain, callers=1, per_caller=3, text=ORDER_TEXT,
+            expect_errors={("rejected", "not_formatted"): 3})
+    sc.adapter.close()
+
+
 SCENARIOS = [
     ("kill9", kill9),
     ("sigstop", sigstop),
@@ -790,6 +825,7 @@ SCENARIOS = [
     ("unknown_tag", unknown_tag),
     ("near_max", near_max),
     ("demand", demand),
+    ("formatted", formatted),
 ]
 
 

@@ -134,6 +134,13 @@ async fn a_period_that_runs_out_of_width_is_refused_until_the_next(db: Db) {
     assert!(r.text.contains(&today()), "names the period: {}", r.text);
     let retry: u64 = r.retry_after.as_deref().unwrap().parse().unwrap();
     assert!((1..=86_400).contains(&retry), "Retry-After {retry}");
+    // The period's fill, for the 80% alert (deploy/prometheus/leafid-rules.yml).
+    let series = format!(
+        r#"leafid_period_used_ratio{{biz_tag="tiny",period="{}"}}"#,
+        today()
+    );
+    let used = crate::support::metric_value(&app.address, &series).await;
+    assert_eq!(used, Some(1.0), "{series}");
 }
 on_both_databases!(a_period_that_runs_out_of_width_is_refused_until_the_next);
 

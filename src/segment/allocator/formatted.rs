@@ -65,6 +65,17 @@ impl Formatted {
     }
 }
 
+/// How full a formatted tag's current period is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeriodFill {
+    /// The formatted tag.
+    pub biz_tag: String,
+    /// Its current period's key.
+    pub period: String,
+    /// Leased share of the period's width, 0 to 1.
+    pub used: f64,
+}
+
 /// Ids of a formatted tag, all of one period.
 #[derive(Debug, Clone)]
 pub struct FormattedIds {
@@ -131,6 +142,32 @@ impl SegmentAllocator {
             }
         }
         Ok(store.create_tag(tag).await?)
+    }
+
+    /// Per formatted tag this server knows: its current period (by this server's clock) and
+    /// the share of the period's width leased so far (0 before the period's first lease here),
+    /// ordered by tag. For `/metrics` and the monitor routes.
+    pub fn period_fills(&self) -> Vec<PeriodFill> {
+        let now = Timestamp::now();
+        let formats = self.inner.formats.load();
+        let mut out: Vec<PeriodFill> = formats
+            .iter()
+            .filter_map(|(tag, f)| {
+                let period = f.period_at(now).ok()?;
+                let row = format!("{tag}@{}", period.key);
+                let leased = self.cached(&row).map_or(0, |b| b.leased_to());
+                // `leased_to` is one past the last id leased; the sequence starts at the tag's
+                // start value, so this over-counts by the start (1 by default): conservative.
+                let used = (leased.max(1) - 1) as f64 / f.format.max_sequence() as f64;
+                Some(PeriodFill {
+                    biz_tag: tag.clone(),
+                    period: period.key,
+                    used: used.min(1.0),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.biz_tag.cmp(&b.biz_tag));
+        out
     }
 
     /// Records formats read from the database (a refresh, or a first request).
