@@ -104,6 +104,12 @@ public final class FormattedSupply {
     private final LeafidClient.Shared shared;
     /** The client's wall clock, epoch milliseconds ({@link System#currentTimeMillis()} unless a test replaced it). */
     private final LongSupplier clock;
+    /**
+     * The clock is {@link LeafidClient#SYSTEM_CLOCK}: the local path calls
+     * {@link System#currentTimeMillis()} directly (measured: about twice as fast as through the
+     * supplier, whose call site sees the test clocks too).
+     */
+    private final boolean systemClock;
     /** The list route without its query. */
     private final String route;
     /** The tag. */
@@ -160,6 +166,7 @@ public final class FormattedSupply {
     FormattedSupply(LeafidClient.Shared shared, String tag, int minBatch, int maxBatch) {
         this.shared = shared;
         this.clock = shared.wallClock;
+        this.systemClock = shared.wallClock == LeafidClient.SYSTEM_CLOCK;
         this.route = "/api/v1/segment/" + tag + "/ids";
         this.tag = tag;
         this.minBatch = minBatch;
@@ -213,7 +220,7 @@ public final class FormattedSupply {
      */
     public String nextId() {
         Batch b = current;
-        if (clock.getAsLong() < b.periodEnd) {
+        if (now() < b.periodEnd) {
             long i = (long) TAKEN.getAndAdd(b, 1L);
             if (i < b.size) {
                 if (i == b.preloadAt) {
@@ -236,7 +243,7 @@ public final class FormattedSupply {
      */
     public String nextId(Duration maxWait) {
         Batch b = current;
-        if (clock.getAsLong() < b.periodEnd) {
+        if (now() < b.periodEnd) {
             long i = (long) TAKEN.getAndAdd(b, 1L);
             if (i < b.size) {
                 if (i == b.preloadAt) {
@@ -290,6 +297,15 @@ public final class FormattedSupply {
     // ---- internals ----
 
     /**
+     * The wall clock.
+     *
+     * @return epoch milliseconds
+     */
+    private long now() {
+        return systemClock ? System.currentTimeMillis() : clock.getAsLong();
+    }
+
+    /**
      * Under the lock: an id of the current batch, leaving a spent or ended batch for the next
      * one (an ended one's ids never handed out count as discarded).
      *
@@ -298,7 +314,7 @@ public final class FormattedSupply {
     private String takeLocked() {
         while (true) {
             Batch b = current;
-            if (clock.getAsLong() < b.periodEnd) {
+            if (now() < b.periodEnd) {
                 long i = (long) TAKEN.getAndAdd(b, 1L);
                 if (i < b.size) {
                     if (i == b.preloadAt) {

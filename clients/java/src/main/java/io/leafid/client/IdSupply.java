@@ -195,7 +195,7 @@ public final class IdSupply {
      */
     static IdSupply fixed(Ranges ranges, Duration waitTimeout) {
         IdSupply s = new IdSupply(new LeafidClient.Shared(null, null, waitTimeout, 0, null, null,
-                System::currentTimeMillis), null, "fixed",
+                LeafidClient.SYSTEM_CLOCK), null, "fixed",
                 1, 1, 1);
         s.lock.lock();
         try {

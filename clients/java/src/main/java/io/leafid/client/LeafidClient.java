@@ -45,6 +45,9 @@ public final class LeafidClient implements AutoCloseable {
     /** Most ids one formatted batch request may ask for (the list route's limit). */
     public static final int MAX_FORMATTED_BATCH = 100_000;
 
+    /** The system wall clock, epoch milliseconds: the default of every client. */
+    static final LongSupplier SYSTEM_CLOCK = System::currentTimeMillis;
+
     /** Clients made in this JVM: numbers their threads. */
     private static final AtomicInteger CLIENTS = new AtomicInteger();
 
@@ -400,7 +403,7 @@ public final class LeafidClient implements AutoCloseable {
         /** Largest probe backoff. */
         private Duration backoffMax = Duration.ofSeconds(5);
         /** The wall clock, epoch milliseconds (tests replace it). */
-        private LongSupplier wallClock = System::currentTimeMillis;
+        private LongSupplier wallClock = SYSTEM_CLOCK;
 
         /** Use {@link LeafidClient#builder()}. */
         private Builder() {}

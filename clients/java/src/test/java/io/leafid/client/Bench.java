@@ -132,7 +132,7 @@ public final class Bench {
         long t0 = System.nanoTime();
         for (int done = 0; done < n; done += ids.length) {
             FormattedSupply s = FormattedSupply.fixed(ids, Long.MAX_VALUE, Duration.ofSeconds(1),
-                    System::currentTimeMillis);
+                    LeafidClient.SYSTEM_CLOCK);
             for (int k = 0; k < ids.length; k++) {
                 if (s.nextId() != null) {
                     acc++;

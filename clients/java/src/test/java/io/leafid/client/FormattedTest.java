@@ -227,7 +227,7 @@ class FormattedTest {
     void the_local_path_hands_out_a_fixed_batch_in_order_then_waits() {
         String[] ids = {"A-1", "A-2", "A-3"};
         FormattedSupply s = FormattedSupply.fixed(ids, Long.MAX_VALUE, Duration.ofMillis(10),
-                System::currentTimeMillis);
+                LeafidClient.SYSTEM_CLOCK);
         assertEquals("A-1", s.nextId());
         assertEquals("A-2", s.nextId());
         assertEquals("A-3", s.nextId());
