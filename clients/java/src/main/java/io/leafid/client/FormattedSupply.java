@@ -263,6 +263,16 @@ public final class FormattedSupply {
      * @throws ClosedException the client is closed
      */
     public Optional<String> tryNextId() {
+        Batch b = current;
+        if (now() < b.periodEnd) {
+            long i = (long) TAKEN.getAndAdd(b, 1L);
+            if (i < b.size) {
+                if (i == b.preloadAt) {
+                    startRefill();
+                }
+                return Optional.of(b.ids[b.start + (int) i]);
+            }
+        }
         lock.lock();
         try {
             if (shared.closed) {
