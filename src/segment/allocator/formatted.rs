@@ -28,12 +28,12 @@ use jiff::tz::TimeZone;
 use tracing::{info, warn};
 
 use super::SegmentAllocator;
-use crate::segment::biz_tag::BizTag;
+use crate::segment::biz_tag::{BizTag, MAX_BIZ_TAG_LEN};
 use crate::segment::error::SegmentError;
 use crate::segment::runs::IdRuns;
 use crate::segment::store::StoreError;
 use crate::segment::tag_rules::NewTag;
-use crate::shapes::{Period, TagFormat, period::zone};
+use crate::shapes::{Period, Reset, TagFormat, period::zone};
 
 /// Formatted tags by name.
 pub(super) type FormatMap = HashMap<String, Arc<Formatted>>;
@@ -63,6 +63,29 @@ impl Formatted {
             .period_at(at, &self.tz)
             .map_err(|e| e.to_string())
     }
+}
+
+/// Checks a format for a tag before anything is written: the format's own rules
+/// ([`TagFormat::validate`]), and room for its period rows (`tag@yyyyMMdd`) within
+/// `leaf_alloc.biz_tag`'s 128 characters. The one home of these rules for the admin API and
+/// the CLI.
+pub fn check_format(tag: &BizTag, format: &TagFormat) -> Result<(), String> {
+    format.validate().map_err(|e| e.to_string())?;
+    let key_len = match format.reset {
+        Reset::Never => 0,
+        Reset::Yearly => 4,
+        Reset::Monthly => 6,
+        Reset::Daily => 8,
+    };
+    if tag.as_str().len() + 1 + key_len > MAX_BIZ_TAG_LEN {
+        return Err(format!(
+            "a formatted biz_tag with a {:?} reset is at most {} bytes (its periods are rows \
+             named biz_tag@period within leaf_alloc's {MAX_BIZ_TAG_LEN})",
+            format.reset,
+            MAX_BIZ_TAG_LEN - 1 - key_len
+        ));
+    }
+    Ok(())
 }
 
 /// How full a formatted tag's current period is.
