@@ -305,9 +305,10 @@ class FormattedCore:
     def retry(self, server: str, answer: object) -> Tuple[int, bool]:
         """After an answer :meth:`accept` did not keep: records why, and returns the count of the
         next request and whether to pause first. A server behind the floor is asked again at
-        once for the route's most (a text tells nothing of the gap to pass); a server whose clock
-        has not reached the end of the period that ended by the client's is asked again after
-        the backoff pause."""
+        once for twice the current size, at most the route's 100,000 (a text tells nothing of
+        the gap to pass; the size itself does not change); a server whose clock has not reached
+        the end of the period that ended by the client's is asked again after the backoff
+        pause."""
         if answer == EXPIRED:
             self.last_fault = ServerFault(
                 server, "behind", "its period had already ended by this client's clock"
@@ -318,7 +319,7 @@ class FormattedCore:
             "behind",
             f"its ids (up to {answer!r}) lie at or below the last id received ({self.floor!r})",
         )
-        return self.limit, False
+        return min(self.count * 2, self.limit), False
 
     def drop(self) -> None:
         """Drops the local batches (a closed client hands out nothing more)."""
