@@ -20,11 +20,16 @@ cargo build --release --bin leafid --example hello >&2
 tmp="$(mktemp -d)"; trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 HELLO_PORT=18080 HELLO_WORKERS="$workers" target/release/examples/hello >/dev/null 2>&1 &
 LEAFID__SERVER__PORT=18081 LEAFID__SERVER__WORKERS="$workers" LEAFID__DATABASE__URL="sqlite://$tmp/leafid.db" \
-  RUST_LOG=warn target/release/leafid >"$tmp/leafid.log" 2>&1 &
+  LEAFID__ADMIN__TOKEN=bench RUST_LOG=warn target/release/leafid >"$tmp/leafid.log" 2>&1 &
 for _ in $(seq 1 100); do
   curl -sf localhost:18080/ >/dev/null && curl -sf localhost:18081/health/live >/dev/null && break
   sleep 0.1
 done
+
+# A formatted tag (docs/shapes.md): daily order numbers, against the numeric batch of 1,000.
+curl -sf -X POST -H 'authorization: Bearer bench' -H 'content-type: application/json' \
+  -d '{"biz_tag":"orders","step":100000,"format":{"date":"yyyyMMdd","width":10,"reset":"daily"}}' \
+  localhost:18081/api/v1/tags >/dev/null
 
 script=(); [ -n "${PIPELINE:-}" ] && script=(-s scripts/pipeline.lua)
 run() { # url -> requests/s
@@ -34,13 +39,14 @@ run() { # url -> requests/s
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 declare -A results
-names=(hello segment snowflake segment_batch1000 snowflake_batch1000)
+names=(hello segment snowflake segment_batch1000 snowflake_batch1000 formatted_batch1000)
 urls=(
   "http://127.0.0.1:18080/"
   "http://127.0.0.1:18081/api/segment/get/leaf-segment-test"
   "http://127.0.0.1:18081/api/snowflake/get/bench"
   "http://127.0.0.1:18081/api/v1/segment/leaf-segment-test/ids?count=1000"
   "http://127.0.0.1:18081/api/v1/snowflake/ids?count=1000"
+  "http://127.0.0.1:18081/api/v1/segment/orders/ids?count=1000"
 )
 for r in $(seq 1 "$rounds"); do
   for i in "${!names[@]}"; do
@@ -60,4 +66,7 @@ seg="$(echo ${results[segment]} | tr ' ' '\n' | median)"
 segb="$(echo ${results[segment_batch1000]} | tr ' ' '\n' | median)"
 printf '\nsegment batch of 1000: %.0f ids/s = %.1fx the single-id route\n' \
   "$(echo "$segb * 1000" | bc -l)" "$(echo "$segb * 1000 / $seg" | bc -l)"
+fmtb="$(echo ${results[formatted_batch1000]} | tr ' ' '\n' | median)"
+printf 'formatted batch of 1000 (yyyyMMdd + 10 digits): %.2fx the numeric batch of 1000\n' \
+  "$(echo "$fmtb / $segb" | bc -l)"
 echo "(wrk -t$threads -c$conns -d${secs}s${PIPELINE:+, pipelining depth $PIPELINE}, $workers server worker(s), $rounds rounds, $(nproc) cores)"

@@ -47,11 +47,35 @@ enum Command {
         #[command(subcommand)]
         command: cli::tags::TagsCommand,
     },
+    /// Formatted ids: `leafid ids decode BIZ_TAG ID` reads one back into its period and
+    /// sequence (the same as `leafid tags decode`), from the tag's format in the database.
+    ///
+    /// Exit codes: 0 ok, 1 unknown tag or database unreachable, 2 bad input (not an id of the
+    /// format).
+    Ids {
+        #[command(subcommand)]
+        command: IdsCommand,
+    },
     /// GET /health/live on 127.0.0.1 (for a container HEALTHCHECK). Exit 0 live, 1 not.
     Healthcheck {
         /// The port; server.port of the configuration by default.
         #[arg(long)]
         port: Option<u16>,
+    },
+}
+
+/// `leafid ids ...`.
+#[derive(Debug, Subcommand)]
+enum IdsCommand {
+    /// Read a formatted tag's id back into its period and sequence.
+    Decode {
+        /// The formatted business tag.
+        biz_tag: String,
+        /// An id of it, as issued.
+        id: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -62,6 +86,16 @@ async fn main() -> ExitCode {
         Command::Serve => serve(cli.config.as_deref()).await,
         Command::Layout { command } => layout(&command, cli.config.as_deref()),
         Command::Tags { command } => tags(&command, cli.config.as_deref()).await,
+        Command::Ids {
+            command: IdsCommand::Decode { biz_tag, id, json },
+        } => {
+            let command = cli::tags::TagsCommand::Decode {
+                biz_tag,
+                id,
+                output: cli::tags::OutputFlags { json },
+            };
+            tags(&command, cli.config.as_deref()).await
+        }
         Command::Healthcheck { port } => healthcheck(port, cli.config.as_deref()),
     }
 }

@@ -19,6 +19,7 @@
 //! | `leafid_segment_remaining_ids` | gauge | `biz_tag`, `segment` | ids left in the `current` and `next` segment |
 //! | `leafid_segment_next_ready` | gauge | `biz_tag` | 1 when the next segment is loaded |
 //! | `leafid_segment_tags` | gauge | | tags cached |
+//! | `leafid_period_used_ratio` | gauge | `biz_tag`, `period` | share of a formatted tag's current period's sequence width leased (alert at 0.8) |
 //! | `leafid_snowflake_worker_id` | gauge | | this server's worker id |
 //! | `leafid_snowflake_time_left_seconds` | gauge | | seconds until the layout's time field runs out |
 //! | `leafid_snowflake_suspended` | gauge | | 1 while issuing is suspended (lease not renewed) |
@@ -257,6 +258,11 @@ const ENGINE_FAMILIES: &[(&str, &str, &[&str])] = &[
         "Tags cached by the segment engine",
         &[],
     ),
+    (
+        "leafid_period_used_ratio",
+        "Share of a formatted tag's current period's sequence width leased (0 to 1)",
+        &["biz_tag", "period"],
+    ),
     ("leafid_snowflake_worker_id", "This server's worker id", &[]),
     (
         "leafid_snowflake_time_left_seconds",
@@ -393,6 +399,13 @@ impl Collector for EngineCollector {
             let mut remaining = Family::new("leafid_segment_remaining_ids", GAUGE);
             let mut next_ready = Family::new("leafid_segment_next_ready", GAUGE);
             let mut tags = Family::new("leafid_segment_tags", GAUGE);
+            let mut period = Family::new("leafid_period_used_ratio", GAUGE);
+            for fill in engine.period_fills() {
+                period.gauge(
+                    &[("biz_tag", &fill.biz_tag), ("period", &fill.period)],
+                    fill.used,
+                );
+            }
             let snapshots = engine.snapshots();
             tags.gauge(&[], snapshots.len() as f64);
             for s in &snapshots {
@@ -435,6 +448,7 @@ impl Collector for EngineCollector {
                 remaining,
                 next_ready,
                 tags,
+                period,
             ] {
                 f.done(&mut out);
             }

@@ -244,3 +244,73 @@ fn healthcheck_passes_against_a_running_server() {
     server.wait().unwrap();
     assert_eq!(live.status.code(), Some(0), "{}", text(&live.stderr));
 }
+
+/// A formatted tag from the CLI: created with `--format`, refused when the format would repeat
+/// ids (exit 2, nothing written), and its ids decoded by `ids decode` and `tags decode`
+/// (exit 2 for text that is not an id of the format, or a plain tag).
+#[test]
+fn formatted_tags_from_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("leafid.db").display());
+    let daily = r#"{"prefix":"ORD-","date":"yyyyMMdd","width":6,"reset":"daily","time_zone":"Asia/Shanghai"}"#;
+    let created = leafid(
+        &url,
+        &[
+            "tags", "create", "orders", "--step", "100", "--format", daily,
+        ],
+    );
+    assert_exit(&created, 0, "orders");
+    let refused = leafid(
+        &url,
+        &[
+            "tags",
+            "create",
+            "nodate",
+            "--step",
+            "100",
+            "--format",
+            r#"{"width":6,"reset":"daily"}"#,
+        ],
+    );
+    assert_exit(&refused, 2, "same ids");
+    let shown = leafid(&url, &["tags", "show", "nodate"]);
+    assert_exit(&shown, 1, "unknown");
+    let other = leafid(
+        &url,
+        &[
+            "tags",
+            "create",
+            "orders",
+            "--step",
+            "1",
+            "--format",
+            r#"{"width":3}"#,
+        ],
+    );
+    assert_exit(&other, 1, "exists");
+    let decoded = leafid(
+        &url,
+        &["ids", "decode", "orders", "ORD-20261127000042", "--json"],
+    );
+    assert_exit(&decoded, 0, "20261127");
+    let d = json(&decoded);
+    assert_eq!(
+        (d["period"].as_str(), d["sequence"].as_u64()),
+        (Some("20261127"), Some(42))
+    );
+    let text_form = leafid(&url, &["tags", "decode", "orders", "ORD-20261127000042"]);
+    assert_exit(&text_form, 0, "sequence 42");
+    for bad in [
+        "ORD-2026112700004",
+        "ORD-20261327000042",
+        "XRD-20261127000042",
+        "ORD-2026112700004é",
+    ] {
+        let out = leafid(&url, &["ids", "decode", "orders", bad]);
+        assert_exit(&out, 2, "not an id of this format");
+    }
+    let plain = leafid(&url, &["ids", "decode", "leaf-segment-test", "1"]);
+    assert_exit(&plain, 2, "not formatted");
+    let nobody = leafid(&url, &["ids", "decode", "nobody", "1"]);
+    assert_exit(&nobody, 1, "unknown");
+}

@@ -239,6 +239,20 @@ func TestHammerOneClientOnARealServer(t *testing.T) {
 	}
 }
 
+// fixedFormattedSupply is a formatted supply holding one batch of n order numbers of a period
+// that ends in a day, never fetching.
+func fixedFormattedSupply(n int) (*formattedSupply, []string) {
+	c := &Client{cfg: Config{WaitTimeout: 50 * time.Millisecond, TargetLifetime: time.Second}}
+	c.stop, c.cancelStop = context.WithCancel(context.Background())
+	s := newFormattedSupply(c, nil, 1, 1)
+	texts := make([]string, n)
+	for i := range texts {
+		texts[i] = fmt.Sprintf("ORD-20261127%08d", i+1)
+	}
+	s.publish(newTextBatch(texts, time.Now().Add(24*time.Hour)))
+	return s, texts
+}
+
 // hugeSupply is a supply of one range too large to be spent by a benchmark.
 func hugeSupply() *Supply { return &Supply{fixedSupply(math.MaxInt64 / 2)} }
 
@@ -251,6 +265,43 @@ func BenchmarkLocal(b *testing.B) {
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			if _, err := s.NextID(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("FormattedNextID", func(b *testing.B) {
+		// The formatted local path: one add, one compare, one reading of the wall clock
+		// compared with the batch's period_end. One batch of a million order numbers, served
+		// again from the start (timer stopped) each time it is spent.
+		s, texts := fixedFormattedSupply(1000000)
+		f := &FormattedSupply{s}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if i%len(texts) == 0 && i > 0 {
+				b.StopTimer()
+				s.publish(newTextBatch(texts, s.load().periodEnd))
+				b.StartTimer()
+			}
+			if _, err := f.NextID(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("FormattedNextIDFixedClock", func(b *testing.B) {
+		// FormattedNextID without the cost of the clock: a replaced clock that returns one
+		// instant (through the test hook's indirect call), to show what the reading costs.
+		s, texts := fixedFormattedSupply(1000000)
+		at := time.Now()
+		s.now = func() time.Time { return at }
+		f := &FormattedSupply{s}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if i%len(texts) == 0 && i > 0 {
+				b.StopTimer()
+				s.publish(newTextBatch(texts, s.load().periodEnd))
+				b.StartTimer()
+			}
+			if _, err := f.NextID(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -12,8 +12,15 @@
 // out twice; ids of one tag (and of snowflake) strictly increase across all goroutines (a call
 // that starts after another returned gets a larger id); ids are exact int64 values.
 //
+// Formatted tags (ids that are text, such as daily order numbers) have a supply of their own,
+// Client.NextFormatted and Client.Formatted: batches of texts from GET
+// /api/v1/segment/{tag}/ids, each with its period's end; a text is never handed out once the
+// client's wall clock has passed its batch's period_end, and texts strictly increase as byte
+// strings.
+//
 // Layout: client.go (Config, New, Client, Supply, Stats), supply.go (the double buffer and its
-// floor), servers.go (failover, validation, health probes), errors.go (the typed errors).
+// floor), formatted.go (the formatted supply), servers.go (failover, validation, health probes),
+// errors.go (the typed errors).
 package leafid
 
 import (
@@ -92,7 +99,12 @@ type Client struct {
 	// a lookup is one atomic load and a map read: no lock, no allocation (a sync.Map's any key
 	// would allocate the tag's interface on every call).
 	segments atomic.Pointer[map[string]*supply]
-	// newSegment serialises the creation of a tag's supply.
+	// formatted maps a formatted tag to its supply (Formatted), copied on write as segments.
+	formatted atomic.Pointer[map[string]*formattedSupply]
+	// now, if set, replaces time.Now as the wall clock a formatted supply compares with its
+	// batch's period_end: tests set it before the supply is created.
+	now func() time.Time
+	// newSegment serialises the creation of a tag's supply (segment or formatted).
 	newSegment sync.Mutex
 	// snowflake is the snowflake supply.
 	snowflake *supply
@@ -193,6 +205,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.stop, c.cancelStop = context.WithCancel(context.Background())
 	c.segments.Store(&map[string]*supply{})
+	c.formatted.Store(&map[string]*formattedSupply{})
 	c.snowflake = newSupply(c, &request{route: "/api/v1/snowflake/ranges", limit: MaxSnowflakeBatch},
 		minInt(cfg.Batch, MaxSnowflakeBatch), minInt(cfg.MaxBatch, MaxSnowflakeBatch))
 	c.spawn(c.servers.healthLoop)
@@ -269,6 +282,9 @@ func (c *Client) Stats() Stats {
 	for _, s := range *c.segments.Load() {
 		s.stats(&st)
 	}
+	for _, s := range *c.formatted.Load() {
+		s.stats(&st)
+	}
 	st.Failovers = c.servers.failovers.Load()
 	return st
 }
@@ -301,6 +317,9 @@ func (c *Client) Close() error {
 	c.snowflake.close()
 	c.newSegment.Lock()
 	for _, s := range *c.segments.Load() {
+		s.close()
+	}
+	for _, s := range *c.formatted.Load() {
 		s.close()
 	}
 	c.newSegment.Unlock()

@@ -73,8 +73,12 @@ type request struct {
 	route string
 	// tag is the tag the body must name (segment route); empty for snowflake.
 	tag string
-	// limit is the most ids the route gives per request (MaxBatch, MaxSnowflakeBatch).
+	// limit is the most ids the route gives per request (MaxBatch, MaxSnowflakeBatch,
+	// MaxFormattedBatch).
 	limit int
+	// formatted: the list route of a formatted tag (texts and period_end, parseFormatted)
+	// rather than a range route.
+	formatted bool
 }
 
 // idRun is one run of consecutive ids of a body, both ends included: 0 < first <= last.
@@ -87,7 +91,10 @@ type idRun struct {
 type fetchResult struct {
 	// runs of a valid 200 body, increasing, not overlapping.
 	runs []idRun
-	// server is the base URL of the server that sent runs.
+	// texts and periodEnd are a valid formatted body (request.formatted).
+	texts     []string
+	periodEnd time.Time
+	// server is the base URL of the server that sent runs or texts.
 	server string
 	// rejected is set when a server refused the request itself (final).
 	rejected *RejectedError
@@ -103,6 +110,8 @@ var finalCodes = map[string]bool{
 	"biz_tag_exhausted": true,
 	"invalid_count":     true,
 	"invalid_request":   true,
+	// A numeric supply asked for a formatted tag (the range route refuses it).
+	"formatted_tag": true,
 }
 
 func newServers(bases []string, httpClient *http.Client, requestTimeout, backoffMin, backoffMax time.Duration) *servers {
@@ -142,7 +151,7 @@ func (s *servers) fetch(ctx context.Context, req *request, count int) fetchResul
 			}
 			tried[i] = true
 			seen := s.list[i].downCount()
-			runs, rejected, fault := s.ask(ctx, s.list[i], req, count)
+			got, rejected, fault := s.ask(ctx, s.list[i], req, count)
 			switch {
 			case fault != nil:
 				if ctx.Err() != nil {
@@ -157,7 +166,8 @@ func (s *servers) fetch(ctx context.Context, req *request, count int) fetchResul
 				if s.list[i].markUpUnlessDownSince(seen) {
 					s.preferred.Store(int64(i))
 				}
-				return fetchResult{runs: runs, server: s.list[i].base}
+				got.server = s.list[i].base
+				return got
 			}
 		}
 	}
@@ -184,50 +194,70 @@ type errorBody struct {
 	Message string `json:"message"`
 }
 
-// ask sends one range request for count ids to one server: the runs of a valid body, or a
-// refusal, or that server's fault.
-func (s *servers) ask(ctx context.Context, srv *server, req *request, count int) ([]idRun, *RejectedError, *ServerFault) {
+// ask sends one batch request for count ids to one server: the runs (or texts) of a valid body,
+// or a refusal, or that server's fault.
+func (s *servers) ask(ctx context.Context, srv *server, req *request, count int) (fetchResult, *RejectedError, *ServerFault) {
+	var none fetchResult
 	ctx, cancel := context.WithTimeout(ctx, s.requestTimeout)
 	defer cancel()
 	fault := func(kind FaultKind, status int, code, detail string) *ServerFault {
 		return &ServerFault{Server: srv.base, Kind: kind, Status: status, Code: code, Detail: detail}
 	}
-	url := srv.base + req.route + "?count=" + strconv.Itoa(count) + "&stringify_ids=true"
+	url := srv.base + req.route + "?count=" + strconv.Itoa(count)
+	if !req.formatted {
+		url += "&stringify_ids=true"
+	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, nil, fault(FaultTransport, 0, "", err.Error())
+		return none, nil, fault(FaultTransport, 0, "", err.Error())
 	}
 	hreq.Header.Set("Accept", "application/json")
 	resp, err := s.http.Do(hreq)
 	if err != nil {
-		return nil, nil, fault(FaultTransport, 0, "", err.Error())
+		return none, nil, fault(FaultTransport, 0, "", err.Error())
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes+1))
 	resp.Body.Close()
 	if err != nil {
-		return nil, nil, fault(FaultTransport, 0, "", "reading the body: "+err.Error())
+		return none, nil, fault(FaultTransport, 0, "", "reading the body: "+err.Error())
 	}
 	if resp.StatusCode >= 400 && resp.StatusCode < 500 {
 		var eb errorBody
 		_ = json.Unmarshal(body, &eb)
 		if finalCodes[eb.Code] {
-			return nil, &RejectedError{Server: srv.base, Status: resp.StatusCode, Code: eb.Code, Message: eb.Message}, nil
+			return none, &RejectedError{Server: srv.base, Status: resp.StatusCode, Code: eb.Code, Message: eb.Message}, nil
 		}
-		return nil, nil, fault(FaultStatus, resp.StatusCode, eb.Code, "")
+		return none, nil, fault(FaultStatus, resp.StatusCode, eb.Code, "")
 	}
 	if resp.StatusCode != http.StatusOK {
 		var eb errorBody
 		_ = json.Unmarshal(body, &eb)
-		return nil, nil, fault(FaultStatus, resp.StatusCode, eb.Code, "")
+		if resp.StatusCode == http.StatusServiceUnavailable && eb.Code == "sequence_exhausted" {
+			// A formatted tag's period ran out of width: every server answers the same until
+			// the next period.
+			return none, &RejectedError{Server: srv.base, Status: resp.StatusCode, Code: eb.Code, Message: eb.Message}, nil
+		}
+		return none, nil, fault(FaultStatus, resp.StatusCode, eb.Code, "")
 	}
 	if len(body) > maxBodyBytes {
-		return nil, nil, fault(FaultBadResponse, 0, "", "body too large")
+		return none, nil, fault(FaultBadResponse, 0, "", "body too large")
+	}
+	if req.formatted {
+		texts, periodEnd, notFormatted, err := parseFormatted(body, req.tag, count)
+		if notFormatted {
+			return none, &RejectedError{Server: srv.base, Status: resp.StatusCode, Code: "not_formatted",
+				Message: fmt.Sprintf("biz_tag %q is not formatted: its ids are numbers (use NextID)", req.tag)}, nil
+		}
+		if err != nil {
+			return none, nil, fault(FaultBadResponse, 0, "", err.Error())
+		}
+		return fetchResult{texts: texts, periodEnd: periodEnd}, nil, nil
 	}
 	runs, err := parseRanges(body, req.tag, count)
 	if err != nil {
-		return nil, nil, fault(FaultBadResponse, 0, "", err.Error())
+		return none, nil, fault(FaultBadResponse, 0, "", err.Error())
 	}
-	return runs, nil, nil
+	return fetchResult{runs: runs}, nil, nil
 }
 
 // parseID reads one end of a run: an exact int64 above 0, written as a JSON string or number of

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The Java client against AtomicLong (issue 33's table): prints one line per case on stdout,
-#   BENCH {"client":"java","case":"local"|"sustained_1"|"sustained_4","ids_per_s":..,...}
+# The Java client against AtomicLong (issue 33's table), and its formatted local path against
+# its numeric one (formatted_local, issue 34): prints one line per case on stdout,
+#   BENCH {"client":"java","case":"local"|"formatted_local"|"sustained_1"|"sustained_4","ids_per_s":..,...}
 # and everything else on stderr. Builds the classes first (offline, Debian's Maven repository).
 #
 #   LEAFID_BENCH_URL=http://127.0.0.1:18200 LEAFID_BENCH_TAG=bench clients/java/bench.sh

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Benchmarks the leafid Node client against a running leafid server; prints one line per case on
 # stdout, `BENCH {"client":"node","case":...,"ids_per_s":...,"baseline_per_s":...,"ratio":...,
-# "method":...}`, for the cases local, local_await, sustained_1 and sustained_1_await (one
-# client runs on one thread in Node: no sustained_4). Anything else goes to stderr.
+# "method":...}`, for the cases local, local_await, formatted_local, sustained_1 and
+# sustained_1_await (one client runs on one thread in Node: no sustained_4). Anything else goes
+# to stderr.
 #
 #   LEAFID_BENCH_URL   a running (release) server, e.g. http://127.0.0.1:18200 (required)
 #   LEAFID_BENCH_TAG   an existing segment tag on it (required)

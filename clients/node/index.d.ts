@@ -22,6 +22,8 @@ export interface ClientOptions<Ids extends 'bigint' | 'string' = 'bigint'> {
   backoffMaxMs?: number;
   /** How ids are handed out: `bigint` (default) or decimal `string`. Never a `number`. */
   ids?: Ids;
+  /** The wall clock, milliseconds since the epoch (default `Date.now`): a formatted supply hands out no id of a period that ended by it. For tests. */
+  clock?: () => number;
 }
 
 /** Per-call options of `nextId`. */
@@ -40,7 +42,7 @@ export interface SupplyStats {
   batches: number;
   /** Ids received in 200 answers, discarded ones included. */
   idsReceived: number;
-  /** Ids received but never handed out: not above the last id accepted (a lagging server). */
+  /** Ids received but never handed out: not above the last id accepted (a lagging server), or (formatted) of a period that ended by the client's clock. */
   discardedIds: number;
   /** Fetch rounds in which no server delivered a batch. */
   failedRounds: number;
@@ -78,6 +80,23 @@ export declare class IdSupply<Id extends bigint | string = bigint> {
   stats(): SupplyStats;
 }
 
+/**
+ * The ids of a formatted tag (order numbers like `ORD-2026112700000001`), as the texts the server
+ * sent: increasing in byte order, never repeated, never of a period that ended by the client's
+ * clock. The stats count the ids of a batch dropped at its period's end in `discardedIds`.
+ */
+export declare class FormattedSupply {
+  private constructor();
+  /** The tag. */
+  readonly tag: string;
+  /** The next text; local when a batch holds one, else waits for the refill (wait timeout). Rejects with `RejectedError` (`not_formatted` for a plain tag, `sequence_exhausted`, `unknown_biz_tag`, ...), `UnavailableError`, `ClosedError`. */
+  nextId(options?: NextIdOptions): Promise<string>;
+  /** The next text if a local batch (current or next) whose period has not ended has one, else `undefined`. Synchronous, never waits or throws. */
+  tryNextId(): string | undefined;
+  /** This supply's counters. */
+  stats(): SupplyStats;
+}
+
 type IdOf<Ids> = Ids extends 'string' ? string : bigint;
 
 /** A leafid client. */
@@ -86,6 +105,10 @@ export declare class Client<Ids extends 'bigint' | 'string' = 'bigint'> {
   constructor(options: ClientOptions<Ids>);
   /** The supply of a tag (the same object for the same tag). @throws {InvalidTagError} */
   segment(tag: string): IdSupply<IdOf<Ids>>;
+  /** The formatted supply of a tag (the same object for the same tag). @throws {InvalidTagError} */
+  formatted(tag: string): FormattedSupply;
+  /** `formatted(tag).nextId(options)`; an invalid tag rejects with `InvalidTagError`. */
+  nextFormattedId(tag: string, options?: NextIdOptions): Promise<string>;
   /** The snowflake supply (one per client). */
   snowflake(): IdSupply<IdOf<Ids>>;
   /** `segment(tag).nextId(options)`; an invalid tag rejects with `InvalidTagError`. */
@@ -109,6 +132,8 @@ export declare const MAX_BATCH: 1000000;
 export declare const MAX_SEGMENT_BATCH: 1000000;
 /** Most ids one snowflake range request may ask for. */
 export declare const MAX_SNOWFLAKE_BATCH: 100000;
+/** Most ids one request of a formatted supply may ask for (the list route's limit). */
+export declare const MAX_FORMATTED_BATCH: 100000;
 
 /** Whether a tag follows the server's rule (1 to 128 of `A-Z a-z 0-9 . _ : -`). */
 export declare function isValidTag(tag: unknown): tag is string;
@@ -131,7 +156,7 @@ export declare class RejectedError extends LeafidError {
   readonly kind: 'rejected';
   readonly server: string;
   readonly status: number;
-  /** `unknown_biz_tag`, `invalid_biz_tag`, `biz_tag_exhausted`, `invalid_count` or `invalid_request`. */
+  /** `unknown_biz_tag`, `invalid_biz_tag`, `biz_tag_exhausted`, `invalid_count`, `invalid_request`, `formatted_tag` (a formatted tag asked for numbers), `not_formatted` (a plain tag asked for text) or `sequence_exhausted` (a formatted tag's period ran out of its width, until the next period). */
   readonly code: string;
   readonly serverMessage: string;
 }

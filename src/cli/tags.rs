@@ -1,4 +1,4 @@
-//! `leafid tags {list, show, create, set-step}`: `leaf_alloc` rows for DBAs, straight on the
+//! `leafid tags {list, show, create, decode, set-step}` (and `leafid ids decode`): `leaf_alloc` rows for DBAs, straight on the
 //! configured database (`database.url` from the defaults, `--config`, `LEAFID__DATABASE__URL`),
 //! through the same [`SegmentAllocator`] and store the server uses. No server needs to run.
 //!
@@ -12,10 +12,14 @@ use std::io::Write;
 
 use clap::{Args, Subcommand};
 use leafid::http::tags::TagRowBody;
+use leafid::segment::allocator::check_format;
 use leafid::segment::tag_rules::{
     self, MAX_DESCRIPTION_CHARS, MAX_MAX_ID, MAX_STEP, MIN_MAX_ID, MIN_STEP,
 };
-use leafid::segment::{BizTag, NewTag, SegmentAllocator, Step, StoreError, TagRow};
+use leafid::segment::{
+    BizTag, FormatConflict, NewTag, SegmentAllocator, SegmentError, Step, StoreError, TagRow,
+};
+use leafid::shapes::TagFormat;
 
 use super::CliError;
 
@@ -45,6 +49,20 @@ pub enum TagsCommand {
         /// Free text, at most 256 characters.
         #[arg(long)]
         description: Option<String>,
+        /// A format (JSON, docs/shapes.md) makes the tag's ids text, e.g.
+        /// '{"date":"yyyyMMdd","width":6,"reset":"daily","time_zone":"Asia/Shanghai"}'; --max-id
+        /// is then where each period's sequence starts. Fixed for the name for good.
+        #[arg(long, value_name = "JSON")]
+        format: Option<String>,
+        #[command(flatten)]
+        output: OutputFlags,
+    },
+    /// Read a formatted tag's id back into its period and sequence.
+    Decode {
+        /// The formatted business tag.
+        biz_tag: String,
+        /// An id of it, as issued.
+        id: String,
         #[command(flatten)]
         output: OutputFlags,
     },
@@ -75,8 +93,10 @@ pub enum Checked {
     List,
     /// `tags show`.
     Show(BizTag),
-    /// `tags create`.
-    Create(NewTag),
+    /// `tags create`, with a format for a formatted tag.
+    Create(NewTag, Option<TagFormat>),
+    /// `tags decode` / `ids decode`.
+    Decode(BizTag, String),
     /// `tags set-step`.
     SetStep(BizTag, Step),
 }
@@ -88,6 +108,7 @@ impl TagsCommand {
             Self::List(o)
             | Self::Show { output: o, .. }
             | Self::Create { output: o, .. }
+            | Self::Decode { output: o, .. }
             | Self::SetStep { output: o, .. } => o.json,
         }
     }
@@ -102,9 +123,20 @@ impl TagsCommand {
                 step,
                 max_id,
                 description,
+                format,
                 ..
             } => {
                 let tag = parse_tag(biz_tag)?;
+                let format = format
+                    .as_deref()
+                    .map(|json| -> Result<TagFormat, CliError> {
+                        let f: TagFormat = serde_json::from_str(json)
+                            .map_err(|e| CliError::BadInput(format!("invalid --format: {e}")))?;
+                        check_format(&tag, &f)
+                            .map_err(|e| CliError::BadInput(format!("invalid --format: {e}")))?;
+                        Ok(f)
+                    })
+                    .transpose()?;
                 let max_id = max_id.as_deref().map(parse_max_id).transpose()?;
                 if let Some(d) = description {
                     tag_rules::check_description(d).map_err(|_| {
@@ -117,8 +149,9 @@ impl TagsCommand {
                 // Every value passed above: a refusal here would be a rule the checks missed.
                 let new = NewTag::new(tag, step, max_id, description.clone())
                     .map_err(|e| CliError::BadInput(format!("invalid tag: {e}")))?;
-                Checked::Create(new)
+                Checked::Create(new, format)
             }
+            Self::Decode { biz_tag, id, .. } => Checked::Decode(parse_tag(biz_tag)?, id.clone()),
             Self::SetStep { biz_tag, step, .. } => {
                 Checked::SetStep(parse_tag(biz_tag)?, parse_step(step)?)
             }
@@ -167,7 +200,48 @@ pub async fn run(
             Some(row) => write_row(out, &row, json)?,
             None => return Err(CliError::UnknownTag(tag.to_string())),
         },
-        Checked::Create(new) => match engine.create_tag(new).await {
+        Checked::Create(new, Some(format)) => {
+            match engine.create_formatted_tag(new, format).await {
+                Ok(row) => write_row(out, &row, json)?,
+                Err(FormatConflict::Store(StoreError::AlreadyExists)) => {
+                    return Err(CliError::TagExists(new.biz_tag.clone()));
+                }
+                Err(FormatConflict::Store(e)) => return Err(store_error(e)),
+                Err(e) => return Err(CliError::BadInput(e.to_string())),
+            }
+        }
+        Checked::Decode(tag, id) => {
+            let format = engine.format_of(tag).await.map_err(|e| match e {
+                SegmentError::Store(e) => store_error(e),
+                other => CliError::Database(other.to_string()),
+            })?;
+            let Some(format) = format else {
+                return Err(match engine.get_tag(tag).await.map_err(store_error)? {
+                    Some(_) => CliError::BadInput(format!(
+                        "biz_tag {:?} is not formatted: its ids are numbers",
+                        tag.as_str()
+                    )),
+                    None => CliError::UnknownTag(tag.to_string()),
+                });
+            };
+            let d = format
+                .format
+                .decode(id)
+                .map_err(|e| CliError::BadInput(format!("invalid id {id:?}: {e}")))?;
+            if json {
+                let body = serde_json::json!({
+                    "biz_tag": tag.as_str(), "id": id, "period": d.period, "sequence": d.sequence,
+                });
+                writeln!(out, "{body}")?;
+            } else {
+                writeln!(
+                    out,
+                    "biz_tag  {tag}\nid       {id}\nperiod   {}\nsequence {}",
+                    d.period, d.sequence
+                )?;
+            }
+        }
+        Checked::Create(new, None) => match engine.create_tag(new).await {
             Ok(row) => write_row(out, &row, json)?,
             Err(StoreError::AlreadyExists) => {
                 return Err(CliError::TagExists(new.biz_tag.clone()));
@@ -332,7 +406,7 @@ mod tests {
             "--description",
             &fits,
         ]);
-        assert!(matches!(ok.check(), Ok(Checked::Create(n)) if n.step == 1_000_000_000));
+        assert!(matches!(ok.check(), Ok(Checked::Create(n, None)) if n.step == 1_000_000_000));
     }
 
     #[tokio::test]

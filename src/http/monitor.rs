@@ -23,8 +23,43 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 /// Body of `GET /api/v1/cache`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CacheBody {
-    /// Every cached tag's buffer, ordered by tag.
+    /// Every cached tag's buffer, ordered by tag (a formatted tag's periods are the rows
+    /// `tag@period`).
     pub tags: Vec<BufferBody>,
+    /// Every formatted tag this server knows, ordered by tag: its format, its current period
+    /// and how much of the period's width is leased.
+    pub formatted: Vec<FormattedBody>,
+}
+
+/// A formatted tag in `GET /api/v1/cache`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FormattedBody {
+    /// The tag.
+    pub biz_tag: String,
+    /// Its format (`docs/shapes.md`).
+    #[schema(value_type = Object)]
+    pub format: crate::shapes::TagFormat,
+    /// The current period's key, by this server's clock.
+    pub period: String,
+    /// Share of the period's width leased, 0 to 1 (`leafid_period_used_ratio`).
+    pub used: f64,
+}
+
+/// The formatted tags of `segment`, with their formats.
+fn formatted_bodies(segment: &crate::segment::SegmentAllocator) -> Vec<FormattedBody> {
+    segment
+        .period_fills()
+        .into_iter()
+        .filter_map(|fill| {
+            let format = segment.cached_format(&fill.biz_tag)?.format.clone();
+            Some(FormattedBody {
+                biz_tag: fill.biz_tag,
+                format,
+                period: fill.period,
+                used: fill.used,
+            })
+        })
+        .collect()
 }
 
 /// The live state of one tag's buffer, for `/cache` and metrics.
@@ -175,13 +210,16 @@ pub async fn cache_json(
     query: web::Query<StringifyQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let format = query.format()?;
-    let tags = state
-        .segment()?
+    let segment = state.segment()?;
+    let tags = segment
         .snapshots()
         .iter()
         .map(|b| BufferBody::new(b, format))
         .collect();
-    Ok(HttpResponse::Ok().json(CacheBody { tags }))
+    Ok(HttpResponse::Ok().json(CacheBody {
+        tags,
+        formatted: formatted_bodies(segment),
+    }))
 }
 
 /// Escapes text for HTML.
@@ -256,6 +294,24 @@ pub async fn cache_page(
         }
     }
     html.push_str("</table>");
+    let formatted = formatted_bodies(state.segment()?);
+    if !formatted.is_empty() {
+        html.push_str(
+            "<h2>formatted tags</h2><table><tr><th>biz_tag</th><th>format</th><th>period</th>\
+             <th>width used</th></tr>",
+        );
+        for f in formatted {
+            let _ = write!(
+                html,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td></tr>",
+                esc(&f.biz_tag),
+                esc(&serde_json::to_string(&f.format).unwrap_or_default()),
+                esc(&f.period),
+                f.used * 100.0,
+            );
+        }
+        html.push_str("</table>");
+    }
     Ok(page("leafid segment cache", &html))
 }
 

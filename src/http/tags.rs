@@ -16,11 +16,11 @@ use super::admin::{AdminAuth, MonitorAuth};
 use super::error::{ApiError, ErrorBody};
 use super::ids::{IdFormat, JsonId, StringifyQuery, id_schema};
 use super::monitor::BufferBody;
-use crate::segment::biz_tag::MAX_BIZ_TAG_LEN;
+use crate::segment::allocator::check_format;
 use crate::segment::{
     BizTag, FormatConflict, NewTag, SegmentAllocator, Step, StoreError, TagRow, TagUpdate,
 };
-use crate::shapes::{Reset, TagFormat};
+use crate::shapes::TagFormat;
 
 /// Runs the engine call of an admin route, bounded by `segment.load_timeout_ms` as a whole: a
 /// write whose answer never comes is a `503 database_unavailable`, not a request held forever.
@@ -389,24 +389,7 @@ async fn create_formatted(
     shape: &TagFormat,
     format: IdFormat,
 ) -> Result<HttpResponse, ApiError> {
-    shape
-        .validate()
-        .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-    // Each period is the row `tag@key`, within leaf_alloc's 128 characters.
-    let key_len = match shape.reset {
-        Reset::Never => 0,
-        Reset::Yearly => 4,
-        Reset::Monthly => 6,
-        Reset::Daily => 8,
-    };
-    if tag.as_str().len() + 1 + key_len > MAX_BIZ_TAG_LEN {
-        return Err(ApiError::InvalidRequest(format!(
-            "a formatted biz_tag with a {:?} reset is at most {} bytes (its periods are rows \
-             named biz_tag@period)",
-            shape.reset,
-            MAX_BIZ_TAG_LEN - 1 - key_len
-        )));
-    }
+    check_format(tag, shape).map_err(ApiError::InvalidRequest)?;
     let segment = state.segment()?;
     let row = tokio::time::timeout(
         segment.config().wait_timeout * 2,

@@ -566,7 +566,7 @@ impl Inner {
 
 mod formatted;
 
-pub use formatted::{FormatConflict, Formatted, FormattedIds};
+pub use formatted::{FormatConflict, Formatted, FormattedIds, PeriodFill, check_format};
 
 #[cfg(test)]
 mod give_back_tests;

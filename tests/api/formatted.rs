@@ -134,6 +134,25 @@ async fn a_period_that_runs_out_of_width_is_refused_until_the_next(db: Db) {
     assert!(r.text.contains(&today()), "names the period: {}", r.text);
     let retry: u64 = r.retry_after.as_deref().unwrap().parse().unwrap();
     assert!((1..=86_400).contains(&retry), "Retry-After {retry}");
+    // The period's fill, for the 80% alert (deploy/prometheus/leafid-rules.yml).
+    let series = format!(
+        r#"leafid_period_used_ratio{{biz_tag="tiny",period="{}"}}"#,
+        today()
+    );
+    let used = crate::support::metric_value(&app.address, &series).await;
+    assert_eq!(used, Some(1.0), "{series}");
+    // The monitor routes show the tag, its format, its period and that fill.
+    let cache = app.get("/api/v1/cache").await.json();
+    let entry = &cache["formatted"][0];
+    assert_eq!(entry["biz_tag"], "tiny", "{cache}");
+    assert_eq!(entry["period"], today().as_str());
+    assert_eq!(entry["used"], 1.0);
+    assert_eq!(entry["format"]["prefix"], "T-");
+    let page = app.get("/cache").await.text;
+    assert!(
+        page.contains("formatted tags") && page.contains("100.0%"),
+        "{page}"
+    );
 }
 on_both_databases!(a_period_that_runs_out_of_width_is_refused_until_the_next);
 

@@ -6,6 +6,10 @@
 //   warmed loop shape, same ids per round, baseline and subject alternated; median of the rounds.
 // - local_await: the same with `await supply.nextId()` (one promise per id), against the same
 //   plain bigint counter.
+// - formatted_local: a formatted supply's `tryNextId()` (one index step, one read of the wall
+//   clock against the batch's period end, one array read) from a local batch of 1,000,000 texts
+//   (a fresh supply per round over the same list), against the numeric local path (`local`'s
+//   `tryNextId()`) in the same rounds.
 // - sustained_1: one task taking ids on a fresh client (default settings: batch 1000, the demand
 //   rule on) for LEAFID_BENCH_SECS against the server, every fetch included, the way Node code
 //   takes ids fastest: `tryNextId() ?? await nextId()` (synchronous while the local ranges last,
@@ -13,7 +17,7 @@
 // - sustained_1_await: the same with `await nextId()` for every id.
 // Node runs one client on one thread: no sustained_4.
 
-import { Client, IdSupply } from '../src/index.js';
+import { Client, FormattedSupply, IdSupply } from '../src/index.js';
 import { MAX_SEGMENT_BATCH } from '../src/servers.js';
 
 const url = process.env.LEAFID_BENCH_URL;
@@ -83,6 +87,37 @@ async function awaitNext(s) {
   return ms;
 }
 
+/** The texts of the formatted rounds: order numbers as a daily tag writes them. */
+const TEXTS = Array.from({ length: 1_000_000 }, (_, i) => `ORD-20261127${String(i + 1).padStart(8, '0')}`);
+
+/** A formatted supply holding `TEXTS` (its period ends in a day), no server. */
+function prefilledTexts() {
+  return new FormattedSupply({
+    tag: 'bench',
+    clock: Date.now,
+    servers: null,
+    sizing: { batch: 1000, maxBatch: 100_000, targetLifetimeMs: 1000 },
+    timing: { backoffMinMs: 1, backoffMaxMs: 1 },
+    waitTimeoutMs: 1,
+    stop: new AbortController().signal,
+    first: { ids: TEXTS, periodEnd: Date.now() + 86_400_000 },
+  });
+}
+
+/** Every text of a fresh formatted supply by `tryNextId()`; nanoseconds per id. */
+function tryNextText() {
+  const s = prefilledTexts();
+  const n = TEXTS.length;
+  let last = '';
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) {
+    last = /** @type {string} */ (s.tryNextId());
+  }
+  const ms = performance.now() - t0;
+  if (last !== TEXTS[n - 1]) throw new Error(`formatted bench: ended at ${last}`);
+  return (ms * 1e6) / n;
+}
+
 /** @param {number[]} xs */
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
@@ -127,6 +162,24 @@ function report(name, idsPerS, baselinePerS, method) {
     `warmed loop, node ${process.version}: tryNextId() from one local range vs a plain bigint counter (n += 1n), ${N} ids, median of ${ROUNDS} alternated rounds`);
   report('local_await', perS(median(asynch)), b,
     `warmed loop, node ${process.version}: await nextId() from one local range (one promise per id) vs a plain bigint counter (n += 1n), ${N} ids, median of ${ROUNDS} alternated rounds`);
+}
+
+// 1b. Formatted local: the formatted path against the numeric one, alternated.
+{
+  const s = prefilled();
+  for (let w = 0; w < 3; w++) {
+    tryNext(s);
+    tryNextText();
+  }
+  const numeric = [];
+  const texts = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    numeric.push((tryNext(s) * 1e6) / N);
+    texts.push(tryNextText());
+  }
+  report('formatted_local', 1e9 / median(texts), 1e9 / median(numeric),
+    'formatted next_id vs numeric next_id');
+  console.error(`formatted_local: node ${process.version}, warmed loop: tryNextId() of a formatted supply over ${TEXTS.length} local texts (wall clock checked per id) vs tryNextId() of a numeric supply over one local range (${N} ids), median of ${ROUNDS} alternated rounds`);
 }
 
 // 2. Sustained: the counter for 1 s, then a fresh client per case for `secs` against the server.

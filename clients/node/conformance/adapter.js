@@ -53,8 +53,12 @@ async function open(cmd) {
 /** @param {any} cmd */
 async function take(cmd) {
   const c = needClient();
-  const snowflake = cmd.engine === 'snowflake';
-  if (!snowflake && cmd.engine !== 'segment') throw new Error(`unknown engine ${JSON.stringify(cmd.engine)}`);
+  /** One call of the engine asked for: segment, snowflake, or formatted (texts as received). */
+  let call;
+  if (cmd.engine === 'snowflake') call = () => c.nextSnowflakeId();
+  else if (cmd.engine === 'segment') call = () => c.nextId(cmd.tag);
+  else if (cmd.engine === 'formatted') call = () => c.nextFormattedId(cmd.tag);
+  else throw new Error(`unknown engine ${JSON.stringify(cmd.engine)}`);
   const pause = cmd.pause_ms ?? 0;
   /** @type {Map<string, {kind: string, code: string, count: number}>} */
   const errors = new Map();
@@ -67,7 +71,7 @@ async function take(cmd) {
       for (let i = 0; i < cmd.per_caller; i++) {
         const began = performance.now();
         try {
-          mine.push(String(snowflake ? await c.nextSnowflakeId() : await c.nextId(cmd.tag)));
+          mine.push(String(await call()));
         } catch (e) {
           const { kind, code } = classify(e);
           const key = `${kind}\u0000${code}`;

@@ -1,10 +1,11 @@
 // `Client`: its options, the supplies it makes (one per tag, one for snowflake), stats, close.
 
 import { ConfigError, InvalidTagError } from './errors.js';
-import { MAX_BATCH, MAX_SEGMENT_BATCH, MAX_SNOWFLAKE_BATCH, Servers } from './servers.js';
+import { FormattedSupply } from './formatted.js';
+import { MAX_BATCH, MAX_FORMATTED_BATCH, MAX_SEGMENT_BATCH, MAX_SNOWFLAKE_BATCH, Servers } from './servers.js';
 import { IdSupply } from './supply.js';
 
-export { MAX_BATCH, MAX_SEGMENT_BATCH, MAX_SNOWFLAKE_BATCH };
+export { MAX_BATCH, MAX_FORMATTED_BATCH, MAX_SEGMENT_BATCH, MAX_SNOWFLAKE_BATCH };
 
 /** The server's tag rule: 1 to 128 of `A-Z a-z 0-9 . _ : -`. */
 const TAG = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -27,6 +28,7 @@ const DEFAULTS = Object.freeze({
   backoffMinMs: 50,
   backoffMaxMs: 5000,
   ids: 'bigint',
+  clock: Date.now,
 });
 
 /**
@@ -55,6 +57,8 @@ export class Client {
    * @param {number} [options.backoffMinMs] first probe backoff of a down server (default 50)
    * @param {number} [options.backoffMaxMs] largest probe backoff (default 5000)
    * @param {'bigint' | 'string'} [options.ids] how ids are handed out (default `bigint`)
+   * @param {() => number} [options.clock] the wall clock, milliseconds since the epoch (default
+   *   `Date.now`): a formatted supply hands out no id of a period that ended by it. For tests.
    */
   constructor(options) {
     const o = { ...DEFAULTS, ...(options ?? {}) };
@@ -80,6 +84,9 @@ export class Client {
     if (o.ids !== 'bigint' && o.ids !== 'string') {
       throw new ConfigError(`ids must be "bigint" or "string" (got ${JSON.stringify(o.ids)})`);
     }
+    if (typeof o.clock !== 'function') {
+      throw new ConfigError(`clock must be a function returning milliseconds since the epoch (got ${typeof o.clock})`);
+    }
     /** Aborted by `close()`: stops refills, probes and in-flight requests. */
     this._stopper = new AbortController();
     this._timing = {
@@ -96,6 +103,9 @@ export class Client {
     this._asString = o.ids === 'string';
     /** One supply per tag, so every caller of a tag shares one increasing stream. @type {Map<string, IdSupply>} */
     this._segments = new Map();
+    /** One formatted supply per tag. @type {Map<string, FormattedSupply>} */
+    this._formatted = new Map();
+    this._clock = o.clock;
     /** The snowflake supply, made on first use. @type {IdSupply | null} */
     this._snowflake = null;
     /** Refills running, so `close()` can wait for them. @type {Set<Promise<void>>} */
@@ -116,6 +126,48 @@ export class Client {
     s = this._supply({ path: `/api/v1/segment/${tag}/ranges`, tag }, MAX_SEGMENT_BATCH);
     this._segments.set(tag, s);
     return s;
+  }
+
+  /**
+   * The formatted supply of a tag (the same one on every call for that tag): its ids are texts,
+   * such as daily order numbers (`docs/shapes.md`). No request is sent until the first
+   * `nextId`. Throws `InvalidTagError` for a tag the server would refuse.
+   * @param {string} tag
+   * @returns {FormattedSupply}
+   */
+  formatted(tag) {
+    let s = this._formatted.get(tag);
+    if (s !== undefined) return s;
+    if (!isValidTag(tag)) throw new InvalidTagError(tag);
+    const maxBatch = Math.min(this._maxBatch, MAX_FORMATTED_BATCH);
+    s = new FormattedSupply({
+      tag,
+      clock: this._clock,
+      servers: this._servers,
+      sizing: { batch: Math.min(this._batch, maxBatch), maxBatch, targetLifetimeMs: this._targetLifetimeMs },
+      timing: this._timing,
+      waitTimeoutMs: this._waitTimeoutMs,
+      stop: this._stopper.signal,
+      track: this._tracker(),
+    });
+    this._formatted.set(tag, s);
+    return s;
+  }
+
+  /**
+   * The next text of the formatted tag `tag` (see `FormattedSupply.nextId`).
+   * @param {string} tag
+   * @param {{signal?: AbortSignal, timeoutMs?: number}} [options]
+   * @returns {Promise<string>}
+   */
+  nextFormattedId(tag, options) {
+    let s;
+    try {
+      s = this.formatted(tag);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return s.nextId(options);
   }
 
   /**
@@ -161,7 +213,8 @@ export class Client {
    */
   stats() {
     const sum = { idsServed: 0, batches: 0, idsReceived: 0, discardedIds: 0, failedRounds: 0, failovers: 0, batchSize: 0 };
-    const all = [...this._segments.values()];
+    /** @type {IdSupply[]} */
+    const all = [...this._segments.values(), ...this._formatted.values()];
     if (this._snowflake !== null) all.push(this._snowflake);
     for (const s of all) {
       const t = s.stats();
@@ -202,6 +255,7 @@ export class Client {
       this._stopper.abort();
       this._servers.close();
       for (const s of this._segments.values()) s._close();
+      for (const s of this._formatted.values()) s._close();
       this._snowflake?._close();
       this._closed = Promise.allSettled([...this._refills]).then(() => {
         this._servers.close(); // sockets a request opened while closing
@@ -230,11 +284,16 @@ export class Client {
       waitTimeoutMs: this._waitTimeoutMs,
       asString: this._asString,
       stop: this._stopper.signal,
-      track: (p) => {
-        this._refills.add(p);
-        p.finally(() => this._refills.delete(p));
-      },
+      track: this._tracker(),
     });
+  }
+
+  /** Tells `close()` about each refill of a supply, so it can await them. */
+  _tracker() {
+    return (/** @type {Promise<void>} */ p) => {
+      this._refills.add(p);
+      p.finally(() => this._refills.delete(p));
+    };
   }
 }
 

@@ -29,8 +29,11 @@ export const MAX_BATCH = MAX_SEGMENT_BATCH;
 /** Largest id a leafid server can issue: 2^63 - 1. */
 export const MAX_ID = (1n << 63n) - 1n;
 
-/** Largest body read from a server (a range body is a few runs; an error page is small). */
-const MAX_BODY_BYTES = 1024 * 1024;
+/**
+ * Largest body read from a server (a range body is a few runs; an error page is small; a list of
+ * 100,000 formatted ids of at most 32 + 10 + 19 + 1 + 32 characters each is about 10 MB).
+ */
+const MAX_BODY_BYTES = 16 * 1024 * 1024;
 
 /**
  * The 4xx codes that refuse the request itself. The servers share one database, so every server
@@ -43,7 +46,11 @@ export const REFUSAL_CODES = new Set([
   'biz_tag_exhausted',
   'invalid_count',
   'invalid_request',
+  'formatted_tag',
 ]);
+
+/** Most ids one request of the list route (a formatted supply's) may ask for. */
+export const MAX_FORMATTED_BATCH = 100_000;
 
 /** A canonical positive decimal of at most 19 digits (no sign, no leading zero). */
 const DECIMAL = /^[1-9][0-9]{0,18}$/;
@@ -62,6 +69,28 @@ export function backoff(timing, failures) {
  * One run of consecutive ids, both ends included (`first <= last`).
  * @typedef {{first: bigint, last: bigint}} Run
  */
+
+/**
+ * What a supply asks for: the route (no query), the tag (null: snowflake), and optionally the
+ * rest of the query after `count=N` (default `&stringify_ids=true`) and the reader of a 200 body
+ * (default `validateRanges`): it returns the batch, or a `Refusal` (a 200 that every server
+ * would answer the same, e.g. a plain tag asked for text), or throws a string (that server's
+ * failure).
+ * @template B
+ * @typedef {{path: string, tag: string | null, query?: string, read?: (body: unknown, asked: {count: number, tag: string | null}) => B | Refusal}} Request
+ */
+
+/** A 200 body that refuses the request itself (`RejectedError` with this code, no failover). */
+export class Refusal {
+  /**
+   * @param {string} code
+   * @param {string} message
+   */
+  constructor(code, message) {
+    this.code = code;
+    this.message = message;
+  }
+}
 
 /**
  * Checks a parsed 200 body of a range route against the request: `ranges` is a non-empty array
@@ -227,9 +256,10 @@ export class Servers {
   /**
    * One batch of at most `count` ids: the preferred server first, then the other up servers in
    * order, then (last resort) the down ones.
-   * @param {{path: string, tag: string | null}} request the range route (no query) and the tag
+   * @template [B={runs: Run[], count: number}]
+   * @param {Request<B>} request the route (no query), the tag, and how its body is read
    * @param {number} count ids asked for
-   * @returns {Promise<{runs: Run[], count: number, server: string} | {rejected: RejectedError} | {fault: ServerFault | null}>}
+   * @returns {Promise<(B & {server: string}) | {rejected: RejectedError} | {fault: ServerFault | null}>}
    */
   async fetch(request, count) {
     const n = this.list.length;
@@ -247,13 +277,14 @@ export class Servers {
         if (last !== null) this.failovers++;
         const seen = server.downs;
         const outcome = await this.ask(server, request, count);
-        if ('runs' in outcome) {
-          if (this.markUp(server, seen)) this.preferred = i;
-          return outcome;
-        }
         if ('rejected' in outcome) return outcome;
-        if (!this.stop.aborted) this.markDown(server);
-        last = outcome.fault;
+        if ('fault' in outcome) {
+          if (!this.stop.aborted) this.markDown(server);
+          last = outcome.fault;
+          continue;
+        }
+        if (this.markUp(server, seen)) this.preferred = i;
+        return outcome;
       }
     }
     return { fault: last };
@@ -261,13 +292,14 @@ export class Servers {
 
   /**
    * One request to one server.
+   * @template B
    * @param {Server} server
-   * @param {{path: string, tag: string | null}} request
+   * @param {Request<B>} request
    * @param {number} count
-   * @returns {Promise<{runs: Run[], count: number, server: string} | {rejected: RejectedError} | {fault: ServerFault}>}
+   * @returns {Promise<(B & {server: string}) | {rejected: RejectedError} | {fault: ServerFault}>}
    */
   async ask(server, request, count) {
-    const url = `${server.base}${request.path}?count=${count}&stringify_ids=true`;
+    const url = `${server.base}${request.path}?count=${count}${request.query ?? '&stringify_ids=true'}`;
     let res;
     for (let attempt = 0; ; attempt++) {
       try {
@@ -289,11 +321,21 @@ export class Servers {
       return { fault: new ServerFault(server.base, 'status', `${res.status}${code ? ` ${code}` : ''}`) };
     }
     if (res.status !== 200) {
-      const { code } = parseErrorBody(res.body);
+      const { code, message } = parseErrorBody(res.body);
+      // A formatted tag's period ran out of its width: every server answers this until the
+      // next period (shared database), so it is final, not this server's failure.
+      if (res.status === 503 && code === 'sequence_exhausted') {
+        return { rejected: new RejectedError(server.base, res.status, code, message) };
+      }
       return { fault: new ServerFault(server.base, 'status', `${res.status}${code ? ` ${code}` : ''}`) };
     }
     try {
-      return { ...validateRanges(JSON.parse(res.body), { count, tag: request.tag }), server: server.base };
+      const read = request.read ?? validateRanges;
+      const got = read(JSON.parse(res.body), { count, tag: request.tag });
+      if (got instanceof Refusal) {
+        return { rejected: new RejectedError(server.base, res.status, got.code, got.message) };
+      }
+      return { .../** @type {B} */ (got), server: server.base };
     } catch (e) {
       return { fault: new ServerFault(server.base, 'bad_response', errorText(e)) };
     }

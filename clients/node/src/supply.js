@@ -417,30 +417,21 @@ export class IdSupply {
         const got = await servers.fetch(this._request, count);
         if (this._halt.aborted) break;
         let wait;
-        if ('runs' in got) {
+        if ('rejected' in got) {
+          this._refused = got.rejected;
+          break;
+        } else if (!('fault' in got)) {
           this._stats.idsReceived += got.count;
-          const kept = aboveFloor(got.runs, this._floor);
-          const keptIds = kept.reduce((n, r) => n + Number(r.last - r.first + 1n), 0);
-          this._stats.discardedIds += got.count - keptIds;
-          if (keptIds > 0) {
-            this._floor = kept[kept.length - 1].last;
-            this._next = new Batch(kept, keptIds);
+          const again = this._accept(got, count);
+          if (again === null) {
             this._lastFault = null;
             this._stats.batches++;
             break;
           }
-          // Nothing above the floor: that server is behind the one used before (the catch-up).
-          const last = got.runs[got.runs.length - 1].last;
-          this._lastFault = new ServerFault(
-            got.server,
-            'behind',
-            `${got.count} ids up to ${last}, all at or below the last id accepted (${this._floor})`,
-          );
-          count = catchUpCount(this._floor, last, this._size, this._catchUpMax);
-          wait = 0;
-        } else if ('rejected' in got) {
-          this._refused = got.rejected;
-          break;
+          // Nothing to keep: ask again at once (or after `again.wait`), for `again.count` ids.
+          this._lastFault = again.fault;
+          count = again.count;
+          wait = again.wait;
         } else {
           this._stats.failedRounds++;
           this._lastFault = got.fault;
@@ -463,6 +454,36 @@ export class IdSupply {
       this._refilling = false;
       this._wakeWaiters();
     }
+  }
+
+  /**
+   * Takes one 200 answer: cut to the ids above the floor; kept ids become the next batch (then
+   * returns null). An answer wholly at or below the floor starts the catch-up: returns the
+   * count of the next request (sent at once) and the fault to report meanwhile.
+   * @param {{runs: Run[], count: number, server: string}} got
+   * @param {number} _count the count asked
+   * @returns {{count: number, wait: number, fault: ServerFault} | null}
+   */
+  _accept(got, _count) {
+    const kept = aboveFloor(got.runs, this._floor);
+    const keptIds = kept.reduce((n, r) => n + Number(r.last - r.first + 1n), 0);
+    this._stats.discardedIds += got.count - keptIds;
+    if (keptIds > 0) {
+      this._floor = kept[kept.length - 1].last;
+      this._next = new Batch(kept, keptIds);
+      return null;
+    }
+    // Nothing above the floor: that server is behind the one used before (the catch-up).
+    const last = got.runs[got.runs.length - 1].last;
+    return {
+      count: catchUpCount(this._floor, last, this._size, this._catchUpMax),
+      wait: 0,
+      fault: new ServerFault(
+        got.server,
+        'behind',
+        `${got.count} ids up to ${last}, all at or below the last id accepted (${this._floor})`,
+      ),
+    };
   }
 
   /** Drops the local batches and wakes every waiter (the client is closing). */

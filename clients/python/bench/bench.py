@@ -1,12 +1,18 @@
 """The Python client's benchmark cases (run by ``bench.sh``), against a running leafid server.
 
 Environment: ``LEAFID_BENCH_URL`` (a running release server), ``LEAFID_BENCH_TAG`` (an existing
-segment tag), ``LEAFID_BENCH_SECS`` (seconds per sustained case, default 10). Prints one
+segment tag), ``LEAFID_BENCH_SECS`` (seconds per sustained case, default 10), ``LEAFID_BENCH_CASES``
+(comma-separated cases to run, default all; the two local cases need no server). Prints one
 ``BENCH {json}`` line per case on stdout, everything else on stderr:
 
 - ``local``: ``next_id`` of a supply holding one huge range (never fetching) against
   ``next(itertools.count())`` (its bound ``__next__``), both through ``timeit`` with the same
   statement ``f()`` and number of ids; rounds alternate baseline and subject; medians.
+- ``formatted_local``: ``next_id`` of a formatted supply (texts of a daily order number,
+  ``ORD-`` + 16 digits) holding one batch of as many texts as a round takes (a fresh batch per
+  round, made before it is timed; the period far ahead, so the clock is read and compared on
+  every call) against the numeric ``next_id`` of ``local`` (baseline), in the same ``timeit``
+  rounds, alternating; medians.
 - ``sustained_1``: one thread calling ``next_id`` on a fresh client (defaults: batch 1000, the
   demand rule on) for the given seconds, every fetch included; baseline: one thread calling the
   counter in the same loop for 1 s.
@@ -30,6 +36,7 @@ from typing import Callable, List
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from leafid_client import Client  # noqa: E402
+from leafid_client._wire import FormattedBatch  # noqa: E402
 
 LOCAL_IDS = 1_000_000
 LOCAL_ROUNDS = 7
@@ -79,6 +86,42 @@ def local() -> None:
     )
 
 
+def formatted_local() -> None:
+    offline = Client(["http://127.0.0.1:9"])
+    try:
+        numeric = offline.segment("bench")
+        with numeric._lock:
+            numeric.accept([(1, 1 << 62)])
+        numeric.next_id()
+        texts = offline.formatted("bench")
+        base: List[float] = []
+        subject: List[float] = []
+        for r in range(LOCAL_ROUNDS):
+            batch = [f"ORD-2026{r:04d}{i:08d}" for i in range(LOCAL_IDS)]
+            with texts._lock:
+                # The round's batch, next in line; marked as refilling so that its preload
+                # mark starts no fetch from the offline server (the switch still happens).
+                texts.ahead = None
+                texts.accept(FormattedBatch(batch, "", float("inf")))
+                texts.refilling = True
+            del batch
+            base.append(timeit.timeit("f()", globals={"f": numeric.next_id}, number=LOCAL_IDS))
+            subject.append(timeit.timeit("f()", globals={"f": texts.next_id}, number=LOCAL_IDS))
+        assert texts.stats().ids_served == LOCAL_ROUNDS * LOCAL_IDS
+        assert texts.stats().discarded_ids == 0
+    finally:
+        offline.close()
+    b, s = statistics.median(base), statistics.median(subject)
+    log(f"formatted_local: numeric next_id {b / LOCAL_IDS * 1e9:.1f} ns/id, formatted next_id "
+        f"{s / LOCAL_IDS * 1e9:.1f} ns/id")
+    emit(
+        "formatted_local",
+        LOCAL_IDS / s,
+        LOCAL_IDS / b,
+        "formatted next_id vs numeric next_id",
+    )
+
+
 def run_for(threads: int, seconds: float, take: Callable[[], object]) -> float:
     """Ids per second of ``threads`` threads calling ``take`` for ``seconds``."""
     counts = [0] * threads
@@ -125,16 +168,27 @@ def sustained(threads: int, url: str, tag: str, seconds: float) -> None:
     )
 
 
+CASES = ("local", "formatted_local", "sustained_1", "sustained_4")
+
+
 def main() -> None:
-    url = os.environ.get("LEAFID_BENCH_URL")
-    tag = os.environ.get("LEAFID_BENCH_TAG")
-    if not url or not tag:
+    cases = os.environ.get("LEAFID_BENCH_CASES", ",".join(CASES)).split(",")
+    unknown = set(cases) - set(CASES)
+    if unknown:
+        sys.exit(f"bench: unknown cases {sorted(unknown)}; known: {', '.join(CASES)}")
+    url = os.environ.get("LEAFID_BENCH_URL", "")
+    tag = os.environ.get("LEAFID_BENCH_TAG", "")
+    if (not url or not tag) and any(c.startswith("sustained") for c in cases):
         sys.exit("bench: set LEAFID_BENCH_URL (a running server) and LEAFID_BENCH_TAG (a tag)")
     seconds = float(os.environ.get("LEAFID_BENCH_SECS", "10"))
     log(f"bench: {platform.python_implementation()} {platform.python_version()}, {url} {tag}")
-    local()
-    sustained(1, url, tag, seconds)
-    sustained(4, url, tag, seconds)
+    if "local" in cases:
+        local()
+    if "formatted_local" in cases:
+        formatted_local()
+    for threads in (1, 4):
+        if f"sustained_{threads}" in cases:
+            sustained(threads, url, tag, seconds)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ def take_reply(
 
 def take_args(cmd: Dict[str, Any]) -> Tuple[str, Any, int, int, float]:
     engine = cmd.get("engine")
-    if engine not in ("segment", "snowflake"):
+    if engine not in ("segment", "snowflake", "formatted"):
         raise ValueError(f"unknown engine {engine!r}")
     return (
         engine,
@@ -109,9 +109,12 @@ def take_args(cmd: Dict[str, Any]) -> Tuple[str, Any, int, int, float]:
 
 def take(client: Client, cmd: Dict[str, Any]) -> Dict[str, Any]:
     engine, tag, callers, per_caller, pause = take_args(cmd)
-    call: Callable[[], int]
+    call: Callable[[], object]
     if engine == "segment":
         call = lambda: client.next_id(tag)  # noqa: E731
+    elif engine == "formatted":
+        # The texts, as received (str() of a str is itself).
+        call = lambda: client.next_formatted(tag)  # noqa: E731
     else:
         call = client.next_snowflake_id
     ids: List[List[str]] = [[] for _ in range(callers)]
@@ -181,9 +184,11 @@ def main_blocking() -> int:
 
 async def take_async(client: AsyncClient, cmd: Dict[str, Any]) -> Dict[str, Any]:
     engine, tag, callers, per_caller, pause = take_args(cmd)
-    call: Callable[[], Awaitable[int]]
+    call: Callable[[], Awaitable[object]]
     if engine == "segment":
         call = lambda: client.next_id(tag)  # noqa: E731
+    elif engine == "formatted":
+        call = lambda: client.next_formatted(tag)  # noqa: E731
     else:
         call = client.next_snowflake_id
     ids: List[List[str]] = [[] for _ in range(callers)]

@@ -163,10 +163,19 @@ class LeafidServer:
         self.kill()
         return self.start()
 
-    def create_tag(self, tag: str, step: int = 1000, max_id: Optional[int] = None) -> None:
+    def create_tag(
+        self,
+        tag: str,
+        step: int = 1000,
+        max_id: Optional[int] = None,
+        format: Optional[Dict[str, object]] = None,
+    ) -> None:
+        """Creates a tag; with ``format``, a formatted tag (docs/shapes.md)."""
         body: Dict[str, object] = {"biz_tag": tag, "step": step}
         if max_id is not None:
             body["max_id"] = max_id
+        if format is not None:
+            body["format"] = format
         req = urllib.request.Request(
             f"{self.url}/api/v1/tags",
             data=json.dumps(body).encode(),

@@ -4,6 +4,7 @@ strings, errors grouped by kind and code, close() exits 0 with nothing left runn
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any, Dict, List
@@ -61,6 +62,37 @@ def test_the_adapter_follows_the_protocol(mode: str, shared_pair: List[LeafidSer
         s = a.send({"op": "stats"})
         assert s["ok"] and s["ids_served"] == 130 and s["failovers"] == 1
         assert s["batches"] >= 3 and s["discarded_ids"] >= 0 and s["batch_size"] >= 10
+        assert a.send({"op": "close"}) == {"ok": True}
+        assert a.proc.wait(10) == 0
+    finally:
+        if a.proc.poll() is None:
+            a.proc.kill()
+            a.proc.wait()
+
+
+@pytest.mark.parametrize("mode", ["blocking", "async"])
+def test_the_adapter_takes_formatted_texts(mode: str, shared_pair: List[LeafidServer]) -> None:
+    tag = f"py-adapter-orders-{mode}"
+    shared_pair[0].create_tag(tag, step=100, format={
+        "prefix": "ORD-", "date": "yyyyMMdd", "width": 8, "reset": "daily", "time_zone": "UTC"})
+    a = Adapter(mode)
+    try:
+        opened = a.send({"op": "open", "servers": [s.url for s in shared_pair], "batch": 10,
+                         "request_timeout_ms": 500, "wait_timeout_ms": 1000,
+                         "backoff_min_ms": 20, "backoff_max_ms": 200})
+        assert opened == {"ok": True}
+        r = a.send({"op": "take", "engine": "formatted", "tag": tag, "callers": 3,
+                    "per_caller": 40, "pause_ms": 0})
+        assert r["ok"] and r["errors"] == [] and len(r["ids"]) == 3
+        texts = [i for lst in r["ids"] for i in lst]
+        assert len(set(texts)) == 120
+        assert all(re.fullmatch(r"ORD-[0-9]{8}[0-9]{8}", i) for i in texts)
+        assert all(lst == sorted(lst) for lst in r["ids"])
+        r = a.send({"op": "take", "engine": "formatted", "tag": "leaf-segment-test",
+                    "callers": 2, "per_caller": 2, "pause_ms": 0})
+        assert r["errors"] == [{"kind": "rejected", "code": "not_formatted", "count": 4}]
+        s = a.send({"op": "stats"})
+        assert s["ok"] and s["ids_served"] == 120 and s["failovers"] == 0
         assert a.send({"op": "close"}) == {"ok": True}
         assert a.proc.wait(10) == 0
     finally:

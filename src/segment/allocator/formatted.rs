@@ -28,12 +28,12 @@ use jiff::tz::TimeZone;
 use tracing::{info, warn};
 
 use super::SegmentAllocator;
-use crate::segment::biz_tag::BizTag;
+use crate::segment::biz_tag::{BizTag, MAX_BIZ_TAG_LEN};
 use crate::segment::error::SegmentError;
 use crate::segment::runs::IdRuns;
 use crate::segment::store::StoreError;
 use crate::segment::tag_rules::NewTag;
-use crate::shapes::{Period, TagFormat, period::zone};
+use crate::shapes::{Period, Reset, TagFormat, period::zone};
 
 /// Formatted tags by name.
 pub(super) type FormatMap = HashMap<String, Arc<Formatted>>;
@@ -63,6 +63,40 @@ impl Formatted {
             .period_at(at, &self.tz)
             .map_err(|e| e.to_string())
     }
+}
+
+/// Checks a format for a tag before anything is written: the format's own rules
+/// ([`TagFormat::validate`]), and room for its period rows (`tag@yyyyMMdd`) within
+/// `leaf_alloc.biz_tag`'s 128 characters. The one home of these rules for the admin API and
+/// the CLI.
+pub fn check_format(tag: &BizTag, format: &TagFormat) -> Result<(), String> {
+    format.validate().map_err(|e| e.to_string())?;
+    let key_len = match format.reset {
+        Reset::Never => 0,
+        Reset::Yearly => 4,
+        Reset::Monthly => 6,
+        Reset::Daily => 8,
+    };
+    if tag.as_str().len() + 1 + key_len > MAX_BIZ_TAG_LEN {
+        return Err(format!(
+            "a formatted biz_tag with a {:?} reset is at most {} bytes (its periods are rows \
+             named biz_tag@period within leaf_alloc's {MAX_BIZ_TAG_LEN})",
+            format.reset,
+            MAX_BIZ_TAG_LEN - 1 - key_len
+        ));
+    }
+    Ok(())
+}
+
+/// How full a formatted tag's current period is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeriodFill {
+    /// The formatted tag.
+    pub biz_tag: String,
+    /// Its current period's key.
+    pub period: String,
+    /// Leased share of the period's width, 0 to 1.
+    pub used: f64,
 }
 
 /// Ids of a formatted tag, all of one period.
@@ -131,6 +165,32 @@ impl SegmentAllocator {
             }
         }
         Ok(store.create_tag(tag).await?)
+    }
+
+    /// Per formatted tag this server knows: its current period (by this server's clock) and
+    /// the share of the period's width leased so far (0 before the period's first lease here),
+    /// ordered by tag. For `/metrics` and the monitor routes.
+    pub fn period_fills(&self) -> Vec<PeriodFill> {
+        let now = Timestamp::now();
+        let formats = self.inner.formats.load();
+        let mut out: Vec<PeriodFill> = formats
+            .iter()
+            .filter_map(|(tag, f)| {
+                let period = f.period_at(now).ok()?;
+                let row = format!("{tag}@{}", period.key);
+                let leased = self.cached(&row).map_or(0, |b| b.leased_to());
+                // `leased_to` is one past the last id leased; the sequence starts at the tag's
+                // start value, so this over-counts by the start (1 by default): conservative.
+                let used = (leased.max(1) - 1) as f64 / f.format.max_sequence() as f64;
+                Some(PeriodFill {
+                    biz_tag: tag.clone(),
+                    period: period.key,
+                    used: used.min(1.0),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.biz_tag.cmp(&b.biz_tag));
+        out
     }
 
     /// Records formats read from the database (a refresh, or a first request).

@@ -103,13 +103,26 @@ func (a *adapter) take(c *command) map[string]any {
 	if a.client == nil {
 		return fail(errorInfo{"internal", "", "take before open"})
 	}
-	var next func(context.Context) (int64, error)
+	// next is one call of the client; ids are decimal strings, texts (formatted) as received.
+	var next func(context.Context) (string, error)
+	numeric := func(f func(context.Context) (int64, error)) func(context.Context) (string, error) {
+		return func(ctx context.Context) (string, error) {
+			id, err := f(ctx)
+			if err != nil {
+				return "", err
+			}
+			return strconv.FormatInt(id, 10), nil
+		}
+	}
 	switch c.Engine {
 	case "segment":
 		tag := c.Tag
-		next = func(ctx context.Context) (int64, error) { return a.client.NextID(ctx, tag) }
+		next = numeric(func(ctx context.Context) (int64, error) { return a.client.NextID(ctx, tag) })
 	case "snowflake":
-		next = a.client.NextSnowflakeID
+		next = numeric(a.client.NextSnowflakeID)
+	case "formatted":
+		tag := c.Tag
+		next = func(ctx context.Context) (string, error) { return a.client.NextFormatted(ctx, tag) }
 	default:
 		return fail(errorInfo{"internal", "", fmt.Sprintf("unknown engine %q", c.Engine)})
 	}
@@ -141,7 +154,7 @@ func (a *adapter) take(c *command) map[string]any {
 					}
 					seen[key]++
 				} else {
-					mine = append(mine, strconv.FormatInt(id, 10))
+					mine = append(mine, id)
 				}
 				if c.PauseMs > 0 {
 					time.Sleep(ms(c.PauseMs))

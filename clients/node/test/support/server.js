@@ -269,3 +269,20 @@ function allThreadsStopped(pid) {
     return stat.slice(stat.lastIndexOf(')') + 1).trimStart().startsWith('T');
   });
 }
+
+/**
+ * Creates a formatted tag (docs/shapes.md) through the admin route, with the admin token.
+ * @param {string} server base URL
+ * @param {string} tag
+ * @param {number} step
+ * @param {object} format e.g. `{prefix: 'ORD-', date: 'yyyyMMdd', width: 8, reset: 'daily', time_zone: 'UTC'}`
+ * @param {number} [maxId] where every period's sequence starts (default 1)
+ */
+export async function createFormattedTag(server, tag, step, format, maxId) {
+  const r = await fetch(`${server}/api/v1/tags`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN_TOKEN}` },
+    body: JSON.stringify({ biz_tag: tag, step, format, ...(maxId !== undefined ? { max_id: maxId } : {}) }),
+  });
+  if (r.status !== 201) throw new Error(`create formatted tag ${tag}: ${r.status} ${await r.text()}`);
+}

@@ -328,6 +328,17 @@ class SupplyCore:
         self.batches += 1
         return None
 
+    def retry(self, server: str, behind: int) -> "tuple[int, bool]":
+        """After an answer :meth:`accept` did not keep (its last id ``behind`` at or below the
+        floor): records why, and returns the count of the next request (the catch-up, at once)
+        and whether to pause first (never)."""
+        self.last_fault = ServerFault(
+            server,
+            "behind",
+            f"its ids (up to {behind}) lie at or below the last id received ({self.floor})",
+        )
+        return catch_up_count(self.floor, behind, self.count, self.limit), False
+
     def drop(self) -> None:
         """Drops the local batches (a closed client hands out nothing more): the local path
         finds the piece spent and the slow path raises."""

@@ -7,10 +7,11 @@ pass :func:`parse_ranges` are ever handed out. No I/O here.
 
 from __future__ import annotations
 
+import calendar
 import json
 import re
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, Union
 
 from .errors import InvalidTagError, RejectedError, ServerFault
 
@@ -23,13 +24,47 @@ MAX_SEGMENT_COUNT = 1_000_000
 MAX_SNOWFLAKE_COUNT = 100_000
 """Most ids one snowflake range request may ask for (the route's limit)."""
 
+MAX_FORMATTED_COUNT = 100_000
+"""Most ids one formatted (list route) request may ask for (the route's limit)."""
+
 REFUSAL_CODES = frozenset(
-    {"unknown_biz_tag", "invalid_biz_tag", "biz_tag_exhausted", "invalid_count", "invalid_request"}
+    {
+        "unknown_biz_tag",
+        "invalid_biz_tag",
+        "biz_tag_exhausted",
+        "invalid_count",
+        "invalid_request",
+        "formatted_tag",
+    }
 )
-"""4xx codes that refuse the request itself: every server would answer the same."""
+"""4xx codes that refuse the request itself: every server would answer the same
+(``formatted_tag``: a numeric supply asked the range route of a formatted tag)."""
+
+REFUSAL_503_CODES = frozenset({"sequence_exhausted"})
+"""503 codes that refuse the request itself: a formatted tag's period ran out of its width,
+every server answers the same until the next period."""
+
+NOT_FORMATTED = "not_formatted"
+"""The code of the refusal a formatted supply raises when its tag is plain (a 200 list body
+with numeric ids and no ``period_end``)."""
 
 Run = Tuple[int, int]
 """Consecutive ids ``first..=last``."""
+
+
+@dataclass(frozen=True)
+class FormattedBatch:
+    """A formatted tag's batch: its texts, increasing as byte strings, all of one period."""
+
+    ids: List[str]
+    period: str
+    """The period's key (``yyyyMMdd`` ...; empty when the sequence never restarts)."""
+    period_end: float
+    """When the period ends, in seconds since the epoch: the batch is dropped then."""
+
+
+Batch = Union[List[Run], FormattedBatch]
+"""What one valid answer holds: runs of ids (segment, snowflake) or texts (formatted)."""
 
 _TAG = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _DECIMAL = re.compile(r"[1-9][0-9]{0,18}")
@@ -58,6 +93,8 @@ class BatchRequest:
     """Ids asked for: a body with more is invalid."""
     tag: Optional[str]
     """The tag the body must name (segment route); ``None`` for snowflake."""
+    formatted: bool = False
+    """The list route of a formatted tag: the body holds texts and ``period_end``."""
 
     @classmethod
     def segment(cls, tag: str, count: int) -> "BatchRequest":
@@ -68,6 +105,11 @@ class BatchRequest:
     def snowflake(cls, count: int) -> "BatchRequest":
         """The snowflake range route."""
         return cls(f"/api/v1/snowflake/ranges?count={count}&stringify_ids=true", count, None)
+
+    @classmethod
+    def formatted_list(cls, tag: str, count: int) -> "BatchRequest":
+        """The list route of a (valid) formatted tag: its ids as texts, with the period's end."""
+        return cls(f"/api/v1/segment/{tag}/ids?count={count}", count, tag, True)
 
 
 class ServerFailure(Exception):
@@ -86,17 +128,20 @@ class AllFailed(Exception):
         self.last = last
 
 
-def interpret(server: str, status: int, body: bytes, req: BatchRequest) -> List[Run]:
-    """The runs of one answer, or :class:`RejectedError` (a refusal that holds on every server),
-    or :class:`ServerFailure` (this server's failure: any other 4xx, a 5xx, a bad 200 body)."""
-    if 400 <= status < 500:
+def interpret(server: str, status: int, body: bytes, req: BatchRequest) -> Batch:
+    """The batch of one answer (runs, or texts for a formatted request), or
+    :class:`RejectedError` (a refusal that holds on every server), or :class:`ServerFailure`
+    (this server's failure: any other 4xx, a 5xx, a bad 200 body)."""
+    if 400 <= status < 500 or status == 503:
         code, message = _error_body(body)
-        if code in REFUSAL_CODES:
+        if code in (REFUSAL_CODES if status != 503 else REFUSAL_503_CODES):
             raise RejectedError(server, status, code, message)
         raise ServerFailure(ServerFault(server, "status", f"HTTP {status} {code or '(no code)'}"))
     if status != 200:
         raise ServerFailure(ServerFault(server, "status", f"HTTP {status}"))
     try:
+        if req.formatted:
+            return parse_formatted(server, body, req)
         return parse_ranges(body, req)
     except ValueError as e:
         raise ServerFailure(ServerFault(server, "bad_response", str(e))) from None
@@ -160,3 +205,63 @@ def parse_ranges(body: bytes, req: BatchRequest) -> List[Run]:
     if total != count:
         raise ValueError(f"runs of {total} ids for a count of {count}")
     return runs
+
+
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:([Zz])|([+-])(\d{2}):(\d{2}))"
+)
+
+
+def parse_rfc3339(text: object) -> float:
+    """An RFC 3339 instant (``2026-11-28T00:00:00Z``, fractions and offsets allowed) as seconds
+    since the epoch, else ``ValueError``. Years up to 9999 (a tag that never resets ends at the
+    server's largest instant)."""
+    m = _RFC3339.fullmatch(text) if isinstance(text, str) else None
+    if m is None:
+        raise ValueError(f"period_end {text!r} is not an RFC 3339 instant")
+    y, mo, d, h, mi, sec = (int(m.group(i)) for i in range(1, 7))
+    if not (1 <= mo <= 12 and 1 <= d <= calendar.monthrange(y, mo)[1] and h <= 23 and mi <= 59
+            and sec <= 60):
+        raise ValueError(f"period_end {text!r} is not a valid instant")
+    t = calendar.timegm((y, mo, d, h, mi, sec, 0, 0, 0)) + float(m.group(7) or 0.0)
+    if m.group(9):
+        offset = int(m.group(10)) * 3600 + int(m.group(11)) * 60
+        t -= offset if m.group(9) == "+" else -offset
+    return t
+
+
+def parse_formatted(server: str, body: bytes, req: BatchRequest) -> FormattedBatch:
+    """The texts of a formatted tag's 200 list body ``{"biz_tag", "ids": ["..."], "period",
+    "period_end"}``: ``ids`` a non-empty list of non-empty strings, no longer than asked,
+    increasing as byte strings, ``biz_tag`` the tag asked, ``period_end`` an RFC 3339 instant.
+    A body with numeric ids and no ``period_end`` is a plain tag's: :class:`RejectedError`
+    ``not_formatted`` (every server would answer the same). Anything else: ``ValueError``."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        raise ValueError(f"not JSON: {body[:80]!r}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("ids"), list) or not doc["ids"]:
+        raise ValueError(f"no ids list: {body[:80]!r}")
+    ids = doc["ids"]
+    if "period_end" not in doc and all(
+        isinstance(i, int) and not isinstance(i, bool) for i in ids
+    ):
+        raise RejectedError(
+            server, 200, NOT_FORMATTED, f"tag {req.tag!r} is plain: its ids are numbers"
+        )
+    if doc.get("biz_tag") != req.tag:
+        raise ValueError(f"asked for tag {req.tag!r}, got {doc.get('biz_tag')!r}")
+    if len(ids) > req.count:
+        raise ValueError(f"{len(ids)} ids for a request of {req.count}")
+    previous = ""
+    for i in ids:
+        if not isinstance(i, str) or not i:
+            raise ValueError(f"id {i!r} is not a non-empty string")
+        # Code-point order of str is the byte order of their UTF-8 encodings.
+        if i <= previous:
+            raise ValueError(f"id {i!r} does not lie above the one before ({previous!r})")
+        previous = i
+    period = doc.get("period", "")
+    return FormattedBatch(
+        ids, period if isinstance(period, str) else "", parse_rfc3339(doc.get("period_end"))
+    )

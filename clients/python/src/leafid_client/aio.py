@@ -14,25 +14,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, Coroutine, Dict, List, Optional, Set, Tuple
+import time
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Dict, List, Optional, Set, Tuple, Union
 
 from ._servers import Endpoint, ServerSet, backoff
 from ._settings import Settings
-from ._supply import Stats, SupplyCore, catch_up_count
+from ._formatted import FormattedCore
+from ._supply import Stats, SupplyCore
 from ._wire import (
+    MAX_FORMATTED_COUNT,
     MAX_SEGMENT_COUNT,
     MAX_SNOWFLAKE_COUNT,
     AllFailed,
+    Batch,
     BatchRequest,
-    Run,
     ServerFailure,
     check_tag,
     interpret,
 )
-from .client import _behind, _tls_context
-from .errors import ClientClosedError, RejectedError, ServerFault, UnavailableError
+from .client import _tls_context
+from .errors import (
+    ClientClosedError,
+    ConfigError,
+    RejectedError,
+    ServerFault,
+    UnavailableError,
+)
 
-__all__ = ["AsyncClient", "AsyncSegmentSupply", "AsyncSnowflakeSupply"]
+__all__ = ["AsyncClient", "AsyncFormattedSupply", "AsyncSegmentSupply", "AsyncSnowflakeSupply"]
 
 log = logging.getLogger("leafid_client")
 
@@ -195,53 +204,53 @@ async def _read_response(reader: asyncio.StreamReader, reused: bool) -> Tuple[in
     return status, body, keep
 
 
-class _AsyncSupply(SupplyCore):
-    """One id stream: :class:`SupplyCore` on the loop, fed by refill tasks. The public handles
-    below are this object itself. Their public surface is ``next_id``, ``try_next_id`` and
-    ``stats``; the rest is internal.
+class _AsyncDriver:
+    """What drives a supply's core (:class:`SupplyCore` for numbers, :class:`FormattedCore` for
+    texts) on the loop: waiting callers, refill tasks. Mixed in before the core; the public
+    handles below are the supply object itself. Their public surface is ``next_id``,
+    ``try_next_id`` and ``stats``.
 
     One event loop, one thread: nothing else runs between two awaits, so the local path
     (``next()`` on the piece in use, no await) needs no lock and the switch to the next piece
     happens between two calls, never inside one; the order rules of
     :mod:`leafid_client._supply` follow."""
 
-    __slots__ = ("_client", "_request_for", "_name", "_refilled")
+    if not TYPE_CHECKING:  # the concrete supplies declare the slots
+        __slots__ = ()
 
-    def __init__(
-        self,
-        client: "AsyncClient",
-        request_for: Callable[[int], BatchRequest],
-        name: str,
-        limit: int,
+    _client: "AsyncClient"
+    _request_for: Callable[[int], BatchRequest]
+    """The batch request for a count."""
+    _name: str
+    _refilled: Optional[asyncio.Event]
+    """Set when a refill ends (successful or not) or the client closes; replaced by a new
+    event for each refill. Made on the loop (an Event binds to one on Python 3.9)."""
+
+    if TYPE_CHECKING:  # the core's surface, as the driver uses it
+        refilling: bool
+        refused: Optional[RejectedError]
+        last_fault: Optional[ServerFault]
+        failed_rounds: int
+        count: int
+        chunk: int
+
+        def take(self) -> Tuple[Any, bool]: ...
+        def begin_refill(self) -> bool: ...
+        def starve(self) -> None: ...
+        def accept(self, batch: Any) -> Any: ...
+        def retry(self, server: str, answer: Any) -> Tuple[int, bool]: ...
+        def drop(self) -> None: ...
+
+    def _setup(
+        self, client: "AsyncClient", request_for: Callable[[int], BatchRequest], name: str
     ) -> None:
-        s = client._settings
-        super().__init__(s.batch, s.max_batch, s.target_lifetime, limit)
         self.chunk = _YIELD_EVERY
         self._client = client
         self._request_for = request_for
-        """The batch request for a count."""
         self._name = name
-        self._refilled: Optional[asyncio.Event] = None
-        """Set when a refill ends (successful or not) or the client closes; replaced by a new
-        event for each refill. Made on the loop (an Event binds to one on Python 3.9)."""
+        self._refilled = None
 
-    async def next_id(self, timeout: Optional[float] = None) -> int:
-        """The next id: from the local batches when they hold one (no await), else after the
-        refill, waiting at most ``timeout`` seconds (the client's ``wait_timeout`` when
-        ``None``). Cancellable (``asyncio.wait_for``, ``Task.cancel``): a cancelled caller takes
-        nothing and leaves the refill running for the next one.
-
-        :raises RejectedError: the servers refused (e.g. ``unknown_biz_tag``).
-        :raises UnavailableError: no ids within the timeout: every server failed or is down.
-        :raises ClientClosedError: the client is closed.
-        """
-        try:
-            return next(self.current)
-        except StopIteration:
-            pass
-        return await self._next_id_slow(timeout)
-
-    def try_next_id(self) -> Optional[int]:
+    def try_next_id(self) -> Any:
         """An id of the local batches if they hold one, else ``None``; never waits (the refill
         still starts at the preload mark)."""
         if self._client._closed:
@@ -251,7 +260,14 @@ class _AsyncSupply(SupplyCore):
             self._start_refill()
         return id_
 
-    async def _next_id_slow(self, timeout: Optional[float]) -> int:
+    def late(self) -> None:
+        """Counts a text the local path took after its period ended (formatted supplies)."""
+        raise AssertionError("numbers have no period")
+
+    async def _next_id_slow(self, timeout: Optional[float], late: bool = False) -> Any:
+        if late:
+            # The local path took a text whose period had ended: never handed out.
+            self.late()
         if self.refilling:
             # While a refill runs, pieces hold at most _YIELD_EVERY ids and the caller yields to
             # the loop here, so one that never awaits anything else still lets the refill's
@@ -305,7 +321,7 @@ class _AsyncSupply(SupplyCore):
         try:
             while not client._closed:
                 try:
-                    runs, server = await client._fetch(request)
+                    batch, server = await client._fetch(request)
                 except RejectedError as e:
                     self.refused = e
                     return
@@ -317,15 +333,15 @@ class _AsyncSupply(SupplyCore):
                 else:
                     if client._closed:
                         return
-                    behind = self.accept(runs)
-                    if behind is None:
+                    answer = self.accept(batch)
+                    if answer is None:
                         return
-                    # Nothing above the floor: that server is behind; the catch-up: ask again
-                    # at once, for enough to pass the floor.
-                    self.last_fault = _behind(server, behind, self.floor)
-                    count = catch_up_count(self.floor, behind, self.count, self.limit)
+                    # Nothing usable: that server is behind (the catch-up: ask again at once,
+                    # for enough to pass the floor), or its period already ended by this
+                    # client's clock (ask again after a pause).
+                    count, wait = self.retry(server, answer)
                     request = self._request_for(count)
-                    pause = 0.0
+                    pause = s.backoff_min if wait else 0.0
                 if loop.time() + pause >= deadline:
                     return
                 await asyncio.sleep(pause)
@@ -345,6 +361,104 @@ class _AsyncSupply(SupplyCore):
     def _close(self) -> None:
         self.drop()
         self._wake_all()
+
+
+class _AsyncSupply(_AsyncDriver, SupplyCore):
+    """One id stream: :class:`SupplyCore` on the loop, fed by refill tasks."""
+
+    __slots__ = ("_client", "_request_for", "_name", "_refilled")
+
+    def __init__(
+        self,
+        client: "AsyncClient",
+        request_for: Callable[[int], BatchRequest],
+        name: str,
+        limit: int,
+    ) -> None:
+        s = client._settings
+        SupplyCore.__init__(self, s.batch, s.max_batch, s.target_lifetime, limit)
+        self._setup(client, request_for, name)
+
+    async def next_id(self, timeout: Optional[float] = None) -> int:
+        """The next id: from the local batches when they hold one (no await), else after the
+        refill, waiting at most ``timeout`` seconds (the client's ``wait_timeout`` when
+        ``None``). Cancellable (``asyncio.wait_for``, ``Task.cancel``): a cancelled caller takes
+        nothing and leaves the refill running for the next one.
+
+        :raises RejectedError: the servers refused (e.g. ``unknown_biz_tag``, ``formatted_tag``).
+        :raises UnavailableError: no ids within the timeout: every server failed or is down.
+        :raises ClientClosedError: the client is closed.
+        """
+        try:
+            return next(self.current)
+        except StopIteration:
+            pass
+        result: int = await self._next_id_slow(timeout)
+        return result
+
+    def try_next_id(self) -> Optional[int]:
+        """An id of the local batches if they hold one, else ``None``; never waits (the refill
+        still starts at the preload mark)."""
+        result: Optional[int] = _AsyncDriver.try_next_id(self)
+        return result
+
+    def stats(self) -> Stats:
+        """This supply's counters (``failovers`` is client-wide)."""
+        return SupplyCore.stats(self)
+
+
+class AsyncFormattedSupply(_AsyncDriver, FormattedCore):
+    """The ids of one formatted tag, as text (see :class:`~leafid_client.FormattedSupply`),
+    for asyncio. Get it from :meth:`AsyncClient.formatted`."""
+
+    __slots__ = ("_client", "_request_for", "_name", "_refilled", "tag")
+
+    def __init__(self, client: "AsyncClient", tag: str) -> None:
+        s = client._settings
+        FormattedCore.__init__(
+            self,
+            s.batch,
+            s.max_batch,
+            s.target_lifetime,
+            MAX_FORMATTED_COUNT,
+            wall=client._wall_clock,
+        )
+        self._setup(client, lambda n: BatchRequest.formatted_list(tag, n), tag)
+        self.tag = tag
+        """The biz tag."""
+
+    async def next_id(self, timeout: Optional[float] = None) -> str:
+        """The next id, as text: from the local batches when they hold one of a period that has
+        not ended by the client's clock (no await), else after the refill, waiting at most
+        ``timeout`` seconds. See :meth:`leafid_client.FormattedSupply.next_id`.
+
+        :raises RejectedError: ``not_formatted`` (a plain tag), ``sequence_exhausted``...
+        :raises UnavailableError: no ids within the timeout: every server failed or is down.
+        :raises ClientClosedError: the client is closed.
+        """
+        it, end = self.current
+        for text in it:
+            if self.wall() < end:
+                return text
+            result: str = await self._next_id_slow(timeout, True)
+            return result
+        result = await self._next_id_slow(timeout)
+        return result
+
+    def try_next_id(self) -> Optional[str]:
+        """A text of the local batches if they hold one, else ``None``; never waits."""
+        result: Optional[str] = _AsyncDriver.try_next_id(self)
+        return result
+
+    def late(self) -> None:
+        FormattedCore.late(self)
+
+    def stats(self) -> Stats:
+        """This supply's counters (``failovers`` is client-wide)."""
+        return FormattedCore.stats(self)
+
+    def __repr__(self) -> str:
+        return f"AsyncFormattedSupply({self.tag!r})"
 
 
 class AsyncSegmentSupply(_AsyncSupply):
@@ -399,7 +513,11 @@ class AsyncClient:
         wait_timeout: float = 5.0,
         backoff_min: float = 0.05,
         backoff_max: float = 5.0,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
+        if not callable(wall_clock):
+            raise ConfigError("wall_clock must be a function returning seconds since the epoch")
+        self._wall_clock = wall_clock
         self._settings = Settings.build(
             servers,
             batch,
@@ -418,6 +536,7 @@ class AsyncClient:
         )
         self._http = _AsyncHttp()
         self._segments: Dict[str, AsyncSegmentSupply] = {}
+        self._formatted: Dict[str, AsyncFormattedSupply] = {}
         self._snowflake: Optional[AsyncSnowflakeSupply] = None
         self._tasks: Set["asyncio.Task[Any]"] = set()
         self._health_started = False
@@ -430,6 +549,18 @@ class AsyncClient:
         if supply is None:
             supply = self._segments[check_tag(tag)] = AsyncSegmentSupply(self, tag)
         return supply
+
+    def formatted(self, tag: str) -> AsyncFormattedSupply:
+        """The supply of a formatted tag (ids as text; see :meth:`Client.formatted`), the same
+        stream on every call for that tag."""
+        supply = self._formatted.get(tag) if isinstance(tag, str) else None
+        if supply is None:
+            supply = self._formatted[check_tag(tag)] = AsyncFormattedSupply(self, tag)
+        return supply
+
+    async def next_formatted(self, tag: str, timeout: Optional[float] = None) -> str:
+        """Shorthand for ``await client.formatted(tag).next_id(timeout)``."""
+        return await self.formatted(tag).next_id(timeout)
 
     def snowflake(self) -> AsyncSnowflakeSupply:
         """The snowflake supply (one per client)."""
@@ -491,8 +622,9 @@ class AsyncClient:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _supplies(self) -> List[_AsyncSupply]:
-        out: List[_AsyncSupply] = list(self._segments.values())
+    def _supplies(self) -> "List[Union[_AsyncSupply, AsyncFormattedSupply]]":
+        out: "List[Union[_AsyncSupply, AsyncFormattedSupply]]" = list(self._segments.values())
+        out += self._formatted.values()
         if self._snowflake is not None:
             out.append(self._snowflake)
         return out
@@ -513,7 +645,7 @@ class AsyncClient:
         if self._health_wake is not None:
             self._health_wake.set()
 
-    async def _fetch(self, req: BatchRequest) -> Tuple[List[Run], str]:
+    async def _fetch(self, req: BatchRequest) -> Tuple[Batch, str]:
         """One batch and the URL of the server that sent it (see the blocking client's)."""
         s = self._settings
         last: Optional[ServerFault] = None
@@ -524,12 +656,12 @@ class AsyncClient:
             seen = self._servers.servers[i].downs
             try:
                 status, body = await self._get(ep, req.path, s.request_timeout)
-                runs = interpret(ep.url, status, body, req)
+                batch = interpret(ep.url, status, body, req)
             except ServerFailure as f:
                 last = f.fault
             else:
                 self._servers.succeeded(i, seen)
-                return runs, ep.url
+                return batch, ep.url
             if self._closed:
                 break
             self._http.forget(ep)

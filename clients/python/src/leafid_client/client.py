@@ -17,24 +17,32 @@ import socket
 import ssl
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ._servers import Endpoint, ServerSet, backoff
 from ._settings import Settings
-from ._supply import LOCK_FREE, Stats, SupplyCore, catch_up_count
+from ._formatted import FormattedCore
+from ._supply import LOCK_FREE, Stats, SupplyCore
 from ._wire import (
+    MAX_FORMATTED_COUNT,
     MAX_SEGMENT_COUNT,
     MAX_SNOWFLAKE_COUNT,
     AllFailed,
+    Batch,
     BatchRequest,
-    Run,
     ServerFailure,
     check_tag,
     interpret,
 )
-from .errors import ClientClosedError, RejectedError, ServerFault, UnavailableError
+from .errors import (
+    ClientClosedError,
+    ConfigError,
+    RejectedError,
+    ServerFault,
+    UnavailableError,
+)
 
-__all__ = ["Client", "SegmentSupply", "SnowflakeSupply"]
+__all__ = ["Client", "FormattedSupply", "SegmentSupply", "SnowflakeSupply"]
 
 log = logging.getLogger("leafid_client")
 
@@ -156,50 +164,45 @@ def _time_left(conn: http.client.HTTPConnection, deadline: float) -> None:
         conn.sock.settimeout(left)
 
 
-class _Supply(SupplyCore):
-    """One id stream (a tag, or snowflake): :class:`SupplyCore` behind a lock, fed by refill
-    threads. The public handles below are this object itself: no indirection on the local path.
-    Their public surface is ``next_id``, ``try_next_id`` and ``stats``; the rest is internal."""
+class _Driver:
+    """What drives a supply's core (:class:`SupplyCore` for numbers, :class:`FormattedCore` for
+    texts) in the blocking client: its lock, the waiting callers, the refill threads. Mixed in
+    before the core; the public handles are the supply object itself (no indirection on the
+    local path). Their public surface is ``next_id``, ``try_next_id`` and ``stats``."""
 
-    __slots__ = ("_client", "_request_for", "_name", "_lock", "_cond")
+    if not TYPE_CHECKING:  # the concrete supplies declare the slots
+        __slots__ = ()
 
-    def __init__(
-        self, client: "Client", request_for: Callable[[int], BatchRequest], name: str, limit: int
-    ) -> None:
-        s = client._settings
-        super().__init__(s.batch, s.max_batch, s.target_lifetime, limit)
+    _client: "Client"
+    _request_for: Callable[[int], BatchRequest]
+    """The batch request for a count."""
+    _name: str
+    _lock: threading.Lock
+    _cond: threading.Condition
+    """Notified when a refill ends (successful or not) and on close."""
+
+    if TYPE_CHECKING:  # the core's surface, as the driver uses it
+        refilling: bool
+        refused: Optional[RejectedError]
+        last_fault: Optional[ServerFault]
+        failed_rounds: int
+        count: int
+
+        def take(self) -> Tuple[Any, bool]: ...
+        def begin_refill(self) -> bool: ...
+        def starve(self) -> None: ...
+        def accept(self, batch: Any) -> Any: ...
+        def retry(self, server: str, answer: Any) -> Tuple[int, bool]: ...
+        def drop(self) -> None: ...
+
+    def _setup(self, client: "Client", request_for: Callable[[int], BatchRequest], name: str) -> None:
         self._client = client
         self._request_for = request_for
-        """The batch request for a count."""
         self._name = name
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        """Notified when a refill ends (successful or not) and on close."""
 
-    def next_id(self, timeout: Optional[float] = None) -> int:
-        """The next id. Local path: one ``next()`` on the piece in use (a range iterator: one
-        increment and one compare with its end, in C), no lock (see :mod:`leafid_client._supply`
-        for why that is safe). When the piece is spent it moves to the next one under the lock;
-        when both local batches are spent it waits for the refill, at most ``timeout`` seconds
-        (the client's ``wait_timeout`` when ``None``).
-
-        :raises RejectedError: the servers refused (e.g. ``unknown_biz_tag``,
-            ``biz_tag_exhausted``).
-        :raises UnavailableError: no ids within the timeout: every server failed or is down.
-        :raises ClientClosedError: the client is closed.
-        """
-        try:
-            return next(self.current)
-        except StopIteration:
-            pass
-        return self._next_id_slow(timeout)
-
-    if not LOCK_FREE:  # a free-threaded build without the GIL: every call takes the lock
-
-        def next_id(self, timeout: Optional[float] = None) -> int:  # noqa: F811
-            return self._next_id_slow(timeout)
-
-    def try_next_id(self) -> Optional[int]:
+    def try_next_id(self) -> Any:
         """An id of the local batches if they hold one, else ``None``; never waits (the refill
         still starts at the preload mark)."""
         with self._lock:
@@ -210,18 +213,16 @@ class _Supply(SupplyCore):
                 self._start_refill_locked()
             return id_
 
-    def stats(self) -> Stats:
-        """This supply's counters (``failovers`` is client-wide: see :meth:`Client.stats`)."""
-        with self._lock:
-            return SupplyCore.stats(self)
-
-    def _next_id_slow(self, timeout: Optional[float]) -> int:
+    def _next_id_slow(self, timeout: Optional[float], late: bool = False) -> Any:
         wait = self._client._settings.wait_timeout if timeout is None else timeout
         started = time.monotonic()
         deadline = started + wait
         # A refusal counts only from a refill this call waited for, not one from before.
         waited = False
         with self._cond:
+            if late:
+                # The local path took a text whose period had ended: never handed out.
+                self.late()
             while True:
                 if self._client._closed:
                     raise ClientClosedError("the client is closed")
@@ -241,6 +242,10 @@ class _Supply(SupplyCore):
                     raise UnavailableError(time.monotonic() - started, self.last_fault, wait)
                 self._cond.wait(remaining)
 
+    def late(self) -> None:
+        """Counts a text the local path took after its period ended (formatted supplies)."""
+        raise AssertionError("numbers have no period")
+
     def _start_refill_locked(self) -> None:
         if self.begin_refill():
             if not self._client._spawn(self._refill, f"leafid-refill-{self._name}"):
@@ -258,7 +263,7 @@ class _Supply(SupplyCore):
         try:
             while not client._closed:
                 try:
-                    runs, server = client._fetch(request)
+                    batch, server = client._fetch(request)
                 except RejectedError as e:
                     with self._lock:
                         self.refused = e
@@ -273,15 +278,15 @@ class _Supply(SupplyCore):
                     with self._lock:
                         if client._closed:
                             return
-                        behind = self.accept(runs)
-                        if behind is None:
+                        answer = self.accept(batch)
+                        if answer is None:
                             return
-                        # Nothing above the floor: that server is behind the one used before.
-                        # The catch-up: ask again at once, for enough to pass the floor.
-                        self.last_fault = _behind(server, behind, self.floor)
-                        count = catch_up_count(self.floor, behind, self.count, self.limit)
+                        # Nothing usable: that server is behind the one used before (the
+                        # catch-up: ask again at once, for enough to pass the floor), or its
+                        # period already ended by this client's clock (ask again after a pause).
+                        count, wait = self.retry(server, answer)
                         request = self._request_for(count)
-                    pause = 0.0
+                    pause = s.backoff_min if wait else 0.0
                 if time.monotonic() + pause >= deadline:
                     return
                 if pause and client._stop.wait(pause):
@@ -302,11 +307,122 @@ class _Supply(SupplyCore):
             self._cond.notify_all()
 
 
-def _behind(server: str, last: int, floor: int) -> ServerFault:
-    """The fault of a server whose answer lay wholly at or below the floor."""
-    return ServerFault(
-        server, "behind", f"its ids (up to {last}) lie at or below the last id received ({floor})"
-    )
+class _Supply(_Driver, SupplyCore):
+    """One id stream (a tag, or snowflake): :class:`SupplyCore` behind a lock, fed by refill
+    threads."""
+
+    __slots__ = ("_client", "_request_for", "_name", "_lock", "_cond")
+
+    def __init__(
+        self, client: "Client", request_for: Callable[[int], BatchRequest], name: str, limit: int
+    ) -> None:
+        s = client._settings
+        SupplyCore.__init__(self, s.batch, s.max_batch, s.target_lifetime, limit)
+        self._setup(client, request_for, name)
+
+    def next_id(self, timeout: Optional[float] = None) -> int:
+        """The next id. Local path: one ``next()`` on the piece in use (a range iterator: one
+        increment and one compare with its end, in C), no lock (see :mod:`leafid_client._supply`
+        for why that is safe). When the piece is spent it moves to the next one under the lock;
+        when both local batches are spent it waits for the refill, at most ``timeout`` seconds
+        (the client's ``wait_timeout`` when ``None``).
+
+        :raises RejectedError: the servers refused (e.g. ``unknown_biz_tag``,
+            ``biz_tag_exhausted``, ``formatted_tag``: the tag is formatted, see
+            :meth:`Client.formatted`).
+        :raises UnavailableError: no ids within the timeout: every server failed or is down.
+        :raises ClientClosedError: the client is closed.
+        """
+        try:
+            return next(self.current)
+        except StopIteration:
+            pass
+        result: int = self._next_id_slow(timeout)
+        return result
+
+    if not LOCK_FREE:  # a free-threaded build without the GIL: every call takes the lock
+
+        def next_id(self, timeout: Optional[float] = None) -> int:  # noqa: F811
+            result: int = self._next_id_slow(timeout)
+            return result
+
+    def try_next_id(self) -> Optional[int]:
+        """An id of the local batches if they hold one, else ``None``; never waits (the refill
+        still starts at the preload mark)."""
+        result: Optional[int] = _Driver.try_next_id(self)
+        return result
+
+    def stats(self) -> Stats:
+        """This supply's counters (``failovers`` is client-wide: see :meth:`Client.stats`)."""
+        with self._lock:
+            return SupplyCore.stats(self)
+
+
+class FormattedSupply(_Driver, FormattedCore):
+    """The ids of one formatted tag, as text (order numbers like ``20261127000123``): increasing
+    as byte strings, never repeated, never of a period that has ended by the client's clock.
+    Get it from :meth:`Client.formatted` (the same object for every call with that tag).
+    Thread-safe. See :mod:`leafid_client._formatted` for the rules."""
+
+    __slots__ = ("_client", "_request_for", "_name", "_lock", "_cond", "tag")
+
+    def __init__(self, client: "Client", tag: str) -> None:
+        s = client._settings
+        FormattedCore.__init__(
+            self,
+            s.batch,
+            s.max_batch,
+            s.target_lifetime,
+            MAX_FORMATTED_COUNT,
+            wall=client._wall_clock,
+        )
+        self._setup(client, lambda n: BatchRequest.formatted_list(tag, n), tag)
+        self.tag = tag
+        """The biz tag."""
+
+    def next_id(self, timeout: Optional[float] = None) -> str:
+        """The next id, as text. Local path: one ``next()`` on the piece in use (a list
+        iterator, in C) and one compare of the wall clock with its period's end, no lock. A text
+        whose period has ended is never returned: its batch is dropped (counted in
+        ``discarded_ids``) and the next one used or fetched. Waits at most ``timeout`` seconds
+        (the client's ``wait_timeout`` when ``None``) when the local batches are spent.
+
+        :raises RejectedError: the servers refused: ``not_formatted`` (the tag is plain: use
+            :meth:`Client.segment`), ``sequence_exhausted`` (the period ran out of its width,
+            until the next period), ``unknown_biz_tag``...
+        :raises UnavailableError: no ids within the timeout: every server failed or is down.
+        :raises ClientClosedError: the client is closed.
+        """
+        it, end = self.current
+        for text in it:
+            if self.wall() < end:
+                return text
+            result: str = self._next_id_slow(timeout, True)
+            return result
+        result = self._next_id_slow(timeout)
+        return result
+
+    if not LOCK_FREE:  # a free-threaded build without the GIL: every call takes the lock
+
+        def next_id(self, timeout: Optional[float] = None) -> str:  # noqa: F811
+            result: str = self._next_id_slow(timeout)
+            return result
+
+    def try_next_id(self) -> Optional[str]:
+        """A text of the local batches if they hold one, else ``None``; never waits."""
+        result: Optional[str] = _Driver.try_next_id(self)
+        return result
+
+    def late(self) -> None:
+        FormattedCore.late(self)
+
+    def stats(self) -> Stats:
+        """This supply's counters (``failovers`` is client-wide: see :meth:`Client.stats`)."""
+        with self._lock:
+            return FormattedCore.stats(self)
+
+    def __repr__(self) -> str:
+        return f"FormattedSupply({self.tag!r})"
 
 
 class SegmentSupply(_Supply):
@@ -366,6 +482,8 @@ class Client:
         then :class:`UnavailableError`.
     :param backoff_min: first wait (seconds) before probing a down server; doubles per failure.
     :param backoff_max: longest wait between two probes of a down server.
+    :param wall_clock: the wall clock the formatted supplies' period rule reads, in seconds
+        since the epoch (default ``time.time``; tests replace it).
     :raises ConfigError: on unusable settings.
     """
 
@@ -380,7 +498,11 @@ class Client:
         wait_timeout: float = 5.0,
         backoff_min: float = 0.05,
         backoff_max: float = 5.0,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
+        if not callable(wall_clock):
+            raise ConfigError("wall_clock must be a function returning seconds since the epoch")
+        self._wall_clock = wall_clock
         self._settings = Settings.build(
             servers,
             batch,
@@ -402,6 +524,7 @@ class Client:
         )
         self._http = _HttpPool()
         self._segments: Dict[str, SegmentSupply] = {}
+        self._formatted: Dict[str, FormattedSupply] = {}
         self._snowflake: Optional[SnowflakeSupply] = None
         self._threads: Set[threading.Thread] = set()
         self._health_started = False
@@ -426,6 +549,25 @@ class Client:
                 supply = self._segments[tag] = SegmentSupply(self, tag)
             return supply
 
+    def formatted(self, tag: str) -> FormattedSupply:
+        """The supply of a formatted tag (``docs/shapes.md``: ids as text, such as daily order
+        numbers), the same stream on every call for that tag; its ``next_id()`` returns ``str``.
+        No request is sent until its first ``next_id``. :class:`InvalidTagError` unless the tag
+        is 1 to 128 of ``A-Z a-z 0-9 . _ : -``."""
+        supply = self._formatted.get(tag) if isinstance(tag, str) else None
+        if supply is not None:
+            return supply
+        tag = check_tag(tag)
+        with self._lock:
+            supply = self._formatted.get(tag)
+            if supply is None:
+                supply = self._formatted[tag] = FormattedSupply(self, tag)
+            return supply
+
+    def next_formatted(self, tag: str, timeout: Optional[float] = None) -> str:
+        """Shorthand for ``client.formatted(tag).next_id(timeout)``."""
+        return self.formatted(tag).next_id(timeout)
+
     def snowflake(self) -> SnowflakeSupply:
         """The snowflake supply (one per client)."""
         supply = self._snowflake
@@ -447,12 +589,14 @@ class Client:
     def stats(self) -> Stats:
         """Counters summed over every supply, plus the client's failovers."""
         with self._lock:
-            supplies: List[_Supply] = list(self._segments.values())
+            supplies: List[_Driver] = list(self._segments.values())
+            supplies += self._formatted.values()
             if self._snowflake is not None:
                 supplies.append(self._snowflake)
             failovers = self._servers.failovers
         total = Stats(failovers=failovers)
         for s in supplies:
+            assert isinstance(s, (_Supply, FormattedSupply))
             total = total + s.stats()
         return total
 
@@ -477,7 +621,8 @@ class Client:
         :class:`ClientClosedError`. Idempotent."""
         with self._lock:
             self._closed = True
-            supplies: List[_Supply] = list(self._segments.values())
+            supplies: List[_Driver] = list(self._segments.values())
+            supplies += self._formatted.values()
             if self._snowflake is not None:
                 supplies.append(self._snowflake)
         self._stop.set()
@@ -527,7 +672,7 @@ class Client:
             self._health_started = self._spawn_locked(self._health_loop, "leafid-health")
         self._health_wake.set()
 
-    def _fetch(self, req: BatchRequest) -> Tuple[List[Run], str]:
+    def _fetch(self, req: BatchRequest) -> Tuple[Batch, str]:
         """One batch and the URL of the server that sent it: the preferred server first, then
         the others (see ServerSet.plan). RejectedError at a refusal; AllFailed when every server
         failed."""
@@ -546,13 +691,13 @@ class Client:
                 seen = self._servers.servers[i].downs
             try:
                 status, body = self._get(ep, req.path, s.request_timeout)
-                runs = interpret(ep.url, status, body, req)
+                batch = interpret(ep.url, status, body, req)
             except ServerFailure as f:
                 last = f.fault
             else:
                 with self._lock:
                     self._servers.succeeded(i, seen)
-                return runs, ep.url
+                return batch, ep.url
             if self._closed:
                 raise AllFailed(last)
             self._http.forget(ep)

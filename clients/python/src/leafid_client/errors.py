@@ -70,7 +70,10 @@ class ConfigError(LeafidError, ValueError):
 
 class RejectedError(LeafidError):
     """A server refused the request itself: a 4xx whose code is ``unknown_biz_tag``,
-    ``invalid_biz_tag``, ``biz_tag_exhausted``, ``invalid_count`` or ``invalid_request``.
+    ``invalid_biz_tag``, ``biz_tag_exhausted``, ``invalid_count``, ``invalid_request`` or
+    ``formatted_tag`` (a numeric supply on a formatted tag); a 503 ``sequence_exhausted`` (a
+    formatted tag's period ran out of its width); or, on a formatted supply, a 200 list of
+    numbers without ``period_end`` (``status`` 200, ``code`` ``not_formatted``: the tag is plain).
 
     Not a failover: the servers share one database, so asking another would not help.
     """

@@ -121,23 +121,26 @@ public final class ConformanceAdapter {
             return error("internal", "", "take before open");
         }
         boolean snowflake = "snowflake".equals(cmd.get("engine"));
+        boolean formatted = "formatted".equals(cmd.get("engine"));
         String tag = snowflake ? null : String.valueOf(cmd.get("tag"));
         int callers = (int) num(cmd, "callers");
         int perCaller = (int) num(cmd, "per_caller");
         long pause = cmd.containsKey("pause_ms") ? num(cmd, "pause_ms") : 0;
-        List<List<Long>> ids = new ArrayList<>();
+        // Ids as the answer writes them: decimal strings, or a formatted tag's texts as received.
+        List<List<String>> ids = new ArrayList<>();
         Map<String, Integer> errors = new LinkedHashMap<>();
         List<Thread> threads = new ArrayList<>();
         // The longest single nextId call of any caller, in nanoseconds (max_call_ms).
         AtomicLong slowest = new AtomicLong();
         for (int t = 0; t < callers; t++) {
-            List<Long> mine = new ArrayList<>(perCaller);
+            List<String> mine = new ArrayList<>(perCaller);
             ids.add(mine);
             Thread th = new Thread(() -> {
                 for (int k = 0; k < perCaller; k++) {
                     long started = System.nanoTime();
                     try {
-                        mine.add(snowflake ? client.snowflake().nextId() : client.segment(tag).nextId());
+                        mine.add(formatted ? client.formatted(tag).nextId()
+                                : Long.toString(snowflake ? client.snowflake().nextId() : client.segment(tag).nextId()));
                     } catch (LeafidException e) {
                         if (count(errors, kind(e), code(e)) <= 3) {
                             System.err.println("java adapter: caller error: " + e.getMessage() + "; " + client.stats());
@@ -169,12 +172,12 @@ public final class ConformanceAdapter {
         StringBuilder b = new StringBuilder("{\"ok\":true,\"ids\":[");
         for (int t = 0; t < ids.size(); t++) {
             b.append(t == 0 ? "[" : ",[");
-            List<Long> mine = ids.get(t);
+            List<String> mine = ids.get(t);
             for (int k = 0; k < mine.size(); k++) {
                 if (k > 0) {
                     b.append(',');
                 }
-                b.append('"').append(Long.toString(mine.get(k))).append('"');
+                b.append(Json.quote(mine.get(k)));
             }
             b.append(']');
         }

@@ -194,7 +194,8 @@ public final class IdSupply {
      * @return the supply
      */
     static IdSupply fixed(Ranges ranges, Duration waitTimeout) {
-        IdSupply s = new IdSupply(new LeafidClient.Shared(null, null, waitTimeout, 0, null, null), null, "fixed",
+        IdSupply s = new IdSupply(new LeafidClient.Shared(null, null, waitTimeout, 0, null, null,
+                LeafidClient.SYSTEM_CLOCK), null, "fixed",
                 1, 1, 1);
         s.lock.lock();
         try {

@@ -18,6 +18,7 @@ import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.LongSupplier;
 
 /**
  * A leafid client: per tag (and for snowflake) a local double-buffered id supply, fed by the
@@ -41,6 +42,12 @@ public final class LeafidClient implements AutoCloseable {
     /** Most ids one snowflake batch request may ask for (the range route's limit). */
     public static final int MAX_SNOWFLAKE_BATCH = 100_000;
 
+    /** Most ids one formatted batch request may ask for (the list route's limit). */
+    public static final int MAX_FORMATTED_BATCH = 100_000;
+
+    /** The system wall clock, epoch milliseconds: the default of every client. */
+    static final LongSupplier SYSTEM_CLOCK = System::currentTimeMillis;
+
     /** Clients made in this JVM: numbers their threads. */
     private static final AtomicInteger CLIENTS = new AtomicInteger();
 
@@ -58,6 +65,8 @@ public final class LeafidClient implements AutoCloseable {
         final ThreadPoolExecutor workers;
         /** Health-probe ticks and async wait timeouts; one daemon thread, stopped by close. */
         final ScheduledThreadPoolExecutor timer;
+        /** The wall clock, epoch milliseconds: formatted supplies compare periods' ends with it. */
+        final LongSupplier wallClock;
         /** Set once by close; checked on every call (a plain load on the fast path). */
         volatile boolean closed;
 
@@ -70,9 +79,11 @@ public final class LeafidClient implements AutoCloseable {
          * @param targetLifetimeNanos how long a batch should last
          * @param workers refill and HTTP threads
          * @param timer probe and timeout thread
+         * @param wallClock the wall clock, epoch milliseconds
          */
         Shared(Servers servers, Servers.Timing timing, Duration waitTimeout, long targetLifetimeNanos,
-                ThreadPoolExecutor workers, ScheduledThreadPoolExecutor timer) {
+                ThreadPoolExecutor workers, ScheduledThreadPoolExecutor timer, LongSupplier wallClock) {
+            this.wallClock = wallClock;
             this.servers = servers;
             this.timing = timing;
             this.waitTimeout = waitTimeout;
@@ -90,6 +101,8 @@ public final class LeafidClient implements AutoCloseable {
     private final int maxBatch;
     /** One supply per tag, so every caller of a tag shares one increasing stream. */
     private final Map<String, IdSupply> segments = new ConcurrentHashMap<>();
+    /** One formatted supply per tag. */
+    private final Map<String, FormattedSupply> formatted = new ConcurrentHashMap<>();
     /** The snowflake supply. */
     private final IdSupply snowflake;
     /** The HTTP client, dropped by close (JDK 21+: shut down too). */
@@ -123,7 +136,8 @@ public final class LeafidClient implements AutoCloseable {
                 .build();
         Servers.Timing timing = new Servers.Timing(b.requestTimeout, b.backoffMin, b.backoffMax);
         Servers servers = new Servers(bases, http, timing, b.connectTimeout);
-        this.shared = new Shared(servers, timing, b.waitTimeout, b.targetLifetime.toNanos(), workers, timer);
+        this.shared = new Shared(servers, timing, b.waitTimeout, b.targetLifetime.toNanos(), workers, timer,
+                b.wallClock);
         this.batchSize = b.batchSize;
         this.maxBatch = b.maxBatch;
         this.snowflake = new IdSupply(shared, "/api/v1/snowflake/ranges", null,
@@ -184,6 +198,29 @@ public final class LeafidClient implements AutoCloseable {
     }
 
     /**
+     * The supply of a formatted tag (the same object on every call for that tag): ids as text,
+     * such as daily order numbers, from the list route. No request is sent until its first
+     * {@code nextId}. A plain tag's supply fails every call with {@link RejectedException} code
+     * {@code not_formatted}; {@link #segment(String)} of a formatted tag fails with code
+     * {@code formatted_tag}.
+     *
+     * @param tag the biz tag
+     * @return the tag's formatted supply
+     * @throws InvalidTagException the tag is not 1 to 128 of {@code A-Z a-z 0-9 . _ : -}
+     * @throws ClosedException the client is closed
+     */
+    public FormattedSupply formatted(String tag) {
+        if (!isValidTag(tag)) {
+            throw new InvalidTagException(tag);
+        }
+        if (shared.closed) {
+            throw new ClosedException("client closed");
+        }
+        return formatted.computeIfAbsent(tag, t -> new FormattedSupply(shared, t,
+                Math.min(batchSize, MAX_FORMATTED_BATCH), Math.min(maxBatch, MAX_FORMATTED_BATCH)));
+    }
+
+    /**
      * The snowflake supply (one per client).
      *
      * @return the snowflake supply
@@ -222,6 +259,9 @@ public final class LeafidClient implements AutoCloseable {
     public Stats stats() {
         Stats s = snowflake.stats();
         for (IdSupply sup : segments.values()) {
+            s = s.plus(sup.stats());
+        }
+        for (FormattedSupply sup : formatted.values()) {
             s = s.plus(sup.stats());
         }
         return s;
@@ -274,6 +314,9 @@ public final class LeafidClient implements AutoCloseable {
         shared.servers.close();
         snowflake.close();
         for (IdSupply s : segments.values()) {
+            s.close();
+        }
+        for (FormattedSupply s : formatted.values()) {
             s.close();
         }
         shared.workers.shutdownNow();
@@ -359,6 +402,8 @@ public final class LeafidClient implements AutoCloseable {
         private Duration backoffMin = Duration.ofMillis(50);
         /** Largest probe backoff. */
         private Duration backoffMax = Duration.ofSeconds(5);
+        /** The wall clock, epoch milliseconds (tests replace it). */
+        private LongSupplier wallClock = SYSTEM_CLOCK;
 
         /** Use {@link LeafidClient#builder()}. */
         private Builder() {}
@@ -474,6 +519,18 @@ public final class LeafidClient implements AutoCloseable {
         }
 
         /**
+         * Replaces the wall clock the formatted supplies compare periods' ends with (default
+         * {@link System#currentTimeMillis()}): for tests of the period rule.
+         *
+         * @param millis the clock, epoch milliseconds
+         * @return this builder
+         */
+        Builder wallClock(LongSupplier millis) {
+            this.wallClock = Objects.requireNonNull(millis, "wall clock");
+            return this;
+        }
+
+        /**
          * The client; starts its timer thread (health probes) and warms the HTTP stack with one
          * {@code GET /health/ready} to every server (its answers are not used), waiting until
          * one answers, at most the request timeout: so the JDK's first-request start-up cost is
@@ -528,6 +585,7 @@ public final class LeafidClient implements AutoCloseable {
             b.connectTimeout = connectTimeout;
             b.backoffMin = backoffMin;
             b.backoffMax = backoffMax;
+            b.wallClock = wallClock;
             return b;
         }
 

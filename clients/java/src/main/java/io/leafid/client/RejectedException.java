@@ -2,9 +2,12 @@ package io.leafid.client;
 
 /**
  * A server refused the request itself: a 4xx with code {@code unknown_biz_tag},
- * {@code invalid_biz_tag}, {@code biz_tag_exhausted}, {@code invalid_count} or
- * {@code invalid_request}. Every server shares one database and would answer the same, so no
- * other server was asked (not a failover).
+ * {@code invalid_biz_tag}, {@code biz_tag_exhausted}, {@code invalid_count},
+ * {@code invalid_request} or {@code formatted_tag} (a numeric supply of a formatted tag); a 503
+ * {@code sequence_exhausted} (a formatted tag's period ran out of its width, until the next
+ * period); or, for a {@link FormattedSupply}, a 200 with numeric ids and no {@code period_end}
+ * (status 200, code {@code not_formatted}: the tag is plain). Every server shares one database
+ * and would answer the same, so no other server was asked (not a failover).
  */
 public final class RejectedException extends LeafidException {
     /** Serialization version. */
@@ -54,7 +57,7 @@ public final class RejectedException extends LeafidException {
     }
 
     /**
-     * The HTTP status (4xx).
+     * The HTTP status (4xx; 503 for {@code sequence_exhausted}; 200 for {@code not_formatted}).
      *
      * @return the status code
      */

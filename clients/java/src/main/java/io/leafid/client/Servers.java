@@ -99,19 +99,34 @@ final class Servers {
         final int count;
         /** The tag the body must name (segment route), null for snowflake. */
         final String tag;
+        /** A formatted supply's request: the list route, answered with texts. */
+        final boolean formatted;
 
         /**
-         * A request.
+         * A request of a range route.
          *
          * @param route the range route without its query
          * @param count the ids asked for
          * @param tag the tag (segment route), or null
          */
         Request(String route, int count, String tag) {
+            this(route, count, tag, false);
+        }
+
+        /**
+         * A request.
+         *
+         * @param route the route without its query (a range route, or the list route)
+         * @param count the ids asked for
+         * @param tag the tag (segment routes), or null
+         * @param formatted whether it is the list route of a formatted supply
+         */
+        Request(String route, int count, String tag, boolean formatted) {
             this.route = route;
-            this.path = route + "?count=" + count + "&stringify_ids=true";
+            this.path = formatted ? route + "?count=" + count : route + "?count=" + count + "&stringify_ids=true";
             this.count = count;
             this.tag = tag;
+            this.formatted = formatted;
         }
 
         /**
@@ -121,7 +136,7 @@ final class Servers {
          * @return this one if {@code n} is its count, else a new one
          */
         Request withCount(int n) {
-            return n == count ? this : new Request(route, n, tag);
+            return n == count ? this : new Request(route, n, tag, formatted);
         }
     }
 
@@ -129,15 +144,17 @@ final class Servers {
     static final class FetchResult {
         /** The runs of a valid 200 body, or null. */
         final Ranges ranges;
+        /** The texts of a valid 200 body of the list route, or null. */
+        final Texts texts;
         /** The refusal that holds on every server, or null. */
         final RejectedException rejected;
         /** With neither: the last server failure (null if no server could be asked). */
         final ServerFault fault;
         /** Servers asked after the one before them failed, in this fetch. */
         final int failovers;
-        /** With ranges: index of the server that answered (for {@link #markBehind}), else -1. */
+        /** With ids: index of the server that answered (for {@link #markBehind}), else -1. */
         final int serverIndex;
-        /** With ranges: base URL of the server that answered. */
+        /** With ids: base URL of the server that answered. */
         final String server;
 
         /**
@@ -150,6 +167,7 @@ final class Servers {
          */
         FetchResult(Outcome o, int failovers, int serverIndex, String server) {
             this.ranges = o.ranges;
+            this.texts = o.texts;
             this.rejected = o.rejected;
             this.fault = o.fault;
             this.failovers = failovers;
@@ -164,7 +182,7 @@ final class Servers {
          * @param failovers servers asked after a failure
          */
         FetchResult(ServerFault fault, int failovers) {
-            this(new Outcome(null, null, fault), failovers, -1, null);
+            this(new Outcome(null, null, null, fault), failovers, -1, null);
         }
     }
 
@@ -432,7 +450,7 @@ final class Servers {
                 }
                 long seen = list[i].downs();
                 Outcome o = ask(list[i], req);
-                if (o.ranges != null) {
+                if (o.ranges != null || o.texts != null) {
                     if (list[i].markUpUnlessDownSince(seen)) {
                         preferred.set(i);
                     }
@@ -469,6 +487,8 @@ final class Servers {
     private static final class Outcome {
         /** A valid batch, or null. */
         final Ranges ranges;
+        /** A valid batch of texts (list route), or null. */
+        final Texts texts;
         /** A refusal that holds on every server, or null. */
         final RejectedException rejected;
         /** This server's failure, or null. */
@@ -478,11 +498,13 @@ final class Servers {
          * An outcome (one argument non-null).
          *
          * @param ranges a valid batch
+         * @param texts a valid batch of texts
          * @param rejected a refusal
          * @param fault a failure
          */
-        Outcome(Ranges ranges, RejectedException rejected, ServerFault fault) {
+        Outcome(Ranges ranges, Texts texts, RejectedException rejected, ServerFault fault) {
             this.ranges = ranges;
+            this.texts = texts;
             this.rejected = rejected;
             this.fault = fault;
         }
@@ -513,7 +535,7 @@ final class Servers {
         }
         int status = resp.status;
         String body = resp.body;
-        if (status >= 400 && status < 500) {
+        if (status >= 400 && status < 600) {
             String code = "";
             String message = "";
             try {
@@ -530,8 +552,10 @@ final class Servers {
             } catch (Json.ParseException e) {
                 // Not leafid's body (a proxy's page): this server's fault, below.
             }
-            if (refusalHoldsOnEveryServer(code)) {
-                return new Outcome(null, new RejectedException(s.base, status, code, message), null);
+            // 503 sequence_exhausted: the period's sequence reached its width; every server
+            // would answer the same until the next period.
+            if (status < 500 ? refusalHoldsOnEveryServer(code) : status == 503 && code.equals("sequence_exhausted")) {
+                return new Outcome(null, null, new RejectedException(s.base, status, code, message), null);
             }
             return fault(s, ServerFault.Kind.STATUS, status + (code.isEmpty() ? "" : " " + code));
         }
@@ -539,7 +563,12 @@ final class Servers {
             return fault(s, ServerFault.Kind.STATUS, Integer.toString(status));
         }
         try {
-            return new Outcome(parseBatch(body, req), null, null);
+            if (req.formatted) {
+                return new Outcome(null, Texts.parse(body, req), null, null);
+            }
+            return new Outcome(parseBatch(body, req), null, null, null);
+        } catch (Texts.NotFormatted e) {
+            return new Outcome(null, null, new RejectedException(s.base, status, "not_formatted", e.getMessage()), null);
         } catch (BadBatch e) {
             return fault(s, ServerFault.Kind.BAD_RESPONSE, e.getMessage());
         }
@@ -554,7 +583,7 @@ final class Servers {
      * @return the outcome
      */
     private static Outcome fault(Server s, ServerFault.Kind kind, String detail) {
-        return new Outcome(null, null, new ServerFault(s.base, kind, detail));
+        return new Outcome(null, null, null, new ServerFault(s.base, kind, detail));
     }
 
     /**
@@ -594,6 +623,7 @@ final class Servers {
             case "biz_tag_exhausted":
             case "invalid_count":
             case "invalid_request":
+            case "formatted_tag":
                 return true;
             default:
                 return false;

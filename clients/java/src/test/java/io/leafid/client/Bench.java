@@ -18,6 +18,11 @@ import java.util.concurrent.atomic.LongAdder;
  *       against {@code AtomicLong.incrementAndGet()} on a static field, one thread, the same
  *       number of calls per round, rounds alternated after warm-up; every result is folded into
  *       a sink so the JIT keeps the calls; the median of the rounds.
+ *   <li>{@code formatted_local}: {@code FormattedSupply.nextId()} on supplies of one batch of
+ *       100,000 order-number texts (the list route's limit; a fresh supply of the same array each
+ *       100,000 calls, its period ending never, read through the real wall clock) against
+ *       {@code IdSupply.nextId()} of the {@code local} case as the baseline, in the same
+ *       alternated, warmed rounds; each text is checked non-null (its characters are not read).
  *   <li>{@code sustained_1}: one thread calling {@code nextId()} for {@code LEAFID_BENCH_SECS}
  *       on a fresh client with the default settings (batch 1000, the size following demand)
  *       against the server at {@code LEAFID_BENCH_URL}, tag {@code LEAFID_BENCH_TAG}, every
@@ -50,6 +55,7 @@ public final class Bench {
         System.err.println("java " + System.getProperty("java.version") + ", "
                 + Runtime.getRuntime().availableProcessors() + " cores");
         local();
+        formattedLocal();
         if (url == null || tag == null) {
             System.err.println("LEAFID_BENCH_URL and LEAFID_BENCH_TAG unset: no sustained cases");
             return;
@@ -87,6 +93,55 @@ public final class Bench {
                 + Arrays.toString(supply));
         line("local", 1e9 / n, 1e9 / c, "warmed loop, " + LOCAL_CALLS / 1_000_000 + "M calls, median of " + rounds
                 + " alternated rounds; baseline AtomicLong.incrementAndGet");
+    }
+
+    /** Texts per formatted batch: the list route's limit. */
+    private static final int FORMATTED_BATCH = 100_000;
+
+    private static void formattedLocal() {
+        String[] ids = new String[FORMATTED_BATCH];
+        for (int k = 0; k < ids.length; k++) {
+            ids[k] = String.format("ORD-20261127%08d", k + 1);
+        }
+        IdSupply s = IdSupply.fixed(Ranges.of(1, Long.MAX_VALUE / 2), Duration.ofSeconds(1));
+        for (int w = 0; w < 5; w++) {
+            roundSupply(s, LOCAL_CALLS);
+            roundFormatted(ids, LOCAL_CALLS);
+        }
+        int rounds = 9;
+        double[] numeric = new double[rounds];
+        double[] formatted = new double[rounds];
+        for (int r = 0; r < rounds; r++) {
+            if (r % 2 == 0) {
+                numeric[r] = roundSupply(s, LOCAL_CALLS);
+                formatted[r] = roundFormatted(ids, LOCAL_CALLS);
+            } else {
+                formatted[r] = roundFormatted(ids, LOCAL_CALLS);
+                numeric[r] = roundSupply(s, LOCAL_CALLS);
+            }
+        }
+        double n = median(numeric);
+        double f = median(formatted);
+        System.err.println("formatted_local rounds ns/call: numeric nextId " + Arrays.toString(numeric)
+                + ", formatted nextId " + Arrays.toString(formatted));
+        line("formatted_local", 1e9 / f, 1e9 / n, "formatted next_id vs numeric next_id");
+    }
+
+    private static double roundFormatted(String[] ids, int n) {
+        long acc = 0;
+        long t0 = System.nanoTime();
+        for (int done = 0; done < n; done += ids.length) {
+            FormattedSupply s = FormattedSupply.fixed(ids, Long.MAX_VALUE, Duration.ofSeconds(1),
+                    LeafidClient.SYSTEM_CLOCK);
+            for (int k = 0; k < ids.length; k++) {
+                if (s.nextId() != null) {
+                    acc++;
+                }
+            }
+        }
+        long t = System.nanoTime() - t0;
+        sink = acc;
+        return (double) t / n;
     }
 
     private static double roundCounter(int n) {

@@ -346,4 +346,82 @@ class FailoverTest {
             }
         }
     }
+
+    /** A daily order number in UTC, as in the conformance scenario. */
+    private static final String ORDERS = "{\"prefix\":\"ORD-\",\"date\":\"yyyyMMdd\",\"width\":8,"
+            + "\"reset\":\"daily\",\"time_zone\":\"UTC\"}";
+
+    @Test
+    void kill_9_under_a_formatted_supply_reaches_no_caller() throws Exception {
+        Path db = LeafidServer.newDatabase();
+        LeafidServer a = server(db);
+        a.createFormattedTag("orders", 100, ORDERS);
+        LeafidServer b = server(db); // started after the tag exists: it knows the format
+        LeafidClient c = client(fast(a.url(), b.url()).batchSize(50));
+        FormattedSupply s = c.formatted("orders");
+        List<String> ids = new ArrayList<>();
+        for (int k = 0; k < 3000; k++) {
+            if (k == 1000) {
+                a.kill();
+            }
+            ids.add(s.nextId());
+        }
+        for (int k = 0; k < ids.size(); k++) {
+            assertTrue(ids.get(k).matches("^ORD-[0-9]{8}[0-9]{8}$"), ids.get(k));
+            if (k > 0) {
+                assertTrue(Texts.compare(ids.get(k - 1), ids.get(k)) < 0, ids.get(k - 1) + " then " + ids.get(k));
+            }
+        }
+        assertTrue(c.stats().failovers() >= 1, c.stats().toString());
+        assertEquals(b.url(), c.preferredServer());
+        assertEquals(3000, c.stats().idsServed());
+    }
+
+    @Test
+    void malformed_formatted_answers_are_failovers_and_refusals_are_not() throws Exception {
+        Path db = LeafidServer.newDatabase();
+        LeafidServer real = server(db);
+        real.createFormattedTag("orders", 100, ORDERS);
+        String end = ",\"period\":\"20991231\",\"period_end\":\"2100-01-01T00:00:00Z\"}";
+        String[] bad = {
+            "not json",
+            "{\"biz_tag\":\"orders\",\"ids\":[\"ORD-2099123100000002\",\"ORD-2099123100000001\"]" + end,
+            "{\"biz_tag\":\"other\",\"ids\":[\"ORD-2099123100000001\"]" + end,
+            "{\"biz_tag\":\"orders\",\"ids\":[\"ORD-2099123100000001\"]}", // texts, no period_end
+            "{\"biz_tag\":\"orders\",\"ids\":[\"ORD-2099123100000001\"],\"period_end\":\"soon\"}",
+            "{\"biz_tag\":\"orders\",\"ids\":[\"\"]" + end,
+            "{\"biz_tag\":\"orders\",\"count\":1,\"ranges\":[{\"first\":\"1\",\"last\":\"1\"}]}",
+        };
+        for (String body : bad) {
+            AtomicInteger hits = new AtomicInteger();
+            HttpServer f = fake(200, body, hits);
+            String fakeUrl = "http://127.0.0.1:" + f.getAddress().getPort();
+            try (LeafidClient c = fast(fakeUrl, real.url()).batchSize(3).maxBatch(3).build()) {
+                FormattedSupply s = c.formatted("orders");
+                for (int n = 0; n < 10; n++) {
+                    String id = s.nextId();
+                    assertFalse(id.startsWith("ORD-2099"), body + ": " + id);
+                }
+                assertTrue(hits.get() >= 1, "the fake was asked");
+                assertTrue(c.stats().failovers() >= 1, body);
+                assertFalse(c.preferredServer().equals(fakeUrl), body);
+            }
+        }
+        String[][] refusals = {
+            {"200", "{\"biz_tag\":\"orders\",\"ids\":[1,2,3]}", "not_formatted"},
+            {"503", "{\"code\":\"sequence_exhausted\",\"message\":\"x\"}", "sequence_exhausted"},
+            {"400", "{\"code\":\"formatted_tag\",\"message\":\"x\"}", "formatted_tag"},
+        };
+        for (String[] k : refusals) {
+            AtomicInteger hits = new AtomicInteger();
+            HttpServer f = fake(Integer.parseInt(k[0]), k[1], hits);
+            String fakeUrl = "http://127.0.0.1:" + f.getAddress().getPort();
+            try (LeafidClient c = fast(fakeUrl, real.url()).batchSize(3).build()) {
+                RejectedException e = assertThrows(RejectedException.class, () -> c.formatted("orders").nextId());
+                assertEquals(k[2], e.code());
+                assertEquals(Integer.parseInt(k[0]), e.status());
+                assertEquals(0, c.stats().failovers(), k[1]);
+            }
+        }
+    }
 }

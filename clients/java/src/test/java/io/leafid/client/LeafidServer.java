@@ -188,6 +188,20 @@ final class LeafidServer implements AutoCloseable {
         }
     }
 
+    /** Creates a formatted tag: {@code format} is the format's JSON object. */
+    void createFormattedTag(String tag, int step, String format) throws IOException, InterruptedException {
+        String body = "{\"biz_tag\":\"" + tag + "\",\"step\":" + step + ",\"format\":" + format + "}";
+        HttpResponse<String> r = ADMIN.send(HttpRequest.newBuilder(URI.create(url() + "/api/v1/tags"))
+                .timeout(Duration.ofSeconds(5))
+                .header("Content-Type", "application/json")
+                .header("Authorization", "Bearer " + ADMIN_TOKEN)
+                .POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+                HttpResponse.BodyHandlers.ofString());
+        if (r.statusCode() != 201) {
+            throw new IOException("create formatted tag " + tag + ": " + r.statusCode() + " " + r.body());
+        }
+    }
+
     /** {@code kill -9}. */
     void kill() throws InterruptedException {
         process.destroyForcibly();

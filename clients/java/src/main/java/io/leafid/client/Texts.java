@@ -1,0 +1,172 @@
+package io.leafid.client;
+
+import java.time.OffsetDateTime;
+import java.time.format.DateTimeFormatter;
+import java.time.format.DateTimeParseException;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The ids of one valid 200 answer of the list route of a formatted tag
+ * ({@code GET /api/v1/segment/{tag}/ids?count=N}): texts, strictly increasing as byte strings,
+ * and the end of the period they belong to. Immutable.
+ */
+final class Texts {
+    /** The ids, strictly increasing in byte order, none empty. */
+    final String[] ids;
+    /** The period the ids name, as the server wrote it ({@code ""} if absent). */
+    final String period;
+    /** The first instant after the period, in epoch milliseconds (rounded down). */
+    final long periodEndMillis;
+
+    /**
+     * A batch (not checked here: {@link #parse} validates a body).
+     *
+     * @param ids the ids
+     * @param period the period
+     * @param periodEndMillis the period's end, epoch milliseconds
+     */
+    Texts(String[] ids, String period, long periodEndMillis) {
+        this.ids = ids;
+        this.period = period;
+        this.periodEndMillis = periodEndMillis;
+    }
+
+    /**
+     * A 200 body with numeric ids and no {@code period_end}: the tag is plain, not formatted.
+     * Every server would answer the same (they share one database).
+     */
+    static final class NotFormatted extends Exception {
+        /** Serialization version. */
+        private static final long serialVersionUID = 1L;
+
+        /**
+         * A plain tag's answer.
+         *
+         * @param message what the server answered
+         */
+        NotFormatted(String message) {
+            super(message);
+        }
+    }
+
+    /**
+     * The texts of a 200 body, exactly: {@code {"biz_tag": tag, "ids": ["..."], "period": "...",
+     * "period_end": "<RFC 3339>"}} where {@code ids} is a non-empty list of non-empty strings, no
+     * longer than asked, strictly increasing as byte strings, the body names the tag asked for
+     * and {@code period_end} parses as an RFC 3339 instant. Anything else is the server's fault
+     * and none of its ids is used, except a body with numeric ids and no {@code period_end}
+     * (the tag is plain).
+     *
+     * @param body the 200 body
+     * @param req the request it answers
+     * @return its texts
+     * @throws Servers.BadBatch the body is not a valid batch
+     * @throws NotFormatted the body is a plain tag's numbers
+     */
+    static Texts parse(String body, Servers.Request req) throws Servers.BadBatch, NotFormatted {
+        Object v;
+        try {
+            v = Json.parse(body);
+        } catch (Json.ParseException e) {
+            throw new Servers.BadBatch("not JSON: " + e.getMessage());
+        }
+        if (!(v instanceof Map)) {
+            throw new Servers.BadBatch("not a JSON object");
+        }
+        Map<?, ?> m = (Map<?, ?>) v;
+        if (req.tag != null && !req.tag.equals(m.get("biz_tag"))) {
+            throw new Servers.BadBatch("asked for tag " + req.tag + ", got " + m.get("biz_tag"));
+        }
+        if (!(m.get("ids") instanceof List)) {
+            throw new Servers.BadBatch("no ids array");
+        }
+        List<?> raw = (List<?>) m.get("ids");
+        if (raw.isEmpty() || raw.size() > req.count) {
+            throw new Servers.BadBatch(raw.size() + " ids for " + req.count + " asked");
+        }
+        if (!m.containsKey("period_end")) {
+            boolean numbers = true;
+            for (Object o : raw) {
+                numbers &= o instanceof Json.Num;
+            }
+            if (numbers) {
+                throw new NotFormatted("tag " + req.tag + " is not formatted: its ids are numbers");
+            }
+            throw new Servers.BadBatch("no period_end");
+        }
+        if (!(m.get("period_end") instanceof String)) {
+            throw new Servers.BadBatch("period_end is not a string");
+        }
+        long end;
+        try {
+            end = OffsetDateTime.parse((String) m.get("period_end"), DateTimeFormatter.ISO_OFFSET_DATE_TIME)
+                    .toInstant().toEpochMilli();
+        } catch (DateTimeParseException | ArithmeticException e) {
+            throw new Servers.BadBatch("period_end \"" + m.get("period_end") + "\" is not an RFC 3339 instant");
+        }
+        String[] ids = new String[raw.size()];
+        for (int k = 0; k < ids.length; k++) {
+            Object o = raw.get(k);
+            if (!(o instanceof String) || ((String) o).isEmpty()) {
+                throw new Servers.BadBatch("id " + k + " is not a non-empty string");
+            }
+            ids[k] = (String) o;
+            if (k > 0 && compare(ids[k - 1], ids[k]) >= 0) {
+                throw new Servers.BadBatch("ids do not increase: \"" + ids[k - 1] + "\" then \"" + ids[k] + "\"");
+            }
+        }
+        Object period = m.get("period");
+        return new Texts(ids, period instanceof String ? (String) period : "", end);
+    }
+
+    /**
+     * Byte order of the UTF-8 encodings of {@code a} and {@code b}, which is code point order
+     * ({@link String#compareTo} is UTF-16 order: a character above U+E000 would sort after a
+     * surrogate pair there, before it in UTF-8). Texts of one format are ASCII, where all three
+     * agree.
+     *
+     * @param a a text
+     * @param b a text
+     * @return negative, zero or positive as {@code a} sorts before, with or after {@code b}
+     */
+    static int compare(String a, String b) {
+        int n = Math.min(a.length(), b.length());
+        for (int k = 0; k < n; k++) {
+            char x = a.charAt(k);
+            char y = b.charAt(k);
+            if (x != y) {
+                boolean sx = Character.isSurrogate(x);
+                boolean sy = Character.isSurrogate(y);
+                if (sx == sy) {
+                    return x - y;
+                }
+                return sx ? 1 : -1; // a surrogate starts a code point above U+FFFF
+            }
+        }
+        return a.length() - b.length();
+    }
+
+    /**
+     * Index of the first id above {@code floor} ({@code ids.length} if none is).
+     *
+     * @param floor the largest text accepted so far, or null (none yet)
+     * @return the index
+     */
+    int firstAbove(String floor) {
+        if (floor == null) {
+            return 0;
+        }
+        int lo = 0;
+        int hi = ids.length;
+        while (lo < hi) {
+            int mid = (lo + hi) >>> 1;
+            if (compare(ids[mid], floor) > 0) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        return lo;
+    }
+}
