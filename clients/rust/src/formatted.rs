@@ -9,7 +9,8 @@
 //!   [`validate`]; each text is moved out of its batch once, under the supply's lock.
 //! - **Increasing (byte order).** Texts of one format sort as byte strings in issue order
 //!   (`docs/shapes.md`). Every accepted batch is cut to the texts above the *floor* (the
-//!   largest text accepted so far); the texts cut count in `discarded_ids`. Batches are handed
+//!   largest text accepted so far); the texts cut count in `discarded_ids`; an answer cut to
+//!   nothing is followed at once by a request for twice the size. Batches are handed
 //!   out in the order they were accepted, each text under the lock, so a call that starts after
 //!   another returned gets a larger text.
 //! - **Never yesterday's number today.** Before a text is handed out, the batch's
@@ -220,6 +221,12 @@ pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
         UNIX_EPOCH.checked_sub(whole)?
     };
     t.checked_add(Duration::from_nanos(u64::from(nanos)))
+}
+
+/// The catch-up request of a formatted supply after an answer lying wholly at or below its
+/// floor: twice the current size, within the list route's limit (PROTOCOL.md).
+fn catch_up_count(size: usize) -> usize {
+    size.saturating_mul(2).min(MAX_FORMATTED_BATCH).max(size)
 }
 
 /// One accepted batch.
@@ -476,7 +483,7 @@ impl Formatted {
     async fn refill(self: Arc<Self>) {
         let r = self.remote.as_ref().expect("only remote supplies refill");
         let deadline = Instant::now() + self.wait_timeout;
-        let req = {
+        let sized = {
             let mut st = self.lock();
             let usage = st.current.as_ref().zip(st.since).map(|(b, since)| Usage {
                 size: b.size,
@@ -488,6 +495,7 @@ impl Formatted {
             st.starved = false;
             r.request.with_count(size)
         };
+        let mut req = sized.clone();
         let mut failures = 0;
         while !self.stop.is_cancelled() {
             let wait = match r.servers.fetch::<Texts>(&req, &self.failovers).await {
@@ -515,7 +523,9 @@ impl Formatted {
                         st.discarded += cut as u64;
                         if cut == ids.len() {
                             // All at or below the floor: a server behind the one used before.
-                            // Ask again at once; its next texts follow these.
+                            // The catch-up: a gap between texts cannot be sized, so ask again
+                            // at once for twice the current size (at most the route's limit);
+                            // the size itself is unchanged.
                             st.last_fault = Some(ServerFault {
                                 server: server.to_owned(),
                                 fault: Fault::TextsBehind {
@@ -523,6 +533,7 @@ impl Formatted {
                                     floor: st.floor.clone().unwrap_or_default(),
                                 },
                             });
+                            req = sized.with_count(catch_up_count(sized.count));
                             Duration::ZERO
                         } else {
                             ids.drain(..cut);
@@ -700,6 +711,13 @@ mod tests {
             }
             _ => panic!("not a rejection"),
         }
+    }
+
+    #[test]
+    fn the_catch_up_asks_twice_the_size_within_the_route_limit() {
+        assert_eq!(catch_up_count(50), 100);
+        assert_eq!(catch_up_count(60_000), MAX_FORMATTED_BATCH);
+        assert_eq!(catch_up_count(MAX_FORMATTED_BATCH), MAX_FORMATTED_BATCH);
     }
 
     #[test]

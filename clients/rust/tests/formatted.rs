@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use leafid_client::{Client, Error, Fault};
-use support::{Server, create_database, create_formatted_tag, create_tag};
+use support::{Server, create_database, create_formatted_tag, create_formatted_tag_at, create_tag};
 
 const ORDERS: &str =
     r#"{"prefix":"ORD-","date":"yyyyMMdd","width":8,"reset":"daily","time_zone":"UTC"}"#;
@@ -245,4 +245,52 @@ fn plain_and_formatted_tags_refuse_the_other_supply_without_failover() {
     assert_eq!(code(Err(refused)), "sequence_exhausted");
     assert_eq!(client.stats().failovers, 0, "a refusal is not a failover");
     assert!(client.down_servers().is_empty());
+}
+
+#[test]
+#[ignore = "needs MariaDB: scripts/test.sh runs it"]
+fn a_server_behind_in_text_is_cut_at_the_floor_and_caught_up() {
+    let rt = runtime();
+    // Two databases: A's sequence starts at 1001, B's at 1, so B's first 1000-odd texts of the
+    // day lie below everything A served.
+    let a = Server::start(&create_database());
+    let b = Server::start(&create_database());
+    rt.block_on(create_formatted_tag_at(
+        &a.address, "orders", 100, 1001, ORDERS,
+    ));
+    rt.block_on(create_formatted_tag_at(
+        &b.address, "orders", 100, 1, ORDERS,
+    ));
+    let client = {
+        let _g = rt.enter();
+        Client::builder()
+            .servers([a.address.as_str(), b.address.as_str()])
+            .batch(50)
+            .max_batch(50)
+            .request_timeout(Duration::from_millis(500))
+            .build()
+            .unwrap()
+    };
+    let supply = client.formatted("orders").unwrap();
+    let take = |n: usize| -> Vec<String> {
+        (0..n)
+            .map(|_| rt.block_on(supply.next_id()).unwrap())
+            .collect()
+    };
+    let before = take(200);
+    assert!(before[0].ends_with("00001001"), "{}", before[0]);
+    a.kill9();
+    let after = take(300);
+    let all: Vec<&String> = before.iter().chain(&after).collect();
+    assert!(
+        all.windows(2).all(|w| w[0].as_bytes() < w[1].as_bytes()),
+        "texts do not increase across the failover"
+    );
+    let stats = client.stats();
+    assert!(stats.failovers >= 1, "{stats:?}");
+    assert!(
+        stats.discarded_ids >= 1000,
+        "B's texts below the floor are discarded: {stats:?}"
+    );
+    assert_eq!(stats.ids_served, 500);
 }

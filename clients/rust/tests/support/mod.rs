@@ -234,12 +234,23 @@ pub async fn create_tag(server: &str, tag: &str, step: i64) {
 /// Creates a formatted tag (`format`: the JSON object of `docs/shapes.md`) through `server`'s
 /// admin route.
 pub async fn create_formatted_tag(server: &str, tag: &str, step: i64, format: &str) {
+    create_formatted_tag_at(server, tag, step, 1, format).await;
+}
+
+/// [`create_formatted_tag`] whose every period's sequence starts at `max_id`.
+pub async fn create_formatted_tag_at(
+    server: &str,
+    tag: &str,
+    step: i64,
+    max_id: i64,
+    format: &str,
+) {
     let r = reqwest::Client::new()
         .post(format!("{server}/api/v1/tags"))
         .bearer_auth(ADMIN_TOKEN)
         .header("content-type", "application/json")
         .body(format!(
-            r#"{{"biz_tag":"{tag}","step":{step},"format":{format}}}"#
+            r#"{{"biz_tag":"{tag}","step":{step},"max_id":{max_id},"format":{format}}}"#
         ))
         .send()
         .await
