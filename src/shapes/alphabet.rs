@@ -98,11 +98,14 @@ impl Radix {
 
     /// Appends `value` as exactly `width` digits (leading zeros) and returns the digit values
     /// written (for the check character); an error if it needs more.
-    pub fn write(self, value: u64, width: u8, out: &mut String) -> Result<Vec<u8>, DigitsError> {
+    pub fn write(self, value: u64, width: u8, out: &mut String) -> Result<Digits, DigitsError> {
         let base = self.base();
-        let mut digits = vec![0u8; usize::from(width)];
+        let mut digits = Digits {
+            values: [0; MAX_WIDTH],
+            len: usize::from(width).min(MAX_WIDTH),
+        };
         let mut rest = value;
-        for slot in digits.iter_mut().rev() {
+        for slot in digits.values[..digits.len].iter_mut().rev() {
             *slot = (rest % base) as u8;
             rest /= base;
         }
@@ -117,7 +120,31 @@ impl Radix {
         out.extend(digits.iter().map(|&d| char::from(symbols[usize::from(d)])));
         Ok(digits)
     }
+}
 
+/// Most digits a sequence has (the format's width bound).
+pub const MAX_WIDTH: usize = 19;
+
+/// The digit values [`Radix::write`] wrote, on the stack (no allocation per id).
+#[derive(Debug, Clone, Copy)]
+pub struct Digits {
+    values: [u8; MAX_WIDTH],
+    len: usize,
+}
+
+impl Digits {
+    /// The values, most significant first.
+    pub fn iter(&self) -> impl Iterator<Item = &u8> {
+        self.values[..self.len].iter()
+    }
+
+    /// The values as a slice.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.values[..self.len]
+    }
+}
+
+impl Radix {
     /// Reads `text` (all of it) as digits: their values, or the first character that is not a
     /// digit. The caller checks the width.
     pub fn digits(self, text: &str) -> Result<Vec<u8>, DigitsError> {

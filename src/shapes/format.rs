@@ -215,33 +215,54 @@ impl TagFormat {
 
     /// The id of `sequence` in `period` (the format validated).
     pub fn render(&self, period: &Period, sequence: u64) -> Result<String, FormatError> {
+        self.render_after(&self.head(period)?, sequence)
+    }
+
+    /// What every id of `period` starts with: the prefix and the date part. Written once per
+    /// batch, so an id costs only its sequence ([`Self::render_after`]).
+    pub fn head(&self, period: &Period) -> Result<String, FormatError> {
+        use std::fmt::Write;
         let mut out = String::with_capacity(self.len());
         out.push_str(&self.prefix);
         if let Some(pattern) = &self.date {
             let d = period.start_zoned.date();
             for piece in parse_date(pattern)? {
-                match piece {
-                    DatePiece::Year => out.push_str(&format!("{:04}", d.year())),
-                    DatePiece::Month => out.push_str(&format!("{:02}", d.month())),
-                    DatePiece::Day => out.push_str(&format!("{:02}", d.day())),
-                    DatePiece::Sep(c) => out.push(char::from(c)),
-                }
+                // Writing into a String cannot fail.
+                let _ = match piece {
+                    DatePiece::Year => write!(out, "{:04}", d.year()),
+                    DatePiece::Month => write!(out, "{:02}", d.month()),
+                    DatePiece::Day => write!(out, "{:02}", d.day()),
+                    DatePiece::Sep(c) => write!(out, "{}", char::from(c)),
+                };
             }
         }
-        let digits = self
-            .radix
-            .write(sequence, self.width, &mut out)
-            .map_err(|_| FormatError::Exhausted {
-                sequence,
-                width: self.width,
-                radix: self.radix.name(),
-            })?;
+        Ok(out)
+    }
+
+    /// The id of `sequence` after the period's [`Self::head`].
+    pub fn render_after(&self, head: &str, sequence: u64) -> Result<String, FormatError> {
+        let mut out = String::with_capacity(self.len());
+        out.push_str(head);
+        self.write_tail(sequence, &mut out)?;
+        Ok(out)
+    }
+
+    /// Appends what follows the head: the sequence, its check character, the suffix.
+    pub fn write_tail(&self, sequence: u64, out: &mut String) -> Result<(), FormatError> {
+        let digits =
+            self.radix
+                .write(sequence, self.width, out)
+                .map_err(|_| FormatError::Exhausted {
+                    sequence,
+                    width: self.width,
+                    radix: self.radix.name(),
+                })?;
         if self.check {
-            let c = check_value(self.radix, &digits);
+            let c = check_value(self.radix, digits.as_slice());
             out.push(char::from(self.radix.symbols()[usize::from(c)]));
         }
         out.push_str(&self.suffix);
-        Ok(out)
+        Ok(())
     }
 
     /// Reads an id of this format back: its period and sequence. A wrong length, a literal

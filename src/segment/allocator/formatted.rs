@@ -99,15 +99,58 @@ pub struct PeriodFill {
     pub used: f64,
 }
 
-/// Ids of a formatted tag, all of one period.
+/// Ids of a formatted tag, all of one period: its sequence numbers, written as text when they
+/// are read ([`Self::for_each`]), so a batch allocates no string per id.
 #[derive(Debug, Clone)]
 pub struct FormattedIds {
-    /// The ids, increasing (as text, and in sequence order).
-    pub ids: Vec<String>,
+    /// The tag's format.
+    format: Arc<Formatted>,
+    /// The prefix and date part every id of the period starts with.
+    head: String,
+    /// The sequence numbers, as increasing runs `(first, last)`, all within the width.
+    seqs: Vec<(u64, u64)>,
     /// The period's key (empty without a reset).
     pub period: String,
     /// When the period ends: a client drops what it holds of these ids then.
     pub period_end: Timestamp,
+}
+
+impl FormattedIds {
+    /// How many ids.
+    pub fn len(&self) -> usize {
+        self.seqs.iter().map(|&(a, b)| (b - a + 1) as usize).sum()
+    }
+
+    /// Never true: a batch holds at least one id.
+    pub fn is_empty(&self) -> bool {
+        self.seqs.is_empty()
+    }
+
+    /// Calls `f` with each id, in order, written into one reused buffer.
+    pub fn for_each<E>(&self, mut f: impl FnMut(&str) -> Result<(), E>) -> Result<(), E> {
+        let mut buf = String::with_capacity(self.format.format.len());
+        for &(first, last) in &self.seqs {
+            for seq in first..=last {
+                buf.clear();
+                buf.push_str(&self.head);
+                // Every sequence here was checked against the width when the batch was made.
+                if self.format.format.write_tail(seq, &mut buf).is_ok() {
+                    f(&buf)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The first id.
+    pub fn first(&self) -> Option<String> {
+        let mut out = None;
+        let _ = self.for_each(|s| {
+            out = Some(s.to_owned());
+            Err(())
+        });
+        out
+    }
 }
 
 impl SegmentAllocator {
@@ -221,7 +264,7 @@ impl SegmentAllocator {
     pub async fn next_texts(
         &self,
         tag: &BizTag,
-        f: &Formatted,
+        f: &Arc<Formatted>,
         count: u64,
     ) -> Result<FormattedIds, SegmentError> {
         let bad = |why: String| SegmentError::BadFormat {
@@ -243,22 +286,16 @@ impl SegmentAllocator {
                 continue;
             }
             let max = f.format.max_sequence();
-            let mut ids =
-                Vec::with_capacity(runs.runs().iter().map(|r| r.len()).sum::<u64>() as usize);
-            for run in runs.runs() {
-                for seq in run.first..=run.last {
-                    let seq = seq as u64;
-                    if seq > max {
-                        break;
-                    }
-                    ids.push(
-                        f.format
-                            .render(&period, seq)
-                            .map_err(|e| bad(e.to_string()))?,
-                    );
-                }
-            }
-            if ids.is_empty() {
+            let head = f.format.head(&period).map_err(|e| bad(e.to_string()))?;
+            // Sequence numbers past the width are never written (the ids leased for them are
+            // a gap): the period is exhausted, it never widens nor wraps.
+            let seqs: Vec<(u64, u64)> = runs
+                .runs()
+                .iter()
+                .filter(|r| r.first >= 1 && (r.first as u64) <= max)
+                .map(|r| (r.first as u64, (r.last as u64).min(max)))
+                .collect();
+            if seqs.is_empty() {
                 let left = period.end.duration_since(Timestamp::now()).as_secs();
                 return Err(SegmentError::SequenceExhausted {
                     period: period.key.clone(),
@@ -267,7 +304,9 @@ impl SegmentAllocator {
                 });
             }
             return Ok(FormattedIds {
-                ids,
+                format: f.clone(),
+                head,
+                seqs,
                 period: period.key,
                 period_end: period.end,
             });
