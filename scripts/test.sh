@@ -44,8 +44,10 @@ export LEAFID_TEST_PGBOUNCER_URL
 echo "test PostgreSQL: $LEAFID_TEST_POSTGRES_URL, through PgBouncer: $LEAFID_TEST_PGBOUNCER_URL" >&2
 scripts/haproxy.sh install >/dev/null  # the load-balancer tests run Debian's haproxy
 # tests/api/wall_clock.rs steps the server's wall clock with Debian's libfaketime;
-# tests/api/js_safe.rs reads ids with Node's JSON.parse.
+# tests/api/js_safe.rs reads ids with Node's JSON.parse; clients/rust/tests/tls.rs runs an
+# `openssl s_server`.
 missing=()
+command -v openssl >/dev/null || missing+=(openssl)
 [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || missing+=(faketime)
 command -v node >/dev/null || missing+=(nodejs)
 if [ "${#missing[@]}" -gt 0 ]; then
