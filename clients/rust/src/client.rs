@@ -575,10 +575,7 @@ mod tests {
             .target_lifetime(Duration::ZERO)));
         assert!(bad(Client::builder().servers(["ftp://a:1"])));
         assert!(
-            Client::builder()
-                .servers(["https://a:1"])
-                .build()
-                .is_ok(),
+            Client::builder().servers(["https://a:1"]).build().is_ok(),
             "https:// is accepted"
         );
         assert!(bad(Client::builder().servers(["a:1"])));

@@ -31,7 +31,9 @@ fn tls_server() -> TlsServer {
     std::fs::create_dir_all(&dir).unwrap();
     let (key, cert) = (dir.join("key.pem"), dir.join("cert.pem"));
     let made = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj"])
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+        ])
         .arg("/CN=127.0.0.1")
         .arg("-keyout")
         .arg(&key)
@@ -42,7 +44,11 @@ fn tls_server() -> TlsServer {
         .status()
         .expect("openssl runs");
     assert!(made.success(), "openssl req failed");
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let child = Command::new("openssl")
         .args(["s_server", "-quiet", "-www", "-accept"])
         .arg(format!("127.0.0.1:{port}"))
@@ -60,11 +66,7 @@ fn tls_server() -> TlsServer {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    TlsServer {
-        child,
-        port,
-        dir,
-    }
+    TlsServer { child, port, dir }
 }
 
 #[tokio::test]
