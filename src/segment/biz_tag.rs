@@ -74,7 +74,7 @@ impl BizTag {
         Self(format!("{}@{key}", parent.0))
     }
 
-    /// Whether this names a period row ([`Self::period_row`]).
+    /// Whether this names a period row (`tag@period`, the row of one period of a formatted tag).
     pub fn is_period_row(name: &str) -> bool {
         name.contains('@')
     }

@@ -9,7 +9,7 @@
 //!   other alphabets);
 //! - [`period`]: the period a sequence restarts with (never, yearly, monthly, daily) in an IANA
 //!   time zone, from `jiff`'s own zone database: days of 23 and 25 hours included;
-//! - [`format`]: a tag's whole format (prefix, date part, sequence, check, suffix), rendering
+//! - [`format`](mod@format): a tag's whole format (prefix, date part, sequence, check, suffix), rendering
 //!   and decoding.
 //!
 //! What makes a formatted id unique is the pair (period, sequence): the sequence is unique
