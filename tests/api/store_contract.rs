@@ -705,7 +705,7 @@ on_every_store!(disposable_worker_ids_increase_and_stop_at_the_layouts_max);
 // ---------------------------------------------------------------------------------------------
 
 /// On a `leaf_alloc` that Leaf created with its own character set and collation, the tombstone
-/// table's `biz_tag` compares exactly as `leaf_alloc.biz_tag` does.
+/// and format tables' `biz_tag` compare exactly as `leaf_alloc.biz_tag` does.
 #[tokio::test]
 #[ignore = "needs MariaDB: scripts/test.sh runs it"]
 async fn the_tombstone_tag_column_copies_leaf_allocs_collation() {
@@ -741,6 +741,7 @@ async fn the_tombstone_tag_column_copies_leaf_allocs_collation() {
         collations,
         [
             ("leaf_alloc".to_owned(), "ascii_bin".to_owned()),
+            ("leafid_tag_format".to_owned(), "ascii_bin".to_owned()),
             ("leafid_tag_tombstone".to_owned(), "ascii_bin".to_owned()),
         ]
     );
