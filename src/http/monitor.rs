@@ -222,6 +222,30 @@ pub async fn cache_json(
     }))
 }
 
+/// The formatted tags' table of `/cache` and `/db` (nothing when there are none): each tag's
+/// format, current period and the share of its width leased.
+fn formatted_table(segment: &crate::segment::SegmentAllocator, html: &mut String) {
+    let formatted = formatted_bodies(segment);
+    if formatted.is_empty() {
+        return;
+    }
+    html.push_str(
+        "<h2>formatted tags</h2><table><tr><th>biz_tag</th><th>format</th><th>period</th>\
+         <th>width used</th></tr>",
+    );
+    for f in formatted {
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td></tr>",
+            esc(&f.biz_tag),
+            esc(&serde_json::to_string(&f.format).unwrap_or_default()),
+            esc(&f.period),
+            f.used * 100.0,
+        );
+    }
+    html.push_str("</table>");
+}
+
 /// Escapes text for HTML.
 pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -294,24 +318,7 @@ pub async fn cache_page(
         }
     }
     html.push_str("</table>");
-    let formatted = formatted_bodies(state.segment()?);
-    if !formatted.is_empty() {
-        html.push_str(
-            "<h2>formatted tags</h2><table><tr><th>biz_tag</th><th>format</th><th>period</th>\
-             <th>width used</th></tr>",
-        );
-        for f in formatted {
-            let _ = write!(
-                html,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td></tr>",
-                esc(&f.biz_tag),
-                esc(&serde_json::to_string(&f.format).unwrap_or_default()),
-                esc(&f.period),
-                f.used * 100.0,
-            );
-        }
-        html.push_str("</table>");
-    }
+    formatted_table(state.segment()?, &mut html);
     Ok(page("leafid segment cache", &html))
 }
 
@@ -344,5 +351,6 @@ pub async fn db_page(_: MonitorAuth, state: web::Data<AppState>) -> Result<HttpR
         );
     }
     html.push_str("</table>");
+    formatted_table(state.segment()?, &mut html);
     Ok(page("leafid leaf_alloc", &html))
 }

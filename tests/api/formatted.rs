@@ -148,11 +148,13 @@ async fn a_period_that_runs_out_of_width_is_refused_until_the_next(db: Db) {
     assert_eq!(entry["period"], today().as_str());
     assert_eq!(entry["used"], 1.0);
     assert_eq!(entry["format"]["prefix"], "T-");
-    let page = app.get("/cache").await.text;
-    assert!(
-        page.contains("formatted tags") && page.contains("100.0%"),
-        "{page}"
-    );
+    for route in ["/cache", "/db"] {
+        let page = app.get(route).await.text;
+        assert!(
+            page.contains("formatted tags") && page.contains("100.0%"),
+            "{route}: {page}"
+        );
+    }
 }
 on_both_databases!(a_period_that_runs_out_of_width_is_refused_until_the_next);
 
