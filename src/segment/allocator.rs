@@ -158,18 +158,14 @@ impl SegmentAllocator {
         // Read after the names: a formatted tag's format is written before its row, so every
         // formatted row listed above has its format in this list.
         let formats = self.inner.store.list_formats().await?;
-        if !formats.is_empty() {
-            let formatted: std::collections::HashSet<&str> =
-                formats.iter().map(|(t, _)| t.as_str()).collect();
-            // A formatted tag's own row never serves; a period row serves once a request made
-            // its buffer (`formatted`), and is kept while it has one.
-            names.retain(|n| {
-                !formatted.contains(n.as_str())
-                    && (!BizTag::is_period_row(n) || listed_over.contains_key(n.as_str()))
-            });
-        } else {
-            names.retain(|n| !BizTag::is_period_row(n) || listed_over.contains_key(n.as_str()));
-        }
+        let formatted: std::collections::HashSet<&str> =
+            formats.iter().map(|(t, _)| t.as_str()).collect();
+        // A formatted tag's own row never serves; a period row serves once a request made its
+        // buffer (`formatted`), and is kept while it has one.
+        names.retain(|n| {
+            !formatted.contains(n.as_str())
+                && (!BizTag::is_period_row(n) || listed_over.contains_key(n.as_str()))
+        });
         self.remember_formats(formats);
         // Unchanged (the usual case): one lookup per name, no allocation, no lock.
         if names.len() == listed_over.len()

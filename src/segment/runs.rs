@@ -63,15 +63,6 @@ impl IdRuns {
     pub fn runs(&self) -> &[IdRun] {
         &self.runs
     }
-
-    /// The runs of increasing `ids` (the list a generator produced).
-    pub fn from_ids<I: IntoIterator<Item = i64>>(ids: I) -> Self {
-        let mut out = Self::new();
-        for id in ids {
-            out.push_run(id, 1);
-        }
-        out
-    }
 }
 
 impl IdSink for IdRuns {
@@ -122,7 +113,10 @@ mod tests {
     #[test]
     fn a_list_and_its_runs_hold_the_same_ids() {
         let ids = [3, 4, 5, 9, 11, 12];
-        let r = IdRuns::from_ids(ids);
+        let mut r = IdRuns::new();
+        for id in ids {
+            r.push_run(id, 1);
+        }
         let back: Vec<i64> = r.runs().iter().flat_map(|x| x.first..=x.last).collect();
         assert_eq!(back, ids);
         let mut v: Vec<i64> = Vec::new();

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::alphabet::{DigitsError, Radix};
 use super::check::check_value;
-use super::period::{Period, Reset, zone};
+use super::period::{Period, Reset, period_key, zone};
 
 /// Longest literal prefix or suffix.
 pub const MAX_LITERAL: usize = 32;
@@ -328,20 +328,10 @@ impl TagFormat {
         let period = match (year, month, day) {
             (None, _, _) => String::new(),
             (Some(y), m, d) => {
-                jiff::civil::Date::new(y, m.unwrap_or(1) as i8, d.unwrap_or(1) as i8).map_err(
-                    |_| {
-                        bad(format!(
-                            "no such date {y:04}-{:02}-{:02}",
-                            m.unwrap_or(1),
-                            d.unwrap_or(1)
-                        ))
-                    },
-                )?;
-                match self.reset {
-                    Reset::Yearly => format!("{y:04}"),
-                    Reset::Monthly => format!("{y:04}{:02}", m.unwrap_or(1)),
-                    _ => format!("{y:04}{:02}{:02}", m.unwrap_or(1), d.unwrap_or(1)),
-                }
+                let (m, d) = (m.unwrap_or(1) as i8, d.unwrap_or(1) as i8);
+                jiff::civil::Date::new(y, m, d)
+                    .map_err(|_| bad(format!("no such date {y:04}-{m:02}-{d:02}")))?;
+                period_key(self.reset, y, m, d)
             }
         };
         Ok(Decoded { period, sequence })

@@ -64,6 +64,16 @@ pub fn zone(name: &str) -> Result<TimeZone, PeriodError> {
 }
 
 impl Reset {
+    /// Characters in the key of every period ([`Period::key`]): 0, 4, 6 or 8.
+    pub fn key_len(self) -> usize {
+        match self {
+            Self::Never => 0,
+            Self::Yearly => 4,
+            Self::Monthly => 6,
+            Self::Daily => 8,
+        }
+    }
+
     /// The period holding `at` in `tz`.
     pub fn period_at(self, at: Timestamp, tz: &TimeZone) -> Result<Period, PeriodError> {
         let out_of_range = |e: jiff::Error| PeriodError::OutOfRange {
@@ -111,18 +121,24 @@ impl Reset {
             .and_then(|z| z.start_of_day())
             .map_err(out_of_range)?;
         let d = start.date();
-        let key = match self {
-            Self::Never => String::new(),
-            Self::Yearly => format!("{:04}", d.year()),
-            Self::Monthly => format!("{:04}{:02}", d.year(), d.month()),
-            Self::Daily => format!("{:04}{:02}{:02}", d.year(), d.month(), d.day()),
-        };
+        let key = period_key(self, d.year(), d.month(), d.day());
         Ok(Period {
             key,
             start: start.timestamp(),
             end: end.timestamp(),
             start_zoned: start,
         })
+    }
+}
+
+/// The key of the period of `reset` that starts on the date `year-month-day` (the same text
+/// names the period in the id's date part and in its row).
+pub fn period_key(reset: Reset, year: i16, month: i8, day: i8) -> String {
+    match reset {
+        Reset::Never => String::new(),
+        Reset::Yearly => format!("{year:04}"),
+        Reset::Monthly => format!("{year:04}{month:02}"),
+        Reset::Daily => format!("{year:04}{month:02}{day:02}"),
     }
 }
 

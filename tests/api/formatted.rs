@@ -250,3 +250,74 @@ async fn decode_refuses_whatever_is_not_an_id_of_the_format() {
     let none = app.get("/api/v1/segment/nobody/decode?id=1").await;
     assert_eq!(none.status, 404, "{}", none.text);
 }
+
+/// The formatted path's own decisions against a real database behind the fault proxy: the
+/// first request of a period (its row looked up and created) and later leases while every
+/// answer of the database is held (`stall`: the statements run, their answers never come), then
+/// after it heals. A request may be refused (503) but never held past the wait, and no order
+/// number is handed out twice, whichever statements committed while their answers were held.
+async fn a_formatted_tag_through_a_stalled_database_never_repeats_an_id(db: Db) {
+    let (app, proxy) = crate::support::proxy::spawn_behind_proxy_on(db, |_| {}).await;
+    let daily = r#"{"date":"yyyyMMdd","width":8,"reset":"daily","time_zone":"Asia/Shanghai"}"#;
+    let r = app
+        .post(
+            "/api/v1/tags",
+            &format!(r#"{{"biz_tag":"stalled","step":5,"format":{daily}}}"#),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let client = reqwest::Client::new();
+    let ask = |path: &'static str| {
+        let (client, base) = (client.clone(), app.address.clone());
+        async move {
+            // Taken before the request is sent: the bound covers the whole wait.
+            let sent = std::time::Instant::now();
+            let resp = client
+                .get(format!("{base}{path}"))
+                .timeout(std::time::Duration::from_secs(60))
+                .send()
+                .await
+                .expect("an answer, not a request held past the client's timeout");
+            let status = resp.status().as_u16();
+            (status, resp.text().await.unwrap(), sent.elapsed())
+        }
+    };
+    let mut ids = Vec::new();
+    // 1. The period's first request while the database never answers: refused in bounded time.
+    proxy.stall();
+    let (status, body, took) = ask("/api/segment/get/stalled").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(took < std::time::Duration::from_secs(20), "held {took:?}");
+    proxy.heal();
+    // 2. Ids, a stall in the middle of the leases, ids again.
+    for round in 0..3 {
+        for _ in 0..20 {
+            let (status, body, _) = ask("/api/v1/segment/stalled/ids?count=7").await;
+            assert_eq!(status, 200, "{body}");
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            ids.extend(serde_json::from_value::<Vec<String>>(v["ids"].clone()).unwrap());
+        }
+        if round < 2 {
+            proxy.stall();
+            for _ in 0..3 {
+                let (status, body, took) = ask("/api/v1/segment/stalled/ids?count=7").await;
+                assert!(status == 200 || status == 503, "{status} {body}");
+                assert!(took < std::time::Duration::from_secs(20), "held {took:?}");
+                if status == 200 {
+                    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+                    ids.extend(serde_json::from_value::<Vec<String>>(v["ids"].clone()).unwrap());
+                }
+            }
+            proxy.heal();
+        }
+    }
+    // One caller, one server: the texts increase in the order they were answered.
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "not increasing: {ids:?}"
+    );
+    let unique: HashSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "an order number twice");
+    assert!(ids.len() >= 420, "{} ids", ids.len());
+}
+crate::on_proxied_databases!(a_formatted_tag_through_a_stalled_database_never_repeats_an_id);

@@ -243,3 +243,36 @@ async fn snowflake_runs_hold_the_batch_ids_and_decode() {
         }
     }
 }
+
+/// The range route's fill (the same `IdSink` path as the lists) while every answer of the
+/// database is held (`stall`: the lease statements run, their answers never come), then after
+/// it heals: a range may come short or be refused, never held past the wait, and no id of any
+/// range is in another.
+async fn ranges_through_a_stalled_database_never_overlap(db: Db) {
+    let (app, proxy) = crate::support::proxy::spawn_behind_proxy_on(db, |_| {}).await;
+    app.create_tag("stalled", 50, 1).await;
+    let mut all: Vec<i64> = Vec::new();
+    for round in 0..3 {
+        for i in 0..10u64 {
+            all.extend(expand(&segment_runs(&app, "stalled", 1 + i * 37).await));
+        }
+        if round < 2 {
+            proxy.stall();
+            for _ in 0..3 {
+                // Taken before the request is sent: the bound covers the whole wait.
+                let sent = std::time::Instant::now();
+                let r = app.get("/api/v1/segment/stalled/ranges?count=500").await;
+                assert!(sent.elapsed() < std::time::Duration::from_secs(20), "held");
+                match r.status {
+                    200 => all.extend(expand(&runs(&r.json()))),
+                    503 => {}
+                    other => panic!("{other} {}", r.text),
+                }
+            }
+            proxy.heal();
+        }
+    }
+    assert_increasing(&all);
+    assert_unique_positive(&all);
+}
+crate::on_proxied_databases!(ranges_through_a_stalled_database_never_overlap);

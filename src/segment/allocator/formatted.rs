@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use arc_swap::ArcSwapOption;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use tracing::{info, warn};
@@ -33,7 +34,7 @@ use crate::segment::error::SegmentError;
 use crate::segment::runs::IdRuns;
 use crate::segment::store::StoreError;
 use crate::segment::tag_rules::NewTag;
-use crate::shapes::{Period, Reset, TagFormat, period::zone};
+use crate::shapes::{Period, TagFormat, period::zone};
 
 /// Formatted tags by name.
 pub(super) type FormatMap = HashMap<String, Arc<Formatted>>;
@@ -45,6 +46,18 @@ pub struct Formatted {
     pub format: TagFormat,
     /// Its time zone.
     tz: TimeZone,
+    /// The period last served, with what every request in it needs (its row and the ids'
+    /// head): made once per period instead of per request (the zone arithmetic, the row name
+    /// and the head are the same for every request until the period ends).
+    current: ArcSwapOption<Current>,
+}
+
+/// A period with its row's name and its ids' head.
+#[derive(Debug)]
+struct Current {
+    period: Period,
+    row: BizTag,
+    head: String,
 }
 
 impl Formatted {
@@ -53,7 +66,30 @@ impl Formatted {
         let format: TagFormat = serde_json::from_str(json).map_err(|e| e.to_string())?;
         format.validate().map_err(|e| e.to_string())?;
         let tz = zone(&format.time_zone).map_err(|e| e.to_string())?;
-        Ok(Self { format, tz })
+        Ok(Self {
+            format,
+            tz,
+            current: ArcSwapOption::empty(),
+        })
+    }
+
+    /// The period holding `now`, with its row and head: the one cached when `now` lies in it
+    /// (a clock stepped back before its start, or past its end, makes the right one).
+    fn current(&self, tag: &BizTag, now: Timestamp) -> Result<Arc<Current>, String> {
+        if let Some(c) = self.current.load_full()
+            && c.period.start <= now
+            && now < c.period.end
+        {
+            return Ok(c);
+        }
+        let period = self.period_at(now)?;
+        let c = Arc::new(Current {
+            row: BizTag::period_row(tag, &period.key),
+            head: self.format.head(&period).map_err(|e| e.to_string())?,
+            period,
+        });
+        self.current.store(Some(c.clone()));
+        Ok(c)
     }
 
     /// The period holding `at`.
@@ -71,12 +107,7 @@ impl Formatted {
 /// the CLI.
 pub fn check_format(tag: &BizTag, format: &TagFormat) -> Result<(), String> {
     format.validate().map_err(|e| e.to_string())?;
-    let key_len = match format.reset {
-        Reset::Never => 0,
-        Reset::Yearly => 4,
-        Reset::Monthly => 6,
-        Reset::Daily => 8,
-    };
+    let key_len = format.reset.key_len();
     if tag.as_str().len() + 1 + key_len > MAX_BIZ_TAG_LEN {
         return Err(format!(
             "a formatted biz_tag with a {:?} reset is at most {} bytes (its periods are rows \
@@ -273,12 +304,9 @@ impl SegmentAllocator {
         };
         // Three tries: a request straddles at most one period end per try.
         for _ in 0..3 {
-            let period = f.period_at(Timestamp::now()).map_err(bad)?;
-            let row = BizTag::period_row(tag, &period.key);
-            let runs = match self.take_period(tag, &row, count).await {
-                Ok(runs) => runs,
-                Err(e) => return Err(e),
-            };
+            let current = f.current(tag, Timestamp::now()).map_err(bad)?;
+            let (period, row) = (&current.period, &current.row);
+            let runs = self.take_period(tag, row, count).await?;
             if Timestamp::now() >= period.end {
                 // The period ended while the ids were taken: they are dropped (a gap in that
                 // period), and the request is served from the new one.
@@ -286,7 +314,6 @@ impl SegmentAllocator {
                 continue;
             }
             let max = f.format.max_sequence();
-            let head = f.format.head(&period).map_err(|e| bad(e.to_string()))?;
             // Sequence numbers past the width are never written (the ids leased for them are
             // a gap): the period is exhausted, it never widens nor wraps.
             let seqs: Vec<(u64, u64)> = runs
@@ -305,9 +332,9 @@ impl SegmentAllocator {
             }
             return Ok(FormattedIds {
                 format: f.clone(),
-                head,
+                head: current.head.clone(),
                 seqs,
-                period: period.key,
+                period: period.key.clone(),
                 period_end: period.end,
             });
         }
@@ -324,7 +351,16 @@ impl SegmentAllocator {
         count: u64,
     ) -> Result<IdRuns, SegmentError> {
         if self.cached(row.as_str()).is_none() {
-            self.create_period_row(tag, row).await?;
+            // Bounded like any request's lookup (`SegmentAllocator::buffer`): a database call
+            // whose answer never comes must not hold the request.
+            tokio::time::timeout(
+                self.inner.config.wait_timeout,
+                self.create_period_row(tag, row),
+            )
+            .await
+            .map_err(|_| SegmentError::NotReady {
+                retry_after_secs: 1,
+            })??;
         }
         self.take_into(row.as_str(), count, IdRuns::new()).await
     }
