@@ -44,7 +44,7 @@ mod segment;
 mod snowflake;
 mod store_contract;
 mod store_faults;
-mod wall_clock;
+pub(crate) mod wall_clock;
 mod worker_cache;
 
 /// Defines one test per database from an `async fn(Db)`: `sqlite`, `mysql`, `postgres` and

@@ -142,3 +142,97 @@ async fn order_numbers_restart_at_midnight_after_a_25_hour_day() {
     )
     .await;
 }
+
+/// The wall clock stepped back across midnight and forward again (libfaketime's offset file,
+/// reread on every clock call): a server that served the new day, stepped back 10 s into the old
+/// one, serves the old day again from that period's row, above every order number it issued
+/// there, then the new day again above its own. No order number twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs libfaketime: scripts/test.sh runs it"]
+async fn a_clock_stepped_back_across_midnight_never_repeats_an_order_number() {
+    assert!(
+        std::path::Path::new(LIBFAKETIME).exists(),
+        "{LIBFAKETIME} is missing: scripts/test.sh installs Debian's faketime"
+    );
+    let berlin = jiff::tz::TimeZone::get("Europe/Berlin").unwrap();
+    let now = jiff::Timestamp::now();
+    let midnight = now
+        .to_zoned(berlin.clone())
+        .start_of_day()
+        .unwrap()
+        .checked_add(jiff::Span::new().days(1))
+        .unwrap()
+        .start_of_day()
+        .unwrap()
+        .timestamp();
+    // 4 s before the next midnight in Berlin (at most a day ahead: fits the offset file).
+    let ahead = midnight.as_second() - now.as_second() - 4;
+    let (url, _dir) = fresh_db(Db::Sqlite).await;
+    let offset = tempfile::NamedTempFile::new().unwrap();
+    crate::wall_clock::set_offset(offset.path(), ahead);
+    let offset_path = offset.path().to_str().unwrap().to_owned();
+    let server = ServerProcess::start(
+        &url,
+        &[
+            ("LD_PRELOAD", LIBFAKETIME),
+            ("FAKETIME_TIMESTAMP_FILE", offset_path.as_str()),
+            ("FAKETIME_NO_CACHE", "1"),
+            ("DONT_FAKE_MONOTONIC", "1"),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+            ("LEAFID__ADMIN__TRUST_LOOPBACK", "true"),
+        ],
+    );
+    let client = reqwest::Client::new();
+    let created = client
+        .post(format!("{}/api/v1/tags", server.address))
+        .json(&serde_json::json!({
+            "biz_tag": "orders", "step": 20,
+            "format": {"date": "yyyyMMdd", "width": 6, "reset": "daily", "time_zone": "Europe/Berlin"}
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201, "{}", created.text().await.unwrap());
+    let mut phases: Vec<Vec<(String, u64)>> = Vec::new();
+    // Across midnight for 8 s, then 10 s back (the old day), then forward again.
+    for (run_for, step_after) in [(8, -10), (3, 10), (3, 0)] {
+        let mut ids = Vec::new();
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(run_for) {
+            ids.extend(take(&client, &server.address).await);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        phases.push(ids);
+        if step_after != 0 {
+            let current = std::fs::read_to_string(offset.path()).unwrap();
+            let current: i64 = current.trim().parse().unwrap();
+            crate::wall_clock::set_offset(offset.path(), current + step_after);
+        }
+    }
+    let days: HashSet<&str> = phases.iter().flatten().map(|(d, _)| d.as_str()).collect();
+    assert_eq!(days.len(), 2, "two days served: {days:?}");
+    assert!(
+        phases[1].iter().any(|(d, _)| phases[0][0].0 == *d),
+        "the step back served the old day again"
+    );
+    let mut seen = HashSet::new();
+    for id in phases.iter().flatten() {
+        assert!(seen.insert(id.clone()), "{id:?} twice");
+    }
+    // Per day, the order numbers of each phase lie above those of the phases before.
+    let mut last: HashMap<String, u64> = HashMap::new();
+    for phase in &phases {
+        for (d, s) in phase {
+            let prev = last.entry(d.clone()).or_insert(0);
+            assert!(*s > *prev, "{d}: {s} after {prev}");
+            *prev = *s;
+        }
+    }
+    crate::support::record_figure(
+        "period_clock_back",
+        &format!(
+            "clock stepped back 10 s across midnight (Europe/Berlin) and forward: {} order numbers, none twice, each day increasing",
+            seen.len()
+        ),
+    );
+}

@@ -214,7 +214,7 @@ async fn clock_back_now(client: &reqwest::Client, base: &str) -> u64 {
 /// newline, in one `pwrite`): libfaketime rereads the file on every clock call, and replacing
 /// the file (a truncating write, or a rename over it) made threads read the old offset again
 /// now and then after the new one, flicking the clock forward and back (seen with 4 threads).
-fn set_offset(path: &std::path::Path, seconds: i64) {
+pub(crate) fn set_offset(path: &std::path::Path, seconds: i64) {
     use std::os::unix::fs::FileExt;
     let text = format!("{seconds:+06}\n");
     assert_eq!(text.len(), 7, "{text:?}");
