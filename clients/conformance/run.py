@@ -418,7 +418,7 @@ class Scenario:
         }
         # The batch rule's settings (PROTOCOL.md): sent only when a scenario sets them, so every
         # other scenario runs on the client's defaults.
-        for key in ("max_batch", "target_lifetime_ms"):
+        for key in ("max_batch", "target_lifetime_ms", "clock_offset_ms"):
             if key in settings:
                 cmd[key] = settings[key]
         self.adapter.call(cmd, timeout=30)
@@ -433,9 +433,11 @@ class Scenario:
         actions: list[tuple[float, callable]] = (),
         expect_errors: dict[tuple[str, str], int | None] | None = None,
         text: re.Pattern | None = None,
+        ordered: bool = True,
     ) -> list[list[int]]:
         """One `take`; `actions` run from another thread at their delays (seconds after the
-        command was sent). Checks ids and errors; returns the callers' id lists."""
+        command was sent). Checks ids and errors; returns the callers' id lists. `ordered=False`
+        (a permuted tag): no order is checked, only the texts, uniqueness and the counts."""
         cmd = {"op": "take", "engine": engine, "callers": callers, "per_caller": per_caller, "pause_ms": pause_ms}
         if tag is not None:
             cmd["tag"] = tag
@@ -510,7 +512,7 @@ class Scenario:
                 if not isinstance(s, str) or not DECIMAL.match(s) or int(s) > I64_MAX:
                     raise Failure("ids are decimal i64 > 0", f"{label}: caller {i} got {s!r}")
                 mine.append(int(s))
-            for a, b in zip(mine, mine[1:]):
+            for a, b in zip(mine, mine[1:]) if ordered else ():
                 if b <= a:
                     raise Failure("per caller strictly increasing", f"{label}: caller {i} got {a} then {b}")
             parsed.append(mine)
@@ -524,7 +526,7 @@ class Scenario:
         if dupes or repeated:
             example = next(iter(repeated)) if repeated else collections.Counter(flat).most_common(1)[0][0]
             raise Failure("no duplicate id", f"{label}: {dupes + len(repeated)} repeats, e.g. {example}")
-        if flat:
+        if flat and ordered:
             lo, hi = min(flat), max(flat)
             for n, (plo, phi) in enumerate(stream.takes):
                 if lo <= phi:
@@ -816,6 +818,123 @@ def formatted(sc: Scenario) -> None:
     sc.adapter.close()
 
 
+# rollover: the server's clock (libfaketime) and the client's period clock (`clock_offset_ms`) are
+# set this far before the next UTC midnight when the server starts.
+ROLLOVER_LEAD_S = 8
+
+
+def rollover(sc: Scenario) -> None:
+    """A daily order-number tag across midnight. The server runs under libfaketime with its clock
+    N s ahead, N chosen so that it reads ROLLOVER_LEAD_S before the next UTC midnight; the client
+    is opened with the same offset on its wall clock (`clock_offset_ms`: Go reads its clock
+    without libc, so every client takes the offset through its own clock hook). Texts taken
+    before midnight are of day D; after it, of day D+1, the first at sequence 1 (the start
+    value); what the client held of day D is discarded (counted), never handed out."""
+    if not os.path.exists(LIBFAKETIME):
+        raise SetupError(f"{LIBFAKETIME} is missing (Debian package faketime)")
+    now = time.time()
+    midnight = (int(now) // 86400 + 1) * 86400
+    offset = int(midnight - now - ROLLOVER_LEAD_S)
+    (a,) = sc.cluster.start(1, {"LD_PRELOAD": LIBFAKETIME, "FAKETIME": f"+{offset}", "DONT_FAKE_MONOTONIC": "1"})
+    tag = sc.tag("daily")
+    a.create_tag(tag, step=100, format=ORDER_FORMAT)
+    day = time.strftime("%Y%m%d", time.gmtime(midnight - 86400))
+    next_day = time.strftime("%Y%m%d", time.gmtime(midnight))
+    sc.open([a.url], batch=50, max_batch=50, clock_offset_ms=offset * 1000)
+    if time.time() + offset > midnight - 2:
+        raise SetupError(f"the machine is too slow: the server started less than 2 s before its midnight")
+    before = sc.take("formatted", tag, callers=1, per_caller=20, text=ORDER_TEXT)[0]
+    if any(t[4:12] != day for t in before):
+        raise SetupError(f"texts before midnight not all of {day}: {before[:3]}... (too slow a machine?)")
+    # One second past the server's (and the client's) midnight.
+    time.sleep(max(0.0, midnight - offset + 1.0 - time.time()))
+    after = sc.take("formatted", tag, callers=1, per_caller=20, text=ORDER_TEXT)[0]
+    stale = [t for t in after if t[4:12] != next_day]
+    if stale:
+        raise Failure("never yesterday's number today", f"after midnight the client handed out {stale[:3]}")
+    if after and after[0][12:] != "00000001":
+        raise Failure("each period restarts at its start value", f"the first text of {next_day} is {after[0]}")
+    s = sc.stats()
+    if s["discarded_ids"] < 1:
+        raise Failure("ids of an ended period discarded", f"the client held ids of {day} at midnight, discarded_ids = 0")
+    sc.outcome.note = f"discarded {s['discarded_ids']} of {day}"
+    sc.adapter.close()
+
+
+PERMUTED_FORMAT = {"prefix": "T-", "radix": "crockford32", "width": 6, "permute": {"key_id": "conformance"}}
+PERMUTED_TEXT = re.compile(r"T-[0-9A-HJKMNP-TV-Z]{6}")
+
+
+def permuted(sc: Scenario) -> None:
+    """A permuted tag (FF1 over 6 Crockford base-32 digits, docs/shapes.md): its answers say
+    `"ordered": false` and the supply hands the texts out as received, with no floor. Unique
+    while the server in use is killed (-9), no error reaches a caller, and a caller's texts do
+    not come in sorted order (the server permutes them)."""
+    key = sc.run.log_dir / "conformance.key"
+    if not key.exists():
+        key.write_text(os.urandom(32).hex() + "\n")
+        key.chmod(0o600)
+    env = {"LEAFID__SHAPES__KEYS__CONFORMANCE": str(key)}
+    a, b = sc.cluster.start(2, env)
+    tag = sc.tag("codes")
+    a.create_tag(tag, step=200, format=PERMUTED_FORMAT)
+    sc.open([a.url, b.url], batch=50, request_timeout_ms=500)
+    first = sc.take("formatted", tag, callers=4, per_caller=500, pause_ms=1, actions=[(0.3, a.kill)],
+                    text=PERMUTED_TEXT, ordered=False)
+    sc.take("formatted", tag, callers=2, per_caller=200, text=PERMUTED_TEXT, ordered=False)
+    s = sc.stats()
+    if s["failovers"] < 1:
+        raise Failure("failover counted", f"the server in use killed, failovers = {s['failovers']}")
+    longest = max(first, key=len)
+    if len(longest) >= 50 and longest == sorted(longest):
+        raise Failure("permuted texts show no order", f"a caller's {len(longest)} texts came sorted")
+    sc.adapter.close()
+
+
+def iso_ms(t: float) -> str:
+    """Unix seconds as RFC 3339 UTC with milliseconds."""
+    ms = int(t * 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
+
+
+def bounds(sc: Scenario) -> None:
+    """The snowflake bounds helper: the client's answer for a time range equals the server's
+    route, every id taken within that range lies within it, and an empty range is
+    rejected/invalid_time_range with no failover."""
+    (a,) = sc.cluster.start(1)
+    sc.open([a.url], batch=100)
+    # A cached generator hands out ids whose times may lie a little before or after the call;
+    # the window is wide so that only a wrong answer fails.
+    start = time.time() - 60
+    taken = sc.take("snowflake", callers=2, per_caller=300)
+    end = time.time() + 60
+    frm, to = iso_ms(start), iso_ms(end)
+    cmd = {"op": "bounds", "from": frm, "to": to}
+    sc.log(f"send {json.dumps(cmd)}")
+    got = sc.adapter.call(cmd)
+    sc.log(f"  answered {got}")
+    query = urllib.parse.urlencode({"from": frm, "to": to, "stringify_ids": "true"})
+    status, want = a.request("GET", f"/api/v1/snowflake/bounds?{query}")
+    if status != 200:
+        raise SetupError(f"the bounds route answered {status} {want}")
+    if (got.get("min_id"), got.get("max_id")) != (want["min_id"], want["max_id"]):
+        raise Failure("bounds as the server says", f"client {got}, server {want}")
+    lo, hi = int(want["min_id"]), int(want["max_id"])
+    outside = [x for ids in taken for x in ids if not lo <= x <= hi]
+    if outside:
+        raise Failure("ids within their bounds", f"{len(outside)} ids outside [{lo}, {hi}], e.g. {outside[0]}")
+    cmd = {"op": "bounds", "from": to, "to": to}
+    sc.adapter.send(cmd)
+    answer = sc.adapter.answer(cmd, ANSWER_TIMEOUT_S)
+    err = answer.get("error") or {}
+    if answer.get("ok") or (err.get("kind"), err.get("code")) != ("rejected", "invalid_time_range"):
+        raise Failure("expected typed errors", f"an empty range answered {answer}")
+    s = sc.stats()
+    if s["failovers"] != 0:
+        raise Failure("a refusal is not a failover", f"failovers = {s['failovers']}")
+    sc.adapter.close()
+
+
 SCENARIOS = [
     ("kill9", kill9),
     ("sigstop", sigstop),
@@ -826,6 +945,9 @@ SCENARIOS = [
     ("near_max", near_max),
     ("demand", demand),
     ("formatted", formatted),
+    ("rollover", rollover),
+    ("permuted", permuted),
+    ("bounds", bounds),
 ]
 
 
