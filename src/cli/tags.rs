@@ -224,10 +224,11 @@ pub async fn run(
                     None => CliError::UnknownTag(tag.to_string()),
                 });
             };
-            let d = format
-                .format
-                .decode(id)
-                .map_err(|e| CliError::BadInput(format!("invalid id {id:?}: {e}")))?;
+            // A permuted tag is decoded with its key from this configuration.
+            let d = format.decode(tag, id).map_err(|e| match e {
+                leafid::segment::DecodeError::Segment(e) => CliError::BadInput(e.to_string()),
+                e => CliError::BadInput(format!("invalid id {id:?}: {e}")),
+            })?;
             if json {
                 let body = serde_json::json!({
                     "biz_tag": tag.as_str(), "id": id, "period": d.period, "sequence": d.sequence,

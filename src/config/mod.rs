@@ -60,6 +60,21 @@ pub struct Settings {
     pub clock: ClockSettings,
     /// Log output.
     pub log: LogSettings,
+    /// Id shapes: the keys of permuted tags.
+    #[serde(default)]
+    pub shapes: ShapesSettings,
+    /// The keys of `shapes.keys`, read from their files once by [`Settings::load`].
+    #[serde(skip)]
+    pub shape_keys: std::sync::Arc<crate::shapes::keys::KeyRing>,
+}
+
+/// `[shapes]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ShapesSettings {
+    /// `[shapes.keys]`: key id -> path of a file holding the key (64 hex characters), for
+    /// permuted tags (`docs/shapes.md`). Never from the database.
+    #[serde(default)]
+    pub keys: std::collections::BTreeMap<String, std::path::PathBuf>,
 }
 
 /// `[server]`.
@@ -248,7 +263,7 @@ impl Settings {
             .build()
             .map_err(|e| anyhow::anyhow!("invalid configuration: {}", describe(e)))?;
         let mut unknown = Vec::new();
-        let settings: Settings =
+        let mut settings: Settings =
             serde_ignored::deserialize(config, |path| unknown.push(path.to_string()))
                 .map_err(|e| anyhow::anyhow!("invalid configuration: {}", describe(e)))?;
         if let Some(path) = unknown.first() {
@@ -258,6 +273,7 @@ impl Settings {
         if settings.snowflake.enabled {
             settings.snowflake_config()?;
         }
+        settings.shape_keys = std::sync::Arc::new(settings.read_shape_keys()?);
         Ok(settings)
     }
 
@@ -403,6 +419,14 @@ impl Settings {
     }
 
     /// Segment engine tunables.
+    /// The keys of permuted tags, read from their files: a missing, unreadable, malformed or
+    /// world-readable key file stops the start, naming the key.
+    pub fn read_shape_keys(&self) -> anyhow::Result<crate::shapes::keys::KeyRing> {
+        crate::shapes::keys::KeyRing::load(&self.shapes.keys)
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))
+    }
+
+    /// The segment engine's tunables, with the keys of permuted tags.
     pub fn segment_config(&self) -> SegmentConfig {
         let s = &self.segment;
         SegmentConfig {
@@ -417,6 +441,7 @@ impl Settings {
             refresh_interval: Duration::from_secs(s.refresh_interval_secs),
             // Open here; `startup` wires it to the database's durability gate.
             lease_gate: Default::default(),
+            keys: self.shape_keys.clone(),
         }
     }
 }

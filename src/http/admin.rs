@@ -37,6 +37,12 @@ enum Surface {
 }
 
 impl AdminPolicy {
+    /// Whether the request may use the admin writes' credential (for a route that is open
+    /// except for some resources: a permuted tag's decode).
+    pub fn admit_write(&self, req: &HttpRequest) -> Result<(), ApiError> {
+        self.admit(req, Surface::Write)
+    }
+
     /// Whether the request may use `surface`.
     fn admit(&self, req: &HttpRequest, surface: Surface) -> Result<(), ApiError> {
         if matches!(surface, Surface::Monitor) && !self.protect_reads {

@@ -148,6 +148,10 @@ pub enum ApiError {
         /// Seconds until the next period.
         retry_after_secs: u64,
     },
+    /// 503 `key_unavailable`: a permuted tag whose key this server does not hold (another
+    /// server of the deployment may: a client fails over).
+    #[error("{0}")]
+    KeyUnavailable(String),
     /// 500 `internal`: details only in the log.
     #[error("internal error")]
     Internal,
@@ -196,6 +200,7 @@ impl ApiError {
             Self::NotReady(_) => "not_ready",
             Self::FormattedTag(_) => "formatted_tag",
             Self::SequenceExhausted { .. } => "sequence_exhausted",
+            Self::KeyUnavailable(_) => "key_unavailable",
             Self::Internal => "internal",
         }
     }
@@ -289,6 +294,10 @@ impl From<SegmentError> for ApiError {
             e @ SegmentError::BadFormat { .. } => {
                 log_server_error(LogLimiter::global(), "formatted tag unusable", &e);
                 Self::Internal
+            }
+            e @ SegmentError::KeyUnavailable { .. } => {
+                log_server_error(LogLimiter::global(), "permuted tag without its key", &e);
+                Self::KeyUnavailable(e.to_string())
             }
             SegmentError::Store(e) => e.into(),
         }
@@ -408,7 +417,8 @@ impl ResponseError for ApiError {
             | Self::TimeBitsExhausted
             | Self::SnowflakeNotReady(_)
             | Self::NotReady(_)
-            | Self::SequenceExhausted { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            | Self::SequenceExhausted { .. }
+            | Self::KeyUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }

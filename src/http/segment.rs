@@ -164,6 +164,7 @@ pub async fn get_batch(
             ids: TextIds(&f),
             period: f.period.clone(),
             period_end: f.period_end.to_string(),
+            ordered: f.ordered(),
         })),
     }
 }
@@ -181,6 +182,9 @@ pub struct FormattedBatchBody<'a> {
     pub period: String,
     /// When the period ends (RFC 3339, UTC): a client drops what it holds of these ids then.
     pub period_end: String,
+    /// `false` for a permuted tag, whose ids come in no visible order on purpose (a client
+    /// hands them out as received, with no floor); `true` otherwise: increasing as byte strings.
+    pub ordered: bool,
 }
 
 /// Body of the segment range route.
@@ -262,7 +266,9 @@ pub struct DecodedBody {
 
 /// `GET /api/v1/segment/{biz_tag}/decode?id=..`: a formatted id read back into its period and
 /// sequence. A wrong length, a character outside a part's alphabet, a literal that differs, an
-/// impossible date or a wrong check character is `400 invalid_id`, never another id.
+/// impossible date or a wrong check character is `400 invalid_id`, never another id. A permuted
+/// tag's ids are decoded only with the admin token (its sequence is what the permutation
+/// hides).
 #[utoipa::path(
     get,
     path = "/api/v1/segment/{biz_tag}/decode",
@@ -271,11 +277,13 @@ pub struct DecodedBody {
     responses(
         (status = 200, description = "The id's period and sequence", body = DecodedBody),
         (status = 400, description = "`invalid_biz_tag`, `invalid_id` (not an id of the tag's format), `formatted_tag`... `invalid_request` (a plain tag: its ids are numbers)", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: a permuted tag without `Authorization: Bearer <admin.token>`", body = ErrorBody),
         (status = 404, description = "`unknown_biz_tag` (no formatted tag of that name), `engine_disabled`", body = ErrorBody),
-        (status = 503, description = "`database_unavailable`", body = ErrorBody),
+        (status = 503, description = "`database_unavailable`, `key_unavailable` (a permuted tag whose key this server lacks)", body = ErrorBody),
     )
 )]
 pub async fn get_decode(
+    req: actix_web::HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: web::Query<DecodeQuery>,
@@ -290,11 +298,14 @@ pub async fn get_decode(
             None => ApiError::unknown_tag(&tag),
         });
     };
+    if !f.ordered() {
+        state.admin.admit_write(&req)?;
+    }
     let id = query.into_inner().id;
-    let d = f
-        .format
-        .decode(&id)
-        .map_err(|e| ApiError::InvalidId(e.to_string()))?;
+    let d = f.decode(&tag, &id).map_err(|e| match e {
+        crate::segment::DecodeError::Format(e) => ApiError::InvalidId(e.to_string()),
+        crate::segment::DecodeError::Segment(e) => e.into(),
+    })?;
     Ok(HttpResponse::Ok().json(DecodedBody {
         biz_tag: tag.as_str().to_owned(),
         id,

@@ -58,6 +58,8 @@ pub struct SegmentConfig {
     /// leased are handed out, and a request that needs a lease is
     /// [`SegmentError::LossyDatabase`] at once instead of after the wait.
     pub lease_gate: LeaseGate,
+    /// The keys of permuted tags (`[shapes.keys]`).
+    pub keys: Arc<crate::shapes::keys::KeyRing>,
 }
 
 impl Default for SegmentConfig {
@@ -69,6 +71,7 @@ impl Default for SegmentConfig {
             max_concurrent_loads: 16,
             refresh_interval: Duration::from_secs(60),
             lease_gate: LeaseGate::open(),
+            keys: Default::default(),
         }
     }
 }
@@ -562,7 +565,9 @@ impl Inner {
 
 mod formatted;
 
-pub use formatted::{FormatConflict, Formatted, FormattedIds, PeriodFill, check_format};
+pub use formatted::{
+    DecodeError, FormatConflict, Formatted, FormattedIds, PeriodFill, check_format,
+};
 
 #[cfg(test)]
 mod give_back_tests;

@@ -51,6 +51,18 @@ pub enum SegmentError {
         /// Why.
         why: String,
     },
+    /// A permuted tag whose key this server does not hold (`[shapes.keys]`): served by no
+    /// other means, so another server with the key may answer.
+    #[error(
+        "biz_tag \"{tag}\" is permuted with key \"{key_id}\", which this server does not hold \
+         (shapes.keys.{key_id} in its configuration)"
+    )]
+    KeyUnavailable {
+        /// The tag.
+        tag: BizTag,
+        /// The key's id.
+        key_id: String,
+    },
     /// A store call (lookup) failed.
     #[error("store error")]
     Store(#[source] StoreError),

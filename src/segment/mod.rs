@@ -31,7 +31,8 @@ pub mod tag_rules;
 mod tickets;
 
 pub use allocator::{
-    FormatConflict, Formatted, FormattedIds, SegmentAllocator, SegmentConfig, TagHandle,
+    DecodeError, FormatConflict, Formatted, FormattedIds, SegmentAllocator, SegmentConfig,
+    TagHandle,
 };
 pub use biz_tag::{BizTag, BizTagError};
 pub use buffer::{BufferSnapshot, SegmentBuffer};

@@ -45,7 +45,35 @@ pub struct TagFormat {
     /// The IANA zone whose days, months and years the periods follow (default `UTC`).
     #[serde(default = "utc")]
     pub time_zone: String,
+    /// A keyed permutation of the sequence (`super::permute`): ids in no visible order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permute: Option<Permute>,
+    /// Random gaps between consecutive ids: increasing, volume blurred.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gaps: Option<Gaps>,
 }
+
+/// How a permuted format's sequence is permuted: the id of the key (from the configuration's
+/// `[shapes.keys]`, never stored here). The domain is the sequence's width.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Permute {
+    /// The key's id (1 to 32 of `a-z 0-9 _`).
+    pub key_id: String,
+}
+
+/// A gapped format's gaps: each id lies a random 1 to `2 * mean - 1` sequence numbers after the
+/// one before it (uniform, from a CSPRNG), so ids still increase and an observer's count of
+/// the ids between two of theirs is blurred (`docs/shapes.md` states by how much).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gaps {
+    /// The mean gap, 2 to [`MAX_MEAN_GAP`].
+    pub mean: u32,
+}
+
+/// The largest mean gap: a batch of `n` ids leases about `n * mean` sequence numbers.
+pub const MAX_MEAN_GAP: u32 = 1_000;
 
 fn decimal() -> Radix {
     Radix::Decimal
@@ -140,9 +168,30 @@ fn literal_ok(s: &str) -> bool {
 }
 
 impl TagFormat {
-    /// Checks the format: literals, widths, the zone, and that the text names the period.
+    /// Checks the format: literals, widths, the zone, that the text names the period, and the
+    /// permutation's domain or the gaps.
     pub fn validate(&self) -> Result<(), FormatError> {
         let invalid = |m: String| Err(FormatError::Invalid(m));
+        if let Some(p) = &self.permute {
+            if !super::keys::valid_key_id(&p.key_id) {
+                return invalid(format!(
+                    "permute.key_id {:?}: 1 to {} of a-z 0-9 _",
+                    p.key_id,
+                    super::keys::MAX_KEY_ID
+                ));
+            }
+            super::permute::check_domain(self.radix, self.width).map_err(FormatError::Invalid)?;
+            if self.gaps.is_some() {
+                return invalid(
+                    "permute and gaps together: a permuted sequence shows no order to gap".into(),
+                );
+            }
+        }
+        if let Some(g) = self.gaps
+            && !(2..=MAX_MEAN_GAP).contains(&g.mean)
+        {
+            return invalid(format!("gaps.mean {} (2..={MAX_MEAN_GAP})", g.mean));
+        }
         if !literal_ok(&self.prefix) || !literal_ok(&self.suffix) {
             return invalid(format!(
                 "prefix and suffix: at most {MAX_LITERAL} of A-Z a-z 0-9 - _ . : / #"
@@ -265,7 +314,8 @@ impl TagFormat {
         Ok(())
     }
 
-    /// Reads an id of this format back: its period and sequence. A wrong length, a literal
+    /// Reads an id of this format back: its period and sequence (for a permuted format, the
+    /// permuted value: `Formatted::decode` inverts it). A wrong length, a literal
     /// that differs, a character outside a part's alphabet, an impossible date or a wrong
     /// check character is an error, never another id.
     pub fn decode(&self, text: &str) -> Result<Decoded, FormatError> {
@@ -320,10 +370,13 @@ impl TagFormat {
                 return Err(bad("the check character does not match".into()));
             }
         }
+        // A permuted id's digits are the permuted value: any value of the domain, 0 included
+        // (the caller inverts it and checks the sequence it gets).
+        let least = if self.permute.is_some() { 0 } else { 1 };
         let sequence = self
             .radix
             .value(&digits)
-            .filter(|&s| s >= 1 && s <= self.max_sequence());
+            .filter(|&s| s >= least && s <= self.max_sequence());
         let sequence = sequence.ok_or_else(|| bad("the sequence is out of range".into()))?;
         let period = match (year, month, day) {
             (None, _, _) => String::new(),

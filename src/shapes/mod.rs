@@ -9,6 +9,8 @@
 //!   other alphabets);
 //! - [`period`]: the period a sequence restarts with (never, yearly, monthly, daily) in an IANA
 //!   time zone, from `jiff`'s own zone database: days of 23 and 25 hours included;
+//! - [`permute`]: a keyed permutation of the sequence (FF1), for codes that hide order and
+//!   volume, with its keys from [`keys`] (configuration, never the database);
 //! - [`format`](mod@format): a tag's whole format (prefix, date part, sequence, check, suffix), rendering
 //!   and decoding.
 //!
@@ -21,7 +23,9 @@
 pub mod alphabet;
 pub mod check;
 pub mod format;
+pub mod keys;
 pub mod period;
+pub mod permute;
 
 pub use alphabet::Radix;
 pub use format::{Decoded, FormatError, TagFormat};

@@ -33,6 +33,7 @@ mod migrations;
 mod outage_logs;
 mod patroni_failover;
 mod period_rollover;
+mod permuted;
 mod pg_store;
 mod proxy_admin;
 mod ranges;

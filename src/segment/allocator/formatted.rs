@@ -19,6 +19,17 @@
 //!
 //! A period's row is never deleted, so a clock stepped back into an old period leases above
 //! what that period issued. Buffers of ended periods are dropped when the tag moves on.
+//!
+//! Two sequence modes (issue 35) change only which sequence numbers become ids, never where
+//! they come from:
+//!
+//! - **permuted**: the id shows `P(sequence)`, `P` FF1 under the tag's key with the period's
+//!   row name as tweak (`crate::shapes::permute`). `P` is a bijection of the width's domain, so
+//!   distinct sequences give distinct ids; a server without the key serves nothing of the tag
+//!   ([`SegmentError::KeyUnavailable`]), never an unpermuted id;
+//! - **gapped**: a batch of `n` ids takes `U1 + .. + Un` sequence numbers and hands out the
+//!   ones at the running sums (each `U` uniform in `1..=2*mean-1` from the thread's CSPRNG), so
+//!   the ids are a subset of unique, increasing sequence numbers: unique and increasing too.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,7 +45,9 @@ use crate::segment::error::SegmentError;
 use crate::segment::runs::IdRuns;
 use crate::segment::store::StoreError;
 use crate::segment::tag_rules::NewTag;
-use crate::shapes::{Period, TagFormat, period::zone};
+use crate::shapes::keys::KeyRing;
+use crate::shapes::permute::Permutation;
+use crate::shapes::{Decoded, FormatError, Period, TagFormat, period::zone};
 
 /// Formatted tags by name.
 pub(super) type FormatMap = HashMap<String, Arc<Formatted>>;
@@ -50,6 +63,9 @@ pub struct Formatted {
     /// head): made once per period instead of per request (the zone arithmetic, the row name
     /// and the head are the same for every request until the period ends).
     current: ArcSwapOption<Current>,
+    /// A permuted format's permutation, or why this server has none (its key is not in
+    /// `[shapes.keys]`); `None` for an unpermuted format.
+    permutation: Option<Result<Permutation, String>>,
 }
 
 /// A period with its row's name and its ids' head.
@@ -61,16 +77,60 @@ struct Current {
 }
 
 impl Formatted {
-    /// A stored format (JSON), checked.
-    pub fn parse(json: &str) -> Result<Self, String> {
+    /// A stored format (JSON), checked; a permuted one gets its key from `keys`.
+    pub fn parse(json: &str, keys: &KeyRing) -> Result<Self, String> {
         let format: TagFormat = serde_json::from_str(json).map_err(|e| e.to_string())?;
         format.validate().map_err(|e| e.to_string())?;
         let tz = zone(&format.time_zone).map_err(|e| e.to_string())?;
+        let permutation = format.permute.as_ref().map(|p| {
+            let key = keys.get(&p.key_id).ok_or_else(|| p.key_id.clone())?;
+            Permutation::new(key, format.radix, format.width)
+        });
         Ok(Self {
             format,
             tz,
             current: ArcSwapOption::empty(),
+            permutation,
         })
+    }
+
+    /// Whether the ids come in issue order (all but permuted formats).
+    pub fn ordered(&self) -> bool {
+        self.format.permute.is_none()
+    }
+
+    /// The permutation, or [`SegmentError::KeyUnavailable`]; `None` when unpermuted.
+    fn permutation(&self, tag: &BizTag) -> Result<Option<&Permutation>, SegmentError> {
+        match &self.permutation {
+            None => Ok(None),
+            Some(Ok(p)) => Ok(Some(p)),
+            Some(Err(_)) => Err(SegmentError::KeyUnavailable {
+                tag: tag.clone(),
+                key_id: self
+                    .format
+                    .permute
+                    .as_ref()
+                    .map(|p| p.key_id.clone())
+                    .unwrap_or_default(),
+            }),
+        }
+    }
+
+    /// Reads an id of `tag` back: its period and sequence, a permuted one through the key.
+    /// Text that is not an id of the tag is [`FormatError::Malformed`], never another id.
+    pub fn decode(&self, tag: &BizTag, text: &str) -> Result<Decoded, DecodeError> {
+        let mut d = self.format.decode(text)?;
+        if let Some(p) = self.permutation(tag)? {
+            let row = BizTag::period_row(tag, &d.period);
+            let seq = p
+                .decrypt(row.as_str().as_bytes(), d.sequence)
+                .map_err(FormatError::Malformed)?;
+            if seq == 0 || seq > self.format.max_sequence() {
+                return Err(FormatError::Malformed("not an id of this tag".into()).into());
+            }
+            d.sequence = seq;
+        }
+        Ok(d)
     }
 
     /// The period holding `now`, with its row and head: the one cached when `now` lies in it
@@ -99,6 +159,17 @@ impl Formatted {
             .period_at(at, &self.tz)
             .map_err(|e| e.to_string())
     }
+}
+
+/// Why [`Formatted::decode`] read no id.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// Not an id of the format.
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// A permuted tag without its key here.
+    #[error(transparent)]
+    Segment(#[from] SegmentError),
 }
 
 /// Checks a format for a tag before anything is written: the format's own rules
@@ -140,6 +211,8 @@ pub struct FormattedIds {
     head: String,
     /// The sequence numbers, as increasing runs `(first, last)`, all within the width.
     seqs: Vec<(u64, u64)>,
+    /// The period's row name: a permuted format's tweak.
+    row: String,
     /// The period's key (empty without a reset).
     pub period: String,
     /// When the period ends: a client drops what it holds of these ids then.
@@ -157,15 +230,35 @@ impl FormattedIds {
         self.seqs.is_empty()
     }
 
-    /// Calls `f` with each id, in order, written into one reused buffer.
+    /// Whether the ids are in issue order (all but a permuted tag's).
+    pub fn ordered(&self) -> bool {
+        self.format.ordered()
+    }
+
+    /// Calls `f` with each id, in issue order, written into one reused buffer. A permuted
+    /// tag's ids show the permuted sequence (its key was checked when the batch was made).
     pub fn for_each<E>(&self, mut f: impl FnMut(&str) -> Result<(), E>) -> Result<(), E> {
         let mut buf = String::with_capacity(self.format.format.len());
+        let permutation = match &self.format.permutation {
+            Some(Ok(p)) => Some(p),
+            _ => None,
+        };
         for &(first, last) in &self.seqs {
             for seq in first..=last {
+                let value = match permutation {
+                    None => seq,
+                    // An error is never expected (see `Permutation::encrypt`); the id is then
+                    // skipped, a gap, never written unpermuted.
+                    Some(p) => match p.encrypt(self.row.as_bytes(), seq) {
+                        Ok(v) => v,
+                        Err(_) => continue,
+                    },
+                };
                 buf.clear();
                 buf.push_str(&self.head);
-                // Every sequence here was checked against the width when the batch was made.
-                if self.format.format.write_tail(seq, &mut buf).is_ok() {
+                // Every sequence here was checked against the width when the batch was made,
+                // and a permuted value lies in the same domain.
+                if self.format.format.write_tail(value, &mut buf).is_ok() {
                     f(&buf)?;
                 }
             }
@@ -210,7 +303,9 @@ impl SegmentAllocator {
                     .map(Some)
                     .ok_or_else(|| SegmentError::BadFormat {
                         tag: tag.clone(),
-                        why: Formatted::parse(&json).err().unwrap_or_default(),
+                        why: Formatted::parse(&json, &self.inner.config.keys)
+                            .err()
+                            .unwrap_or_default(),
                     })
             }
         }
@@ -226,6 +321,17 @@ impl SegmentAllocator {
         format: &TagFormat,
     ) -> Result<crate::segment::TagRow, FormatConflict> {
         let store = &self.inner.store;
+        if let Some(p) = &format.permute
+            && self.inner.config.keys.get(&p.key_id).is_none()
+        {
+            // The format is fixed for good: a tag under a key no server holds could never
+            // serve. The key comes first, from the configuration.
+            return Err(FormatConflict::Other(format!(
+                "this server holds no key \"{0}\": add shapes.keys.{0} (a key file) to the \
+                 configuration of every server first",
+                p.key_id
+            )));
+        }
         if store.get_tag(&tag.biz_tag).await?.is_some() {
             return Err(StoreError::AlreadyExists.into());
         }
@@ -275,7 +381,7 @@ impl SegmentAllocator {
             if current.contains_key(&tag) {
                 continue;
             }
-            match Formatted::parse(&json) {
+            match Formatted::parse(&json, &self.inner.config.keys) {
                 Ok(f) => {
                     info!(biz_tag = %tag, "formatted tag");
                     next.get_or_insert_with(|| FormatMap::clone(&current))
@@ -302,11 +408,15 @@ impl SegmentAllocator {
             tag: tag.clone(),
             why,
         };
+        // Before any id is taken: a permuted tag is never served without its key.
+        f.permutation(tag)?;
         // Three tries: a request straddles at most one period end per try.
         for _ in 0..3 {
             let current = f.current(tag, Timestamp::now()).map_err(bad)?;
             let (period, row) = (&current.period, &current.row);
-            let runs = self.take_period(tag, row, count).await?;
+            let gaps = f.format.gaps.map(|g| draw_gaps(g.mean, count));
+            let take = gaps.as_ref().map_or(count, |g| g.iter().sum());
+            let runs = self.take_period(tag, row, take).await?;
             if Timestamp::now() >= period.end {
                 // The period ended while the ids were taken: they are dropped (a gap in that
                 // period), and the request is served from the new one.
@@ -316,12 +426,15 @@ impl SegmentAllocator {
             let max = f.format.max_sequence();
             // Sequence numbers past the width are never written (the ids leased for them are
             // a gap): the period is exhausted, it never widens nor wraps.
-            let seqs: Vec<(u64, u64)> = runs
+            let mut seqs: Vec<(u64, u64)> = runs
                 .runs()
                 .iter()
                 .filter(|r| r.first >= 1 && (r.first as u64) <= max)
                 .map(|r| (r.first as u64, (r.last as u64).min(max)))
                 .collect();
+            if let Some(gaps) = &gaps {
+                seqs = pick_at_gaps(&seqs, gaps);
+            }
             if seqs.is_empty() {
                 let left = period.end.duration_since(Timestamp::now()).as_secs();
                 return Err(SegmentError::SequenceExhausted {
@@ -334,6 +447,7 @@ impl SegmentAllocator {
                 format: f.clone(),
                 head: current.head.clone(),
                 seqs,
+                row: row.as_str().to_owned(),
                 period: period.key.clone(),
                 period_end: period.end,
             });
@@ -396,6 +510,64 @@ impl SegmentAllocator {
         }
         self.cache_row(row).map(drop)
     }
+}
+
+/// The most sequence numbers one gapped batch takes: a batch of `n` ids with mean gap `m`
+/// takes about `n * m`, so large batches of wide gaps are cut to fewer ids (a batch may hold
+/// fewer ids than asked, as at a period's end).
+pub const MAX_GAPPED_TAKE: u64 = 1_000_000;
+
+/// The gaps of a gapped batch of up to `count` ids: each uniform in `1..=2*mean-1` from the
+/// thread's CSPRNG, as many as fit [`MAX_GAPPED_TAKE`] (at least one).
+fn draw_gaps(mean: u32, count: u64) -> Vec<u64> {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    let top = 2 * u64::from(mean) - 1;
+    let mut out = Vec::new();
+    let mut total = 0u64;
+    while (out.len() as u64) < count {
+        let g = rng.random_range(1..=top);
+        if total + g > MAX_GAPPED_TAKE && !out.is_empty() {
+            break;
+        }
+        total += g;
+        out.push(g);
+    }
+    out
+}
+
+/// The sequence numbers at the running sums of `gaps` through `runs` (increasing, disjoint):
+/// the first id is the `gaps[0]`-th number of the runs, the next `gaps[1]` further, and so
+/// on; gaps past the runs' end are dropped. A subset of the runs, so unique and increasing.
+fn pick_at_gaps(runs: &[(u64, u64)], gaps: &[u64]) -> Vec<(u64, u64)> {
+    let mut out = Vec::with_capacity(gaps.len());
+    let mut gaps = gaps.iter();
+    // How far past the current position the next pick lies (1 = the next number).
+    let Some(mut ahead) = gaps.next().copied() else {
+        return out;
+    };
+    for &(first, last) in runs {
+        let mut at = first;
+        loop {
+            // Numbers left in this run from `at`: last - at + 1.
+            let left = last - at + 1;
+            if ahead > left {
+                ahead -= left;
+                break;
+            }
+            let pick = at + ahead - 1;
+            out.push((pick, pick));
+            match gaps.next() {
+                Some(&g) => ahead = g,
+                None => return out,
+            }
+            if pick == last {
+                break;
+            }
+            at = pick + 1;
+        }
+    }
+    out
 }
 
 /// Why a formatted tag was not created.

@@ -144,6 +144,8 @@ fn any_format() -> impl Strategy<Value = TagFormat> {
                 suffix,
                 reset,
                 time_zone: ["UTC", "Europe/Berlin", "America/Santiago"][z].to_owned(),
+                permute: None,
+                gaps: None,
             }
         })
 }
@@ -190,4 +192,31 @@ proptest! {
         let bad = String::from_utf8(bytes).unwrap();
         prop_assert!(f.decode(&bad).is_err(), "{}", bad);
     }
+}
+
+#[test]
+fn permuted_and_gapped_formats_are_checked() {
+    let ok = fmt(r#"{"prefix":"T-","radix":"crockford32","width":6,"permute":{"key_id":"k_1"}}"#);
+    ok.validate().unwrap();
+    for (json, why) in [
+        (r#"{"width":4,"permute":{"key_id":"k"}}"#, "1000000"),
+        (r#"{"width":19,"permute":{"key_id":"k"}}"#, "2^63"),
+        (r#"{"width":8,"permute":{"key_id":"K-1"}}"#, "key_id"),
+        (r#"{"width":8,"permute":{"key_id":"k"},"gaps":{"mean":4}}"#, "together"),
+        (r#"{"width":8,"gaps":{"mean":1}}"#, "gaps.mean"),
+        (r#"{"width":8,"gaps":{"mean":1001}}"#, "gaps.mean"),
+    ] {
+        let f: TagFormat = serde_json::from_str(json).unwrap();
+        let e = f.validate().unwrap_err().to_string();
+        assert!(e.contains(why), "{json}: {e}");
+    }
+    fmt(r#"{"width":8,"gaps":{"mean":16}}"#).validate().unwrap();
+    // A permuted id's digits may be all zeros (the permuted value 0): decode reads them, and
+    // the caller inverts them; a plain format refuses sequence 0.
+    assert_eq!(ok.decode("T-000000").unwrap().sequence, 0);
+    assert!(fmt(r#"{"width":6}"#).decode("000000").is_err());
+    // Old formats serialize as before: no permute or gaps keys.
+    let plain = fmt(r#"{"width":6}"#);
+    let json = serde_json::to_string(&plain).unwrap();
+    assert!(!json.contains("permute") && !json.contains("gaps"), "{json}");
 }
