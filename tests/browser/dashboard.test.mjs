@@ -189,6 +189,25 @@ test('the seeded tag shows its two segments once it served ids', async () => {
   assert.deepEqual(consoleErrors, []);
 });
 
+test('a formatted tag shows its format, its period and the fill of the period', async () => {
+  const tag = 'orders-dashboard';
+  const format = { prefix: 'ORD-', date: 'yyyyMMdd', width: 6, check: true, reset: 'daily', time_zone: 'Asia/Shanghai' };
+  const created = await http('POST', '/api/v1/tags', JSON.stringify({ biz_tag: tag, step: 100, format }), TOKEN);
+  assert.equal(created.status, 201, created.text);
+  const ids = await http('GET', `/api/v1/segment/${tag}/ids?count=10`);
+  assert.equal(ids.status, 200, ids.text);
+  const period = JSON.parse(ids.text).period;
+  const shaped = page.locator(`article.tag[data-tag="${tag}"]`);
+  await shaped.locator('[data-field="format"]').waitFor({ timeout: 8_000 });
+  assert.equal(await shaped.locator('[data-field="shape"]').textContent(), 'formatted');
+  assert.equal(await shaped.locator('[data-field="format"]').textContent(),
+    '"ORD-" + yyyyMMdd + 6 decimal digits + check character, restarts daily in Asia/Shanghai');
+  assert.equal(await shaped.locator('[data-field="period"]').textContent(), period);
+  // 10 ids leased a segment of 100 of the 999,999 the width holds.
+  assert.match(await shaped.locator('[data-field="period-used"]').textContent(), /^0\.01% of the width$/);
+  assert.deepEqual(consoleErrors, []);
+});
+
 test('a step change through the form lands in the database', async () => {
   const outcome = await submitStep(5000, TOKEN);
   assert.equal(outcome, 'ok', await page.textContent('#step-result'));

@@ -172,13 +172,18 @@ function renderTags(tagsReply, cacheReply) {
   }
   const buffers = new Map();
   if (cacheReply.ok) for (const b of cacheReply.data.tags) buffers.set(b.biz_tag, b);
+  // Formatted tags (order numbers, permuted or gapped codes): format, current period, fill.
+  const shapes = new Map();
+  if (cacheReply.ok) for (const f of cacheReply.data.formatted || []) shapes.set(f.biz_tag, f);
 
   let entries;
   if (tagsReply.ok) {
-    entries = tagsReply.data.tags.map((row) => ({ row, buffer: buffers.get(row.biz_tag) || row.buffer }));
+    entries = tagsReply.data.tags.map((row) => ({
+      row, buffer: buffers.get(row.biz_tag) || row.buffer, shape: shapes.get(row.biz_tag),
+    }));
     showMessage(message, cacheReply.ok ? '' : `Buffers unavailable: ${cacheReply.data.message}`, 'warn');
   } else if (cacheReply.ok) {
-    entries = [...buffers.values()].map((buffer) => ({ row: null, buffer }));
+    entries = [...buffers.values()].map((buffer) => ({ row: null, buffer, shape: shapes.get(buffer.biz_tag) }));
     showMessage(message, `Cannot read leaf_alloc (${tagsReply.data.message}): showing the buffers in memory.`, 'warn');
   } else {
     showMessage(message, `Cannot read tags: ${tagsReply.data.message}`, 'bad');
@@ -192,12 +197,52 @@ function renderTags(tagsReply, cacheReply) {
 
 const tagName = (entry) => (entry.row ? entry.row.biz_tag : entry.buffer.biz_tag);
 
-function tagCard({ row, buffer }) {
+// What a format writes, e.g. `ORD-` yyyyMMdd + 8 decimal digits + check, daily in Asia/Shanghai.
+function formatText(f) {
+  const parts = [];
+  if (f.prefix) parts.push(`"${f.prefix}"`);
+  if (f.date) parts.push(f.date);
+  parts.push(`${f.width} ${f.radix || 'decimal'} digits`);
+  if (f.check) parts.push('check character');
+  if (f.suffix) parts.push(`"${f.suffix}"`);
+  const reset = f.reset && f.reset !== 'never' ? `, restarts ${f.reset} in ${f.time_zone || 'UTC'}` : '';
+  return parts.join(' + ') + reset;
+}
+
+// The shape's mode: permuted (with its key's id, never the key), gapped, or plain.
+function shapeMode(f) {
+  if (f.permute) return `permuted (key ${f.permute.key_id}): hides order and volume`;
+  if (f.gaps) return `gapped (mean gap ${f.gaps.mean}): increasing, volume blurred`;
+  return 'increasing';
+}
+
+function tagCard({ row, buffer, shape }) {
   const name = row ? row.biz_tag : buffer.biz_tag;
   const card = el('article', { class: 'tag', data: { tag: name } });
   const head = el('header', {}, el('h3', {}, name));
   if (row && row.description) head.append(el('span', { class: 'muted desc' }, row.description));
   const badges = el('span', { class: 'badges' });
+  if (shape) {
+    // A formatted tag serves from its period rows (`tag@period`), never from its own row.
+    const f = shape.format;
+    const kind = f.permute ? 'permuted' : f.gaps ? 'gapped' : 'formatted';
+    badges.append(el('span', { class: 'pill', data: { state: 'ok', field: 'shape' } }, kind));
+    head.append(badges);
+    card.append(head);
+    const used = Number(shape.used);
+    const rows = [
+      ['format', formatText(f), { field: 'format' }],
+      ['ids', shapeMode(f), { field: 'mode' }],
+      ['period', shape.period || '(never restarts)', { field: 'period' }],
+      ['period used', `${(100 * used).toFixed(2)}% of the width${used >= 0.8 ? ' (over 80%: widen before it runs out)' : ''}`,
+        { field: 'period-used' }],
+    ];
+    const list = el('dl', { class: 'facts compact' });
+    facts(list, rows);
+    card.append(list);
+    card.append(bar(used, 1, `${name}: ${(100 * used).toFixed(2)}% of the period's width leased`, used >= 0.8 ? 'bad' : 'ok'));
+    return card;
+  }
   if (buffer) {
     badges.append(
       el('span', { class: 'pill', data: { state: buffer.next_ready ? 'ok' : 'idle', field: 'next-ready' } },
