@@ -22,7 +22,11 @@ export interface ClientOptions<Ids extends 'bigint' | 'string' = 'bigint'> {
   backoffMaxMs?: number;
   /** How ids are handed out: `bigint` (default) or decimal `string`. Never a `number`. */
   ids?: Ids;
-  /** The wall clock, milliseconds since the epoch (default `Date.now`): a formatted supply hands out no id of a period that ended by it. For tests. */
+  /**
+   * The wall clock of the period rule, a function returning milliseconds since the epoch
+   * (default `Date.now`): a formatted supply hands out no id of a period that ended by it.
+   * Read once per formatted id handed out: cheap, never throwing. E.g. `() => Date.now() + offsetMs`.
+   */
   clock?: () => number;
 }
 

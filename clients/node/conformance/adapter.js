@@ -32,6 +32,17 @@ function failure(e) {
   return { ok: false, error: { kind, code, message: e instanceof Error ? e.message : String(e) } };
 }
 
+/**
+ * The system clock moved by `offsetMs` milliseconds (the `open` command's `clock_offset_ms`).
+ * @param {number} offsetMs
+ */
+function offsetClock(offsetMs) {
+  if (typeof offsetMs !== 'number' || !Number.isFinite(offsetMs)) {
+    throw new Error(`clock_offset_ms must be a number, got ${JSON.stringify(offsetMs)}`);
+  }
+  return () => Date.now() + offsetMs;
+}
+
 /** @param {any} cmd */
 async function open(cmd) {
   if (client !== null) await client.close();
@@ -45,6 +56,8 @@ async function open(cmd) {
     backoffMaxMs: cmd.backoff_max_ms,
     ...(cmd.max_batch !== undefined ? { maxBatch: cmd.max_batch } : {}),
     ...(cmd.target_lifetime_ms !== undefined ? { targetLifetimeMs: cmd.target_lifetime_ms } : {}),
+    // The period rule's wall clock through the client's public hook: the system clock + O ms.
+    ...(cmd.clock_offset_ms !== undefined ? { clock: offsetClock(cmd.clock_offset_ms) } : {}),
     ids: 'string',
   });
   return { ok: true };

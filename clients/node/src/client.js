@@ -57,8 +57,11 @@ export class Client {
    * @param {number} [options.backoffMinMs] first probe backoff of a down server (default 50)
    * @param {number} [options.backoffMaxMs] largest probe backoff (default 5000)
    * @param {'bigint' | 'string'} [options.ids] how ids are handed out (default `bigint`)
-   * @param {() => number} [options.clock] the wall clock, milliseconds since the epoch (default
-   *   `Date.now`): a formatted supply hands out no id of a period that ended by it. For tests.
+   * @param {() => number} [options.clock] the wall clock of the period rule, a function
+   *   returning milliseconds since the epoch (default `Date.now`): a formatted supply hands out
+   *   no id of a period that ended by it. Set it when the process clock is not the one to trust
+   *   (a known offset, a time source of your own) or in tests; it is read once per id handed
+   *   out by a formatted supply, so it must be cheap and must not throw.
    */
   constructor(options) {
     const o = { ...DEFAULTS, ...(options ?? {}) };

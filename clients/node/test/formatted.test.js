@@ -47,6 +47,7 @@ before(async () => {
   await createFormattedTag(a.address, 'hammered', 100, ORDERS);
   await createFormattedTag(a.address, 'tiny', 10, { date: 'yyyyMMdd', width: 2, reset: 'daily', time_zone: 'UTC' });
   await createFormattedTag(a.address, 'moved', 100, ORDERS);
+  await createFormattedTag(a.address, 'hooked', 100, ORDERS);
   await createTag(a.address, 'plain', 100);
 });
 
@@ -113,6 +114,35 @@ test('a batch whose period ended by the injected clock is never handed out, and 
   assert.match(later, ORD);
   assert.ok(compareBytes(later, before.at(-1)) > 0, `${later} above ${before.at(-1)}`);
   assert.ok(compareBytes(later, direct.body.ids[0]) > 0, 'above the id taken directly, as the server goes on');
+});
+
+test('the clock hook: a client clock past every answer\'s period_end hands out nothing and counts every text', T, async () => {
+  // The real server's period end for this tag; the hook moves the client's clock past it, the
+  // way the conformance adapter's clock_offset_ms does (system clock + offset).
+  const direct = await getJson(`${a.address}/api/v1/segment/hooked/ids?count=1`);
+  assert.equal(direct.status, 200);
+  const periodEnd = Date.parse(direct.body.period_end);
+  const offset = periodEnd - Date.now() + 1000;
+  const ahead = track(new Client({ servers: [a.address], batch: 20, maxBatch: 20, waitTimeoutMs: 500, backoffMinMs: 20, backoffMaxMs: 50, clock: () => Date.now() + offset }));
+  const f = ahead.formatted('hooked');
+  await assert.rejects(f.nextId(), (e) => e instanceof UnavailableError && e.lastFault?.type === 'behind' && /period that ended/.test(e.lastFault.detail));
+  assert.equal(f.tryNextId(), undefined);
+  const st = ahead.stats();
+  assert.equal(st.idsServed, 0, 'no text of a period ended by the hook\'s clock');
+  assert.equal(st.batches, 0, 'no answer taken into a batch');
+  assert.ok(st.idsReceived >= 20, `received ${st.idsReceived}: at least one answer`);
+  assert.equal(st.discardedIds, st.idsReceived, 'every text received is counted as discarded');
+  assert.equal(st.failovers, 0, 'an ended period is not a server failure');
+
+  // The same offset 2 s earlier (1 s before the end): the texts are handed out, above the ones
+  // the server issued before; and the default clock (Date.now) hands them out too.
+  const before = track(new Client({ servers: [a.address], batch: 20, clock: () => Date.now() + offset - 2000 }));
+  const t1 = await before.formatted('hooked').nextId();
+  assert.ok(compareBytes(t1, direct.body.ids[0]) > 0, `${t1} above ${direct.body.ids[0]}`);
+  const plain = track(new Client({ servers: [a.address], batch: 20 }));
+  const t2 = await plain.formatted('hooked').nextId();
+  assert.match(t2, ORD);
+  assert.equal(before.stats().discardedIds + plain.stats().discardedIds, 0);
 });
 
 test('ids of a formatted tag are unique and increasing from many tasks', T, async () => {
