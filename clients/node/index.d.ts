@@ -103,6 +103,14 @@ export declare class FormattedSupply {
 
 type IdOf<Ids> = Ids extends 'string' ? string : bigint;
 
+/** The snowflake ids of a time range: every id issued in it lies within `minId..=maxId`. */
+export interface IdBounds {
+  /** The smallest id any worker can issue in the range (its first tick, worker 0, sequence 0). */
+  minId: bigint;
+  /** The largest id any worker can issue in the range (its last tick, every worker and sequence bit set). */
+  maxId: bigint;
+}
+
 /** A leafid client. */
 export declare class Client<Ids extends 'bigint' | 'string' = 'bigint'> {
   /** @throws {ConfigError} on unusable options. */
@@ -119,6 +127,14 @@ export declare class Client<Ids extends 'bigint' | 'string' = 'bigint'> {
   nextId(tag: string, options?: NextIdOptions): Promise<IdOf<Ids>>;
   /** `snowflake().nextId(options)`. */
   nextSnowflakeId(options?: NextIdOptions): Promise<IdOf<Ids>>;
+  /**
+   * The smallest and largest snowflake id any worker can issue in `[from, to)` under the servers'
+   * layout, for `WHERE id BETWEEN minId AND maxId` (`GET /api/v1/snowflake/bounds`). Failover as
+   * for batches; rejects with `RejectedError` `invalid_time_range` for a range the servers refuse
+   * (empty, before the layout's epoch, past its end), `UnavailableError`, `ClosedError`, or
+   * `TypeError` for a `from`/`to` that is not a valid `Date`.
+   */
+  snowflakeBounds(from: Date, to: Date, options?: NextIdOptions): Promise<IdBounds>;
   /** Every supply's counters summed, and the failovers. */
   stats(): ClientStats;
   /** Each server's health. */
@@ -160,7 +176,7 @@ export declare class RejectedError extends LeafidError {
   readonly kind: 'rejected';
   readonly server: string;
   readonly status: number;
-  /** `unknown_biz_tag`, `invalid_biz_tag`, `biz_tag_exhausted`, `invalid_count`, `invalid_request`, `formatted_tag` (a formatted tag asked for numbers), `not_formatted` (a plain tag asked for text) or `sequence_exhausted` (a formatted tag's period ran out of its width, until the next period). */
+  /** `unknown_biz_tag`, `invalid_biz_tag`, `biz_tag_exhausted`, `invalid_count`, `invalid_request`, `invalid_time_range` (`snowflakeBounds`: a range the servers refuse), `formatted_tag` (a formatted tag asked for numbers), `not_formatted` (a plain tag asked for text) or `sequence_exhausted` (a formatted tag's period ran out of its width, until the next period). */
   readonly code: string;
   readonly serverMessage: string;
 }

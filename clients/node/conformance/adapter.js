@@ -105,6 +105,15 @@ async function take(cmd) {
   return { ok: true, ids, errors: [...errors.values()], max_call_ms: slowest };
 }
 
+/**
+ * `bounds`: the client's snowflake bounds helper for `[from, to)`, the instants as `Date`s.
+ * @param {any} cmd
+ */
+async function bounds(cmd) {
+  const b = await needClient().snowflakeBounds(new Date(cmd.from), new Date(cmd.to));
+  return { ok: true, min_id: String(b.minId), max_id: String(b.maxId) };
+}
+
 function stats() {
   const s = needClient().stats();
   return {
@@ -152,6 +161,9 @@ for await (const line of rl) {
         break;
       case 'take':
         answer(await take(cmd));
+        break;
+      case 'bounds':
+        answer(await bounds(cmd));
         break;
       case 'stats':
         answer(stats());
