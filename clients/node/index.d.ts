@@ -88,6 +88,8 @@ export declare class IdSupply<Id extends bigint | string = bigint> {
  * The ids of a formatted tag (order numbers like `ORD-2026112700000001`), as the texts the server
  * sent: increasing in byte order, never repeated, never of a period that ended by the client's
  * clock. The stats count the ids of a batch dropped at its period's end in `discardedIds`.
+ * A permuted tag (codes like `T-9F3K2Q`, answers with `"ordered": false`) hands its texts out in
+ * the order received, in no order (hidden on purpose), with no floor: uniqueness is the server's.
  */
 export declare class FormattedSupply {
   private constructor();
