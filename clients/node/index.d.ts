@@ -22,7 +22,11 @@ export interface ClientOptions<Ids extends 'bigint' | 'string' = 'bigint'> {
   backoffMaxMs?: number;
   /** How ids are handed out: `bigint` (default) or decimal `string`. Never a `number`. */
   ids?: Ids;
-  /** The wall clock, milliseconds since the epoch (default `Date.now`): a formatted supply hands out no id of a period that ended by it. For tests. */
+  /**
+   * The wall clock of the period rule, a function returning milliseconds since the epoch
+   * (default `Date.now`): a formatted supply hands out no id of a period that ended by it.
+   * Read once per formatted id handed out: cheap, never throwing. E.g. `() => Date.now() + offsetMs`.
+   */
   clock?: () => number;
 }
 
@@ -84,6 +88,8 @@ export declare class IdSupply<Id extends bigint | string = bigint> {
  * The ids of a formatted tag (order numbers like `ORD-2026112700000001`), as the texts the server
  * sent: increasing in byte order, never repeated, never of a period that ended by the client's
  * clock. The stats count the ids of a batch dropped at its period's end in `discardedIds`.
+ * A permuted tag (codes like `T-9F3K2Q`, answers with `"ordered": false`) hands its texts out in
+ * the order received, in no order (hidden on purpose), with no floor: uniqueness is the server's.
  */
 export declare class FormattedSupply {
   private constructor();
@@ -98,6 +104,14 @@ export declare class FormattedSupply {
 }
 
 type IdOf<Ids> = Ids extends 'string' ? string : bigint;
+
+/** The snowflake ids of a time range: every id issued in it lies within `minId..=maxId`. */
+export interface IdBounds {
+  /** The smallest id any worker can issue in the range (its first tick, worker 0, sequence 0). */
+  minId: bigint;
+  /** The largest id any worker can issue in the range (its last tick, every worker and sequence bit set). */
+  maxId: bigint;
+}
 
 /** A leafid client. */
 export declare class Client<Ids extends 'bigint' | 'string' = 'bigint'> {
@@ -115,6 +129,14 @@ export declare class Client<Ids extends 'bigint' | 'string' = 'bigint'> {
   nextId(tag: string, options?: NextIdOptions): Promise<IdOf<Ids>>;
   /** `snowflake().nextId(options)`. */
   nextSnowflakeId(options?: NextIdOptions): Promise<IdOf<Ids>>;
+  /**
+   * The smallest and largest snowflake id any worker can issue in `[from, to)` under the servers'
+   * layout, for `WHERE id BETWEEN minId AND maxId` (`GET /api/v1/snowflake/bounds`). Failover as
+   * for batches; rejects with `RejectedError` `invalid_time_range` for a range the servers refuse
+   * (empty, before the layout's epoch, past its end), `UnavailableError`, `ClosedError`, or
+   * `TypeError` for a `from`/`to` that is not a valid `Date`.
+   */
+  snowflakeBounds(from: Date, to: Date, options?: NextIdOptions): Promise<IdBounds>;
   /** Every supply's counters summed, and the failovers. */
   stats(): ClientStats;
   /** Each server's health. */
@@ -156,7 +178,7 @@ export declare class RejectedError extends LeafidError {
   readonly kind: 'rejected';
   readonly server: string;
   readonly status: number;
-  /** `unknown_biz_tag`, `invalid_biz_tag`, `biz_tag_exhausted`, `invalid_count`, `invalid_request`, `formatted_tag` (a formatted tag asked for numbers), `not_formatted` (a plain tag asked for text) or `sequence_exhausted` (a formatted tag's period ran out of its width, until the next period). */
+  /** `unknown_biz_tag`, `invalid_biz_tag`, `biz_tag_exhausted`, `invalid_count`, `invalid_request`, `invalid_time_range` (`snowflakeBounds`: a range the servers refuse), `formatted_tag` (a formatted tag asked for numbers), `not_formatted` (a plain tag asked for text) or `sequence_exhausted` (a formatted tag's period ran out of its width, until the next period). */
   readonly code: string;
   readonly serverMessage: string;
 }

@@ -32,6 +32,17 @@ function failure(e) {
   return { ok: false, error: { kind, code, message: e instanceof Error ? e.message : String(e) } };
 }
 
+/**
+ * The system clock moved by `offsetMs` milliseconds (the `open` command's `clock_offset_ms`).
+ * @param {number} offsetMs
+ */
+function offsetClock(offsetMs) {
+  if (typeof offsetMs !== 'number' || !Number.isFinite(offsetMs)) {
+    throw new Error(`clock_offset_ms must be a number, got ${JSON.stringify(offsetMs)}`);
+  }
+  return () => Date.now() + offsetMs;
+}
+
 /** @param {any} cmd */
 async function open(cmd) {
   if (client !== null) await client.close();
@@ -45,6 +56,8 @@ async function open(cmd) {
     backoffMaxMs: cmd.backoff_max_ms,
     ...(cmd.max_batch !== undefined ? { maxBatch: cmd.max_batch } : {}),
     ...(cmd.target_lifetime_ms !== undefined ? { targetLifetimeMs: cmd.target_lifetime_ms } : {}),
+    // The period rule's wall clock through the client's public hook: the system clock + O ms.
+    ...(cmd.clock_offset_ms !== undefined ? { clock: offsetClock(cmd.clock_offset_ms) } : {}),
     ids: 'string',
   });
   return { ok: true };
@@ -90,6 +103,15 @@ async function take(cmd) {
     }),
   );
   return { ok: true, ids, errors: [...errors.values()], max_call_ms: slowest };
+}
+
+/**
+ * `bounds`: the client's snowflake bounds helper for `[from, to)`, the instants as `Date`s.
+ * @param {any} cmd
+ */
+async function bounds(cmd) {
+  const b = await needClient().snowflakeBounds(new Date(cmd.from), new Date(cmd.to));
+  return { ok: true, min_id: String(b.minId), max_id: String(b.maxId) };
 }
 
 function stats() {
@@ -139,6 +161,9 @@ for await (const line of rl) {
         break;
       case 'take':
         answer(await take(cmd));
+        break;
+      case 'bounds':
+        answer(await bounds(cmd));
         break;
       case 'stats':
         answer(stats());

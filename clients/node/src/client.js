@@ -1,6 +1,7 @@
 // `Client`: its options, the supplies it makes (one per tag, one for snowflake), stats, close.
 
-import { ConfigError, InvalidTagError } from './errors.js';
+import { snowflakeBounds } from './bounds.js';
+import { ClosedError, ConfigError, InvalidTagError } from './errors.js';
 import { FormattedSupply } from './formatted.js';
 import { MAX_BATCH, MAX_FORMATTED_BATCH, MAX_SEGMENT_BATCH, MAX_SNOWFLAKE_BATCH, Servers } from './servers.js';
 import { IdSupply } from './supply.js';
@@ -57,8 +58,11 @@ export class Client {
    * @param {number} [options.backoffMinMs] first probe backoff of a down server (default 50)
    * @param {number} [options.backoffMaxMs] largest probe backoff (default 5000)
    * @param {'bigint' | 'string'} [options.ids] how ids are handed out (default `bigint`)
-   * @param {() => number} [options.clock] the wall clock, milliseconds since the epoch (default
-   *   `Date.now`): a formatted supply hands out no id of a period that ended by it. For tests.
+   * @param {() => number} [options.clock] the wall clock of the period rule, a function
+   *   returning milliseconds since the epoch (default `Date.now`): a formatted supply hands out
+   *   no id of a period that ended by it. Set it when the process clock is not the one to trust
+   *   (a known offset, a time source of your own) or in tests; it is read once per id handed
+   *   out by a formatted supply, so it must be cheap and must not throw.
    */
   constructor(options) {
     const o = { ...DEFAULTS, ...(options ?? {}) };
@@ -204,6 +208,30 @@ export class Client {
    */
   nextSnowflakeId(options) {
     return this.snowflake().nextId(options);
+  }
+
+  /**
+   * The snowflake bounds of the time range `[from, to)`: the smallest and largest id any worker
+   * can issue in it under the servers' layout, for `WHERE id BETWEEN minId AND maxId`
+   * (`GET /api/v1/snowflake/bounds`; the ids are `bigint`s whatever the `ids` option). Failover
+   * as for batches (a timeout, a 5xx, a refused connection, `engine_disabled`: the next server,
+   * rounds retried with backoff up to the wait timeout, then `UnavailableError`). A range the
+   * servers refuse (empty, before the layout's epoch, past its end) rejects with
+   * `RejectedError` code `invalid_time_range`, without failover. `from` or `to` not a valid
+   * `Date`: `TypeError`, no request sent.
+   * @param {Date} from the range's start (included)
+   * @param {Date} to the range's end (excluded)
+   * @param {{signal?: AbortSignal, timeoutMs?: number}} [options] as for `nextId`
+   * @returns {Promise<{minId: bigint, maxId: bigint}>}
+   */
+  async snowflakeBounds(from, to, options) {
+    if (this._closed !== null) throw new ClosedError();
+    return snowflakeBounds(this._servers, from, to, {
+      waitTimeoutMs: this._waitTimeoutMs,
+      timing: this._timing,
+      stop: this._stopper.signal,
+      track: this._tracker(),
+    }, options);
   }
 
   /**

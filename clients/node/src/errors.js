@@ -47,7 +47,8 @@ export class ConfigError extends LeafidError {
 
 /**
  * A server refused the request itself (4xx `unknown_biz_tag`, `invalid_biz_tag`,
- * `biz_tag_exhausted`, `invalid_count`, `invalid_request`, `formatted_tag`; for a formatted
+ * `biz_tag_exhausted`, `invalid_count`, `invalid_request`, `formatted_tag`; for
+ * `snowflakeBounds` `invalid_time_range`; for a formatted
  * supply also a 200 with numbers and no `period_end`, `not_formatted`, and 503
  * `sequence_exhausted`). The servers share one database, so no other server was asked: it would
  * answer the same.

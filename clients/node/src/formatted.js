@@ -22,6 +22,14 @@
 //   issue order; every answer is cut to the texts above the floor (the last text accepted), so
 //   each batch lies wholly above the one before, and ids are taken in list order, batch after
 //   batch, each at one moment between the call's start and return.
+// - Permuted tags (`"ordered": false` in the answer, docs/shapes.md: a keyed permutation of the
+//   sequence, whose order is hidden on purpose): no byte-order check and no floor, the texts are
+//   handed out in the order received, batch after batch; the period rule above still holds.
+//   No id twice is then the server's guarantee (each text is the permutation of a sequence
+//   number leased once, as for every id); the client hands out each received text once (the
+//   index only moves forward, a batch is promoted once), and `discardedIds` counts only texts of
+//   an ended period. The decision is made once per answer, in `_accept`: the local path is the
+//   same for both kinds of batch.
 // - Only received ids: the texts handed out are exactly the strings of a 200 body that passed
 //   `readFormatted`.
 
@@ -58,19 +66,20 @@ export function compareBytes(a, b) {
 
 /**
  * Reads a 200 body of the list route for a formatted supply: `ids` a non-empty list of non-empty
- * strings, at most `count`, increasing as byte strings, `period_end` an RFC 3339 instant, and
- * `biz_tag` the tag asked. A body with numeric ids and no `period_end` is a plain tag's answer:
- * a `Refusal` `not_formatted` (every server would answer the same). Anything else throws (that
- * server's failure).
+ * strings, at most `count`, increasing as byte strings unless the body says `"ordered": false`
+ * (a permuted tag: no order to check), `ordered` absent or a boolean (absent: true),
+ * `period_end` an RFC 3339 instant, and `biz_tag` the tag asked. A body with numeric ids and no
+ * `period_end` is a plain tag's answer: a `Refusal` `not_formatted` (every server would answer
+ * the same). Anything else throws (that server's failure).
  * @param {unknown} body
  * @param {{count: number, tag: string | null}} asked
- * @returns {{ids: string[], count: number, periodEnd: number, period: string} | Refusal}
+ * @returns {{ids: string[], count: number, periodEnd: number, period: string, ordered: boolean} | Refusal}
  */
 export function readFormatted(body, asked) {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
     throw 'the body is not a JSON object';
   }
-  const b = /** @type {{biz_tag?: unknown, ids?: unknown, period?: unknown, period_end?: unknown}} */ (body);
+  const b = /** @type {{biz_tag?: unknown, ids?: unknown, period?: unknown, period_end?: unknown, ordered?: unknown}} */ (body);
   if (b.biz_tag !== asked.tag) {
     throw `asked for tag ${JSON.stringify(asked.tag)}, got ${JSON.stringify(b.biz_tag)}`;
   }
@@ -80,17 +89,19 @@ export function readFormatted(body, asked) {
     return new Refusal('not_formatted', `tag ${JSON.stringify(asked.tag)} is not formatted: its ids are numbers (use segment(tag))`);
   }
   if (ids.length > asked.count) throw `${ids.length} ids for ${asked.count} asked`;
+  if (b.ordered !== undefined && typeof b.ordered !== 'boolean') throw `ordered ${JSON.stringify(b.ordered)} is not a boolean`;
+  const ordered = b.ordered !== false;
   let prev = '';
   for (let i = 0; i < ids.length; i++) {
     const id = ids[i];
     if (typeof id !== 'string' || id.length === 0) throw `id ${i} is not a non-empty string: ${JSON.stringify(id)}`;
-    if (i > 0 && compareBytes(id, prev) <= 0) throw `id ${i} ${JSON.stringify(id)} is not above the one before (${JSON.stringify(prev)})`;
+    if (ordered && i > 0 && compareBytes(id, prev) <= 0) throw `id ${i} ${JSON.stringify(id)} is not above the one before (${JSON.stringify(prev)})`;
     prev = id;
   }
   const pe = b.period_end;
   const periodEnd = typeof pe === 'string' && RFC3339.test(pe) ? Date.parse(pe) : NaN;
   if (!Number.isFinite(periodEnd)) throw `period_end ${JSON.stringify(pe)} is not an RFC 3339 instant`;
-  return { ids: /** @type {string[]} */ (ids), count: ids.length, periodEnd, period: typeof b.period === 'string' ? b.period : '' };
+  return { ids: /** @type {string[]} */ (ids), count: ids.length, periodEnd, period: typeof b.period === 'string' ? b.period : '', ordered };
 }
 
 /** The texts of one accepted answer, all above every text accepted before, and their period's end. */
@@ -108,7 +119,8 @@ class TextBatch {
 
 /**
  * The ids of a formatted tag, as text: increasing (byte order), never repeated, never of a period
- * that ended by the client's clock. Made by `Client.formatted(tag)`; every call for the same tag
+ * that ended by the client's clock; a permuted tag's texts (answers with `"ordered": false`) in
+ * the order received instead. Made by `Client.formatted(tag)`; every call for the same tag
  * returns the same supply.
  */
 export class FormattedSupply extends IdSupply {
@@ -258,10 +270,12 @@ export class FormattedSupply extends IdSupply {
 
   /**
    * Takes one answer: a period already ended by the client's clock is dropped whole (asked again
-   * after the backoff); otherwise cut to the texts above the floor, kept as the next batch
-   * (returns null). An answer wholly at or below the floor (a lagging server) is followed at once
-   * by a request for twice as many (at most 100,000), until it passes the floor.
-   * @param {any} got `{ids, count, periodEnd, server}`
+   * after the backoff); an unordered answer (a permuted tag) is kept whole as the next batch, in
+   * the order received (returns null); an ordered one is cut to the texts above the floor and
+   * kept as the next batch (returns null). An ordered answer wholly at or below the floor (a
+   * lagging server) is followed at once by a request for twice as many (at most 100,000), until
+   * it passes the floor.
+   * @param {any} got `{ids, count, periodEnd, ordered, server}`
    * @param {number} count the count asked
    * @returns {{count: number, wait: number, fault: ServerFault} | null}
    */
@@ -279,6 +293,11 @@ export class FormattedSupply extends IdSupply {
       };
     }
     this._endedInRow = 0;
+    if (got.ordered === false) {
+      // No floor: the order of a permuted tag's texts is hidden on purpose (see the top).
+      this._next = /** @type {any} */ (new TextBatch(ids, got.periodEnd));
+      return null;
+    }
     const floor = this._textFloor;
     let k = 0;
     if (floor !== '') while (k < ids.length && compareBytes(ids[k], floor) <= 0) k++;

@@ -6,6 +6,7 @@
 //   the floor (monotonicity).
 // - formatted.js: `FormattedSupply`, the same supply for a formatted tag's texts (the period
 //   rule, the byte-order floor), and the list route's body reader.
+// - bounds.js: `Client.snowflakeBounds`: the snowflake ids of a time range, with failover.
 // - sizing.js: `nextBatchSize`, the batch size that follows demand.
 // - servers.js: failover, backoff, health probes, range body validation.
 // - errors.js: the typed errors and `ServerFault`.

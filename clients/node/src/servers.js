@@ -47,6 +47,8 @@ export const REFUSAL_CODES = new Set([
   'invalid_count',
   'invalid_request',
   'formatted_tag',
+  // The bounds route's refusal of a time range (empty, before the epoch, past the layout's end).
+  'invalid_time_range',
 ]);
 
 /** Most ids one request of the list route (a formatted supply's) may ask for. */
@@ -75,9 +77,10 @@ export function backoff(timing, failures) {
  * rest of the query after `count=N` (default `&stringify_ids=true`) and the reader of a 200 body
  * (default `validateRanges`): it returns the batch, or a `Refusal` (a 200 that every server
  * would answer the same, e.g. a plain tag asked for text), or throws a string (that server's
- * failure).
+ * failure). A request that is not for a count of ids (the bounds route) gives `target`, its
+ * path and whole query, instead of `path` and `query`.
  * @template B
- * @typedef {{path: string, tag: string | null, query?: string, read?: (body: unknown, asked: {count: number, tag: string | null}) => B | Refusal}} Request
+ * @typedef {{path: string, tag: string | null, query?: string, target?: string, read?: (body: unknown, asked: {count: number, tag: string | null}) => B | Refusal}} Request
  */
 
 /** A 200 body that refuses the request itself (`RejectedError` with this code, no failover). */
@@ -254,8 +257,8 @@ export class Servers {
   }
 
   /**
-   * One batch of at most `count` ids: the preferred server first, then the other up servers in
-   * order, then (last resort) the down ones.
+   * One batch of at most `count` ids (or one answer of `request.target`): the preferred server
+   * first, then the other up servers in order, then (last resort) the down ones.
    * @template [B={runs: Run[], count: number}]
    * @param {Request<B>} request the route (no query), the tag, and how its body is read
    * @param {number} count ids asked for
@@ -299,7 +302,7 @@ export class Servers {
    * @returns {Promise<(B & {server: string}) | {rejected: RejectedError} | {fault: ServerFault}>}
    */
   async ask(server, request, count) {
-    const url = `${server.base}${request.path}?count=${count}${request.query ?? '&stringify_ids=true'}`;
+    const url = server.base + (request.target ?? `${request.path}?count=${count}${request.query ?? '&stringify_ids=true'}`);
     let res;
     for (let attempt = 0; ; attempt++) {
       try {

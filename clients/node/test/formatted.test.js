@@ -3,6 +3,7 @@
 // refusals, failover; and the list body's reader without a server.
 
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { after, before, test } from 'node:test';
 
 import { Client, FormattedSupply, RejectedError, UnavailableError } from '../src/index.js';
@@ -47,6 +48,7 @@ before(async () => {
   await createFormattedTag(a.address, 'hammered', 100, ORDERS);
   await createFormattedTag(a.address, 'tiny', 10, { date: 'yyyyMMdd', width: 2, reset: 'daily', time_zone: 'UTC' });
   await createFormattedTag(a.address, 'moved', 100, ORDERS);
+  await createFormattedTag(a.address, 'hooked', 100, ORDERS);
   await createTag(a.address, 'plain', 100);
 });
 
@@ -113,6 +115,35 @@ test('a batch whose period ended by the injected clock is never handed out, and 
   assert.match(later, ORD);
   assert.ok(compareBytes(later, before.at(-1)) > 0, `${later} above ${before.at(-1)}`);
   assert.ok(compareBytes(later, direct.body.ids[0]) > 0, 'above the id taken directly, as the server goes on');
+});
+
+test('the clock hook: a client clock past every answer\'s period_end hands out nothing and counts every text', T, async () => {
+  // The real server's period end for this tag; the hook moves the client's clock past it, the
+  // way the conformance adapter's clock_offset_ms does (system clock + offset).
+  const direct = await getJson(`${a.address}/api/v1/segment/hooked/ids?count=1`);
+  assert.equal(direct.status, 200);
+  const periodEnd = Date.parse(direct.body.period_end);
+  const offset = periodEnd - Date.now() + 1000;
+  const ahead = track(new Client({ servers: [a.address], batch: 20, maxBatch: 20, waitTimeoutMs: 500, backoffMinMs: 20, backoffMaxMs: 50, clock: () => Date.now() + offset }));
+  const f = ahead.formatted('hooked');
+  await assert.rejects(f.nextId(), (e) => e instanceof UnavailableError && e.lastFault?.type === 'behind' && /period that ended/.test(e.lastFault.detail));
+  assert.equal(f.tryNextId(), undefined);
+  const st = ahead.stats();
+  assert.equal(st.idsServed, 0, 'no text of a period ended by the hook\'s clock');
+  assert.equal(st.batches, 0, 'no answer taken into a batch');
+  assert.ok(st.idsReceived >= 20, `received ${st.idsReceived}: at least one answer`);
+  assert.equal(st.discardedIds, st.idsReceived, 'every text received is counted as discarded');
+  assert.equal(st.failovers, 0, 'an ended period is not a server failure');
+
+  // The same offset 2 s earlier (1 s before the end): the texts are handed out, above the ones
+  // the server issued before; and the default clock (Date.now) hands them out too.
+  const before = track(new Client({ servers: [a.address], batch: 20, clock: () => Date.now() + offset - 2000 }));
+  const t1 = await before.formatted('hooked').nextId();
+  assert.ok(compareBytes(t1, direct.body.ids[0]) > 0, `${t1} above ${direct.body.ids[0]}`);
+  const plain = track(new Client({ servers: [a.address], batch: 20 }));
+  const t2 = await plain.formatted('hooked').nextId();
+  assert.match(t2, ORD);
+  assert.equal(before.stats().discardedIds + plain.stats().discardedIds, 0);
 });
 
 test('ids of a formatted tag are unique and increasing from many tasks', T, async () => {
@@ -261,4 +292,90 @@ test('without a server: the period rule on a held batch, and the preload mark', 
   const st = s.stats();
   assert.equal(st.idsServed, 3);
   assert.equal(st.discardedIds, 1);
+});
+
+test('readFormatted: "ordered": false takes the texts in any order; absent means ordered; anything else is refused', () => {
+  const asked = { count: 4, tag: 'codes' };
+  const body = { biz_tag: 'codes', ids: ['T-9F3K2Q', 'T-01ABCD', 'T-ZZZZZZ'], period: '', period_end: '9999-12-31T23:59:59Z' };
+  const got = readFormatted({ ...body, ordered: false }, asked);
+  assert.ok(!(got instanceof Refusal));
+  assert.deepEqual(got.ids, body.ids, 'as received, not sorted');
+  assert.equal(got.ordered, false);
+  assert.throws(() => readFormatted(body, asked), (e) => typeof e === 'string' && /not above/.test(e), 'absent: ordered, so checked');
+  assert.throws(() => readFormatted({ ...body, ordered: true }, asked), (e) => typeof e === 'string');
+  assert.equal(/** @type {any} */ (readFormatted({ ...body, ids: ['A', 'B'] }, asked)).ordered, true);
+  for (const ordered of ['false', 0, null, 'no', {}]) {
+    assert.throws(() => readFormatted({ ...body, ordered }, asked), (e) => typeof e === 'string' && /ordered/.test(e), JSON.stringify(ordered));
+  }
+  // The other checks still hold for an unordered answer.
+  for (const bad of [{ ids: [] }, { ids: ['T-1', ''] }, { ids: ['T-1', 7] }, { ids: ['a', 'b', 'c', 'd', 'e'] }, { period_end: 'soon' }]) {
+    assert.throws(() => readFormatted({ ...body, ordered: false, ...bad }, asked), (e) => typeof e === 'string', JSON.stringify(bad));
+  }
+});
+
+/**
+ * A local server answering the list route like a permuted tag: `"ordered": false`, the texts of
+ * a keyed permutation of 1, 2, 3... (here k * 3^18 mod 32^4, a bijection, in 6 Crockford digits), each
+ * answer of the count asked, with `periodEnd()` as its end. Records every list it sent.
+ * @param {() => string} periodEnd
+ */
+async function permutingServer(periodEnd) {
+  /** @type {string[][]} */
+  const sent = [];
+  let k = 0;
+  const digits = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+  /** @param {number} n */
+  const code = (n) => {
+    let t = '';
+    for (let i = 0; i < 6; i++, n = Math.floor(n / 32)) t = digits[n % 32] + t;
+    return `T-${t}`;
+  };
+  const s = http.createServer((req, res) => {
+    const count = Number(new URL(req.url ?? '', 'http://x').searchParams.get('count'));
+    const ids = Array.from({ length: count }, () => code((++k * 387_420_489) % 32 ** 4));
+    sent.push(ids);
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ biz_tag: 'codes', ids, period: '', period_end: periodEnd(), ordered: false }));
+  });
+  await new Promise((r) => s.listen(0, '127.0.0.1', () => r(undefined)));
+  const url = `http://127.0.0.1:${/** @type {import('node:net').AddressInfo} */ (s.address()).port}`;
+  const close = async () => {
+    s.closeAllConnections();
+    await new Promise((r) => s.close(() => r(undefined)));
+  };
+  return { url, sent, close };
+}
+
+test('an unordered answer is handed out in the order received, with no floor; the period rule still holds', T, async () => {
+  let end = '9999-12-31T23:59:59Z';
+  const p = await permutingServer(() => end);
+  try {
+    let clock = Date.now();
+    const c = track(new Client({ servers: [p.url], batch: 10, maxBatch: 10, waitTimeoutMs: 400, backoffMinMs: 20, backoffMaxMs: 50, clock: () => clock }));
+    const f = c.formatted('codes');
+    const got = [];
+    for (let i = 0; i < 100; i++) got.push(i % 2 ? /** @type {string} */ (f.tryNextId() ?? (await f.nextId())) : await f.nextId());
+    assert.deepEqual(got, p.sent.flat().slice(0, 100), 'exactly the texts received, in the order received');
+    assert.notDeepEqual(got, [...got].sort(), 'the texts came unsorted');
+    assert.ok(got.some((t, i) => i > 10 && compareBytes(t, got[9]) < 0), 'texts below an earlier batch\'s last are handed out: no floor');
+    assertUnique([got]);
+    let st = c.stats();
+    assert.equal(st.discardedIds, 0, 'nothing discarded: no floor for unordered texts');
+    assert.equal(st.failovers, 0);
+    assert.equal(st.idsServed, 100);
+
+    // The period rule: the client's clock passes the held batches' end, and later answers end
+    // before the client's clock: nothing handed out, every text counted.
+    const received = st.idsReceived;
+    clock = Date.parse('9999-12-31T23:59:59Z');
+    end = '2000-01-01T00:00:00Z';
+    assert.equal(f.tryNextId(), undefined);
+    await assert.rejects(f.nextId(), (e) => e instanceof UnavailableError && e.lastFault?.type === 'behind');
+    st = c.stats();
+    assert.equal(st.idsServed, 100, 'no text of an ended period');
+    assert.ok(st.idsReceived > received, 'answers of an ended period came');
+    assert.equal(st.discardedIds, st.idsReceived - 100, 'only texts of an ended period are discarded, all of them counted');
+  } finally {
+    await p.close();
+  }
 });

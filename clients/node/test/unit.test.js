@@ -33,6 +33,7 @@ test('the constructor refuses bad options with ConfigError', () => {
   bad({ servers: ['http://a:1'], requestTimeoutMs: -1 });
   bad({ servers: ['http://a:1'], backoffMinMs: 100, backoffMaxMs: 10 });
   bad({ servers: ['http://a:1'], ids: 'number' });
+  bad({ servers: ['http://a:1'], clock: 1_795_824_000_000 });
 });
 
 test('an invalid tag is refused locally, before any request', async () => {
