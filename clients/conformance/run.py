@@ -4,7 +4,7 @@
     clients/conformance/run.py [CLIENT...]      CLIENT: rust java go python node (default: every
                                                 clients/<name> with a conformance-adapter)
 
-For each client it runs the nine scenarios of PROTOCOL.md against real leafid servers on a
+For each client it runs the twelve scenarios of PROTOCOL.md against real leafid servers on a
 fresh MariaDB database (and a second one, for far_behind's lagging server): it starts the servers a scenario needs (on free loopback ports, read
 from their JSON "listening" log line), starts the client's adapter, drives it, kills, stops and
 continues servers from another thread while a `take` runs, and checks every id the client
@@ -569,7 +569,7 @@ class Scenario:
 
 
 # ---------------------------------------------------------------------------------------------
-# The nine scenarios
+# The twelve scenarios
 
 
 def kill9(sc: Scenario) -> None:
