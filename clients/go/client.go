@@ -83,6 +83,14 @@ type Config struct {
 	// (defaults 50 ms and 5 s).
 	BackoffMin time.Duration
 	BackoffMax time.Duration
+	// Clock is the wall clock of the period rule: a formatted supply compares it with its
+	// batch's period_end right before it hands out a text, and drops a batch whose period has
+	// ended by it (never yesterday's number today). Nil: time.Now, called directly. It is called
+	// once per formatted NextID, from any goroutine at once, so it must be cheap and safe for
+	// concurrent use. Set it to follow a clock of your own (a host whose wall clock is known to
+	// be off, a test); it is used for nothing else (request timeouts, backoff and the demand rule
+	// measure elapsed time on the monotonic clock).
+	Clock func() time.Time
 }
 
 // Client hands out ids from local batches. Safe for concurrent use. Close it when done: it stops
@@ -101,9 +109,6 @@ type Client struct {
 	segments atomic.Pointer[map[string]*supply]
 	// formatted maps a formatted tag to its supply (Formatted), copied on write as segments.
 	formatted atomic.Pointer[map[string]*formattedSupply]
-	// now, if set, replaces time.Now as the wall clock a formatted supply compares with its
-	// batch's period_end: tests set it before the supply is created.
-	now func() time.Time
 	// newSegment serialises the creation of a tag's supply (segment or formatted).
 	newSegment sync.Mutex
 	// snowflake is the snowflake supply.

@@ -159,15 +159,16 @@ func TestConcurrentCallersGetUniqueIncreasingTexts(t *testing.T) {
 	}
 }
 
-// The period rule, with the real server's answers and an injected wall clock: once the clock
+// The period rule, with the real server's answers and an injected wall clock (the public
+// Config.Clock): once the clock
 // passes the batch's period_end (the real one, the next UTC midnight), no text of that batch is
 // handed out; its texts are counted in DiscardedIDs.
 func TestABatchWhosePeriodEndedIsNeverHandedOut(t *testing.T) {
 	srv := startServer(t, database(t), 0)
 	createFormattedTag(t, srv.URL, "orders", 100, orderFormat)
-	c := newClient(t, Config{Servers: []string{srv.URL}, Batch: 100, WaitTimeout: 400 * time.Millisecond})
 	var shift atomic.Int64
-	c.now = func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }
+	c := newClient(t, Config{Servers: []string{srv.URL}, Batch: 100, WaitTimeout: 400 * time.Millisecond,
+		Clock: func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }})
 	f, err := c.Formatted("orders")
 	if err != nil {
 		t.Fatal(err)
@@ -291,37 +292,57 @@ func TestAKilledServerIsFailedOverForFormattedTexts(t *testing.T) {
 
 func TestParseFormattedTakesOnlyValidBodies(t *testing.T) {
 	good := `{"biz_tag":"o","ids":["A-1","A-2"],"period":"x","period_end":"2026-11-28T00:00:00Z"}`
-	texts, end, plain, err := parseFormatted([]byte(good), "o", 2)
-	if err != nil || plain || len(texts) != 2 || texts[1] != "A-2" || !end.Equal(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)) {
-		t.Fatalf("%v %v %v %v", texts, end, plain, err)
+	got, plain, err := parseFormatted([]byte(good), "o", 2)
+	if err != nil || plain || len(got.texts) != 2 || got.texts[1] != "A-2" || got.unordered ||
+		!got.periodEnd.Equal(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("%+v %v %v", got, plain, err)
 	}
-	if _, _, plain, err := parseFormatted([]byte(`{"biz_tag":"o","ids":[10,11]}`), "o", 2); !plain || err != nil {
+	if _, plain, err := parseFormatted([]byte(`{"biz_tag":"o","ids":[10,11]}`), "o", 2); !plain || err != nil {
 		t.Fatalf("numeric ids without period_end: %v %v", plain, err)
 	}
 	for _, bad := range []string{
 		`{"biz_tag":"o","ids":["A-1","A-2"],"period_end":"2026-11-28T00:00:00Z"}`, // more than asked (1)
+		`{"biz_tag":"o","ids":["A-1","A-2"],"period_end":"2026-11-28T00:00:00Z","ordered":false}`,
 		`{"biz_tag":"p","ids":["A-1"],"period_end":"2026-11-28T00:00:00Z"}`,
 		`{"ids":["A-1"],"period_end":"2026-11-28T00:00:00Z"}`,
 		`{"biz_tag":"o","ids":[],"period_end":"2026-11-28T00:00:00Z"}`,
+		`{"biz_tag":"o","ids":[],"period_end":"2026-11-28T00:00:00Z","ordered":false}`,
 		`{"biz_tag":"o","ids":[""],"period_end":"2026-11-28T00:00:00Z"}`,
+		`{"biz_tag":"o","ids":[""],"period_end":"2026-11-28T00:00:00Z","ordered":false}`,
 		`{"biz_tag":"o","ids":[1],"period_end":"2026-11-28T00:00:00Z"}`,
 		`{"biz_tag":"o","ids":["A-1"],"period_end":"tomorrow"}`,
+		`{"biz_tag":"o","ids":["A-1"],"period_end":"tomorrow","ordered":false}`,
 		`{"biz_tag":"o","ids":["A-1"]}`,
+		`{"biz_tag":"o","ids":["A-1"],"ordered":false}`,
 		`{"biz_tag":"o","ids":["A-1"],"period_end":null}`,
+		`{"biz_tag":"o","ids":["A-1"],"period_end":"2026-11-28T00:00:00Z","ordered":"false"}`,
 		`not json`,
 	} {
-		if _, _, plain, err := parseFormatted([]byte(bad), "o", 1); err == nil || plain {
+		if _, plain, err := parseFormatted([]byte(bad), "o", 1); err == nil || plain {
 			t.Fatalf("took %s", bad)
 		}
 	}
 	for _, bad := range []string{
 		`{"biz_tag":"o","ids":["A-2","A-1"],"period_end":"2026-11-28T00:00:00Z"}`,
+		`{"biz_tag":"o","ids":["A-2","A-1"],"period_end":"2026-11-28T00:00:00Z","ordered":true}`,
+		`{"biz_tag":"o","ids":["A-2","A-1"],"period_end":"2026-11-28T00:00:00Z","ordered":null}`,
 		`{"biz_tag":"o","ids":["A-1","A-1"],"period_end":"2026-11-28T00:00:00Z"}`,
 		`{"biz_tag":"o","ids":["A-1",2],"period_end":"2026-11-28T00:00:00Z"}`,
+		`{"biz_tag":"o","ids":["A-1",2],"period_end":"2026-11-28T00:00:00Z","ordered":false}`,
 	} {
-		if _, _, _, err := parseFormatted([]byte(bad), "o", 5); err == nil {
+		if _, _, err := parseFormatted([]byte(bad), "o", 5); err == nil {
 			t.Fatalf("took %s", bad)
 		}
+	}
+	// "ordered": false (a permuted tag): the texts in no order, taken as received.
+	unordered := `{"biz_tag":"o","ids":["T-9F3K2Q","T-0A1B2C","T-ZZZZZZ"],"period":"","period_end":"9999-12-30T22:00:00.999999999Z","ordered":false}`
+	got, plain, err = parseFormatted([]byte(unordered), "o", 3)
+	if err != nil || plain || !got.unordered || len(got.texts) != 3 ||
+		got.texts[0] != "T-9F3K2Q" || got.texts[1] != "T-0A1B2C" || got.texts[2] != "T-ZZZZZZ" {
+		t.Fatalf("%+v %v %v", got, plain, err)
+	}
+	if got, _, err := parseFormatted([]byte(`{"biz_tag":"o","ids":["A-1"],"period_end":"2026-11-28T00:00:00Z","ordered":true}`), "o", 1); err != nil || got.unordered {
+		t.Fatalf("%+v %v", got, err)
 	}
 }
 
