@@ -3,12 +3,15 @@ package leafid
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -436,5 +439,159 @@ func TestALaggingServersTextsAreCutUntilItCatchesUp(t *testing.T) {
 	f.s.mu.Unlock()
 	if size != 20 {
 		t.Fatalf("the catch-up changed the size to %d", size)
+	}
+}
+
+// The clock hook from the start: a client whose Config.Clock runs two days ahead finds every
+// answer's period (today, by the server's clock) already ended when it arrives. Nothing is
+// handed out, every text received is counted as discarded, and it is no server's failure.
+func TestAClockAheadDiscardsEveryAnswerOfAnEndedPeriod(t *testing.T) {
+	srv := startServer(t, database(t), 0)
+	createFormattedTag(t, srv.URL, "orders", 100, orderFormat)
+	var calls atomic.Int64
+	c := newClient(t, Config{Servers: []string{srv.URL}, Batch: 30, MaxBatch: 30, WaitTimeout: 300 * time.Millisecond,
+		Clock: func() time.Time { calls.Add(1); return time.Now().Add(48 * time.Hour) }})
+	for i := 0; i < 2; i++ {
+		text, err := c.NextFormatted(context.Background(), "orders")
+		var un *UnavailableError
+		if !errors.As(err, &un) {
+			t.Fatalf("call %d: %q, %v", i, text, err)
+		}
+	}
+	st := c.Stats()
+	if st.IDsServed != 0 || st.Batches < 1 || st.DiscardedIDs < 30 || st.Failovers != 0 {
+		t.Fatalf("%+v", st)
+	}
+	if calls.Load() == 0 {
+		t.Fatal("Config.Clock was never read")
+	}
+}
+
+// permutingProxy stands between a client and a real server's list route and turns its ordered
+// answers into unordered ones ("ordered": false, each answer's texts reversed), holding the
+// first answer back so that the second one served lies wholly below the first in byte order:
+// what a floor would cut. Everything else is passed through. sent records the texts of each
+// answer, in the order served.
+type permutingProxy struct {
+	*httptest.Server
+	mu   sync.Mutex
+	held []string
+	sent [][]string
+}
+
+func newPermutingProxy(t *testing.T, real string) *permutingProxy {
+	p := &permutingProxy{}
+	fetch := func(r *http.Request) (map[string]any, []string) {
+		resp, err := http.Get(real + r.URL.RequestURI())
+		if err != nil {
+			t.Error(err)
+			return nil, nil
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&body) != nil {
+			t.Errorf("the real server answered %d", resp.StatusCode)
+			return nil, nil
+		}
+		var texts []string
+		for _, x := range body["ids"].([]any) {
+			texts = append(texts, x.(string))
+		}
+		return body, texts
+	}
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/ids") {
+			http.Redirect(w, r, real+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+			return
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		body, texts := fetch(r)
+		if body == nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		if len(p.sent) == 0 && p.held == nil {
+			// The first answer is held back: the second one, above it, is served first.
+			p.held = texts
+			if _, texts = fetch(r); texts == nil {
+				w.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+		} else if len(p.sent) == 1 {
+			// The held answer now, below everything served before.
+			texts = p.held
+		}
+		for i, j := 0, len(texts)-1; i < j; i, j = i+1, j-1 {
+			texts[i], texts[j] = texts[j], texts[i]
+		}
+		body["ids"], body["ordered"] = texts, false
+		p.sent = append(p.sent, texts)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(body)
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Unordered answers ("ordered": false, as a permuted tag's): the texts are handed out in the
+// order received, with no byte-order check and no floor (an answer lying wholly below the one
+// before is taken whole, nothing discarded), and the period rule still holds: once the clock
+// passes their period_end, no text of them is handed out, and only those count as discarded.
+// The answers are a real server's, reordered by permutingProxy.
+func TestUnorderedAnswersAreHandedOutAsReceivedWithoutAFloor(t *testing.T) {
+	srv := startServer(t, database(t), 0)
+	createFormattedTag(t, srv.URL, "orders", 100, orderFormat)
+	proxy := newPermutingProxy(t, srv.URL)
+	var shift atomic.Int64
+	c := newClient(t, Config{Servers: []string{proxy.URL}, Batch: 20, MaxBatch: 20, WaitTimeout: 400 * time.Millisecond,
+		Clock: func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }})
+	var got []string
+	for i := 0; i < 100; i++ {
+		text, err := c.NextFormatted(context.Background(), "orders")
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		got = append(got, text)
+	}
+	proxy.mu.Lock()
+	var sent []string
+	for _, answer := range proxy.sent {
+		sent = append(sent, answer...)
+	}
+	answers := len(proxy.sent)
+	proxy.mu.Unlock()
+	if answers < 5 || len(sent) < len(got) {
+		t.Fatalf("%d answers, %d texts sent for %d handed out", answers, len(sent), len(got))
+	}
+	for i := range got {
+		if got[i] != sent[i] {
+			t.Fatalf("text %d handed out %q, the answers held %q there: not in the order received", i, got[i], sent[i])
+		}
+	}
+	// The second answer lies wholly below the first (held back), and descends: a floor or a
+	// byte-order check would have cut or refused it.
+	if !(got[20] < got[19] && got[39] < got[0]) {
+		t.Fatalf("the proxy did not reorder: %q %q %q %q", got[0], got[19], got[20], got[39])
+	}
+	st := c.Stats()
+	if st.IDsServed != 100 || st.DiscardedIDs != 0 || st.Failovers != 0 {
+		t.Fatalf("%+v", st)
+	}
+	// The period rule holds for unordered answers too.
+	f, _ := c.Formatted("orders")
+	f.s.mu.Lock()
+	end := f.s.load().periodEnd
+	f.s.mu.Unlock()
+	shift.Store(int64(end.Sub(time.Now()) + time.Second))
+	if text, ok := f.TryNextID(); ok {
+		t.Fatalf("TryNextID handed out %q after its period ended", text)
+	}
+	if text, err := f.NextID(context.Background()); !errors.As(err, new(*UnavailableError)) {
+		t.Fatalf("NextID after the period ended: %q, %v", text, err)
+	}
+	st = c.Stats()
+	if st.IDsServed != 100 || st.DiscardedIDs == 0 || st.IDsReceived < st.IDsServed+st.DiscardedIDs || st.Failovers != 0 {
+		t.Fatalf("%+v", st)
 	}
 }
