@@ -18,9 +18,17 @@
 // client's wall clock has passed its batch's period_end, and texts strictly increase as byte
 // strings.
 //
+// A permuted tag's answers say "ordered": false: their texts are handed out in the order
+// received, without the byte-order check and the floor (uniqueness is the server's); the
+// period rule still holds. Config.Clock is the wall clock of the period rule (default
+// time.Now).
+//
+// Client.SnowflakeBounds gives the smallest and largest snowflake id of a time range (GET
+// /api/v1/snowflake/bounds), for WHERE id BETWEEN min AND max, with the same failover.
+//
 // Layout: client.go (Config, New, Client, Supply, Stats), supply.go (the double buffer and its
-// floor), formatted.go (the formatted supply), servers.go (failover, validation, health probes),
-// errors.go (the typed errors).
+// floor), formatted.go (the formatted supply), bounds.go (SnowflakeBounds), servers.go
+// (failover, validation, health probes), errors.go (the typed errors).
 package leafid
 
 import (
