@@ -289,7 +289,7 @@ func BenchmarkLocal(b *testing.B) {
 	})
 	b.Run("FormattedNextIDFixedClock", func(b *testing.B) {
 		// FormattedNextID without the cost of the clock: a replaced clock that returns one
-		// instant (through the test hook's indirect call), to show what the reading costs.
+		// instant (through Config.Clock's indirect call), to show what the reading costs.
 		s, texts := fixedFormattedSupply(1000000)
 		at := time.Now()
 		s.now = func() time.Time { return at }

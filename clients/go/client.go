@@ -18,9 +18,17 @@
 // client's wall clock has passed its batch's period_end, and texts strictly increase as byte
 // strings.
 //
+// A permuted tag's answers say "ordered": false: their texts are handed out in the order
+// received, without the byte-order check and the floor (uniqueness is the server's); the
+// period rule still holds. Config.Clock is the wall clock of the period rule (default
+// time.Now).
+//
+// Client.SnowflakeBounds gives the smallest and largest snowflake id of a time range (GET
+// /api/v1/snowflake/bounds), for WHERE id BETWEEN min AND max, with the same failover.
+//
 // Layout: client.go (Config, New, Client, Supply, Stats), supply.go (the double buffer and its
-// floor), formatted.go (the formatted supply), servers.go (failover, validation, health probes),
-// errors.go (the typed errors).
+// floor), formatted.go (the formatted supply), bounds.go (SnowflakeBounds), servers.go
+// (failover, validation, health probes), errors.go (the typed errors).
 package leafid
 
 import (
@@ -83,6 +91,14 @@ type Config struct {
 	// (defaults 50 ms and 5 s).
 	BackoffMin time.Duration
 	BackoffMax time.Duration
+	// Clock is the wall clock of the period rule: a formatted supply compares it with its
+	// batch's period_end right before it hands out a text, and drops a batch whose period has
+	// ended by it (never yesterday's number today). Nil: time.Now, called directly. It is called
+	// once per formatted NextID, from any goroutine at once, so it must be cheap and safe for
+	// concurrent use. Set it to follow a clock of your own (a host whose wall clock is known to
+	// be off, a test); it is used for nothing else (request timeouts, backoff and the demand rule
+	// measure elapsed time on the monotonic clock).
+	Clock func() time.Time
 }
 
 // Client hands out ids from local batches. Safe for concurrent use. Close it when done: it stops
@@ -101,9 +117,6 @@ type Client struct {
 	segments atomic.Pointer[map[string]*supply]
 	// formatted maps a formatted tag to its supply (Formatted), copied on write as segments.
 	formatted atomic.Pointer[map[string]*formattedSupply]
-	// now, if set, replaces time.Now as the wall clock a formatted supply compares with its
-	// batch's period_end: tests set it before the supply is created.
-	now func() time.Time
 	// newSegment serialises the creation of a tag's supply (segment or formatted).
 	newSegment sync.Mutex
 	// snowflake is the snowflake supply.

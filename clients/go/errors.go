@@ -31,7 +31,9 @@ func (e *ConfigError) Error() string { return "leafid: invalid configuration: " 
 
 // RejectedError: a server refused the request itself with a 4xx whose code holds on every server
 // (they share one database): unknown_biz_tag, invalid_biz_tag, biz_tag_exhausted, invalid_count,
-// invalid_request. No other server was asked.
+// invalid_request, formatted_tag; for a formatted supply also not_formatted (a plain tag's 200)
+// and sequence_exhausted (a 503); for SnowflakeBounds invalid_time_range. No other server was
+// asked.
 type RejectedError struct {
 	// Server is the base URL of the server that answered.
 	Server string

@@ -78,14 +78,14 @@ func (c *Client) Formatted(tag string) (*FormattedSupply, error) {
 	return &FormattedSupply{s}, nil
 }
 
-// textBatch is the texts of one accepted 200 answer, cut to those above the floor, and the end
-// of their period. Only taken changes; every other field is written before the batch is
+// textBatch is the texts of one accepted 200 answer, cut to those above the floor (an ordered
+// answer) or whole (an unordered one), and the end of their period. Only taken changes; every other field is written before the batch is
 // published and only read after.
 type textBatch struct {
 	// taken counts the adds: the caller whose add returns n owns texts[n-1] if n <= size. Set
 	// to dropped when the batch is dropped for its period, so no later add owns a text.
 	taken atomic.Int64
-	// texts increase as byte strings.
+	// texts increase as byte strings (an ordered answer) or are as received (unordered).
 	texts []string
 	// size is len(texts) (0 for the empty batch a supply starts with and the one Close or a
 	// drop puts in place: every call on it takes the slow path).
@@ -116,23 +116,30 @@ func (b *textBatch) served() int64 {
 // one next one, each with its period's end, as the numeric supply's double buffer.
 //
 // The local path (nextID) is one atomic add on the current batch's counter, one compare with
-// its size and one reading of the wall clock compared with the batch's period_end: no lock, no
-// allocation. Why it keeps the rules:
-//   - No text twice: each add returns a distinct n and only n <= size owns a text; every
-//     accepted batch is cut to the texts above the floor (the largest text accepted before), so
-//     batches are disjoint and increase.
-//   - Increasing across callers: as for the numeric supply (supply's comment): a batch is
-//     replaced only under mu, once spent or dropped, and every later batch lies above it. A
-//     drop swaps the counter to dropped first, so no add after it owns a text of the old batch.
-//   - Never a text of an ended period: the owner of a text compares the clock with the batch's
-//     period_end right before it returns it; a text of an ended period is discarded, and the
-//     batch dropped whole under mu (its texts not yet owned are counted in discarded too).
+// its size and one reading of the wall clock (Config.Clock, default time.Now) compared with the
+// batch's period_end: no lock, no allocation. Why it keeps the rules:
+//   - No text twice: each add returns a distinct n and only n <= size owns a text, so no text
+//     of one batch is handed out twice, and a batch is handed out from only while it is current.
+//     Every accepted ordered batch is cut to the texts above the floor (the largest text
+//     accepted before), so ordered batches are disjoint and increase. An unordered batch (a
+//     permuted tag's answer, "ordered": false) is taken whole: its texts are distinct from every
+//     other answer's because the server never issues a sequence twice, as for every id; the
+//     client has no order to check them by.
+//   - Increasing across callers (ordered batches): as for the numeric supply (supply's
+//     comment): a batch is replaced only under mu, once spent or dropped, and every later batch
+//     lies above it. A drop swaps the counter to dropped first, so no add after it owns a text
+//     of the old batch. Unordered texts are handed out in the order received, each to one
+//     caller; no order across callers is promised.
+//   - Never a text of an ended period (both kinds): the owner of a text compares the clock with
+//     the batch's period_end right before it returns it; a text of an ended period is
+//     discarded, and the batch dropped whole under mu (its texts not yet owned are counted in
+//     discarded too).
 type formattedSupply struct {
 	// current is the *textBatch being served: replaced only under mu.
 	current unsafe.Pointer
 	_       [56]byte
-	// now is a replaced wall clock (Client.now, set by tests), nil for time.Now (called
-	// directly: no indirect call on the local path).
+	// now is the client's Config.Clock, nil for time.Now (called directly: no indirect call on
+	// the local path with the default clock).
 	now func() time.Time
 	// client owns the servers, the settings and the background goroutines.
 	client *Client
@@ -146,7 +153,8 @@ type formattedSupply struct {
 	mu sync.Mutex
 	// next is the batch to serve after current's, once fetched.
 	next *textBatch
-	// floor is the largest text accepted into a batch so far (hasFloor false before the first).
+	// floor is the largest text accepted into an ordered batch so far (hasFloor false before the
+	// first); unordered batches neither meet nor move it.
 	floor    string
 	hasFloor bool
 	// refused is the refusal of the last refill; waiting callers return it.
@@ -183,7 +191,7 @@ func (s *formattedSupply) load() *textBatch { return (*textBatch)(atomic.LoadPoi
 func (s *formattedSupply) publish(b *textBatch) { atomic.StorePointer(&s.current, unsafe.Pointer(b)) }
 
 func newFormattedSupply(c *Client, req *request, minSize, maxSize int) *formattedSupply {
-	s := &formattedSupply{client: c, req: req, now: c.now, wake: make(chan struct{}), size: minSize,
+	s := &formattedSupply{client: c, req: req, now: c.cfg.Clock, wake: make(chan struct{}), size: minSize,
 		minSize: minSize, maxSize: maxSize}
 	s.publish(&textBatch{})
 	return s
@@ -405,16 +413,20 @@ func (s *formattedSupply) refill(ctx context.Context) {
 			s.received.Add(uint64(len(texts)))
 			last := texts[len(texts)-1]
 			s.mu.Lock()
-			// Texts increase: those at or below the floor are a prefix.
+			// Texts increase: those at or below the floor are a prefix. An unordered answer (a
+			// permuted tag) has no order to keep and no floor: taken whole, as received, and
+			// the floor left alone (uniqueness is the server's, as for every id).
 			cut := 0
-			if s.hasFloor {
+			if s.hasFloor && !res.unordered {
 				for cut < len(texts) && texts[cut] <= s.floor {
 					cut++
 				}
 			}
 			s.discarded.Add(uint64(cut))
 			if cut < len(texts) {
-				s.floor, s.hasFloor = last, true
+				if !res.unordered {
+					s.floor, s.hasFloor = last, true
+				}
 				s.next = newTextBatch(texts[cut:], res.periodEnd)
 				s.lastFault = nil
 				s.batches.Add(1)
@@ -511,25 +523,36 @@ type formattedBody struct {
 	BizTag    *string           `json:"biz_tag"`
 	IDs       []json.RawMessage `json:"ids"`
 	PeriodEnd *string           `json:"period_end"`
+	// Ordered is false for a permuted tag's answers (texts in no order); absent means true.
+	Ordered *bool `json:"ordered"`
+}
+
+// parsedTexts is a valid body of the list route.
+type parsedTexts struct {
+	texts     []string
+	periodEnd time.Time
+	// unordered: the body said "ordered": false; texts were not checked for byte order.
+	unordered bool
 }
 
 // parseFormatted reads a 200 body of the list route as a batch of texts. It is one only if it
 // names the tag asked, ids is a non-empty list of non-empty strings, no longer than asked,
-// increasing as byte strings, and period_end is an RFC 3339 instant. A body of numeric ids
-// without period_end is a plain tag's (notFormatted). Anything else is the server's fault.
-func parseFormatted(body []byte, wantTag string, asked int) (texts []string, periodEnd time.Time, notFormatted bool, err error) {
+// increasing as byte strings (unless the body says "ordered": false: a permuted tag's texts come
+// in no order), and period_end is an RFC 3339 instant. A body of numeric ids without period_end
+// is a plain tag's (notFormatted). Anything else is the server's fault.
+func parseFormatted(body []byte, wantTag string, asked int) (got parsedTexts, notFormatted bool, err error) {
 	var b formattedBody
 	if err := json.Unmarshal(body, &b); err != nil {
-		return nil, time.Time{}, false, fmt.Errorf("not an ids body: %v", err)
+		return got, false, fmt.Errorf("not an ids body: %v", err)
 	}
 	if b.BizTag == nil {
-		return nil, time.Time{}, false, errors.New("no biz_tag in the body")
+		return got, false, errors.New("no biz_tag in the body")
 	}
 	if *b.BizTag != wantTag {
-		return nil, time.Time{}, false, fmt.Errorf("asked for tag %q, got %q", wantTag, *b.BizTag)
+		return got, false, fmt.Errorf("asked for tag %q, got %q", wantTag, *b.BizTag)
 	}
 	if len(b.IDs) == 0 {
-		return nil, time.Time{}, false, errors.New("no ids in the body")
+		return got, false, errors.New("no ids in the body")
 	}
 	if b.PeriodEnd == nil {
 		numeric := true
@@ -541,28 +564,29 @@ func parseFormatted(body []byte, wantTag string, asked int) (texts []string, per
 			}
 		}
 		if numeric {
-			return nil, time.Time{}, true, nil
+			return got, true, nil
 		}
-		return nil, time.Time{}, false, errors.New("no period_end in the body")
+		return got, false, errors.New("no period_end in the body")
 	}
 	end, err := time.Parse(time.RFC3339Nano, *b.PeriodEnd)
 	if err != nil {
-		return nil, time.Time{}, false, fmt.Errorf("period_end %q is not an RFC 3339 instant", *b.PeriodEnd)
+		return got, false, fmt.Errorf("period_end %q is not an RFC 3339 instant", *b.PeriodEnd)
 	}
 	if len(b.IDs) > asked {
-		return nil, time.Time{}, false, fmt.Errorf("%d ids for %d asked", len(b.IDs), asked)
+		return got, false, fmt.Errorf("%d ids for %d asked", len(b.IDs), asked)
 	}
-	texts = make([]string, len(b.IDs))
+	unordered := b.Ordered != nil && !*b.Ordered
+	texts := make([]string, len(b.IDs))
 	for i, raw := range b.IDs {
 		if err := json.Unmarshal(raw, &texts[i]); err != nil {
-			return nil, time.Time{}, false, fmt.Errorf("id %s is not a string", string(raw))
+			return got, false, fmt.Errorf("id %s is not a string", string(raw))
 		}
 		if texts[i] == "" {
-			return nil, time.Time{}, false, errors.New("an empty id")
+			return got, false, errors.New("an empty id")
 		}
-		if i > 0 && texts[i] <= texts[i-1] {
-			return nil, time.Time{}, false, fmt.Errorf("id %q does not lie above %q", texts[i], texts[i-1])
+		if !unordered && i > 0 && texts[i] <= texts[i-1] {
+			return got, false, fmt.Errorf("id %q does not lie above %q", texts[i], texts[i-1])
 		}
 	}
-	return texts, end, false, nil
+	return parsedTexts{texts: texts, periodEnd: end, unordered: unordered}, false, nil
 }

@@ -3,12 +3,15 @@ package leafid
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -159,15 +162,16 @@ func TestConcurrentCallersGetUniqueIncreasingTexts(t *testing.T) {
 	}
 }
 
-// The period rule, with the real server's answers and an injected wall clock: once the clock
+// The period rule, with the real server's answers and an injected wall clock (the public
+// Config.Clock): once the clock
 // passes the batch's period_end (the real one, the next UTC midnight), no text of that batch is
 // handed out; its texts are counted in DiscardedIDs.
 func TestABatchWhosePeriodEndedIsNeverHandedOut(t *testing.T) {
 	srv := startServer(t, database(t), 0)
 	createFormattedTag(t, srv.URL, "orders", 100, orderFormat)
-	c := newClient(t, Config{Servers: []string{srv.URL}, Batch: 100, WaitTimeout: 400 * time.Millisecond})
 	var shift atomic.Int64
-	c.now = func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }
+	c := newClient(t, Config{Servers: []string{srv.URL}, Batch: 100, WaitTimeout: 400 * time.Millisecond,
+		Clock: func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }})
 	f, err := c.Formatted("orders")
 	if err != nil {
 		t.Fatal(err)
@@ -291,37 +295,57 @@ func TestAKilledServerIsFailedOverForFormattedTexts(t *testing.T) {
 
 func TestParseFormattedTakesOnlyValidBodies(t *testing.T) {
 	good := `{"biz_tag":"o","ids":["A-1","A-2"],"period":"x","period_end":"2026-11-28T00:00:00Z"}`
-	texts, end, plain, err := parseFormatted([]byte(good), "o", 2)
-	if err != nil || plain || len(texts) != 2 || texts[1] != "A-2" || !end.Equal(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)) {
-		t.Fatalf("%v %v %v %v", texts, end, plain, err)
+	got, plain, err := parseFormatted([]byte(good), "o", 2)
+	if err != nil || plain || len(got.texts) != 2 || got.texts[1] != "A-2" || got.unordered ||
+		!got.periodEnd.Equal(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("%+v %v %v", got, plain, err)
 	}
-	if _, _, plain, err := parseFormatted([]byte(`{"biz_tag":"o","ids":[10,11]}`), "o", 2); !plain || err != nil {
+	if _, plain, err := parseFormatted([]byte(`{"biz_tag":"o","ids":[10,11]}`), "o", 2); !plain || err != nil {
 		t.Fatalf("numeric ids without period_end: %v %v", plain, err)
 	}
 	for _, bad := range []string{
 		`{"biz_tag":"o","ids":["A-1","A-2"],"period_end":"2026-11-28T00:00:00Z"}`, // more than asked (1)
+		`{"biz_tag":"o","ids":["A-1","A-2"],"period_end":"2026-11-28T00:00:00Z","ordered":false}`,
 		`{"biz_tag":"p","ids":["A-1"],"period_end":"2026-11-28T00:00:00Z"}`,
 		`{"ids":["A-1"],"period_end":"2026-11-28T00:00:00Z"}`,
 		`{"biz_tag":"o","ids":[],"period_end":"2026-11-28T00:00:00Z"}`,
+		`{"biz_tag":"o","ids":[],"period_end":"2026-11-28T00:00:00Z","ordered":false}`,
 		`{"biz_tag":"o","ids":[""],"period_end":"2026-11-28T00:00:00Z"}`,
+		`{"biz_tag":"o","ids":[""],"period_end":"2026-11-28T00:00:00Z","ordered":false}`,
 		`{"biz_tag":"o","ids":[1],"period_end":"2026-11-28T00:00:00Z"}`,
 		`{"biz_tag":"o","ids":["A-1"],"period_end":"tomorrow"}`,
+		`{"biz_tag":"o","ids":["A-1"],"period_end":"tomorrow","ordered":false}`,
 		`{"biz_tag":"o","ids":["A-1"]}`,
+		`{"biz_tag":"o","ids":["A-1"],"ordered":false}`,
 		`{"biz_tag":"o","ids":["A-1"],"period_end":null}`,
+		`{"biz_tag":"o","ids":["A-1"],"period_end":"2026-11-28T00:00:00Z","ordered":"false"}`,
 		`not json`,
 	} {
-		if _, _, plain, err := parseFormatted([]byte(bad), "o", 1); err == nil || plain {
+		if _, plain, err := parseFormatted([]byte(bad), "o", 1); err == nil || plain {
 			t.Fatalf("took %s", bad)
 		}
 	}
 	for _, bad := range []string{
 		`{"biz_tag":"o","ids":["A-2","A-1"],"period_end":"2026-11-28T00:00:00Z"}`,
+		`{"biz_tag":"o","ids":["A-2","A-1"],"period_end":"2026-11-28T00:00:00Z","ordered":true}`,
+		`{"biz_tag":"o","ids":["A-2","A-1"],"period_end":"2026-11-28T00:00:00Z","ordered":null}`,
 		`{"biz_tag":"o","ids":["A-1","A-1"],"period_end":"2026-11-28T00:00:00Z"}`,
 		`{"biz_tag":"o","ids":["A-1",2],"period_end":"2026-11-28T00:00:00Z"}`,
+		`{"biz_tag":"o","ids":["A-1",2],"period_end":"2026-11-28T00:00:00Z","ordered":false}`,
 	} {
-		if _, _, _, err := parseFormatted([]byte(bad), "o", 5); err == nil {
+		if _, _, err := parseFormatted([]byte(bad), "o", 5); err == nil {
 			t.Fatalf("took %s", bad)
 		}
+	}
+	// "ordered": false (a permuted tag): the texts in no order, taken as received.
+	unordered := `{"biz_tag":"o","ids":["T-9F3K2Q","T-0A1B2C","T-ZZZZZZ"],"period":"","period_end":"9999-12-30T22:00:00.999999999Z","ordered":false}`
+	got, plain, err = parseFormatted([]byte(unordered), "o", 3)
+	if err != nil || plain || !got.unordered || len(got.texts) != 3 ||
+		got.texts[0] != "T-9F3K2Q" || got.texts[1] != "T-0A1B2C" || got.texts[2] != "T-ZZZZZZ" {
+		t.Fatalf("%+v %v %v", got, plain, err)
+	}
+	if got, _, err := parseFormatted([]byte(`{"biz_tag":"o","ids":["A-1"],"period_end":"2026-11-28T00:00:00Z","ordered":true}`), "o", 1); err != nil || got.unordered {
+		t.Fatalf("%+v %v", got, err)
 	}
 }
 
@@ -415,5 +439,159 @@ func TestALaggingServersTextsAreCutUntilItCatchesUp(t *testing.T) {
 	f.s.mu.Unlock()
 	if size != 20 {
 		t.Fatalf("the catch-up changed the size to %d", size)
+	}
+}
+
+// The clock hook from the start: a client whose Config.Clock runs two days ahead finds every
+// answer's period (today, by the server's clock) already ended when it arrives. Nothing is
+// handed out, every text received is counted as discarded, and it is no server's failure.
+func TestAClockAheadDiscardsEveryAnswerOfAnEndedPeriod(t *testing.T) {
+	srv := startServer(t, database(t), 0)
+	createFormattedTag(t, srv.URL, "orders", 100, orderFormat)
+	var calls atomic.Int64
+	c := newClient(t, Config{Servers: []string{srv.URL}, Batch: 30, MaxBatch: 30, WaitTimeout: 300 * time.Millisecond,
+		Clock: func() time.Time { calls.Add(1); return time.Now().Add(48 * time.Hour) }})
+	for i := 0; i < 2; i++ {
+		text, err := c.NextFormatted(context.Background(), "orders")
+		var un *UnavailableError
+		if !errors.As(err, &un) {
+			t.Fatalf("call %d: %q, %v", i, text, err)
+		}
+	}
+	st := c.Stats()
+	if st.IDsServed != 0 || st.Batches < 1 || st.DiscardedIDs < 30 || st.Failovers != 0 {
+		t.Fatalf("%+v", st)
+	}
+	if calls.Load() == 0 {
+		t.Fatal("Config.Clock was never read")
+	}
+}
+
+// permutingProxy stands between a client and a real server's list route and turns its ordered
+// answers into unordered ones ("ordered": false, each answer's texts reversed), holding the
+// first answer back so that the second one served lies wholly below the first in byte order:
+// what a floor would cut. Everything else is passed through. sent records the texts of each
+// answer, in the order served.
+type permutingProxy struct {
+	*httptest.Server
+	mu   sync.Mutex
+	held []string
+	sent [][]string
+}
+
+func newPermutingProxy(t *testing.T, real string) *permutingProxy {
+	p := &permutingProxy{}
+	fetch := func(r *http.Request) (map[string]any, []string) {
+		resp, err := http.Get(real + r.URL.RequestURI())
+		if err != nil {
+			t.Error(err)
+			return nil, nil
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&body) != nil {
+			t.Errorf("the real server answered %d", resp.StatusCode)
+			return nil, nil
+		}
+		var texts []string
+		for _, x := range body["ids"].([]any) {
+			texts = append(texts, x.(string))
+		}
+		return body, texts
+	}
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/ids") {
+			http.Redirect(w, r, real+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+			return
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		body, texts := fetch(r)
+		if body == nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		if len(p.sent) == 0 && p.held == nil {
+			// The first answer is held back: the second one, above it, is served first.
+			p.held = texts
+			if _, texts = fetch(r); texts == nil {
+				w.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+		} else if len(p.sent) == 1 {
+			// The held answer now, below everything served before.
+			texts = p.held
+		}
+		for i, j := 0, len(texts)-1; i < j; i, j = i+1, j-1 {
+			texts[i], texts[j] = texts[j], texts[i]
+		}
+		body["ids"], body["ordered"] = texts, false
+		p.sent = append(p.sent, texts)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(body)
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Unordered answers ("ordered": false, as a permuted tag's): the texts are handed out in the
+// order received, with no byte-order check and no floor (an answer lying wholly below the one
+// before is taken whole, nothing discarded), and the period rule still holds: once the clock
+// passes their period_end, no text of them is handed out, and only those count as discarded.
+// The answers are a real server's, reordered by permutingProxy.
+func TestUnorderedAnswersAreHandedOutAsReceivedWithoutAFloor(t *testing.T) {
+	srv := startServer(t, database(t), 0)
+	createFormattedTag(t, srv.URL, "orders", 100, orderFormat)
+	proxy := newPermutingProxy(t, srv.URL)
+	var shift atomic.Int64
+	c := newClient(t, Config{Servers: []string{proxy.URL}, Batch: 20, MaxBatch: 20, WaitTimeout: 400 * time.Millisecond,
+		Clock: func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }})
+	var got []string
+	for i := 0; i < 100; i++ {
+		text, err := c.NextFormatted(context.Background(), "orders")
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		got = append(got, text)
+	}
+	proxy.mu.Lock()
+	var sent []string
+	for _, answer := range proxy.sent {
+		sent = append(sent, answer...)
+	}
+	answers := len(proxy.sent)
+	proxy.mu.Unlock()
+	if answers < 5 || len(sent) < len(got) {
+		t.Fatalf("%d answers, %d texts sent for %d handed out", answers, len(sent), len(got))
+	}
+	for i := range got {
+		if got[i] != sent[i] {
+			t.Fatalf("text %d handed out %q, the answers held %q there: not in the order received", i, got[i], sent[i])
+		}
+	}
+	// The second answer lies wholly below the first (held back), and descends: a floor or a
+	// byte-order check would have cut or refused it.
+	if !(got[20] < got[19] && got[39] < got[0]) {
+		t.Fatalf("the proxy did not reorder: %q %q %q %q", got[0], got[19], got[20], got[39])
+	}
+	st := c.Stats()
+	if st.IDsServed != 100 || st.DiscardedIDs != 0 || st.Failovers != 0 {
+		t.Fatalf("%+v", st)
+	}
+	// The period rule holds for unordered answers too.
+	f, _ := c.Formatted("orders")
+	f.s.mu.Lock()
+	end := f.s.load().periodEnd
+	f.s.mu.Unlock()
+	shift.Store(int64(end.Sub(time.Now()) + time.Second))
+	if text, ok := f.TryNextID(); ok {
+		t.Fatalf("TryNextID handed out %q after its period ended", text)
+	}
+	if text, err := f.NextID(context.Background()); !errors.As(err, new(*UnavailableError)) {
+		t.Fatalf("NextID after the period ended: %q, %v", text, err)
+	}
+	st = c.Stats()
+	if st.IDsServed != 100 || st.DiscardedIDs == 0 || st.IDsReceived < st.IDsServed+st.DiscardedIDs || st.Failovers != 0 {
+		t.Fatalf("%+v", st)
 	}
 }

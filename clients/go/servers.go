@@ -94,6 +94,8 @@ type fetchResult struct {
 	// texts and periodEnd are a valid formatted body (request.formatted).
 	texts     []string
 	periodEnd time.Time
+	// unordered: the formatted body said "ordered": false (a permuted tag).
+	unordered bool
 	// server is the base URL of the server that sent runs or texts.
 	server string
 	// rejected is set when a server refused the request itself (final).
@@ -129,9 +131,35 @@ func newServers(bases []string, httpClient *http.Client, requestTimeout, backoff
 }
 
 // fetch asks for one batch of count ids: the preferred server first, then the other up servers
-// in order, then (last resort) the down ones. It stops at the first valid batch or the first
-// refusal of the request itself.
+// in order, then (last resort) the down ones (call). It stops at the first valid batch or the
+// first refusal of the request itself.
 func (s *servers) fetch(ctx context.Context, req *request, count int) fetchResult {
+	var got fetchResult
+	srv, rejected, fault := s.call(ctx, func(ctx context.Context, srv *server) (*RejectedError, *ServerFault) {
+		var rejected *RejectedError
+		var fault *ServerFault
+		got, rejected, fault = s.ask(ctx, srv, req, count)
+		return rejected, fault
+	})
+	switch {
+	case srv != nil:
+		got.server = srv.base
+		return got
+	case rejected != nil:
+		return fetchResult{rejected: rejected}
+	default:
+		return fetchResult{fault: fault}
+	}
+}
+
+// call sends one request, by ask, through the failover order: the preferred server first, then
+// the other up servers in order, then (last resort) the down ones. ask reports a refusal of the
+// request itself (final: no other server is asked), or that server's fault (it is marked down
+// and the next one asked at once, a failover), or neither: that server answered. call returns
+// the server that answered (nil if none did), the refusal, or the last fault (nil if no server
+// could be asked). Batch requests (fetch) and the bounds helper share it, so both fail over
+// alike.
+func (s *servers) call(ctx context.Context, ask func(ctx context.Context, srv *server) (*RejectedError, *ServerFault)) (*server, *RejectedError, *ServerFault) {
 	n := len(s.list)
 	start := int(s.preferred.Load()) % n
 	tried := make([]bool, n)
@@ -143,7 +171,7 @@ func (s *servers) fetch(ctx context.Context, req *request, count int) fetchResul
 				continue
 			}
 			if ctx.Err() != nil {
-				return fetchResult{fault: last}
+				return nil, nil, last
 			}
 			if last != nil {
 				// The server asked before this one failed: this request fails over.
@@ -151,27 +179,26 @@ func (s *servers) fetch(ctx context.Context, req *request, count int) fetchResul
 			}
 			tried[i] = true
 			seen := s.list[i].downCount()
-			got, rejected, fault := s.ask(ctx, s.list[i], req, count)
+			rejected, fault := ask(ctx, s.list[i])
 			switch {
 			case fault != nil:
 				if ctx.Err() != nil {
 					// Closing, not the server's fault.
-					return fetchResult{fault: last}
+					return nil, nil, last
 				}
 				s.markDown(s.list[i])
 				last = fault
 			case rejected != nil:
-				return fetchResult{rejected: rejected}
+				return nil, rejected, nil
 			default:
 				if s.list[i].markUpUnlessDownSince(seen) {
 					s.preferred.Store(int64(i))
 				}
-				got.server = s.list[i].base
-				return got
+				return s.list[i], nil, nil
 			}
 		}
 	}
-	return fetchResult{fault: last}
+	return nil, nil, last
 }
 
 // rangesBody is the 200 body of both range routes (biz_tag only on the segment one). Numbers are
@@ -198,66 +225,72 @@ type errorBody struct {
 // or a refusal, or that server's fault.
 func (s *servers) ask(ctx context.Context, srv *server, req *request, count int) (fetchResult, *RejectedError, *ServerFault) {
 	var none fetchResult
-	ctx, cancel := context.WithTimeout(ctx, s.requestTimeout)
-	defer cancel()
-	fault := func(kind FaultKind, status int, code, detail string) *ServerFault {
-		return &ServerFault{Server: srv.base, Kind: kind, Status: status, Code: code, Detail: detail}
-	}
 	url := srv.base + req.route + "?count=" + strconv.Itoa(count)
 	if !req.formatted {
 		url += "&stringify_ids=true"
 	}
+	body, rejected, fault := s.get(ctx, srv, url, finalCodes)
+	if rejected != nil || fault != nil {
+		return none, rejected, fault
+	}
+	if req.formatted {
+		b, notFormatted, err := parseFormatted(body, req.tag, count)
+		if notFormatted {
+			return none, &RejectedError{Server: srv.base, Status: http.StatusOK, Code: "not_formatted",
+				Message: fmt.Sprintf("biz_tag %q is not formatted: its ids are numbers (use NextID)", req.tag)}, nil
+		}
+		if err != nil {
+			return none, nil, srv.fault(FaultBadResponse, 0, "", err.Error())
+		}
+		return fetchResult{texts: b.texts, periodEnd: b.periodEnd, unordered: b.unordered}, nil, nil
+	}
+	runs, err := parseRanges(body, req.tag, count)
+	if err != nil {
+		return none, nil, srv.fault(FaultBadResponse, 0, "", err.Error())
+	}
+	return fetchResult{runs: runs}, nil, nil
+}
+
+// get sends GET url to srv, bounded by the request timeout, and sorts the answer: the body of a
+// 200 (at most maxBodyBytes); a refusal of the request itself (a 4xx whose code is in final,
+// or a 503 sequence_exhausted: a formatted tag's period ran out of width, and every server
+// answers the same until the next period); or that server's fault (no answer, a 5xx, a 4xx
+// with another code, a body too large).
+func (s *servers) get(ctx context.Context, srv *server, url string, final map[string]bool) ([]byte, *RejectedError, *ServerFault) {
+	ctx, cancel := context.WithTimeout(ctx, s.requestTimeout)
+	defer cancel()
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return none, nil, fault(FaultTransport, 0, "", err.Error())
+		return nil, nil, srv.fault(FaultTransport, 0, "", err.Error())
 	}
 	hreq.Header.Set("Accept", "application/json")
 	resp, err := s.http.Do(hreq)
 	if err != nil {
-		return none, nil, fault(FaultTransport, 0, "", err.Error())
+		return nil, nil, srv.fault(FaultTransport, 0, "", err.Error())
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes+1))
 	resp.Body.Close()
 	if err != nil {
-		return none, nil, fault(FaultTransport, 0, "", "reading the body: "+err.Error())
-	}
-	if resp.StatusCode >= 400 && resp.StatusCode < 500 {
-		var eb errorBody
-		_ = json.Unmarshal(body, &eb)
-		if finalCodes[eb.Code] {
-			return none, &RejectedError{Server: srv.base, Status: resp.StatusCode, Code: eb.Code, Message: eb.Message}, nil
-		}
-		return none, nil, fault(FaultStatus, resp.StatusCode, eb.Code, "")
+		return nil, nil, srv.fault(FaultTransport, 0, "", "reading the body: "+err.Error())
 	}
 	if resp.StatusCode != http.StatusOK {
 		var eb errorBody
 		_ = json.Unmarshal(body, &eb)
-		if resp.StatusCode == http.StatusServiceUnavailable && eb.Code == "sequence_exhausted" {
-			// A formatted tag's period ran out of width: every server answers the same until
-			// the next period.
-			return none, &RejectedError{Server: srv.base, Status: resp.StatusCode, Code: eb.Code, Message: eb.Message}, nil
+		if (resp.StatusCode >= 400 && resp.StatusCode < 500 && final[eb.Code]) ||
+			(resp.StatusCode == http.StatusServiceUnavailable && eb.Code == "sequence_exhausted") {
+			return nil, &RejectedError{Server: srv.base, Status: resp.StatusCode, Code: eb.Code, Message: eb.Message}, nil
 		}
-		return none, nil, fault(FaultStatus, resp.StatusCode, eb.Code, "")
+		return nil, nil, srv.fault(FaultStatus, resp.StatusCode, eb.Code, "")
 	}
 	if len(body) > maxBodyBytes {
-		return none, nil, fault(FaultBadResponse, 0, "", "body too large")
+		return nil, nil, srv.fault(FaultBadResponse, 0, "", "body too large")
 	}
-	if req.formatted {
-		texts, periodEnd, notFormatted, err := parseFormatted(body, req.tag, count)
-		if notFormatted {
-			return none, &RejectedError{Server: srv.base, Status: resp.StatusCode, Code: "not_formatted",
-				Message: fmt.Sprintf("biz_tag %q is not formatted: its ids are numbers (use NextID)", req.tag)}, nil
-		}
-		if err != nil {
-			return none, nil, fault(FaultBadResponse, 0, "", err.Error())
-		}
-		return fetchResult{texts: texts, periodEnd: periodEnd}, nil, nil
-	}
-	runs, err := parseRanges(body, req.tag, count)
-	if err != nil {
-		return none, nil, fault(FaultBadResponse, 0, "", err.Error())
-	}
-	return fetchResult{runs: runs}, nil, nil
+	return body, nil, nil
+}
+
+// fault is a failure of srv.
+func (srv *server) fault(kind FaultKind, status int, code, detail string) *ServerFault {
+	return &ServerFault{Server: srv.base, Kind: kind, Status: status, Code: code, Detail: detail}
 }
 
 // parseID reads one end of a run: an exact int64 above 0, written as a JSON string or number of

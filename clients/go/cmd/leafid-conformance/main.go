@@ -34,6 +34,11 @@ type command struct {
 	Callers        int      `json:"callers"`
 	PerCaller      int      `json:"per_caller"`
 	PauseMs        int64    `json:"pause_ms"`
+	// ClockOffset (open, optional): the client's period clock reads the system clock plus this.
+	ClockOffset *int64 `json:"clock_offset_ms"`
+	// From and To (bounds): RFC 3339 instants.
+	From string `json:"from"`
+	To   string `json:"to"`
 }
 
 // errorInfo is the protocol's error object.
@@ -82,7 +87,13 @@ func (a *adapter) open(c *command) map[string]any {
 		a.client.Close()
 		a.client = nil
 	}
+	var clock func() time.Time
+	if c.ClockOffset != nil {
+		offset := ms(*c.ClockOffset)
+		clock = func() time.Time { return time.Now().Add(offset) }
+	}
 	client, err := leafid.New(leafid.Config{
+		Clock:          clock,
 		Servers:        c.Servers,
 		Batch:          c.Batch,
 		MaxBatch:       c.MaxBatch,
@@ -188,6 +199,27 @@ func (a *adapter) take(c *command) map[string]any {
 		"max_call_ms": float64(longest) / float64(time.Millisecond)}
 }
 
+// bounds answers the client's snowflake bounds of [from, to).
+func (a *adapter) bounds(c *command) map[string]any {
+	if a.client == nil {
+		return fail(errorInfo{"internal", "", "bounds before open"})
+	}
+	from, err := time.Parse(time.RFC3339Nano, c.From)
+	if err != nil {
+		return fail(errorInfo{"internal", "", "bounds: from: " + err.Error()})
+	}
+	to, err := time.Parse(time.RFC3339Nano, c.To)
+	if err != nil {
+		return fail(errorInfo{"internal", "", "bounds: to: " + err.Error()})
+	}
+	b, err := a.client.SnowflakeBounds(context.Background(), from, to)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "leafid-conformance: bounds %s..%s: %v\n", c.From, c.To, err)
+		return fail(classify(err))
+	}
+	return map[string]any{"ok": true, "min_id": strconv.FormatInt(b.MinID, 10), "max_id": strconv.FormatInt(b.MaxID, 10)}
+}
+
 func (a *adapter) stats() map[string]any {
 	if a.client == nil {
 		return fail(errorInfo{"internal", "", "stats before open"})
@@ -226,6 +258,8 @@ func main() {
 			answer(a.open(&c))
 		case "take":
 			answer(a.take(&c))
+		case "bounds":
+			answer(a.bounds(&c))
 		case "stats":
 			answer(a.stats())
 		case "close":
