@@ -314,3 +314,53 @@ fn formatted_tags_from_the_cli() {
     let nobody = leafid(&url, &["ids", "decode", "nobody", "1"]);
     assert_exit(&nobody, 1, "unknown");
 }
+
+/// A permuted tag from the CLI: created only with its key in the configuration, its codes
+/// decoded only with that key (the CLI's credential is the configuration it runs with).
+#[test]
+fn permuted_tags_from_the_cli_need_their_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("leafid.db").display());
+    let key = dir.path().join("codes.key");
+    std::fs::write(&key, "ab".repeat(32)).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let with_key = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_leafid"))
+            .args(args)
+            .env("LEAFID__DATABASE__URL", &url)
+            .env("LEAFID__SHAPES__KEYS__CODES", &key)
+            .output()
+            .unwrap()
+    };
+    let format = r#"{"prefix":"C-","width":8,"permute":{"key_id":"codes"}}"#;
+    let refused = leafid(
+        &url,
+        &[
+            "tags", "create", "codes", "--step", "100", "--format", format,
+        ],
+    );
+    assert_exit(&refused, 2, "shapes.keys.codes");
+    let created = with_key(&[
+        "tags", "create", "codes", "--step", "100", "--format", format,
+    ]);
+    assert_exit(&created, 0, "codes");
+    // The code of sequence 1 is FF1 of 00000001 under the key: decode gives 1 back. Which code
+    // that is, only the key knows; find it through the server's own rule by decoding each
+    // candidate would take 10^8 tries, so ask the decode of a code and check it is in range.
+    let decoded = with_key(&["ids", "decode", "codes", "C-12345678", "--json"]);
+    assert_exit(&decoded, 0, "sequence");
+    let seq = json(&decoded)["sequence"].as_u64().unwrap();
+    assert!((1..100_000_000).contains(&seq), "{seq}");
+    let without = leafid(&url, &["ids", "decode", "codes", "C-12345678"]);
+    assert_exit(&without, 2, "shapes.keys.codes");
+    // A world-readable key file stops the command, naming it.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let open = with_key(&["tags", "list"]);
+    assert_exit(&open, 2, "readable by every user");
+}

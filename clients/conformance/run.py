@@ -834,6 +834,9 @@ def rollover(sc: Scenario) -> None:
         raise SetupError(f"{LIBFAKETIME} is missing (Debian package faketime)")
     now = time.time()
     midnight = (int(now) // 86400 + 1) * 86400
+    if midnight - now <= ROLLOVER_LEAD_S + 2:
+        # Run just before a real midnight: aim at the next one (the offset stays positive).
+        midnight += 86400
     offset = int(midnight - now - ROLLOVER_LEAD_S)
     (a,) = sc.cluster.start(1, {"LD_PRELOAD": LIBFAKETIME, "FAKETIME": f"+{offset}", "DONT_FAKE_MONOTONIC": "1"})
     tag = sc.tag("daily")

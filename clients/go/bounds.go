@@ -143,9 +143,14 @@ func parseBounds(body []byte) (Bounds, error) {
 	if b.MinID == nil || b.MaxID == nil {
 		return Bounds{}, errors.New("no min_id or max_id in the body")
 	}
-	lo, err := parseID(*b.MinID)
-	if err != nil {
-		return Bounds{}, fmt.Errorf("min_id: %v", err)
+	// A range that starts in the layout's first tick has min_id 0 (worker 0, sequence 0): a
+	// bound, not an id handed out, so 0 is accepted here and nowhere else.
+	lo := int64(0)
+	if string(*b.MinID) != "0" {
+		var err error
+		if lo, err = parseID(*b.MinID); err != nil {
+			return Bounds{}, fmt.Errorf("min_id: %v", err)
+		}
 	}
 	hi, err := parseID(*b.MaxID)
 	if err != nil {

@@ -82,7 +82,10 @@ fn read_key(path: &Path) -> Result<Key, String> {
         }
     }
     if meta.len() > 1024 {
-        return Err(format!("key file {shown} is not a key: {} bytes", meta.len()));
+        return Err(format!(
+            "key file {shown} is not a key: {} bytes",
+            meta.len()
+        ));
     }
     let text = std::fs::read_to_string(path).map_err(|e| format!("key file {shown}: {e}"))?;
     parse_hex_key(text.trim()).ok_or_else(|| {

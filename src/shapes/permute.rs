@@ -149,8 +149,12 @@ mod tests {
     #[test]
     fn the_tweak_makes_another_permutation() {
         let p = Permutation::new(&KEY, Radix::Decimal, 8).unwrap();
-        let a: Vec<u64> = (1..50).map(|x| p.encrypt(b"t@20261127", x).unwrap()).collect();
-        let b: Vec<u64> = (1..50).map(|x| p.encrypt(b"t@20261128", x).unwrap()).collect();
+        let a: Vec<u64> = (1..50)
+            .map(|x| p.encrypt(b"t@20261127", x).unwrap())
+            .collect();
+        let b: Vec<u64> = (1..50)
+            .map(|x| p.encrypt(b"t@20261128", x).unwrap())
+            .collect();
         assert_ne!(a, b);
     }
 

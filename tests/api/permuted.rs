@@ -84,7 +84,11 @@ async fn permuted_codes_from_two_servers_never_repeat_and_show_no_order(db: Db) 
     assert_eq!(r.json()["format"]["permute"]["key_id"], "codes");
     let mut tasks = Vec::new();
     for caller in 0..4usize {
-        let app = if caller % 2 == 0 { a.clone() } else { b.clone() };
+        let app = if caller % 2 == 0 {
+            a.clone()
+        } else {
+            b.clone()
+        };
         tasks.push(tokio::spawn(async move {
             let mut mine = Vec::new();
             for round in 0..20 {
@@ -115,7 +119,9 @@ async fn permuted_codes_from_two_servers_never_repeat_and_show_no_order(db: Db) 
     // Decode gives back distinct sequences within what was leased.
     let mut seqs = HashSet::new();
     for id in all.iter().step_by(40) {
-        let d = a.get(&format!("/api/v1/segment/codes/decode?id={id}")).await;
+        let d = a
+            .get(&format!("/api/v1/segment/codes/decode?id={id}"))
+            .await;
         assert_eq!(d.status, 200, "{}", d.text);
         let s = d.json()["sequence"].as_u64().unwrap();
         assert!((1..=1_000_000).contains(&s), "{id} -> {s}");
@@ -177,16 +183,25 @@ async fn decoding_a_permuted_code_needs_the_admin_token() {
     .await;
     let body = format!(r#"{{"biz_tag":"codes","step":300,"format":{CODES}}}"#);
     let r = app
-        .send(reqwest::Method::POST, "/api/v1/tags", Some(&body), Some("t0ken"))
+        .send(
+            reqwest::Method::POST,
+            "/api/v1/tags",
+            Some(&body),
+            Some("t0ken"),
+        )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
     let code = texts(&app, "codes", 1, false).await.remove(0);
     let path = format!("/api/v1/segment/codes/decode?id={code}");
     let r = app.get(&path).await;
     assert_eq!(r.status, 401, "{}", r.text);
-    let r = app.send(reqwest::Method::GET, &path, None, Some("wrong")).await;
+    let r = app
+        .send(reqwest::Method::GET, &path, None, Some("wrong"))
+        .await;
     assert_eq!(r.status, 401, "{}", r.text);
-    let r = app.send(reqwest::Method::GET, &path, None, Some("t0ken")).await;
+    let r = app
+        .send(reqwest::Method::GET, &path, None, Some("t0ken"))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.json()["sequence"], 1);
     // The cache pages show the key's id, never the key.
@@ -212,7 +227,9 @@ async fn permuted_codes_survive_kill9(db: Db) {
     let r = client
         .post(format!("{}/api/v1/tags", a.address))
         .header("content-type", "application/json")
-        .body(format!(r#"{{"biz_tag":"codes","step":200,"format":{CODES}}}"#))
+        .body(format!(
+            r#"{{"biz_tag":"codes","step":200,"format":{CODES}}}"#
+        ))
         .send()
         .await
         .unwrap();

@@ -202,7 +202,10 @@ fn permuted_and_gapped_formats_are_checked() {
         (r#"{"width":4,"permute":{"key_id":"k"}}"#, "1000000"),
         (r#"{"width":19,"permute":{"key_id":"k"}}"#, "2^63"),
         (r#"{"width":8,"permute":{"key_id":"K-1"}}"#, "key_id"),
-        (r#"{"width":8,"permute":{"key_id":"k"},"gaps":{"mean":4}}"#, "together"),
+        (
+            r#"{"width":8,"permute":{"key_id":"k"},"gaps":{"mean":4}}"#,
+            "together",
+        ),
         (r#"{"width":8,"gaps":{"mean":1}}"#, "gaps.mean"),
         (r#"{"width":8,"gaps":{"mean":1001}}"#, "gaps.mean"),
     ] {
@@ -218,5 +221,8 @@ fn permuted_and_gapped_formats_are_checked() {
     // Old formats serialize as before: no permute or gaps keys.
     let plain = fmt(r#"{"width":6}"#);
     let json = serde_json::to_string(&plain).unwrap();
-    assert!(!json.contains("permute") && !json.contains("gaps"), "{json}");
+    assert!(
+        !json.contains("permute") && !json.contains("gaps"),
+        "{json}"
+    );
 }
