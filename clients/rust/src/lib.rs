@@ -26,11 +26,14 @@
 //! - `local.rs`: the local path, a `fetch_add` on a packed (generation, offset) word and
 //!   a seqlock-read slot per range; why it hands no id twice and keeps ids increasing.
 //! - `supply.rs`: the double buffer of ranges, the single-flight refill, the floor.
-//! - `formatted.rs`: the formatted supply: texts with their `period_end`, the period rule.
+//! - `formatted.rs`: the formatted supply: texts with their `period_end`, the period rule
+//!   (the wall clock: [`ClientBuilder::clock`]), permuted tags' unordered answers.
+//! - `bounds.rs`: [`Client::snowflake_bounds`], the ids of a time range.
 //! - `sizing.rs`: the batch size that follows demand.
 //! - `servers.rs`: failover, backoff, health probes, response validation.
 //! - `error.rs`: [`Error`] and the per-server [`Fault`].
 
+mod bounds;
 mod client;
 mod error;
 mod formatted;
@@ -39,10 +42,11 @@ mod servers;
 mod sizing;
 mod supply;
 
+pub use bounds::IdBounds;
 pub use client::{
     Client, ClientBuilder, FormattedSupply, MAX_BATCH, MAX_SNOWFLAKE_BATCH, SegmentSupply,
     SnowflakeSupply,
 };
 pub use error::{Error, Fault, ServerFault};
-pub use formatted::MAX_FORMATTED_BATCH;
+pub use formatted::{MAX_FORMATTED_BATCH, WallClock};
 pub use supply::SupplyStats;

@@ -122,10 +122,10 @@ fn a_batch_whose_period_ended_by_the_clock_is_never_handed_out() {
             .max_batch(100)
             .wait_timeout(Duration::from_millis(600))
             .backoff(Duration::from_millis(50), Duration::from_millis(100))
-            .clock(move || {
+            .clock(Arc::new(move || {
                 let s = skew.load(Ordering::Relaxed);
                 SystemTime::now() + Duration::from_secs(s.max(0) as u64)
-            })
+            }))
             .build()
             .unwrap()
     };
