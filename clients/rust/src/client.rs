@@ -573,7 +573,9 @@ impl SnowflakeSupply {
 }
 
 /// Ids of a formatted tag, as text: increasing in byte order, never repeated, never of a
-/// period that ended by the client's clock; served from two local batches.
+/// period that ended by the client's clock; served from two local batches. A permuted tag's
+/// texts (`T-9F3K2Q`, answers with `"ordered": false`) come in no order: they are handed out
+/// as received, with no floor; their uniqueness is the server's, as for every id.
 #[derive(Debug, Clone)]
 pub struct FormattedSupply {
     supply: Arc<Formatted>,

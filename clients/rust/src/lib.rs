@@ -9,7 +9,9 @@
 //! (see [`ClientBuilder::target_lifetime`]). A formatted tag's ids are text
 //! ([`FormattedSupply`], `client.formatted(tag)?`): the same double buffer and failover over
 //! the list route, with the period rule (a batch whose period ended by the client's clock is
-//! dropped whole) and a floor in byte order.
+//! dropped whole; its wall clock is [`ClientBuilder::clock`]) and a floor in byte order, except
+//! for a permuted tag's answers (`"ordered": false`), handed out as received.
+//! [`Client::snowflake_bounds`] answers the snowflake ids of a time range ([`IdBounds`]).
 //!
 //! Guarantees, per supply (see `supply` for why they hold):
 //! - no id is handed out twice, and only ids received in a 200 response body;
