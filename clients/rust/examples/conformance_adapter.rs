@@ -9,7 +9,8 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use leafid_client::{Client, Error};
 use serde_json::{Value, json};
@@ -56,6 +57,10 @@ fn handle(cmd: &Value, client: &mut Option<Client>, rt: &tokio::runtime::Handle)
         "take" => match client {
             Some(c) => (take(cmd, c, rt), false),
             None => (failure("internal", "", "take before open"), false),
+        },
+        "bounds" => match client {
+            Some(c) => (bounds(cmd, c, rt), false),
+            None => (failure("internal", "", "bounds before open"), false),
         },
         "stats" => match client {
             Some(c) => {
@@ -111,6 +116,17 @@ fn open(cmd: &Value, client: &mut Option<Client>, rt: &tokio::runtime::Handle) -
     }
     if let (Some(a), Some(b)) = (ms(cmd, "backoff_min_ms"), ms(cmd, "backoff_max_ms")) {
         builder = builder.backoff(a, b);
+    }
+    // The period rule's wall clock: the system clock plus the offset, through the public hook.
+    if let Some(offset) = cmd["clock_offset_ms"].as_i64() {
+        let shift = Duration::from_millis(offset.unsigned_abs());
+        builder = builder.clock(Arc::new(move || {
+            if offset >= 0 {
+                SystemTime::now() + shift
+            } else {
+                SystemTime::now() - shift
+            }
+        }));
     }
     // build() needs a runtime context: its background tasks are spawned there.
     let _guard = rt.enter();
@@ -217,6 +233,72 @@ fn take(cmd: &Value, client: &Client, rt: &tokio::runtime::Handle) -> Value {
         .collect();
     json!({"ok": true, "ids": lists, "errors": errors,
            "max_call_ms": slowest.as_secs_f64() * 1000.0})
+}
+
+/// `bounds`: the client's snowflake bounds helper for `[from, to)`.
+fn bounds(cmd: &Value, client: &Client, rt: &tokio::runtime::Handle) -> Value {
+    let instant = |key: &str| {
+        cmd[key].as_str().and_then(parse_instant).ok_or_else(|| {
+            failure(
+                "internal",
+                "",
+                &format!("{key}: not an RFC 3339 UTC instant"),
+            )
+        })
+    };
+    let (from, to) = match (instant("from"), instant("to")) {
+        (Ok(f), Ok(t)) => (f, t),
+        (Err(e), _) | (_, Err(e)) => return e,
+    };
+    match rt.block_on(client.snowflake_bounds(from, to)) {
+        Ok(b) => {
+            json!({"ok": true, "min_id": b.min_id.to_string(), "max_id": b.max_id.to_string()})
+        }
+        Err(e) => error_answer(&e),
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.fff]Z`, the driver's instants, as a `SystemTime`.
+fn parse_instant(s: &str) -> Option<SystemTime> {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = s.get(r)?;
+        part.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| part.parse().ok())?
+    };
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' {
+        return None;
+    }
+    if b[16] != b':' || b[b.len() - 1] != b'Z' {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let nanos = match &s[19..s.len() - 1] {
+        "" => 0,
+        frac => {
+            let digits = frac.strip_prefix('.')?;
+            if digits.is_empty() || digits.len() > 9 || !digits.bytes().all(|c| c.is_ascii_digit())
+            {
+                return None;
+            }
+            digits.parse::<u64>().ok()? * 10u64.pow(9 - digits.len() as u32)
+        }
+    };
+    // Days since 1970-01-01 (Howard Hinnant's days_from_civil).
+    let yy = if mo <= 2 { y - 1 } else { y };
+    let era = yy.div_euclid(400);
+    let yoe = yy - era * 400;
+    let doy = (153 * ((mo + 9) % 12) + 2) / 5 + d - 1;
+    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+    let secs = days * 86_400 + h * 3600 + mi * 60 + sec;
+    let t = if secs >= 0 {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(secs as u64)
+    } else {
+        SystemTime::UNIX_EPOCH - Duration::from_secs(secs.unsigned_abs())
+    };
+    Some(t + Duration::from_nanos(nanos))
 }
 
 /// The protocol's kind and code of a client error.

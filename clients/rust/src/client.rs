@@ -1,14 +1,16 @@
 //! `Client` (its builder) and the two handles it gives: `SegmentSupply` and `SnowflakeSupply`.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::error::Error;
-use crate::formatted::{Clock, Formatted, MAX_FORMATTED_BATCH};
-use crate::servers::{Request, Servers, Timing};
+use crate::bounds::{self, IdBounds};
+use crate::error::{Error, ServerFault};
+use crate::formatted::{Clock, Formatted, MAX_FORMATTED_BATCH, WallClock};
+use crate::servers::{FetchError, Request, Servers, Timing, backoff};
 use crate::sizing::Sizing;
 use crate::supply::{Supply, SupplyStats};
 
@@ -112,14 +114,30 @@ impl ClientBuilder {
         self
     }
 
-    /// The wall clock formatted supplies check each batch's `period_end` against before
-    /// handing out a text (default `SystemTime::now`). For tests: a clock set past a period's
-    /// end shows that its batch is dropped, never handed out.
-    pub fn clock<F>(mut self, now: F) -> Self
-    where
-        F: Fn() -> std::time::SystemTime + Send + Sync + 'static,
-    {
-        self.clock = Clock(Some(Arc::new(now)));
+    /// The wall clock of the formatted supplies' period rule (default: [`SystemTime::now`]).
+    /// Before a text is handed out, its batch's `period_end` is compared with this clock: a
+    /// batch whose period has ended by it is dropped whole, never handed out (counted in
+    /// [`SupplyStats::discarded_ids`]), and an answer already ended by it when it arrives is
+    /// dropped and asked again after the backoff.
+    ///
+    /// It is read once per formatted text, under the supply's lock: it must be cheap and must
+    /// not block. Uses: a clock kept in step with servers whose clocks are offset (the
+    /// conformance suite's `rollover` runs a server under libfaketime and gives the client the
+    /// same offset), and tests that step past a real server's `period_end`. Numeric supplies
+    /// never read it.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::{Duration, SystemTime};
+    ///
+    /// // The system clock, 8 s ahead.
+    /// let builder = leafid_client::Client::builder()
+    ///     .servers(["http://127.0.0.1:8080"])
+    ///     .clock(Arc::new(|| SystemTime::now() + Duration::from_secs(8)));
+    /// # let _ = builder;
+    /// ```
+    pub fn clock(mut self, now: WallClock) -> Self {
+        self.clock = Clock(Some(now));
         self
     }
 
@@ -185,6 +203,7 @@ impl ClientBuilder {
                 snowflake: Mutex::new(None),
                 formatted: Mutex::new(HashMap::new()),
                 clock: self.clock,
+                bounds_failovers: AtomicU64::new(0),
                 owner: Arc::new(Owner { stop }),
             }),
         })
@@ -243,6 +262,8 @@ struct Shared {
     formatted: Mutex<HashMap<String, Arc<Formatted>>>,
     /// The wall clock of the formatted supplies' period rule.
     clock: Clock,
+    /// Failovers of [`Client::snowflake_bounds`] requests (counted in [`Client::stats`]).
+    bounds_failovers: AtomicU64,
     /// Stops the background tasks when the last client or handle is dropped.
     owner: Arc<Owner>,
 }
@@ -347,11 +368,73 @@ impl Client {
         })
     }
 
+    /// The smallest and largest id any worker can issue in `[from, to)` under the servers'
+    /// snowflake layout, for `WHERE id BETWEEN min_id AND max_id`: one request to
+    /// `GET /api/v1/snowflake/bounds` (the instants sent as RFC 3339 UTC with milliseconds,
+    /// their sub-millisecond parts cut, as the server does with finer ones).
+    ///
+    /// Failover as for batches: a server that does not answer in the request timeout, answers
+    /// a 5xx, a 4xx of its own (`engine_disabled`: snowflake switched off there) or a body that
+    /// is not two ids `0 < min_id <= max_id <= 2^63 - 1` is marked down and the next one asked
+    /// at once (counted in [`SupplyStats::failovers`] of [`stats`](Self::stats)); rounds in which
+    /// every server failed are repeated after the backoff until the wait timeout, then
+    /// [`Error::Unavailable`]. A range the servers refuse is [`Error::Rejected`] at once, with
+    /// no failover: `code` `invalid_time_range` for an empty range (`from >= to`), one starting
+    /// before the layout's epoch or ending after its time field runs out (an instant outside
+    /// the years 0000 to 9999 is refused so without a request, `server` empty).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: leafid_client::Client) -> Result<(), leafid_client::Error> {
+    /// use std::time::{Duration, SystemTime};
+    ///
+    /// let to = SystemTime::now();
+    /// let b = client.snowflake_bounds(to - Duration::from_secs(3600), to).await?;
+    /// let sql = format!("SELECT * FROM orders WHERE id BETWEEN {} AND {}", b.min_id, b.max_id);
+    /// # let _ = sql; Ok(()) }
+    /// ```
+    pub async fn snowflake_bounds(
+        &self,
+        from: SystemTime,
+        to: SystemTime,
+    ) -> Result<IdBounds, Error> {
+        let s = &self.shared;
+        let req = bounds::request(from, to)?;
+        let deadline = tokio::time::Instant::now() + s.wait_timeout;
+        let mut last: Option<ServerFault> = None;
+        let mut failures = 0;
+        loop {
+            let fetch = s.servers.fetch::<IdBounds>(&req, &s.bounds_failovers);
+            let wake = match tokio::time::timeout_at(deadline, fetch).await {
+                Ok(Ok((b, _server))) => return Ok(b),
+                Ok(Err(FetchError::Rejected(e))) => return Err(e),
+                Ok(Err(FetchError::Unavailable(fault))) => {
+                    last = fault.or(last);
+                    failures += 1;
+                    // Never zero: the builder checks backoff_min > 0.
+                    tokio::time::Instant::now() + backoff(&s.timing, failures)
+                }
+                // The wait timeout passed during a request: it is abandoned.
+                Err(_elapsed) => deadline,
+            };
+            if wake >= deadline {
+                return Err(Error::Unavailable {
+                    waited: s.wait_timeout,
+                    last,
+                });
+            }
+            tokio::time::sleep_until(wake).await;
+        }
+    }
+
     /// The counters of every supply made so far (each tag's and snowflake's), summed;
-    /// `batch_size` is the largest size any supply asks for next.
+    /// `batch_size` is the largest size any supply asks for next. `failovers` counts those of
+    /// [`snowflake_bounds`](Self::snowflake_bounds) too.
     pub fn stats(&self) -> SupplyStats {
         let s = &self.shared;
-        let mut total = SupplyStats::default();
+        let mut total = SupplyStats {
+            failovers: s.bounds_failovers.load(Ordering::Relaxed),
+            ..SupplyStats::default()
+        };
         for supply in s
             .segments
             .lock()
@@ -490,7 +573,9 @@ impl SnowflakeSupply {
 }
 
 /// Ids of a formatted tag, as text: increasing in byte order, never repeated, never of a
-/// period that ended by the client's clock; served from two local batches.
+/// period that ended by the client's clock; served from two local batches. A permuted tag's
+/// texts (`T-9F3K2Q`, answers with `"ordered": false`) come in no order: they are handed out
+/// as received, with no floor; their uniqueness is the server's, as for every id.
 #[derive(Debug, Clone)]
 pub struct FormattedSupply {
     supply: Arc<Formatted>,
@@ -532,7 +617,7 @@ impl FormattedSupply {
         Self {
             supply: Arc::new(Formatted::fixed(
                 ids,
-                std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(253_402_300_799),
+                SystemTime::UNIX_EPOCH + Duration::from_secs(253_402_300_799),
                 Clock(None),
             )),
             _owner: Arc::new(Owner {

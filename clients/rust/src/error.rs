@@ -16,8 +16,10 @@ pub enum Error {
     #[error("invalid client configuration: {0}")]
     Config(String),
     /// A server refused the request itself: a 4xx whose `code` is `unknown_biz_tag`,
-    /// `invalid_biz_tag`, `biz_tag_exhausted`, `invalid_count`, `invalid_request` or
-    /// `formatted_tag` (a numeric supply of a formatted tag); a 503 `sequence_exhausted` (a
+    /// `invalid_biz_tag`, `biz_tag_exhausted`, `invalid_count`, `invalid_request`,
+    /// `formatted_tag` (a numeric supply of a formatted tag) or `invalid_time_range` (a time
+    /// range [`Client::snowflake_bounds`](crate::Client::snowflake_bounds) cannot answer; with
+    /// `server` empty when the client refused it without a request); a 503 `sequence_exhausted` (a
     /// formatted tag's period ran out of its width: until the next period); or, on a formatted
     /// supply, a 200 with numeric ids and no `period_end` (`code` `not_formatted`, status 200:
     /// the tag is plain). The servers share one database, so asking another would not help; no

@@ -13,6 +13,12 @@
 //!   nothing is followed at once by a request for twice the size. Batches are handed
 //!   out in the order they were accepted, each text under the lock, so a call that starts after
 //!   another returned gets a larger text.
+//! - **Permuted tags: no order.** An answer with `"ordered": false` (a permuted tag,
+//!   `T-9F3K2Q`) is in no order on purpose: it is taken without the byte-order check and
+//!   without the floor, and handed out in the order received. No text twice still holds
+//!   locally (each text is moved out of its batch once); across batches and clients it is the
+//!   server's guarantee, as for every id. The period rule applies as above. The local path is
+//!   the same for both kinds: the flag is read once per answer, in `State::accept`.
 //! - **Never yesterday's number today.** Before a text is handed out, the batch's
 //!   `period_end` is compared with the client's wall clock (the builder's
 //!   [`clock`](crate::ClientBuilder::clock)): a batch whose period has ended is dropped whole,
@@ -40,9 +46,14 @@ use crate::supply::SupplyStats;
 /// Most texts one request may ask for (the list route's limit).
 pub const MAX_FORMATTED_BATCH: usize = 100_000;
 
-/// The wall clock a formatted supply checks periods against.
+/// A wall clock: what [`ClientBuilder::clock`](crate::ClientBuilder::clock) takes for the
+/// formatted supplies' period rule (the system clock unless one is given).
+pub type WallClock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
+
+/// The wall clock a formatted supply checks periods against: the builder's, else
+/// `SystemTime::now` (no indirect call then).
 #[derive(Clone)]
-pub(crate) struct Clock(pub(crate) Option<Arc<dyn Fn() -> SystemTime + Send + Sync>>);
+pub(crate) struct Clock(pub(crate) Option<WallClock>);
 
 impl Clock {
     #[inline]
@@ -69,6 +80,9 @@ impl std::fmt::Debug for Clock {
 pub(crate) struct Texts {
     ids: Vec<String>,
     period_end: SystemTime,
+    /// `false` for a permuted tag's answer (`"ordered": false`): its texts are in no order, so
+    /// neither the byte-order check nor the floor applies to them.
+    ordered: bool,
 }
 
 /// The list route's body, read leniently so that a plain tag's answer (numbers, no
@@ -80,6 +94,9 @@ struct IdsBody {
     ids: Vec<serde_json::Value>,
     #[serde(default)]
     period_end: Option<String>,
+    /// Absent: ordered (every answer before permuted tags).
+    #[serde(default)]
+    ordered: Option<bool>,
 }
 
 impl Answer for Texts {
@@ -91,11 +108,13 @@ impl Answer for Texts {
 }
 
 /// A body is a batch only if `ids` is a non-empty list of non-empty strings, no longer than
-/// asked, increasing as byte strings, with a `period_end` that parses as an RFC 3339 instant,
-/// for the tag asked. Numbers without `period_end` are a plain tag's answer: `not_formatted`,
+/// asked, increasing as byte strings (unless the body says `"ordered": false`: a permuted
+/// tag's texts are in no order), with a `period_end` that parses as an RFC 3339 instant, for
+/// the tag asked. Numbers without `period_end` are a plain tag's answer: `not_formatted`,
 /// final. Anything else is that server's failure.
 fn validate(body: IdsBody, req: &Request, server: &str) -> Result<Texts, Outcome> {
     let bad = |m: String| Outcome::Fault(Fault::BadResponse(m));
+    let ordered = body.ordered.unwrap_or(true);
     if let (Some(want), Some(got)) = (&req.tag, &body.biz_tag)
         && want != got
     {
@@ -135,14 +154,19 @@ fn validate(body: IdsBody, req: &Request, server: &str) -> Result<Texts, Outcome
         if text.is_empty() {
             return Err(bad("an empty id".to_owned()));
         }
-        if let Some(prev) = ids.last()
+        if ordered
+            && let Some(prev) = ids.last()
             && prev.as_bytes() >= text.as_bytes()
         {
             return Err(bad(format!("id {text:?} is not above {prev:?}")));
         }
         ids.push(text);
     }
-    Ok(Texts { ids, period_end })
+    Ok(Texts {
+        ids,
+        period_end,
+        ordered,
+    })
 }
 
 /// An RFC 3339 instant (`2026-11-27T16:00:00Z`, `...:00.999999999Z`, `...+08:00`).
@@ -276,6 +300,59 @@ struct State {
     received: u64,
     discarded: u64,
     failed_rounds: u64,
+}
+
+/// What became of one valid answer (see [`State::accept`]).
+#[derive(Debug, PartialEq, Eq)]
+enum Accepted {
+    /// Stored as the next batch.
+    Taken,
+    /// Its period had ended by the client's clock: dropped whole, asked again after a backoff.
+    Ended { last: String },
+    /// Ordered texts all at or below the floor: dropped, asked again at once (the catch-up).
+    Behind { last: String, floor: String },
+}
+
+impl State {
+    /// Takes one valid answer received at `now` (the client's clock): counts it, drops it
+    /// whole if its period has ended, cuts ordered texts to those above the floor (the cut
+    /// ones counted), and stores what is left as the next batch. A permuted tag's answer
+    /// (`ordered: false`) is stored whole, in the order received: no floor applies to it
+    /// and it does not move the floor (its order is hidden on purpose; uniqueness is the
+    /// server's, as for every id), so `discarded_ids` counts only texts of an ended period.
+    fn accept(&mut self, texts: Texts, now: SystemTime) -> Accepted {
+        let n = texts.ids.len() as u64;
+        self.received += n;
+        let mut ids = texts.ids;
+        if now >= texts.period_end {
+            self.discarded += n;
+            return Accepted::Ended {
+                last: ids.pop().unwrap_or_default(),
+            };
+        }
+        if texts.ordered {
+            let cut = match &self.floor {
+                Some(f) => ids.partition_point(|t| t.as_bytes() <= f.as_bytes()),
+                None => 0,
+            };
+            self.discarded += cut as u64;
+            if cut == ids.len() {
+                return Accepted::Behind {
+                    last: ids.pop().unwrap_or_default(),
+                    floor: self.floor.clone().unwrap_or_default(),
+                };
+            }
+            ids.drain(..cut);
+            self.floor = ids.last().cloned();
+        }
+        self.next = Some(Batch {
+            size: ids.len() as u64,
+            ids: ids.into_iter(),
+            period_end: texts.period_end,
+        });
+        self.batches += 1;
+        Accepted::Taken
+    }
 }
 
 /// The supply of one formatted tag.
@@ -501,51 +578,31 @@ impl Formatted {
             let wait = match r.servers.fetch::<Texts>(&req, &self.failovers).await {
                 Ok((texts, server)) => {
                     let mut st = self.lock();
-                    let n = texts.ids.len() as u64;
-                    st.received += n;
-                    if self.clock.now() >= texts.period_end {
-                        // Ended by this client's clock before it was even stored.
-                        st.discarded += n;
-                        st.last_fault = Some(ServerFault {
-                            server: server.to_owned(),
-                            fault: Fault::PeriodEnded {
-                                last: texts.ids.last().cloned().unwrap_or_default(),
-                            },
-                        });
-                        failures += 1;
-                        backoff(&r.timing, failures)
-                    } else {
-                        let mut ids = texts.ids;
-                        let cut = match &st.floor {
-                            Some(f) => ids.partition_point(|t| t.as_bytes() <= f.as_bytes()),
-                            None => 0,
-                        };
-                        st.discarded += cut as u64;
-                        if cut == ids.len() {
+                    match st.accept(texts, self.clock.now()) {
+                        Accepted::Taken => {
+                            st.last_fault = None;
+                            break;
+                        }
+                        Accepted::Ended { last } => {
+                            // Ended by this client's clock before it was even stored.
+                            st.last_fault = Some(ServerFault {
+                                server: server.to_owned(),
+                                fault: Fault::PeriodEnded { last },
+                            });
+                            failures += 1;
+                            backoff(&r.timing, failures)
+                        }
+                        Accepted::Behind { last, floor } => {
                             // All at or below the floor: a server behind the one used before.
                             // The catch-up: a gap between texts cannot be sized, so ask again
                             // at once for twice the current size (at most the route's limit);
                             // the size itself is unchanged.
                             st.last_fault = Some(ServerFault {
                                 server: server.to_owned(),
-                                fault: Fault::TextsBehind {
-                                    last: ids.pop().unwrap_or_default(),
-                                    floor: st.floor.clone().unwrap_or_default(),
-                                },
+                                fault: Fault::TextsBehind { last, floor },
                             });
                             req = sized.with_count(catch_up_count(sized.count));
                             Duration::ZERO
-                        } else {
-                            ids.drain(..cut);
-                            st.floor = ids.last().cloned();
-                            st.next = Some(Batch {
-                                size: ids.len() as u64,
-                                ids: ids.into_iter(),
-                                period_end: texts.period_end,
-                            });
-                            st.batches += 1;
-                            st.last_fault = None;
-                            break;
                         }
                     }
                 }
@@ -696,6 +753,119 @@ mod tests {
                 "{bad}: {r:?}"
             );
         }
+    }
+
+    fn texts(ids: &[&str], period_end: SystemTime, ordered: bool) -> Texts {
+        Texts {
+            ids: ids.iter().map(|t| (*t).to_owned()).collect(),
+            period_end,
+            ordered,
+        }
+    }
+
+    #[test]
+    fn an_unordered_answer_skips_the_byte_order_check_and_nothing_else() {
+        let end = r#""period_end":"2026-11-28T00:00:00Z""#;
+        let permuted =
+            format!(r#"{{"ids":["T-9F3K2Q","T-0000A1","T-ZZZZZ0"],{end},"ordered":false}}"#);
+        assert_eq!(
+            parse(&permuted, 3).unwrap(),
+            ["T-9F3K2Q", "T-0000A1", "T-ZZZZZ0"],
+            "taken as received"
+        );
+        let r = Texts::parse(permuted.as_bytes(), &req(3), "http://s");
+        assert!(r.is_ok_and(|t| !t.ordered));
+        // Absent or true: ordered, checked as before.
+        for body in [
+            format!(r#"{{"ids":["a","b"],{end}}}"#),
+            format!(r#"{{"ids":["a","b"],{end},"ordered":true}}"#),
+        ] {
+            let r = Texts::parse(body.as_bytes(), &req(2), "http://s");
+            assert!(r.is_ok_and(|t| t.ordered), "{body}");
+        }
+        for (bad, asked) in [
+            (format!(r#"{{"ids":["b","a"],{end},"ordered":true}}"#), 5),
+            (format!(r#"{{"ids":["b","a"],{end}}}"#), 5),
+            (format!(r#"{{"ids":["b","a"],{end},"ordered":"no"}}"#), 5),
+            (format!(r#"{{"ids":["b","a"],{end},"ordered":null}}"#), 5),
+            (permuted.clone(), 2), // more than asked
+            (format!(r#"{{"ids":[],{end},"ordered":false}}"#), 5),
+            (format!(r#"{{"ids":["b",""],{end},"ordered":false}}"#), 5),
+            (format!(r#"{{"ids":["b",7],{end},"ordered":false}}"#), 5),
+            (r#"{"ids":["b","a"],"ordered":false}"#.to_owned(), 5),
+            (
+                r#"{"ids":["b","a"],"period_end":"soon","ordered":false}"#.to_owned(),
+                5,
+            ),
+        ] {
+            let r = parse(&bad, asked);
+            assert!(
+                r.as_ref().is_err_and(|e| e.starts_with("fault")),
+                "{bad}: {r:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unordered_batch_is_handed_out_as_received_with_no_floor_but_the_period_rule() {
+        let now = Arc::new(AtomicU64::new(100));
+        let clock = {
+            let now = now.clone();
+            Clock(Some(Arc::new(move || at(now.load(Ordering::Relaxed)))))
+        };
+        let s = Arc::new(Formatted::fixed(Vec::new(), at(200), clock));
+        // An ordered batch first: the floor is its last text.
+        assert_eq!(
+            s.lock()
+                .accept(texts(&["T-5", "T-6"], at(200), true), at(100)),
+            Accepted::Taken
+        );
+        assert_eq!(s.try_next_id().as_deref(), Some("T-5"));
+        assert_eq!(s.try_next_id().as_deref(), Some("T-6"));
+        // A permuted answer, texts below and above the floor in no order: taken whole, as
+        // received, and the floor does not move.
+        let got = s.lock().accept(
+            texts(&["T-Q", "T-1", "T-7", "T-3"], at(200), false),
+            at(100),
+        );
+        assert_eq!(got, Accepted::Taken);
+        assert_eq!(s.lock().floor.as_deref(), Some("T-6"));
+        let out: Vec<String> = std::iter::from_fn(|| s.try_next_id()).collect();
+        assert_eq!(out, ["T-Q", "T-1", "T-7", "T-3"]);
+        let st = s.stats();
+        assert_eq!((st.ids_served, st.discarded_ids, st.batches), (6, 0, 2));
+        // A permuted answer already ended when it arrives: dropped whole, counted.
+        let got = s
+            .lock()
+            .accept(texts(&["T-9", "T-2"], at(150), false), at(150));
+        assert_eq!(got, Accepted::Ended { last: "T-2".into() });
+        assert_eq!(s.try_next_id(), None);
+        // One in hand whose period ends by the clock: dropped whole, none handed out.
+        let got = s
+            .lock()
+            .accept(texts(&["T-8", "T-4", "T-Z"], at(300), false), at(150));
+        assert_eq!(got, Accepted::Taken);
+        assert_eq!(s.try_next_id().as_deref(), Some("T-8"));
+        now.store(300, Ordering::Relaxed);
+        assert_eq!(s.try_next_id(), None);
+        let st = s.stats();
+        assert_eq!(
+            (st.ids_served, st.discarded_ids, st.ids_received),
+            (7, 2 + 2, 11),
+            "discarded: only texts of an ended period"
+        );
+        // Ordered answers still meet the floor, which the permuted ones left at T-6.
+        now.store(100, Ordering::Relaxed);
+        let got = s
+            .lock()
+            .accept(texts(&["T-4", "T-5", "T-6"], at(400), true), at(100));
+        assert_eq!(
+            got,
+            Accepted::Behind {
+                last: "T-6".into(),
+                floor: "T-6".into()
+            }
+        );
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! (see [`ClientBuilder::target_lifetime`]). A formatted tag's ids are text
 //! ([`FormattedSupply`], `client.formatted(tag)?`): the same double buffer and failover over
 //! the list route, with the period rule (a batch whose period ended by the client's clock is
-//! dropped whole) and a floor in byte order.
+//! dropped whole; its wall clock is [`ClientBuilder::clock`]) and a floor in byte order, except
+//! for a permuted tag's answers (`"ordered": false`), handed out as received.
+//! [`Client::snowflake_bounds`] answers the snowflake ids of a time range ([`IdBounds`]).
 //!
 //! Guarantees, per supply (see `supply` for why they hold):
 //! - no id is handed out twice, and only ids received in a 200 response body;
@@ -26,11 +28,14 @@
 //! - `local.rs`: the local path, a `fetch_add` on a packed (generation, offset) word and
 //!   a seqlock-read slot per range; why it hands no id twice and keeps ids increasing.
 //! - `supply.rs`: the double buffer of ranges, the single-flight refill, the floor.
-//! - `formatted.rs`: the formatted supply: texts with their `period_end`, the period rule.
+//! - `formatted.rs`: the formatted supply: texts with their `period_end`, the period rule
+//!   (the wall clock: [`ClientBuilder::clock`]), permuted tags' unordered answers.
+//! - `bounds.rs`: [`Client::snowflake_bounds`], the ids of a time range.
 //! - `sizing.rs`: the batch size that follows demand.
 //! - `servers.rs`: failover, backoff, health probes, response validation.
 //! - `error.rs`: [`Error`] and the per-server [`Fault`].
 
+mod bounds;
 mod client;
 mod error;
 mod formatted;
@@ -39,10 +44,11 @@ mod servers;
 mod sizing;
 mod supply;
 
+pub use bounds::IdBounds;
 pub use client::{
     Client, ClientBuilder, FormattedSupply, MAX_BATCH, MAX_SNOWFLAKE_BATCH, SegmentSupply,
     SnowflakeSupply,
 };
 pub use error::{Error, Fault, ServerFault};
-pub use formatted::MAX_FORMATTED_BATCH;
+pub use formatted::{MAX_FORMATTED_BATCH, WallClock};
 pub use supply::SupplyStats;

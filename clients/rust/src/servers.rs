@@ -464,7 +464,7 @@ fn refusal_holds_on_every_server(code: &str) -> bool {
 
 /// The `code`s of leafid's 4xx answers that refuse the request itself (see
 /// [`refusal_holds_on_every_server`]).
-const REQUEST_REFUSALS: [&str; 6] = [
+const REQUEST_REFUSALS: [&str; 7] = [
     "unknown_biz_tag",
     "invalid_biz_tag",
     "biz_tag_exhausted",
@@ -472,6 +472,8 @@ const REQUEST_REFUSALS: [&str; 6] = [
     "invalid_request",
     // A numeric supply (the range route) asked for a formatted tag: its ids are text.
     "formatted_tag",
+    // The bounds route: an empty range, or one outside the snowflake layout's time span.
+    "invalid_time_range",
 ];
 
 /// The wait after `failures` failures in a row (at least 1).
@@ -640,6 +642,7 @@ mod tests {
             "biz_tag_exhausted",
             "invalid_request",
             "formatted_tag",
+            "invalid_time_range",
         ] {
             assert!(refusal_holds_on_every_server(code), "{code}");
         }

@@ -1,7 +1,8 @@
 //! The formatted supply against a real server (PROTOCOL.md, "Formatted tags"): texts unique
 //! and increasing from several threads; the period rule with an injected clock set past the
 //! real `period_end` of the server's answers; a plain tag on the formatted supply and a
-//! numeric supply on a formatted tag refused; a period out of width refused.
+//! numeric supply on a formatted tag refused; a period out of width refused; a permuted tag's
+//! unordered texts handed out as received, with no floor, across a failover.
 //!
 //! Needs the server binary and MariaDB (see `support`).
 
@@ -122,10 +123,10 @@ fn a_batch_whose_period_ended_by_the_clock_is_never_handed_out() {
             .max_batch(100)
             .wait_timeout(Duration::from_millis(600))
             .backoff(Duration::from_millis(50), Duration::from_millis(100))
-            .clock(move || {
+            .clock(Arc::new(move || {
                 let s = skew.load(Ordering::Relaxed);
                 SystemTime::now() + Duration::from_secs(s.max(0) as u64)
-            })
+            }))
             .build()
             .unwrap()
     };
@@ -293,4 +294,142 @@ fn a_server_behind_in_text_is_cut_at_the_floor_and_caught_up() {
         "B's texts below the floor are discarded: {stats:?}"
     );
     assert_eq!(stats.ids_served, 500);
+}
+
+const PERMUTED: &str =
+    r#"{"prefix":"T-","radix":"crockford32","width":6,"permute":{"key_id":"conformance"}}"#;
+
+/// `T-` + 6 Crockford base-32 digits (no I, L, O, U).
+fn is_code(t: &str) -> bool {
+    t.len() == 8
+        && t.starts_with("T-")
+        && t[2..]
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b.is_ascii_uppercase() && !b"ILOU".contains(&b)))
+}
+
+#[test]
+#[ignore = "needs MariaDB: scripts/test.sh runs it"]
+fn a_permuted_tag_is_handed_out_as_received_with_no_floor_across_a_failover() {
+    let rt = runtime();
+    // The servers' permutation key (LEAFID__SHAPES__KEYS__CONFORMANCE): 32 bytes in hex, 0600.
+    let key =
+        std::env::temp_dir().join(format!("leafid-client-permute-{}.key", std::process::id()));
+    {
+        use std::hash::BuildHasher;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut seed = std::collections::hash_map::RandomState::new().hash_one(0u8);
+        let hex: String = (0..32)
+            .map(|_| {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                format!("{:02x}", (seed >> 56) as u8)
+            })
+            .collect();
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&key)
+            .unwrap();
+        std::io::Write::write_all(&mut f, hex.as_bytes()).unwrap();
+    }
+    let key_path = key.to_str().unwrap();
+    let env = [("LEAFID__SHAPES__KEYS__CONFORMANCE", key_path)];
+    let db = create_database();
+    let a = Server::start_with(&db, &env);
+    let b = Server::start_with(&db, &env);
+    rt.block_on(create_formatted_tag(&a.address, "codes", 200, PERMUTED));
+    // The route's own answer says it is unordered.
+    let body: serde_json::Value = rt
+        .block_on(async {
+            reqwest::get(format!("{}/api/v1/segment/codes/ids?count=3", a.address))
+                .await?
+                .json()
+                .await
+        })
+        .unwrap();
+    assert_eq!(body["ordered"], serde_json::json!(false), "{body}");
+    let direct: Vec<String> = body["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    let client = {
+        let _g = rt.enter();
+        Client::builder()
+            .servers([a.address.as_str(), b.address.as_str()])
+            .batch(50)
+            .max_batch(50)
+            .request_timeout(Duration::from_millis(500))
+            .build()
+            .unwrap()
+    };
+    let supply = client.formatted("codes").unwrap();
+    let take = |threads: usize, n: usize| -> Vec<Vec<String>> {
+        std::thread::scope(|scope| {
+            let hs: Vec<_> = (0..threads)
+                .map(|_| {
+                    let (supply, rt) = (&supply, &rt);
+                    scope.spawn(move || {
+                        (0..n)
+                            .map(|_| rt.block_on(supply.next_id()).unwrap())
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    };
+    // One caller first: one supply, one server, so it gets the answers' texts in the order
+    // the server sent them; a floor would have cut most of every answer after the first.
+    let first = take(1, 200).remove(0);
+    let sorted = {
+        let mut s = first.clone();
+        s.sort();
+        s
+    };
+    assert_ne!(first, sorted, "a permuted tag's texts came sorted");
+    assert_ne!(
+        &first[..50],
+        &sorted_copy(&first[..50])[..],
+        "one answer's texts came sorted"
+    );
+    let before = client.stats();
+    assert_eq!(
+        (before.ids_served, before.discarded_ids),
+        (200, 0),
+        "no floor: {before:?}"
+    );
+    a.kill9();
+    let mut all: Vec<String> = first;
+    for caller in take(4, 300) {
+        all.extend(caller);
+    }
+    let mut seen = HashSet::new();
+    for t in &all {
+        assert!(is_code(t), "{t}");
+        assert!(seen.insert(t.as_str()), "{t} handed out twice");
+    }
+    for t in &direct {
+        assert!(
+            !seen.contains(t.as_str()),
+            "{t}: the route's answer handed out again"
+        );
+    }
+    let stats = client.stats();
+    assert_eq!(stats.ids_served, 1400);
+    assert_eq!(
+        stats.discarded_ids, 0,
+        "no floor, no ended period: {stats:?}"
+    );
+    assert!(stats.failovers >= 1, "{stats:?}");
+    let _ = std::fs::remove_file(&key);
+}
+
+fn sorted_copy(texts: &[String]) -> Vec<String> {
+    let mut v = texts.to_vec();
+    v.sort();
+    v
 }
