@@ -12,7 +12,7 @@ use crate::error::{Error, Fault};
 use crate::servers::{Answer, Outcome, Request};
 
 /// The ids of a time range: every snowflake id whose time lies in the range, whichever worker
-/// issued it, is within `min_id..=max_id` (`0 < min_id <= max_id <= i64::MAX`). From
+/// issued it, is within `min_id..=max_id` (`0 <= min_id <= max_id <= i64::MAX`). From
 /// [`Client::snowflake_bounds`](crate::Client::snowflake_bounds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IdBounds {
@@ -29,8 +29,9 @@ struct BoundsBody {
     max_id: Id,
 }
 
-/// One id of the answer: a decimal string (asked with `stringify_ids=true`) or a JSON integer,
-/// `1..=i64::MAX`.
+/// One bound of the answer: a decimal string (asked with `stringify_ids=true`) or a JSON
+/// integer, `0..=i64::MAX` (a range that starts in the layout's first tick has `min_id` 0: a
+/// bound, never an id handed out).
 struct Id(u64);
 
 impl<'de> Deserialize<'de> for Id {
@@ -39,17 +40,17 @@ impl<'de> Deserialize<'de> for Id {
         impl serde::de::Visitor<'_> for Visitor {
             type Value = Id;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("an id: an integer in 1..=2^63-1 or its decimal string")
+                f.write_str("a bound: an integer in 0..=2^63-1 or its decimal string")
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Id, E> {
                 u64::try_from(v)
                     .ok()
                     .and_then(|v| self.visit_u64::<E>(v).ok())
-                    .ok_or_else(|| E::custom(format!("id {v} is not positive")))
+                    .ok_or_else(|| E::custom(format!("id {v} is negative")))
             }
             fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Id, E> {
-                if v == 0 || v > i64::MAX as u64 {
-                    return Err(E::custom(format!("id {v} is not in 1..=2^63-1")));
+                if v > i64::MAX as u64 {
+                    return Err(E::custom(format!("id {v} is not in 0..=2^63-1")));
                 }
                 Ok(Id(v))
             }
@@ -69,7 +70,7 @@ impl<'de> Deserialize<'de> for Id {
 }
 
 impl Answer for IdBounds {
-    /// A 200 is an answer only if both ids are in `1..=i64::MAX` and `min_id <= max_id`;
+    /// A 200 is an answer only if both ids are in `0..=i64::MAX` and `min_id <= max_id`;
     /// anything else is that server's failure (the next is asked).
     fn parse(bytes: &[u8], _req: &Request, _server: &str) -> Result<Self, Outcome> {
         let bad = |m: String| Outcome::Fault(Fault::BadResponse(m));
@@ -246,8 +247,6 @@ mod tests {
         );
         for bad in [
             r#"{"min_id":"6","max_id":"5"}"#,
-            r#"{"min_id":"0","max_id":"5"}"#,
-            r#"{"min_id":0,"max_id":5}"#,
             r#"{"min_id":-1,"max_id":5}"#,
             r#"{"min_id":"-1","max_id":"5"}"#,
             r#"{"min_id":"1","max_id":"9223372036854775808"}"#,
