@@ -4,6 +4,7 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -110,6 +111,10 @@ public final class ConformanceAdapter {
         }
         if (cmd.containsKey("backoff_min_ms") || cmd.containsKey("backoff_max_ms")) {
             b.backoff(Duration.ofMillis(num(cmd, "backoff_min_ms")), Duration.ofMillis(num(cmd, "backoff_max_ms")));
+        }
+        if (cmd.containsKey("clock_offset_ms")) {
+            // The period rule's wall clock: the system clock plus the offset, through the public hook.
+            b.clock(Clock.offset(Clock.systemUTC(), Duration.ofMillis(num(cmd, "clock_offset_ms"))));
         }
         client = b.build();
         System.err.println("java adapter: client open on " + servers);

@@ -4,6 +4,7 @@ import java.lang.reflect.Method;
 import java.net.URI;
 import java.net.URISyntaxException;
 import java.net.http.HttpClient;
+import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -47,6 +48,9 @@ public final class LeafidClient implements AutoCloseable {
 
     /** The system wall clock, epoch milliseconds: the default of every client. */
     static final LongSupplier SYSTEM_CLOCK = System::currentTimeMillis;
+
+    /** The class of the JDK's system clocks ({@link Clock#systemUTC()} and its zoned kin). */
+    private static final Class<?> SYSTEM_CLOCK_CLASS = Clock.systemUTC().getClass();
 
     /** Clients made in this JVM: numbers their threads. */
     private static final AtomicInteger CLIENTS = new AtomicInteger();
@@ -402,7 +406,7 @@ public final class LeafidClient implements AutoCloseable {
         private Duration backoffMin = Duration.ofMillis(50);
         /** Largest probe backoff. */
         private Duration backoffMax = Duration.ofSeconds(5);
-        /** The wall clock, epoch milliseconds (tests replace it). */
+        /** The wall clock of the period rule, epoch milliseconds ({@link #clock(Clock)}). */
         private LongSupplier wallClock = SYSTEM_CLOCK;
 
         /** Use {@link LeafidClient#builder()}. */
@@ -519,14 +523,25 @@ public final class LeafidClient implements AutoCloseable {
         }
 
         /**
-         * Replaces the wall clock the formatted supplies compare periods' ends with (default
-         * {@link System#currentTimeMillis()}): for tests of the period rule.
+         * The wall clock of the period rule (default: the system clock): a
+         * {@link FormattedSupply} compares each batch's {@code period_end} with
+         * {@link Clock#millis()} of this clock before it hands out an id, and drops a batch
+         * whose period has ended. Only the formatted supplies read it; the numeric supplies,
+         * timeouts and backoff use {@link System#nanoTime()}, and the bounds helper takes its
+         * instants from the caller.
          *
-         * @param millis the clock, epoch milliseconds
+         * <p>For tests of the period rule and for a process whose clock is known to be off:
+         * {@code Clock.offset(Clock.systemUTC(), Duration.ofSeconds(-2))} reads the system clock
+         * 2 s behind. The clock must be thread-safe and cheap: it is read once per id handed out.
+         * A JDK system clock ({@link Clock#systemUTC()}, {@link Clock#systemDefaultZone()}, any
+         * zone) is read through {@link System#currentTimeMillis()} directly, as the default.
+         *
+         * @param clock the wall clock, not null
          * @return this builder
          */
-        Builder wallClock(LongSupplier millis) {
-            this.wallClock = Objects.requireNonNull(millis, "wall clock");
+        public Builder clock(Clock clock) {
+            Objects.requireNonNull(clock, "clock");
+            this.wallClock = clock.getClass() == SYSTEM_CLOCK_CLASS ? SYSTEM_CLOCK : clock::millis;
             return this;
         }
 
