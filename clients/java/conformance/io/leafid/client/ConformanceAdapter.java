@@ -6,6 +6,7 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.time.Clock;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -51,6 +52,9 @@ public final class ConformanceAdapter {
                         break;
                     case "take":
                         answer = a.take(cmd);
+                        break;
+                    case "bounds":
+                        answer = a.bounds(cmd);
                         break;
                     case "stats":
                         answer = a.stats();
@@ -198,6 +202,16 @@ public final class ConformanceAdapter {
             }
         }
         return b.append("],\"max_call_ms\":").append(slowest.get() / 1e6).append('}').toString();
+    }
+
+    private String bounds(Map<?, ?> cmd) {
+        if (client == null) {
+            return error("internal", "", "bounds before open");
+        }
+        Instant from = Instant.parse(String.valueOf(cmd.get("from")));
+        Instant to = Instant.parse(String.valueOf(cmd.get("to")));
+        IdBounds b = client.snowflakeBounds(from, to);
+        return "{\"ok\":true,\"min_id\":\"" + b.minId() + "\",\"max_id\":\"" + b.maxId() + "\"}";
     }
 
     private String stats() {
