@@ -35,12 +35,21 @@ import java.util.function.LongSupplier;
  *       server's.) The clock is the builder's {@link LeafidClient.Builder#clock}.
  *   <li><b>No id twice, only received ids.</b> An index of a batch is taken by exactly one
  *       caller; a batch is built only from a 200 body that passed validation.
- *   <li><b>Increasing.</b> Texts of one format sort as byte strings in issue order, so the
+ *   <li><b>Increasing</b> (every formatted tag but a permuted one). Texts of one format sort
+ *       as byte strings in issue order, so the
  *       <em>floor</em> is the largest text accepted: ids of a later answer at or below it are
  *       cut (counted in {@link Stats#discardedIds()}). If one {@code nextId} call returns before
  *       another starts, the second text is larger, by the argument of
  *       {@link IdSupply#nextId(Duration)} (batches served in increasing order, {@code current}
  *       only moving forward, one atomic counter per batch).
+ *   <li><b>Permuted tags: no order.</b> A permuted tag's answers (codes such as
+ *       {@code T-9F3K2Q}, a keyed permutation of the sequence) say {@code "ordered": false}: their
+ *       order is hidden on purpose. Such a batch is taken whole, without the byte-order check
+ *       and without the floor (it neither is cut by it nor moves it), and its texts are handed
+ *       out in the order received; ids come in no order, and their uniqueness is the server's,
+ *       as for every id. The period rule holds as above, and {@link Stats#discardedIds()} counts
+ *       only texts of an ended period. The local path is the same (the flag is read once per
+ *       answer, in the refill).
  * </ul>
  */
 public final class FormattedSupply {
@@ -533,7 +542,8 @@ public final class FormattedSupply {
     /**
      * Cuts {@code t} to the texts above the floor; if some are left they become {@code next}.
      * An answer whose period has already ended by the client's clock is dropped whole (counted)
-     * and does not move the floor.
+     * and does not move the floor. An unordered answer (a permuted tag) is taken whole, in the
+     * order received, and does not move the floor either: its texts have no order to keep.
      *
      * @param t a valid answer
      * @param server the base URL of the server that sent it
@@ -549,7 +559,7 @@ public final class FormattedSupply {
                         + " by the client's clock (" + Instant.ofEpochMilli(now()) + ")");
                 return Accepted.ENDED;
             }
-            int k = t.firstAbove(floor);
+            int k = t.ordered ? t.firstAbove(floor) : 0;
             if (k > 0) {
                 discarded.addAndGet(k);
             }
@@ -558,7 +568,9 @@ public final class FormattedSupply {
                         + t.ids[t.ids.length - 1] + "\", all at or below the last id accepted, \"" + floor + "\"");
                 return Accepted.BEHIND;
             }
-            floor = t.ids[t.ids.length - 1];
+            if (t.ordered) {
+                floor = t.ids[t.ids.length - 1];
+            }
             next = new Batch(t.ids, k, t.ids.length - k, t.periodEndMillis);
             lastFault = null;
             batches.incrementAndGet();

@@ -255,6 +255,22 @@ class FormattedTest {
             assertThrows(Servers.BadBatch.class, () -> Texts.parse(e.getValue(), req(2)), e.getKey());
         }
         assertThrows(Texts.NotFormatted.class, () -> Texts.parse("{\"biz_tag\":\"t\",\"ids\":[1,2]}", req(2)));
+        // "ordered": absent or true, the byte order is checked; false (a permuted tag), not.
+        assertTrue(ok.ordered);
+        assertTrue(Texts.parse("{\"biz_tag\":\"t\",\"ids\":[\"A-1\",\"A-2\"],\"ordered\":true" + end, req(2)).ordered);
+        Texts perm = Texts.parse("{\"biz_tag\":\"t\",\"ids\":[\"T-Q\",\"T-3\",\"T-9\"],\"ordered\":false" + end, req(3));
+        assertFalse(perm.ordered);
+        assertEquals(List.of("T-Q", "T-3", "T-9"), List.of(perm.ids), "kept in the order received");
+        Map<String, String> badToo = Map.of(
+                "ordered true, decreasing", "{\"biz_tag\":\"t\",\"ids\":[\"A-2\",\"A-1\"],\"ordered\":true" + end,
+                "ordered a string", "{\"biz_tag\":\"t\",\"ids\":[\"A-1\"],\"ordered\":\"false\"" + end,
+                "ordered null", "{\"biz_tag\":\"t\",\"ids\":[\"A-1\"],\"ordered\":null" + end,
+                "unordered, empty text", "{\"biz_tag\":\"t\",\"ids\":[\"T-Q\",\"\"],\"ordered\":false" + end,
+                "unordered, too many", "{\"biz_tag\":\"t\",\"ids\":[\"T-Q\",\"T-3\",\"T-9\"],\"ordered\":false" + end,
+                "unordered, no end", "{\"biz_tag\":\"t\",\"ids\":[\"T-Q\"],\"ordered\":false}");
+        for (Map.Entry<String, String> e : badToo.entrySet()) {
+            assertThrows(Servers.BadBatch.class, () -> Texts.parse(e.getValue(), req(2)), e.getKey());
+        }
     }
 
     @Test
