@@ -2,6 +2,7 @@ package io.leafid.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -10,10 +11,17 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.security.SecureRandom;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterEach;
@@ -22,9 +30,10 @@ import org.junit.jupiter.api.Test;
 /**
  * Unordered formatted answers ({@code "ordered": false}, a permuted tag's): taken without the
  * byte-order check and without the floor, handed out in the order received, the period rule
- * still applied. The supply logic is checked here with answers a real server cannot be made to
- * give on demand (texts decreasing across batches, a period ending at a chosen instant) from a
- * tiny local HTTP server, as the malformed-body tests do.
+ * still applied. A real permuted tag on two real servers (one killed while callers take); and
+ * the supply logic with answers a real server cannot be made to give on demand (texts
+ * decreasing across batches, a period ending at a chosen instant) from a tiny local HTTP
+ * server, as the malformed-body tests do.
  */
 class PermutedTest {
     /** The period end of the answers of {@link #unordered}, far ahead. */
@@ -82,6 +91,93 @@ class PermutedTest {
                 .backoff(Duration.ofMillis(20), Duration.ofMillis(200)).clock(clock).build();
         cleanup.add(c);
         return c;
+    }
+
+    /** The conformance scenario's permuted format: FF1 over 6 Crockford base-32 digits. */
+    private static final String CODES = "{\"prefix\":\"T-\",\"radix\":\"crockford32\",\"width\":6,"
+            + "\"permute\":{\"key_id\":\"conformance\"}}";
+    private static final Pattern CODE = Pattern.compile("^T-[0-9A-HJKMNP-TV-Z]{6}$");
+
+    /** A fresh 32-byte key file (64 hex characters, mode 0600) for the key id {@code conformance}. */
+    private static Map<String, String> keyEnv() throws IOException {
+        Path dir = Files.createTempDirectory("leafid-java-key");
+        Path key = dir.resolve("conformance.key");
+        byte[] raw = new byte[32];
+        new SecureRandom().nextBytes(raw);
+        StringBuilder hex = new StringBuilder();
+        for (byte b : raw) {
+            hex.append(String.format("%02x", b));
+        }
+        Files.writeString(key, hex + "\n");
+        Files.setPosixFilePermissions(key, PosixFilePermissions.fromString("rw-------"));
+        return Map.of("LEAFID__SHAPES__KEYS__CONFORMANCE", key.toString());
+    }
+
+    private LeafidServer server(Path db, Map<String, String> env) throws IOException {
+        LeafidServer s = LeafidServer.start(db, 0, env);
+        cleanup.add(s);
+        return s;
+    }
+
+    @Test
+    void a_real_permuted_tag_hands_out_unique_unsorted_codes_across_a_kill_9() throws Exception {
+        Map<String, String> env = keyEnv();
+        Path db = LeafidServer.newDatabase();
+        LeafidServer a = server(db, env);
+        a.createFormattedTag("codes", 200, CODES);
+        LeafidServer b = server(db, env); // started after the tag exists: it knows the format
+        String raw = a.get("/api/v1/segment/codes/ids?count=3").body();
+        assertTrue(raw.contains("\"ordered\":false"), "the server marks the answer unordered: " + raw);
+        LeafidClient c = LeafidClient.builder().servers(a.url(), b.url()).batchSize(50)
+                .requestTimeout(Duration.ofMillis(1000)).waitTimeout(Duration.ofSeconds(5))
+                .backoff(Duration.ofMillis(20), Duration.ofMillis(200)).build();
+        cleanup.add(c);
+        FormattedSupply s = c.formatted("codes");
+        int threads = 4;
+        int each = 500;
+        List<List<String>> got = new ArrayList<>();
+        List<Throwable> errors = new ArrayList<>();
+        List<Thread> ts = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            List<String> mine = new ArrayList<>();
+            got.add(mine);
+            Thread th = new Thread(() -> {
+                try {
+                    for (int k = 0; k < each; k++) {
+                        mine.add(s.nextId());
+                        Thread.sleep(1);
+                    }
+                } catch (Throwable e) {
+                    synchronized (errors) {
+                        errors.add(e);
+                    }
+                }
+            });
+            ts.add(th);
+            th.start();
+        }
+        Thread.sleep(300);
+        a.kill();
+        for (Thread th : ts) {
+            th.join();
+        }
+        assertTrue(errors.isEmpty(), "no error reaches a caller while a server is up: " + errors);
+        Set<String> all = new HashSet<>();
+        for (List<String> mine : got) {
+            assertEquals(each, mine.size());
+            for (String id : mine) {
+                assertTrue(CODE.matcher(id).matches(), id);
+                assertTrue(all.add(id), "twice: " + id);
+            }
+            List<String> sorted = new ArrayList<>(mine);
+            sorted.sort(Texts::compare);
+            assertNotEquals(sorted, mine, "a caller's permuted codes come in no order");
+        }
+        Stats st = c.stats();
+        assertEquals(threads * each, st.idsServed(), st.toString());
+        assertTrue(st.failovers() >= 1, st.toString());
+        assertEquals(0, st.discardedIds(), "no floor, no period end: nothing discarded; " + st);
+        assertEquals(b.url(), c.preferredServer());
     }
 
     @Test
