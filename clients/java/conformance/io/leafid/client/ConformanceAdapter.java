@@ -4,7 +4,9 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.time.Clock;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -50,6 +52,9 @@ public final class ConformanceAdapter {
                         break;
                     case "take":
                         answer = a.take(cmd);
+                        break;
+                    case "bounds":
+                        answer = a.bounds(cmd);
                         break;
                     case "stats":
                         answer = a.stats();
@@ -110,6 +115,10 @@ public final class ConformanceAdapter {
         }
         if (cmd.containsKey("backoff_min_ms") || cmd.containsKey("backoff_max_ms")) {
             b.backoff(Duration.ofMillis(num(cmd, "backoff_min_ms")), Duration.ofMillis(num(cmd, "backoff_max_ms")));
+        }
+        if (cmd.containsKey("clock_offset_ms")) {
+            // The period rule's wall clock: the system clock plus the offset, through the public hook.
+            b.clock(Clock.offset(Clock.systemUTC(), Duration.ofMillis(num(cmd, "clock_offset_ms"))));
         }
         client = b.build();
         System.err.println("java adapter: client open on " + servers);
@@ -193,6 +202,16 @@ public final class ConformanceAdapter {
             }
         }
         return b.append("],\"max_call_ms\":").append(slowest.get() / 1e6).append('}').toString();
+    }
+
+    private String bounds(Map<?, ?> cmd) {
+        if (client == null) {
+            return error("internal", "", "bounds before open");
+        }
+        Instant from = Instant.parse(String.valueOf(cmd.get("from")));
+        Instant to = Instant.parse(String.valueOf(cmd.get("to")));
+        IdBounds b = client.snowflakeBounds(from, to);
+        return "{\"ok\":true,\"min_id\":\"" + b.minId() + "\",\"max_id\":\"" + b.maxId() + "\"}";
     }
 
     private String stats() {

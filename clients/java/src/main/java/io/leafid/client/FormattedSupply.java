@@ -3,6 +3,7 @@ package io.leafid.client;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.Optional;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -27,17 +28,28 @@ import java.util.function.LongSupplier;
  * <ul>
  *   <li><b>Never yesterday's number today.</b> Before handing out an id, the supply compares its
  *       batch's {@code period_end} with the client's wall clock: a batch whose period has ended
- *       is dropped whole, and its ids count in {@link Stats#discardedIds()}. (A server never
- *       answers ids of a period that ended by its own clock; this covers the time a batch spends
- *       in the client.)
+ *       is dropped whole, and its ids count in {@link Stats#discardedIds()}. An answer whose
+ *       period has already ended when it arrives is dropped the same way and asked again after
+ *       the backoff. (A server never answers ids of a period that ended by its own clock; this
+ *       covers the time a batch spends in the client, and a client clock ahead of the
+ *       server's.) The clock is the builder's {@link LeafidClient.Builder#clock}.
  *   <li><b>No id twice, only received ids.</b> An index of a batch is taken by exactly one
  *       caller; a batch is built only from a 200 body that passed validation.
- *   <li><b>Increasing.</b> Texts of one format sort as byte strings in issue order, so the
+ *   <li><b>Increasing</b> (every formatted tag but a permuted one). Texts of one format sort
+ *       as byte strings in issue order, so the
  *       <em>floor</em> is the largest text accepted: ids of a later answer at or below it are
  *       cut (counted in {@link Stats#discardedIds()}). If one {@code nextId} call returns before
  *       another starts, the second text is larger, by the argument of
  *       {@link IdSupply#nextId(Duration)} (batches served in increasing order, {@code current}
  *       only moving forward, one atomic counter per batch).
+ *   <li><b>Permuted tags: no order.</b> A permuted tag's answers (codes such as
+ *       {@code T-9F3K2Q}, a keyed permutation of the sequence) say {@code "ordered": false}: their
+ *       order is hidden on purpose. Such a batch is taken whole, without the byte-order check
+ *       and without the floor (it neither is cut by it nor moves it), and its texts are handed
+ *       out in the order received; ids come in no order, and their uniqueness is the server's,
+ *       as for every id. The period rule holds as above, and {@link Stats#discardedIds()} counts
+ *       only texts of an ended period. The local path is the same (the flag is read once per
+ *       answer, in the refill).
  * </ul>
  */
 public final class FormattedSupply {
@@ -102,7 +114,7 @@ public final class FormattedSupply {
 
     /** The client's servers, threads, settings, wall clock and closed flag. */
     private final LeafidClient.Shared shared;
-    /** The client's wall clock, epoch milliseconds ({@link System#currentTimeMillis()} unless a test replaced it). */
+    /** The client's wall clock, epoch milliseconds ({@link LeafidClient.Builder#clock}; default the system clock). */
     private final LongSupplier clock;
     /**
      * The clock is {@link LeafidClient#SYSTEM_CLOCK}: the local path calls
@@ -463,11 +475,19 @@ public final class FormattedSupply {
                 failovers.addAndGet(r.failovers);
                 long wait;
                 if (r.texts != null) {
-                    if (accept(r.texts, r.server)) {
+                    Accepted a = accept(r.texts, r.server);
+                    if (a == Accepted.YES) {
                         return;
                     }
-                    shared.servers.markBehind(r.serverIndex);
-                    wait = failures++ == 0 ? 0 : shared.timing.backoff(failures);
+                    if (a == Accepted.ENDED) {
+                        // The client's clock is past the answer's period: asking again at once
+                        // would only burn the servers' ids; the backoff paces it.
+                        failures++;
+                        wait = shared.timing.backoff(failures);
+                    } else {
+                        shared.servers.markBehind(r.serverIndex);
+                        wait = failures++ == 0 ? 0 : shared.timing.backoff(failures);
+                    }
                 } else if (r.rejected != null) {
                     lock.lock();
                     try {
@@ -509,30 +529,52 @@ public final class FormattedSupply {
         }
     }
 
+    /** What {@link #accept} did with an answer. */
+    private enum Accepted {
+        /** It became {@code next}. */
+        YES,
+        /** Wholly at or below the floor: dropped (a server behind). */
+        BEHIND,
+        /** Its period had ended by the client's clock: dropped whole. */
+        ENDED,
+    }
+
     /**
      * Cuts {@code t} to the texts above the floor; if some are left they become {@code next}.
+     * An answer whose period has already ended by the client's clock is dropped whole (counted)
+     * and does not move the floor. An unordered answer (a permuted tag) is taken whole, in the
+     * order received, and does not move the floor either: its texts have no order to keep.
      *
      * @param t a valid answer
      * @param server the base URL of the server that sent it
-     * @return whether it was accepted (false: wholly at or below the floor)
+     * @return what became of it
      */
-    private boolean accept(Texts t, String server) {
+    private Accepted accept(Texts t, String server) {
         lock.lock();
         try {
-            int k = t.firstAbove(floor);
+            if (now() >= t.periodEndMillis) {
+                discarded.addAndGet(t.ids.length);
+                lastFault = new ServerFault(server, ServerFault.Kind.PERIOD_ENDED, t.ids.length
+                        + " ids of period \"" + t.period + "\", which ended at " + Instant.ofEpochMilli(t.periodEndMillis)
+                        + " by the client's clock (" + Instant.ofEpochMilli(now()) + ")");
+                return Accepted.ENDED;
+            }
+            int k = t.ordered ? t.firstAbove(floor) : 0;
             if (k > 0) {
                 discarded.addAndGet(k);
             }
             if (k == t.ids.length) {
                 lastFault = new ServerFault(server, ServerFault.Kind.BEHIND, t.ids.length + " ids up to \""
                         + t.ids[t.ids.length - 1] + "\", all at or below the last id accepted, \"" + floor + "\"");
-                return false;
+                return Accepted.BEHIND;
             }
-            floor = t.ids[t.ids.length - 1];
+            if (t.ordered) {
+                floor = t.ids[t.ids.length - 1];
+            }
             next = new Batch(t.ids, k, t.ids.length - k, t.periodEndMillis);
             lastFault = null;
             batches.incrementAndGet();
-            return true;
+            return Accepted.YES;
         } finally {
             lock.unlock();
         }

@@ -3,8 +3,16 @@ package io.leafid.client;
 import java.lang.reflect.Method;
 import java.net.URI;
 import java.net.URISyntaxException;
+import java.net.URLEncoder;
 import java.net.http.HttpClient;
+import java.nio.charset.StandardCharsets;
+import java.time.Clock;
+import java.time.DateTimeException;
 import java.time.Duration;
+import java.time.Instant;
+import java.time.ZoneOffset;
+import java.time.format.DateTimeFormatter;
+import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -18,6 +26,7 @@ import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
 
 /**
@@ -47,6 +56,9 @@ public final class LeafidClient implements AutoCloseable {
 
     /** The system wall clock, epoch milliseconds: the default of every client. */
     static final LongSupplier SYSTEM_CLOCK = System::currentTimeMillis;
+
+    /** The class of the JDK's system clocks ({@link Clock#systemUTC()} and its zoned kin). */
+    private static final Class<?> SYSTEM_CLOCK_CLASS = Clock.systemUTC().getClass();
 
     /** Clients made in this JVM: numbers their threads. */
     private static final AtomicInteger CLIENTS = new AtomicInteger();
@@ -105,6 +117,14 @@ public final class LeafidClient implements AutoCloseable {
     private final Map<String, FormattedSupply> formatted = new ConcurrentHashMap<>();
     /** The snowflake supply. */
     private final IdSupply snowflake;
+    /** Failovers of {@link #snowflakeBounds} requests. Statistics only. */
+    private final AtomicLong boundsFailovers = new AtomicLong();
+
+    /** RFC 3339 in UTC with milliseconds and {@code Z}, as the bounds route is sent its instants. */
+    private static final DateTimeFormatter RFC3339_MILLIS =
+            DateTimeFormatter.ofPattern("uuuu-MM-dd'T'HH:mm:ss.SSS'Z'").withZone(ZoneOffset.UTC);
+    /** The latest instant whose next millisecond an {@link Instant} still holds. */
+    private static final Instant LAST_WHOLE_MILLI = Instant.MAX.truncatedTo(ChronoUnit.MILLIS).minusMillis(1);
     /** The HTTP client, dropped by close (JDK 21+: shut down too). */
     private volatile HttpClient http;
     /**
@@ -252,12 +272,108 @@ public final class LeafidClient implements AutoCloseable {
     }
 
     /**
-     * Counters summed over every supply of this client.
+     * The smallest and largest snowflake id any worker can issue in {@code [from, to)} under the
+     * servers' layout, for {@code WHERE id BETWEEN minId AND maxId}: every id whose time lies in
+     * the range lies within the bounds (the server's {@code GET /api/v1/snowflake/bounds}).
+     *
+     * <pre>{@code
+     * Instant from = Instant.parse("2026-11-27T00:00:00Z");
+     * IdBounds day = client.snowflakeBounds(from, from.plus(Duration.ofDays(1)));
+     * // SELECT ... WHERE id BETWEEN day.minId() AND day.maxId()
+     * }</pre>
+     *
+     * <p>The instants are sent as RFC 3339 in UTC with milliseconds ({@code
+     * 2026-11-27T00:00:00.000Z}); a sub-millisecond part widens the range to whole milliseconds
+     * ({@code from} rounded down, {@code to} up), so no id of the range is left out. The
+     * request goes to the servers as a batch request does: the preferred one first; a timeout,
+     * a refused or reset connection, a 5xx, a 4xx that is not a refusal (such as 404
+     * {@code engine_disabled}) or a 200 whose body is not valid bounds ({@code 0 < min_id <=
+     * max_id <= 2^63-1}) marks that server down and the next one is asked at once (counted in
+     * {@link Stats#failovers()}); rounds in which every server failed are retried with the
+     * backoff for at most the wait timeout. Runs on the calling thread.
+     *
+     * @param from the start of the range, included
+     * @param to the end of the range, excluded
+     * @return the bounds
+     * @throws RejectedException a server refused the range itself: code
+     *     {@code invalid_time_range} (empty, before the layout's epoch, or past the end of its
+     *     time field) or {@code invalid_request}; no other server is asked
+     * @throws UnavailableException no server answered within the wait timeout
+     * @throws ClosedException the client is closed, or the thread was interrupted
+     * @throws NullPointerException {@code from} or {@code to} is null
+     * @throws IllegalArgumentException an instant lies outside the years -999999999..999999999
+     *     (a range within the years 0000..9999 that no layout covers is the server's
+     *     {@code invalid_time_range})
+     */
+    public IdBounds snowflakeBounds(Instant from, Instant to) {
+        Objects.requireNonNull(from, "from");
+        Objects.requireNonNull(to, "to");
+        Instant upper = to.truncatedTo(ChronoUnit.MILLIS);
+        if (upper.isBefore(to) && !upper.isAfter(LAST_WHOLE_MILLI)) {
+            upper = upper.plusMillis(1);
+        }
+        Servers.Request req = Servers.Request.bounds("from=" + rfc3339(from.truncatedTo(ChronoUnit.MILLIS))
+                + "&to=" + rfc3339(upper) + "&stringify_ids=true");
+        long started = System.nanoTime();
+        long deadline = started + shared.waitTimeout.toNanos();
+        ServerFault last = null;
+        int failures = 0;
+        try {
+            while (true) {
+                if (shared.closed) {
+                    throw new ClosedException("client closed");
+                }
+                Servers.FetchResult r = shared.servers.fetch(req);
+                boundsFailovers.addAndGet(r.failovers);
+                if (r.bounds != null) {
+                    return r.bounds;
+                }
+                if (r.rejected != null) {
+                    throw r.rejected;
+                }
+                if (r.fault != null) {
+                    last = r.fault;
+                }
+                failures++;
+                long wait = shared.timing.backoff(failures);
+                if (System.nanoTime() + wait - deadline >= 0) {
+                    if (shared.closed) {
+                        throw new ClosedException("client closed");
+                    }
+                    throw new UnavailableException(Duration.ofNanos(System.nanoTime() - started), shared.waitTimeout,
+                            last, false);
+                }
+                TimeUnit.NANOSECONDS.sleep(wait);
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new ClosedException(shared.closed ? "client closed" : "interrupted while asking for snowflake bounds");
+        }
+    }
+
+    /**
+     * An instant as the bounds route is sent it: RFC 3339, UTC, milliseconds, URL-encoded.
+     *
+     * @param t the instant (whole milliseconds)
+     * @return the query value
+     */
+    private static String rfc3339(Instant t) {
+        String text;
+        try {
+            text = RFC3339_MILLIS.format(t);
+        } catch (DateTimeException e) {
+            throw new IllegalArgumentException("instant " + t + " lies outside the years -999999999..999999999", e);
+        }
+        return URLEncoder.encode(text, StandardCharsets.UTF_8);
+    }
+
+    /**
+     * Counters summed over every supply of this client (and the bounds helper's failovers).
      *
      * @return a snapshot of the counters, summed over the supplies
      */
     public Stats stats() {
-        Stats s = snowflake.stats();
+        Stats s = snowflake.stats().plus(new Stats(0, 0, boundsFailovers.get(), 0, 0));
         for (IdSupply sup : segments.values()) {
             s = s.plus(sup.stats());
         }
@@ -402,7 +518,7 @@ public final class LeafidClient implements AutoCloseable {
         private Duration backoffMin = Duration.ofMillis(50);
         /** Largest probe backoff. */
         private Duration backoffMax = Duration.ofSeconds(5);
-        /** The wall clock, epoch milliseconds (tests replace it). */
+        /** The wall clock of the period rule, epoch milliseconds ({@link #clock(Clock)}). */
         private LongSupplier wallClock = SYSTEM_CLOCK;
 
         /** Use {@link LeafidClient#builder()}. */
@@ -519,14 +635,25 @@ public final class LeafidClient implements AutoCloseable {
         }
 
         /**
-         * Replaces the wall clock the formatted supplies compare periods' ends with (default
-         * {@link System#currentTimeMillis()}): for tests of the period rule.
+         * The wall clock of the period rule (default: the system clock): a
+         * {@link FormattedSupply} compares each batch's {@code period_end} with
+         * {@link Clock#millis()} of this clock before it hands out an id, and drops a batch
+         * whose period has ended. Only the formatted supplies read it; the numeric supplies,
+         * timeouts and backoff use {@link System#nanoTime()}, and the bounds helper takes its
+         * instants from the caller.
          *
-         * @param millis the clock, epoch milliseconds
+         * <p>For tests of the period rule and for a process whose clock is known to be off:
+         * {@code Clock.offset(Clock.systemUTC(), Duration.ofSeconds(-2))} reads the system clock
+         * 2 s behind. The clock must be thread-safe and cheap: it is read once per id handed out.
+         * A JDK system clock ({@link Clock#systemUTC()}, {@link Clock#systemDefaultZone()}, any
+         * zone) is read through {@link System#currentTimeMillis()} directly, as the default.
+         *
+         * @param clock the wall clock, not null
          * @return this builder
          */
-        Builder wallClock(LongSupplier millis) {
-            this.wallClock = Objects.requireNonNull(millis, "wall clock");
+        public Builder clock(Clock clock) {
+            Objects.requireNonNull(clock, "clock");
+            this.wallClock = clock.getClass() == SYSTEM_CLOCK_CLASS ? SYSTEM_CLOCK : clock::millis;
             return this;
         }
 

@@ -23,6 +23,13 @@ public final class ServerFault {
          * request asks for enough ids to pass the floor at once (the catch-up).
          */
         BEHIND,
+        /**
+         * A valid formatted batch whose period had already ended by the client's wall clock
+         * when it arrived (the client's clock runs ahead of the server's, or the answer was
+         * slow): dropped whole, counted in {@link Stats#discardedIds()}, and asked again after
+         * the backoff. The server is not marked down (its clock is not known to be wrong).
+         */
+        PERIOD_ENDED,
     }
 
     /** Base URL of the server. */
@@ -81,6 +88,8 @@ public final class ServerFault {
                 return server + ": bad response: " + detail;
             case BEHIND:
                 return server + ": behind: " + detail;
+            case PERIOD_ENDED:
+                return server + ": period ended: " + detail;
             default:
                 return server + ": " + detail;
         }

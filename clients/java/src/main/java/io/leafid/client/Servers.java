@@ -89,8 +89,18 @@ final class Servers {
         }
     }
 
-    /** A batch request: where, and what a valid answer looks like. */
+    /** A request: where, and what a valid answer looks like. */
     static final class Request {
+        /** What a valid 200 answer holds. */
+        enum Shape {
+            /** Runs of ids (a range route). */
+            RANGES,
+            /** Texts of a formatted tag (the list route). */
+            TEXTS,
+            /** Two ids, the snowflake bounds of a time range (the bounds route). */
+            BOUNDS,
+        }
+
         /** The route without its query, e.g. {@code /api/v1/segment/orders/ranges}. */
         final String route;
         /** Path and query, e.g. {@code /api/v1/segment/orders/ranges?count=1000&stringify_ids=true}. */
@@ -99,8 +109,8 @@ final class Servers {
         final int count;
         /** The tag the body must name (segment route), null for snowflake. */
         final String tag;
-        /** A formatted supply's request: the list route, answered with texts. */
-        final boolean formatted;
+        /** What a valid answer holds. */
+        final Shape shape;
 
         /**
          * A request of a range route.
@@ -122,11 +132,36 @@ final class Servers {
          * @param formatted whether it is the list route of a formatted supply
          */
         Request(String route, int count, String tag, boolean formatted) {
+            this(route, formatted ? route + "?count=" + count : route + "?count=" + count + "&stringify_ids=true",
+                    count, tag, formatted ? Shape.TEXTS : Shape.RANGES);
+        }
+
+        /**
+         * A request, every field given.
+         *
+         * @param route the route without its query
+         * @param path the route and its query
+         * @param count the ids asked for (0 for the bounds route)
+         * @param tag the tag (segment routes), or null
+         * @param shape what a valid answer holds
+         */
+        private Request(String route, String path, int count, String tag, Shape shape) {
             this.route = route;
-            this.path = formatted ? route + "?count=" + count : route + "?count=" + count + "&stringify_ids=true";
+            this.path = path;
             this.count = count;
             this.tag = tag;
-            this.formatted = formatted;
+            this.shape = shape;
+        }
+
+        /**
+         * A request of the snowflake bounds route.
+         *
+         * @param query the query string (without {@code ?}), its values URL-encoded
+         * @return the request
+         */
+        static Request bounds(String query) {
+            String route = "/api/v1/snowflake/bounds";
+            return new Request(route, route + "?" + query, 0, null, Shape.BOUNDS);
         }
 
         /**
@@ -136,7 +171,7 @@ final class Servers {
          * @return this one if {@code n} is its count, else a new one
          */
         Request withCount(int n) {
-            return n == count ? this : new Request(route, n, tag, formatted);
+            return n == count ? this : new Request(route, n, tag, shape == Shape.TEXTS);
         }
     }
 
@@ -146,9 +181,11 @@ final class Servers {
         final Ranges ranges;
         /** The texts of a valid 200 body of the list route, or null. */
         final Texts texts;
+        /** The ids of a valid 200 body of the bounds route, or null. */
+        final IdBounds bounds;
         /** The refusal that holds on every server, or null. */
         final RejectedException rejected;
-        /** With neither: the last server failure (null if no server could be asked). */
+        /** With none: the last server failure (null if no server could be asked). */
         final ServerFault fault;
         /** Servers asked after the one before them failed, in this fetch. */
         final int failovers;
@@ -168,6 +205,7 @@ final class Servers {
         FetchResult(Outcome o, int failovers, int serverIndex, String server) {
             this.ranges = o.ranges;
             this.texts = o.texts;
+            this.bounds = o.bounds;
             this.rejected = o.rejected;
             this.fault = o.fault;
             this.failovers = failovers;
@@ -182,7 +220,7 @@ final class Servers {
          * @param failovers servers asked after a failure
          */
         FetchResult(ServerFault fault, int failovers) {
-            this(new Outcome(null, null, null, fault), failovers, -1, null);
+            this(new Outcome(null, null, null, null, fault), failovers, -1, null);
         }
     }
 
@@ -450,7 +488,7 @@ final class Servers {
                 }
                 long seen = list[i].downs();
                 Outcome o = ask(list[i], req);
-                if (o.ranges != null || o.texts != null) {
+                if (o.ranges != null || o.texts != null || o.bounds != null) {
                     if (list[i].markUpUnlessDownSince(seen)) {
                         preferred.set(i);
                     }
@@ -489,6 +527,8 @@ final class Servers {
         final Ranges ranges;
         /** A valid batch of texts (list route), or null. */
         final Texts texts;
+        /** Valid snowflake bounds (bounds route), or null. */
+        final IdBounds bounds;
         /** A refusal that holds on every server, or null. */
         final RejectedException rejected;
         /** This server's failure, or null. */
@@ -499,12 +539,14 @@ final class Servers {
          *
          * @param ranges a valid batch
          * @param texts a valid batch of texts
+         * @param bounds valid bounds
          * @param rejected a refusal
          * @param fault a failure
          */
-        Outcome(Ranges ranges, Texts texts, RejectedException rejected, ServerFault fault) {
+        Outcome(Ranges ranges, Texts texts, IdBounds bounds, RejectedException rejected, ServerFault fault) {
             this.ranges = ranges;
             this.texts = texts;
+            this.bounds = bounds;
             this.rejected = rejected;
             this.fault = fault;
         }
@@ -555,7 +597,7 @@ final class Servers {
             // 503 sequence_exhausted: the period's sequence reached its width; every server
             // would answer the same until the next period.
             if (status < 500 ? refusalHoldsOnEveryServer(code) : status == 503 && code.equals("sequence_exhausted")) {
-                return new Outcome(null, null, new RejectedException(s.base, status, code, message), null);
+                return new Outcome(null, null, null, new RejectedException(s.base, status, code, message), null);
             }
             return fault(s, ServerFault.Kind.STATUS, status + (code.isEmpty() ? "" : " " + code));
         }
@@ -563,12 +605,17 @@ final class Servers {
             return fault(s, ServerFault.Kind.STATUS, Integer.toString(status));
         }
         try {
-            if (req.formatted) {
-                return new Outcome(null, Texts.parse(body, req), null, null);
+            switch (req.shape) {
+                case TEXTS:
+                    return new Outcome(null, Texts.parse(body, req), null, null, null);
+                case BOUNDS:
+                    return new Outcome(null, null, parseBounds(body), null, null);
+                default:
+                    return new Outcome(parseBatch(body, req), null, null, null, null);
             }
-            return new Outcome(parseBatch(body, req), null, null, null);
         } catch (Texts.NotFormatted e) {
-            return new Outcome(null, null, new RejectedException(s.base, status, "not_formatted", e.getMessage()), null);
+            return new Outcome(null, null, null,
+                    new RejectedException(s.base, status, "not_formatted", e.getMessage()), null);
         } catch (BadBatch e) {
             return fault(s, ServerFault.Kind.BAD_RESPONSE, e.getMessage());
         }
@@ -583,7 +630,7 @@ final class Servers {
      * @return the outcome
      */
     private static Outcome fault(Server s, ServerFault.Kind kind, String detail) {
-        return new Outcome(null, null, null, new ServerFault(s.base, kind, detail));
+        return new Outcome(null, null, null, null, new ServerFault(s.base, kind, detail));
     }
 
     /**
@@ -610,7 +657,9 @@ final class Servers {
     /**
      * Whether a 4xx is the same on every server (final, reaches the caller) or only this one's
      * (ask the next). The servers share one database, so leafid's refusals of the request itself
-     * hold everywhere; any other code ({@code engine_disabled}, {@code not_found},
+     * hold everywhere ({@code invalid_time_range}: a bounds range that is empty or outside the
+     * layout's time span, the same layout on every server); any other code
+     * ({@code engine_disabled}, {@code not_found},
      * {@code unauthorized}, none at all...) is this server's.
      *
      * @param code the 4xx body's code ({@code ""} if none)
@@ -624,6 +673,7 @@ final class Servers {
             case "invalid_count":
             case "invalid_request":
             case "formatted_tag":
+            case "invalid_time_range":
                 return true;
             default:
                 return false;
@@ -708,6 +758,36 @@ final class Servers {
             throw new BadBatch("ranges hold " + sum + " ids, count says " + count);
         }
         return new Ranges(firsts, lasts, count);
+    }
+
+    /**
+     * The ids of a 200 body of the bounds route, exactly: {@code {"min_id": "a", "max_id": "b",
+     * ...}} where both are positive decimals that fit a signed 64-bit integer (strings, or JSON
+     * integers read exactly) and {@code min_id <= max_id}; the other fields ({@code layout},
+     * {@code from}, {@code to}, {@code first_tick}, {@code last_tick}) are not used. Anything else
+     * is the server's fault.
+     *
+     * @param body the 200 body
+     * @return the bounds
+     * @throws BadBatch the body is not valid bounds
+     */
+    static IdBounds parseBounds(String body) throws BadBatch {
+        Object v;
+        try {
+            v = Json.parse(body);
+        } catch (Json.ParseException e) {
+            throw new BadBatch("not JSON: " + e.getMessage());
+        }
+        if (!(v instanceof Map)) {
+            throw new BadBatch("not a JSON object");
+        }
+        Map<?, ?> m = (Map<?, ?>) v;
+        long min = parseId(m.get("min_id"));
+        long max = parseId(m.get("max_id"));
+        if (min > max) {
+            throw new BadBatch("min_id " + min + " above max_id " + max);
+        }
+        return new IdBounds(min, max);
     }
 
     /**

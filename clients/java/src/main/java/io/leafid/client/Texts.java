@@ -8,12 +8,18 @@ import java.util.Map;
 
 /**
  * The ids of one valid 200 answer of the list route of a formatted tag
- * ({@code GET /api/v1/segment/{tag}/ids?count=N}): texts, strictly increasing as byte strings,
- * and the end of the period they belong to. Immutable.
+ * ({@code GET /api/v1/segment/{tag}/ids?count=N}): texts, strictly increasing as byte strings
+ * (or, for a permuted tag's answer, {@code "ordered": false}, in the order received), and the
+ * end of the period they belong to. Immutable.
  */
 final class Texts {
-    /** The ids, strictly increasing in byte order, none empty. */
+    /** The ids, none empty; strictly increasing in byte order if {@link #ordered}. */
     final String[] ids;
+    /**
+     * The answer's {@code ordered} (absent: true). False for a permuted tag: its texts come in
+     * no order, on purpose; they are handed out as received, with no floor.
+     */
+    final boolean ordered;
     /** The period the ids name, as the server wrote it ({@code ""} if absent). */
     final String period;
     /** The first instant after the period, in epoch milliseconds (rounded down). */
@@ -25,9 +31,11 @@ final class Texts {
      * @param ids the ids
      * @param period the period
      * @param periodEndMillis the period's end, epoch milliseconds
+     * @param ordered whether the ids increase in byte order
      */
-    Texts(String[] ids, String period, long periodEndMillis) {
+    Texts(String[] ids, String period, long periodEndMillis, boolean ordered) {
         this.ids = ids;
+        this.ordered = ordered;
         this.period = period;
         this.periodEndMillis = periodEndMillis;
     }
@@ -52,11 +60,13 @@ final class Texts {
 
     /**
      * The texts of a 200 body, exactly: {@code {"biz_tag": tag, "ids": ["..."], "period": "...",
-     * "period_end": "<RFC 3339>"}} where {@code ids} is a non-empty list of non-empty strings, no
-     * longer than asked, strictly increasing as byte strings, the body names the tag asked for
-     * and {@code period_end} parses as an RFC 3339 instant. Anything else is the server's fault
-     * and none of its ids is used, except a body with numeric ids and no {@code period_end}
-     * (the tag is plain).
+     * "period_end": "<RFC 3339>", "ordered": true}} where {@code ids} is a non-empty list of
+     * non-empty strings, no longer than asked, strictly increasing as byte strings, the body
+     * names the tag asked for and {@code period_end} parses as an RFC 3339 instant. With
+     * {@code "ordered": false} (a permuted tag) the ids are not checked for order; without the
+     * field the answer is ordered; any other value of it is invalid. Anything else is the
+     * server's fault and none of its ids is used, except a body with numeric ids and no
+     * {@code period_end} (the tag is plain).
      *
      * @param body the 200 body
      * @param req the request it answers
@@ -105,6 +115,11 @@ final class Texts {
         } catch (DateTimeParseException | ArithmeticException e) {
             throw new Servers.BadBatch("period_end \"" + m.get("period_end") + "\" is not an RFC 3339 instant");
         }
+        Object flag = m.containsKey("ordered") ? m.get("ordered") : Boolean.TRUE;
+        if (!(flag instanceof Boolean)) {
+            throw new Servers.BadBatch("ordered is not true or false");
+        }
+        boolean ordered = (Boolean) flag;
         String[] ids = new String[raw.size()];
         for (int k = 0; k < ids.length; k++) {
             Object o = raw.get(k);
@@ -112,12 +127,12 @@ final class Texts {
                 throw new Servers.BadBatch("id " + k + " is not a non-empty string");
             }
             ids[k] = (String) o;
-            if (k > 0 && compare(ids[k - 1], ids[k]) >= 0) {
+            if (ordered && k > 0 && compare(ids[k - 1], ids[k]) >= 0) {
                 throw new Servers.BadBatch("ids do not increase: \"" + ids[k - 1] + "\" then \"" + ids[k] + "\"");
             }
         }
         Object period = m.get("period");
-        return new Texts(ids, period instanceof String ? (String) period : "", end);
+        return new Texts(ids, period instanceof String ? (String) period : "", end, ordered);
     }
 
     /**

@@ -111,11 +111,27 @@ class ValidationTest {
     @Test
     void only_refusals_of_the_request_itself_are_final() {
         for (String code : new String[] {"unknown_biz_tag", "invalid_biz_tag", "biz_tag_exhausted",
-                "invalid_count", "invalid_request"}) {
+                "invalid_count", "invalid_request", "formatted_tag", "invalid_time_range"}) {
             assertTrue(Servers.refusalHoldsOnEveryServer(code), code);
         }
         for (String code : new String[] {"engine_disabled", "not_found", "unauthorized", "", "rate_limited"}) {
             assertFalse(Servers.refusalHoldsOnEveryServer(code), code);
+        }
+    }
+
+    @Test
+    void bounds_bodies_keep_every_digit_and_anything_else_is_refused() throws Exception {
+        assertEquals(new IdBounds(1, Long.MAX_VALUE),
+                Servers.parseBounds("{\"min_id\":\"1\",\"max_id\":\"9223372036854775807\",\"layout\":\"41/10/12\"}"));
+        assertEquals(new IdBounds(9007199254740993L, 9007199254740993L),
+                Servers.parseBounds("{\"min_id\":9007199254740993,\"max_id\":9007199254740993}"));
+        String[] bad = {
+            "", "[]", "{}", "{\"min_id\":\"2\",\"max_id\":\"1\"}", "{\"min_id\":\"0\",\"max_id\":\"1\"}",
+            "{\"min_id\":\"1\",\"max_id\":\"9223372036854775808\"}", "{\"min_id\":\"1.0\",\"max_id\":\"2\"}",
+            "{\"min_id\":\"+1\",\"max_id\":\"2\"}", "{\"min_id\":null,\"max_id\":\"2\"}",
+        };
+        for (String body : bad) {
+            assertThrows(Servers.BadBatch.class, () -> Servers.parseBounds(body), body);
         }
     }
 
