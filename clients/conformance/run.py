@@ -875,8 +875,10 @@ def permuted(sc: Scenario) -> None:
     not come in sorted order (the server permutes them)."""
     key = sc.run.log_dir / "conformance.key"
     if not key.exists():
-        key.write_text(os.urandom(32).hex() + "\n")
-        key.chmod(0o600)
+        # Created with mode 600: never readable by others, not even for a moment.
+        fd = os.open(key, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(os.urandom(32).hex() + "\n")
     env = {"LEAFID__SHAPES__KEYS__CONFORMANCE": str(key)}
     a, b = sc.cluster.start(2, env)
     tag = sc.tag("codes")

@@ -3,7 +3,7 @@ package io.leafid.client;
 /**
  * The smallest and largest snowflake id any worker can issue in a time range {@code [from, to)}
  * under the servers' layout, from {@link LeafidClient#snowflakeBounds}: for
- * {@code WHERE id BETWEEN minId AND maxId}. Both ends are included and positive, and
+ * {@code WHERE id BETWEEN minId AND maxId}. Both ends are included, {@code minId} at least 0 (a range in the layout's first tick), and
  * {@code minId <= maxId}. Immutable.
  */
 public final class IdBounds {
@@ -13,7 +13,7 @@ public final class IdBounds {
     private final long maxId;
 
     /**
-     * Bounds, checked by the caller ({@code 0 < minId <= maxId}).
+     * Bounds, checked by the caller ({@code 0 <= minId <= maxId}).
      *
      * @param minId the smallest id
      * @param maxId the largest id

@@ -762,7 +762,8 @@ final class Servers {
 
     /**
      * The ids of a 200 body of the bounds route, exactly: {@code {"min_id": "a", "max_id": "b",
-     * ...}} where both are positive decimals that fit a signed 64-bit integer (strings, or JSON
+     * ...}} where both are decimals that fit a signed 64-bit integer, {@code min_id} at least 0 and
+     * {@code max_id} positive (strings, or JSON
      * integers read exactly) and {@code min_id <= max_id}; the other fields ({@code layout},
      * {@code from}, {@code to}, {@code first_tick}, {@code last_tick}) are not used. Anything else
      * is the server's fault.
@@ -782,7 +783,11 @@ final class Servers {
             throw new BadBatch("not a JSON object");
         }
         Map<?, ?> m = (Map<?, ?>) v;
-        long min = parseId(m.get("min_id"));
+        // A range that starts in the layout's first tick has min_id 0 (worker and sequence 0):
+        // a bound, never an id handed out, so 0 is accepted here and nowhere else.
+        Object lo = m.get("min_id");
+        boolean zero = "0".equals(lo) || (lo instanceof Json.Num && "0".equals(((Json.Num) lo).text));
+        long min = zero ? 0 : parseId(lo);
         long max = parseId(m.get("max_id"));
         if (min > max) {
             throw new BadBatch("min_id " + min + " above max_id " + max);

@@ -123,10 +123,12 @@ class ValidationTest {
     void bounds_bodies_keep_every_digit_and_anything_else_is_refused() throws Exception {
         assertEquals(new IdBounds(1, Long.MAX_VALUE),
                 Servers.parseBounds("{\"min_id\":\"1\",\"max_id\":\"9223372036854775807\",\"layout\":\"41/10/12\"}"));
+        // A range in the layout's first tick starts at 0.
+        assertEquals(new IdBounds(0, 5), Servers.parseBounds("{\"min_id\":\"0\",\"max_id\":\"5\"}"));
         assertEquals(new IdBounds(9007199254740993L, 9007199254740993L),
                 Servers.parseBounds("{\"min_id\":9007199254740993,\"max_id\":9007199254740993}"));
         String[] bad = {
-            "", "[]", "{}", "{\"min_id\":\"2\",\"max_id\":\"1\"}", "{\"min_id\":\"0\",\"max_id\":\"1\"}",
+            "", "[]", "{}", "{\"min_id\":\"2\",\"max_id\":\"1\"}", "{\"min_id\":\"-0\",\"max_id\":\"1\"}",
             "{\"min_id\":\"1\",\"max_id\":\"9223372036854775808\"}", "{\"min_id\":\"1.0\",\"max_id\":\"2\"}",
             "{\"min_id\":\"+1\",\"max_id\":\"2\"}", "{\"min_id\":null,\"max_id\":\"2\"}",
         };
