@@ -14,7 +14,7 @@ from typing import Callable, List, Tuple
 
 import pytest
 
-from leafid_client import AsyncClient, Client, RejectedError, UnavailableError
+from leafid_client import AsyncClient, Client, ConfigError, RejectedError, UnavailableError
 from leafid_client._formatted import FormattedCore
 from leafid_client._wire import BatchRequest, FormattedBatch, parse_formatted, parse_rfc3339
 from leafid_server import LeafidServer
@@ -248,13 +248,62 @@ def test_a_batch_whose_period_ended_is_never_handed_out(
         assert client.stats().ids_served == 70
 
     if mode == "blocking":
-        with Client([a.url], **fast([], wait_timeout=0.5, wall_clock=clock)) as c:
+        with Client([a.url], **fast([], wait_timeout=0.5, clock=clock)) as c:
             asyncio.run(run(c))
     else:
 
         async def main() -> None:
-            async with AsyncClient([a.url], **fast([], wait_timeout=0.5, wall_clock=clock)) as c:
+            async with AsyncClient([a.url], **fast([], wait_timeout=0.5, clock=clock)) as c:
                 await run(c)
+
+        asyncio.run(main())
+
+
+def test_the_clock_setting_is_checked() -> None:
+    for cls in (Client, AsyncClient):
+        for clock in [5, "time", lambda: "now", lambda: None, lambda: True, lambda: 1 / 0]:
+            with pytest.raises(ConfigError):
+                cls(["http://127.0.0.1:1"], clock=clock)  # type: ignore[arg-type]
+        cls(["http://127.0.0.1:1"], clock=lambda: 0)  # an int is unix seconds too
+
+
+@pytest.mark.parametrize("mode", ["blocking", "async"])
+def test_the_clock_hook_drops_what_ended_by_its_time(
+    mode: str, servers: Callable[..., LeafidServer], new_tag: Callable[[], str]
+) -> None:
+    """The public ``clock`` setting is what the period rule reads: a clock one day ahead of the
+    system's (and of the server's) sees every batch of today's period as ended, so the client
+    hands out nothing and counts every text it received as discarded; the same tag on a client
+    with the system clock hands texts out."""
+    a = servers()
+    tag = new_tag()
+    a.create_tag(tag, step=1000, format=DAILY)
+    ahead = lambda: time.time() + 86400  # noqa: E731
+    opts = fast([], wait_timeout=0.4, clock=ahead)
+
+    async def check(client: "Client | AsyncClient") -> None:
+        supply = client.formatted(tag)
+        with pytest.raises(UnavailableError) as e:
+            got = supply.next_id()
+            if asyncio.iscoroutine(got):
+                await got
+        assert e.value.last is not None and e.value.last.kind == "behind"
+        s = client.stats()
+        assert s.ids_received >= 10 and s.discarded_ids == s.ids_received
+        assert s.ids_served == 0 and s.batches == 0 and supply.try_next_id() is None
+
+    if mode == "blocking":
+        with Client([a.url], **opts) as c:
+            asyncio.run(check(c))
+        with Client([a.url], **fast([])) as c:
+            assert ORDER.fullmatch(c.next_formatted(tag))
+    else:
+
+        async def main() -> None:
+            async with AsyncClient([a.url], **opts) as c:
+                await check(c)
+            async with AsyncClient([a.url], **fast([])) as c:
+                assert ORDER.fullmatch(await c.next_formatted(tag))
 
         asyncio.run(main())
 
@@ -268,7 +317,7 @@ def test_a_text_taken_as_its_period_ends_is_discarded(
     tag = new_tag()
     a.create_tag(tag, step=1000, format=DAILY)
     now = [time.time()]
-    with Client([a.url], **fast([], batch=100, wait_timeout=0.3, wall_clock=lambda: now[0])) as c:
+    with Client([a.url], **fast([], batch=100, wait_timeout=0.3, clock=lambda: now[0])) as c:
         supply = c.formatted(tag)
         taken = [supply.next_id() for _ in range(11)]  # a tenth used: the refill starts
         asyncio.run(settle(lambda: c.stats().ids_received > 100))  # the next batch is in

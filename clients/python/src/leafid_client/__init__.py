@@ -30,7 +30,7 @@ catch-up; the local path's invariants), ``_wire.py`` (routes, answer validation)
 
 from ._settings import MAX_BATCH
 from ._supply import Stats
-from ._wire import MAX_FORMATTED_COUNT, MAX_SNOWFLAKE_COUNT, valid_tag
+from ._wire import MAX_FORMATTED_COUNT, MAX_SNOWFLAKE_COUNT, Bounds, valid_tag
 from .aio import AsyncClient, AsyncFormattedSupply, AsyncSegmentSupply, AsyncSnowflakeSupply
 from .client import Client, FormattedSupply, SegmentSupply, SnowflakeSupply
 from .errors import (
@@ -53,6 +53,7 @@ __all__ = [
     "AsyncFormattedSupply",
     "AsyncSegmentSupply",
     "AsyncSnowflakeSupply",
+    "Bounds",
     "Client",
     "ClientClosedError",
     "ConfigError",

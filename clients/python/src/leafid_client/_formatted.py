@@ -9,8 +9,8 @@ rules are the numeric supply's (:mod:`leafid_client._supply`), for text:
   10% of the current one is used; its size follows demand (:func:`~._supply.next_size`) within
   ``batch`` and 100,000 (the route's limit).
 - **The period rule: never yesterday's number today.** Before an id is handed out, its batch's
-  ``period_end`` is compared with the client's wall clock (``wall``, ``time.time`` unless a test
-  replaces it): a batch whose period has ended is dropped whole, and its ids count in
+  ``period_end`` is compared with the client's wall clock (``wall``: the client's public
+  ``clock`` setting, ``time.time`` by default): a batch whose period has ended is dropped whole, and its ids count in
   ``discarded_ids``. A server never answers ids of a period that ended by its own clock; this
   covers the time a batch spends in the client.
 - **The floor** is the largest text accepted into a batch: texts of one format sort as byte
@@ -147,7 +147,7 @@ class FormattedCore:
         self.clock = clock
         """Monotonic seconds, for the demand rule."""
         self.wall = wall
-        """Seconds since the epoch, for the period rule (tests replace it)."""
+        """Seconds since the epoch, for the period rule: the client's ``clock`` setting."""
 
     # -- handing out ----------------------------------------------------------------------
 
