@@ -80,10 +80,72 @@ def test_a_list_body_is_taken_only_when_valid() -> None:
             parse_formatted("s", body(**doc), req)
     with pytest.raises(ValueError):
         parse_formatted("s", b"[1,2]", req)
+    # "ordered": true, or absent, is the same: the byte order is checked.
+    for ordered in [True, None]:
+        doc = dict(biz_tag="orders", ids=["A2", "A1"], period_end=end)
+        if ordered is not None:
+            doc["ordered"] = ordered
+        with pytest.raises(ValueError):
+            parse_formatted("s", body(**doc), req)
     # A plain tag's body: numbers, no period_end.
     with pytest.raises(RejectedError) as e:
         parse_formatted("s", body(biz_tag="orders", ids=[1, 2]), req)
     assert e.value.code == "not_formatted"
+
+
+def test_an_unordered_list_body_is_taken_in_any_order() -> None:
+    """A permuted tag's answer says ``"ordered": false``: no byte-order check; the rest of the
+    validation holds, and a text twice in one answer is still refused."""
+    req = BatchRequest.formatted_list("codes", 4)
+    end = "2026-11-28T00:00:00Z"
+    ok = parse_formatted(
+        "s", body(biz_tag="codes", ids=["T-9F", "T-0A", "T-ZZ"], period_end=end, ordered=False),
+        req,
+    )
+    assert ok.ids == ["T-9F", "T-0A", "T-ZZ"] and ok.ordered is False
+    assert parse_formatted("s", body(biz_tag="codes", ids=["a", "b"], period_end=end), req).ordered
+    bad = [
+        dict(ids=["T-9F", "T-0A", "T-9F"]),  # twice
+        dict(ids=["T-9F", ""]),
+        dict(ids=["T-9F", 7]),
+        dict(ids=[]),
+        dict(ids=["a", "b", "c", "d", "e"]),  # more than asked
+        dict(ids=["b", "a"], ordered="false"),  # not a boolean
+        dict(ids=["b", "a"], ordered=0),
+        dict(ids=["b", "a"], biz_tag="other"),
+        dict(ids=["b", "a"], period_end="soon"),
+    ]
+    for doc in bad:
+        full = dict(biz_tag="codes", period_end=end, ordered=False)
+        full.update(doc)
+        with pytest.raises(ValueError):
+            parse_formatted("s", body(**full), req)
+
+
+def test_the_core_hands_unordered_texts_out_as_received() -> None:
+    """No floor for an unordered batch: texts at or below the last one are handed out, in the
+    order received, none discarded; only the period rule drops them."""
+    now = [1000.0]
+    core = FormattedCore(2, 100, limit=100_000, wall=lambda: now[0])
+    assert core.begin_refill()
+    assert core.accept(FormattedBatch(["m", "c", "x", "a"], "", 2000.0, ordered=False)) is None
+    core.refilling = False
+    assert [core.take()[0] for _ in range(2)] == ["m", "c"]
+    assert core.begin_refill()
+    # Wholly "below" everything seen: for an ordered batch, a lagging server's; here, taken.
+    assert core.accept(FormattedBatch(["b", "a0"], "", 3000.0, ordered=False)) is None
+    core.refilling = False
+    assert core.floor == ""  # no floor for unordered batches
+    assert [core.take()[0] for _ in range(3)] == ["x", "a", "b"]
+    assert core.stats().discarded_ids == 0
+    # The period rule still holds: the rest of a batch whose period ended is dropped, counted.
+    now[0] = 3000.0
+    assert core.take()[0] is None
+    s = core.stats()
+    assert (s.ids_served, s.discarded_ids, s.ids_received) == (5, 1, 6)
+    assert core.begin_refill()
+    assert core.accept(FormattedBatch(["q", "p"], "", 3000.0, ordered=False)) == "expired"
+    assert core.stats().discarded_ids == 3
 
 
 # -- the core: the period rule and the string floor, without a server -----------------------
@@ -306,6 +368,53 @@ def test_the_clock_hook_drops_what_ended_by_its_time(
                 assert ORDER.fullmatch(await c.next_formatted(tag))
 
         asyncio.run(main())
+
+
+@pytest.mark.parametrize("mode", ["blocking", "async"])
+def test_unordered_answers_are_handed_out_in_the_order_received(
+    mode: str, bad_server: "Tuple[str, type[BadServer]]"
+) -> None:
+    """The list route's ``"ordered": false`` answers (a permuted tag's) through the whole client:
+    texts come out exactly in the order of the bodies, and a second answer lying wholly below
+    the first in byte order (for an ordered tag: a lagging server's, all discarded) is handed
+    out too: no floor. (A local HTTP server stands in for the answers' shape here, as for the
+    malformed bodies; a real server's permuted tag is tested in
+    ``test_a_permuted_tag_from_real_servers``.)"""
+    url, handler = bad_server
+    end = "9999-12-31T23:59:59.999Z"
+    first = ["T-9F3K2Q", "T-ZZZZZZ", "T-000005"]
+    second = ["T-000003", "T-000001", "T-000002"]
+    answers = iter([first, second])
+
+    def do_get(self: BadServer) -> None:
+        if self.path.startswith("/api/"):
+            ids = next(answers, second)
+            self.body = body(biz_tag="codes", ids=ids, period="", period_end=end, ordered=False)
+        BadServer.do_GET(self)
+
+    handler.do_GET = do_get  # type: ignore[method-assign]
+    opts = fast([], batch=3, max_batch=3, wait_timeout=1.0)
+
+    async def check(client: "Client | AsyncClient") -> None:
+        got = []
+        for _ in range(6):
+            t = client.formatted("codes").next_id()
+            got.append(await t if asyncio.iscoroutine(t) else t)
+        assert got == first + second
+        s = client.stats()
+        assert s.discarded_ids == 0 and s.ids_served == 6 and s.failovers == 0
+
+    if mode == "blocking":
+        with Client([url], **opts) as c:
+            asyncio.run(check(c))
+    else:
+
+        async def main() -> None:
+            async with AsyncClient([url], **opts) as c:
+                await check(c)
+
+        asyncio.run(main())
+    assert handler.paths[0] == "/api/v1/segment/codes/ids?count=3"
 
 
 def test_a_text_taken_as_its_period_ends_is_discarded(

@@ -17,6 +17,11 @@ rules are the numeric supply's (:mod:`leafid_client._supply`), for text:
   strings in issue order (fixed widths, ASCII alphabets), so ids at or below it are cut and
   counted in ``discarded_ids``, as numbers are. (Python compares ``str`` by code point, which
   is the byte order of their UTF-8 encodings.)
+- **Unordered answers** (``"ordered": false``, a permuted tag such as ``T-9F3K2Q``): their
+  order is hidden on purpose, so such a batch is taken whole, with no floor, and its texts are
+  handed out in the order received; uniqueness is the server's, as for every id. The period
+  rule still holds, so ``discarded_ids`` counts only texts of an ended period for them. The
+  local path is the same as for ordered batches (nothing is checked per text).
 
 **The local path.** The texts in use are one *piece* of a batch: ``current`` is one tuple
 ``(iterator over a list of texts, period_end)``. A caller loads the tuple (one attribute load,
@@ -278,7 +283,8 @@ class FormattedCore:
             self.starved = True
 
     def accept(self, batch: FormattedBatch) -> Optional[str]:
-        """Takes a validated batch as the next one, cut to its texts above the floor. Returns
+        """Takes a validated batch as the next one, cut to its texts above the floor (an
+        unordered batch, ``ordered`` false, is taken whole: no floor for a permuted tag). Returns
         ``None`` when kept; :data:`EXPIRED` when its period had already ended by the client's
         clock (dropped whole); else the batch's last text: none lay above the floor, that server
         is behind (the caller asks again)."""
@@ -287,6 +293,14 @@ class FormattedCore:
         if self.wall() >= batch.period_end:
             self.discarded += len(ids)
             return EXPIRED
+        if not batch.ordered:
+            # A permuted tag: its texts show no order, so there is no floor to cut at; they are
+            # handed out as received (uniqueness is the server's). The floor is left as it is.
+            assert self.ahead is None, "single flight: one refill fills ahead"
+            self.ahead = batch
+            self.last_fault = None
+            self.batches += 1
+            return None
         floor = self.floor
         if ids[-1] <= floor:
             self.discarded += len(ids)

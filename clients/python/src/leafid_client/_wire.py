@@ -61,13 +61,17 @@ Run = Tuple[int, int]
 
 @dataclass(frozen=True)
 class FormattedBatch:
-    """A formatted tag's batch: its texts, increasing as byte strings, all of one period."""
+    """A formatted tag's batch: its texts, all of one period; increasing as byte strings unless
+    ``ordered`` is false (a permuted tag: in the order the server issued them, no order shown)."""
 
     ids: List[str]
     period: str
     """The period's key (``yyyyMMdd`` ...; empty when the sequence never restarts)."""
     period_end: float
     """When the period ends, in seconds since the epoch: the batch is dropped then."""
+    ordered: bool = True
+    """The answer's ``ordered`` (absent: true). False for a permuted tag: its texts are handed
+    out in the order received, with no floor (uniqueness is the server's)."""
 
 
 Batch = Union[List[Run], FormattedBatch]
@@ -343,8 +347,10 @@ def parse_rfc3339(text: object) -> float:
 
 def parse_formatted(server: str, body: bytes, req: BatchRequest) -> FormattedBatch:
     """The texts of a formatted tag's 200 list body ``{"biz_tag", "ids": ["..."], "period",
-    "period_end"}``: ``ids`` a non-empty list of non-empty strings, no longer than asked,
-    increasing as byte strings, ``biz_tag`` the tag asked, ``period_end`` an RFC 3339 instant.
+    "period_end", "ordered"}``: ``ids`` a non-empty list of non-empty strings, no longer than
+    asked, increasing as byte strings (unless ``ordered`` is false: then only none twice),
+    ``biz_tag`` the tag asked, ``period_end`` an RFC 3339 instant, ``ordered`` a boolean or
+    absent (true).
     A body with numeric ids and no ``period_end`` is a plain tag's: :class:`RejectedError`
     ``not_formatted`` (every server would answer the same). Anything else: ``ValueError``."""
     try:
@@ -364,15 +370,31 @@ def parse_formatted(server: str, body: bytes, req: BatchRequest) -> FormattedBat
         raise ValueError(f"asked for tag {req.tag!r}, got {doc.get('biz_tag')!r}")
     if len(ids) > req.count:
         raise ValueError(f"{len(ids)} ids for a request of {req.count}")
-    previous = ""
-    for i in ids:
-        if not isinstance(i, str) or not i:
-            raise ValueError(f"id {i!r} is not a non-empty string")
-        # Code-point order of str is the byte order of their UTF-8 encodings.
-        if i <= previous:
-            raise ValueError(f"id {i!r} does not lie above the one before ({previous!r})")
-        previous = i
+    ordered = doc.get("ordered", True)
+    if not isinstance(ordered, bool):
+        raise ValueError(f"ordered {ordered!r} is not a boolean")
+    if ordered:
+        previous = ""
+        for i in ids:
+            if not isinstance(i, str) or not i:
+                raise ValueError(f"id {i!r} is not a non-empty string")
+            # Code-point order of str is the byte order of their UTF-8 encodings.
+            if i <= previous:
+                raise ValueError(f"id {i!r} does not lie above the one before ({previous!r})")
+            previous = i
+    else:
+        # A permuted tag: no order to check (it is hidden on purpose). Uniqueness is the
+        # server's; a text twice within one answer is still caught here, at no cost that
+        # counts beside the JSON parse.
+        for i in ids:
+            if not isinstance(i, str) or not i:
+                raise ValueError(f"id {i!r} is not a non-empty string")
+        if len(set(ids)) != len(ids):
+            raise ValueError("a text twice in one answer")
     period = doc.get("period", "")
     return FormattedBatch(
-        ids, period if isinstance(period, str) else "", parse_rfc3339(doc.get("period_end"))
+        ids,
+        period if isinstance(period, str) else "",
+        parse_rfc3339(doc.get("period_end")),
+        ordered,
     )
