@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 import bisect
 import json
+import os
 import re
 import sys
 import threading
 import time
-from typing import Callable, List, Tuple
+import urllib.request
+from pathlib import Path
+from typing import Callable, Dict, List, Tuple
 
 import pytest
 
@@ -23,6 +26,8 @@ from conftest import BadServer
 
 DAILY = {"prefix": "ORD-", "date": "yyyyMMdd", "width": 8, "reset": "daily", "time_zone": "UTC"}
 ORDER = re.compile(r"ORD-[0-9]{8}[0-9]{8}")
+PERMUTED = {"prefix": "T-", "radix": "crockford32", "width": 6, "permute": {"key_id": "conformance"}}
+CODE = re.compile(r"T-[0-9A-HJKMNP-TV-Z]{6}")
 
 
 def fast(servers: List[str], **kw: object) -> dict:
@@ -554,3 +559,88 @@ def test_a_hammer_of_threads_on_small_batches_of_texts(
         if k:
             assert prefix_max[k - 1] < text, (start, text)
     assert stats.ids_served == threads * per and stats.batches >= threads * per // 20, stats
+
+
+def permuted_pair(servers: Callable[..., LeafidServer], tmp_path: Path) -> List[LeafidServer]:
+    """Two servers on one database with the permutation key ``conformance`` (a 32-byte key
+    file, mode 0600). Skips on a server binary without permuted tags (it refuses the
+    ``shapes`` settings at start)."""
+    key = tmp_path / "permute.key"
+    key.write_text(os.urandom(32).hex() + "\n")
+    key.chmod(0o600)
+    env: Dict[str, str] = {"LEAFID__SHAPES__KEYS__CONFORMANCE": str(key)}
+    try:
+        a = servers(env=env)
+    except RuntimeError as e:
+        if "unknown key shapes" in str(e):
+            pytest.skip("this server binary has no permuted tags (shapes.keys)")
+        raise
+    return [a, servers(env=env, db=a.db)]
+
+
+def test_a_permuted_tag_from_real_servers(
+    servers: Callable[..., LeafidServer], new_tag: Callable[[], str], tmp_path: Path
+) -> None:
+    """A permuted tag's answers say ``"ordered": false`` and show no order; the client hands
+    them out (an ordered check would refuse every answer), none twice, from 4 threads while the
+    server in use is killed, none discarded (no floor, no period ended)."""
+    a, b = permuted_pair(servers, tmp_path)
+    tag = new_tag()
+    a.create_tag(tag, step=200, format=PERMUTED)
+    with urllib.request.urlopen(f"{b.url}/api/v1/segment/{tag}/ids?count=50", timeout=5) as r:
+        raw = json.loads(r.read())
+    assert raw["ordered"] is False and raw["ids"] != sorted(raw["ids"])
+    with Client([a.url, b.url], **fast([], batch=50, request_timeout=0.5)) as client:
+        supply = client.formatted(tag)
+        got: List[List[str]] = [[] for _ in range(4)]
+        total = [0]
+
+        def caller(k: int) -> None:
+            for _ in range(400):
+                got[k].append(supply.next_id())
+                total[0] += 1
+                if k == 0 and total[0] >= 600 and a.proc is not None and a.proc.poll() is None:
+                    a.kill()
+
+        ts = [threading.Thread(target=caller, args=(k,)) for k in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        after = [supply.next_id() for _ in range(200)]
+        every = [i for lst in got for i in lst] + after + raw["ids"]
+        assert len(every) == 1850 and len(set(every)) == 1850, "no text twice"
+        assert all(CODE.fullmatch(i) for i in every)
+        assert max(got, key=len) != sorted(max(got, key=len)) and after != sorted(after)
+        s = client.stats()
+        assert s.ids_served == 1800 and s.failovers >= 1 and s.discarded_ids == 0
+
+
+def test_a_permuted_tag_on_the_async_client(
+    servers: Callable[..., LeafidServer], new_tag: Callable[[], str], tmp_path: Path
+) -> None:
+    a, _ = permuted_pair(servers, tmp_path)
+    tag = new_tag()
+    a.create_tag(tag, step=200, format=PERMUTED)
+
+    async def main() -> Tuple[List[List[str]], int, int]:
+        async with AsyncClient([a.url], **fast([], batch=20)) as client:
+            supply = client.formatted(tag)
+
+            async def caller() -> List[str]:
+                out = []
+                for k in range(300):
+                    out.append(await supply.next_id())
+                    if k % 7 == 0:
+                        await asyncio.sleep(0)
+                return out
+
+            got = await asyncio.gather(*(caller() for _ in range(4)))
+            s = client.stats()
+            return list(got), s.ids_served, s.discarded_ids
+
+    got, served, discarded = asyncio.run(main())
+    every = [i for lst in got for i in lst]
+    assert len(set(every)) == 1200 == served and discarded == 0
+    assert all(CODE.fullmatch(i) for i in every)
+    assert any(lst != sorted(lst) for lst in got)
