@@ -10,8 +10,8 @@ rules are the numeric supply's (:mod:`leafid_client._supply`), for text:
   ``batch`` and 100,000 (the route's limit).
 - **The period rule: never yesterday's number today.** Before an id is handed out, its batch's
   ``period_end`` is compared with the client's wall clock (``wall``: the client's public
-  ``clock`` setting, ``time.time`` by default): a batch whose period has ended is dropped whole, and its ids count in
-  ``discarded_ids``. A server never answers ids of a period that ended by its own clock; this
+  ``clock`` setting, ``time.time`` by default): a batch whose period has ended is dropped
+  whole, and its ids count in ``discarded_ids``. A server never answers ids of a period that ended by its own clock; this
   covers the time a batch spends in the client.
 - **The floor** is the largest text accepted into a batch: texts of one format sort as byte
   strings in issue order (fixed widths, ASCII alphabets), so ids at or below it are cut and
@@ -21,7 +21,9 @@ rules are the numeric supply's (:mod:`leafid_client._supply`), for text:
   order is hidden on purpose, so such a batch is taken whole, with no floor, and its texts are
   handed out in the order received; uniqueness is the server's, as for every id. The period
   rule still holds, so ``discarded_ids`` counts only texts of an ended period for them. The
-  local path is the same as for ordered batches (nothing is checked per text).
+  local path is the same as for ordered batches (nothing is checked per text), so the rule
+  below that each text of a piece goes to exactly one caller holds for them too: the client
+  never hands a text out twice; only "a later call gets a larger text" is given up.
 
 **The local path.** The texts in use are one *piece* of a batch: ``current`` is one tuple
 ``(iterator over a list of texts, period_end)``. A caller loads the tuple (one attribute load,
