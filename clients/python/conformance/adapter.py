@@ -17,12 +17,14 @@ import sys
 import threading
 import time
 from collections import Counter
+from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 from leafid_client import (  # noqa: E402
     AsyncClient,
+    Bounds,
     Client,
     ConfigError,
     InvalidTagError,
@@ -58,7 +60,7 @@ def settings(cmd: Dict[str, Any]) -> Dict[str, Any]:
         return float(cmd.get(key, default)) / 1000.0
 
     lifetime = cmd.get("target_lifetime_ms")
-    return dict(
+    out: Dict[str, Any] = dict(
         batch=cmd.get("batch", 1000),
         max_batch=cmd.get("max_batch"),
         target_lifetime=1.0 if lifetime is None else float(lifetime) / 1000.0,
@@ -67,6 +69,29 @@ def settings(cmd: Dict[str, Any]) -> Dict[str, Any]:
         backoff_min=ms("backoff_min_ms", 50),
         backoff_max=ms("backoff_max_ms", 5000),
     )
+    offset_ms = cmd.get("clock_offset_ms")
+    if offset_ms is not None:
+        # The client's public clock hook: the system clock plus the offset.
+        offset = float(offset_ms) / 1000.0
+        out["clock"] = lambda: time.time() + offset
+    return out
+
+
+def instant(text: object) -> datetime:
+    """An RFC 3339 UTC instant with milliseconds (``2026-11-27T00:00:00.000Z``) as an aware
+    datetime (``fromisoformat`` takes ``Z`` only from Python 3.11 on)."""
+    if not isinstance(text, str) or not text.endswith("Z"):
+        raise ValueError(f"not an RFC 3339 UTC instant: {text!r}")
+    fmt = "%Y-%m-%dT%H:%M:%S.%f" if "." in text else "%Y-%m-%dT%H:%M:%S"
+    return datetime.strptime(text[:-1], fmt).replace(tzinfo=timezone.utc)
+
+
+def bounds_args(cmd: Dict[str, Any]) -> Tuple[datetime, datetime]:
+    return instant(cmd.get("from")), instant(cmd.get("to"))
+
+
+def bounds_reply(b: Bounds) -> Dict[str, Any]:
+    return {"ok": True, "min_id": str(b.min_id), "max_id": str(b.max_id)}
 
 
 def stats_reply(s: Stats) -> Dict[str, Any]:
@@ -166,6 +191,8 @@ def main_blocking() -> int:
                 raise RuntimeError(f"{op} before open")
             elif op == "take":
                 reply = take(client, cmd)
+            elif op == "bounds":
+                reply = bounds_reply(client.snowflake_bounds(*bounds_args(cmd)))
             elif op == "stats":
                 reply = stats_reply(client.stats())
             else:
@@ -242,6 +269,8 @@ async def main_async() -> int:
                 raise RuntimeError(f"{op} before open")
             elif op == "take":
                 reply = await take_async(client, cmd)
+            elif op == "bounds":
+                reply = bounds_reply(await client.snowflake_bounds(*bounds_args(cmd)))
             elif op == "stats":
                 reply = stats_reply(client.stats())
             else:

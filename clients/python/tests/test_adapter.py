@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -93,6 +95,47 @@ def test_the_adapter_takes_formatted_texts(mode: str, shared_pair: List[LeafidSe
         assert r["errors"] == [{"kind": "rejected", "code": "not_formatted", "count": 4}]
         s = a.send({"op": "stats"})
         assert s["ok"] and s["ids_served"] == 120 and s["failovers"] == 0
+        assert a.send({"op": "close"}) == {"ok": True}
+        assert a.proc.wait(10) == 0
+    finally:
+        if a.proc.poll() is None:
+            a.proc.kill()
+            a.proc.wait()
+
+
+@pytest.mark.parametrize("mode", ["blocking", "async"])
+def test_the_adapter_answers_bounds_and_takes_a_clock_offset(
+    mode: str, shared_pair: List[LeafidServer]
+) -> None:
+    """``bounds`` answers the route's ids as decimal strings, an empty range is
+    rejected/invalid_time_range; ``clock_offset_ms`` reaches the formatted supply's clock (a
+    day ahead: today's texts are all of an ended period, none handed out, all discarded)."""
+    tag = f"py-adapter-offset-{mode}"
+    shared_pair[0].create_tag(tag, step=100, format={
+        "prefix": "ORD-", "date": "yyyyMMdd", "width": 8, "reset": "daily", "time_zone": "UTC"})
+    a = Adapter(mode)
+    try:
+        opened = a.send({"op": "open", "servers": [s.url for s in shared_pair], "batch": 10,
+                         "request_timeout_ms": 500, "wait_timeout_ms": 300,
+                         "backoff_min_ms": 20, "backoff_max_ms": 200,
+                         "clock_offset_ms": 86_400_000})
+        assert opened == {"ok": True}
+        frm, to = "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:01.500Z"
+        r = a.send({"op": "bounds", "from": frm, "to": to})
+        query = urllib.parse.urlencode({"from": frm, "to": to, "stringify_ids": "true"})
+        url = f"{shared_pair[1].url}/api/v1/snowflake/bounds?{query}"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            want = json.loads(resp.read())
+        assert r == {"ok": True, "min_id": want["min_id"], "max_id": want["max_id"]}
+        r = a.send({"op": "bounds", "from": to, "to": to})
+        assert r["ok"] is False
+        assert (r["error"]["kind"], r["error"]["code"]) == ("rejected", "invalid_time_range")
+        r = a.send({"op": "take", "engine": "formatted", "tag": tag, "callers": 1,
+                    "per_caller": 1, "pause_ms": 0})
+        assert r["ids"] == [[]] and r["errors"] == [{"kind": "unavailable", "code": "", "count": 1}]
+        s = a.send({"op": "stats"})
+        assert s["ok"] and s["ids_served"] == 0 and s["discarded_ids"] >= 10
+        assert s["failovers"] == 0
         assert a.send({"op": "close"}) == {"ok": True}
         assert a.proc.wait(10) == 0
     finally:

@@ -6,15 +6,18 @@ from __future__ import annotations
 import asyncio
 import bisect
 import json
+import os
 import re
 import sys
 import threading
 import time
-from typing import Callable, List, Tuple
+import urllib.request
+from pathlib import Path
+from typing import Callable, Dict, List, Tuple
 
 import pytest
 
-from leafid_client import AsyncClient, Client, RejectedError, UnavailableError
+from leafid_client import AsyncClient, Client, ConfigError, RejectedError, UnavailableError
 from leafid_client._formatted import FormattedCore
 from leafid_client._wire import BatchRequest, FormattedBatch, parse_formatted, parse_rfc3339
 from leafid_server import LeafidServer
@@ -23,6 +26,8 @@ from conftest import BadServer
 
 DAILY = {"prefix": "ORD-", "date": "yyyyMMdd", "width": 8, "reset": "daily", "time_zone": "UTC"}
 ORDER = re.compile(r"ORD-[0-9]{8}[0-9]{8}")
+PERMUTED = {"prefix": "T-", "radix": "crockford32", "width": 6, "permute": {"key_id": "conformance"}}
+CODE = re.compile(r"T-[0-9A-HJKMNP-TV-Z]{6}")
 
 
 def fast(servers: List[str], **kw: object) -> dict:
@@ -80,10 +85,72 @@ def test_a_list_body_is_taken_only_when_valid() -> None:
             parse_formatted("s", body(**doc), req)
     with pytest.raises(ValueError):
         parse_formatted("s", b"[1,2]", req)
+    # "ordered": true, or absent, is the same: the byte order is checked.
+    for ordered in [True, None]:
+        doc = dict(biz_tag="orders", ids=["A2", "A1"], period_end=end)
+        if ordered is not None:
+            doc["ordered"] = ordered
+        with pytest.raises(ValueError):
+            parse_formatted("s", body(**doc), req)
     # A plain tag's body: numbers, no period_end.
     with pytest.raises(RejectedError) as e:
         parse_formatted("s", body(biz_tag="orders", ids=[1, 2]), req)
     assert e.value.code == "not_formatted"
+
+
+def test_an_unordered_list_body_is_taken_in_any_order() -> None:
+    """A permuted tag's answer says ``"ordered": false``: no byte-order check; the rest of the
+    validation holds, and a text twice in one answer is still refused."""
+    req = BatchRequest.formatted_list("codes", 4)
+    end = "2026-11-28T00:00:00Z"
+    ok = parse_formatted(
+        "s", body(biz_tag="codes", ids=["T-9F", "T-0A", "T-ZZ"], period_end=end, ordered=False),
+        req,
+    )
+    assert ok.ids == ["T-9F", "T-0A", "T-ZZ"] and ok.ordered is False
+    assert parse_formatted("s", body(biz_tag="codes", ids=["a", "b"], period_end=end), req).ordered
+    bad = [
+        dict(ids=["T-9F", "T-0A", "T-9F"]),  # twice
+        dict(ids=["T-9F", ""]),
+        dict(ids=["T-9F", 7]),
+        dict(ids=[]),
+        dict(ids=["a", "b", "c", "d", "e"]),  # more than asked
+        dict(ids=["b", "a"], ordered="false"),  # not a boolean
+        dict(ids=["b", "a"], ordered=0),
+        dict(ids=["b", "a"], biz_tag="other"),
+        dict(ids=["b", "a"], period_end="soon"),
+    ]
+    for doc in bad:
+        full = dict(biz_tag="codes", period_end=end, ordered=False)
+        full.update(doc)
+        with pytest.raises(ValueError):
+            parse_formatted("s", body(**full), req)
+
+
+def test_the_core_hands_unordered_texts_out_as_received() -> None:
+    """No floor for an unordered batch: texts at or below the last one are handed out, in the
+    order received, none discarded; only the period rule drops them."""
+    now = [1000.0]
+    core = FormattedCore(2, 100, limit=100_000, wall=lambda: now[0])
+    assert core.begin_refill()
+    assert core.accept(FormattedBatch(["m", "c", "x", "a"], "", 2000.0, ordered=False)) is None
+    core.refilling = False
+    assert [core.take()[0] for _ in range(2)] == ["m", "c"]
+    assert core.begin_refill()
+    # Wholly "below" everything seen: for an ordered batch, a lagging server's; here, taken.
+    assert core.accept(FormattedBatch(["b", "a0"], "", 3000.0, ordered=False)) is None
+    core.refilling = False
+    assert core.floor == ""  # no floor for unordered batches
+    assert [core.take()[0] for _ in range(3)] == ["x", "a", "b"]
+    assert core.stats().discarded_ids == 0
+    # The period rule still holds: the rest of a batch whose period ended is dropped, counted.
+    now[0] = 3000.0
+    assert core.take()[0] is None
+    s = core.stats()
+    assert (s.ids_served, s.discarded_ids, s.ids_received) == (5, 1, 6)
+    assert core.begin_refill()
+    assert core.accept(FormattedBatch(["q", "p"], "", 3000.0, ordered=False)) == "expired"
+    assert core.stats().discarded_ids == 3
 
 
 # -- the core: the period rule and the string floor, without a server -----------------------
@@ -248,15 +315,111 @@ def test_a_batch_whose_period_ended_is_never_handed_out(
         assert client.stats().ids_served == 70
 
     if mode == "blocking":
-        with Client([a.url], **fast([], wait_timeout=0.5, wall_clock=clock)) as c:
+        with Client([a.url], **fast([], wait_timeout=0.5, clock=clock)) as c:
             asyncio.run(run(c))
     else:
 
         async def main() -> None:
-            async with AsyncClient([a.url], **fast([], wait_timeout=0.5, wall_clock=clock)) as c:
+            async with AsyncClient([a.url], **fast([], wait_timeout=0.5, clock=clock)) as c:
                 await run(c)
 
         asyncio.run(main())
+
+
+def test_the_clock_setting_is_checked() -> None:
+    for cls in (Client, AsyncClient):
+        for clock in [5, "time", lambda: "now", lambda: None, lambda: True, lambda: 1 / 0]:
+            with pytest.raises(ConfigError):
+                cls(["http://127.0.0.1:1"], clock=clock)  # type: ignore[arg-type]
+        cls(["http://127.0.0.1:1"], clock=lambda: 0)  # an int is unix seconds too
+
+
+@pytest.mark.parametrize("mode", ["blocking", "async"])
+def test_the_clock_hook_drops_what_ended_by_its_time(
+    mode: str, servers: Callable[..., LeafidServer], new_tag: Callable[[], str]
+) -> None:
+    """The public ``clock`` setting is what the period rule reads: a clock one day ahead of the
+    system's (and of the server's) sees every batch of today's period as ended, so the client
+    hands out nothing and counts every text it received as discarded; the same tag on a client
+    with the system clock hands texts out."""
+    a = servers()
+    tag = new_tag()
+    a.create_tag(tag, step=1000, format=DAILY)
+    ahead = lambda: time.time() + 86400  # noqa: E731
+    opts = fast([], wait_timeout=0.4, clock=ahead)
+
+    async def check(client: "Client | AsyncClient") -> None:
+        supply = client.formatted(tag)
+        with pytest.raises(UnavailableError) as e:
+            got = supply.next_id()
+            if asyncio.iscoroutine(got):
+                await got
+        assert e.value.last is not None and e.value.last.kind == "behind"
+        s = client.stats()
+        assert s.ids_received >= 10 and s.discarded_ids == s.ids_received
+        assert s.ids_served == 0 and s.batches == 0 and supply.try_next_id() is None
+
+    if mode == "blocking":
+        with Client([a.url], **opts) as c:
+            asyncio.run(check(c))
+        with Client([a.url], **fast([])) as c:
+            assert ORDER.fullmatch(c.next_formatted(tag))
+    else:
+
+        async def main() -> None:
+            async with AsyncClient([a.url], **opts) as c:
+                await check(c)
+            async with AsyncClient([a.url], **fast([])) as c:
+                assert ORDER.fullmatch(await c.next_formatted(tag))
+
+        asyncio.run(main())
+
+
+@pytest.mark.parametrize("mode", ["blocking", "async"])
+def test_unordered_answers_are_handed_out_in_the_order_received(
+    mode: str, bad_server: "Tuple[str, type[BadServer]]"
+) -> None:
+    """The list route's ``"ordered": false`` answers (a permuted tag's) through the whole client:
+    texts come out exactly in the order of the bodies, and a second answer lying wholly below
+    the first in byte order (for an ordered tag: a lagging server's, all discarded) is handed
+    out too: no floor. (A local HTTP server stands in for the answers' shape here, as for the
+    malformed bodies; a real server's permuted tag is tested in
+    ``test_a_permuted_tag_from_real_servers``.)"""
+    url, handler = bad_server
+    end = "9999-12-31T23:59:59.999Z"
+    first = ["T-9F3K2Q", "T-ZZZZZZ", "T-000005"]
+    second = ["T-000003", "T-000001", "T-000002"]
+    answers = iter([first, second])
+
+    def do_get(self: BadServer) -> None:
+        if self.path.startswith("/api/"):
+            ids = next(answers, second)
+            self.body = body(biz_tag="codes", ids=ids, period="", period_end=end, ordered=False)
+        BadServer.do_GET(self)
+
+    handler.do_GET = do_get  # type: ignore[method-assign]
+    opts = fast([], batch=3, max_batch=3, wait_timeout=1.0)
+
+    async def check(client: "Client | AsyncClient") -> None:
+        got = []
+        for _ in range(6):
+            t = client.formatted("codes").next_id()
+            got.append(await t if asyncio.iscoroutine(t) else t)
+        assert got == first + second
+        s = client.stats()
+        assert s.discarded_ids == 0 and s.ids_served == 6 and s.failovers == 0
+
+    if mode == "blocking":
+        with Client([url], **opts) as c:
+            asyncio.run(check(c))
+    else:
+
+        async def main() -> None:
+            async with AsyncClient([url], **opts) as c:
+                await check(c)
+
+        asyncio.run(main())
+    assert handler.paths[0] == "/api/v1/segment/codes/ids?count=3"
 
 
 def test_a_text_taken_as_its_period_ends_is_discarded(
@@ -268,7 +431,7 @@ def test_a_text_taken_as_its_period_ends_is_discarded(
     tag = new_tag()
     a.create_tag(tag, step=1000, format=DAILY)
     now = [time.time()]
-    with Client([a.url], **fast([], batch=100, wait_timeout=0.3, wall_clock=lambda: now[0])) as c:
+    with Client([a.url], **fast([], batch=100, wait_timeout=0.3, clock=lambda: now[0])) as c:
         supply = c.formatted(tag)
         taken = [supply.next_id() for _ in range(11)]  # a tenth used: the refill starts
         asyncio.run(settle(lambda: c.stats().ids_received > 100))  # the next batch is in
@@ -396,3 +559,88 @@ def test_a_hammer_of_threads_on_small_batches_of_texts(
         if k:
             assert prefix_max[k - 1] < text, (start, text)
     assert stats.ids_served == threads * per and stats.batches >= threads * per // 20, stats
+
+
+def permuted_pair(servers: Callable[..., LeafidServer], tmp_path: Path) -> List[LeafidServer]:
+    """Two servers on one database with the permutation key ``conformance`` (a 32-byte key
+    file, mode 0600). Skips on a server binary without permuted tags (it refuses the
+    ``shapes`` settings at start)."""
+    key = tmp_path / "permute.key"
+    key.write_text(os.urandom(32).hex() + "\n")
+    key.chmod(0o600)
+    env: Dict[str, str] = {"LEAFID__SHAPES__KEYS__CONFORMANCE": str(key)}
+    try:
+        a = servers(env=env)
+    except RuntimeError as e:
+        if "unknown key shapes" in str(e):
+            pytest.skip("this server binary has no permuted tags (shapes.keys)")
+        raise
+    return [a, servers(env=env, db=a.db)]
+
+
+def test_a_permuted_tag_from_real_servers(
+    servers: Callable[..., LeafidServer], new_tag: Callable[[], str], tmp_path: Path
+) -> None:
+    """A permuted tag's answers say ``"ordered": false`` and show no order; the client hands
+    them out (an ordered check would refuse every answer), none twice, from 4 threads while the
+    server in use is killed, none discarded (no floor, no period ended)."""
+    a, b = permuted_pair(servers, tmp_path)
+    tag = new_tag()
+    a.create_tag(tag, step=200, format=PERMUTED)
+    with urllib.request.urlopen(f"{b.url}/api/v1/segment/{tag}/ids?count=50", timeout=5) as r:
+        raw = json.loads(r.read())
+    assert raw["ordered"] is False and raw["ids"] != sorted(raw["ids"])
+    with Client([a.url, b.url], **fast([], batch=50, request_timeout=0.5)) as client:
+        supply = client.formatted(tag)
+        got: List[List[str]] = [[] for _ in range(4)]
+        total = [0]
+
+        def caller(k: int) -> None:
+            for _ in range(400):
+                got[k].append(supply.next_id())
+                total[0] += 1
+                if k == 0 and total[0] >= 600 and a.proc is not None and a.proc.poll() is None:
+                    a.kill()
+
+        ts = [threading.Thread(target=caller, args=(k,)) for k in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        after = [supply.next_id() for _ in range(200)]
+        every = [i for lst in got for i in lst] + after + raw["ids"]
+        assert len(every) == 1850 and len(set(every)) == 1850, "no text twice"
+        assert all(CODE.fullmatch(i) for i in every)
+        assert max(got, key=len) != sorted(max(got, key=len)) and after != sorted(after)
+        s = client.stats()
+        assert s.ids_served == 1800 and s.failovers >= 1 and s.discarded_ids == 0
+
+
+def test_a_permuted_tag_on_the_async_client(
+    servers: Callable[..., LeafidServer], new_tag: Callable[[], str], tmp_path: Path
+) -> None:
+    a, _ = permuted_pair(servers, tmp_path)
+    tag = new_tag()
+    a.create_tag(tag, step=200, format=PERMUTED)
+
+    async def main() -> Tuple[List[List[str]], int, int]:
+        async with AsyncClient([a.url], **fast([], batch=20)) as client:
+            supply = client.formatted(tag)
+
+            async def caller() -> List[str]:
+                out = []
+                for k in range(300):
+                    out.append(await supply.next_id())
+                    if k % 7 == 0:
+                        await asyncio.sleep(0)
+                return out
+
+            got = await asyncio.gather(*(caller() for _ in range(4)))
+            s = client.stats()
+            return list(got), s.ids_served, s.discarded_ids
+
+    got, served, discarded = asyncio.run(main())
+    every = [i for lst in got for i in lst]
+    assert len(set(every)) == 1200 == served and discarded == 0
+    assert all(CODE.fullmatch(i) for i in every)
+    assert any(lst != sorted(lst) for lst in got)

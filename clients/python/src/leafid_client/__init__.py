@@ -7,7 +7,10 @@ range iterator (one increment and one compare, in C) on the local path. Snowflak
 from ``GET /api/v1/snowflake/ranges``. A formatted tag's ids (text, such as daily order numbers)
 come from ``GET /api/v1/segment/{tag}/ids`` with their period's end, through
 ``client.formatted(tag).next_id()`` (``str``), buffered the same way; a batch whose period has
-ended by the client's clock is dropped (:mod:`leafid_client._formatted`). The size of a request
+ended by the client's clock (the ``clock`` setting) is dropped (:mod:`leafid_client._formatted`);
+a permuted tag's texts (``"ordered": false``) come in no order, handed out as received.
+``client.snowflake_bounds(from_, to)`` gives the ids a time range can hold (:class:`Bounds`).
+The size of a request
 follows demand: a batch should last
 about ``target_lifetime`` (1 s) at the callers' rate, between ``batch`` and ``max_batch``.
 
@@ -30,7 +33,7 @@ catch-up; the local path's invariants), ``_wire.py`` (routes, answer validation)
 
 from ._settings import MAX_BATCH
 from ._supply import Stats
-from ._wire import MAX_FORMATTED_COUNT, MAX_SNOWFLAKE_COUNT, valid_tag
+from ._wire import MAX_FORMATTED_COUNT, MAX_SNOWFLAKE_COUNT, Bounds, valid_tag
 from .aio import AsyncClient, AsyncFormattedSupply, AsyncSegmentSupply, AsyncSnowflakeSupply
 from .client import Client, FormattedSupply, SegmentSupply, SnowflakeSupply
 from .errors import (
@@ -53,6 +56,7 @@ __all__ = [
     "AsyncFormattedSupply",
     "AsyncSegmentSupply",
     "AsyncSnowflakeSupply",
+    "Bounds",
     "Client",
     "ClientClosedError",
     "ConfigError",

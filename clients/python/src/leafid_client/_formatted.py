@@ -9,14 +9,21 @@ rules are the numeric supply's (:mod:`leafid_client._supply`), for text:
   10% of the current one is used; its size follows demand (:func:`~._supply.next_size`) within
   ``batch`` and 100,000 (the route's limit).
 - **The period rule: never yesterday's number today.** Before an id is handed out, its batch's
-  ``period_end`` is compared with the client's wall clock (``wall``, ``time.time`` unless a test
-  replaces it): a batch whose period has ended is dropped whole, and its ids count in
-  ``discarded_ids``. A server never answers ids of a period that ended by its own clock; this
+  ``period_end`` is compared with the client's wall clock (``wall``: the client's public
+  ``clock`` setting, ``time.time`` by default): a batch whose period has ended is dropped
+  whole, and its ids count in ``discarded_ids``. A server never answers ids of a period that ended by its own clock; this
   covers the time a batch spends in the client.
 - **The floor** is the largest text accepted into a batch: texts of one format sort as byte
   strings in issue order (fixed widths, ASCII alphabets), so ids at or below it are cut and
   counted in ``discarded_ids``, as numbers are. (Python compares ``str`` by code point, which
   is the byte order of their UTF-8 encodings.)
+- **Unordered answers** (``"ordered": false``, a permuted tag such as ``T-9F3K2Q``): their
+  order is hidden on purpose, so such a batch is taken whole, with no floor, and its texts are
+  handed out in the order received; uniqueness is the server's, as for every id. The period
+  rule still holds, so ``discarded_ids`` counts only texts of an ended period for them. The
+  local path is the same as for ordered batches (nothing is checked per text), so the rule
+  below that each text of a piece goes to exactly one caller holds for them too: the client
+  never hands a text out twice; only "a later call gets a larger text" is given up.
 
 **The local path.** The texts in use are one *piece* of a batch: ``current`` is one tuple
 ``(iterator over a list of texts, period_end)``. A caller loads the tuple (one attribute load,
@@ -147,7 +154,7 @@ class FormattedCore:
         self.clock = clock
         """Monotonic seconds, for the demand rule."""
         self.wall = wall
-        """Seconds since the epoch, for the period rule (tests replace it)."""
+        """Seconds since the epoch, for the period rule: the client's ``clock`` setting."""
 
     # -- handing out ----------------------------------------------------------------------
 
@@ -278,7 +285,8 @@ class FormattedCore:
             self.starved = True
 
     def accept(self, batch: FormattedBatch) -> Optional[str]:
-        """Takes a validated batch as the next one, cut to its texts above the floor. Returns
+        """Takes a validated batch as the next one, cut to its texts above the floor (an
+        unordered batch, ``ordered`` false, is taken whole: no floor for a permuted tag). Returns
         ``None`` when kept; :data:`EXPIRED` when its period had already ended by the client's
         clock (dropped whole); else the batch's last text: none lay above the floor, that server
         is behind (the caller asks again)."""
@@ -287,6 +295,14 @@ class FormattedCore:
         if self.wall() >= batch.period_end:
             self.discarded += len(ids)
             return EXPIRED
+        if not batch.ordered:
+            # A permuted tag: its texts show no order, so there is no floor to cut at; they are
+            # handed out as received (uniqueness is the server's). The floor is left as it is.
+            assert self.ahead is None, "single flight: one refill fills ahead"
+            self.ahead = batch
+            self.last_fault = None
+            self.batches += 1
+            return None
         floor = self.floor
         if ids[-1] <= floor:
             self.discarded += len(ids)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ._servers import Endpoint
 from ._wire import MAX_SEGMENT_COUNT
@@ -12,6 +12,20 @@ from .errors import ConfigError
 MAX_BATCH = MAX_SEGMENT_COUNT
 """Largest ``batch``/``max_batch``: the segment range route's limit (a snowflake supply never
 asks for more than 100,000, its route's limit)."""
+
+
+def check_clock(clock: object) -> Callable[[], float]:
+    """The ``clock`` setting if it is a callable returning unix seconds (one call, as a
+    check), else :class:`ConfigError`."""
+    if not callable(clock):
+        raise ConfigError(f"clock must be a callable returning unix seconds (got {clock!r})")
+    try:
+        now = clock()
+    except Exception as e:
+        raise ConfigError(f"clock() raised {type(e).__name__}: {e}") from None
+    if isinstance(now, bool) or not isinstance(now, (int, float)):
+        raise ConfigError(f"clock() must return unix seconds as a number (got {now!r})")
+    return clock
 
 
 def _count(name: str, value: object, low: int) -> int:

@@ -8,10 +8,12 @@ pass :func:`parse_ranges` are ever handed out. No I/O here.
 from __future__ import annotations
 
 import calendar
+import datetime
 import json
 import re
+import urllib.parse
 from dataclasses import dataclass
-from typing import List, Optional, Tuple, Union
+from typing import List, NamedTuple, Optional, Protocol, Tuple, TypeVar, Union
 
 from .errors import InvalidTagError, RejectedError, ServerFault
 
@@ -44,6 +46,11 @@ REFUSAL_503_CODES = frozenset({"sequence_exhausted"})
 """503 codes that refuse the request itself: a formatted tag's period ran out of its width,
 every server answers the same until the next period."""
 
+BOUNDS_REFUSAL_CODES = frozenset({"invalid_time_range", "invalid_request"})
+"""4xx codes by which the bounds route refuses the request itself (an empty range, one before
+the layout's epoch or past the end of its time field, an unparsable instant): every server
+shares the layout and would answer the same."""
+
 NOT_FORMATTED = "not_formatted"
 """The code of the refusal a formatted supply raises when its tag is plain (a 200 list body
 with numeric ids and no ``period_end``)."""
@@ -54,13 +61,17 @@ Run = Tuple[int, int]
 
 @dataclass(frozen=True)
 class FormattedBatch:
-    """A formatted tag's batch: its texts, increasing as byte strings, all of one period."""
+    """A formatted tag's batch: its texts, all of one period; increasing as byte strings unless
+    ``ordered`` is false (a permuted tag: in the order the server issued them, no order shown)."""
 
     ids: List[str]
     period: str
     """The period's key (``yyyyMMdd`` ...; empty when the sequence never restarts)."""
     period_end: float
     """When the period ends, in seconds since the epoch: the batch is dropped then."""
+    ordered: bool = True
+    """The answer's ``ordered`` (absent: true). False for a permuted tag: its texts are handed
+    out in the order received, with no floor (uniqueness is the server's)."""
 
 
 Batch = Union[List[Run], FormattedBatch]
@@ -110,6 +121,110 @@ class BatchRequest:
     def formatted_list(cls, tag: str, count: int) -> "BatchRequest":
         """The list route of a (valid) formatted tag: its ids as texts, with the period's end."""
         return cls(f"/api/v1/segment/{tag}/ids?count={count}", count, tag, True)
+
+    def interpret(self, server: str, status: int, body: bytes) -> "Batch":
+        """:func:`interpret` of an answer to this request."""
+        return interpret(server, status, body, self)
+
+
+class Bounds(NamedTuple):
+    """The smallest and the largest snowflake id any worker can issue in a time range
+    ``[from, to)`` under the servers' layout: ``WHERE id BETWEEN min_id AND max_id``."""
+
+    min_id: int
+    max_id: int
+
+
+def rfc3339_ms(name: str, instant: object) -> str:
+    """An aware :class:`datetime.datetime` as RFC 3339 UTC with milliseconds and ``Z``
+    (``2026-11-27T00:00:00.000Z``). A fraction of a millisecond is rounded up: snowflake ticks
+    are whole milliseconds (or seconds), so an id's time ``t`` is at or after ``instant``
+    exactly when it is at or after the next whole millisecond, and before it exactly when it
+    is before that millisecond; rounding up keeps ``[from, to)`` exact at both ends.
+    :class:`TypeError` unless a ``datetime``; :class:`ValueError` when naive (no ``tzinfo``)."""
+    if not isinstance(instant, datetime.datetime):
+        raise TypeError(f"{name} must be a datetime.datetime, got {type(instant).__name__}")
+    if instant.tzinfo is None or instant.utcoffset() is None:
+        raise ValueError(
+            f"{name} must be an aware datetime (e.g. datetime.now(timezone.utc)), got {instant!r}"
+        )
+    utc = instant.astimezone(datetime.timezone.utc)
+    sub_ms = utc.microsecond % 1000
+    if sub_ms:
+        try:
+            utc += datetime.timedelta(microseconds=1000 - sub_ms)
+        except OverflowError:  # the last millisecond of year 9999: past any layout's end
+            utc -= datetime.timedelta(microseconds=sub_ms)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+@dataclass(frozen=True)
+class BoundsRequest:
+    """One request of the snowflake bounds route."""
+
+    path: str
+    """``/api/v1/snowflake/bounds?from=..&to=..&stringify_ids=true``, the values URL-encoded."""
+
+    @classmethod
+    def between(cls, from_: object, to: object) -> "BoundsRequest":
+        """The request for ``[from_, to)`` (aware datetimes, see :func:`rfc3339_ms`)."""
+        query = urllib.parse.urlencode(
+            {
+                "from": rfc3339_ms("from_", from_),
+                "to": rfc3339_ms("to", to),
+                "stringify_ids": "true",
+            }
+        )
+        return cls(f"/api/v1/snowflake/bounds?{query}")
+
+    def interpret(self, server: str, status: int, body: bytes) -> Bounds:
+        """The bounds of a 200 answer, or :class:`RejectedError` (``invalid_time_range``,
+        ``invalid_request``: every server would answer the same), or :class:`ServerFailure`
+        (any other 4xx such as ``engine_disabled``, a 5xx, a bad 200 body)."""
+        if 400 <= status < 500:
+            code, message = _error_body(body)
+            if code in BOUNDS_REFUSAL_CODES:
+                raise RejectedError(server, status, code, message)
+            raise ServerFailure(
+                ServerFault(server, "status", f"HTTP {status} {code or '(no code)'}")
+            )
+        if status != 200:
+            raise ServerFailure(ServerFault(server, "status", f"HTTP {status}"))
+        try:
+            return parse_bounds(body)
+        except ValueError as e:
+            raise ServerFailure(ServerFault(server, "bad_response", str(e))) from None
+
+
+def parse_bounds(body: bytes) -> Bounds:
+    """The ids of a 200 bounds body ``{"min_id": "..", "max_id": "..", "layout", "from", "to",
+    "first_tick", "last_tick"}``: both decimal strings (or JSON integers) in ``1..=2^63-1``
+    with ``min_id <= max_id``. Else ``ValueError``."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        raise ValueError(f"not JSON: {body[:80]!r}") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"not a bounds object: {body[:80]!r}")
+    low, high = _id(doc.get("min_id")), _id(doc.get("max_id"))
+    if low > high:
+        raise ValueError(f"min_id {low} above max_id {high}")
+    return Bounds(low, high)
+
+
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Request(Protocol[T_co]):
+    """What the clients' failover loop sends (:class:`BatchRequest`, :class:`BoundsRequest`):
+    a path, and what an answer to it means."""
+
+    @property
+    def path(self) -> str: ...
+
+    def interpret(self, server: str, status: int, body: bytes) -> T_co:
+        """The answer's value, or :class:`RejectedError`, or :class:`ServerFailure`."""
+        ...
 
 
 class ServerFailure(Exception):
@@ -232,8 +347,10 @@ def parse_rfc3339(text: object) -> float:
 
 def parse_formatted(server: str, body: bytes, req: BatchRequest) -> FormattedBatch:
     """The texts of a formatted tag's 200 list body ``{"biz_tag", "ids": ["..."], "period",
-    "period_end"}``: ``ids`` a non-empty list of non-empty strings, no longer than asked,
-    increasing as byte strings, ``biz_tag`` the tag asked, ``period_end`` an RFC 3339 instant.
+    "period_end", "ordered"}``: ``ids`` a non-empty list of non-empty strings, no longer than
+    asked, increasing as byte strings (unless ``ordered`` is false: then only none twice),
+    ``biz_tag`` the tag asked, ``period_end`` an RFC 3339 instant, ``ordered`` a boolean or
+    absent (true).
     A body with numeric ids and no ``period_end`` is a plain tag's: :class:`RejectedError`
     ``not_formatted`` (every server would answer the same). Anything else: ``ValueError``."""
     try:
@@ -253,15 +370,31 @@ def parse_formatted(server: str, body: bytes, req: BatchRequest) -> FormattedBat
         raise ValueError(f"asked for tag {req.tag!r}, got {doc.get('biz_tag')!r}")
     if len(ids) > req.count:
         raise ValueError(f"{len(ids)} ids for a request of {req.count}")
-    previous = ""
-    for i in ids:
-        if not isinstance(i, str) or not i:
-            raise ValueError(f"id {i!r} is not a non-empty string")
-        # Code-point order of str is the byte order of their UTF-8 encodings.
-        if i <= previous:
-            raise ValueError(f"id {i!r} does not lie above the one before ({previous!r})")
-        previous = i
+    ordered = doc.get("ordered", True)
+    if not isinstance(ordered, bool):
+        raise ValueError(f"ordered {ordered!r} is not a boolean")
+    if ordered:
+        previous = ""
+        for i in ids:
+            if not isinstance(i, str) or not i:
+                raise ValueError(f"id {i!r} is not a non-empty string")
+            # Code-point order of str is the byte order of their UTF-8 encodings.
+            if i <= previous:
+                raise ValueError(f"id {i!r} does not lie above the one before ({previous!r})")
+            previous = i
+    else:
+        # A permuted tag: no order to check (it is hidden on purpose). Uniqueness is the
+        # server's; a text twice within one answer is still caught here, at no cost that
+        # counts beside the JSON parse.
+        for i in ids:
+            if not isinstance(i, str) or not i:
+                raise ValueError(f"id {i!r} is not a non-empty string")
+        if len(set(ids)) != len(ids):
+            raise ValueError("a text twice in one answer")
     period = doc.get("period", "")
     return FormattedBatch(
-        ids, period if isinstance(period, str) else "", parse_rfc3339(doc.get("period_end"))
+        ids,
+        period if isinstance(period, str) else "",
+        parse_rfc3339(doc.get("period_end")),
+        ordered,
     )

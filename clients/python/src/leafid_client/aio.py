@@ -15,10 +15,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Dict, List, Optional, Set, Tuple, Union
+from datetime import datetime
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Coroutine,
+    Dict,
+    List,
+    Optional,
+    Set,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 from ._servers import Endpoint, ServerSet, backoff
-from ._settings import Settings
+from ._settings import Settings, check_clock
 from ._formatted import FormattedCore
 from ._supply import Stats, SupplyCore
 from ._wire import (
@@ -26,16 +39,16 @@ from ._wire import (
     MAX_SEGMENT_COUNT,
     MAX_SNOWFLAKE_COUNT,
     AllFailed,
-    Batch,
     BatchRequest,
+    Bounds,
+    BoundsRequest,
+    Request,
     ServerFailure,
     check_tag,
-    interpret,
 )
 from .client import _tls_context
 from .errors import (
     ClientClosedError,
-    ConfigError,
     RejectedError,
     ServerFault,
     UnavailableError,
@@ -44,6 +57,8 @@ from .errors import (
 __all__ = ["AsyncClient", "AsyncFormattedSupply", "AsyncSegmentSupply", "AsyncSnowflakeSupply"]
 
 log = logging.getLogger("leafid_client")
+
+T = TypeVar("T")
 
 _IDLE_PER_SERVER = 4
 """Idle keep-alive connections kept per server."""
@@ -421,7 +436,7 @@ class AsyncFormattedSupply(_AsyncDriver, FormattedCore):
             s.max_batch,
             s.target_lifetime,
             MAX_FORMATTED_COUNT,
-            wall=client._wall_clock,
+            wall=client._clock,
         )
         self._setup(client, lambda n: BatchRequest.formatted_list(tag, n), tag)
         self.tag = tag
@@ -493,7 +508,8 @@ class AsyncSnowflakeSupply(_AsyncSupply):
 
 class AsyncClient:
     """The asyncio leafid client; same settings as :class:`~leafid_client.Client`
-    (``request_timeout`` bounds the whole request here). Use it from one event loop; the
+    (``request_timeout`` bounds the whole request here; ``clock``, the formatted supplies'
+    wall clock, is a callable returning unix seconds). Use it from one event loop; the
     constructor needs no loop, tasks start on first use.
 
     ::
@@ -513,11 +529,9 @@ class AsyncClient:
         wait_timeout: float = 5.0,
         backoff_min: float = 0.05,
         backoff_max: float = 5.0,
-        wall_clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        if not callable(wall_clock):
-            raise ConfigError("wall_clock must be a function returning seconds since the epoch")
-        self._wall_clock = wall_clock
+        self._clock = check_clock(clock)
         self._settings = Settings.build(
             servers,
             batch,
@@ -575,6 +589,41 @@ class AsyncClient:
     async def next_snowflake_id(self, timeout: Optional[float] = None) -> int:
         """Shorthand for ``await client.snowflake().next_id(timeout)``."""
         return await self.snowflake().next_id(timeout)
+
+    async def snowflake_bounds(
+        self, from_: datetime, to: datetime, timeout: Optional[float] = None
+    ) -> Bounds:
+        """The smallest and largest snowflake id any worker can issue in ``[from_, to)`` (aware
+        datetimes); see :meth:`leafid_client.Client.snowflake_bounds`. Fails over like a batch
+        request; rounds in which every server failed are retried with backoff for at most
+        ``timeout`` seconds (``wait_timeout`` when ``None``). Cancellable.
+
+        :raises RejectedError: ``invalid_time_range`` or ``invalid_request``; never a failover.
+        :raises UnavailableError: every server failed or is down.
+        :raises ClientClosedError: the client is closed.
+        :raises ValueError: a naive datetime (``TypeError``: not a datetime).
+        """
+        request = BoundsRequest.between(from_, to)
+        s = self._settings
+        wait = s.wait_timeout if timeout is None else timeout
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        failures = 0
+        while True:
+            if self._closed:
+                raise ClientClosedError("the client is closed")
+            try:
+                bounds, _ = await self._fetch(request)
+                return bounds
+            except AllFailed as e:
+                last = e.last
+            if self._closed:
+                raise ClientClosedError("the client is closed")
+            failures += 1
+            pause = backoff(s.backoff_min, s.backoff_max, failures)
+            if loop.time() + pause - started >= wait:
+                raise UnavailableError(loop.time() - started, last, wait)
+            await asyncio.sleep(pause)
 
     def stats(self) -> Stats:
         """Counters summed over every supply, plus the client's failovers."""
@@ -645,8 +694,9 @@ class AsyncClient:
         if self._health_wake is not None:
             self._health_wake.set()
 
-    async def _fetch(self, req: BatchRequest) -> Tuple[Batch, str]:
-        """One batch and the URL of the server that sent it (see the blocking client's)."""
+    async def _fetch(self, req: "Request[T]") -> Tuple[T, str]:
+        """One answer's value (a batch, bounds) and the URL of the server that sent it (see the
+        blocking client's)."""
         s = self._settings
         last: Optional[ServerFault] = None
         for i in self._servers.plan():
@@ -656,12 +706,12 @@ class AsyncClient:
             seen = self._servers.servers[i].downs
             try:
                 status, body = await self._get(ep, req.path, s.request_timeout)
-                batch = interpret(ep.url, status, body, req)
+                value = req.interpret(ep.url, status, body)
             except ServerFailure as f:
                 last = f.fault
             else:
                 self._servers.succeeded(i, seen)
-                return batch, ep.url
+                return value, ep.url
             if self._closed:
                 break
             self._http.forget(ep)

@@ -17,10 +17,11 @@ import socket
 import ssl
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
 from ._servers import Endpoint, ServerSet, backoff
-from ._settings import Settings
+from ._settings import Settings, check_clock
 from ._formatted import FormattedCore
 from ._supply import LOCK_FREE, Stats, SupplyCore
 from ._wire import (
@@ -28,21 +29,23 @@ from ._wire import (
     MAX_SEGMENT_COUNT,
     MAX_SNOWFLAKE_COUNT,
     AllFailed,
-    Batch,
     BatchRequest,
+    Bounds,
+    BoundsRequest,
+    Request,
     ServerFailure,
     check_tag,
-    interpret,
 )
 from .errors import (
     ClientClosedError,
-    ConfigError,
     RejectedError,
     ServerFault,
     UnavailableError,
 )
 
 __all__ = ["Client", "FormattedSupply", "SegmentSupply", "SnowflakeSupply"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("leafid_client")
 
@@ -374,7 +377,7 @@ class FormattedSupply(_Driver, FormattedCore):
             s.max_batch,
             s.target_lifetime,
             MAX_FORMATTED_COUNT,
-            wall=client._wall_clock,
+            wall=client._clock,
         )
         self._setup(client, lambda n: BatchRequest.formatted_list(tag, n), tag)
         self.tag = tag
@@ -482,8 +485,10 @@ class Client:
         then :class:`UnavailableError`.
     :param backoff_min: first wait (seconds) before probing a down server; doubles per failure.
     :param backoff_max: longest wait between two probes of a down server.
-    :param wall_clock: the wall clock the formatted supplies' period rule reads, in seconds
-        since the epoch (default ``time.time``; tests replace it).
+    :param clock: the wall clock the formatted supplies' period rule reads: a callable
+        returning seconds since the epoch (unix seconds, ``float``), like ``time.time`` (the
+        default). Every formatted ``next_id`` calls it once, so keep it cheap. A batch whose
+        ``period_end`` has passed by this clock is dropped, never handed out.
     :raises ConfigError: on unusable settings.
     """
 
@@ -498,11 +503,9 @@ class Client:
         wait_timeout: float = 5.0,
         backoff_min: float = 0.05,
         backoff_max: float = 5.0,
-        wall_clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        if not callable(wall_clock):
-            raise ConfigError("wall_clock must be a function returning seconds since the epoch")
-        self._wall_clock = wall_clock
+        self._clock = check_clock(clock)
         self._settings = Settings.build(
             servers,
             batch,
@@ -581,6 +584,48 @@ class Client:
     def next_id(self, tag: str, timeout: Optional[float] = None) -> int:
         """Shorthand for ``client.segment(tag).next_id(timeout)``."""
         return self.segment(tag).next_id(timeout)
+
+    def snowflake_bounds(
+        self, from_: datetime, to: datetime, timeout: Optional[float] = None
+    ) -> Bounds:
+        """The smallest and largest snowflake id any worker can issue in ``[from_, to)`` under
+        the servers' layout (``GET /api/v1/snowflake/bounds``), for ``WHERE id BETWEEN min_id
+        AND max_id``. ``from_`` and ``to`` are aware datetimes, sent as RFC 3339 UTC with
+        milliseconds (a fraction of a millisecond rounds up, which keeps the range exact).
+
+        The request fails over like a batch request: a timeout, a 5xx, a refused connection,
+        another 4xx (``engine_disabled``) or a bad body is that server's failure and the next
+        one is asked; rounds in which every server failed are retried with backoff for at most
+        ``timeout`` seconds (the client's ``wait_timeout`` when ``None``; a round under way
+        when it runs out is finished).
+
+        :raises RejectedError: ``invalid_time_range`` (an empty range, before the layout's
+            epoch, past the end of its time field) or ``invalid_request``; never a failover.
+        :raises UnavailableError: every server failed or is down.
+        :raises ClientClosedError: the client is closed.
+        :raises ValueError: a naive datetime (``TypeError``: not a datetime).
+        """
+        request = BoundsRequest.between(from_, to)
+        s = self._settings
+        wait = s.wait_timeout if timeout is None else timeout
+        started = time.monotonic()
+        failures = 0
+        while True:
+            if self._closed:
+                raise ClientClosedError("the client is closed")
+            try:
+                bounds, _ = self._fetch(request)
+                return bounds
+            except AllFailed as e:
+                last = e.last
+            failures += 1
+            pause = backoff(s.backoff_min, s.backoff_max, failures)
+            if time.monotonic() + pause - started >= wait:
+                if self._closed:
+                    raise ClientClosedError("the client is closed")
+                raise UnavailableError(time.monotonic() - started, last, wait)
+            if self._stop.wait(pause):
+                raise ClientClosedError("the client is closed")
 
     def next_snowflake_id(self, timeout: Optional[float] = None) -> int:
         """Shorthand for ``client.snowflake().next_id(timeout)``."""
@@ -672,10 +717,10 @@ class Client:
             self._health_started = self._spawn_locked(self._health_loop, "leafid-health")
         self._health_wake.set()
 
-    def _fetch(self, req: BatchRequest) -> Tuple[Batch, str]:
-        """One batch and the URL of the server that sent it: the preferred server first, then
-        the others (see ServerSet.plan). RejectedError at a refusal; AllFailed when every server
-        failed."""
+    def _fetch(self, req: "Request[T]") -> Tuple[T, str]:
+        """One answer's value (a batch, bounds) and the URL of the server that sent it: the
+        preferred server first, then the others (see ServerSet.plan). RejectedError at a
+        refusal; AllFailed when every server failed."""
         s = self._settings
         last: Optional[ServerFault] = None
         with self._lock:
@@ -691,13 +736,13 @@ class Client:
                 seen = self._servers.servers[i].downs
             try:
                 status, body = self._get(ep, req.path, s.request_timeout)
-                batch = interpret(ep.url, status, body, req)
+                value = req.interpret(ep.url, status, body)
             except ServerFailure as f:
                 last = f.fault
             else:
                 with self._lock:
                     self._servers.succeeded(i, seen)
-                return batch, ep.url
+                return value, ep.url
             if self._closed:
                 raise AllFailed(last)
             self._http.forget(ep)

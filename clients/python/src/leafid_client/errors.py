@@ -71,7 +71,8 @@ class ConfigError(LeafidError, ValueError):
 class RejectedError(LeafidError):
     """A server refused the request itself: a 4xx whose code is ``unknown_biz_tag``,
     ``invalid_biz_tag``, ``biz_tag_exhausted``, ``invalid_count``, ``invalid_request`` or
-    ``formatted_tag`` (a numeric supply on a formatted tag); a 503 ``sequence_exhausted`` (a
+    ``formatted_tag`` (a numeric supply on a formatted tag), or ``invalid_time_range`` (a range
+    :meth:`~leafid_client.Client.snowflake_bounds` cannot answer); a 503 ``sequence_exhausted`` (a
     formatted tag's period ran out of its width); or, on a formatted supply, a 200 list of
     numbers without ``period_end`` (``status`` 200, ``code`` ``not_formatted``: the tag is plain).
 
