@@ -113,8 +113,11 @@ def test_a_bounds_answer_is_taken_only_when_valid() -> None:
     ok = {"min_id": "5", "max_id": str(MAX_ID), "layout": "41/10/12", "from": "x", "to": "y"}
     assert parse_bounds(json.dumps(ok).encode()) == Bounds(5, MAX_ID)
     assert parse_bounds(b'{"min_id": 7, "max_id": 7}') == (7, 7)
+    # A range in the layout's first tick starts at 0.
+    assert parse_bounds(b'{"min_id": "0", "max_id": "5"}') == (0, 5)
     for bad in [
-        {"min_id": "0", "max_id": "5"},
+        {"min_id": "00", "max_id": "5"},
+        {"min_id": False, "max_id": "5"},
         {"min_id": "-1", "max_id": "5"},
         {"min_id": "1", "max_id": str(MAX_ID + 1)},
         {"min_id": "9", "max_id": "8"},

@@ -199,14 +199,17 @@ class BoundsRequest:
 def parse_bounds(body: bytes) -> Bounds:
     """The ids of a 200 bounds body ``{"min_id": "..", "max_id": "..", "layout", "from", "to",
     "first_tick", "last_tick"}``: both decimal strings (or JSON integers) in ``1..=2^63-1``
-    with ``min_id <= max_id``. Else ``ValueError``."""
+    with ``min_id <= max_id``; ``min_id`` may also be 0 (a range in the layout's first tick:
+    a bound, never an id handed out). Else ``ValueError``."""
     try:
         doc = json.loads(body)
     except ValueError:
         raise ValueError(f"not JSON: {body[:80]!r}") from None
     if not isinstance(doc, dict):
         raise ValueError(f"not a bounds object: {body[:80]!r}")
-    low, high = _id(doc.get("min_id")), _id(doc.get("max_id"))
+    lo = doc.get("min_id")
+    low = 0 if lo in ("0", 0) and not isinstance(lo, bool) else _id(lo)
+    high = _id(doc.get("max_id"))
     if low > high:
         raise ValueError(f"min_id {low} above max_id {high}")
     return Bounds(low, high)
