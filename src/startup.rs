@@ -17,6 +17,7 @@ use crate::http::{self, AppState};
 use crate::lease_gate::LeaseGate;
 use crate::metrics::Metrics;
 use crate::segment::SegmentAllocator;
+use crate::segment::lanes::{Lane, LaneMode, LaneStore, Lanes};
 use crate::snowflake::clock::SystemClock;
 use crate::snowflake::engine::{SnowflakeConfig, SnowflakeEngine, StartOptions, WorkerCache};
 use crate::snowflake::worker::{NodeInfo, WorkerStrategy};
@@ -86,11 +87,18 @@ impl Application {
         }
         background.spawn(durability.clone().watch(background.token()));
 
+        let mut lanes = None;
         let segment = if settings.segment.enabled {
             let mut config = settings.segment_config();
             config.lease_gate = lease_gate(&durability);
-            let engine =
-                SegmentAllocator::new(durability.segment_store(db.segment_store()), config);
+            // Every server's store goes through its lane (`segment::lanes`): mapped into the
+            // lane's blocks with lanes, checked to be no lane without.
+            let mode = match settings.lanes.slot {
+                Some(slot) => LaneMode::Lane { slot, own: true },
+                None => LaneMode::Plain,
+            };
+            let store = LaneStore::new(durability.segment_store(db.segment_store()), mode);
+            let engine = SegmentAllocator::new(Arc::new(store), config);
             engine.set_return_unused_on_shutdown(settings.segment.return_unused_on_shutdown);
             match engine.refresh_tags().await {
                 Ok(tags) => info!(tags, "segment engine started"),
@@ -101,6 +109,16 @@ impl Application {
                 Err(e) => return Err(anyhow::Error::new(e).context("reading leaf_alloc")),
             }
             engine.spawn_refresh(&background);
+            if let Some(slot) = settings.lanes.slot {
+                let mut all = vec![Lane::new(slot, url.clone(), engine.clone())];
+                for (other, other_url) in settings.lanes.other_lanes()? {
+                    all.push(other_lane(&settings, other, &other_url, &background).await?);
+                }
+                info!(own = slot, lanes = all.len(), "segment lanes");
+                let router = Arc::new(Lanes::new(all));
+                spawn_repair(router.clone(), &background, settings.segment_config().refresh_interval);
+                lanes = Some(router);
+            }
             Some(engine)
         } else {
             None
@@ -142,6 +160,7 @@ impl Application {
             .context("registering the durability metric")?;
         let state = AppState {
             segment,
+            lanes,
             snowflake,
             db,
             admin: AdminPolicy {
@@ -265,6 +284,63 @@ async fn stop_on_signal(handle: ServerHandle, draining: Arc<AtomicBool>, drain: 
 
 /// Whether `err` says the database could not be reached (refused, reset, timed out), as
 /// opposed to a database that answered with a refusal.
+/// Another region's lane: its database (reached in the background if it does not answer now:
+/// the lane passes requests on until then), its own durability gate and its engine.
+async fn other_lane(
+    settings: &Settings,
+    slot: u8,
+    url: &str,
+    background: &Background,
+) -> anyhow::Result<Lane> {
+    let mut opts = settings.db_options();
+    opts.url = url.to_owned();
+    opts.pgbouncer = false;
+    let shown = redact(url);
+    let db = match Database::connect(&opts).await {
+        Ok(db) => db,
+        Err(e) if is_unreachable(&e) => match Database::connect_deferred(&opts) {
+            Some((db, migration)) => {
+                warn!(slot, lane = %shown, error = format!("{e:#}"), "lane unreachable at start: connecting in the background");
+                background.spawn(migration.run_until_done(Duration::from_secs(1), background.token()));
+                db
+            }
+            None => return Err(e.context(format!("lanes.others.{slot} = {shown}"))),
+        },
+        Err(e) => return Err(e.context(format!("lanes.others.{slot} = {shown}"))),
+    };
+    let gate = DurabilityGate::new(db.clone(), settings.database.allow_lossy_commits);
+    background.spawn(gate.clone().watch(background.token()));
+    let mut config = settings.segment_config();
+    config.lease_gate = lease_gate(&gate);
+    let store = LaneStore::new(
+        gate.segment_store(db.segment_store()),
+        LaneMode::Lane { slot, own: false },
+    );
+    let engine = SegmentAllocator::new(Arc::new(store), config);
+    if let Err(e) = engine.refresh_tags().await {
+        warn!(slot, lane = %shown, error = %e, "lane's tag list not read yet");
+    }
+    engine.spawn_refresh(background);
+    Ok(Lane::new(slot, shown, engine))
+}
+
+/// The lanes' repair pass (`segment::lanes::repair`), every `interval`.
+fn spawn_repair(lanes: Arc<Lanes>, background: &Background, interval: Duration) {
+    let token = background.token();
+    background.spawn(async move {
+        loop {
+            tokio::select! {
+                _ = token.cancelled() => return,
+                _ = tokio::time::sleep(interval) => {}
+            }
+            let r = lanes.repair().await;
+            if !r.created.is_empty() || !r.deleted.is_empty() {
+                info!(created = r.created.len(), deleted = r.deleted.len(), unreached = ?r.unreached, "lanes repaired");
+            }
+        }
+    });
+}
+
 fn is_unreachable(err: &anyhow::Error) -> bool {
     err.chain().any(|cause| {
         matches!(

@@ -63,9 +63,60 @@ pub struct Settings {
     /// Id shapes: the keys of permuted tags.
     #[serde(default)]
     pub shapes: ShapesSettings,
+    /// Regions: the lanes of the segment engine.
+    #[serde(default)]
+    pub lanes: LanesSettings,
     /// The keys of `shapes.keys`, read from their files once by [`Settings::load`].
     #[serde(skip)]
     pub shape_keys: std::sync::Arc<crate::shapes::keys::KeyRing>,
+}
+
+/// `[lanes]`: several independent databases, one per region (`crate::segment::lanes`).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct LanesSettings {
+    /// The slot (0 to 7) of this server's own database (`database.url`); absent: no lanes.
+    pub slot: Option<u8>,
+    /// `[lanes.others]`: the other regions' databases by slot (`"1" = "mysql://..."`), asked in
+    /// slot order after the own lane.
+    #[serde(default)]
+    pub others: std::collections::BTreeMap<String, String>,
+}
+
+impl LanesSettings {
+    /// The other lanes as (slot, URL), in slot order, checked: slots 0 to 7, distinct from the
+    /// own, and only with an own slot.
+    pub fn other_lanes(&self) -> anyhow::Result<Vec<(u8, String)>> {
+        let slots = crate::segment::lanes::map::SLOTS;
+        if let Some(own) = self.slot
+            && own >= slots
+        {
+            bail!("invalid configuration: lanes.slot = {own}: a slot is 0 to {}", slots - 1);
+        }
+        if self.slot.is_none() && !self.others.is_empty() {
+            bail!("invalid configuration: lanes.others needs lanes.slot (this server's own lane)");
+        }
+        let mut out = Vec::new();
+        for (key, url) in &self.others {
+            let slot: u8 = key
+                .parse()
+                .ok()
+                .filter(|s| *s < slots)
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "invalid configuration: lanes.others.{key}: the key is a slot, 0 to {}",
+                        slots - 1
+                    )
+                })?;
+            if Some(slot) == self.slot {
+                bail!(
+                    "invalid configuration: lanes.others.{key} has this server's own slot: two                      lanes with one slot could hand out one id"
+                );
+            }
+            out.push((slot, url.clone()));
+        }
+        out.sort();
+        Ok(out)
+    }
 }
 
 /// `[shapes]`.
@@ -274,6 +325,7 @@ impl Settings {
             settings.snowflake_config()?;
         }
         settings.shape_keys = std::sync::Arc::new(settings.read_shape_keys()?);
+        settings.lanes.other_lanes()?;
         Ok(settings)
     }
 
@@ -418,7 +470,6 @@ impl Settings {
         }
     }
 
-    /// Segment engine tunables.
     /// The keys of permuted tags, read from their files: a missing, unreadable, malformed or
     /// world-readable key file stops the start, naming the key.
     pub fn read_shape_keys(&self) -> anyhow::Result<crate::shapes::keys::KeyRing> {

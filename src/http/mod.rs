@@ -57,8 +57,10 @@ use error::ApiError;
 /// Shared state of all handlers.
 #[derive(Clone)]
 pub struct AppState {
-    /// The segment engine, if enabled.
+    /// The segment engine, if enabled (with lanes: the own lane's).
     pub segment: Option<SegmentAllocator>,
+    /// The lanes, own first, when `lanes.slot` is set (`crate::segment::lanes`).
+    pub lanes: Option<Arc<crate::segment::lanes::Lanes>>,
     /// The snowflake engine, if enabled.
     pub snowflake: Option<Arc<SnowflakeEngine>>,
     /// The database.

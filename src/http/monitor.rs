@@ -17,7 +17,8 @@ use crate::segment::buffer::{SegmentSnapshot, SegmentState};
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/cache", web::get().to(cache_page))
         .route("/db", web::get().to(db_page))
-        .route("/api/v1/cache", web::get().to(cache_json));
+        .route("/api/v1/cache", web::get().to(cache_json))
+        .route("/api/v1/lanes", web::get().to(lanes_json));
 }
 
 /// Body of `GET /api/v1/cache`.
@@ -353,4 +354,55 @@ pub async fn db_page(_: MonitorAuth, state: web::Data<AppState>) -> Result<HttpR
     html.push_str("</table>");
     formatted_table(state.segment()?, &mut html);
     Ok(page("leafid leaf_alloc", &html))
+}
+
+/// One lane in `GET /api/v1/lanes`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LaneBody {
+    /// Its slot (`docs/deploy.md#regions-lanes`).
+    pub slot: u8,
+    /// Its database, password hidden.
+    pub database: String,
+    /// Whether it is this server's own lane (asked first).
+    pub own: bool,
+    /// Requests it served since the start.
+    pub served: u64,
+    /// Requests it could not serve and passed to the next lane.
+    pub passed: u64,
+}
+
+/// Body of `GET /api/v1/lanes`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LanesBody {
+    /// The lanes in the order they are asked; empty without lanes.
+    pub lanes: Vec<LaneBody>,
+}
+
+/// `GET /api/v1/lanes`: the lanes of this server, own first, with what each served and passed on.
+#[utoipa::path(
+    get,
+    path = "/api/v1/lanes",
+    tag = "operations",
+    responses((status = 200, description = "The lanes, own first (empty without lanes)", body = LanesBody))
+)]
+pub async fn lanes_json(_: MonitorAuth, state: web::Data<AppState>) -> HttpResponse {
+    use std::sync::atomic::Ordering;
+    let lanes = state
+        .lanes
+        .as_ref()
+        .map(|l| {
+            l.lanes()
+                .iter()
+                .enumerate()
+                .map(|(i, lane)| LaneBody {
+                    slot: lane.slot,
+                    database: lane.name.clone(),
+                    own: i == 0,
+                    served: lane.served.load(Ordering::Relaxed),
+                    passed: lane.passed.load(Ordering::Relaxed),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    HttpResponse::Ok().json(LanesBody { lanes })
 }

@@ -38,6 +38,7 @@ use super::{dashboard, error, health, layouts, metrics, monitor, segment, snowfl
         monitor::cache_page,
         monitor::db_page,
         monitor::cache_json,
+        monitor::lanes_json,
         health::live,
         health::ready,
         layouts::post_plan,

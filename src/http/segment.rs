@@ -99,7 +99,11 @@ enum Ids {
 async fn next_ids(state: &AppState, tag: &str, count: usize) -> Result<Ids, ApiError> {
     let segment = state.segment()?;
     if segment.cached_format(tag).is_none() {
-        match segment.next_ids(tag, count).await {
+        let numbers = match &state.lanes {
+            Some(lanes) => lanes.next_ids(tag, count).await,
+            None => segment.next_ids(tag, count).await,
+        };
+        match numbers {
             Ok(ids) => return Ok(Ids::Numbers(ids)),
             // Found formatted on the way (a first request): served as text below.
             Err(SegmentError::Formatted(_)) => {}
@@ -107,12 +111,18 @@ async fn next_ids(state: &AppState, tag: &str, count: usize) -> Result<Ids, ApiE
         }
     }
     let tag = BizTag::parse(tag)?;
-    let format = segment
+    // With lanes, a formatted tag leases from slot 0 only (`segment::lanes`).
+    let engine = state
+        .lanes
+        .as_ref()
+        .and_then(|l| l.slot_zero())
+        .unwrap_or(segment);
+    let format = engine
         .format_of(&tag)
         .await?
         .ok_or_else(|| ApiError::unknown_tag(&tag))?;
     Ok(Ids::Texts(
-        segment.next_texts(&tag, &format, count as u64).await?,
+        engine.next_texts(&tag, &format, count as u64).await?,
     ))
 }
 
@@ -231,7 +241,10 @@ pub async fn get_ranges(
     if segment.cached_format(&tag).is_some() {
         return Err(SegmentError::Formatted(BizTag::parse(&tag)?).into());
     }
-    let runs = segment.next_runs(&tag, count).await?;
+    let runs = match &state.lanes {
+        Some(lanes) => lanes.next_runs(&tag, count).await?,
+        None => segment.next_runs(&tag, count).await?,
+    };
     Ok(HttpResponse::Ok().json(SegmentRangesBody {
         biz_tag: &tag,
         count: runs.taken(),

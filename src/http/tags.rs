@@ -20,6 +20,7 @@ use crate::segment::allocator::check_format;
 use crate::segment::{
     BizTag, FormatConflict, NewTag, SegmentAllocator, Step, StoreError, TagRow, TagUpdate,
 };
+use crate::segment::lanes::repair::Mirror;
 use crate::shapes::TagFormat;
 
 /// Runs the engine call of an admin route, bounded by `segment.load_timeout_ms` as a whole: a
@@ -302,7 +303,32 @@ pub async fn create(
             }
         })?;
     tracing::info!(biz_tag = %tag, step = new.step, max_id = new.max_id, "tag created");
-    Ok(HttpResponse::Created().json(view(&state, row, format)))
+    let mut res = HttpResponse::Created();
+    mirror(&state, &tag, Mirror::Create, &mut res).await;
+    Ok(res.json(view(&state, row, format)))
+}
+
+/// Mirrors an admin write on the other lanes (`segment::lanes::repair`), bounded by the load
+/// timeout; the lanes not reached are named in `Leafid-Lanes-Unreached` (the repair settles
+/// them when they answer).
+async fn mirror(
+    state: &AppState,
+    tag: &BizTag,
+    op: Mirror<'_>,
+    res: &mut actix_web::HttpResponseBuilder,
+) {
+    let Some(lanes) = &state.lanes else { return };
+    let Ok(segment) = state.segment() else { return };
+    let all: Vec<u8> = lanes.lanes().iter().skip(1).map(|l| l.slot).collect();
+    let unreached = tokio::time::timeout(segment.config().load_timeout, lanes.mirror(tag, op))
+        .await
+        .map(|u| u.into_iter().collect::<Vec<_>>())
+        .unwrap_or(all);
+    if !unreached.is_empty() {
+        tracing::warn!(biz_tag = %tag, ?unreached, "admin write not mirrored on every lane yet: the repair settles it");
+        let list: Vec<String> = unreached.iter().map(u8::to_string).collect();
+        res.insert_header(("leafid-lanes-unreached", list.join(",")));
+    }
 }
 
 /// `PATCH /api/v1/tags/{biz_tag}`: changes step and/or description (admin).
@@ -340,7 +366,13 @@ pub async fn update(
         Some(row) => {
             let step = step.map(Step::get);
             tracing::info!(biz_tag = %tag, ?step, "tag updated; a new step applies from the next segment load");
-            Ok(HttpResponse::Ok().json(view(&state, row, format)))
+            let mut res = HttpResponse::Ok();
+            let op = Mirror::Update {
+                step,
+                description: change.description(),
+            };
+            mirror(&state, &tag, op, &mut res).await;
+            Ok(res.json(view(&state, row, format)))
         }
         None => Err(ApiError::unknown_tag(&tag)),
     }
@@ -374,7 +406,9 @@ pub async fn delete(
     // the row `orders`).
     if bounded_about(segment, &tag, segment.delete_tag(&tag)).await? {
         tracing::info!(biz_tag = %tag, "tag deleted");
-        Ok(HttpResponse::NoContent().finish())
+        let mut res = HttpResponse::NoContent();
+        mirror(&state, &tag, Mirror::Delete, &mut res).await;
+        Ok(res.finish())
     } else {
         Err(ApiError::unknown_tag(&tag))
     }
@@ -408,7 +442,9 @@ async fn create_formatted(
     // request).
     let _ = segment.format_of(tag).await;
     tracing::info!(biz_tag = %tag, step = new.step, start = new.max_id, "formatted tag created");
-    Ok(HttpResponse::Created().json(view(state, row, format)))
+    let mut res = HttpResponse::Created();
+    mirror(state, tag, Mirror::Create, &mut res).await;
+    Ok(res.json(view(state, row, format)))
 }
 
 #[cfg(test)]

@@ -493,6 +493,11 @@ impl SegmentAllocator {
         Ok(true)
     }
 
+    /// The store this engine leases from (the lanes' repair reads and writes rows through it).
+    pub fn store(&self) -> &Arc<dyn SegmentStore> {
+        &self.inner.store
+    }
+
     /// A cheap round trip to the database, for readiness.
     pub async fn ping(&self) -> Result<(), StoreError> {
         self.inner.store.ping().await

@@ -11,6 +11,8 @@
 //!   [`NewTag`], [`TagUpdate`]), for every adapter that writes rows.
 //! - [`allocator`]: tags, loads (single-flight, bounded, with backoff), waiting, refresh.
 //! - [`load_stats`]: the per-tag lease latency histogram behind the metrics.
+//! - [`lanes`]: several independent databases (regions), each a lane mapped into its own
+//!   blocks of the id space, and the router that asks them in turn.
 //! - `high_water`: the regression guard: no id at or below the highest this server leased for
 //!   a tag, whatever the database says after a failover.
 //!
@@ -21,6 +23,7 @@ pub mod biz_tag;
 pub mod buffer;
 pub mod error;
 mod high_water;
+pub mod lanes;
 pub mod load_stats;
 pub mod runs;
 mod slot;

@@ -138,6 +138,24 @@ pub trait SegmentStore: Send + Sync + 'static {
     async fn list_formats(&self) -> Result<Vec<(String, String)>, StoreError> {
         Ok(Vec::new())
     }
+    /// The lane slot recorded in this database (`crate::segment::lanes`), `None` when it is no
+    /// lane. The default: no lane.
+    async fn lane_slot(&self) -> Result<Option<u8>, StoreError> {
+        Ok(None)
+    }
+    /// Records `slot` as this database's lane slot unless one is recorded already; returns the
+    /// slot recorded (which may differ from `slot`: the caller refuses a mismatch). The default
+    /// keeps no lanes: an error.
+    async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
+        let _ = slot;
+        Err(StoreError::Unavailable("this store keeps no lane slot".into()))
+    }
+    /// The high-water mark a deleted tag left (its tombstone), `None` if it was never deleted
+    /// here. The default: none.
+    async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
+        let _ = biz_tag;
+        Ok(None)
+    }
     /// Records a tag's format once and for good: `true` if written, `false` if the tag had a
     /// format already (left unchanged: a tag's format never changes, since ids written under
     /// two formats could read alike). Written before the tag's row, so a tag never serves

@@ -21,6 +21,8 @@ pub struct MemoryStore {
     tombstones: Mutex<BTreeMap<String, i64>>,
     /// Formats of formatted tags, as `leafid_tag_format` holds them.
     formats: Mutex<BTreeMap<String, String>>,
+    /// The lane slot, as `leafid_lane` holds it.
+    lane: Mutex<Option<u8>>,
     /// When set, every call fails as if the database were down.
     pub failing: AtomicBool,
     /// Added latency of every call, in milliseconds.
@@ -127,6 +129,21 @@ impl SegmentStore for MemoryStore {
             .iter()
             .map(|(t, f)| (t.clone(), f.clone()))
             .collect())
+    }
+
+    async fn lane_slot(&self) -> Result<Option<u8>, StoreError> {
+        self.enter().await?;
+        Ok(*self.lane.lock().unwrap())
+    }
+
+    async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
+        self.enter().await?;
+        Ok(*self.lane.lock().unwrap().get_or_insert(slot))
+    }
+
+    async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
+        self.enter().await?;
+        Ok(self.tombstones.lock().unwrap().get(biz_tag).copied())
     }
 
     async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {

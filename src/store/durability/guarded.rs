@@ -84,6 +84,18 @@ impl SegmentStore for GuardedSegmentStore {
         self.gate.watch_result(self.inner.list_formats().await)
     }
 
+    async fn lane_slot(&self) -> Result<Option<u8>, StoreError> {
+        self.gate.watch_result(self.inner.lane_slot().await)
+    }
+
+    async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
+        self.gate.watch_result(self.inner.claim_lane_slot(slot).await)
+    }
+
+    async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
+        self.gate.watch_result(self.inner.tombstone(biz_tag).await)
+    }
+
     async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {
         self.gate
             .watch_result(self.inner.put_format(biz_tag, format).await)

@@ -11,6 +11,7 @@
 //! - `session`: where a statement runs ([`Sessions`], [`Session`]) and how one write commits
 //!   ([`write_one`](session::write_one)).
 //! - `formats`: `leafid_tag_format`, the formats of formatted tags.
+//! - `lanes`: `leafid_lane`, the lane slot of a database, and tombstone reads.
 //! - `tags`: the `leaf_alloc` reads, the give-back of unused ids, and the row types.
 //! - `workers`: the worker-id store.
 //! - `store`: [`DialectStore`], and `SegmentStore`/`WorkerStore` for every one.
@@ -18,6 +19,7 @@
 mod dialect;
 mod driver;
 mod formats;
+mod lanes;
 mod session;
 mod statement;
 mod store;

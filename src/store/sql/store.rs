@@ -7,7 +7,7 @@
 
 use super::dialect::Dialect;
 use super::session::Sessions;
-use super::{formats, tags, workers};
+use super::{formats, lanes, tags, workers};
 use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
 use crate::snowflake::worker::{NodeInfo, WorkerLease, WorkerStore, WorkerStoreError};
 use async_trait::async_trait;
@@ -100,6 +100,18 @@ where
 
     async fn list_formats(&self) -> Result<Vec<(String, String)>, StoreError> {
         formats::list_formats(self.sessions()).await
+    }
+
+    async fn lane_slot(&self) -> Result<Option<u8>, StoreError> {
+        lanes::lane_slot(self.sessions()).await
+    }
+
+    async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
+        lanes::claim_lane_slot(self.sessions(), slot).await
+    }
+
+    async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
+        lanes::tombstone(self.sessions(), biz_tag).await
     }
 }
 

@@ -1,0 +1,8 @@
+-- Regions (docs/deploy.md#regions-lanes): which lane slot this database is, written once by the
+-- first server of its region and never changed. Every id it leases is mapped into that slot's
+-- blocks (src/segment/lanes), so two databases with two slots never hand out one id.
+CREATE TABLE IF NOT EXISTS leafid_lane (
+    id         INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),
+    slot       INTEGER NOT NULL CHECK (slot >= 0 AND slot < 8),
+    created_at TEXT    NOT NULL DEFAULT CURRENT_TIMESTAMP
+);

@@ -1,0 +1,219 @@
+//! [`Lanes`]: one segment engine per lane, the server's own lane first. A request is served by
+//! the first lane that can; a lane that cannot (its database unreachable, its lease failing, the
+//! tag not there yet) passes the request to the next, at that lane's latency, and the own lane
+//! serves again as soon as it can: it is asked first every time, and its engine answers at once
+//! while its lease is known to fail (the fail-fast rule), so a lane that is down costs a request
+//! little.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::segment::{IdRuns, SegmentAllocator, SegmentError};
+use crate::telemetry::LogLimiter;
+
+/// One lane: its slot, a name for people (the database URL, password hidden) and its engine.
+pub struct Lane {
+    /// The slot ([`super::map`]).
+    pub slot: u8,
+    /// The database, redacted.
+    pub name: String,
+    /// The engine leasing from it (through a [`super::LaneStore`]).
+    pub engine: SegmentAllocator,
+    /// Requests this lane served.
+    pub served: AtomicU64,
+    /// Requests this lane passed to the next one.
+    pub passed: AtomicU64,
+}
+
+impl Lane {
+    /// A lane.
+    pub fn new(slot: u8, name: String, engine: SegmentAllocator) -> Self {
+        Self {
+            slot,
+            name,
+            engine,
+            served: AtomicU64::new(0),
+            passed: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The lanes, the server's own first.
+pub struct Lanes {
+    lanes: Vec<Lane>,
+    log: LogLimiter,
+}
+
+/// What a lane answered: served, or passed on with this error.
+pub enum LaneOutcome<T> {
+    /// Served.
+    Served(T),
+    /// Not served here; the next lane is asked.
+    Passed(SegmentError),
+}
+
+/// Whether another lane may serve what this one could not: its database or lease failed, or it
+/// does not know the tag (created while it was unreachable: the repair adds it later). A refusal
+/// every lane would give (an invalid tag, an exhausted one, a formatted one on the range route)
+/// is answered at once.
+fn pass_on(e: &SegmentError) -> bool {
+    matches!(
+        e,
+        SegmentError::NotReady { .. }
+            | SegmentError::LossyDatabase(_)
+            | SegmentError::Store(_)
+            | SegmentError::UnknownTag(_)
+    )
+}
+
+impl Lanes {
+    /// The lanes in the order to ask them (the own lane first).
+    pub fn new(lanes: Vec<Lane>) -> Self {
+        Self {
+            lanes,
+            log: LogLimiter::new(crate::telemetry::REPEAT_LOG_INTERVAL),
+        }
+    }
+
+    /// The lanes.
+    pub fn lanes(&self) -> &[Lane] {
+        &self.lanes
+    }
+
+    /// The lane of slot 0, where formatted tags lease.
+    pub fn slot_zero(&self) -> Option<&SegmentAllocator> {
+        self.lanes.iter().find(|l| l.slot == 0).map(|l| &l.engine)
+    }
+
+    /// Asks each lane in turn with `f` until one serves; the first lane's error when none does.
+    async fn first<T, F, Fut>(&self, f: F) -> Result<T, SegmentError>
+    where
+        F: Fn(SegmentAllocator) -> Fut,
+        Fut: std::future::Future<Output = Result<T, SegmentError>>,
+    {
+        let mut first_error = None;
+        for lane in &self.lanes {
+            // An engine is an `Arc` inside: cloned per ask, so the future owns it.
+            match f(lane.engine.clone()).await {
+                Ok(v) => {
+                    lane.served.fetch_add(1, Ordering::Relaxed);
+                    return Ok(v);
+                }
+                Err(e) if pass_on(&e) => {
+                    lane.passed.fetch_add(1, Ordering::Relaxed);
+                    if let Some(held_back) = self.log.allow("lane passed a request on") {
+                        tracing::warn!(slot = lane.slot, lane = %lane.name, error = %e, held_back,
+                            "lane could not serve: asking the next lane");
+                    }
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(first_error.unwrap_or(SegmentError::NotReady {
+            retry_after_secs: 1,
+        }))
+    }
+
+    /// Up to `count` ids of `tag` from the first lane that serves (all from one lane).
+    pub async fn next_ids(&self, tag: &str, count: usize) -> Result<Vec<i64>, SegmentError> {
+        self.first(|e| async move { e.next_ids(tag, count).await })
+            .await
+    }
+
+    /// Up to `count` ids of `tag` as runs, from the first lane that serves.
+    pub async fn next_runs(&self, tag: &str, count: u64) -> Result<IdRuns, SegmentError> {
+        self.first(|e| async move { e.next_runs(tag, count).await })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::segment::lanes::map;
+    use crate::segment::lanes::repair::Mirror;
+    use crate::segment::lanes::{LaneMode, LaneStore};
+    use crate::segment::{BizTag, NewTag, SegmentConfig, SegmentStore};
+    use crate::testing::MemoryStore;
+
+    fn lane(db: &Arc<MemoryStore>, slot: u8, own: bool) -> Lane {
+        let store = LaneStore::new(db.clone(), LaneMode::Lane { slot, own });
+        let config = SegmentConfig {
+            wait_timeout: std::time::Duration::from_millis(200),
+            ..Default::default()
+        };
+        Lane::new(slot, format!("db{slot}"), SegmentAllocator::new(Arc::new(store), config))
+    }
+
+    /// Two regions, each asking its own lane first: ids from both, while each lane in turn is
+    /// down, never repeat; each id's slot bits name the lane that served it, and ids of one
+    /// lane increase per server.
+    #[tokio::test]
+    async fn two_regions_pass_requests_on_and_never_repeat_an_id() {
+        let a = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
+        let b = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
+        let region_a = Lanes::new(vec![lane(&a, 0, true), lane(&b, 1, false)]);
+        let region_b = Lanes::new(vec![lane(&b, 1, true), lane(&a, 0, false)]);
+        let mut seen = HashSet::new();
+        let mut last = [[0i64; 2]; 2];
+        for round in 0..60 {
+            // Lane A down for rounds 20..40: both regions go on through lane B.
+            a.failing.store((20..40).contains(&round), Ordering::Relaxed);
+            for (r, lanes) in [&region_a, &region_b].into_iter().enumerate() {
+                let ids = lanes.next_ids("t", 37).await.unwrap();
+                for id in ids {
+                    assert!(seen.insert(id), "{id} twice");
+                    let (slot, _) = map::local(id).unwrap();
+                    let l = &mut last[r][usize::from(slot)];
+                    assert!(id > *l, "lane {slot} went back on region {r}: {id} after {l}");
+                    *l = id;
+                }
+            }
+        }
+        // Lane A served from its buffers for a while after its database went, then passed on.
+        assert!(region_a.lanes()[0].passed.load(Ordering::Relaxed) >= 1);
+        assert!(region_a.lanes()[1].served.load(Ordering::Relaxed) >= 1);
+        // Both lanes down: an error, not an id from nowhere.
+        b.failing.store(true, Ordering::Relaxed);
+        a.failing.store(true, Ordering::Relaxed);
+        assert!(region_a.next_ids("t", 1000).await.is_err());
+    }
+
+    /// Tags across lanes: a create mirrored where reachable, the unreachable lane named and
+    /// repaired when it answers; a delete made while a lane was away is carried there by the
+    /// repair (the tombstone wins), never undone.
+    #[tokio::test]
+    async fn tags_follow_across_lanes_and_tombstones_win() {
+        let a = Arc::new(MemoryStore::default());
+        let b = Arc::new(MemoryStore::default());
+        let lanes = Lanes::new(vec![lane(&a, 0, true), lane(&b, 1, false)]);
+        let tag = BizTag::parse("orders").unwrap();
+        let new = NewTag {
+            biz_tag: "orders".to_owned(),
+            step: 100,
+            max_id: 5000,
+            description: None,
+        };
+        b.failing.store(true, Ordering::Relaxed);
+        a.create_tag(&new).await.unwrap();
+        let unreached = lanes.mirror(&tag, Mirror::Create).await;
+        assert_eq!(unreached.into_iter().collect::<Vec<_>>(), vec![1]);
+        b.failing.store(false, Ordering::Relaxed);
+        let r = lanes.repair().await;
+        assert_eq!(r.created, vec![(1, "orders".to_owned())]);
+        assert_eq!(b.get_tag("orders").await.unwrap().unwrap().max_id, 5000);
+        // Deleted on A while B is away.
+        b.failing.store(true, Ordering::Relaxed);
+        lanes.lanes()[0].engine.delete_tag(&tag).await.unwrap();
+        assert!(!lanes.mirror(&tag, Mirror::Delete).await.is_empty());
+        b.failing.store(false, Ordering::Relaxed);
+        let r = lanes.repair().await;
+        assert_eq!(r.deleted, vec![(1, "orders".to_owned())]);
+        assert!(b.get_tag("orders").await.unwrap().is_none());
+        assert!(a.get_tag("orders").await.unwrap().is_none(), "the delete was undone");
+    }
+}

@@ -1,0 +1,78 @@
+//! `leafid_lane`: which lane slot a database is (`crate::segment::lanes`), written once; and the
+//! tombstone of a tag, which the lanes' repair reads. The same statements on every database.
+
+use super::dialect::Dialect;
+use super::session::{Session, Sessions, write_one};
+use super::statement::Statement;
+use crate::segment::StoreError;
+use crate::store::errors::unavailable;
+
+/// Records the slot only where none is recorded (one row, `id = 1`).
+static INSERT_SLOT: Statement = Statement::new(
+    "INSERT INTO leafid_lane (id, slot) SELECT 1, ? FROM (SELECT 1 AS one) AS o \
+     WHERE NOT EXISTS (SELECT 1 FROM leafid_lane WHERE id = 1)",
+);
+
+static SELECT_TOMBSTONE_TAG: Statement =
+    Statement::new("SELECT biz_tag FROM leafid_tag_tombstone WHERE biz_tag = ?");
+
+static SELECT_TOMBSTONE_MAX: Statement =
+    Statement::new("SELECT max_id FROM leafid_tag_tombstone WHERE biz_tag = ?");
+
+/// [`SegmentStore::lane_slot`](crate::segment::SegmentStore::lane_slot).
+pub(crate) async fn lane_slot<D: Dialect>(db: Sessions<'_, D>) -> Result<Option<u8>, StoreError> {
+    let mut s = Session::open(db).await.map_err(unavailable)?;
+    let row = sqlx::query_as::<D::Driver, (i64,)>("SELECT slot FROM leafid_lane WHERE id = 1")
+        .persistent(db.persistent())
+        .fetch_optional(s.conn())
+        .await
+        .map_err(unavailable)?;
+    s.finish().await.map_err(unavailable)?;
+    row.map(|(slot,)| {
+        u8::try_from(slot)
+            .map_err(|_| StoreError::Unavailable(format!("leafid_lane.slot {slot}").into()))
+    })
+    .transpose()
+}
+
+/// [`SegmentStore::claim_lane_slot`](crate::segment::SegmentStore::claim_lane_slot).
+pub(crate) async fn claim_lane_slot<D: Dialect>(
+    db: Sessions<'_, D>,
+    slot: u8,
+) -> Result<u8, StoreError> {
+    let insert = sqlx::query::<D::Driver>(INSERT_SLOT.text::<D>())
+        .persistent(db.persistent())
+        .bind(i64::from(slot));
+    write_one(db, insert).await.map_err(unavailable)?;
+    lane_slot(db)
+        .await?
+        .ok_or_else(|| StoreError::Unavailable("leafid_lane has no slot after the insert".into()))
+}
+
+/// [`SegmentStore::tombstone`](crate::segment::SegmentStore::tombstone).
+pub(crate) async fn tombstone<D: Dialect>(
+    db: Sessions<'_, D>,
+    biz_tag: &str,
+) -> Result<Option<i64>, StoreError> {
+    let mut s = Session::open(db).await.map_err(unavailable)?;
+    // The stored spelling first, compared exactly (MySQL's default collation would match
+    // `Orders` to `orders`), then its high-water mark.
+    let tag = sqlx::query_as::<D::Driver, (String,)>(SELECT_TOMBSTONE_TAG.text::<D>())
+        .persistent(db.persistent())
+        .bind(biz_tag)
+        .fetch_optional(s.conn())
+        .await
+        .map_err(unavailable)?;
+    let mut max = None;
+    if tag.is_some_and(|(t,)| t == biz_tag) {
+        max = sqlx::query_as::<D::Driver, (i64,)>(SELECT_TOMBSTONE_MAX.text::<D>())
+            .persistent(db.persistent())
+            .bind(biz_tag)
+            .fetch_optional(s.conn())
+            .await
+            .map_err(unavailable)?
+            .map(|(m,)| m);
+    }
+    s.finish().await.map_err(unavailable)?;
+    Ok(max)
+}
