@@ -116,7 +116,11 @@ impl Application {
                 }
                 info!(own = slot, lanes = all.len(), "segment lanes");
                 let router = Arc::new(Lanes::new(all));
-                spawn_repair(router.clone(), &background, settings.segment_config().refresh_interval);
+                spawn_repair(
+                    router.clone(),
+                    &background,
+                    settings.segment_config().refresh_interval,
+                );
                 lanes = Some(router);
             }
             Some(engine)
@@ -301,7 +305,8 @@ async fn other_lane(
         Err(e) if is_unreachable(&e) => match Database::connect_deferred(&opts) {
             Some((db, migration)) => {
                 warn!(slot, lane = %shown, error = format!("{e:#}"), "lane unreachable at start: connecting in the background");
-                background.spawn(migration.run_until_done(Duration::from_secs(1), background.token()));
+                background
+                    .spawn(migration.run_until_done(Duration::from_secs(1), background.token()));
                 db
             }
             None => return Err(e.context(format!("lanes.others.{slot} = {shown}"))),

@@ -2,8 +2,8 @@
 -- first server of its region and never changed. Every id it leases is mapped into that slot's
 -- blocks (src/segment/lanes), so two databases with two slots never hand out one id.
 CREATE TABLE IF NOT EXISTS leafid_lane (
-    id         INT       NOT NULL,
-    slot       INT       NOT NULL,
+    id         BIGINT    NOT NULL,
+    slot       BIGINT    NOT NULL,
     created_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP,
     PRIMARY KEY (id),
     CHECK (id = 1),

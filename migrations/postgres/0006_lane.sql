@@ -2,7 +2,7 @@
 -- first server of its region and never changed. Every id it leases is mapped into that slot's
 -- blocks (src/segment/lanes), so two databases with two slots never hand out one id.
 CREATE TABLE IF NOT EXISTS leafid_lane (
-    id         INTEGER     NOT NULL PRIMARY KEY CHECK (id = 1),
-    slot       INTEGER     NOT NULL CHECK (slot >= 0 AND slot < 8),
+    id         BIGINT      NOT NULL PRIMARY KEY CHECK (id = 1),
+    slot       BIGINT      NOT NULL CHECK (slot >= 0 AND slot < 8),
     created_at TIMESTAMPTZ NOT NULL DEFAULT CURRENT_TIMESTAMP
 );

@@ -90,23 +90,22 @@ impl LanesSettings {
         if let Some(own) = self.slot
             && own >= slots
         {
-            bail!("invalid configuration: lanes.slot = {own}: a slot is 0 to {}", slots - 1);
+            bail!(
+                "invalid configuration: lanes.slot = {own}: a slot is 0 to {}",
+                slots - 1
+            );
         }
         if self.slot.is_none() && !self.others.is_empty() {
             bail!("invalid configuration: lanes.others needs lanes.slot (this server's own lane)");
         }
         let mut out = Vec::new();
         for (key, url) in &self.others {
-            let slot: u8 = key
-                .parse()
-                .ok()
-                .filter(|s| *s < slots)
-                .ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "invalid configuration: lanes.others.{key}: the key is a slot, 0 to {}",
-                        slots - 1
-                    )
-                })?;
+            let slot: u8 = key.parse().ok().filter(|s| *s < slots).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "invalid configuration: lanes.others.{key}: the key is a slot, 0 to {}",
+                    slots - 1
+                )
+            })?;
             if Some(slot) == self.slot {
                 bail!(
                     "invalid configuration: lanes.others.{key} has this server's own slot: two                      lanes with one slot could hand out one id"

@@ -17,10 +17,10 @@ use super::error::{ApiError, ErrorBody};
 use super::ids::{IdFormat, JsonId, StringifyQuery, id_schema};
 use super::monitor::BufferBody;
 use crate::segment::allocator::check_format;
+use crate::segment::lanes::repair::Mirror;
 use crate::segment::{
     BizTag, FormatConflict, NewTag, SegmentAllocator, Step, StoreError, TagRow, TagUpdate,
 };
-use crate::segment::lanes::repair::Mirror;
 use crate::shapes::TagFormat;
 
 /// Runs the engine call of an admin route, bounded by `segment.load_timeout_ms` as a whole: a

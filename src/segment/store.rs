@@ -148,7 +148,9 @@ pub trait SegmentStore: Send + Sync + 'static {
     /// keeps no lanes: an error.
     async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
         let _ = slot;
-        Err(StoreError::Unavailable("this store keeps no lane slot".into()))
+        Err(StoreError::Unavailable(
+            "this store keeps no lane slot".into(),
+        ))
     }
     /// The high-water mark a deleted tag left (its tombstone), `None` if it was never deleted
     /// here. The default: none.

@@ -62,7 +62,13 @@ impl Lanes {
             }
             Mirror::Update { step, description } => {
                 for lane in self.lanes().iter().skip(1) {
-                    if lane.engine.store().update_tag(tag.as_str(), step, description).await.is_err() {
+                    if lane
+                        .engine
+                        .store()
+                        .update_tag(tag.as_str(), step, description)
+                        .await
+                        .is_err()
+                    {
                         unreached.insert(lane.slot);
                     }
                 }
@@ -140,16 +146,24 @@ impl Lanes {
         };
         // A tombstone on a lane that lacks the tag: deleted there, so deleted everywhere.
         for &slot in &missing {
-            let Some(store) = store_of(slot) else { continue };
+            let Some(store) = store_of(slot) else {
+                continue;
+            };
             if store.tombstone(name).await.map_err(|_| slot)?.is_some() {
                 for &(holder, _) in &holders {
                     let lane = self.lanes().iter().find(|l| l.slot == holder);
                     let Some(lane) = lane else { continue };
-                    let Ok(tag) = BizTag::parse(name) else { continue };
+                    let Ok(tag) = BizTag::parse(name) else {
+                        continue;
+                    };
                     match lane.engine.delete_tag(&tag).await {
                         Ok(_) => {
-                            tracing::warn!(biz_tag = name, slot = holder, tombstone_on = slot,
-                                "lanes: tag deleted on a lane that still had it (tombstone wins)");
+                            tracing::warn!(
+                                biz_tag = name,
+                                slot = holder,
+                                tombstone_on = slot,
+                                "lanes: tag deleted on a lane that still had it (tombstone wins)"
+                            );
                             out.deleted.push((holder, name.to_owned()));
                         }
                         Err(_) => return Err(holder),
@@ -167,7 +181,9 @@ impl Lanes {
             None => None,
         };
         for slot in missing {
-            let Some(store) = store_of(slot) else { continue };
+            let Some(store) = store_of(slot) else {
+                continue;
+            };
             if let Some(f) = &format {
                 store.put_format(name, f).await.map_err(|_| slot)?;
             }
@@ -179,8 +195,12 @@ impl Lanes {
             };
             match store.create_tag(&new).await {
                 Ok(_) | Err(StoreError::AlreadyExists) => {
-                    tracing::info!(biz_tag = name, slot, max_id = model.max_id,
-                        "lanes: tag created on a lane that lacked it");
+                    tracing::info!(
+                        biz_tag = name,
+                        slot,
+                        max_id = model.max_id,
+                        "lanes: tag created on a lane that lacked it"
+                    );
                     out.created.push((slot, name.to_owned()));
                 }
                 Err(_) => return Err(slot),

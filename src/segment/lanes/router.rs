@@ -152,7 +152,11 @@ mod tests {
             },
             ..Default::default()
         };
-        Lane::new(slot, format!("db{slot}"), SegmentAllocator::new(Arc::new(store), config))
+        Lane::new(
+            slot,
+            format!("db{slot}"),
+            SegmentAllocator::new(Arc::new(store), config),
+        )
     }
 
     /// Two regions, each asking its own lane first: ids from both, while each lane in turn is
@@ -168,14 +172,18 @@ mod tests {
         let mut last = [[0i64; 2]; 2];
         for round in 0..60 {
             // Lane A down for rounds 20..40: both regions go on through lane B.
-            a.failing.store((20..40).contains(&round), Ordering::Relaxed);
+            a.failing
+                .store((20..40).contains(&round), Ordering::Relaxed);
             for (r, lanes) in [&region_a, &region_b].into_iter().enumerate() {
                 let ids = lanes.next_ids("t", 37).await.unwrap();
                 for id in ids {
                     assert!(seen.insert(id), "{id} twice");
                     let (slot, _) = map::local(id).unwrap();
                     let l = &mut last[r][usize::from(slot)];
-                    assert!(id > *l, "lane {slot} went back on region {r}: {id} after {l}");
+                    assert!(
+                        id > *l,
+                        "lane {slot} went back on region {r}: {id} after {l}"
+                    );
                     *l = id;
                 }
             }
@@ -189,7 +197,9 @@ mod tests {
         let mut failed = false;
         for _ in 0..20 {
             match region_a.next_ids("t", 1000).await {
-                Ok(ids) => ids.into_iter().for_each(|id| assert!(seen.insert(id), "{id} twice")),
+                Ok(ids) => ids
+                    .into_iter()
+                    .for_each(|id| assert!(seen.insert(id), "{id} twice")),
                 Err(_) => {
                     failed = true;
                     break;
@@ -230,6 +240,9 @@ mod tests {
         let r = lanes.repair().await;
         assert_eq!(r.deleted, vec![(1, "orders".to_owned())]);
         assert!(b.get_tag("orders").await.unwrap().is_none());
-        assert!(a.get_tag("orders").await.unwrap().is_none(), "the delete was undone");
+        assert!(
+            a.get_tag("orders").await.unwrap().is_none(),
+            "the delete was undone"
+        );
     }
 }

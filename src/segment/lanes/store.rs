@@ -227,15 +227,28 @@ mod tests {
         }
         assert_eq!(a.lane_slot().await.unwrap(), Some(0));
         // 3,000 leases of 1,000 cross two block boundaries: cut there, not spanning.
-        assert!(seen.len() < 6_000_000 && seen.len() > 5_990_000, "{}", seen.len());
+        assert!(
+            seen.len() < 6_000_000 && seen.len() > 5_990_000,
+            "{}",
+            seen.len()
+        );
     }
 
     #[tokio::test]
     async fn a_slot_mismatch_and_a_plain_server_on_a_lane_are_refused() {
-        let db = Arc::new(MemoryStore::with_rows(&[("t", 1, 10), ("t@20261127", 1, 10)]));
+        let db = Arc::new(MemoryStore::with_rows(&[
+            ("t", 1, 10),
+            ("t@20261127", 1, 10),
+        ]));
         let own = LaneStore::new(db.clone(), LaneMode::Lane { slot: 2, own: true });
         own.lease("t", None).await.unwrap();
-        let wrong = LaneStore::new(db.clone(), LaneMode::Lane { slot: 3, own: false });
+        let wrong = LaneStore::new(
+            db.clone(),
+            LaneMode::Lane {
+                slot: 3,
+                own: false,
+            },
+        );
         let e = wrong.lease("t", None).await.unwrap_err().to_string();
         assert!(e.contains("lane slot 2, configured as slot 3"), "{e}");
         let plain = LaneStore::new(db.clone(), LaneMode::Plain);
@@ -245,7 +258,13 @@ mod tests {
         let e = own.lease("t@20261127", None).await.unwrap_err().to_string();
         assert!(e.contains("slot 0"), "{e}");
         let fresh = Arc::new(MemoryStore::with_rows(&[("t", 1, 10)]));
-        let other = LaneStore::new(fresh, LaneMode::Lane { slot: 1, own: false });
+        let other = LaneStore::new(
+            fresh,
+            LaneMode::Lane {
+                slot: 1,
+                own: false,
+            },
+        );
         let e = other.lease("t", None).await.unwrap_err().to_string();
         assert!(e.contains("records no slot"), "{e}");
     }

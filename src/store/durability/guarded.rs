@@ -89,7 +89,8 @@ impl SegmentStore for GuardedSegmentStore {
     }
 
     async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
-        self.gate.watch_result(self.inner.claim_lane_slot(slot).await)
+        self.gate
+            .watch_result(self.inner.claim_lane_slot(slot).await)
     }
 
     async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
