@@ -162,7 +162,7 @@ func TestMalformedBoundsAnswersAreThatServersFailure(t *testing.T) {
 		{200, `not json`},
 		{200, `{}`},
 		{200, body(`"1"`, `null`)},
-		{200, body(`"0"`, `"5"`)},
+		{200, body(`"00"`, `"5"`)},
 		{200, body(`"-5"`, `"5"`)},
 		{200, body(`"7"`, `"5"`)},
 		{200, body(`"5"`, `"9223372036854775808"`)},
@@ -205,6 +205,10 @@ func TestMalformedBoundsAnswersAreThatServersFailure(t *testing.T) {
 		if err != nil || got.MinID != 1 || got.MaxID != 9223372036854775807 || got.Layout != "41/10/12" {
 			t.Fatalf("%s: %+v %v", ok.body, got, err)
 		}
+	}
+	// A range in the layout's first tick starts at 0: a bound, never an id handed out.
+	if got, err := parseBounds([]byte(body(`"0"`, `"5"`))); err != nil || got.MinID != 0 || got.MaxID != 5 {
+		t.Fatalf("min_id 0: %+v %v", got, err)
 	}
 }
 
