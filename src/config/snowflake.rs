@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::{MAX_BACKWARD_MS, Settings, parsed, parsed_opt};
 use crate::snowflake::cached::CachedConfig;
-use crate::snowflake::engine::{GeneratorKind, SnowflakeConfig};
+use crate::snowflake::engine::{GeneratorKind, SnowflakeConfig, WorkerRegion};
 use crate::snowflake::layout::{
     BitLayout, JS_SAFE_ID_BITS, LayoutArgs, PAYLOAD_BITS, Preset, ResolveError, TimeUnit,
     UnitPolicy,
@@ -62,6 +62,9 @@ pub struct WorkerSettings {
     /// The worker lease cache file (`lease` strategy): written on every confirmed claim and
     /// renewal, read when the database cannot be reached at start. Empty: none.
     pub cache_file: String,
+    /// Regions (`docs/deploy.md#regions-lanes`): the high bits of the worker id that hold the
+    /// region, `lanes.slot` (0: off).
+    pub region_bits: u8,
 }
 
 /// `[snowflake.worker]` as written: `strategy` is `disposable`, `lease`, `static:N` or `static`
@@ -74,6 +77,8 @@ struct RawWorkerSettings {
     heartbeat_secs: u64,
     #[serde(default)]
     cache_file: String,
+    #[serde(default)]
+    region_bits: u8,
 }
 
 impl TryFrom<RawWorkerSettings> for WorkerSettings {
@@ -87,6 +92,7 @@ impl TryFrom<RawWorkerSettings> for WorkerSettings {
             lease_secs: raw.lease_secs,
             heartbeat_secs: raw.heartbeat_secs,
             cache_file: raw.cache_file.trim().to_owned(),
+            region_bits: raw.region_bits,
         })
     }
 }
@@ -144,6 +150,50 @@ impl Settings {
                 "invalid configuration: snowflake.clock_back_bits = {asked} but snowflake.layout                  already gives the worker field {written} clock-back bits; set one of them"
             ),
         }
+    }
+
+    /// The region's share of the worker ids: with `snowflake.worker.region_bits = r`, the top `r`
+    /// bits of the worker id (below any clock-back bits) hold `lanes.slot`, and the database
+    /// hands out the rest. Two regions' servers then never hold one worker id, whatever their
+    /// databases say, since each claims only from its own.
+    fn worker_region(
+        &self,
+        layout: &BitLayout,
+        strategy: WorkerStrategy,
+    ) -> anyhow::Result<WorkerRegion> {
+        let r = u32::from(self.snowflake.worker.region_bits);
+        if r == 0 {
+            return Ok(WorkerRegion::default());
+        }
+        let Some(slot) = self.lanes.slot else {
+            bail!(
+                "invalid configuration: snowflake.worker.region_bits needs lanes.slot (the region)"
+            );
+        };
+        let worker_bits = 64 - layout.max_worker_id().leading_zeros();
+        if r >= worker_bits || u32::from(slot) >= 1 << r {
+            bail!(
+                "invalid configuration: snowflake.worker.region_bits = {r}: the worker ids have \
+                 {worker_bits} bits, and region {slot} (lanes.slot) needs {} of them; at least \
+                 one must be left for the region's own workers",
+                8 - slot.leading_zeros().min(7)
+            );
+        }
+        let own = worker_bits - r;
+        let region = WorkerRegion {
+            base: u64::from(slot) << own,
+            max: Some((1u64 << own) - 1),
+        };
+        if let WorkerStrategy::Static(id) = strategy
+            && id > (1 << own) - 1
+        {
+            bail!(
+                "invalid configuration: snowflake.worker.id = {id} is above {}, the largest \
+                 worker id of a region with {r} region bits",
+                (1u64 << own) - 1
+            );
+        }
+        Ok(region)
     }
 
     /// Snowflake engine settings (layout included).
@@ -219,6 +269,7 @@ impl Settings {
                 clock_back_floor_tick: None,
             },
             min_id_floor: sf.min_id_floor,
+            region: self.worker_region(&layout, strategy)?,
         };
         if strategy == WorkerStrategy::Lease {
             config.check_lease().map_err(anyhow::Error::msg)?;

@@ -279,3 +279,48 @@ async fn a_lane_added_mid_run_never_repeats_an_id() {
     let r = plain.get("/api/v1/segment/orders/ids?count=5").await;
     assert_eq!(r.status, 503, "{}", r.text);
 }
+
+/// Snowflake ids across regions: each region claims worker ids only from its own database, and
+/// `snowflake.worker.region_bits` puts the region into the worker id's high bits, so two
+/// regions' servers never hold one worker id. Each region's database here hands out worker id
+/// 0 first (fresh SQLite files, never coordinated); the ids still never meet, and the decoded
+/// worker ids carry each region.
+#[tokio::test]
+async fn snowflake_regions_never_share_a_worker_id() {
+    let (a_db, _a_dir) = crate::support::fresh_db(crate::support::Db::Sqlite).await;
+    let (b_db, _b_dir) = crate::support::fresh_db(crate::support::Db::Sqlite).await;
+    let region = |slot: u8| {
+        move |s: &mut leafid::config::Settings| {
+            s.lanes.slot = Some(slot);
+            s.snowflake.worker.region_bits = 2;
+        }
+    };
+    let a = spawn_on(&a_db, region(0)).await;
+    let b = spawn_on(&b_db, region(3)).await;
+    let mut seen = HashSet::new();
+    let mut workers = Vec::new();
+    for app in [&a, &b] {
+        let r = app.get("/api/v1/snowflake/ids?count=2000").await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let ids: Vec<i64> = serde_json::from_value(r.json()["ids"].clone()).unwrap();
+        for id in &ids {
+            assert!(seen.insert(*id), "snowflake id {id} from both regions");
+        }
+        let d = app
+            .get(&format!("/api/v1/snowflake/decode/{}", ids[0]))
+            .await
+            .json();
+        workers.push(d["worker_id"].as_u64().unwrap());
+    }
+    // 41/10/12: 10 worker bits, the top 2 the region: region 3 starts at 3 << 8.
+    assert_eq!(workers, vec![0, 3 << 8], "decoded worker ids");
+    // Refused settings: region bits without a region, and a static id past the region's share.
+    let mut s = crate::support::test_settings(&a_db);
+    s.snowflake.worker.region_bits = 2;
+    s.lanes.slot = None;
+    let e = s.snowflake_config().unwrap_err().to_string();
+    assert!(e.contains("needs lanes.slot"), "{e}");
+    s.lanes.slot = Some(4);
+    let e = s.snowflake_config().unwrap_err().to_string();
+    assert!(e.contains("region_bits = 2"), "{e}");
+}

@@ -37,6 +37,7 @@ async fn engine_with(
             ..CachedConfig::default()
         },
         min_id_floor: 0,
+        region: Default::default(),
     };
     let node = NodeInfo {
         host: "test".into(),

@@ -58,6 +58,7 @@ fn config() -> SnowflakeConfig {
         max_backward_ms: 5,
         cached: CachedConfig::default(),
         min_id_floor: 0,
+        region: Default::default(),
     }
 }
 

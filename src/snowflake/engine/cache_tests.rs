@@ -101,6 +101,7 @@ fn config(generator: GeneratorKind) -> SnowflakeConfig {
         max_backward_ms: 5,
         cached: CachedConfig::default(),
         min_id_floor: 0,
+        region: Default::default(),
     }
 }
 

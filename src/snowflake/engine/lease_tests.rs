@@ -123,6 +123,7 @@ impl Rig {
             max_backward_ms: 5,
             cached: CachedConfig::default(),
             min_id_floor: 0,
+            region: Default::default(),
         };
         let node = NodeInfo {
             host: "test".into(),
@@ -281,6 +282,7 @@ fn a_lease_shorter_than_its_margin_is_refused_naming_the_keys() {
             ..CachedConfig::default()
         },
         min_id_floor: 0,
+        region: Default::default(),
     };
     let err = config.check_lease().unwrap_err();
     for key in [

@@ -97,6 +97,18 @@ pub struct SnowflakeConfig {
     pub cached: CachedConfig,
     /// Start-up fails unless every id from now on is above this.
     pub min_id_floor: u64,
+    /// The region's share of the worker ids (`snowflake.worker.region_bits`).
+    pub region: WorkerRegion,
+}
+
+/// A region's share of the worker ids: the database's worker id `w` (at most `max`) is issued
+/// as `base + w`. The default: the whole range, `base` 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerRegion {
+    /// Added to the database's worker id.
+    pub base: u64,
+    /// The largest worker id the region's database may hand out (`None`: the layout's).
+    pub max: Option<u64>,
 }
 
 // The direct generator's padded state word makes it large; the engine lives in one `Arc`, so a

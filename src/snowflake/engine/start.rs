@@ -124,7 +124,7 @@ impl SnowflakeEngine {
                     .as_ref()
                     .ok_or(StartError::NoStore(engine.strategy))?;
                 let id = store
-                    .assign_disposable(&engine.node, layout.max_worker_id())
+                    .assign_disposable(&engine.node, engine.max_claimed_worker())
                     .await?;
                 info!(worker_id = id, host = %engine.node.host, port = %engine.node.port, "disposable worker id assigned");
                 engine.install(id, None, None, None).await?;
@@ -178,7 +178,7 @@ impl SnowflakeEngine {
         // Taken before the claim is sent: the lease runs from no later than this.
         let sent_ms = self.clock.monotonic_ms();
         let within = config.heartbeat;
-        let max_worker = self.layout.max_worker_id();
+        let max_worker = self.max_claimed_worker();
         let got = tokio::time::timeout(
             within,
             store.acquire_lease(&self.node, lease_ms, max_worker, now),
@@ -321,6 +321,15 @@ impl SnowflakeEngine {
     /// Builds the generator for `worker_id`, issuing only after `resume_tick` (a clock-back value
     /// only after `clock_back_floor`, when given, else after `resume_tick`), and makes it (and
     /// `lease`, first) visible to the id path.
+    /// The largest worker id this server's database may hand out: the region's share, or the
+    /// layout's whole range.
+    fn max_claimed_worker(&self) -> u64 {
+        self.config
+            .region
+            .max
+            .unwrap_or_else(|| self.layout.max_worker_id())
+    }
+
     pub(super) async fn install(
         &self,
         worker_id: u64,
@@ -330,6 +339,9 @@ impl SnowflakeEngine {
     ) -> Result<(), StartError> {
         let config = &self.config;
         let layout = self.layout;
+        // The database's worker id within the region's share (`WorkerRegion`): issued as the
+        // region's base plus it. `self.worker_id` stays the database's (renewals, release).
+        let issued_as = config.region.base + worker_id;
         let generator = match config.generator {
             GeneratorKind::Cached => {
                 let mut cached = config.cached.clone();
@@ -341,7 +353,7 @@ impl SnowflakeEngine {
                 loop {
                     match CachedGenerator::new(
                         layout,
-                        worker_id,
+                        issued_as,
                         self.clock.clone(),
                         cached.clone(),
                     ) {
@@ -362,7 +374,7 @@ impl SnowflakeEngine {
             GeneratorKind::Direct => {
                 let g = DirectGenerator::new(
                     layout,
-                    worker_id,
+                    issued_as,
                     self.clock.clone(),
                     config.max_backward_ms,
                 )?;
