@@ -4,7 +4,7 @@
     clients/conformance/run.py [CLIENT...]      CLIENT: rust java go python node (default: every
                                                 clients/<name> with a conformance-adapter)
 
-For each client it runs the twelve scenarios of PROTOCOL.md against real leafid servers on a
+For each client it runs the thirteen scenarios of PROTOCOL.md against real leafid servers on a
 fresh MariaDB database (and a second one, for far_behind's lagging server): it starts the servers a scenario needs (on free loopback ports, read
 from their JSON "listening" log line), starts the client's adapter, drives it, kills, stops and
 continues servers from another thread while a `take` runs, and checks every id the client
@@ -569,7 +569,7 @@ class Scenario:
 
 
 # ---------------------------------------------------------------------------------------------
-# The twelve scenarios
+# The thirteen scenarios
 
 
 def kill9(sc: Scenario) -> None:
@@ -940,6 +940,41 @@ def bounds(sc: Scenario) -> None:
     sc.adapter.close()
 
 
+def regions(sc: Scenario) -> None:
+    """Two regions as two lanes (docs/deploy.md, section 12): server A on database RA as lane slot
+    0, server B on database RB as slot 1, each knowing the other's database. A tag created on A
+    reaches B's database at once (mirrored). The client lists both regions' servers; region A's
+    server is killed (-9) while callers take: B serves from its own lane, no caller sees an
+    error, no id twice, each caller's ids increase."""
+    ra, rb = f"{sc.run.db_name}_ra_{sc.run.current_client}", f"{sc.run.db_name}_rb_{sc.run.current_client}"
+    ra_url, rb_url = f"{sc.run.server_url}/{ra}", f"{sc.run.server_url}/{rb}"
+    for name in (ra, rb):
+        mariadb(sc.run.server_url, f"CREATE DATABASE {name}")
+    try:
+        # A first, alone: it creates the tables of both databases (its own and its other lane).
+        (a,) = sc.cluster.start(1, {"LEAFID__LANES__SLOT": "0", "LEAFID__LANES__OTHERS__1": rb_url}, db_url=ra_url)
+        (b,) = sc.cluster.start(1, {"LEAFID__LANES__SLOT": "1", "LEAFID__LANES__OTHERS__0": ra_url}, db_url=rb_url)
+        tag = sc.tag("orders")
+        a.create_tag(tag, step=200)
+        status, row = b.request("GET", f"/api/v1/tags/{tag}")
+        if status != 200:
+            raise SetupError(f"the tag did not reach region B's database: {status} {row}")
+        sc.open([a.url, b.url], batch=50, request_timeout_ms=500)
+        sc.take("segment", tag, callers=4, per_caller=500, pause_ms=1, actions=[(0.3, a.kill)])
+        sc.take("segment", tag, callers=2, per_caller=300)
+        s = sc.stats()
+        if s["failovers"] < 1:
+            raise Failure("failover counted", f"region A's server killed, failovers = {s['failovers']}")
+        sc.adapter.close()
+    finally:
+        sc.cluster.close()
+        for name in (ra, rb):
+            try:
+                mariadb(sc.run.server_url, f"DROP DATABASE IF EXISTS {name}")
+            except subprocess.CalledProcessError:
+                pass
+
+
 SCENARIOS = [
     ("kill9", kill9),
     ("sigstop", sigstop),
@@ -953,6 +988,7 @@ SCENARIOS = [
     ("rollover", rollover),
     ("permuted", permuted),
     ("bounds", bounds),
+    ("regions", regions),
 ]
 
 
