@@ -1,8 +1,9 @@
-//! Regions (issue 36): two independent databases as two lanes, MariaDB for region A and
-//! PostgreSQL for region B, each server reaching each database through a fault proxy of its
-//! own region. Four servers, two per region, serve one tag under load while the link from
-//! region A to B's database is cut, region A's database goes down (every path to it refused)
-//! and comes back, and then both regions are cut off from each other's database. Checked: no
+//! Regions (issue 36): two independent databases as two lanes, a MariaDB instance of its own for
+//! region A and PostgreSQL for region B, each server reaching each database through a fault
+//! proxy of its own region. Four servers, two per region, serve one tag under load while the
+//! link from region A to B's database is cut, region A's database is killed with `kill -9` and
+//! started again (crash recovery), and then both regions are cut off from each other's
+//! database. Checked: no
 //! id twice, ids of one lane increasing per server, no error to a caller while a lane is
 //! reachable. Measured: the longest request around the switch, and how far the lanes drift.
 
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use leafid::segment::lanes::map;
 
+use crate::support::mysql::{PrivateMariaDb, exec_url};
 use crate::support::proxy::{FaultProxy, socket_of, through};
 use crate::support::{TestApp, mysql, postgres, record_figure, spawn_on};
 
@@ -84,7 +86,14 @@ fn load(
 #[tokio::test]
 #[ignore = "needs MariaDB and PostgreSQL: scripts/test.sh runs it"]
 async fn two_regions_serve_through_cuts_and_an_outage_and_never_repeat_an_id() {
-    let a_db = mysql::create_database().await;
+    let a_server = Arc::new(
+        tokio::task::spawn_blocking(|| PrivateMariaDb::start("lanes"))
+            .await
+            .unwrap(),
+    );
+    let a_name = crate::support::unique_name("lanes_a");
+    exec_url(&a_server.url, &format!("CREATE DATABASE {a_name}")).await;
+    let a_db = format!("{}/{a_name}", a_server.url);
     let b_db = postgres::create_database().await;
     // Each region's own paths: region A to A and to B, region B to B and to A.
     let a_to_a = FaultProxy::start(socket_of(&a_db)).await.unwrap();
@@ -120,14 +129,19 @@ async fn two_regions_serve_through_cuts_and_an_outage_and_never_repeat_an_id() {
     a_to_b.cut();
     at(2.5).await;
     a_to_b.heal();
-    // 2. Region A's database is gone for everyone: A's servers switch to lane B.
+    // 2. Region A's database is killed (-9): A's servers switch to lane B; it starts again
+    // (crash recovery) and A's servers go back to their own lane.
     at(3.0).await;
     let down = start.elapsed();
-    a_to_a.go_down();
-    b_to_a.go_down();
-    at(5.5).await;
-    a_to_a.heal();
-    b_to_a.heal();
+    let killing = a_server.clone();
+    tokio::task::spawn_blocking(move || killing.kill9())
+        .await
+        .unwrap();
+    at(5.0).await;
+    let restarting = a_server.clone();
+    tokio::task::spawn_blocking(move || restarting.start_again())
+        .await
+        .unwrap();
     // 3. A partition: each region reaches only its own database, for the rest of the run.
     at(6.5).await;
     a_to_b.cut();
@@ -138,6 +152,13 @@ async fn two_regions_serve_through_cuts_and_an_outage_and_never_repeat_an_id() {
     for t in tasks {
         answers.extend(t.await.unwrap());
     }
+    // Region A's servers are back on their own lane after the restart.
+    let back = answers
+        .iter()
+        .filter(|a| a.server < 2 && a.at > start.elapsed().saturating_sub(Duration::from_secs(3)))
+        .filter(|a| a.ids.first().is_some_and(|&id| map::local(id).unwrap().0 == 0))
+        .count();
+    assert!(back > 0, "region A's servers never went back to their own lane");
 
     // No id twice; each lane's ids increase per caller (a caller's requests to its server are
     // sequential, so this is the per-server order of each lane).
@@ -210,7 +231,8 @@ async fn two_regions_serve_through_cuts_and_an_outage_and_never_repeat_an_id() {
         "lanes_two_regions",
         &format!(
             "two regions, 4 servers, {} ids ({} from lane A, {} from lane B): no id twice, no \
-             error; longest request when lane A went down {:.0} ms (median request {:.1} ms); \
+             error; longest request when lane A's MariaDB was killed (-9) {:.0} ms (median \
+             request {:.1} ms); \
              lanes' rows at the end A {max_a}, B {max_b} (drift {} local positions, about {} \
              global ids)",
             seen.len(),
@@ -323,4 +345,42 @@ async fn snowflake_regions_never_share_a_worker_id() {
     s.lanes.slot = Some(4);
     let e = s.snowflake_config().unwrap_err().to_string();
     assert!(e.contains("region_bits = 2"), "{e}");
+}
+
+/// Retiring a lane: region B's servers stop for good and region A's restart without it. Its
+/// slot is never given to another database; every id it issued stays unique, and region A goes
+/// on alone.
+#[tokio::test]
+#[ignore = "needs MariaDB and PostgreSQL: scripts/test.sh runs it"]
+async fn a_retired_lane_leaves_its_ids_behind_and_the_others_go_on() {
+    let a_db = mysql::create_database().await;
+    let b_db = postgres::create_database().await;
+    let a1 = Arc::new(region_server(&a_db, 0, &b_db, 1).await);
+    let b1 = Arc::new(region_server(&b_db, 1, &a_db, 0).await);
+    let r = a1.post("/api/v1/tags", r#"{"biz_tag":"orders","step":100}"#).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let mut seen = HashSet::new();
+    for _ in 0..20 {
+        for app in [&a1, &b1] {
+            for id in app.batch("orders", 50).await {
+                assert!(seen.insert(id), "{id} twice");
+            }
+        }
+    }
+    // Region B retires: its server stops; region A's restarts with no other lane.
+    b1.stop().await;
+    a1.stop().await;
+    let alone = spawn_on(&a_db, |s| {
+        s.lanes.slot = Some(0);
+        s.snowflake.enabled = false;
+    })
+    .await;
+    let lanes = alone.get("/api/v1/lanes").await.json();
+    assert_eq!(lanes["lanes"].as_array().unwrap().len(), 1, "{lanes}");
+    for _ in 0..20 {
+        for id in alone.batch("orders", 50).await {
+            assert!(seen.insert(id), "{id} twice after the retirement");
+            assert_eq!(map::local(id).unwrap().0, 0);
+        }
+    }
 }
