@@ -106,6 +106,58 @@ fn fail(e: &cli::CliError) -> ExitCode {
     ExitCode::from(e.code())
 }
 
+/// With lanes (`lanes.slot`), a tag write done on the own lane is mirrored on every other lane
+/// it reaches, as the admin API does; the lanes not reached are named on stderr (the servers'
+/// repair settles them when they answer).
+async fn mirror_on_lanes(
+    settings: &Settings,
+    checked: &cli::tags::Checked,
+    own: SegmentAllocator,
+) {
+    use leafid::segment::BizTag;
+    use leafid::segment::lanes::repair::Mirror;
+    use leafid::segment::lanes::{Lane, LaneMode, LaneStore, Lanes};
+    let Some(slot) = settings.lanes.slot else {
+        return;
+    };
+    let (tag, op) = match checked {
+        cli::tags::Checked::Create(new, _) => match BizTag::parse(&new.biz_tag) {
+            Ok(tag) => (tag, Mirror::Create),
+            Err(_) => return,
+        },
+        cli::tags::Checked::SetStep(tag, step) => (
+            tag.clone(),
+            Mirror::Update {
+                step: Some(step.get()),
+                description: None,
+            },
+        ),
+        _ => return,
+    };
+    let mut lanes = vec![Lane::new(slot, redact(&settings.database.url), own)];
+    let mut unreached = Vec::new();
+    for (other, url) in settings.lanes.other_lanes().unwrap_or_default() {
+        let mut opts = settings.db_options();
+        opts.url = url.clone();
+        opts.pgbouncer = false;
+        match Database::connect(&opts).await {
+            Ok(db) => {
+                let store = LaneStore::new(db.segment_store(), LaneMode::Lane { slot: other, own: false });
+                let engine = SegmentAllocator::new(std::sync::Arc::new(store), settings.segment_config());
+                lanes.push(Lane::new(other, redact(&url), engine));
+            }
+            Err(_) => unreached.push(other),
+        }
+    }
+    unreached.extend(Lanes::new(lanes).mirror(&tag, op).await);
+    if !unreached.is_empty() {
+        unreached.sort_unstable();
+        eprintln!(
+            "leafid: lanes not reached yet: {unreached:?} (the servers' repair settles them when they answer)"
+        );
+    }
+}
+
 /// Runs a tag command on the configured database; its answer on stdout, an error as one line
 /// on stderr.
 async fn tags(command: &cli::tags::TagsCommand, config: Option<&Path>) -> ExitCode {
@@ -132,6 +184,9 @@ async fn tags(command: &cli::tags::TagsCommand, config: Option<&Path>) -> ExitCo
     let result = cli::tags::run(&checked, command.json(), &engine, &mut out)
         .await
         .and_then(|()| out.flush().map_err(cli::CliError::from));
+    if result.is_ok() {
+        mirror_on_lanes(&settings, &checked, engine).await;
+    }
     db.close().await;
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -364,3 +364,39 @@ fn permuted_tags_from_the_cli_need_their_key() {
     let open = with_key(&["tags", "list"]);
     assert_exit(&open, 2, "readable by every user");
 }
+
+/// With lanes, a tag created or changed by the CLI on the own lane is mirrored on the other
+/// lanes it reaches, and an unreachable lane is named on stderr.
+#[test]
+fn tag_writes_from_the_cli_reach_every_lane() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = format!("sqlite://{}", dir.path().join("a.db").display());
+    let b = format!("sqlite://{}", dir.path().join("b.db").display());
+    // B's database exists (its tables made by a first command).
+    assert_exit(&leafid(&b, &["tags", "list"]), 0, "");
+    let on_a = |args: &[&str], other: &str| {
+        Command::new(env!("CARGO_BIN_EXE_leafid"))
+            .args(args)
+            .env("LEAFID__DATABASE__URL", &a)
+            .env("LEAFID__LANES__SLOT", "0")
+            .env("LEAFID__LANES__OTHERS__1", other)
+            .env("LEAFID__DATABASE__ACQUIRE_TIMEOUT_MS", "2000")
+            .output()
+            .unwrap()
+    };
+    let created = on_a(&["tags", "create", "orders", "--step", "100", "--max-id", "5000"], &b);
+    assert_exit(&created, 0, "orders");
+    let shown = leafid(&b, &["tags", "show", "orders", "--json"]);
+    assert_exit(&shown, 0, "orders");
+    assert_eq!(json(&shown)["max_id"], 5000);
+    let stepped = on_a(&["tags", "set-step", "orders", "300"], &b);
+    assert_exit(&stepped, 0, "orders");
+    assert_eq!(json(&leafid(&b, &["tags", "show", "orders", "--json"]))["step"], 300);
+    // A lane that does not answer is named, and the write on the own lane stands.
+    let away = on_a(
+        &["tags", "create", "invoices", "--step", "100"],
+        "mysql://leafid:leafid@127.0.0.1:1/none",
+    );
+    assert_exit(&away, 0, "invoices");
+    assert!(text(&away.stderr).contains("lanes not reached yet: [1]"), "{}", text(&away.stderr));
+}
