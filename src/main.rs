@@ -109,11 +109,7 @@ fn fail(e: &cli::CliError) -> ExitCode {
 /// With lanes (`lanes.slot`), a tag write done on the own lane is mirrored on every other lane
 /// it reaches, as the admin API does; the lanes not reached are named on stderr (the servers'
 /// repair settles them when they answer).
-async fn mirror_on_lanes(
-    settings: &Settings,
-    checked: &cli::tags::Checked,
-    own: SegmentAllocator,
-) {
+async fn mirror_on_lanes(settings: &Settings, checked: &cli::tags::Checked, own: SegmentAllocator) {
     use leafid::segment::BizTag;
     use leafid::segment::lanes::repair::Mirror;
     use leafid::segment::lanes::{Lane, LaneMode, LaneStore, Lanes};
@@ -142,8 +138,15 @@ async fn mirror_on_lanes(
         opts.pgbouncer = false;
         match Database::connect(&opts).await {
             Ok(db) => {
-                let store = LaneStore::new(db.segment_store(), LaneMode::Lane { slot: other, own: false });
-                let engine = SegmentAllocator::new(std::sync::Arc::new(store), settings.segment_config());
+                let store = LaneStore::new(
+                    db.segment_store(),
+                    LaneMode::Lane {
+                        slot: other,
+                        own: false,
+                    },
+                );
+                let engine =
+                    SegmentAllocator::new(std::sync::Arc::new(store), settings.segment_config());
                 lanes.push(Lane::new(other, redact(&url), engine));
             }
             Err(_) => unreached.push(other),

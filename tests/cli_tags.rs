@@ -384,19 +384,31 @@ fn tag_writes_from_the_cli_reach_every_lane() {
             .output()
             .unwrap()
     };
-    let created = on_a(&["tags", "create", "orders", "--step", "100", "--max-id", "5000"], &b);
+    let created = on_a(
+        &[
+            "tags", "create", "orders", "--step", "100", "--max-id", "5000",
+        ],
+        &b,
+    );
     assert_exit(&created, 0, "orders");
     let shown = leafid(&b, &["tags", "show", "orders", "--json"]);
     assert_exit(&shown, 0, "orders");
     assert_eq!(json(&shown)["max_id"], 5000);
     let stepped = on_a(&["tags", "set-step", "orders", "300"], &b);
     assert_exit(&stepped, 0, "orders");
-    assert_eq!(json(&leafid(&b, &["tags", "show", "orders", "--json"]))["step"], 300);
+    assert_eq!(
+        json(&leafid(&b, &["tags", "show", "orders", "--json"]))["step"],
+        300
+    );
     // A lane that does not answer is named, and the write on the own lane stands.
     let away = on_a(
         &["tags", "create", "invoices", "--step", "100"],
         "mysql://leafid:leafid@127.0.0.1:1/none",
     );
     assert_exit(&away, 0, "invoices");
-    assert!(text(&away.stderr).contains("lanes not reached yet: [1]"), "{}", text(&away.stderr));
+    assert!(
+        text(&away.stderr).contains("lanes not reached yet: [1]"),
+        "{}",
+        text(&away.stderr)
+    );
 }

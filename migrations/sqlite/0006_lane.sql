@@ -1,4 +1,4 @@
--- Regions (docs/deploy.md#regions-lanes): which lane slot this database is, written once by the
+-- Regions (docs/deploy.md#12-regions-lanes): which lane slot this database is, written once by the
 -- first server of its region and never changed. Every id it leases is mapped into that slot's
 -- blocks (src/segment/lanes), so two databases with two slots never hand out one id.
 CREATE TABLE IF NOT EXISTS leafid_lane (

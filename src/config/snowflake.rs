@@ -62,7 +62,7 @@ pub struct WorkerSettings {
     /// The worker lease cache file (`lease` strategy): written on every confirmed claim and
     /// renewal, read when the database cannot be reached at start. Empty: none.
     pub cache_file: String,
-    /// Regions (`docs/deploy.md#regions-lanes`): the high bits of the worker id that hold the
+    /// Regions (`docs/deploy.md#12-regions-lanes`): the high bits of the worker id that hold the
     /// region, `lanes.slot` (0: off).
     pub region_bits: u8,
 }

@@ -359,7 +359,7 @@ pub async fn db_page(_: MonitorAuth, state: web::Data<AppState>) -> Result<HttpR
 /// One lane in `GET /api/v1/lanes`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LaneBody {
-    /// Its slot (`docs/deploy.md#regions-lanes`).
+    /// Its slot (`docs/deploy.md#12-regions-lanes`).
     pub slot: u8,
     /// Its database, password hidden.
     pub database: String,

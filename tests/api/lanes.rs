@@ -156,9 +156,16 @@ async fn two_regions_serve_through_cuts_and_an_outage_and_never_repeat_an_id() {
     let back = answers
         .iter()
         .filter(|a| a.server < 2 && a.at > start.elapsed().saturating_sub(Duration::from_secs(3)))
-        .filter(|a| a.ids.first().is_some_and(|&id| map::local(id).unwrap().0 == 0))
+        .filter(|a| {
+            a.ids
+                .first()
+                .is_some_and(|&id| map::local(id).unwrap().0 == 0)
+        })
         .count();
-    assert!(back > 0, "region A's servers never went back to their own lane");
+    assert!(
+        back > 0,
+        "region A's servers never went back to their own lane"
+    );
 
     // No id twice; each lane's ids increase per caller (a caller's requests to its server are
     // sequential, so this is the per-server order of each lane).
@@ -357,7 +364,9 @@ async fn a_retired_lane_leaves_its_ids_behind_and_the_others_go_on() {
     let b_db = postgres::create_database().await;
     let a1 = Arc::new(region_server(&a_db, 0, &b_db, 1).await);
     let b1 = Arc::new(region_server(&b_db, 1, &a_db, 0).await);
-    let r = a1.post("/api/v1/tags", r#"{"biz_tag":"orders","step":100}"#).await;
+    let r = a1
+        .post("/api/v1/tags", r#"{"biz_tag":"orders","step":100}"#)
+        .await;
     assert_eq!(r.status, 201, "{}", r.text);
     let mut seen = HashSet::new();
     for _ in 0..20 {
