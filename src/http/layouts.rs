@@ -110,6 +110,12 @@ pub struct PlanRequestBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(maximum = 3)]
     pub clock_back_bits: Option<u8>,
+    /// Regions (lanes, 1 to 8): `ceil(log2(regions))` region bits are added to the worker
+    /// field, whose worker bits then count each region's workers
+    /// (`snowflake.worker.region_bits`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 8)]
+    pub regions: Option<u64>,
 }
 
 fn default_margin() -> u64 {
@@ -133,6 +139,7 @@ impl From<PlanRequestBody> for PlanRequest {
             unit: body.unit.map(TimeUnit::from),
             epoch: body.epoch,
             clock_back_bits: body.clock_back_bits,
+            regions: body.regions,
         }
     }
 }
@@ -272,6 +279,7 @@ impl PlanBody {
                 max_ids_per_second_per_worker: c.max_ids_per_second_per_worker,
                 max_ids_per_second_cluster: c.max_ids_per_second_cluster,
                 max_id_bits: c.max_id_bits,
+                region_bits: c.region_bits,
             },
             checks: plan
                 .checks
@@ -305,6 +313,10 @@ pub struct PlanCapacityBody {
     pub max_ids_per_second_cluster: u64,
     /// Every id is at most `2^max_id_bits - 1`.
     pub max_id_bits: u8,
+    /// The top bits of the worker id that hold the region (`snowflake.worker.region_bits`),
+    /// when `regions` was given.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub region_bits: u8,
 }
 
 /// One verified guarantee of a plan.
@@ -446,6 +458,7 @@ mod tests {
             unit: None,
             epoch: None,
             clock_back_bits: None,
+            regions: None,
         };
         let cutover = parse_epoch("2025-04-16T00:00:00+08:00").unwrap();
         assert_eq!(req.needs(cutover), design.needs(cutover));

@@ -57,6 +57,7 @@ fn migrate(
         unit: None,
         epoch: None,
         clock_back_bits: None,
+        regions: None,
     };
     let plan = plan(&request, now)?;
     let new = plan.bit_layout().unwrap();

@@ -101,6 +101,7 @@ fn realistic_case() -> impl Strategy<Value = Case> {
                         unit: millis.map(unit_of),
                         epoch,
                         clock_back_bits: None,
+                        regions: None,
                     },
                     now_ms,
                 }
@@ -331,6 +332,7 @@ fn small_world() -> impl Strategy<Value = Needs> {
                     now_ms,
                     horizon_ms: now_ms + ahead,
                     years: 0,
+                    region_bits: 0,
                 }
             },
         )
@@ -415,6 +417,7 @@ fn capacity_case() -> impl Strategy<Value = Case> {
                             unit: millis.map(unit_of),
                             epoch: None,
                             clock_back_bits: None,
+                            regions: None,
                         },
                         now_ms,
                     }

@@ -90,6 +90,10 @@ pub struct PlanRequest {
     /// Clock-back bits of the new layout (`snowflake.clock_back_bits`, at most 3), added to the
     /// worker field above the worker bits: the planned layout reads `T/cB+W/S`.
     pub clock_back_bits: Option<u8>,
+    /// Regions (lanes, at most 8): `ceil(log2(regions))` region bits are added to the worker
+    /// field above the worker bits, which then count each region's workers
+    /// (`snowflake.worker.region_bits`, `docs/deploy.md` section 12).
+    pub regions: Option<u64>,
 }
 
 /// A validated request: everything the search needs, in numbers.
@@ -103,6 +107,8 @@ pub struct Needs {
     pub worker_bits: u8,
     /// Clock-back bits at the top of the worker field (0: none).
     pub clock_back_bits: u8,
+    /// Region bits below the clock-back bits (0: no regions): `snowflake.worker.region_bits`.
+    pub region_bits: u8,
     /// Sequence bits of the new layout.
     pub seq_bits: u8,
     /// The requested peak worker count, if given (`2^worker_bits` holds it).
@@ -148,7 +154,18 @@ impl PlanRequest {
                 "clock_back_bits {clock_back_bits} is more than {MAX_CLOCK_BACK_BITS}"
             )));
         }
-        let w = w.saturating_add(clock_back_bits);
+        let region_bits = match self.regions {
+            None | Some(1) => 0,
+            Some(n @ (0 | 9..)) => {
+                return Err(invalid(format!(
+                    "regions {n}: 1 to 8 (a region is a lane, lanes.slot 0 to 7)"
+                )));
+            }
+            Some(n) => (64 - (n - 1).leading_zeros()) as u8,
+        };
+        let w = w
+            .saturating_add(region_bits)
+            .saturating_add(clock_back_bits);
         if w == 0 || s == 0 || u16::from(w) + u16::from(s) >= u16::from(PAYLOAD_BITS) {
             return Err(invalid(format!(
                 "worker_bits {w} and seq_bits {s} must each be at least 1 and together at most 62, leaving the time field at least 1 bit"
@@ -190,6 +207,7 @@ impl PlanRequest {
             max_source,
             worker_bits: w,
             clock_back_bits,
+            region_bits,
             seq_bits: s,
             workers: self.workers,
             ids_per_second,

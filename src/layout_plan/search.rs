@@ -49,6 +49,14 @@ pub struct PlanCapacity {
     pub max_ids_per_second_cluster: u64,
     /// Every id is at most `2^max_id_bits - 1`.
     pub max_id_bits: u8,
+    /// The top bits of the worker id that hold the region (`snowflake.worker.region_bits`);
+    /// 0 without regions.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub region_bits: u8,
+}
+
+fn is_zero(bits: &u8) -> bool {
+    *bits == 0
 }
 
 impl PlanCapacity {
@@ -62,6 +70,7 @@ impl PlanCapacity {
             max_ids_per_second_per_worker: saturate(per_worker),
             max_ids_per_second_cluster: saturate(per_worker * u128::from(max_workers)),
             max_id_bits: needs.max_id_bits,
+            region_bits: needs.region_bits,
         }
     }
 }

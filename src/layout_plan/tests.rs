@@ -36,6 +36,7 @@ fn request(max_legacy_id: i64, worker_bits: u8, years: u32) -> PlanRequest {
         unit: None,
         epoch: None,
         clock_back_bits: None,
+        regions: None,
     }
 }
 
@@ -402,6 +403,7 @@ fn a_plan_states_its_capacity_and_checks_it() {
             max_ids_per_second_per_worker: 8_192,
             max_ids_per_second_cluster: 4_194_304,
             max_id_bits: 63,
+            region_bits: 0,
         }
     );
     let detail = |name: &str| {
@@ -568,4 +570,26 @@ fn clock_back_bits_take_their_place_in_the_worker_field_of_the_plan() {
         ..request(DESIGN_MAX, 11, 10)
     };
     assert!(invalid_message(plan(&too_many, cutover())).contains("clock_back_bits 4"));
+}
+
+/// Regions: `ceil(log2(regions))` region bits on top of each region's worker bits, shown in the
+/// capacity; more than 8 regions (lanes 0 to 7) or none is refused.
+#[test]
+fn regions_add_their_bits_above_each_regions_workers() {
+    let mut req = request(DESIGN_MAX, 8, 10);
+    let plain = plan(&req, cutover()).unwrap();
+    req.regions = Some(3);
+    let p = plan(&req, cutover()).unwrap();
+    assert_eq!(p.capacity.region_bits, 2);
+    assert_eq!(p.layout.worker_bits, plain.layout.worker_bits + 2);
+    assert_eq!(p.capacity.max_workers, 4 << 8);
+    req.regions = Some(1);
+    assert_eq!(plan(&req, cutover()).unwrap().capacity.region_bits, 0);
+    for n in [0, 9] {
+        req.regions = Some(n);
+        assert!(
+            invalid_message(plan(&req, cutover())).contains("1 to 8"),
+            "{n}"
+        );
+    }
 }

@@ -74,9 +74,14 @@ pub struct DecodeArgs {
     /// The layout to read it with.
     #[command(flatten)]
     pub layout: LayoutFlags,
-    /// Print `{"id", "prefix", "time_delta", "timestamp", "worker_id", "sequence"}`.
+    /// Print `{"id", "prefix", "time_delta", "timestamp", "worker_id", "sequence"}` (and
+    /// `"region"`, `"region_worker_id"` with --region-bits).
     #[arg(long)]
     pub json: bool,
+    /// Regions (snowflake.worker.region_bits): the top R bits of the worker id are the region
+    /// (lanes.slot); shows the region and the worker id within it.
+    #[arg(long, value_name = "R")]
+    pub region_bits: Option<u8>,
 }
 
 /// `leafid layout bounds --from TIME --to TIME ...`.
@@ -137,6 +142,10 @@ pub struct PlanArgs {
     /// (snowflake.clock_back_bits): the plan reads T/cB+W/S.
     #[arg(long, value_name = "B")]
     pub clock_back_bits: Option<u8>,
+    /// Regions (lanes, 1 to 8): ceil(log2(N)) region bits added to the worker field above the
+    /// worker bits, which then count each region's workers (snowflake.worker.region_bits).
+    #[arg(long, value_name = "N")]
+    pub regions: Option<u64>,
     /// Peak number of workers at once: worker bits ceil(log2(N)), at least 1. With
     /// --worker-bits too, the bits are kept and must hold N.
     #[arg(long, value_name = "N")]

@@ -60,11 +60,35 @@ pub fn run(
 pub fn decode(args: &DecodeArgs, out: &mut impl Write) -> Result<Exit, CliError> {
     let id = parse_id("id", &args.id)?;
     let layout = resolve_layout("layout", &args.layout, None)?;
+    // The region and the worker within it (`snowflake.worker.region_bits`), when asked.
+    let region = match args.region_bits.filter(|&r| r > 0) {
+        None => None,
+        Some(r) => {
+            let bits = 64 - layout.max_worker_id().leading_zeros();
+            if u32::from(r) >= bits {
+                return Err(bad(format!(
+                    "--region-bits {r}: the layout's worker ids have {bits} bits, and at least \
+                     one must be left for a region's workers"
+                )));
+            }
+            let worker = layout.decode(id).fields.worker_id;
+            let own = bits - u32::from(r);
+            Some((worker >> own, worker & ((1 << own) - 1)))
+        }
+    };
     if args.json {
-        writeln!(out, "{}", layout_plan::decode_json(&layout, id))?;
+        let mut v = layout_plan::decode_json(&layout, id);
+        if let (Some((region, worker)), Some(map)) = (region, v.as_object_mut()) {
+            map.insert("region".into(), region.into());
+            map.insert("region_worker_id".into(), worker.into());
+        }
+        writeln!(out, "{v}")?;
         return Ok(Exit::Success);
     }
     write_decode(out, &layout, id)?;
+    if let Some((region, worker)) = region {
+        writeln!(out, "region      {region} (worker {worker} of the region)")?;
+    }
     Ok(Exit::Success)
 }
 

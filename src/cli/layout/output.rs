@@ -130,6 +130,17 @@ pub(super) fn write_plan(
         capacity.max_ids_per_second_per_worker,
         capacity.max_ids_per_second_cluster
     )?;
+    if capacity.region_bits > 0 {
+        writeln!(
+            out,
+            "regions        {} region bits: {} regions x {} workers each \
+             (snowflake.worker.region_bits = {}, lanes.slot = the region)",
+            capacity.region_bits,
+            1u64 << capacity.region_bits,
+            capacity.max_workers >> capacity.region_bits,
+            capacity.region_bits
+        )?;
+    }
     writeln!(out, "first id       {}", plan.first_id)?;
     writeln!(out, "last id        {}", plan.last_id)?;
     writeln!(

@@ -135,5 +135,6 @@ pub(super) fn plan_request(args: &PlanArgs) -> Result<PlanRequest, CliError> {
         unit: parse_unit("--unit", args.unit.as_deref())?,
         epoch: args.epoch.clone(),
         clock_back_bits: args.clock_back_bits,
+        regions: args.regions,
     })
 }

@@ -33,6 +33,7 @@ fn decode_args(id: &str, layout: LayoutFlags, json: bool) -> DecodeArgs {
         id: id.to_owned(),
         layout,
         json,
+        region_bits: None,
     }
 }
 
@@ -58,6 +59,7 @@ fn plan_args(max: Option<&str>, cutover: Option<&str>, worker_bits: u8) -> PlanA
         unit: None,
         now: None,
         json: false,
+        regions: None,
     }
 }
 
@@ -429,4 +431,34 @@ fn bounds_refuses_bad_times_and_ranges_outside_the_layout_in_one_line() {
         assert!(message.contains(expected), "{from} {to}: {message}");
         assert!(!message.contains('\n'), "{message}");
     }
+}
+
+/// `--region-bits`: the region and the worker within it, in text and JSON.
+#[test]
+fn decode_shows_the_region_with_region_bits() {
+    let layout = LayoutFlags {
+        preset: Some(Preset::Twitter),
+        ..Default::default()
+    };
+    // 41/10/12: worker 3 << 8 | 5 (region 3 of 4, worker 5 of it), sequence 7.
+    let id = (1u64 << 22) | ((3 << 8 | 5) << 12) | 7;
+    let mut args = decode_args(&id.to_string(), layout, true);
+    args.region_bits = Some(2);
+    let mut out = Vec::new();
+    decode(&args, &mut out).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        (v["region"].as_u64(), v["region_worker_id"].as_u64()),
+        (Some(3), Some(5))
+    );
+    args.json = false;
+    let mut out = Vec::new();
+    decode(&args, &mut out).unwrap();
+    assert!(
+        String::from_utf8(out)
+            .unwrap()
+            .contains("region      3 (worker 5 of the region)")
+    );
+    args.region_bits = Some(10);
+    assert!(decode(&args, &mut Vec::new()).is_err());
 }
