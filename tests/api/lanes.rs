@@ -450,3 +450,54 @@ async fn two_regions_partitioned_for_the_whole_run_both_serve() {
     assert!(seen.len() > 1000, "only {} ids", seen.len());
     drop((a_to_b, b_to_a));
 }
+
+/// A lane whose database stops answering (every answer held, requests still executed): region
+/// A's servers wait out their own lane, pass on to lane B, and go back once the answers flow
+/// again, including the lease the stalled database had already committed. No id twice, no
+/// error.
+#[tokio::test]
+#[ignore = "needs MariaDB and PostgreSQL: scripts/test.sh runs it"]
+async fn a_lane_that_never_answers_is_passed_over_and_never_repeats_an_id() {
+    let a_db = mysql::create_database().await;
+    let b_db = postgres::create_database().await;
+    let a_to_a = FaultProxy::start(socket_of(&a_db)).await.unwrap();
+    let aa = through(&a_to_a, &a_db);
+    let servers = vec![
+        Arc::new(region_server(&aa, 0, &b_db, 1).await),
+        Arc::new(region_server(&b_db, 1, &a_db, 0).await),
+    ];
+    let r = servers[0]
+        .post("/api/v1/tags", r#"{"biz_tag":"orders","step":200}"#)
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    let tasks = load(&servers, &stop, start);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stalled = start.elapsed();
+    a_to_a.stall();
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    a_to_a.heal();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut seen = HashSet::new();
+    let mut from_b_in_stall = 0;
+    for t in tasks {
+        for a in t.await.unwrap() {
+            for &id in &a.ids {
+                assert!(seen.insert(id), "id {id} twice");
+            }
+            if a.server == 0 && a.at > stalled {
+                from_b_in_stall += a
+                    .ids
+                    .iter()
+                    .filter(|&&id| map::local(id).unwrap().0 == 1)
+                    .count();
+            }
+        }
+    }
+    assert!(
+        from_b_in_stall > 0,
+        "region A never passed on to lane B while its own stalled"
+    );
+}
