@@ -6,6 +6,10 @@
 //!
 //! # Layout
 //!
+//! - [`access`]: who may ask for what ([`access::AccessPolicy`]), fed by credentials any
+//!   transport builds.
+//! - [`service`]: [`service::IdService`], the one id service every transport calls: which
+//!   engine, lane or format serves a request is decided there.
 //! - [`background`]: the owner of the long-running tasks, cancelled and awaited on shutdown.
 //! - [`config`]: typed settings (embedded defaults, file, `LEAFID__*` environment).
 //! - [`telemetry`]: tracing subscriber.
@@ -17,18 +21,23 @@
 //!   the engines, wired in by `startup`.
 //! - [`sync`]: the atomics shim (loom under `cfg(loom)`).
 //! - [`store`]: the engines' storage traits on MySQL/MariaDB, PostgreSQL and SQLite.
-//! - [`http`]: the thin HTTP adapter and the error body.
+//! - [`error`]: [`error::Error`], every refusal and failure with its stable code and class,
+//!   without a transport.
+//! - [`http`]: the thin HTTP adapter: routes, the error body, the status of each error class.
 //! - `testing` (unit tests, and feature `testing`): every fake (in-memory stores, hand-driven
 //!   clocks, the fault proxy) for tests, benches and the soak example; not in a release build.
 //! - [`metrics`]: the Prometheus families, read from the engines at scrape time.
 
+pub mod access;
 pub mod background;
 pub mod config;
+pub mod error;
 pub mod http;
 pub mod layout_plan;
 pub mod lease_gate;
 pub mod metrics;
 pub mod segment;
+pub mod service;
 pub mod shapes;
 pub mod snowflake;
 pub mod startup;

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use leafid::access::AccessPolicy;
 use leafid::config::{LogFormat, Settings};
-use leafid::segment::SegmentAllocator;
+use leafid::service::IdService;
 use leafid::startup::Application;
 use leafid::store::{Database, redact};
 
@@ -106,61 +107,6 @@ fn fail(e: &cli::CliError) -> ExitCode {
     ExitCode::from(e.code())
 }
 
-/// With lanes (`lanes.slot`), a tag write done on the own lane is mirrored on every other lane
-/// it reaches, as the admin API does; the lanes not reached are named on stderr (the servers'
-/// repair settles them when they answer).
-async fn mirror_on_lanes(settings: &Settings, checked: &cli::tags::Checked, own: SegmentAllocator) {
-    use leafid::segment::BizTag;
-    use leafid::segment::lanes::repair::Mirror;
-    use leafid::segment::lanes::{Lane, LaneMode, LaneStore, Lanes};
-    let Some(slot) = settings.lanes.slot else {
-        return;
-    };
-    let (tag, op) = match checked {
-        cli::tags::Checked::Create(new, _) => match BizTag::parse(&new.biz_tag) {
-            Ok(tag) => (tag, Mirror::Create),
-            Err(_) => return,
-        },
-        cli::tags::Checked::SetStep(tag, step) => (
-            tag.clone(),
-            Mirror::Update {
-                step: Some(step.get()),
-                description: None,
-            },
-        ),
-        _ => return,
-    };
-    let mut lanes = vec![Lane::new(slot, redact(&settings.database.url), own)];
-    let mut unreached = Vec::new();
-    for (other, url) in settings.lanes.other_lanes().unwrap_or_default() {
-        let mut opts = settings.db_options();
-        opts.url = url.clone();
-        opts.pgbouncer = false;
-        match Database::connect(&opts).await {
-            Ok(db) => {
-                let store = LaneStore::new(
-                    db.segment_store(),
-                    LaneMode::Lane {
-                        slot: other,
-                        own: false,
-                    },
-                );
-                let engine =
-                    SegmentAllocator::new(std::sync::Arc::new(store), settings.segment_config());
-                lanes.push(Lane::new(other, redact(&url), engine));
-            }
-            Err(_) => unreached.push(other),
-        }
-    }
-    unreached.extend(Lanes::new(lanes).mirror(&tag, op).await);
-    if !unreached.is_empty() {
-        unreached.sort_unstable();
-        eprintln!(
-            "leafid: lanes not reached yet: {unreached:?} (the servers' repair settles them when they answer)"
-        );
-    }
-}
-
 /// Runs a tag command on the configured database; its answer on stdout, an error as one line
 /// on stderr.
 async fn tags(command: &cli::tags::TagsCommand, config: Option<&Path>) -> ExitCode {
@@ -181,18 +127,33 @@ async fn tags(command: &cli::tags::TagsCommand, config: Option<&Path>) -> ExitCo
             )));
         }
     };
+    // The service the server runs, lanes included (no refresh is awaited: nothing is cached
+    // beyond this command; the background tasks stop before the exit).
+    let background = leafid::background::Background::new();
+    let own = leafid::startup::own_engine(&settings, db.segment_store(), settings.segment_config());
+    let route = match leafid::startup::segment_route(&settings, own, &background).await {
+        Ok(route) => route,
+        Err(e) => return fail(&cli::CliError::Database(format!("{e:#}"))),
+    };
+    let ids = IdService::new(Some(route), None, AccessPolicy::default());
     let mut out = std::io::stdout().lock();
-    // The engine the server runs (no background task: nothing is cached beyond this command).
-    let engine = SegmentAllocator::new(db.segment_store(), settings.segment_config());
-    let result = cli::tags::run(&checked, command.json(), &engine, &mut out)
+    let result = cli::tags::run(&checked, command.json(), &ids, &mut out)
         .await
-        .and_then(|()| out.flush().map_err(cli::CliError::from));
-    if result.is_ok() {
-        mirror_on_lanes(&settings, &checked, engine).await;
+        .and_then(|unreached| {
+            out.flush()?;
+            Ok(unreached)
+        });
+    if let Ok(unreached) = &result
+        && !unreached.is_empty()
+    {
+        eprintln!(
+            "leafid: lanes not reached yet: {unreached:?} (the servers' repair settles them when they answer)"
+        );
     }
+    background.shutdown(std::time::Duration::from_secs(2)).await;
     db.close().await;
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
     }
 }

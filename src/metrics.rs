@@ -68,7 +68,7 @@ pub struct Metrics {
     /// `leafid_http_request_duration_seconds`.
     http_duration: HistogramVec,
     /// `leafid_http_server_errors_total`: 5xx answers by error code (bounded: the codes are
-    /// the `ApiError` variants' static strings).
+    /// the `Error` variants' static strings).
     server_errors: IntCounterVec,
 }
 

@@ -10,14 +10,15 @@ use actix_web::{App, HttpServer, web};
 use anyhow::Context;
 use tracing::{info, warn};
 
+use crate::access::AccessPolicy;
 use crate::background::Background;
 use crate::config::Settings;
-use crate::http::admin::AdminPolicy;
 use crate::http::{self, AppState};
 use crate::lease_gate::LeaseGate;
 use crate::metrics::Metrics;
 use crate::segment::SegmentAllocator;
 use crate::segment::lanes::{Lane, LaneMode, LaneStore, Lanes};
+use crate::service::{IdService, SegmentRoute};
 use crate::snowflake::clock::SystemClock;
 use crate::snowflake::engine::{SnowflakeConfig, SnowflakeEngine, StartOptions, WorkerCache};
 use crate::snowflake::worker::{NodeInfo, WorkerStrategy};
@@ -87,18 +88,14 @@ impl Application {
         }
         background.spawn(durability.clone().watch(background.token()));
 
-        let mut lanes = None;
         let segment = if settings.segment.enabled {
             let mut config = settings.segment_config();
             config.lease_gate = lease_gate(&durability);
-            // Every server's store goes through its lane (`segment::lanes`): mapped into the
-            // lane's blocks with lanes, checked to be no lane without.
-            let mode = match settings.lanes.slot {
-                Some(slot) => LaneMode::Lane { slot, own: true },
-                None => LaneMode::Plain,
-            };
-            let store = LaneStore::new(durability.segment_store(db.segment_store()), mode);
-            let engine = SegmentAllocator::new(Arc::new(store), config);
+            let engine = own_engine(
+                &settings,
+                durability.segment_store(db.segment_store()),
+                config,
+            );
             engine.set_return_unused_on_shutdown(settings.segment.return_unused_on_shutdown);
             match engine.refresh_tags().await {
                 Ok(tags) => info!(tags, "segment engine started"),
@@ -109,21 +106,20 @@ impl Application {
                 Err(e) => return Err(anyhow::Error::new(e).context("reading leaf_alloc")),
             }
             engine.spawn_refresh(&background);
-            if let Some(slot) = settings.lanes.slot {
-                let mut all = vec![Lane::new(slot, url.clone(), engine.clone())];
-                for (other, other_url) in settings.lanes.other_lanes()? {
-                    all.push(other_lane(&settings, other, &other_url, &background).await?);
-                }
-                info!(own = slot, lanes = all.len(), "segment lanes");
-                let router = Arc::new(Lanes::new(all));
+            let route = segment_route(&settings, engine, &background).await?;
+            if let Some(lanes) = route.lane_set() {
+                info!(
+                    own = lanes.own().slot,
+                    lanes = lanes.others().len() + 1,
+                    "segment lanes"
+                );
                 spawn_repair(
-                    router.clone(),
+                    lanes.clone(),
                     &background,
                     settings.segment_config().refresh_interval,
                 );
-                lanes = Some(router);
             }
-            Some(engine)
+            Some(route)
         } else {
             None
         };
@@ -157,21 +153,19 @@ impl Application {
             None
         };
 
-        let metrics =
-            Metrics::new(segment.clone(), snowflake.clone()).context("registering the metrics")?;
+        let metrics = Metrics::new(segment.as_ref().map(|r| r.own().clone()), snowflake.clone())
+            .context("registering the metrics")?;
         metrics
             .register(durability.collector())
             .context("registering the durability metric")?;
+        let access = AccessPolicy {
+            token: settings.admin.token.clone(),
+            trust_loopback: settings.admin.trust_loopback,
+            protect_reads: settings.admin.protect_reads,
+        };
         let state = AppState {
-            segment,
-            lanes,
-            snowflake,
+            ids: IdService::new(segment, snowflake, access),
             db,
-            admin: AdminPolicy {
-                token: settings.admin.token.clone(),
-                trust_loopback: settings.admin.trust_loopback,
-                protect_reads: settings.admin.protect_reads,
-            },
             metrics: Arc::new(metrics),
             durability,
             draining: Arc::default(),
@@ -242,10 +236,10 @@ impl Application {
         signals.abort();
         self.background.shutdown(Duration::from_secs(5)).await;
         // Requests are over: each tag closes and gives its unused ids back (if configured).
-        if let Some(engine) = &self.state.segment {
+        if let Some(engine) = self.state.ids.segment_engine() {
             engine.shutdown().await;
         }
-        if let Some(engine) = &self.state.snowflake {
+        if let Some(engine) = self.state.ids.snowflake_engine() {
             engine.shutdown().await;
         }
         self.state.db.close().await;
@@ -286,11 +280,43 @@ async fn stop_on_signal(handle: ServerHandle, draining: Arc<AtomicBool>, drain: 
     handle.stop(graceful).await;
 }
 
-/// Whether `err` says the database could not be reached (refused, reset, timed out), as
-/// opposed to a database that answered with a refusal.
+/// The own segment engine over `store` (the database's, behind its durability gate): through
+/// its lane (`segment::lanes`), mapped into the lane's blocks with `lanes.slot`, checked to be
+/// no lane without. The server and the CLI build it here, so both see one store.
+pub fn own_engine(
+    settings: &Settings,
+    store: Arc<dyn crate::segment::SegmentStore>,
+    config: crate::segment::SegmentConfig,
+) -> SegmentAllocator {
+    let mode = match settings.lanes.slot {
+        Some(slot) => LaneMode::Lane { slot, own: true },
+        None => LaneMode::Plain,
+    };
+    SegmentAllocator::new(Arc::new(LaneStore::new(store, mode)), config)
+}
+
+/// The segment route over the own engine: alone, or with `lanes.slot` the own lane first and
+/// every other lane of `lanes.others` after it (each reached in the background if it does not
+/// answer now). The server and the CLI build their lanes here.
+pub async fn segment_route(
+    settings: &Settings,
+    own: SegmentAllocator,
+    background: &Background,
+) -> anyhow::Result<SegmentRoute> {
+    let Some(slot) = settings.lanes.slot else {
+        return Ok(SegmentRoute::single(own));
+    };
+    let own = Lane::new(slot, redact(&settings.database.url), own);
+    let mut others = Vec::new();
+    for (other, url) in settings.lanes.other_lanes()? {
+        others.push(other_lane(settings, other, &url, background).await?);
+    }
+    Ok(SegmentRoute::lanes(Arc::new(Lanes::new(own, others))))
+}
+
 /// Another region's lane: its database (reached in the background if it does not answer now:
 /// the lane passes requests on until then), its own durability gate and its engine.
-async fn other_lane(
+pub async fn other_lane(
     settings: &Settings,
     slot: u8,
     url: &str,
@@ -346,6 +372,8 @@ fn spawn_repair(lanes: Arc<Lanes>, background: &Background, interval: Duration) 
     });
 }
 
+/// Whether `err` says the database could not be reached (refused, reset, timed out), as
+/// opposed to a database that answered with a refusal.
 fn is_unreachable(err: &anyhow::Error) -> bool {
     err.chain().any(|cause| {
         matches!(

@@ -1,6 +1,7 @@
 //! `leafid tags {list, show, create, decode, set-step}` (and `leafid ids decode`): `leaf_alloc` rows for DBAs, straight on the
 //! configured database (`database.url` from the defaults, `--config`, `LEAFID__DATABASE__URL`),
-//! through the same [`SegmentAllocator`] and store the server uses. No server needs to run.
+//! through the same id service ([`IdService`]), engine and store the server uses, lanes
+//! included. No server needs to run.
 //!
 //! Input is checked against the engine's rules ([`leafid::segment::tag_rules`]) before the
 //! database is touched, so a bad tag or step is exit 2 even when the database is down. A new
@@ -11,14 +12,15 @@
 use std::io::Write;
 
 use clap::{Args, Subcommand};
+use leafid::access::Operator;
+use leafid::error::{Error, ErrorClass};
 use leafid::http::tags::TagRowBody;
 use leafid::segment::allocator::check_format;
 use leafid::segment::tag_rules::{
     self, MAX_DESCRIPTION_CHARS, MAX_MAX_ID, MAX_STEP, MIN_MAX_ID, MIN_STEP,
 };
-use leafid::segment::{
-    BizTag, FormatConflict, NewTag, SegmentAllocator, SegmentError, Step, StoreError, TagRow,
-};
+use leafid::segment::{BizTag, NewTag, Step, TagRow};
+use leafid::service::IdService;
 use leafid::shapes::TagFormat;
 
 use super::CliError;
@@ -179,16 +181,19 @@ fn parse_max_id(text: &str) -> Result<i64, CliError> {
     })
 }
 
-/// Runs a checked command through `engine`, writing the answer to `out`.
+/// Runs a checked command through the id service (the one the server runs, with its lanes),
+/// writing the answer to `out`; the lanes a write has not reached yet are returned, for a line
+/// on stderr.
 pub async fn run(
     command: &Checked,
     json: bool,
-    engine: &SegmentAllocator,
+    ids: &IdService,
     out: &mut impl Write,
-) -> Result<(), CliError> {
+) -> Result<Vec<u8>, CliError> {
+    let mut unreached = Vec::new();
     match command {
         Checked::List => {
-            let rows = engine.list_tags().await.map_err(store_error)?;
+            let rows = ids.list_tags().await.map_err(cli_error)?;
             if json {
                 let rows: Vec<TagRowBody> = rows.into_iter().map(TagRowBody::from).collect();
                 writeln!(out, "{}", to_json(&rows))?;
@@ -196,38 +201,29 @@ pub async fn run(
                 write_table(out, &rows)?;
             }
         }
-        Checked::Show(tag) => match engine.get_tag(tag).await.map_err(store_error)? {
+        Checked::Show(tag) => match ids.get_tag(tag).await.map_err(cli_error)? {
             Some(row) => write_row(out, &row, json)?,
             None => return Err(CliError::UnknownTag(tag.to_string())),
         },
-        Checked::Create(new, Some(format)) => {
-            match engine.create_formatted_tag(new, format).await {
-                Ok(row) => write_row(out, &row, json)?,
-                Err(FormatConflict::Store(StoreError::AlreadyExists)) => {
-                    return Err(CliError::TagExists(new.biz_tag.clone()));
-                }
-                Err(FormatConflict::Store(e)) => return Err(store_error(e)),
-                Err(e) => return Err(CliError::BadInput(e.to_string())),
-            }
+        Checked::Create(new, format) => {
+            let done = ids
+                .create_tag(new, format.as_ref())
+                .await
+                .map_err(|e| match e {
+                    // Another format under the name: the input, not the database (exit 2).
+                    Error::BizTagExists(why) if format.is_some() && why != new.biz_tag => {
+                        CliError::BadInput(format!("biz_tag {why} exists already"))
+                    }
+                    e => cli_error(e),
+                })?;
+            write_row(out, &done.value, json)?;
+            unreached = done.unreached;
         }
         Checked::Decode(tag, id) => {
-            let format = engine.format_of(tag).await.map_err(|e| match e {
-                SegmentError::Store(e) => store_error(e),
-                other => CliError::Database(other.to_string()),
-            })?;
-            let Some(format) = format else {
-                return Err(match engine.get_tag(tag).await.map_err(store_error)? {
-                    Some(_) => CliError::BadInput(format!(
-                        "biz_tag {:?} is not formatted: its ids are numbers",
-                        tag.as_str()
-                    )),
-                    None => CliError::UnknownTag(tag.to_string()),
-                });
-            };
-            // A permuted tag is decoded with its key from this configuration.
-            let d = format.decode(tag, id).map_err(|e| match e {
-                leafid::segment::DecodeError::Segment(e) => CliError::BadInput(e.to_string()),
-                e => CliError::BadInput(format!("invalid id {id:?}: {e}")),
+            // The operator's decode: a permuted tag with its key from this configuration.
+            let d = ids.decode(&Operator, tag, id).await.map_err(|e| match e {
+                Error::InvalidId(why) => CliError::BadInput(format!("invalid id {id:?}: {why}")),
+                e => cli_error(e),
             })?;
             if json {
                 let body = serde_json::json!({
@@ -242,40 +238,37 @@ pub async fn run(
                 )?;
             }
         }
-        Checked::Create(new, None) => match engine.create_tag(new).await {
-            Ok(row) => write_row(out, &row, json)?,
-            Err(StoreError::AlreadyExists) => {
-                return Err(CliError::TagExists(new.biz_tag.clone()));
-            }
-            Err(StoreError::BelowDeletedMaxId { high_water }) => {
-                return Err(CliError::MaxIdBelowDeleted {
-                    biz_tag: new.biz_tag.clone(),
-                    high_water,
-                });
-            }
-            Err(e) => return Err(store_error(e)),
-        },
         Checked::SetStep(tag, step) => {
-            match engine
+            let done = ids
                 .update_tag(tag, &(*step).into())
                 .await
-                .map_err(store_error)?
-            {
-                Some(row) => {
-                    write_row(out, &row, json)?;
-                    if !json {
-                        writeln!(out, "(applies at each server's next segment load)")?;
-                    }
-                }
-                None => return Err(CliError::UnknownTag(tag.to_string())),
+                .map_err(cli_error)?;
+            write_row(out, &done.value, json)?;
+            if !json {
+                writeln!(out, "(applies at each server's next segment load)")?;
             }
+            unreached = done.unreached;
         }
     }
-    Ok(())
+    Ok(unreached)
 }
 
-fn store_error(e: StoreError) -> CliError {
-    CliError::Database(e.to_string())
+/// The service's refusal as the CLI's: its own lines for the refusals a DBA acts on, exit 2
+/// for what the input got wrong, exit 1 with the message for the rest.
+fn cli_error(e: Error) -> CliError {
+    match e {
+        Error::UnknownBizTag(tag) => CliError::UnknownTag(tag),
+        Error::BizTagExists(tag) => CliError::TagExists(tag),
+        Error::MaxIdBelowDeleted {
+            biz_tag,
+            high_water,
+        } => CliError::MaxIdBelowDeleted {
+            biz_tag,
+            high_water,
+        },
+        e if e.class() == ErrorClass::Invalid => CliError::BadInput(e.to_string()),
+        e => CliError::Database(e.to_string()),
+    }
 }
 
 /// The API's shape of rows ([`TagRowBody`]), pretty-printed.
@@ -333,13 +326,21 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use leafid::segment::SegmentStore;
+    use leafid::access::AccessPolicy;
+    use leafid::segment::{SegmentAllocator, SegmentStore};
+    use leafid::service::SegmentRoute;
     use leafid::testing::MemoryStore;
 
-    fn engine(store: MemoryStore) -> (Arc<MemoryStore>, SegmentAllocator) {
+    /// The CLI's service over an in-memory store (no lanes).
+    fn engine(store: MemoryStore) -> (Arc<MemoryStore>, IdService) {
         let store = Arc::new(store);
         let engine = SegmentAllocator::new(store.clone(), Default::default());
-        (store, engine)
+        let ids = IdService::new(
+            Some(SegmentRoute::single(engine)),
+            None,
+            AccessPolicy::default(),
+        );
+        (store, ids)
     }
 
     fn cmd(args: &[&str]) -> TagsCommand {

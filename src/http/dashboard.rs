@@ -15,7 +15,7 @@ use actix_web::http::header::{CacheControl, CacheDirective};
 use actix_web::{HttpResponse, web};
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::Error;
 use super::snowflake::StatusBody;
 
 /// The page (`/`, `/dashboard`).
@@ -102,6 +102,6 @@ pub async fn style_css() -> HttpResponse {
         (status = 404, description = "`engine_disabled`", body = super::error::ErrorBody),
     )
 )]
-pub async fn snowflake_status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(StatusBody::from(&state.snowflake()?.status())))
+pub async fn snowflake_status(state: web::Data<AppState>) -> Result<HttpResponse, Error> {
+    Ok(HttpResponse::Ok().json(StatusBody::from(&state.ids.snowflake()?.status())))
 }

@@ -5,15 +5,15 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::error::ApiError;
+use super::error::Error;
 use super::ids::{IdFormat, JsonId, id_schema};
 use crate::snowflake::layout::{self, BitLayout, TimeUnit};
 
 /// Parses an id to decode ([`layout::parse_id`]): an integer within `0..=i64::MAX`, else
 /// `invalid_id`.
-pub fn parse_id(text: &str) -> Result<u64, ApiError> {
+pub fn parse_id(text: &str) -> Result<u64, Error> {
     layout::parse_id(text).map_err(|_| {
-        ApiError::InvalidId(format!(
+        Error::InvalidId(format!(
             "id {text:?} is not an integer within 0..={}",
             i64::MAX
         ))

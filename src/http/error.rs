@@ -1,161 +1,14 @@
-//! `ApiError`: every error of every route, as one JSON body shape `{"code", "message"}`.
-
-use std::error::Error as StdError;
-use std::fmt::{Display, Write as _};
+//! The HTTP face of [`Error`]: one JSON body shape `{"code", "message"}`, the status of each
+//! [`ErrorClass`] (decided here and nowhere else), `Retry-After` and `WWW-Authenticate`, and
+//! actix's extractor errors in the same shape. Which code and class an error has is
+//! `crate::error`'s.
 
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse, ResponseError, error as aerror};
 use serde::Serialize;
-use tracing::error;
 
-use crate::layout_plan::PlanError;
-use crate::segment::tag_rules::{
-    MAX_DESCRIPTION_CHARS, MAX_MAX_ID, MAX_STEP, MIN_MAX_ID, MIN_STEP, TagRuleError,
-};
-use crate::segment::{BizTagError, SegmentError, StoreError};
-use crate::snowflake::error::SnowflakeError;
-use crate::snowflake::layout::BoundsError;
-use crate::telemetry::LogLimiter;
-
-/// An error answered to a client. Each variant documents its status and stable `code`.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// 400 `invalid_biz_tag`: empty, over 128 bytes, or characters outside `[A-Za-z0-9._:-]`.
-    #[error("{0}")]
-    InvalidBizTag(#[from] BizTagError),
-    /// 404 `unknown_biz_tag`: no `leaf_alloc` row for the tag (named in the message; see
-    /// [`ApiError::unknown_tag`]).
-    #[error("unknown biz_tag {0:?}")]
-    UnknownBizTag(String),
-    /// 400 `invalid_count`: `count` must be an integer within 1..=100000.
-    #[error("{0}")]
-    InvalidCount(String),
-    /// 400 `invalid_step`: `step` must be an integer within
-    /// [`MIN_STEP`]`..=`[`MAX_STEP`] (1..=1000000000).
-    #[error("{0}")]
-    InvalidStep(String),
-    /// 400 `invalid_max_id`: `max_id` must be an integer within
-    /// [`MIN_MAX_ID`]`..=`[`MAX_MAX_ID`] (1..=9223372036854775806).
-    #[error("{0}")]
-    InvalidMaxId(String),
-    /// 400 `invalid_request`: malformed body, wrong types, bad query.
-    #[error("{0}")]
-    InvalidRequest(String),
-    /// 400 `invalid_plan_request`: a plan request that parses as JSON but asks for something
-    /// invalid (bad legacy layout, widths out of range, epoch in the future...).
-    #[error("{0}")]
-    InvalidPlan(String),
-    /// 400 `invalid_layout`: a layout, epoch, unit or prefix value that does not parse or fit.
-    #[error("{0}")]
-    InvalidLayout(String),
-    /// 422 `plan_impossible`: a valid plan request whose needs no layout meets; the message
-    /// names the need (`max_legacy_id`, `years` or `epoch`).
-    #[error("{message}")]
-    PlanImpossible {
-        /// The need that cannot be met.
-        need: String,
-        /// The planner's explanation, with the numbers that rule the need out.
-        message: String,
-    },
-    /// 413 `payload_too_large`: body over `server.max_body_bytes`.
-    #[error("request body is larger than {0} bytes")]
-    PayloadTooLarge(usize),
-    /// 408 `request_timeout`: the body did not arrive within `server.body_timeout_ms`.
-    #[error("request body not received within {0} ms")]
-    RequestTimeout(u64),
-    /// 409 `biz_tag_exists`.
-    #[error("biz_tag {0:?} exists already")]
-    BizTagExists(String),
-    /// 409 `max_id_below_deleted`: the tag was deleted after issuing ids up to `high_water - 1`;
-    /// starting it again below `high_water` would issue them twice. The message says how to
-    /// resume (`"max_id": high_water` or higher).
-    #[error(
-        "biz_tag {biz_tag:?} was deleted after issuing ids below {high_water}; starting it again \
-         at a lower max_id would issue them twice. To resume it, create it with \
-         \"max_id\": {high_water} or higher"
-    )]
-    MaxIdBelowDeleted {
-        /// The tag being created.
-        biz_tag: String,
-        /// The deleted tag's high-water mark.
-        high_water: i64,
-    },
-    /// 409 `biz_tag_exhausted`: the next segment would pass `i64::MAX`.
-    #[error("biz_tag is exhausted: its next segment would pass 9223372036854775807")]
-    BizTagExhausted,
-    /// 503 `segments_not_ready` with `Retry-After`.
-    #[error("no segment is ready for this biz_tag; the database is unreachable or slow")]
-    SegmentsNotReady {
-        /// Seconds for `Retry-After`.
-        retry_after_secs: u64,
-    },
-    /// 503 `database_unavailable` with `Retry-After: 1`.
-    #[error("the database is unavailable")]
-    DatabaseUnavailable,
-    /// 503 `lossy_database` with `Retry-After: 5`: the database runs with a setting that can
-    /// lose a committed lease in a crash and `database.allow_lossy_commits` is off, so no id
-    /// that needs a lease is handed out. The message names each setting, its value, the fix
-    /// and the override (`crate::store::durability`).
-    #[error("{0}")]
-    LossyDatabase(String),
-    /// 400 `invalid_id`: an id to decode that is not an integer within 0..=9223372036854775807.
-    #[error("{0}")]
-    InvalidId(String),
-    /// 400 `invalid_time_range`: a time range for id bounds that is missing, does not parse
-    /// (RFC 3339 with an explicit offset, or unix milliseconds), is empty (`from >= to`), starts
-    /// before the layout's epoch or ends after its time field runs out (the message names the
-    /// instant; see [`BoundsError`]).
-    #[error("{0}")]
-    InvalidTimeRange(String),
-    /// 503 `clock_moved_backwards` with `Retry-After`: the clock is behind the last tick used.
-    #[error("the clock moved backwards by {by_ms} ms; refusing to issue ids from a past tick")]
-    ClockMovedBackwards {
-        /// How far behind the clock is.
-        by_ms: u64,
-    },
-    /// 503 `time_bits_exhausted`: the layout's time field has run out.
-    #[error(
-        "the snowflake layout's time field is exhausted: migrate to a new layout (leafid layout plan)"
-    )]
-    TimeBitsExhausted,
-    /// 503 `snowflake_not_ready` with `Retry-After`: no id could be issued in time (ring empty,
-    /// worker lease not renewed).
-    #[error("{0}")]
-    SnowflakeNotReady(String),
-    /// 401 `unauthorized`.
-    #[error("{0}")]
-    Unauthorized(&'static str),
-    /// 404 `not_found`: no such route.
-    #[error("no route for {0}")]
-    NotFound(String),
-    /// 404 `engine_disabled`.
-    #[error("the {0} engine is disabled in this server's configuration")]
-    EngineDisabled(&'static str),
-    /// 503 `not_ready` with `Retry-After: 1`: `/health/ready`'s refusal, with the reason.
-    #[error("{0}")]
-    NotReady(String),
-    /// 400 `formatted_tag`: a route that answers numbers (the range route) asked for a
-    /// formatted tag, whose ids are text.
-    #[error("{0}")]
-    FormattedTag(String),
-    /// 503 `sequence_exhausted` with `Retry-After` until the next period: the current period of
-    /// a formatted tag used up the sequence's width (it never widens nor wraps).
-    #[error("{message}")]
-    SequenceExhausted {
-        /// Names the period and when the next one starts.
-        message: String,
-        /// Seconds until the next period.
-        retry_after_secs: u64,
-    },
-    /// 503 `key_unavailable`: a permuted tag whose key this server does not hold (another
-    /// server of the deployment may: a client fails over).
-    #[error("{0}")]
-    KeyUnavailable(String),
-    /// 500 `internal`: details only in the log.
-    #[error("internal error")]
-    Internal,
-}
+pub use crate::error::{Error, ErrorClass, error_chain};
 
 /// The body of every error response.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -168,260 +21,25 @@ pub struct ErrorBody {
     pub message: String,
 }
 
-impl ApiError {
-    /// The stable `code`.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::InvalidBizTag(_) => "invalid_biz_tag",
-            Self::UnknownBizTag(_) => "unknown_biz_tag",
-            Self::InvalidCount(_) => "invalid_count",
-            Self::InvalidStep(_) => "invalid_step",
-            Self::InvalidMaxId(_) => "invalid_max_id",
-            Self::InvalidRequest(_) => "invalid_request",
-            Self::InvalidPlan(_) => "invalid_plan_request",
-            Self::InvalidLayout(_) => "invalid_layout",
-            Self::PlanImpossible { .. } => "plan_impossible",
-            Self::PayloadTooLarge(_) => "payload_too_large",
-            Self::RequestTimeout(_) => "request_timeout",
-            Self::BizTagExists(_) => "biz_tag_exists",
-            Self::BizTagExhausted => "biz_tag_exhausted",
-            Self::MaxIdBelowDeleted { .. } => "max_id_below_deleted",
-            Self::SegmentsNotReady { .. } => "segments_not_ready",
-            Self::DatabaseUnavailable => "database_unavailable",
-            Self::LossyDatabase(_) => "lossy_database",
-            Self::InvalidId(_) => "invalid_id",
-            Self::InvalidTimeRange(_) => "invalid_time_range",
-            Self::ClockMovedBackwards { .. } => "clock_moved_backwards",
-            Self::TimeBitsExhausted => "time_bits_exhausted",
-            Self::SnowflakeNotReady(_) => "snowflake_not_ready",
-            Self::Unauthorized(_) => "unauthorized",
-            Self::NotFound(_) => "not_found",
-            Self::EngineDisabled(_) => "engine_disabled",
-            Self::NotReady(_) => "not_ready",
-            Self::FormattedTag(_) => "formatted_tag",
-            Self::SequenceExhausted { .. } => "sequence_exhausted",
-            Self::KeyUnavailable(_) => "key_unavailable",
-            Self::Internal => "internal",
-        }
-    }
-
-    /// 404 `unknown_biz_tag` naming `tag`.
-    pub fn unknown_tag(tag: impl Display) -> Self {
-        Self::UnknownBizTag(tag.to_string())
-    }
-
-    /// A store error of a call about `tag`: the 404 and 409 bodies name it. Errors about no
-    /// one tag go through `From<StoreError>`.
-    pub fn from_store(e: StoreError, tag: &str) -> Self {
-        match e {
-            StoreError::NotFound => Self::unknown_tag(tag),
-            StoreError::AlreadyExists => Self::BizTagExists(tag.to_owned()),
-            StoreError::BelowDeletedMaxId { high_water } => Self::MaxIdBelowDeleted {
-                biz_tag: tag.to_owned(),
-                high_water,
-            },
-            other => other.into(),
-        }
-    }
-
-    /// 400 `invalid_step` naming the value given (as the client wrote it).
-    pub fn invalid_step(got: impl std::fmt::Display) -> Self {
-        Self::InvalidStep(format!(
-            "step must be an integer within {MIN_STEP}..={MAX_STEP} (got {got})"
-        ))
-    }
-
-    /// 400 `invalid_max_id` naming the value given (as the client wrote it).
-    pub fn invalid_max_id(got: impl std::fmt::Display) -> Self {
-        Self::InvalidMaxId(format!(
-            "max_id must be an integer within {MIN_MAX_ID}..={MAX_MAX_ID} (got {got})"
-        ))
-    }
-
-    fn retry_after(&self) -> Option<u64> {
-        match self {
-            Self::SegmentsNotReady { retry_after_secs }
-            | Self::SequenceExhausted {
-                retry_after_secs, ..
-            } => Some(*retry_after_secs),
-            Self::DatabaseUnavailable | Self::SnowflakeNotReady(_) | Self::NotReady(_) => Some(1),
-            Self::ClockMovedBackwards { by_ms } => Some(by_ms.div_ceil(1000).max(1)),
-            // A setting changes when a DBA changes it, not within a second.
-            Self::LossyDatabase(_) => Some(5),
-            _ => None,
-        }
+/// The HTTP status of each class.
+pub fn status_of(class: ErrorClass) -> StatusCode {
+    match class {
+        ErrorClass::Invalid => StatusCode::BAD_REQUEST,
+        ErrorClass::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorClass::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorClass::Timeout => StatusCode::REQUEST_TIMEOUT,
+        ErrorClass::NotFound => StatusCode::NOT_FOUND,
+        ErrorClass::Conflict => StatusCode::CONFLICT,
+        ErrorClass::Unauthenticated => StatusCode::UNAUTHORIZED,
+        ErrorClass::Denied => StatusCode::FORBIDDEN,
+        ErrorClass::Exhausted | ErrorClass::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorClass::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
-impl From<SnowflakeError> for ApiError {
-    fn from(e: SnowflakeError) -> Self {
-        match e {
-            SnowflakeError::ClockMovedBackwards { by_ms } => Self::ClockMovedBackwards { by_ms },
-            SnowflakeError::TimeBitsExhausted => Self::TimeBitsExhausted,
-            SnowflakeError::Exhausted
-            | SnowflakeError::WorkerLeaseExpired
-            | SnowflakeError::ShutDown => Self::SnowflakeNotReady(e.to_string()),
-            SnowflakeError::LossyDatabase(why) => Self::LossyDatabase(why),
-            other => {
-                log_server_error(LogLimiter::global(), "snowflake generator failed", &other);
-                Self::Internal
-            }
-        }
-    }
-}
-
-/// An engine error; [`SegmentError::UnknownTag`] names its tag in the 404 body.
-impl From<SegmentError> for ApiError {
-    fn from(e: SegmentError) -> Self {
-        match e {
-            SegmentError::InvalidTag(e) => Self::InvalidBizTag(e),
-            SegmentError::UnknownTag(tag) => Self::unknown_tag(tag),
-            SegmentError::Exhausted => Self::BizTagExhausted,
-            SegmentError::NotReady { retry_after_secs } => {
-                Self::SegmentsNotReady { retry_after_secs }
-            }
-            SegmentError::LossyDatabase(why) => Self::LossyDatabase(why),
-            SegmentError::Formatted(tag) => Self::FormattedTag(format!(
-                "biz_tag \"{tag}\" is formatted: its ids are text; ask \
-                 /api/v1/segment/{tag}/ids or /api/segment/get/{tag}"
-            )),
-            e @ SegmentError::SequenceExhausted {
-                retry_after_secs, ..
-            } => Self::SequenceExhausted {
-                message: e.to_string(),
-                retry_after_secs,
-            },
-            e @ SegmentError::BadFormat { .. } => {
-                log_server_error(LogLimiter::global(), "formatted tag unusable", &e);
-                Self::Internal
-            }
-            e @ SegmentError::KeyUnavailable { .. } => {
-                log_server_error(LogLimiter::global(), "permuted tag without its key", &e);
-                Self::KeyUnavailable(e.to_string())
-            }
-            SegmentError::Store(e) => e.into(),
-        }
-    }
-}
-
-/// A store error of a call about no one tag (a list, a ping, a lookup the engine has already
-/// mapped): `database_unavailable` (logged with its whole cause), `biz_tag_exhausted`, or
-/// `internal`. The errors that need a tag for their message come through
-/// [`ApiError::from_store`]; one arriving here breaks the store contract and is `internal`.
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::Exhausted => Self::BizTagExhausted,
-            StoreError::Unavailable(_) => {
-                log_server_error(LogLimiter::global(), "database call failed", &e);
-                Self::DatabaseUnavailable
-            }
-            StoreError::LossyDatabase(why) => Self::LossyDatabase(why),
-            StoreError::BadRow(ref why) => {
-                error!(%why, "leaf_alloc row is invalid");
-                Self::Internal
-            }
-            StoreError::NotFound
-            | StoreError::AlreadyExists
-            | StoreError::BelowDeletedMaxId { .. } => {
-                error!(error = %e, "store error about a tag reached a call about none");
-                Self::Internal
-            }
-        }
-    }
-}
-
-/// `e` and every error beneath it (its `source()` chain) as one line: `e: source: ...`. A
-/// source whose text the line already holds (an error that prints its cause) is not repeated.
-pub fn error_chain(e: &(dyn StdError + 'static)) -> String {
-    let mut line = e.to_string();
-    let mut next = e.source();
-    while let Some(source) = next {
-        let text = source.to_string();
-        if !line.contains(&text) {
-            let _ = write!(line, ": {text}");
-        }
-        next = source.source();
-    }
-    line
-}
-
-/// Logs the error behind a 5xx answer with its whole chain, once per `cause` per interval.
-fn log_server_error(limiter: &LogLimiter, cause: &'static str, e: &(dyn StdError + 'static)) {
-    if let Some(held_back) = limiter.allow(cause) {
-        error!(error = %error_chain(e), held_back, "{cause}");
-    }
-}
-
-/// A tag rule's refusal in the admin API's words: `invalid_step`, `invalid_max_id`, or
-/// `invalid_request` for the description and an empty change.
-impl From<TagRuleError> for ApiError {
-    fn from(e: TagRuleError) -> Self {
-        match e {
-            TagRuleError::StepOutOfRange(n) => Self::invalid_step(n),
-            TagRuleError::StepNotInteger(text) => Self::invalid_step(text),
-            TagRuleError::MaxIdOutOfRange(n) => Self::invalid_max_id(n),
-            TagRuleError::MaxIdNotInteger(text) => Self::invalid_max_id(text),
-            TagRuleError::DescriptionTooLong(_) => Self::InvalidRequest(format!(
-                "description must be at most {MAX_DESCRIPTION_CHARS} characters"
-            )),
-            TagRuleError::NothingToChange => {
-                Self::InvalidRequest("nothing to change: give step and/or description".into())
-            }
-        }
-    }
-}
-
-/// A refused time range: `invalid_time_range` with the engine's message.
-impl From<BoundsError> for ApiError {
-    fn from(e: BoundsError) -> Self {
-        Self::InvalidTimeRange(e.to_string())
-    }
-}
-
-impl From<PlanError> for ApiError {
-    fn from(e: PlanError) -> Self {
-        match e {
-            PlanError::InvalidInput(message) => Self::InvalidPlan(message),
-            PlanError::Impossible { need, message } => Self::PlanImpossible { need, message },
-        }
-    }
-}
-
-impl ResponseError for ApiError {
+impl ResponseError for Error {
     fn status_code(&self) -> StatusCode {
-        match self {
-            Self::InvalidBizTag(_)
-            | Self::InvalidCount(_)
-            | Self::InvalidStep(_)
-            | Self::InvalidMaxId(_)
-            | Self::InvalidRequest(_)
-            | Self::InvalidPlan(_)
-            | Self::InvalidLayout(_)
-            | Self::InvalidId(_)
-            | Self::InvalidTimeRange(_)
-            | Self::FormattedTag(_) => StatusCode::BAD_REQUEST,
-            Self::PlanImpossible { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::UnknownBizTag(_) | Self::NotFound(_) | Self::EngineDisabled(_) => {
-                StatusCode::NOT_FOUND
-            }
-            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            Self::BizTagExists(_) | Self::BizTagExhausted | Self::MaxIdBelowDeleted { .. } => {
-                StatusCode::CONFLICT
-            }
-            Self::SegmentsNotReady { .. }
-            | Self::DatabaseUnavailable
-            | Self::LossyDatabase(_)
-            | Self::ClockMovedBackwards { .. }
-            | Self::TimeBitsExhausted
-            | Self::SnowflakeNotReady(_)
-            | Self::NotReady(_)
-            | Self::SequenceExhausted { .. }
-            | Self::KeyUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        }
+        status_of(self.class())
     }
 
     fn error_response(&self) -> HttpResponse {
@@ -429,7 +47,7 @@ impl ResponseError for ApiError {
         if let Some(secs) = self.retry_after() {
             res.insert_header((header::RETRY_AFTER, HeaderValue::from(secs)));
         }
-        if matches!(self, Self::Unauthorized(_)) {
+        if self.class() == ErrorClass::Unauthenticated {
             res.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
         }
         res.json(ErrorBody {
@@ -443,52 +61,46 @@ impl ResponseError for ApiError {
 pub fn json_error(err: aerror::JsonPayloadError, _req: &HttpRequest) -> actix_web::Error {
     let api = match &err {
         aerror::JsonPayloadError::OverflowKnownLength { limit, .. }
-        | aerror::JsonPayloadError::Overflow { limit } => ApiError::PayloadTooLarge(*limit),
+        | aerror::JsonPayloadError::Overflow { limit } => Error::PayloadTooLarge(*limit),
         aerror::JsonPayloadError::Payload(aerror::PayloadError::Io(e))
             if e.kind() == std::io::ErrorKind::TimedOut =>
         {
-            ApiError::RequestTimeout(super::body_deadline::timeout_ms(e))
+            Error::RequestTimeout(super::body_deadline::timeout_ms(e))
         }
-        aerror::JsonPayloadError::ContentType => ApiError::InvalidRequest(
+        aerror::JsonPayloadError::ContentType => Error::InvalidRequest(
             "request body must be JSON (Content-Type: application/json)".into(),
         ),
-        other => ApiError::InvalidRequest(format!("invalid JSON body: {other}")),
+        other => Error::InvalidRequest(format!("invalid JSON body: {other}")),
     };
     api.into()
 }
 
 /// Turns actix's query-string errors into `invalid_request`.
 pub fn query_error(err: aerror::QueryPayloadError, _req: &HttpRequest) -> actix_web::Error {
-    ApiError::InvalidRequest(format!("invalid query string: {err}")).into()
+    Error::InvalidRequest(format!("invalid query string: {err}")).into()
 }
 
 /// Turns actix's path errors into `invalid_request`.
 pub fn path_error(err: aerror::PathError, _req: &HttpRequest) -> actix_web::Error {
-    ApiError::InvalidRequest(format!("invalid path: {err}")).into()
+    Error::InvalidRequest(format!("invalid path: {err}")).into()
 }
 
 /// The fallback for unknown routes: `not_found` in the JSON shape.
-pub async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
-    Err(ApiError::NotFound(format!(
-        "{} {}",
-        req.method(),
-        req.path()
-    )))
+pub async fn not_found(req: HttpRequest) -> Result<HttpResponse, Error> {
+    Err(Error::NotFound(format!("{} {}", req.method(), req.path())))
 }
 
 #[cfg(test)]
 mod tests {
     use std::io;
-    use std::sync::{Arc, Mutex};
-    use std::time::Duration;
 
     use actix_web::body::to_bytes;
 
     use super::*;
-    use crate::segment::BizTag;
+    use crate::segment::{BizTag, SegmentError, StoreError};
 
     /// Status, `code`, message and `Retry-After` of the response an error answers.
-    async fn answer(e: ApiError) -> (u16, String, String, Option<String>) {
+    async fn answer(e: Error) -> (u16, String, String, Option<String>) {
         let res = e.error_response();
         let status = res.status().as_u16();
         let retry = res
@@ -531,25 +143,25 @@ mod tests {
     #[tokio::test]
     async fn store_errors_about_a_tag_name_it() {
         let (status, code, message, _) =
-            answer(ApiError::from_store(StoreError::NotFound, "pay")).await;
+            answer(Error::from_store(StoreError::NotFound, "pay")).await;
         assert_eq!(
             (status, code.as_str(), message.as_str()),
             (404, "unknown_biz_tag", "unknown biz_tag \"pay\"")
         );
         let (status, code, message, _) =
-            answer(ApiError::from_store(StoreError::AlreadyExists, "pay")).await;
+            answer(Error::from_store(StoreError::AlreadyExists, "pay")).await;
         assert_eq!(
             (status, code.as_str(), message.as_str()),
             (409, "biz_tag_exists", "biz_tag \"pay\" exists already")
         );
         let below = StoreError::BelowDeletedMaxId { high_water: 42 };
-        let (status, code, message, _) = answer(ApiError::from_store(below, "pay")).await;
+        let (status, code, message, _) = answer(Error::from_store(below, "pay")).await;
         assert_eq!((status, code.as_str()), (409, "max_id_below_deleted"));
         assert!(
             message.starts_with("biz_tag \"pay\" was deleted") && message.contains("42"),
             "{message}"
         );
-        let (status, code, _, retry) = answer(ApiError::from_store(unavailable(), "pay")).await;
+        let (status, code, _, retry) = answer(Error::from_store(unavailable(), "pay")).await;
         assert_eq!(
             (status, code.as_str(), retry.as_deref()),
             (503, "database_unavailable", Some("1"))
@@ -574,56 +186,8 @@ mod tests {
     #[tokio::test]
     async fn not_ready_is_a_503_with_retry_after() {
         assert_eq!(
-            answer(ApiError::NotReady("draining".into())).await,
+            answer(Error::NotReady("draining".into())).await,
             (503, "not_ready".into(), "draining".into(), Some("1".into()))
-        );
-    }
-
-    #[test]
-    fn the_chain_names_every_cause_once() {
-        let chain = error_chain(&unavailable());
-        assert_eq!(
-            chain,
-            "database unavailable: error communicating with database: connection refused by \
-             10.0.0.7:3306"
-        );
-    }
-
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl io::Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn a_server_error_log_line_holds_the_source_text() {
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        let limiter = LogLimiter::new(Duration::from_secs(10));
-        tracing::subscriber::with_default(subscriber, || {
-            log_server_error(&limiter, "database call failed", &unavailable());
-            log_server_error(&limiter, "database call failed", &unavailable());
-        });
-        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-        assert_eq!(log.lines().count(), 1, "{log}");
-        assert!(log.contains("database call failed"), "{log}");
-        assert!(
-            log.contains(
-                "database unavailable: error communicating with database: connection refused by \
-                 10.0.0.7:3306"
-            ),
-            "{log}"
         );
     }
 }

@@ -13,7 +13,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::error::{ApiError, ErrorBody};
+use super::error::{Error, ErrorBody};
 use super::snowflake::StatusBody;
 
 /// Registers the routes.
@@ -109,37 +109,37 @@ fn durability(state: &AppState) -> Vec<LossySettingBody> {
         (status = 503, description = "`not_ready`, with the reason and `Retry-After`", body = ErrorBody),
     )
 )]
-pub async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+pub async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, Error> {
     if state.draining.load(std::sync::atomic::Ordering::Relaxed) {
-        return Err(ApiError::NotReady(
+        return Err(Error::NotReady(
             "draining: the server is shutting down; requests are still served".into(),
         ));
     }
     if let Some(why) = state.durability.refusal() {
-        return Err(ApiError::NotReady(why));
+        return Err(Error::NotReady(why));
     }
-    if let Some(engine) = state.snowflake.as_ref() {
+    if let Some(engine) = state.ids.snowflake_engine() {
         let status = engine.status();
         if let Some(reason) = status.pending {
-            return Err(ApiError::NotReady(reason));
+            return Err(Error::NotReady(reason));
         }
         if status.suspended {
-            return Err(ApiError::NotReady(
+            return Err(Error::NotReady(
                 "snowflake worker lease expired: issuing is suspended until it is renewed".into(),
             ));
         }
         if status.time_left_secs <= 0 {
-            return Err(ApiError::NotReady(format!(
+            return Err(Error::NotReady(format!(
                 "snowflake layout {} ran out of time at {}",
                 status.layout, status.exhausted_at
             )));
         }
     }
     let snowflake = state
-        .snowflake
-        .as_ref()
+        .ids
+        .snowflake_engine()
         .map(|e| StatusBody::from(&e.status()));
-    let Some(segment) = state.segment.as_ref() else {
+    let Some(segment) = state.ids.segment_engine() else {
         return Ok(HttpResponse::Ok().json(ReadyBody {
             status: "ready",
             database: "not used by enabled engines",
@@ -174,7 +174,7 @@ pub async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError>
         }))
     } else {
         let shown: Vec<&str> = low.iter().take(10).map(String::as_str).collect();
-        Err(ApiError::NotReady(format!(
+        Err(Error::NotReady(format!(
             "database unreachable and buffers low for {} tag(s): {}",
             low.len(),
             shown.join(", ")

@@ -13,11 +13,11 @@
 //! `JSON.parse` rounded (three consecutive snowflake ids parse to one value). Like Twitter's
 //! `stringify_ids=true`, `?stringify_ids=true` answers the ids as decimal strings instead.
 //!
-//! **The extension point for new id shapes** (formatted order numbers, permuted codes): a shape
-//! is one more way to write an id here, and every route that returns ids goes through this
-//! module, so a new shape needs no change in the handlers' plumbing. Whatever the shape, its
-//! answer is never cacheable: the `Cache-Control: no-store` default of [`super::headers`]
-//! applies to every id answer.
+//! Every route that returns ids writes them through this module: plain numbers
+//! ([`plain_id`]), a formatted tag's text ([`plain_text`], and the formatted batch body of
+//! `super::segment`), JSON lists and runs. Whatever the shape, its answer is never cacheable: the
+//! `Cache-Control: no-store` default of [`super::headers`] applies to every id answer. The
+//! count limits are the id service's (`crate::service`), which checks them for every transport.
 
 use actix_web::HttpResponse;
 use actix_web::http::header::{self, HeaderValue};
@@ -28,17 +28,10 @@ use utoipa::openapi::schema::{
     ArrayBuilder, KnownFormat, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, Type,
 };
 
-use super::error::ApiError;
+use super::error::Error;
 use crate::segment::IdRun;
 
-/// Most ids one batch request may ask for as a list (and the snowflake range route: its
-/// generator makes each id).
-pub const MAX_COUNT: u64 = 100_000;
-
-/// Most ids one segment range request may ask for: the answer is a few runs whatever the
-/// count, and a client leasing this many at once uses them up in well under a second at the
-/// speed of its local counter (a million ids is one tenth of a second at 10 M ids/s).
-pub const MAX_RANGE_COUNT: u64 = 1_000_000;
+pub use crate::service::{MAX_COUNT, MAX_RANGE_COUNT};
 
 /// A plain-text id body: formatted with `itoa`, under a static content type (no header parsing).
 pub fn plain_id<I: itoa::Integer>(id: I) -> HttpResponse {
@@ -73,11 +66,11 @@ pub enum IdFormat {
 impl IdFormat {
     /// Parses `stringify_ids`: `true` or `false` exactly; anything else (`yes`, `1`, empty) is
     /// `invalid_request`, so a client's typo never silently yields lossy numbers.
-    pub fn parse(raw: Option<&str>) -> Result<Self, ApiError> {
+    pub fn parse(raw: Option<&str>) -> Result<Self, Error> {
         match raw {
             None | Some("false") => Ok(Self::Number),
             Some("true") => Ok(Self::String),
-            Some(other) => Err(ApiError::InvalidRequest(format!(
+            Some(other) => Err(Error::InvalidRequest(format!(
                 "stringify_ids must be \"true\" (ids as decimal strings) or \"false\" (ids as \
                  numbers), got {other:?}"
             ))),
@@ -232,7 +225,7 @@ pub struct StringifyQuery {
 
 impl StringifyQuery {
     /// The validated format.
-    pub fn format(&self) -> Result<IdFormat, ApiError> {
+    pub fn format(&self) -> Result<IdFormat, Error> {
         IdFormat::parse(self.stringify_ids.as_deref())
     }
 }
@@ -253,12 +246,12 @@ pub struct BatchQuery {
 
 impl BatchQuery {
     /// The validated format of the ids.
-    pub fn format(&self) -> Result<IdFormat, ApiError> {
+    pub fn format(&self) -> Result<IdFormat, Error> {
         IdFormat::parse(self.stringify_ids.as_deref())
     }
 
     /// The validated count of a list (`1..=`[`MAX_COUNT`]).
-    pub fn parse(&self) -> Result<usize, ApiError> {
+    pub fn parse(&self) -> Result<usize, Error> {
         Ok(parse_count(self.count.as_deref(), MAX_COUNT)? as usize)
     }
 }
@@ -278,27 +271,27 @@ pub struct RangeQuery {
 
 impl RangeQuery {
     /// The validated format of the ends.
-    pub fn format(&self) -> Result<IdFormat, ApiError> {
+    pub fn format(&self) -> Result<IdFormat, Error> {
         IdFormat::parse(self.stringify_ids.as_deref())
     }
 
     /// The validated count (`1..=`[`MAX_RANGE_COUNT`]).
-    pub fn parse(&self) -> Result<u64, ApiError> {
+    pub fn parse(&self) -> Result<u64, Error> {
         parse_count(self.count.as_deref(), MAX_RANGE_COUNT)
     }
 }
 
 /// `count` within `1..=max` (absent: 1); anything else is `invalid_count`.
-fn parse_count(raw: Option<&str>, max: u64) -> Result<u64, ApiError> {
+fn parse_count(raw: Option<&str>, max: u64) -> Result<u64, Error> {
     let Some(raw) = raw else {
         return Ok(1);
     };
     match raw.trim().parse::<i128>() {
         Ok(n) if (1..=max as i128).contains(&n) => Ok(n as u64),
-        Ok(n) => Err(ApiError::InvalidCount(format!(
+        Ok(n) => Err(Error::InvalidCount(format!(
             "count must be within 1..={max} (got {n})"
         ))),
-        Err(_) => Err(ApiError::InvalidCount(format!(
+        Err(_) => Err(Error::InvalidCount(format!(
             "count must be an integer within 1..={max}"
         ))),
     }
@@ -308,7 +301,7 @@ fn parse_count(raw: Option<&str>, max: u64) -> Result<u64, ApiError> {
 mod tests {
     use super::*;
 
-    fn q(s: Option<&str>) -> Result<usize, ApiError> {
+    fn q(s: Option<&str>) -> Result<usize, Error> {
         BatchQuery {
             count: s.map(str::to_owned),
             stringify_ids: None,
@@ -329,10 +322,7 @@ mod tests {
             "1.5",
             "",
         ] {
-            assert!(
-                matches!(q(Some(bad)), Err(ApiError::InvalidCount(_))),
-                "{bad}"
-            );
+            assert!(matches!(q(Some(bad)), Err(Error::InvalidCount(_))), "{bad}");
         }
     }
 
@@ -346,8 +336,8 @@ mod tests {
             .parse()
         };
         assert_eq!(r("1000000").unwrap(), 1_000_000);
-        assert!(matches!(r("1000001"), Err(ApiError::InvalidCount(_))));
-        assert!(matches!(r("0"), Err(ApiError::InvalidCount(_))));
+        assert!(matches!(r("1000001"), Err(Error::InvalidCount(_))));
+        assert!(matches!(r("0"), Err(Error::InvalidCount(_))));
     }
 
     #[test]
@@ -384,7 +374,7 @@ mod tests {
         assert_eq!(IdFormat::parse(Some("true")).unwrap(), IdFormat::String);
         for bad in ["yes", "1", "0", "", "TRUE", "True", " true"] {
             let e = IdFormat::parse(Some(bad)).unwrap_err();
-            assert!(matches!(e, ApiError::InvalidRequest(_)), "{bad}");
+            assert!(matches!(e, Error::InvalidRequest(_)), "{bad}");
             assert!(e.to_string().contains("stringify_ids"), "{e}");
         }
     }

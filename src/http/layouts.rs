@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::decode::{DecodeBody, TimeUnitBody, decode_body, parse_id};
-use super::error::{ApiError, ErrorBody};
+use super::error::{Error, ErrorBody};
 use super::ids::{IdFormat, JsonId, StringifyQuery, id_schema};
 use crate::layout_plan::{self, Plan, PlanRequest, RateScope};
 use crate::snowflake::layout::{BitLayout, LayoutArgs, LayoutSpec, TimeUnit, UnitPolicy};
@@ -32,11 +32,11 @@ pub struct PlanQuery {
 
 impl PlanQuery {
     /// Whether ids are answered as strings; only `true` and `false` are accepted.
-    fn stringify_ids(&self) -> Result<bool, ApiError> {
+    fn stringify_ids(&self) -> Result<bool, Error> {
         match self.stringify_ids.as_deref() {
             None | Some("false") => Ok(false),
             Some("true") => Ok(true),
-            Some(other) => Err(ApiError::InvalidRequest(format!(
+            Some(other) => Err(Error::InvalidRequest(format!(
                 "stringify_ids {other:?} is neither true nor false"
             ))),
         }
@@ -350,7 +350,7 @@ pub struct PlanCheckBody {
 pub async fn post_plan(
     query: web::Query<PlanQuery>,
     body: web::Json<PlanRequestBody>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<HttpResponse, Error> {
     let format = if query.stringify_ids()? {
         IdFormat::String
     } else {
@@ -377,10 +377,10 @@ pub struct DecodeQuery {
 impl DecodeQuery {
     /// The validated layout, or `invalid_layout` naming what is wrong; the unit defaults to
     /// seconds ([`UnitPolicy::DefaultsToSeconds`]).
-    pub fn layout(&self) -> Result<BitLayout, ApiError> {
-        let invalid = |e: &dyn std::fmt::Display| ApiError::InvalidLayout(e.to_string());
+    pub fn layout(&self) -> Result<BitLayout, Error> {
+        let invalid = |e: &dyn std::fmt::Display| Error::InvalidLayout(e.to_string());
         if self.layout.is_none() || self.epoch.is_none() {
-            return Err(ApiError::InvalidLayout(
+            return Err(Error::InvalidLayout(
                 "give layout (T/W/S or P+T/W/S) and epoch (RFC 3339 with an explicit offset) in the query"
                     .to_owned(),
             ));
@@ -421,7 +421,7 @@ pub async fn get_decode(
     path: web::Path<String>,
     query: web::Query<DecodeQuery>,
     stringify: web::Query<StringifyQuery>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<HttpResponse, Error> {
     let id = parse_id(&path.into_inner())?;
     let layout = query.layout()?;
     let format = stringify.format()?;

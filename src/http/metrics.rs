@@ -5,7 +5,7 @@ use actix_web::{HttpResponse, web};
 
 use super::AppState;
 use super::admin::MonitorAuth;
-use super::error::ApiError;
+use super::error::Error;
 
 /// Content type of the Prometheus text exposition format.
 pub const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -29,10 +29,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 pub async fn get_metrics(
     _: MonitorAuth,
     state: web::Data<AppState>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<HttpResponse, Error> {
     let text = state.metrics.render().map_err(|e| {
         tracing::error!(error = %e, "rendering metrics failed");
-        ApiError::Internal
+        Error::Internal
     })?;
     Ok(HttpResponse::Ok().content_type(TEXT_FORMAT).body(text))
 }

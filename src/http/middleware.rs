@@ -18,7 +18,7 @@ use actix_web::http::Method;
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{HttpRequest, web};
 
-use super::error::ApiError;
+use super::error::Error;
 use crate::metrics::Metrics;
 use crate::telemetry::{ClientText, LogLimiter};
 
@@ -272,9 +272,9 @@ where
                 Ok(res) => res
                     .response()
                     .error()
-                    .and_then(|e| e.as_error::<ApiError>())
-                    .map_or("other", ApiError::code),
-                Err(e) => e.as_error::<ApiError>().map_or("other", ApiError::code),
+                    .and_then(|e| e.as_error::<Error>())
+                    .map_or("other", Error::code),
+                Err(e) => e.as_error::<Error>().map_or("other", Error::code),
             };
             this.worker.metrics.count_server_error(code);
             // One line per cause per interval: an outage answers every request with a 503.

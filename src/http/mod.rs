@@ -1,4 +1,6 @@
-//! The HTTP adapter: thin handlers over the engines, one file per resource.
+//! The HTTP adapter: thin handlers over the id service (`crate::service`), one file per
+//! resource. A handler parses its request, asks the service, and writes the answer; which
+//! engine, lane or format serves is the service's business.
 //!
 //! - [`ids`]: the wire form of ids (plain text, JSON numbers or strings, batch parsing): the
 //!   one home for how an id leaves the server, where new id shapes plug in.
@@ -6,6 +8,7 @@
 //! - [`segment`]: Leaf's `/api/segment/get/{biz_tag}` and the v1 batch route.
 //! - [`snowflake`]: Leaf's `/api/snowflake/get/{key}` and decoder, the v1 batch and decode routes.
 //! - [`tags`]: tag administration for DBAs (`/api/v1/tags`), guarded by [`admin::AdminAuth`].
+//! - [`admin`]: a request's credentials for `crate::access`, and the guards of the admin surface.
 //! - [`monitor`]: Leaf's `/cache` and `/db` pages and `/api/v1/cache`.
 //! - [`health`]: liveness and readiness.
 //! - [`decode`]: what both decode routes share (the id's fields, the time unit's wire name).
@@ -15,7 +18,7 @@
 //! - [`middleware`]: [`middleware::Telemetry`], which every request passes (request id, default
 //!   headers, body deadline, the request's count and latency by matched route).
 //! - [`openapi`]: the OpenAPI 3 document of every route, `/openapi.json`.
-//! - [`error`]: [`error::ApiError`], the one error body shape.
+//! - [`error`]: the one error body shape, and the status of each error class.
 //! - [`body_deadline`]: request bodies must arrive within `server.body_timeout_ms`.
 //! - [`headers`]: the headers of every answer (nothing cacheable unless a route says so) and of
 //!   the HTML pages.
@@ -48,25 +51,18 @@ use actix_web::web;
 use std::sync::Arc;
 
 use crate::metrics::Metrics;
-use crate::segment::SegmentAllocator;
-use crate::snowflake::engine::SnowflakeEngine;
+use crate::service::IdService;
 use crate::store::Database;
 use crate::store::durability::DurabilityGate;
-use error::ApiError;
 
 /// Shared state of all handlers.
 #[derive(Clone)]
 pub struct AppState {
-    /// The segment engine, if enabled (with lanes: the own lane's).
-    pub segment: Option<SegmentAllocator>,
-    /// The lanes, own first, when `lanes.slot` is set (`crate::segment::lanes`).
-    pub lanes: Option<Arc<crate::segment::lanes::Lanes>>,
-    /// The snowflake engine, if enabled.
-    pub snowflake: Option<Arc<SnowflakeEngine>>,
+    /// The id service: every engine, and who may ask (`crate::service`). Handlers parse the
+    /// request, ask it, and write its answer.
+    pub ids: IdService,
     /// The database.
     pub db: Database,
-    /// Who may use the admin writes and the monitor pages.
-    pub admin: admin::AdminPolicy,
     /// The server's metrics registry, read by `/metrics` and updated by the HTTP middleware.
     pub metrics: Arc<Metrics>,
     /// The database's commit durability (`crate::store::durability`): the report readiness
@@ -75,22 +71,6 @@ pub struct AppState {
     /// Set on SIGTERM/SIGINT while the drain period runs: readiness answers 503, requests are
     /// still served. Relaxed: a flag read by health checks; nothing is published with it.
     pub draining: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl AppState {
-    /// The segment engine, or `engine_disabled`.
-    pub fn segment(&self) -> Result<&SegmentAllocator, ApiError> {
-        self.segment
-            .as_ref()
-            .ok_or(ApiError::EngineDisabled("segment"))
-    }
-
-    /// The snowflake engine, or `engine_disabled`.
-    pub fn snowflake(&self) -> Result<&Arc<SnowflakeEngine>, ApiError> {
-        self.snowflake
-            .as_ref()
-            .ok_or(ApiError::EngineDisabled("snowflake"))
-    }
 }
 
 /// Registers every route and the JSON error handlers of the extractors.

@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::admin::MonitorAuth;
-use super::error::{ApiError, ErrorBody};
+use super::error::{Error, ErrorBody};
 use super::ids::{IdFormat, JsonId, StringifyQuery, optional_id_schema};
 use crate::segment::BufferSnapshot;
 use crate::segment::buffer::{SegmentSnapshot, SegmentState};
@@ -209,9 +209,9 @@ pub async fn cache_json(
     _: MonitorAuth,
     state: web::Data<AppState>,
     query: web::Query<StringifyQuery>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<HttpResponse, Error> {
     let format = query.format()?;
-    let segment = state.segment()?;
+    let segment = state.ids.segment()?;
     let tags = segment
         .snapshots()
         .iter()
@@ -282,16 +282,13 @@ fn opt<T: ToString>(v: Option<T>) -> String {
         (status = 404, description = "`engine_disabled`", body = ErrorBody),
     )
 )]
-pub async fn cache_page(
-    _: MonitorAuth,
-    state: web::Data<AppState>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn cache_page(_: MonitorAuth, state: web::Data<AppState>) -> Result<HttpResponse, Error> {
     let mut html = String::from(
         "<table><tr><th>biz_tag</th><th>segment</th><th>state</th><th>min id</th><th>max id</th>\
          <th>next id</th><th>used / size</th><th>next ready</th><th>loading</th><th>step (db step)</th>\
          <th>loads</th><th>last load</th><th>load ms</th><th>error</th></tr>",
     );
-    for s in state.segment()?.snapshots() {
+    for s in state.ids.segment()?.snapshots() {
         for seg in &s.segments {
             let _ = write!(
                 html,
@@ -319,7 +316,7 @@ pub async fn cache_page(
         }
     }
     html.push_str("</table>");
-    formatted_table(state.segment()?, &mut html);
+    formatted_table(state.ids.segment()?, &mut html);
     Ok(page("leafid segment cache", &html))
 }
 
@@ -335,8 +332,8 @@ pub async fn cache_page(
         (status = 503, description = "`database_unavailable`", body = ErrorBody),
     )
 )]
-pub async fn db_page(_: MonitorAuth, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let rows = state.segment()?.list_tags().await?;
+pub async fn db_page(_: MonitorAuth, state: web::Data<AppState>) -> Result<HttpResponse, Error> {
+    let rows = state.ids.segment()?.list_tags().await?;
     let mut html = String::from(
         "<table><tr><th>biz_tag</th><th>max_id</th><th>step</th><th>description</th><th>update_time</th></tr>",
     );
@@ -352,7 +349,7 @@ pub async fn db_page(_: MonitorAuth, state: web::Data<AppState>) -> Result<HttpR
         );
     }
     html.push_str("</table>");
-    formatted_table(state.segment()?, &mut html);
+    formatted_table(state.ids.segment()?, &mut html);
     Ok(page("leafid leaf_alloc", &html))
 }
 
@@ -386,23 +383,18 @@ pub struct LanesBody {
     responses((status = 200, description = "The lanes, own first (empty without lanes)", body = LanesBody))
 )]
 pub async fn lanes_json(_: MonitorAuth, state: web::Data<AppState>) -> HttpResponse {
-    use std::sync::atomic::Ordering;
     let lanes = state
-        .lanes
-        .as_ref()
-        .map(|l| {
-            l.lanes()
-                .iter()
-                .enumerate()
-                .map(|(i, lane)| LaneBody {
-                    slot: lane.slot,
-                    database: lane.name.clone(),
-                    own: i == 0,
-                    served: lane.served.load(Ordering::Relaxed),
-                    passed: lane.passed.load(Ordering::Relaxed),
-                })
-                .collect()
+        .ids
+        .lane_reports()
+        .into_iter()
+        .enumerate()
+        .map(|(i, lane)| LaneBody {
+            slot: lane.slot,
+            database: lane.name,
+            own: i == 0,
+            served: lane.served,
+            passed: lane.passed,
         })
-        .unwrap_or_default();
+        .collect();
     HttpResponse::Ok().json(LanesBody { lanes })
 }

@@ -7,17 +7,17 @@ use std::borrow::Cow;
 use actix_web::{HttpRequest, web};
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::Error;
 #[cfg(doc)]
 use super::middleware::labeled_get_prefix;
 
 /// The app state, borrowed from the request.
-pub fn app_state(req: &HttpRequest) -> Result<&AppState, ApiError> {
+pub fn app_state(req: &HttpRequest) -> Result<&AppState, Error> {
     req.app_data::<web::Data<AppState>>()
         .map(|data| data.get_ref())
         .ok_or_else(|| {
             tracing::error!("AppState is not registered as app data");
-            ApiError::Internal
+            Error::Internal
         })
 }
 
@@ -25,13 +25,9 @@ pub fn app_state(req: &HttpRequest) -> Result<&AppState, ApiError> {
 /// as `web::Path<String>` decodes a `{param:.*}`: borrowed when there is nothing to decode
 /// (actix has already decoded all but `%2F`, `%25` and `%2B`, so only a `%` left needs the
 /// full decode). The prefix alone (no `/`) is `not_found`, as it was with `{param:.*}`.
-pub fn path_tail(req: &HttpRequest) -> Result<Cow<'_, str>, ApiError> {
+pub fn path_tail(req: &HttpRequest) -> Result<Cow<'_, str>, Error> {
     let Some(rest) = req.match_info().unprocessed().strip_prefix('/') else {
-        return Err(ApiError::NotFound(format!(
-            "{} {}",
-            req.method(),
-            req.path()
-        )));
+        return Err(Error::NotFound(format!("{} {}", req.method(), req.path())));
     };
     if !rest.contains('%') {
         return Ok(Cow::Borrowed(rest));

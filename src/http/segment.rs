@@ -1,18 +1,21 @@
-//! Segment routes: Leaf's plain-text route and the v1 batch route. How the ids are written
-//! (plain text, JSON numbers or strings) is [`super::ids`]'s.
+//! Segment routes: Leaf's plain-text route, the v1 batch, range and decode routes. Which
+//! engine, lane or format serves is the id service's (`crate::service`); how the ids are
+//! written (plain text, JSON numbers or strings) is [`super::ids`]'s.
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::error::{ApiError, ErrorBody};
+use super::admin::RequestCredentials;
+use super::error::{Error, ErrorBody};
 use super::ids::{
     BatchQuery, JsonIds, JsonRuns, RangeQuery, ids_schema, plain_id, plain_text, runs_schema,
 };
 use super::middleware::{labeled_get, labeled_get_prefix};
 use super::request::{app_state, path_tail};
-use crate::segment::{BizTag, FormattedIds, IdSink, SegmentError};
+use crate::segment::{BizTag, FormattedIds, IdSink};
+use crate::service::Ids;
 
 /// Registers Leaf's id route: a static prefix, matched without a regex (actix-router's regexes
 /// are the costliest step of a request); the handler takes the rest of the path as the tag, so
@@ -70,60 +73,23 @@ pub const BATCH_ROUTE: &str = "/api/v1/segment/{biz_tag:.*}/ids";
         (status = 503, description = "`segments_not_ready`, `database_unavailable`, `lossy_database` (with `Retry-After`)", body = ErrorBody),
     )
 )]
-pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, Error> {
     // Borrowed from the request: no `Data` clone, no `String` for a tag that needs no decoding.
     let state = app_state(&req)?;
     let tag = path_tail(&req)?;
     BizTag::validate(&tag)?;
-    let segment = state.segment()?;
     // Numbers first: a plain tag with ids in memory never looks at formats.
-    if let Some(id) = segment.try_next_id(&tag) {
+    if let Some(id) = state.ids.try_next_id(&tag) {
         return Ok(plain_id(id));
     }
-    match next_ids(state, &tag, 1).await? {
-        Ids::Numbers(ids) => Ok(plain_id(ids[0])),
-        Ids::Texts(f) => Ok(plain_text(f.first().ok_or(ApiError::Internal)?)),
-    }
-}
-
-/// Ids of a plain tag (numbers) or of a formatted one (text).
-enum Ids {
-    /// A plain tag's ids.
-    Numbers(Vec<i64>),
-    /// A formatted tag's ids, of one period.
-    Texts(FormattedIds),
-}
-
-/// Up to `count` ids of `tag` (`SegmentAllocator::next_ids`, or `next_texts` for a formatted
-/// tag; the engine decides what a lossy database gets).
-async fn next_ids(state: &AppState, tag: &str, count: usize) -> Result<Ids, ApiError> {
-    let segment = state.segment()?;
-    if segment.cached_format(tag).is_none() {
-        let numbers = match &state.lanes {
-            Some(lanes) => lanes.next_ids(tag, count).await,
-            None => segment.next_ids(tag, count).await,
-        };
-        match numbers {
-            Ok(ids) => return Ok(Ids::Numbers(ids)),
-            // Found formatted on the way (a first request): served as text below.
-            Err(SegmentError::Formatted(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let tag = BizTag::parse(tag)?;
-    // With lanes, a formatted tag leases from slot 0 only (`segment::lanes`).
-    let engine = state
-        .lanes
-        .as_ref()
-        .and_then(|l| l.slot_zero())
-        .unwrap_or(segment);
-    let format = engine
-        .format_of(&tag)
+    match state
+        .ids
+        .next_ids(&RequestCredentials(&req), &tag, 1)
         .await?
-        .ok_or_else(|| ApiError::unknown_tag(&tag))?;
-    Ok(Ids::Texts(
-        engine.next_texts(&tag, &format, count as u64).await?,
-    ))
+    {
+        Ids::Numbers(ids) => Ok(plain_id(*ids.first().ok_or(Error::Internal)?)),
+        Ids::Texts(f) => Ok(plain_text(f.first().ok_or(Error::Internal)?)),
+    }
 }
 
 /// Body of the segment batch route.
@@ -156,15 +122,20 @@ pub struct BatchBody<'a> {
     )
 )]
 pub async fn get_batch(
+    req: HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: web::Query<BatchQuery>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<HttpResponse, Error> {
     let tag = path.into_inner();
     BizTag::validate(&tag)?;
     let count = query.parse()?;
     let format = query.format()?;
-    match next_ids(&state, &tag, count).await? {
+    match state
+        .ids
+        .next_ids(&RequestCredentials(&req), &tag, count)
+        .await?
+    {
         Ids::Numbers(ids) => Ok(HttpResponse::Ok().json(BatchBody {
             biz_tag: &tag,
             ids: JsonIds { ids, format },
@@ -229,22 +200,19 @@ pub struct SegmentRangesBody<'a> {
     )
 )]
 pub async fn get_ranges(
+    req: HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: web::Query<RangeQuery>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<HttpResponse, Error> {
     let tag = path.into_inner();
     BizTag::validate(&tag)?;
     let count = query.parse()?;
     let format = query.format()?;
-    let segment = state.segment()?;
-    if segment.cached_format(&tag).is_some() {
-        return Err(SegmentError::Formatted(BizTag::parse(&tag)?).into());
-    }
-    let runs = match &state.lanes {
-        Some(lanes) => lanes.next_runs(&tag, count).await?,
-        None => segment.next_runs(&tag, count).await?,
-    };
+    let runs = state
+        .ids
+        .next_runs(&RequestCredentials(&req), &tag, count)
+        .await?;
     Ok(HttpResponse::Ok().json(SegmentRangesBody {
         biz_tag: &tag,
         count: runs.taken(),
@@ -296,29 +264,17 @@ pub struct DecodedBody {
     )
 )]
 pub async fn get_decode(
-    req: actix_web::HttpRequest,
+    req: HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: web::Query<DecodeQuery>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<HttpResponse, Error> {
     let tag = BizTag::parse(&path.into_inner())?;
-    let segment = state.segment()?;
-    let Some(f) = segment.format_of(&tag).await? else {
-        return Err(match segment.get_tag(&tag).await? {
-            Some(_) => ApiError::InvalidRequest(format!(
-                "biz_tag \"{tag}\" is not formatted: its ids are numbers"
-            )),
-            None => ApiError::unknown_tag(&tag),
-        });
-    };
-    if !f.ordered() {
-        state.admin.admit_write(&req)?;
-    }
     let id = query.into_inner().id;
-    let d = f.decode(&tag, &id).map_err(|e| match e {
-        crate::segment::DecodeError::Format(e) => ApiError::InvalidId(e.to_string()),
-        crate::segment::DecodeError::Segment(e) => e.into(),
-    })?;
+    let d = state
+        .ids
+        .decode(&RequestCredentials(&req), &tag, &id)
+        .await?;
     Ok(HttpResponse::Ok().json(DecodedBody {
         biz_tag: tag.as_str().to_owned(),
         id,

@@ -5,15 +5,14 @@
 //! (see [`super::ids::IdFormat`]): a Twitter-layout id is far above 2^53, so JavaScript's
 //! `JSON.parse` rounds it.
 
-use std::sync::Arc;
-
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
+use super::admin::RequestCredentials;
 use super::decode::{DecodeBody, TimeUnitBody, decode_body, parse_id};
-use super::error::{ApiError, ErrorBody};
+use super::error::{Error, ErrorBody};
 use super::ids::{
     BatchQuery, IdFormat, JsonId, JsonIds, JsonRuns, StringifyQuery, id_schema, ids_schema,
     plain_id, runs_schema,
@@ -21,7 +20,7 @@ use super::ids::{
 use super::middleware::{labeled_get, labeled_get_prefix};
 use super::request::{app_state, path_tail};
 use crate::segment::{IdRuns, IdSink};
-use crate::snowflake::engine::{GeneratorKind, SnowflakeEngine, SnowflakeStatus};
+use crate::snowflake::engine::{GeneratorKind, SnowflakeStatus};
 use crate::snowflake::layout::{format_unix_ms, parse_timestamp};
 
 /// Registers Leaf's id route: a static prefix, matched without a regex; any rest of the path is
@@ -52,16 +51,6 @@ pub const BATCH_ROUTE: &str = "/api/v1/snowflake/ids";
 /// Pattern and metrics label of the range route.
 pub const RANGES_ROUTE: &str = "/api/v1/snowflake/ranges";
 
-async fn next_id(engine: &Arc<SnowflakeEngine>) -> Result<u64, ApiError> {
-    if let Some(id) = engine.try_next_id() {
-        return Ok(id?);
-    }
-    let engine = engine.clone();
-    Ok(web::block(move || engine.next_id_blocking())
-        .await
-        .map_err(|_| ApiError::Internal)??)
-}
-
 /// `GET /api/snowflake/get/{key}`: the next id as plain text (Leaf-compatible; `key` is only
 /// logged, as in Leaf).
 #[utoipa::path(
@@ -76,12 +65,14 @@ async fn next_id(engine: &Arc<SnowflakeEngine>) -> Result<u64, ApiError> {
         (status = 503, description = "`clock_moved_backwards`, `time_bits_exhausted`, `snowflake_not_ready`, `lossy_database`", body = ErrorBody),
     )
 )]
-pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, Error> {
     let key = path_tail(&req)?;
     let state = app_state(&req)?;
-    let engine = state.snowflake()?;
     tracing::debug!(key = %crate::telemetry::ClientText(&key), "snowflake id requested");
-    let id = next_id(engine).await?;
+    let id = state
+        .ids
+        .next_snowflake_id(&RequestCredentials(&req))
+        .await?;
     Ok(plain_id(id))
 }
 
@@ -109,27 +100,19 @@ pub struct IdsBody {
     )
 )]
 pub async fn get_batch(
+    req: HttpRequest,
     state: web::Data<AppState>,
     query: web::Query<BatchQuery>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<HttpResponse, Error> {
     let count = query.parse()?;
     let format = query.format()?;
-    let ids = next_ids(&state, count).await?;
+    let ids = state
+        .ids
+        .next_snowflake_ids(&RequestCredentials(&req), count)
+        .await?;
     Ok(HttpResponse::Ok().json(IdsBody {
         ids: JsonIds { ids, format },
     }))
-}
-
-/// `count` increasing ids of this server's generator.
-async fn next_ids(state: &AppState, count: usize) -> Result<Vec<u64>, ApiError> {
-    let engine = state.snowflake()?.clone();
-    if count == 1 {
-        return Ok(vec![next_id(&engine).await?]);
-    }
-    web::block(move || engine.next_ids_blocking(count))
-        .await
-        .map_err(|_| ApiError::Internal)?
-        .map_err(ApiError::from)
 }
 
 /// Body of the snowflake range route.
@@ -159,16 +142,20 @@ pub struct SnowflakeRangesBody<'a> {
     )
 )]
 pub async fn get_ranges(
+    req: HttpRequest,
     state: web::Data<AppState>,
     query: web::Query<BatchQuery>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<HttpResponse, Error> {
     let count = query.parse()?;
     let format = query.format()?;
-    let ids = next_ids(&state, count).await?;
+    let ids = state
+        .ids
+        .next_snowflake_ids(&RequestCredentials(&req), count)
+        .await?;
     // Every id of a layout is below 2^63 (its sign bit is 0): the conversion never fails.
     let ids = ids
         .into_iter()
-        .map(|id| i64::try_from(id).map_err(|_| ApiError::Internal));
+        .map(|id| i64::try_from(id).map_err(|_| Error::Internal));
     let mut runs = IdRuns::new();
     for id in ids {
         runs.push_run(id?, 1);
@@ -199,8 +186,8 @@ pub async fn get_decode(
     state: web::Data<AppState>,
     id: web::Path<String>,
     query: web::Query<StringifyQuery>,
-) -> Result<HttpResponse, ApiError> {
-    let engine = state.snowflake()?;
+) -> Result<HttpResponse, Error> {
+    let engine = state.ids.snowflake()?;
     let id = parse_id(&id)?;
     let format = query.format()?;
     Ok(HttpResponse::Ok().json(decode_body(engine.layout(), id, format)))
@@ -226,7 +213,7 @@ pub struct BoundsQuery {
 impl BoundsQuery {
     /// `from` and `to` in unix ms, or `invalid_time_range` naming the one that is missing or
     /// does not parse.
-    pub fn range(&self) -> Result<(i64, i64), ApiError> {
+    pub fn range(&self) -> Result<(i64, i64), Error> {
         Ok((
             instant("from", self.from.as_deref())?,
             instant("to", self.to.as_deref())?,
@@ -236,9 +223,9 @@ impl BoundsQuery {
 
 /// One end of a time range ([`parse_timestamp`]). A `+` left unencoded in a query string
 /// arrives as a space (`...T00:00:00 08:00`): it is read as the `+` it was.
-fn instant(name: &str, text: Option<&str>) -> Result<i64, ApiError> {
+fn instant(name: &str, text: Option<&str>) -> Result<i64, Error> {
     let text = text.ok_or_else(|| {
-        ApiError::InvalidTimeRange(format!(
+        Error::InvalidTimeRange(format!(
             "{name} is required: RFC 3339 with an explicit offset (e.g. 2025-01-01T00:00:00Z) \
              or unix milliseconds"
         ))
@@ -255,7 +242,7 @@ fn instant(name: &str, text: Option<&str>) -> Result<i64, ApiError> {
     parse_timestamp(text)
         .or_else(|| plus(text).and_then(|t| parse_timestamp(&t)))
         .ok_or_else(|| {
-            ApiError::InvalidTimeRange(format!(
+            Error::InvalidTimeRange(format!(
                 "{name} {text:?} is neither RFC 3339 with an explicit offset (e.g. \
                  2025-01-01T00:00:00+08:00, its + written %2B in a query string) nor unix \
                  milliseconds"
@@ -306,11 +293,11 @@ pub struct BoundsBody {
 pub async fn get_bounds(
     state: web::Data<AppState>,
     query: web::Query<BoundsQuery>,
-) -> Result<HttpResponse, ApiError> {
-    let layout = state.snowflake()?.layout();
+) -> Result<HttpResponse, Error> {
+    let layout = state.ids.snowflake()?.layout();
     let (from, to) = query.range()?;
     let format = IdFormat::parse(query.stringify_ids.as_deref())?;
-    let (min_id, max_id) = layout.id_bounds(from, to)?;
+    let (min_id, max_id) = state.ids.snowflake_bounds(from, to)?;
     Ok(HttpResponse::Ok().json(BoundsBody {
         min_id: JsonId { id: min_id, format },
         max_id: JsonId { id: max_id, format },
@@ -361,12 +348,12 @@ pub struct LeafDecodeBody {
 pub async fn get_leaf_decode(
     state: web::Data<AppState>,
     q: web::Query<LeafDecodeQuery>,
-) -> Result<HttpResponse, ApiError> {
-    let engine = state.snowflake()?;
+) -> Result<HttpResponse, Error> {
+    let engine = state.ids.snowflake()?;
     let raw = q
         .snowflake_id
         .as_deref()
-        .ok_or_else(|| ApiError::InvalidId("snowflakeId is required".into()))?;
+        .ok_or_else(|| Error::InvalidId("snowflakeId is required".into()))?;
     let id = parse_id(raw)?;
     let decoded = engine.layout().decode(id);
     let (fields, ms) = (decoded.fields, decoded.tick_start_unix_ms);
@@ -500,10 +487,7 @@ mod tests {
             (Some("1"), Some("99999999999999999999")),
         ] {
             let e = query(from, to).range().unwrap_err();
-            assert!(
-                matches!(e, ApiError::InvalidTimeRange(_)),
-                "{from:?} {to:?}"
-            );
+            assert!(matches!(e, Error::InvalidTimeRange(_)), "{from:?} {to:?}");
             assert_eq!(e.code(), "invalid_time_range");
         }
     }

@@ -2,8 +2,9 @@
 //!
 //! Writes need [`AdminAuth`]. Numbers arrive as raw JSON values so that every wrong type gets
 //! the specific code (`invalid_step`, `invalid_max_id`) rather than a generic parse error. The
-//! rules are the engine's ([`crate::segment::tag_rules`]); reads and writes go through the
-//! [`SegmentAllocator`], which keeps its cache in step with them.
+//! rules are the engine's ([`crate::segment::tag_rules`]); reads and writes go through the id
+//! service (`crate::service::tags`: bounded, mirrored across lanes), whose engine keeps its
+//! cache in step with them.
 
 use actix_web::{HttpResponse, web};
 use chrono::{DateTime, Utc};
@@ -13,44 +14,11 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::admin::{AdminAuth, MonitorAuth};
-use super::error::{ApiError, ErrorBody};
+use super::error::{Error, ErrorBody};
 use super::ids::{IdFormat, JsonId, StringifyQuery, id_schema};
 use super::monitor::BufferBody;
-use crate::segment::allocator::check_format;
-use crate::segment::lanes::repair::Mirror;
-use crate::segment::{
-    BizTag, FormatConflict, NewTag, SegmentAllocator, Step, StoreError, TagRow, TagUpdate,
-};
+use crate::segment::{BizTag, NewTag, Step, TagRow, TagUpdate};
 use crate::shapes::TagFormat;
-
-/// Runs the engine call of an admin route, bounded by `segment.load_timeout_ms` as a whole: a
-/// write whose answer never comes is a `503 database_unavailable`, not a request held forever.
-/// (A write that timed out may still have committed: the admin sees the row on the next read.)
-async fn bounded<T>(
-    segment: &SegmentAllocator,
-    call: impl Future<Output = Result<T, StoreError>>,
-) -> Result<T, StoreError> {
-    let within = segment.config().load_timeout;
-    tokio::time::timeout(within, call)
-        .await
-        .unwrap_or_else(|_| {
-            Err(StoreError::Unavailable(Box::new(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("no answer within {within:?}"),
-            ))))
-        })
-}
-
-/// [`bounded`] for a call about `tag`: its 404 and 409 bodies name the tag.
-async fn bounded_about<T>(
-    segment: &SegmentAllocator,
-    tag: &BizTag,
-    call: impl Future<Output = Result<T, StoreError>>,
-) -> Result<T, ApiError> {
-    bounded(segment, call)
-        .await
-        .map_err(|e| ApiError::from_store(e, tag.as_str()))
-}
 
 /// Registers the routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -119,15 +87,11 @@ pub struct TagView {
 /// `row` with its buffer, ids as `format` says.
 fn view(state: &AppState, row: TagRow, format: IdFormat) -> TagView {
     let buffer = state
-        .segment
-        .as_ref()
+        .ids
+        .segment_engine()
         .and_then(|s| s.cached(&row.biz_tag))
         .map(|b| BufferBody::new(&b.snapshot(), format));
-    let shape = state
-        .segment
-        .as_ref()
-        .and_then(|s| s.cached_format(&row.biz_tag))
-        .map(|f| f.format.clone());
+    let shape = state.ids.known_format(&row.biz_tag);
     TagView {
         row: TagRowBody::new(row, format),
         buffer,
@@ -160,10 +124,9 @@ pub async fn list(
     _: MonitorAuth,
     state: web::Data<AppState>,
     query: web::Query<StringifyQuery>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<HttpResponse, Error> {
     let format = query.format()?;
-    let segment = state.segment()?;
-    let rows = bounded(segment, segment.list_tags()).await?;
+    let rows = state.ids.list_tags().await?;
     let tags: Vec<TagView> = rows.into_iter().map(|r| view(&state, r, format)).collect();
     Ok(HttpResponse::Ok().json(TagList { tags }))
 }
@@ -187,13 +150,12 @@ pub async fn show(
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: web::Query<StringifyQuery>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<HttpResponse, Error> {
     let tag = BizTag::parse(&path.into_inner())?;
     let format = query.format()?;
-    let segment = state.segment()?;
-    match bounded_about(segment, &tag, segment.get_tag(&tag)).await? {
+    match state.ids.get_tag(&tag).await? {
         Some(row) => Ok(HttpResponse::Ok().json(view(&state, row, format))),
-        None => Err(ApiError::unknown_tag(&tag)),
+        None => Err(Error::unknown_tag(&tag)),
     }
 }
 
@@ -243,15 +205,15 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
 }
 
 /// A JSON step: an integer (else `invalid_step` naming the value as sent) that the engine takes.
-fn parse_step(v: &Value) -> Result<Step, ApiError> {
-    let n = v.as_i64().ok_or_else(|| ApiError::invalid_step(v))?;
+fn parse_step(v: &Value) -> Result<Step, Error> {
+    let n = v.as_i64().ok_or_else(|| Error::invalid_step(v))?;
     Ok(Step::try_from(n)?)
 }
 
 /// A JSON `max_id`: an integer (else `invalid_max_id` naming the value as sent); its range is
 /// checked by [`NewTag::new`].
-fn parse_max_id(v: &Value) -> Result<i64, ApiError> {
-    v.as_i64().ok_or_else(|| ApiError::invalid_max_id(v))
+fn parse_max_id(v: &Value) -> Result<i64, Error> {
+    v.as_i64().ok_or_else(|| Error::invalid_max_id(v))
 }
 
 /// `POST /api/v1/tags`: creates a row (admin).
@@ -280,52 +242,27 @@ pub async fn create(
     state: web::Data<AppState>,
     query: web::Query<StringifyQuery>,
     body: web::Json<CreateTag>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<HttpResponse, Error> {
     let format = query.format()?;
     let body = body.into_inner();
     let raw_tag = body
         .biz_tag
         .as_str()
-        .ok_or_else(|| ApiError::InvalidRequest("biz_tag must be a string".into()))?;
+        .ok_or_else(|| Error::InvalidRequest("biz_tag must be a string".into()))?;
     let tag = BizTag::parse(raw_tag)?;
     let step = parse_step(body.step.as_ref().unwrap_or(&Value::Null))?;
     let max_id = body.max_id.as_ref().map(parse_max_id).transpose()?;
     let new = NewTag::new(tag.clone(), step, max_id, body.description)?;
-    let segment = state.segment()?;
-    if let Some(shape) = &body.format {
-        return create_formatted(&state, &tag, &new, shape, format).await;
-    }
-    let row = bounded_about(segment, &tag, segment.create_tag(&new))
-        .await
-        .inspect_err(|e| {
-            if let ApiError::MaxIdBelowDeleted { high_water, .. } = e {
-                tracing::info!(biz_tag = %tag, max_id = new.max_id, high_water, "tag create refused: below its deleted high-water mark");
-            }
-        })?;
-    tracing::info!(biz_tag = %tag, step = new.step, max_id = new.max_id, "tag created");
+    let done = state.ids.create_tag(&new, body.format.as_ref()).await?;
     let mut res = HttpResponse::Created();
-    mirror(&state, &tag, Mirror::Create, &mut res).await;
-    Ok(res.json(view(&state, row, format)))
+    unreached_header(&mut res, &done.unreached);
+    Ok(res.json(view(&state, done.value, format)))
 }
 
-/// Mirrors an admin write on the other lanes (`segment::lanes::repair`), bounded by the load
-/// timeout; the lanes not reached are named in `Leafid-Lanes-Unreached` (the repair settles
-/// them when they answer).
-async fn mirror(
-    state: &AppState,
-    tag: &BizTag,
-    op: Mirror<'_>,
-    res: &mut actix_web::HttpResponseBuilder,
-) {
-    let Some(lanes) = &state.lanes else { return };
-    let Ok(segment) = state.segment() else { return };
-    let all: Vec<u8> = lanes.lanes().iter().skip(1).map(|l| l.slot).collect();
-    let unreached = tokio::time::timeout(segment.config().load_timeout, lanes.mirror(tag, op))
-        .await
-        .map(|u| u.into_iter().collect::<Vec<_>>())
-        .unwrap_or(all);
+/// Names the lanes an admin write has not reached yet in `Leafid-Lanes-Unreached` (the repair
+/// settles them when they answer).
+fn unreached_header(res: &mut actix_web::HttpResponseBuilder, unreached: &[u8]) {
     if !unreached.is_empty() {
-        tracing::warn!(biz_tag = %tag, ?unreached, "admin write not mirrored on every lane yet: the repair settles it");
         let list: Vec<String> = unreached.iter().map(u8::to_string).collect();
         res.insert_header(("leafid-lanes-unreached", list.join(",")));
     }
@@ -355,27 +292,16 @@ pub async fn update(
     path: web::Path<String>,
     query: web::Query<StringifyQuery>,
     body: web::Json<UpdateTag>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<HttpResponse, Error> {
     let tag = BizTag::parse(&path.into_inner())?;
     let format = query.format()?;
     let body = body.into_inner();
     let step = body.step.as_ref().map(parse_step).transpose()?;
     let change = TagUpdate::new(step, body.description)?;
-    let segment = state.segment()?;
-    match bounded_about(segment, &tag, segment.update_tag(&tag, &change)).await? {
-        Some(row) => {
-            let step = step.map(Step::get);
-            tracing::info!(biz_tag = %tag, ?step, "tag updated; a new step applies from the next segment load");
-            let mut res = HttpResponse::Ok();
-            let op = Mirror::Update {
-                step,
-                description: change.description(),
-            };
-            mirror(&state, &tag, op, &mut res).await;
-            Ok(res.json(view(&state, row, format)))
-        }
-        None => Err(ApiError::unknown_tag(&tag)),
-    }
+    let done = state.ids.update_tag(&tag, &change).await?;
+    let mut res = HttpResponse::Ok();
+    unreached_header(&mut res, &done.unreached);
+    Ok(res.json(view(&state, done.value, format)))
 }
 
 /// `DELETE /api/v1/tags/{biz_tag}`: deletes a row (admin); its buffer is dropped. Its `max_id`
@@ -399,52 +325,12 @@ pub async fn delete(
     _: AdminAuth,
     state: web::Data<AppState>,
     path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<HttpResponse, Error> {
     let tag = BizTag::parse(&path.into_inner())?;
-    let segment = state.segment()?;
-    // The engine drops the buffer too, also under the stored spelling (MySQL's `Orders` deletes
-    // the row `orders`).
-    if bounded_about(segment, &tag, segment.delete_tag(&tag)).await? {
-        tracing::info!(biz_tag = %tag, "tag deleted");
-        let mut res = HttpResponse::NoContent();
-        mirror(&state, &tag, Mirror::Delete, &mut res).await;
-        Ok(res.finish())
-    } else {
-        Err(ApiError::unknown_tag(&tag))
-    }
-}
-
-/// `POST /api/v1/tags` with a format: checked, then written format first (see
-/// `SegmentAllocator::create_formatted_tag`).
-async fn create_formatted(
-    state: &AppState,
-    tag: &BizTag,
-    new: &NewTag,
-    shape: &TagFormat,
-    format: IdFormat,
-) -> Result<HttpResponse, ApiError> {
-    check_format(tag, shape).map_err(ApiError::InvalidRequest)?;
-    let segment = state.segment()?;
-    let row = tokio::time::timeout(
-        segment.config().wait_timeout * 2,
-        segment.create_formatted_tag(new, shape),
-    )
-    .await
-    .map_err(|_| ApiError::DatabaseUnavailable)?
-    .map_err(|e| match e {
-        FormatConflict::Store(e) => ApiError::from_store(e, tag.as_str()),
-        FormatConflict::Differs(stored) => ApiError::BizTagExists(format!(
-            "{tag} (its name keeps the format it was first created with: {stored})"
-        )),
-        FormatConflict::Other(why) => ApiError::InvalidRequest(why),
-    })?;
-    // Known to this server at once (the others learn it at their next refresh or first
-    // request).
-    let _ = segment.format_of(tag).await;
-    tracing::info!(biz_tag = %tag, step = new.step, start = new.max_id, "formatted tag created");
-    let mut res = HttpResponse::Created();
-    mirror(state, tag, Mirror::Create, &mut res).await;
-    Ok(res.json(view(state, row, format)))
+    let done = state.ids.delete_tag(&tag).await?;
+    let mut res = HttpResponse::NoContent();
+    unreached_header(&mut res, &done.unreached);
+    Ok(res.finish())
 }
 
 #[cfg(test)]

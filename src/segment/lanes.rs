@@ -40,5 +40,5 @@ pub mod repair;
 pub mod router;
 pub mod store;
 
-pub use router::{Lane, LaneOutcome, Lanes};
+pub use router::{Lane, Lanes};
 pub use store::{LaneMode, LaneStore};

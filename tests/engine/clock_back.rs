@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leafid::http::error::ApiError;
+use leafid::error::Error as ApiError;
 use leafid::snowflake::cached::CachedConfig;
 use leafid::snowflake::engine::{GeneratorKind, SnowflakeConfig, SnowflakeEngine};
 use leafid::snowflake::error::SnowflakeError;

@@ -48,7 +48,7 @@ pub struct Repaired {
 
 impl Lanes {
     fn stores(&self) -> impl Iterator<Item = (u8, &Arc<dyn SegmentStore>)> {
-        self.lanes().iter().map(|l| (l.slot, l.engine.store()))
+        self.in_order().map(|l| (l.slot, l.engine.store()))
     }
 
     /// Mirrors an admin write done on the own lane to every other lane; the slots it could
@@ -61,7 +61,7 @@ impl Lanes {
                 unreached = r.unreached;
             }
             Mirror::Update { step, description } => {
-                for lane in self.lanes().iter().skip(1) {
+                for lane in self.others() {
                     if lane
                         .engine
                         .store()
@@ -74,7 +74,7 @@ impl Lanes {
                 }
             }
             Mirror::Delete => {
-                for lane in self.lanes().iter().skip(1) {
+                for lane in self.others() {
                     if lane.engine.delete_tag(tag).await.is_err() {
                         unreached.insert(lane.slot);
                     }
@@ -151,7 +151,7 @@ impl Lanes {
             };
             if store.tombstone(name).await.map_err(|_| slot)?.is_some() {
                 for &(holder, _) in &holders {
-                    let lane = self.lanes().iter().find(|l| l.slot == holder);
+                    let lane = self.in_order().find(|l| l.slot == holder);
                     let Some(lane) = lane else { continue };
                     let Ok(tag) = BizTag::parse(name) else {
                         continue;

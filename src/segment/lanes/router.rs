@@ -37,18 +37,13 @@ impl Lane {
     }
 }
 
-/// The lanes, the server's own first.
+/// The lanes: the server's own, asked first, and the others in the order configured. "Own
+/// first" is this type's shape, not an index: [`Lanes::in_order`] yields the own lane, then the
+/// others, and [`Lanes::others`] never holds the own lane.
 pub struct Lanes {
-    lanes: Vec<Lane>,
+    own: Lane,
+    others: Vec<Lane>,
     log: LogLimiter,
-}
-
-/// What a lane answered: served, or passed on with this error.
-pub enum LaneOutcome<T> {
-    /// Served.
-    Served(T),
-    /// Not served here; the next lane is asked.
-    Passed(SegmentError),
 }
 
 /// Whether another lane may serve what this one could not: its database or lease failed, or it
@@ -66,22 +61,33 @@ fn pass_on(e: &SegmentError) -> bool {
 }
 
 impl Lanes {
-    /// The lanes in the order to ask them (the own lane first).
-    pub fn new(lanes: Vec<Lane>) -> Self {
+    /// The server's own lane and the others, in the order to ask them after it.
+    pub fn new(own: Lane, others: Vec<Lane>) -> Self {
         Self {
-            lanes,
+            own,
+            others,
             log: LogLimiter::new(crate::telemetry::REPEAT_LOG_INTERVAL),
         }
     }
 
-    /// The lanes.
-    pub fn lanes(&self) -> &[Lane] {
-        &self.lanes
+    /// The server's own lane.
+    pub fn own(&self) -> &Lane {
+        &self.own
+    }
+
+    /// The other lanes, in the order they are asked after the own one.
+    pub fn others(&self) -> &[Lane] {
+        &self.others
+    }
+
+    /// Every lane in the order a request asks them: the own lane first.
+    pub fn in_order(&self) -> impl Iterator<Item = &Lane> {
+        std::iter::once(&self.own).chain(&self.others)
     }
 
     /// The lane of slot 0, where formatted tags lease.
-    pub fn slot_zero(&self) -> Option<&SegmentAllocator> {
-        self.lanes.iter().find(|l| l.slot == 0).map(|l| &l.engine)
+    pub fn slot_zero(&self) -> Option<&Lane> {
+        self.in_order().find(|l| l.slot == 0)
     }
 
     /// Asks each lane in turn with `f` until one serves; the first lane's error when none does.
@@ -91,7 +97,7 @@ impl Lanes {
         Fut: std::future::Future<Output = Result<T, SegmentError>>,
     {
         let mut first_error = None;
-        for lane in &self.lanes {
+        for lane in self.in_order() {
             // An engine is an `Arc` inside: cloned per ask, so the future owns it.
             match f(lane.engine.clone()).await {
                 Ok(v) => {
@@ -166,8 +172,8 @@ mod tests {
     async fn two_regions_pass_requests_on_and_never_repeat_an_id() {
         let a = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
         let b = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
-        let region_a = Lanes::new(vec![lane(&a, 0, true), lane(&b, 1, false)]);
-        let region_b = Lanes::new(vec![lane(&b, 1, true), lane(&a, 0, false)]);
+        let region_a = Lanes::new(lane(&a, 0, true), vec![lane(&b, 1, false)]);
+        let region_b = Lanes::new(lane(&b, 1, true), vec![lane(&a, 0, false)]);
         let mut seen = HashSet::new();
         let mut last = [[0i64; 2]; 2];
         for round in 0..60 {
@@ -189,8 +195,8 @@ mod tests {
             }
         }
         // Lane A served from its buffers for a while after its database went, then passed on.
-        assert!(region_a.lanes()[0].passed.load(Ordering::Relaxed) >= 1);
-        assert!(region_a.lanes()[1].served.load(Ordering::Relaxed) >= 1);
+        assert!(region_a.own().passed.load(Ordering::Relaxed) >= 1);
+        assert!(region_a.others()[0].served.load(Ordering::Relaxed) >= 1);
         // Both lanes down: what the buffers hold, then an error, never an id from nowhere.
         b.failing.store(true, Ordering::Relaxed);
         a.failing.store(true, Ordering::Relaxed);
@@ -216,7 +222,7 @@ mod tests {
     async fn tags_follow_across_lanes_and_tombstones_win() {
         let a = Arc::new(MemoryStore::default());
         let b = Arc::new(MemoryStore::default());
-        let lanes = Lanes::new(vec![lane(&a, 0, true), lane(&b, 1, false)]);
+        let lanes = Lanes::new(lane(&a, 0, true), vec![lane(&b, 1, false)]);
         let tag = BizTag::parse("orders").unwrap();
         let new = NewTag {
             biz_tag: "orders".to_owned(),
@@ -234,7 +240,7 @@ mod tests {
         assert_eq!(b.get_tag("orders").await.unwrap().unwrap().max_id, 5000);
         // Deleted on A while B is away.
         b.failing.store(true, Ordering::Relaxed);
-        lanes.lanes()[0].engine.delete_tag(&tag).await.unwrap();
+        lanes.own().engine.delete_tag(&tag).await.unwrap();
         assert!(!lanes.mirror(&tag, Mirror::Delete).await.is_empty());
         b.failing.store(false, Ordering::Relaxed);
         let r = lanes.repair().await;

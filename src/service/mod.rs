@@ -1,0 +1,168 @@
+//! [`IdService`]: the one id service every transport calls (HTTP today, the CLI, a gRPC door
+//! next). It owns every decision about *which* engine serves a request:
+//!
+//! - a plain tag's ids from the own lane, or the next lane that can ([`SegmentRoute`]);
+//! - a formatted tag's texts from the lane of slot 0 (their sequence has no room for a slot),
+//!   and its decode from the same lane, so a decode reads the format the ids came from;
+//! - who may decode a permuted tag ([`crate::access`]);
+//! - tag writes mirrored on the other lanes, with the lanes not reached;
+//! - snowflake ids, decode and bounds.
+//!
+//! It answers [`Error`], the transport-free failure; a transport only parses its own wire form
+//! and writes the answer.
+//!
+//! - [`segment`]: segment and formatted ids, runs, decode.
+//! - [`tags`]: tag administration, mirrored across lanes.
+//! - [`snowflake`]: snowflake ids, decode and bounds.
+
+pub mod segment;
+pub mod snowflake;
+pub mod tags;
+
+use std::sync::Arc;
+
+use crate::access::AccessPolicy;
+use crate::error::Error;
+use crate::segment::SegmentAllocator;
+use crate::segment::lanes::Lanes;
+use crate::snowflake::engine::SnowflakeEngine;
+
+pub use segment::{Ids, MAX_COUNT, MAX_RANGE_COUNT};
+pub use tags::Mirrored;
+
+/// Where a server's segment requests go: its own engine, and with lanes
+/// (`crate::segment::lanes`) the others after it.
+#[derive(Clone)]
+pub struct SegmentRoute {
+    /// The own lane's engine (the only one without lanes).
+    own: SegmentAllocator,
+    /// The lanes, own first, when `lanes.slot` is set; `lanes.own().engine` is `own`.
+    lanes: Option<Arc<Lanes>>,
+}
+
+impl SegmentRoute {
+    /// A server without lanes: every request to `engine`.
+    pub fn single(engine: SegmentAllocator) -> Self {
+        Self {
+            own: engine,
+            lanes: None,
+        }
+    }
+
+    /// A server with lanes: the own lane's engine first, the others after it.
+    pub fn lanes(lanes: Arc<Lanes>) -> Self {
+        Self {
+            own: lanes.own().engine.clone(),
+            lanes: Some(lanes),
+        }
+    }
+
+    /// The own lane's engine.
+    pub fn own(&self) -> &SegmentAllocator {
+        &self.own
+    }
+
+    /// The lanes, when configured.
+    pub fn lane_set(&self) -> Option<&Arc<Lanes>> {
+        self.lanes.as_ref()
+    }
+
+    /// The engine a formatted tag leases from and is decoded by: slot 0's with lanes (a lane
+    /// without a slot 0 configured uses its own: its formatted tags then fail to lease, as
+    /// before), else the only one.
+    fn formatted(&self) -> &SegmentAllocator {
+        self.lanes
+            .as_ref()
+            .and_then(|l| l.slot_zero())
+            .map_or(&self.own, |l| &l.engine)
+    }
+}
+
+/// The id service: the engines this server runs, and who may ask.
+#[derive(Clone)]
+pub struct IdService {
+    segment: Option<SegmentRoute>,
+    snowflake: Option<Arc<SnowflakeEngine>>,
+    access: AccessPolicy,
+}
+
+impl IdService {
+    /// A service over the engines enabled (`None`: that engine's requests answer
+    /// `engine_disabled`), admitting callers by `access`.
+    pub fn new(
+        segment: Option<SegmentRoute>,
+        snowflake: Option<Arc<SnowflakeEngine>>,
+        access: AccessPolicy,
+    ) -> Self {
+        Self {
+            segment,
+            snowflake,
+            access,
+        }
+    }
+
+    /// Who may do what.
+    pub fn access(&self) -> &AccessPolicy {
+        &self.access
+    }
+
+    /// The segment route, or `engine_disabled`.
+    pub fn segment_route(&self) -> Result<&SegmentRoute, Error> {
+        self.segment
+            .as_ref()
+            .ok_or(Error::EngineDisabled("segment"))
+    }
+
+    /// The own lane's segment engine (monitor pages, metrics, readiness), or `engine_disabled`.
+    pub fn segment(&self) -> Result<&SegmentAllocator, Error> {
+        self.segment_route().map(SegmentRoute::own)
+    }
+
+    /// The own segment engine if enabled.
+    pub fn segment_engine(&self) -> Option<&SegmentAllocator> {
+        self.segment.as_ref().map(SegmentRoute::own)
+    }
+
+    /// The snowflake engine, or `engine_disabled`.
+    pub fn snowflake(&self) -> Result<&Arc<SnowflakeEngine>, Error> {
+        self.snowflake
+            .as_ref()
+            .ok_or(Error::EngineDisabled("snowflake"))
+    }
+
+    /// The snowflake engine if enabled.
+    pub fn snowflake_engine(&self) -> Option<&Arc<SnowflakeEngine>> {
+        self.snowflake.as_ref()
+    }
+
+    /// Each lane with what it served and passed on, own first; empty without lanes.
+    pub fn lane_reports(&self) -> Vec<LaneReport> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(lanes) = self.segment.as_ref().and_then(|s| s.lanes.as_ref()) else {
+            return Vec::new();
+        };
+        lanes
+            .in_order()
+            .map(|l| LaneReport {
+                slot: l.slot,
+                name: l.name.clone(),
+                // Relaxed: counters for people, nothing is published with them.
+                served: l.served.load(Relaxed),
+                passed: l.passed.load(Relaxed),
+            })
+            .collect()
+    }
+}
+
+/// One lane as `GET /api/v1/lanes` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaneReport {
+    /// Its slot.
+    pub slot: u8,
+    /// Its database, password hidden.
+    pub name: String,
+    /// Requests it served.
+    pub served: u64,
+    /// Requests it passed to the next lane.
+    pub passed: u64,
+}

@@ -1,0 +1,267 @@
+//! Segment ids through the [`IdService`]: a plain tag's numbers (own lane first, then the
+//! others), a formatted tag's texts (slot 0's lane), runs, and the decode of a formatted id.
+//!
+//! **Why no id is handed out twice here.** This module only chooses an engine and passes the
+//! request to it whole: every id comes from one engine's `next_ids`, `next_runs` or
+//! `next_texts`, which leases from the database before handing anything out. A request asked of
+//! a lane that fails is asked of the next lane only when the first answered an error, so no id
+//! of the first was taken (`segment::lanes::router`).
+
+use crate::access::{Action, Credentials};
+use crate::error::Error;
+use crate::segment::{BizTag, FormattedIds, IdRuns, SegmentError};
+use crate::shapes::Decoded;
+
+use super::IdService;
+
+/// Most ids one batch request may ask for as a list (and the snowflake batch and range
+/// routes: their generator makes each id).
+pub const MAX_COUNT: u64 = 100_000;
+
+/// Most ids one segment range request may ask for: the answer is a few runs whatever the
+/// count, and a client leasing this many at once uses them up in well under a second at the
+/// speed of its local counter (a million ids is one tenth of a second at 10 M ids/s).
+pub const MAX_RANGE_COUNT: u64 = 1_000_000;
+
+/// Ids of a plain tag (numbers) or of a formatted one (text).
+pub enum Ids {
+    /// A plain tag's ids, increasing.
+    Numbers(Vec<i64>),
+    /// A formatted tag's ids, of one period.
+    Texts(FormattedIds),
+}
+
+/// `count` within `1..=max`, or `invalid_count`.
+pub fn check_count(count: u64, max: u64) -> Result<(), Error> {
+    if (1..=max).contains(&count) {
+        Ok(())
+    } else {
+        Err(Error::InvalidCount(format!(
+            "count must be an integer within 1..={max} (got {count})"
+        )))
+    }
+}
+
+impl IdService {
+    /// The next id of a plain tag from the own engine's memory, without waiting; `None` when
+    /// the tag is not cached, is formatted, or its buffers are empty (then [`Self::next_ids`]).
+    /// Leaf's route tries this first.
+    #[inline]
+    pub fn try_next_id(&self, tag: &str) -> Option<i64> {
+        self.segment.as_ref()?.own().try_next_id(tag)
+    }
+
+    /// Up to `count` ids of `tag`: numbers for a plain tag, from the own lane or the next that
+    /// can serve; text for a formatted tag, from slot 0's lane. Fewer than `count` only when
+    /// they are all there is (the engine's rule).
+    pub async fn next_ids(
+        &self,
+        who: &dyn Credentials,
+        tag: &str,
+        count: usize,
+    ) -> Result<Ids, Error> {
+        self.access.admit(who, Action::TakeIds(Some(tag)))?;
+        check_count(count as u64, MAX_COUNT)?;
+        let route = self.segment_route()?;
+        if route.own().cached_format(tag).is_none() {
+            let numbers = match route.lane_set() {
+                Some(lanes) => lanes.next_ids(tag, count).await,
+                None => route.own().next_ids(tag, count).await,
+            };
+            match numbers {
+                Ok(ids) => return Ok(Ids::Numbers(ids)),
+                // Found formatted on the way (a first request): served as text below.
+                Err(SegmentError::Formatted(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let tag = BizTag::parse(tag)?;
+        let engine = route.formatted();
+        let format = engine
+            .format_of(&tag)
+            .await?
+            .ok_or_else(|| Error::unknown_tag(&tag))?;
+        Ok(Ids::Texts(
+            engine.next_texts(&tag, &format, count as u64).await?,
+        ))
+    }
+
+    /// Up to `count` ids of a plain `tag` as runs of consecutive ids; a formatted tag is
+    /// `formatted_tag` (its ids are text).
+    pub async fn next_runs(
+        &self,
+        who: &dyn Credentials,
+        tag: &str,
+        count: u64,
+    ) -> Result<IdRuns, Error> {
+        self.access.admit(who, Action::TakeIds(Some(tag)))?;
+        check_count(count, MAX_RANGE_COUNT)?;
+        let route = self.segment_route()?;
+        if route.own().cached_format(tag).is_some() {
+            return Err(SegmentError::Formatted(BizTag::parse(tag)?).into());
+        }
+        Ok(match route.lane_set() {
+            Some(lanes) => lanes.next_runs(tag, count).await?,
+            None => route.own().next_runs(tag, count).await?,
+        })
+    }
+
+    /// A formatted id of `tag` read back into its period and sequence, by the format of the
+    /// lane its ids come from. A permuted tag's ids are read only by a caller the policy admits
+    /// ([`Action::DecodePermuted`]): the sequence is what the permutation hides.
+    pub async fn decode(
+        &self,
+        who: &dyn Credentials,
+        tag: &BizTag,
+        id: &str,
+    ) -> Result<Decoded, Error> {
+        let engine = self.segment_route()?.formatted();
+        let Some(f) = engine.format_of(tag).await? else {
+            return Err(match engine.get_tag(tag).await? {
+                Some(_) => Error::InvalidRequest(format!(
+                    "biz_tag \"{tag}\" is not formatted: its ids are numbers"
+                )),
+                None => Error::unknown_tag(tag),
+            });
+        };
+        if !f.ordered() {
+            self.access
+                .admit(who, Action::DecodePermuted(tag.as_str()))?;
+        }
+        f.decode(tag, id).map_err(|e| match e {
+            crate::segment::DecodeError::Format(e) => Error::InvalidId(e.to_string()),
+            crate::segment::DecodeError::Segment(e) => e.into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::access::{AccessPolicy, Presented};
+    use crate::config::Secret;
+    use crate::segment::lanes::{Lane, LaneMode, LaneStore, Lanes};
+    use crate::segment::{NewTag, SegmentAllocator, SegmentConfig, SegmentStore};
+    use crate::service::SegmentRoute;
+    use crate::shapes::TagFormat;
+    use crate::testing::MemoryStore;
+
+    fn anyone() -> Presented {
+        Presented::default()
+    }
+
+    fn lane(db: &Arc<MemoryStore>, slot: u8, own: bool) -> Lane {
+        let store = LaneStore::new(db.clone(), LaneMode::Lane { slot, own });
+        Lane::new(
+            slot,
+            format!("db{slot}"),
+            SegmentAllocator::new(Arc::new(store), SegmentConfig::default()),
+        )
+    }
+
+    fn service(route: SegmentRoute) -> IdService {
+        let access = AccessPolicy {
+            token: Some(Secret::new("t0k")),
+            ..Default::default()
+        };
+        IdService::new(Some(route), None, access)
+    }
+
+    fn daily() -> TagFormat {
+        serde_json::from_str(
+            r#"{"prefix":"INV-","date":"yyyyMMdd","width":6,"reset":"daily","time_zone":"UTC"}"#,
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn counts_outside_the_limits_are_refused_before_any_engine() {
+        let db = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
+        let s = service(SegmentRoute::single(SegmentAllocator::new(
+            db,
+            SegmentConfig::default(),
+        )));
+        for count in [0, MAX_COUNT as usize + 1] {
+            let Err(e) = s.next_ids(&anyone(), "t", count).await else {
+                panic!("count {count} accepted");
+            };
+            assert_eq!(e.code(), "invalid_count");
+        }
+        let e = s
+            .next_runs(&anyone(), "t", MAX_RANGE_COUNT + 1)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "invalid_count");
+        let Ids::Numbers(ids) = s.next_ids(&anyone(), "t", 3).await.unwrap() else {
+            panic!("a plain tag answered text");
+        };
+        assert_eq!(ids, vec![1, 2, 3]);
+    }
+
+    /// With lanes, a formatted tag's ids come from slot 0 and its decode reads slot 0's
+    /// format, whichever lane is the server's own; a plain tag's ids come from the own lane.
+    #[tokio::test]
+    async fn formatted_tags_are_served_and_decoded_by_slot_zero() {
+        let a = Arc::new(MemoryStore::default());
+        let b = Arc::new(MemoryStore::default());
+        // Region B's server: its own lane is slot 1, slot 0 is the other.
+        let lanes = Lanes::new(lane(&b, 1, true), vec![lane(&a, 0, false)]);
+        let s = service(SegmentRoute::lanes(Arc::new(lanes)));
+        let json = serde_json::to_string(&daily()).unwrap();
+        for db in [&a, &b] {
+            db.create_tag(&NewTag {
+                biz_tag: "plain".into(),
+                step: 10,
+                max_id: 1,
+                description: None,
+            })
+            .await
+            .unwrap();
+        }
+        // Only slot 0 holds the format (as after a partition): the decode must read it there.
+        a.put_format("inv", &json).await.unwrap();
+        a.create_tag(&NewTag {
+            biz_tag: "inv".into(),
+            step: 10,
+            max_id: 1,
+            description: None,
+        })
+        .await
+        .unwrap();
+        let Ids::Texts(texts) = s.next_ids(&anyone(), "inv", 2).await.unwrap() else {
+            panic!("a formatted tag answered numbers");
+        };
+        let first = texts.first().unwrap();
+        assert!(
+            first.starts_with("INV-") && first.ends_with("000001"),
+            "{first}"
+        );
+        let tag = BizTag::parse("inv").unwrap();
+        let d = s.decode(&anyone(), &tag, &first).await.unwrap();
+        assert_eq!(d.sequence, 1);
+        let Ids::Numbers(ids) = s.next_ids(&anyone(), "plain", 1).await.unwrap() else {
+            panic!("a plain tag answered text");
+        };
+        let (slot, _) = crate::segment::lanes::map::local(ids[0]).unwrap();
+        assert_eq!(slot, 1, "a plain tag is served by the own lane first");
+        let e = s.next_runs(&anyone(), "inv", 5).await.unwrap_err();
+        assert_eq!(e.code(), "formatted_tag");
+    }
+
+    #[tokio::test]
+    async fn a_plain_tag_has_nothing_to_decode_and_an_unknown_tag_is_named() {
+        let db = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
+        let s = service(SegmentRoute::single(SegmentAllocator::new(
+            db,
+            SegmentConfig::default(),
+        )));
+        let t = BizTag::parse("t").unwrap();
+        let e = s.decode(&anyone(), &t, "1").await.unwrap_err();
+        assert_eq!(e.code(), "invalid_request");
+        let nope = BizTag::parse("nope").unwrap();
+        let e = s.decode(&anyone(), &nope, "1").await.unwrap_err();
+        assert_eq!(e.code(), "unknown_biz_tag");
+    }
+}
