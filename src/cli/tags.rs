@@ -223,6 +223,8 @@ pub async fn run(
             // The operator's decode: a permuted tag with its key from this configuration.
             let d = ids.decode(&Operator, tag, id).await.map_err(|e| match e {
                 Error::InvalidId(why) => CliError::BadInput(format!("invalid id {id:?}: {why}")),
+                // This command's configuration lacks the key: the operator's input to fix.
+                Error::KeyUnavailable(why) => CliError::BadInput(why),
                 e => cli_error(e),
             })?;
             if json {

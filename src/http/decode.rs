@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::Error;
-use super::ids::{IdFormat, JsonId, id_schema};
+use super::ids::{IdEncoding, JsonId, id_schema};
 use crate::snowflake::layout::{self, BitLayout, TimeUnit};
 
 /// Parses an id to decode ([`layout::parse_id`]): an integer within `0..=i64::MAX`, else
@@ -48,7 +48,7 @@ pub struct DecodeBody {
 
 /// The decode body shared by the decode routes: the id read by [`BitLayout::decode`], plus
 /// `id_str` and `layout`; `id` as `format` says.
-pub fn decode_body(layout: &BitLayout, id: u64, format: IdFormat) -> DecodeBody {
+pub fn decode_body(layout: &BitLayout, id: u64, format: IdEncoding) -> DecodeBody {
     let decoded = layout.decode(id);
     let fields = decoded.fields;
     DecodeBody {

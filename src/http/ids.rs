@@ -1,7 +1,7 @@
 //! The wire form of ids: one home for how an id leaves the server.
 //!
 //! - plain text ([`plain_id`]: Leaf's routes), with the id answers' headers;
-//! - JSON numbers or decimal strings ([`IdFormat`], [`JsonId`], [`JsonIds`]) chosen by the
+//! - JSON numbers or decimal strings ([`IdEncoding`], [`JsonId`], [`JsonIds`]) chosen by the
 //!   `stringify_ids` query parameter ([`StringifyQuery`], [`BatchQuery`]), and their OpenAPI
 //!   schemas ([`id_schema`], [`optional_id_schema`], [`ids_schema`]);
 //! - batch parsing: `count` within `1..=`[`MAX_COUNT`] for lists, `1..=`[`MAX_RANGE_COUNT`]
@@ -55,7 +55,7 @@ pub fn plain_text(id: String) -> HttpResponse {
 
 /// How a JSON body writes its ids, from `stringify_ids`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum IdFormat {
+pub enum IdEncoding {
     /// JSON numbers (`stringify_ids` absent or `false`): exact in JavaScript only up to 2^53 - 1.
     #[default]
     Number,
@@ -63,7 +63,7 @@ pub enum IdFormat {
     String,
 }
 
-impl IdFormat {
+impl IdEncoding {
     /// Parses `stringify_ids`: `true` or `false` exactly; anything else (`yes`, `1`, empty) is
     /// `invalid_request`, so a client's typo never silently yields lossy numbers.
     pub fn parse(raw: Option<&str>) -> Result<Self, Error> {
@@ -78,21 +78,21 @@ impl IdFormat {
     }
 }
 
-/// One id in a JSON body: a number, or its decimal string under [`IdFormat::String`].
+/// One id in a JSON body: a number, or its decimal string under [`IdEncoding::String`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JsonId<T> {
     /// The id.
     pub id: T,
     /// Number or string.
-    pub format: IdFormat,
+    pub format: IdEncoding,
 }
 
 impl<T: itoa::Integer + Serialize> Serialize for JsonId<T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self.format {
-            IdFormat::Number => self.id.serialize(serializer),
+            IdEncoding::Number => self.id.serialize(serializer),
             // itoa formats into a stack buffer: no allocation per id on the batch routes.
-            IdFormat::String => serializer.serialize_str(itoa::Buffer::new().format(self.id)),
+            IdEncoding::String => serializer.serialize_str(itoa::Buffer::new().format(self.id)),
         }
     }
 }
@@ -103,16 +103,16 @@ pub struct JsonIds<T> {
     /// The ids, increasing.
     pub ids: Vec<T>,
     /// Numbers or strings.
-    pub format: IdFormat,
+    pub format: IdEncoding,
 }
 
 impl<T: itoa::Integer + Serialize> Serialize for JsonIds<T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self.format {
-            IdFormat::Number => self.ids.serialize(serializer),
-            IdFormat::String => serializer.collect_seq(self.ids.iter().map(|&id| JsonId {
+            IdEncoding::Number => self.ids.serialize(serializer),
+            IdEncoding::String => serializer.collect_seq(self.ids.iter().map(|&id| JsonId {
                 id,
-                format: IdFormat::String,
+                format: IdEncoding::String,
             })),
         }
     }
@@ -125,7 +125,7 @@ pub struct JsonRuns<'a> {
     /// The runs.
     pub runs: &'a [IdRun],
     /// Numbers or strings.
-    pub format: IdFormat,
+    pub format: IdEncoding,
 }
 
 impl Serialize for JsonRuns<'_> {
@@ -225,8 +225,8 @@ pub struct StringifyQuery {
 
 impl StringifyQuery {
     /// The validated format.
-    pub fn format(&self) -> Result<IdFormat, Error> {
-        IdFormat::parse(self.stringify_ids.as_deref())
+    pub fn format(&self) -> Result<IdEncoding, Error> {
+        IdEncoding::parse(self.stringify_ids.as_deref())
     }
 }
 
@@ -246,8 +246,8 @@ pub struct BatchQuery {
 
 impl BatchQuery {
     /// The validated format of the ids.
-    pub fn format(&self) -> Result<IdFormat, Error> {
-        IdFormat::parse(self.stringify_ids.as_deref())
+    pub fn format(&self) -> Result<IdEncoding, Error> {
+        IdEncoding::parse(self.stringify_ids.as_deref())
     }
 
     /// The validated count of a list (`1..=`[`MAX_COUNT`]).
@@ -271,8 +271,8 @@ pub struct RangeQuery {
 
 impl RangeQuery {
     /// The validated format of the ends.
-    pub fn format(&self) -> Result<IdFormat, Error> {
-        IdFormat::parse(self.stringify_ids.as_deref())
+    pub fn format(&self) -> Result<IdEncoding, Error> {
+        IdEncoding::parse(self.stringify_ids.as_deref())
     }
 
     /// The validated count (`1..=`[`MAX_RANGE_COUNT`]).
@@ -351,7 +351,7 @@ mod tests {
         ];
         let n = JsonRuns {
             runs: &runs,
-            format: IdFormat::Number,
+            format: IdEncoding::Number,
         };
         assert_eq!(
             serde_json::to_string(&n).unwrap(),
@@ -359,7 +359,7 @@ mod tests {
         );
         let s = JsonRuns {
             runs: &runs[..1],
-            format: IdFormat::String,
+            format: IdEncoding::String,
         };
         assert_eq!(
             serde_json::to_string(&s).unwrap(),
@@ -369,11 +369,14 @@ mod tests {
 
     #[test]
     fn stringify_ids_is_true_or_false_exactly() {
-        assert_eq!(IdFormat::parse(None).unwrap(), IdFormat::Number);
-        assert_eq!(IdFormat::parse(Some("false")).unwrap(), IdFormat::Number);
-        assert_eq!(IdFormat::parse(Some("true")).unwrap(), IdFormat::String);
+        assert_eq!(IdEncoding::parse(None).unwrap(), IdEncoding::Number);
+        assert_eq!(
+            IdEncoding::parse(Some("false")).unwrap(),
+            IdEncoding::Number
+        );
+        assert_eq!(IdEncoding::parse(Some("true")).unwrap(), IdEncoding::String);
         for bad in ["yes", "1", "0", "", "TRUE", "True", " true"] {
-            let e = IdFormat::parse(Some(bad)).unwrap_err();
+            let e = IdEncoding::parse(Some(bad)).unwrap_err();
             assert!(matches!(e, Error::InvalidRequest(_)), "{bad}");
             assert!(e.to_string().contains("stringify_ids"), "{e}");
         }
@@ -384,7 +387,7 @@ mod tests {
         let ids = vec![1, (1i64 << 53) + 1, i64::MAX];
         let numbers = JsonIds {
             ids: ids.clone(),
-            format: IdFormat::Number,
+            format: IdEncoding::Number,
         };
         assert_eq!(
             serde_json::to_string(&numbers).unwrap(),
@@ -392,7 +395,7 @@ mod tests {
         );
         let strings = JsonIds {
             ids,
-            format: IdFormat::String,
+            format: IdEncoding::String,
         };
         assert_eq!(
             serde_json::to_string(&strings).unwrap(),
@@ -400,12 +403,12 @@ mod tests {
         );
         let empty = JsonIds::<u64> {
             ids: vec![],
-            format: IdFormat::String,
+            format: IdEncoding::String,
         };
         assert_eq!(serde_json::to_string(&empty).unwrap(), "[]");
         let one = JsonId {
             id: u64::MAX,
-            format: IdFormat::String,
+            format: IdEncoding::String,
         };
         assert_eq!(
             serde_json::to_string(&one).unwrap(),

@@ -10,7 +10,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::decode::{DecodeBody, TimeUnitBody, decode_body, parse_id};
 use super::error::{Error, ErrorBody};
-use super::ids::{IdFormat, JsonId, StringifyQuery, id_schema};
+use super::ids::{IdEncoding, JsonId, StringifyQuery, id_schema};
 use crate::layout_plan::{self, Plan, PlanRequest, RateScope};
 use crate::snowflake::layout::{BitLayout, LayoutArgs, LayoutSpec, TimeUnit, UnitPolicy};
 
@@ -258,7 +258,7 @@ pub struct PlanBody {
 
 impl PlanBody {
     /// The answer for `plan`, its ids as `format` says.
-    pub fn new(plan: &Plan, format: IdFormat) -> Self {
+    pub fn new(plan: &Plan, format: IdEncoding) -> Self {
         let c = &plan.capacity;
         Self {
             layout: LayoutSpecBody::from(&plan.layout),
@@ -352,9 +352,9 @@ pub async fn post_plan(
     body: web::Json<PlanRequestBody>,
 ) -> Result<HttpResponse, Error> {
     let format = if query.stringify_ids()? {
-        IdFormat::String
+        IdEncoding::String
     } else {
-        IdFormat::Number
+        IdEncoding::Number
     };
     let plan = layout_plan::plan_now(&body.into_inner().into())?;
     Ok(HttpResponse::Ok().json(PlanBody::new(&plan, format)))

@@ -9,9 +9,10 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::admin::MonitorAuth;
 use super::error::{Error, ErrorBody};
-use super::ids::{IdFormat, JsonId, StringifyQuery, optional_id_schema};
+use super::ids::{IdEncoding, JsonId, StringifyQuery, optional_id_schema};
 use crate::segment::BufferSnapshot;
 use crate::segment::buffer::{SegmentSnapshot, SegmentState};
+use crate::service::IdService;
 
 /// Registers the routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -46,13 +47,16 @@ pub struct FormattedBody {
     pub used: f64,
 }
 
-/// The formatted tags of `segment`, with their formats.
-fn formatted_bodies(segment: &crate::segment::SegmentAllocator) -> Vec<FormattedBody> {
+/// The formatted tags this server knows, with their formats.
+fn formatted_bodies(ids: &IdService) -> Vec<FormattedBody> {
+    let Some(segment) = ids.segment_engine() else {
+        return Vec::new();
+    };
     segment
         .period_fills()
         .into_iter()
         .filter_map(|fill| {
-            let format = segment.cached_format(&fill.biz_tag)?.format.clone();
+            let format = ids.known_format(&fill.biz_tag)?;
             Some(FormattedBody {
                 biz_tag: fill.biz_tag,
                 format,
@@ -100,7 +104,7 @@ pub struct BufferBody {
 
 impl BufferBody {
     /// The body of `b`, its ids as `format` says.
-    pub fn new(b: &BufferSnapshot, format: IdFormat) -> Self {
+    pub fn new(b: &BufferSnapshot, format: IdEncoding) -> Self {
         Self {
             biz_tag: b.biz_tag.clone(),
             segments: b
@@ -151,7 +155,7 @@ pub struct SegmentBody {
 
 impl SegmentBody {
     /// The body of `s`, its ids as `format` says.
-    pub fn new(s: &SegmentSnapshot, format: IdFormat) -> Self {
+    pub fn new(s: &SegmentSnapshot, format: IdEncoding) -> Self {
         let id = |id: Option<i64>| id.map(|id| JsonId { id, format });
         Self {
             slot: s.slot,
@@ -219,14 +223,14 @@ pub async fn cache_json(
         .collect();
     Ok(HttpResponse::Ok().json(CacheBody {
         tags,
-        formatted: formatted_bodies(segment),
+        formatted: formatted_bodies(&state.ids),
     }))
 }
 
 /// The formatted tags' table of `/cache` and `/db` (nothing when there are none): each tag's
 /// format, current period and the share of its width leased.
-fn formatted_table(segment: &crate::segment::SegmentAllocator, html: &mut String) {
-    let formatted = formatted_bodies(segment);
+fn formatted_table(ids: &IdService, html: &mut String) {
+    let formatted = formatted_bodies(ids);
     if formatted.is_empty() {
         return;
     }
@@ -316,7 +320,7 @@ pub async fn cache_page(_: MonitorAuth, state: web::Data<AppState>) -> Result<Ht
         }
     }
     html.push_str("</table>");
-    formatted_table(state.ids.segment()?, &mut html);
+    formatted_table(&state.ids, &mut html);
     Ok(page("leafid segment cache", &html))
 }
 
@@ -349,7 +353,7 @@ pub async fn db_page(_: MonitorAuth, state: web::Data<AppState>) -> Result<HttpR
         );
     }
     html.push_str("</table>");
-    formatted_table(state.ids.segment()?, &mut html);
+    formatted_table(&state.ids, &mut html);
     Ok(page("leafid leaf_alloc", &html))
 }
 

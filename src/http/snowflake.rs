@@ -2,7 +2,7 @@
 //! routes.
 //!
 //! The v1 routes answer ids as JSON numbers, or as decimal strings with `stringify_ids=true`
-//! (see [`super::ids::IdFormat`]): a Twitter-layout id is far above 2^53, so JavaScript's
+//! (see [`super::ids::IdEncoding`]): a Twitter-layout id is far above 2^53, so JavaScript's
 //! `JSON.parse` rounds it.
 
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -14,7 +14,7 @@ use super::admin::RequestCredentials;
 use super::decode::{DecodeBody, TimeUnitBody, decode_body, parse_id};
 use super::error::{Error, ErrorBody};
 use super::ids::{
-    BatchQuery, IdFormat, JsonId, JsonIds, JsonRuns, StringifyQuery, id_schema, ids_schema,
+    BatchQuery, IdEncoding, JsonId, JsonIds, JsonRuns, StringifyQuery, id_schema, ids_schema,
     plain_id, runs_schema,
 };
 use super::middleware::{labeled_get, labeled_get_prefix};
@@ -296,7 +296,7 @@ pub async fn get_bounds(
 ) -> Result<HttpResponse, Error> {
     let layout = state.ids.snowflake()?.layout();
     let (from, to) = query.range()?;
-    let format = IdFormat::parse(query.stringify_ids.as_deref())?;
+    let format = IdEncoding::parse(query.stringify_ids.as_deref())?;
     let (min_id, max_id) = state.ids.snowflake_bounds(from, to)?;
     Ok(HttpResponse::Ok().json(BoundsBody {
         min_id: JsonId { id: min_id, format },

@@ -15,7 +15,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::admin::{AdminAuth, MonitorAuth};
 use super::error::{Error, ErrorBody};
-use super::ids::{IdFormat, JsonId, StringifyQuery, id_schema};
+use super::ids::{IdEncoding, JsonId, StringifyQuery, id_schema};
 use super::monitor::BufferBody;
 use crate::segment::{BizTag, NewTag, Step, TagRow, TagUpdate};
 use crate::shapes::TagFormat;
@@ -50,13 +50,13 @@ pub struct TagRowBody {
 impl From<TagRow> for TagRowBody {
     /// `max_id` as a JSON number.
     fn from(row: TagRow) -> Self {
-        Self::new(row, IdFormat::Number)
+        Self::new(row, IdEncoding::Number)
     }
 }
 
 impl TagRowBody {
     /// The body of `row`, its `max_id` as `format` says.
-    pub fn new(row: TagRow, format: IdFormat) -> Self {
+    pub fn new(row: TagRow, format: IdEncoding) -> Self {
         Self {
             biz_tag: row.biz_tag,
             max_id: JsonId {
@@ -85,7 +85,7 @@ pub struct TagView {
 }
 
 /// `row` with its buffer, ids as `format` says.
-fn view(state: &AppState, row: TagRow, format: IdFormat) -> TagView {
+fn view(state: &AppState, row: TagRow, format: IdEncoding) -> TagView {
     let buffer = state
         .ids
         .segment_engine()

@@ -210,6 +210,8 @@ mod tests {
         let lanes = Lanes::new(lane(&b, 1, true), vec![lane(&a, 0, false)]);
         let s = service(SegmentRoute::lanes(Arc::new(lanes)));
         let json = serde_json::to_string(&daily()).unwrap();
+        // Region A's servers recorded slot 0 in their database at their first lease.
+        assert_eq!(a.claim_lane_slot(0).await.unwrap(), 0);
         for db in [&a, &b] {
             db.create_tag(&NewTag {
                 biz_tag: "plain".into(),
