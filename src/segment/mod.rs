@@ -44,3 +44,6 @@ pub use runs::{IdRun, IdRuns, IdSink};
 pub use step::StepPolicy;
 pub use store::{Lease, SegmentStore, StoreError, TagRow};
 pub use tag_rules::{NewTag, Step, TagRuleError, TagUpdate};
+
+#[cfg(test)]
+mod ff1_vectors_tests;
