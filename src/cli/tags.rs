@@ -12,12 +12,12 @@ use std::io::Write;
 
 use clap::{Args, Subcommand};
 use leafid::http::tags::TagRowBody;
-use leafid::segment::allocator::check_format;
 use leafid::segment::tag_rules::{
     self, MAX_DESCRIPTION_CHARS, MAX_MAX_ID, MAX_STEP, MIN_MAX_ID, MIN_STEP,
 };
 use leafid::segment::{
     BizTag, FormatConflict, NewTag, SegmentAllocator, SegmentError, Step, StoreError, TagRow,
+    TagSpec,
 };
 use leafid::shapes::TagFormat;
 
@@ -132,7 +132,7 @@ impl TagsCommand {
                     .map(|json| -> Result<TagFormat, CliError> {
                         let f: TagFormat = serde_json::from_str(json)
                             .map_err(|e| CliError::BadInput(format!("invalid --format: {e}")))?;
-                        check_format(&tag, &f)
+                        TagSpec::check_new(&tag, &f)
                             .map_err(|e| CliError::BadInput(format!("invalid --format: {e}")))?;
                         Ok(f)
                     })
@@ -211,7 +211,7 @@ pub async fn run(
             }
         }
         Checked::Decode(tag, id) => {
-            let format = engine.format_of(tag).await.map_err(|e| match e {
+            let format = engine.spec_of(tag).await.map_err(|e| match e {
                 SegmentError::Store(e) => store_error(e),
                 other => CliError::Database(other.to_string()),
             })?;
@@ -225,7 +225,7 @@ pub async fn run(
                 });
             };
             // A permuted tag is decoded with its key from this configuration.
-            let d = format.decode(tag, id).map_err(|e| match e {
+            let d = format.decode(id).map_err(|e| match e {
                 leafid::segment::DecodeError::Segment(e) => CliError::BadInput(e.to_string()),
                 e => CliError::BadInput(format!("invalid id {id:?}: {e}")),
             })?;

@@ -52,7 +52,7 @@ fn formatted_bodies(segment: &crate::segment::SegmentAllocator) -> Vec<Formatted
         .period_fills()
         .into_iter()
         .filter_map(|fill| {
-            let format = segment.cached_format(&fill.biz_tag)?.format.clone();
+            let format = segment.cached_spec(&fill.biz_tag)?.format()?.clone();
             Some(FormattedBody {
                 biz_tag: fill.biz_tag,
                 format,

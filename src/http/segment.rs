@@ -98,7 +98,7 @@ enum Ids {
 /// tag; the engine decides what a lossy database gets).
 async fn next_ids(state: &AppState, tag: &str, count: usize) -> Result<Ids, ApiError> {
     let segment = state.segment()?;
-    if segment.cached_format(tag).is_none() {
+    if segment.cached_spec(tag).is_none() {
         let numbers = match &state.lanes {
             Some(lanes) => lanes.next_ids(tag, count).await,
             None => segment.next_ids(tag, count).await,
@@ -117,13 +117,11 @@ async fn next_ids(state: &AppState, tag: &str, count: usize) -> Result<Ids, ApiE
         .as_ref()
         .and_then(|l| l.slot_zero())
         .unwrap_or(segment);
-    let format = engine
-        .format_of(&tag)
+    let spec = engine
+        .spec_of(&tag)
         .await?
         .ok_or_else(|| ApiError::unknown_tag(&tag))?;
-    Ok(Ids::Texts(
-        engine.next_texts(&tag, &format, count as u64).await?,
-    ))
+    Ok(Ids::Texts(engine.next_texts(&spec, count as u64).await?))
 }
 
 /// Body of the segment batch route.
@@ -238,7 +236,7 @@ pub async fn get_ranges(
     let count = query.parse()?;
     let format = query.format()?;
     let segment = state.segment()?;
-    if segment.cached_format(&tag).is_some() {
+    if segment.cached_spec(&tag).is_some() {
         return Err(SegmentError::Formatted(BizTag::parse(&tag)?).into());
     }
     let runs = match &state.lanes {
@@ -303,7 +301,7 @@ pub async fn get_decode(
 ) -> Result<HttpResponse, ApiError> {
     let tag = BizTag::parse(&path.into_inner())?;
     let segment = state.segment()?;
-    let Some(f) = segment.format_of(&tag).await? else {
+    let Some(f) = segment.spec_of(&tag).await? else {
         return Err(match segment.get_tag(&tag).await? {
             Some(_) => ApiError::InvalidRequest(format!(
                 "biz_tag \"{tag}\" is not formatted: its ids are numbers"
@@ -315,9 +313,10 @@ pub async fn get_decode(
         state.admin.admit_write(&req)?;
     }
     let id = query.into_inner().id;
-    let d = f.decode(&tag, &id).map_err(|e| match e {
+    let d = f.decode(&id).map_err(|e| match e {
         crate::segment::DecodeError::Format(e) => ApiError::InvalidId(e.to_string()),
         crate::segment::DecodeError::Segment(e) => e.into(),
+        e @ crate::segment::DecodeError::NotFormatted(_) => ApiError::InvalidRequest(e.to_string()),
     })?;
     Ok(HttpResponse::Ok().json(DecodedBody {
         biz_tag: tag.as_str().to_owned(),

@@ -16,10 +16,9 @@ use super::admin::{AdminAuth, MonitorAuth};
 use super::error::{ApiError, ErrorBody};
 use super::ids::{IdFormat, JsonId, StringifyQuery, id_schema};
 use super::monitor::BufferBody;
-use crate::segment::allocator::check_format;
 use crate::segment::lanes::repair::Mirror;
 use crate::segment::{
-    BizTag, FormatConflict, NewTag, SegmentAllocator, Step, StoreError, TagRow, TagUpdate,
+    BizTag, FormatConflict, NewTag, SegmentAllocator, Step, StoreError, TagRow, TagSpec, TagUpdate,
 };
 use crate::shapes::TagFormat;
 
@@ -126,8 +125,8 @@ fn view(state: &AppState, row: TagRow, format: IdFormat) -> TagView {
     let shape = state
         .segment
         .as_ref()
-        .and_then(|s| s.cached_format(&row.biz_tag))
-        .map(|f| f.format.clone());
+        .and_then(|s| s.cached_spec(&row.biz_tag))
+        .and_then(|s| s.format().cloned());
     TagView {
         row: TagRowBody::new(row, format),
         buffer,
@@ -423,7 +422,7 @@ async fn create_formatted(
     shape: &TagFormat,
     format: IdFormat,
 ) -> Result<HttpResponse, ApiError> {
-    check_format(tag, shape).map_err(ApiError::InvalidRequest)?;
+    TagSpec::check_new(tag, shape).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
     let segment = state.segment()?;
     let row = tokio::time::timeout(
         segment.config().wait_timeout * 2,
@@ -436,11 +435,11 @@ async fn create_formatted(
         FormatConflict::Differs(stored) => ApiError::BizTagExists(format!(
             "{tag} (its name keeps the format it was first created with: {stored})"
         )),
-        FormatConflict::Other(why) => ApiError::InvalidRequest(why),
+        FormatConflict::Spec(why) => ApiError::InvalidRequest(why.to_string()),
     })?;
     // Known to this server at once (the others learn it at their next refresh or first
     // request).
-    let _ = segment.format_of(tag).await;
+    let _ = segment.spec_of(tag).await;
     tracing::info!(biz_tag = %tag, step = new.step, start = new.max_id, "formatted tag created");
     let mut res = HttpResponse::Created();
     mirror(state, tag, Mirror::Create, &mut res).await;
