@@ -165,8 +165,8 @@ pub enum DecodeError {
 pub enum Shape {
     /// Numbers: a plain tag (no stored spec).
     Plain,
-    /// Text, written by a format (a formatted tag).
-    Text(TextShape),
+    /// Text, written by a format (a formatted tag); boxed, as a plain shape holds nothing.
+    Text(Box<TextShape>),
 }
 
 /// The shape of a formatted tag: its format with the zone and the permutation resolved once,
@@ -238,12 +238,12 @@ impl TagSpec {
         });
         Ok(Self {
             tag,
-            shape: Shape::Text(TextShape {
+            shape: Shape::Text(Box::new(TextShape {
                 format,
                 tz,
                 permutation,
                 current: ArcSwapOption::empty(),
-            }),
+            })),
             ordering: OrderMode::PerServer,
         })
     }
