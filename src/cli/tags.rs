@@ -15,11 +15,10 @@ use clap::{Args, Subcommand};
 use leafid::access::Operator;
 use leafid::error::{Error, ErrorClass};
 use leafid::http::tags::TagRowBody;
-use leafid::segment::allocator::check_format;
 use leafid::segment::tag_rules::{
     self, MAX_DESCRIPTION_CHARS, MAX_MAX_ID, MAX_STEP, MIN_MAX_ID, MIN_STEP,
 };
-use leafid::segment::{BizTag, NewTag, Step, TagRow};
+use leafid::segment::{BizTag, NewTag, Step, TagRow, TagSpec};
 use leafid::service::IdService;
 use leafid::shapes::TagFormat;
 
@@ -134,7 +133,7 @@ impl TagsCommand {
                     .map(|json| -> Result<TagFormat, CliError> {
                         let f: TagFormat = serde_json::from_str(json)
                             .map_err(|e| CliError::BadInput(format!("invalid --format: {e}")))?;
-                        check_format(&tag, &f)
+                        TagSpec::check_new(&tag, &f)
                             .map_err(|e| CliError::BadInput(format!("invalid --format: {e}")))?;
                         Ok(f)
                     })

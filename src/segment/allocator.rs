@@ -25,16 +25,17 @@ use super::buffer::{BufferSnapshot, SegmentBuffer, Take};
 use super::error::SegmentError;
 use super::high_water::RetiredMarks;
 use super::runs::{IdRuns, IdSink};
+use super::spec::{PeriodRow, SpecCache};
 use super::step::StepPolicy;
 use super::store::{SegmentStore, StoreError, TagRow};
 use super::tag_map::TagMap;
 use super::tag_rules::{NewTag, Step, TagUpdate};
 use crate::lease_gate::LeaseGate;
 
-/// The per-thread view of the tags: the by-name fast path.
 mod give_back;
 mod handle;
 mod load;
+/// The per-thread view of the tags: the by-name fast path.
 mod thread_tags;
 mod wait;
 
@@ -118,8 +119,8 @@ struct Inner {
     /// `segment.return_unused_on_shutdown`: whether [`SegmentAllocator::shutdown`] gives
     /// unused ids back.
     give_back: AtomicBool,
-    /// The formatted tags known so far (`formatted`): their own rows never serve.
-    formats: ArcSwap<formatted::FormatMap>,
+    /// The specs of the tags known so far (today: formatted tags, whose own rows never serve).
+    specs: SpecCache,
 }
 
 impl SegmentAllocator {
@@ -140,7 +141,7 @@ impl SegmentAllocator {
                 runtime: tokio::runtime::Handle::current(),
                 closing: AtomicBool::new(false),
                 give_back: AtomicBool::new(false),
-                formats: ArcSwap::from_pointee(formatted::FormatMap::default()),
+                specs: SpecCache::default(),
             }),
         }
     }
@@ -167,9 +168,9 @@ impl SegmentAllocator {
         // buffer (`formatted`), and is kept while it has one.
         names.retain(|n| {
             !formatted.contains(n.as_str())
-                && (!BizTag::is_period_row(n) || listed_over.contains_key(n.as_str()))
+                && (!PeriodRow::is_period_row(n) || listed_over.contains_key(n.as_str()))
         });
-        self.remember_formats(formats);
+        self.remember_specs(formats);
         // Unchanged (the usual case): one lookup per name, no allocation, no lock.
         if names.len() == listed_over.len()
             && names.iter().all(|n| listed_over.contains_key(n.as_str()))
@@ -184,7 +185,7 @@ impl SegmentAllocator {
         let old = self.inner.tags.load_full();
         let mut next = TagMap::with_capacity(names.len());
         for name in names {
-            if BizTag::is_period_row(&name) {
+            if PeriodRow::is_period_row(&name) {
                 if let Some(buf) = old.get(name.as_str()) {
                     next.insert(name.as_str().into(), buf.clone());
                 }
@@ -402,7 +403,7 @@ impl SegmentAllocator {
         }
         // A formatted tag's own row never serves numbers (its format is written before the
         // row, so a row seen here has its format visible too).
-        if self.cached_format(tag.as_str()).is_some() {
+        if self.cached_spec(tag.as_str()).is_some() {
             return Err(SegmentError::Formatted(tag));
         }
         let format = tokio::time::timeout(wait, self.inner.store.get_format(tag.as_str()))
@@ -412,7 +413,7 @@ impl SegmentAllocator {
             })?
             .map_err(|e| SegmentError::from_store(e, &tag))?;
         if let Some(json) = format {
-            self.remember_formats([(tag.as_str().to_owned(), json)]);
+            self.remember_specs([(tag.as_str().to_owned(), json)]);
             return Err(SegmentError::Formatted(tag));
         }
         let buf = self.cache_row(&tag)?;
@@ -570,10 +571,10 @@ impl Inner {
 
 mod formatted;
 
-pub use formatted::{
-    DecodeError, FormatConflict, Formatted, FormattedIds, PeriodFill, check_format,
-};
+pub use formatted::{FormatConflict, FormattedIds, PeriodFill};
 
+#[cfg(test)]
+mod formatted_tests;
 #[cfg(test)]
 mod give_back_tests;
 #[cfg(test)]

@@ -67,16 +67,11 @@ impl BizTag {
         Err(BizTagError::BadChar(bad))
     }
 
-    /// The `leaf_alloc` row of one period of a formatted tag: `parent@key` (`parent@` for a
-    /// sequence that never restarts). `@` is outside the tag alphabet, so no tag a user can
-    /// create or ask for is a period row, and the admin routes never reach one.
-    pub(crate) fn period_row(parent: &BizTag, key: &str) -> Self {
-        Self(format!("{}@{key}", parent.0))
-    }
-
-    /// Whether this names a period row (`tag@period`, the row of one period of a formatted tag).
-    pub fn is_period_row(name: &str) -> bool {
-        name.contains('@')
+    /// A period row's name, made by [`PeriodRow`](super::spec::PeriodRow) (outside the tag
+    /// alphabet on purpose, so no tag a user can create or ask for is one); nothing else calls
+    /// this.
+    pub(super) fn from_row_name(name: String) -> Self {
+        Self(name)
     }
 
     /// The tag as text.

@@ -4,6 +4,7 @@
 use thiserror::Error;
 
 use super::biz_tag::{BizTag, BizTagError};
+use super::spec::SpecError;
 use super::store::StoreError;
 
 /// Why the segment engine could not hand out ids.
@@ -49,7 +50,7 @@ pub enum SegmentError {
         /// The tag.
         tag: BizTag,
         /// Why.
-        why: String,
+        why: SpecError,
     },
     /// A permuted tag whose key this server does not hold (`[shapes.keys]`): served by no
     /// other means, so another server with the key may answer.

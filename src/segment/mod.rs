@@ -10,6 +10,8 @@
 //! - [`tag_rules`]: the rules of a row's step, starting `max_id` and description ([`Step`],
 //!   [`NewTag`], [`TagUpdate`]), for every adapter that writes rows.
 //! - [`allocator`]: tags, loads (single-flight, bounded, with backoff), waiting, refresh.
+//! - [`spec`]: one spec per tag ([`TagSpec`]): its shape, its period rows ([`PeriodRow`]), its
+//!   frozen permutation tweak and its ordering mode, cached in one place.
 //! - [`load_stats`]: the per-tag lease latency histogram behind the metrics.
 //! - [`lanes`]: several independent databases (regions), each a lane mapped into its own
 //!   blocks of the id space, and the router that asks them in turn.
@@ -27,6 +29,7 @@ pub mod lanes;
 pub mod load_stats;
 pub mod runs;
 mod slot;
+pub mod spec;
 pub mod step;
 pub mod store;
 mod tag_map;
@@ -34,13 +37,16 @@ pub mod tag_rules;
 mod tickets;
 
 pub use allocator::{
-    DecodeError, FormatConflict, Formatted, FormattedIds, SegmentAllocator, SegmentConfig,
-    TagHandle,
+    FormatConflict, FormattedIds, PeriodFill, SegmentAllocator, SegmentConfig, TagHandle,
 };
 pub use biz_tag::{BizTag, BizTagError};
 pub use buffer::{BufferSnapshot, SegmentBuffer};
 pub use error::SegmentError;
 pub use runs::{IdRun, IdRuns, IdSink};
+pub use spec::{DecodeError, OrderMode, PeriodRow, Shape, SpecError, TagSpec, TextShape};
 pub use step::StepPolicy;
 pub use store::{Lease, SegmentStore, StoreError, TagRow};
 pub use tag_rules::{NewTag, Step, TagRuleError, TagUpdate};
+
+#[cfg(test)]
+mod ff1_vectors_tests;

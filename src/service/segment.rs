@@ -9,7 +9,7 @@
 
 use crate::access::{Action, Credentials};
 use crate::error::Error;
-use crate::segment::{BizTag, FormattedIds, IdRuns, SegmentError};
+use crate::segment::{BizTag, DecodeError, FormattedIds, IdRuns, SegmentError};
 use crate::shapes::Decoded;
 
 use super::IdService;
@@ -63,7 +63,7 @@ impl IdService {
         self.access.admit(who, Action::TakeIds(Some(tag)))?;
         check_count(count as u64, MAX_COUNT)?;
         let route = self.segment_route()?;
-        if route.own().cached_format(tag).is_none() {
+        if route.own().cached_spec(tag).is_none() {
             let numbers = match route.lane_set() {
                 Some(lanes) => lanes.next_ids(tag, count).await,
                 None => route.own().next_ids(tag, count).await,
@@ -77,13 +77,11 @@ impl IdService {
         }
         let tag = BizTag::parse(tag)?;
         let engine = route.formatted();
-        let format = engine
-            .format_of(&tag)
+        let spec = engine
+            .spec_of(&tag)
             .await?
             .ok_or_else(|| Error::unknown_tag(&tag))?;
-        Ok(Ids::Texts(
-            engine.next_texts(&tag, &format, count as u64).await?,
-        ))
+        Ok(Ids::Texts(engine.next_texts(&spec, count as u64).await?))
     }
 
     /// Up to `count` ids of a plain `tag` as runs of consecutive ids; a formatted tag is
@@ -97,7 +95,7 @@ impl IdService {
         self.access.admit(who, Action::TakeIds(Some(tag)))?;
         check_count(count, MAX_RANGE_COUNT)?;
         let route = self.segment_route()?;
-        if route.own().cached_format(tag).is_some() {
+        if route.own().cached_spec(tag).is_some() {
             return Err(SegmentError::Formatted(BizTag::parse(tag)?).into());
         }
         Ok(match route.lane_set() {
@@ -116,7 +114,7 @@ impl IdService {
         id: &str,
     ) -> Result<Decoded, Error> {
         let engine = self.segment_route()?.formatted();
-        let Some(f) = engine.format_of(tag).await? else {
+        let Some(spec) = engine.spec_of(tag).await? else {
             return Err(match engine.get_tag(tag).await? {
                 Some(_) => Error::InvalidRequest(format!(
                     "biz_tag \"{tag}\" is not formatted: its ids are numbers"
@@ -124,13 +122,14 @@ impl IdService {
                 None => Error::unknown_tag(tag),
             });
         };
-        if !f.ordered() {
+        if !spec.ordered() {
             self.access
                 .admit(who, Action::DecodePermuted(tag.as_str()))?;
         }
-        f.decode(tag, id).map_err(|e| match e {
-            crate::segment::DecodeError::Format(e) => Error::InvalidId(e.to_string()),
-            crate::segment::DecodeError::Segment(e) => e.into(),
+        spec.decode(id).map_err(|e| match e {
+            DecodeError::Format(e) => Error::InvalidId(e.to_string()),
+            DecodeError::Segment(e) => e.into(),
+            e @ DecodeError::NotFormatted(_) => Error::InvalidRequest(e.to_string()),
         })
     }
 }

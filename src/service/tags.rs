@@ -7,10 +7,9 @@
 use std::collections::BTreeSet;
 
 use crate::error::Error;
-use crate::segment::allocator::check_format;
 use crate::segment::lanes::repair::Mirror;
 use crate::segment::{
-    BizTag, FormatConflict, NewTag, SegmentAllocator, Step, StoreError, TagRow, TagUpdate,
+    BizTag, FormatConflict, NewTag, SegmentAllocator, Step, StoreError, TagRow, TagSpec, TagUpdate,
 };
 use crate::shapes::TagFormat;
 
@@ -70,9 +69,7 @@ impl IdService {
 
     /// The format of `tag` if this server knows it as formatted (for showing a row).
     pub fn known_format(&self, tag: &str) -> Option<TagFormat> {
-        self.segment_engine()?
-            .cached_format(tag)
-            .map(|f| f.format.clone())
+        self.segment_engine()?.cached_spec(tag)?.format().cloned()
     }
 
     /// Creates a tag, plain or (with `format`) formatted, then mirrors it on the other lanes.
@@ -106,7 +103,7 @@ impl IdService {
         new: &NewTag,
         shape: &TagFormat,
     ) -> Result<TagRow, Error> {
-        check_format(tag, shape).map_err(Error::InvalidRequest)?;
+        TagSpec::check_new(tag, shape).map_err(|e| Error::InvalidRequest(e.to_string()))?;
         let row = tokio::time::timeout(
             segment.config().wait_timeout * 2,
             segment.create_formatted_tag(new, shape),
@@ -118,11 +115,11 @@ impl IdService {
             FormatConflict::Differs(stored) => Error::BizTagExists(format!(
                 "{tag} (its name keeps the format it was first created with: {stored})"
             )),
-            FormatConflict::Other(why) => Error::InvalidRequest(why),
+            FormatConflict::Spec(why) => Error::InvalidRequest(why.to_string()),
         })?;
         // Known to this server at once (the others learn it at their next refresh or first
         // request).
-        let _ = segment.format_of(tag).await;
+        let _ = segment.spec_of(tag).await;
         Ok(row)
     }
 

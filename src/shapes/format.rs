@@ -180,7 +180,8 @@ impl TagFormat {
                     super::keys::MAX_KEY_ID
                 ));
             }
-            super::permute::check_domain(self.radix, self.width).map_err(FormatError::Invalid)?;
+            super::permute::check_domain(self.radix, self.width)
+                .map_err(|e| FormatError::Invalid(e.to_string()))?;
             if self.gaps.is_some() {
                 return invalid(
                     "permute and gaps together: a permuted sequence shows no order to gap".into(),
@@ -315,7 +316,7 @@ impl TagFormat {
     }
 
     /// Reads an id of this format back: its period and sequence (for a permuted format, the
-    /// permuted value: `Formatted::decode` inverts it). A wrong length, a literal
+    /// permuted value: `TagSpec::decode` inverts it). A wrong length, a literal
     /// that differs, a character outside a part's alphabet, an impossible date or a wrong
     /// check character is an error, never another id.
     pub fn decode(&self, text: &str) -> Result<Decoded, FormatError> {
@@ -388,15 +389,6 @@ impl TagFormat {
             }
         };
         Ok(Decoded { period, sequence })
-    }
-
-    /// The id as a number when it is all digits and fits an `i64` (e.g. `yyyyMMdd` and 6
-    /// digits: 14 digits), else `None`.
-    pub fn as_number(text: &str) -> Option<i64> {
-        if text.is_empty() || text.len() > 18 || !text.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        text.parse().ok()
     }
 }
 

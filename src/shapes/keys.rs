@@ -39,18 +39,72 @@ impl std::fmt::Debug for KeyRing {
     }
 }
 
+/// Why the keys of `[shapes.keys]` cannot be read: each names the key id and, for a file, its
+/// path. A configuration fault: it stops the start.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// The key id is not 1 to [`MAX_KEY_ID`] of `a-z 0-9 _`.
+    #[error("shapes.keys.{key_id}: a key id is 1 to {MAX_KEY_ID} of a-z 0-9 _")]
+    BadKeyId {
+        /// The key id.
+        key_id: String,
+    },
+    /// The key file cannot be read.
+    #[error("shapes.keys.{key_id}: key file {}: {source}", path.display())]
+    Unreadable {
+        /// The key id.
+        key_id: String,
+        /// The key file.
+        path: PathBuf,
+        /// The system's reason.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The key file may be read by every user of the machine.
+    #[error(
+        "shapes.keys.{key_id}: key file {} is readable by every user: chmod 600 it (or 640 for \
+         a group)",
+        path.display()
+    )]
+    WorldReadable {
+        /// The key id.
+        key_id: String,
+        /// The key file.
+        path: PathBuf,
+    },
+    /// The key file is far too large to hold a key.
+    #[error("shapes.keys.{key_id}: key file {} is not a key: {len} bytes", path.display())]
+    TooLarge {
+        /// The key id.
+        key_id: String,
+        /// The key file.
+        path: PathBuf,
+        /// Its size.
+        len: u64,
+    },
+    /// The key file does not hold 64 hexadecimal characters.
+    #[error(
+        "shapes.keys.{key_id}: key file {} must hold 64 hexadecimal characters (a 32-byte \
+         AES-256 key)",
+        path.display()
+    )]
+    BadHex {
+        /// The key id.
+        key_id: String,
+        /// The key file.
+        path: PathBuf,
+    },
+}
+
 impl KeyRing {
     /// Reads every key file of `files` (key id -> path).
-    pub fn load(files: &BTreeMap<String, PathBuf>) -> Result<Self, String> {
+    pub fn load(files: &BTreeMap<String, PathBuf>) -> Result<Self, KeyError> {
         let mut keys = HashMap::new();
         for (id, path) in files {
             if !valid_key_id(id) {
-                return Err(format!(
-                    "shapes.keys.{id}: a key id is 1 to {MAX_KEY_ID} of a-z 0-9 _"
-                ));
+                return Err(KeyError::BadKeyId { key_id: id.clone() });
             }
-            let key = read_key(path).map_err(|why| format!("shapes.keys.{id}: {why}"))?;
-            keys.insert(id.clone(), key);
+            keys.insert(id.clone(), read_key(id, path)?);
         }
         Ok(Self { keys })
     }
@@ -68,28 +122,35 @@ impl KeyRing {
     }
 }
 
-/// A key file: 64 hex characters, not readable by every user.
-fn read_key(path: &Path) -> Result<Key, String> {
-    let shown = path.display();
-    let meta = std::fs::metadata(path).map_err(|e| format!("key file {shown}: {e}"))?;
+/// The key file of key `id`: 64 hex characters, not readable by every user.
+fn read_key(id: &str, path: &Path) -> Result<Key, KeyError> {
+    let unreadable = |source| KeyError::Unreadable {
+        key_id: id.to_owned(),
+        path: path.to_owned(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(unreadable)?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         if meta.permissions().mode() & 0o004 != 0 {
-            return Err(format!(
-                "key file {shown} is readable by every user: chmod 600 it (or 640 for a group)"
-            ));
+            return Err(KeyError::WorldReadable {
+                key_id: id.to_owned(),
+                path: path.to_owned(),
+            });
         }
     }
     if meta.len() > 1024 {
-        return Err(format!(
-            "key file {shown} is not a key: {} bytes",
-            meta.len()
-        ));
+        return Err(KeyError::TooLarge {
+            key_id: id.to_owned(),
+            path: path.to_owned(),
+            len: meta.len(),
+        });
     }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("key file {shown}: {e}"))?;
-    parse_hex_key(text.trim()).ok_or_else(|| {
-        format!("key file {shown} must hold 64 hexadecimal characters (a 32-byte AES-256 key)")
+    let text = std::fs::read_to_string(path).map_err(unreadable)?;
+    parse_hex_key(text.trim()).ok_or_else(|| KeyError::BadHex {
+        key_id: id.to_owned(),
+        path: path.to_owned(),
     })
 }
 
@@ -129,13 +190,28 @@ mod tests {
 
         let open = file(hex, 0o644);
         let e = KeyRing::load(&[("k1".to_owned(), open.path().into())].into()).unwrap_err();
-        assert!(e.contains("readable by every user"), "{e}");
+        assert!(
+            matches!(&e, KeyError::WorldReadable { key_id, .. } if key_id == "k1"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("readable by every user"), "{e}");
         let short = file(&hex[..62], 0o600);
         let e = KeyRing::load(&[("k1".to_owned(), short.path().into())].into()).unwrap_err();
-        assert!(e.contains("64 hexadecimal"), "{e}");
+        assert!(
+            matches!(&e, KeyError::BadHex { path, .. } if path == short.path()),
+            "{e}"
+        );
+        assert!(e.to_string().contains("64 hexadecimal"), "{e}");
         let e = KeyRing::load(&[("K-1".to_owned(), good.path().into())].into()).unwrap_err();
-        assert!(e.contains("key id"), "{e}");
+        assert!(
+            matches!(&e, KeyError::BadKeyId { key_id } if key_id == "K-1"),
+            "{e}"
+        );
         let e = KeyRing::load(&[("k1".to_owned(), "/nonexistent/k".into())].into()).unwrap_err();
-        assert!(e.contains("/nonexistent/k"), "{e}");
+        assert!(matches!(e, KeyError::Unreadable { .. }), "{e}");
+        assert!(e.to_string().contains("/nonexistent/k"), "{e}");
+        let big = file(&"0".repeat(2000), 0o600);
+        let e = KeyRing::load(&[("k1".to_owned(), big.path().into())].into()).unwrap_err();
+        assert!(matches!(e, KeyError::TooLarge { len: 2000, .. }), "{e}");
     }
 }

@@ -9,9 +9,9 @@
 //! values, and the sequences are unique by the segment engine's own guarantee. No collision
 //! table and no retry are needed.
 //!
-//! The tweak is the period's row name (`tag@20261127`, `tag@` without a reset), so two tags
-//! under one key, or two days of one tag, are different permutations: the first order of every
-//! day does not share its code.
+//! The tweak is `tag@period` (`tag@20261127`, `tag@` without a reset; `TagSpec::tweak`, frozen
+//! for good: it decides every code ever issued), so two tags under one key, or two days of one
+//! tag, are different permutations: the first order of every day does not share its code.
 //!
 //! FF1's domain must hold at least 1,000,000 values (SP 800-38G Rev. 1; the crate refuses
 //! less), so a 4-digit code is refused rather than permuted weakly; it must also fit an `i64`
@@ -33,19 +33,48 @@ pub fn domain(radix: Radix, width: u8) -> Option<u128> {
     u128::from(radix.base()).checked_pow(u32::from(width))
 }
 
+/// Why a sequence cannot be permuted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PermuteError {
+    /// The domain is below FF1's minimum ([`MIN_DOMAIN`]).
+    #[error(
+        "a permuted sequence needs at least {MIN_DOMAIN} values (FF1's minimum domain in \
+         NIST SP 800-38G): {width} {radix} digits hold {values}"
+    )]
+    DomainTooSmall {
+        /// The width.
+        width: u8,
+        /// The alphabet's name.
+        radix: &'static str,
+        /// The values the domain holds.
+        values: u128,
+    },
+    /// The domain holds more than 2^63 values (not every value would be a sequence).
+    #[error("a permuted sequence must fit 2^63 values: {width} {radix} digits hold more")]
+    DomainTooLarge {
+        /// The width.
+        width: u8,
+        /// The alphabet's name.
+        radix: &'static str,
+    },
+    /// The `fpe` crate refused (never expected once the domain is checked).
+    #[error("FF1: {0}")]
+    Cipher(String),
+}
+
 /// Why a format cannot be permuted.
-pub fn check_domain(radix: Radix, width: u8) -> Result<(), String> {
+pub fn check_domain(radix: Radix, width: u8) -> Result<(), PermuteError> {
     match domain(radix, width) {
-        Some(n) if n < MIN_DOMAIN => Err(format!(
-            "a permuted sequence needs at least {MIN_DOMAIN} values (FF1's minimum domain in \
-             NIST SP 800-38G): {width} {} digits hold {n}",
-            radix.name()
-        )),
+        Some(n) if n < MIN_DOMAIN => Err(PermuteError::DomainTooSmall {
+            width,
+            radix: radix.name(),
+            values: n,
+        }),
         Some(n) if n <= 1 << 63 => Ok(()),
-        _ => Err(format!(
-            "a permuted sequence must fit 2^63 values: {width} {} digits hold more",
-            radix.name()
-        )),
+        _ => Err(PermuteError::DomainTooLarge {
+            width,
+            radix: radix.name(),
+        }),
     }
 }
 
@@ -65,10 +94,11 @@ impl std::fmt::Debug for Permutation {
 
 impl Permutation {
     /// The permutation of `key` over `width` digits of `radix` ([`check_domain`] first).
-    pub fn new(key: &Key, radix: Radix, width: u8) -> Result<Self, String> {
+    pub fn new(key: &Key, radix: Radix, width: u8) -> Result<Self, PermuteError> {
         check_domain(radix, width)?;
         let base = radix.base();
-        let ff1 = FF1::<Aes256>::new(key, base as u32).map_err(|e| e.to_string())?;
+        let ff1 = FF1::<Aes256>::new(key, base as u32)
+            .map_err(|e| PermuteError::Cipher(e.to_string()))?;
         Ok(Self {
             ff1,
             base,
@@ -79,16 +109,16 @@ impl Permutation {
     /// The value `x` (below the domain) is sent to under `tweak`. An error (never expected:
     /// the digits are below the radix and their count within FF1's bounds, checked when the
     /// permutation was made) is never replaced by another value: the caller skips that id.
-    pub fn encrypt(&self, tweak: &[u8], x: u64) -> Result<u64, String> {
+    pub fn encrypt(&self, tweak: &[u8], x: u64) -> Result<u64, PermuteError> {
         self.apply(tweak, x, true)
     }
 
     /// The inverse of [`Self::encrypt`].
-    pub fn decrypt(&self, tweak: &[u8], y: u64) -> Result<u64, String> {
+    pub fn decrypt(&self, tweak: &[u8], y: u64) -> Result<u64, PermuteError> {
         self.apply(tweak, y, false)
     }
 
-    fn apply(&self, tweak: &[u8], x: u64, forward: bool) -> Result<u64, String> {
+    fn apply(&self, tweak: &[u8], x: u64, forward: bool) -> Result<u64, PermuteError> {
         let mut digits = vec![0u16; self.width];
         let mut v = x;
         for d in digits.iter_mut().rev() {
@@ -101,7 +131,7 @@ impl Permutation {
         } else {
             self.ff1.decrypt(tweak, &ns)
         };
-        let out: Vec<u16> = out.map_err(|e| format!("FF1: {e}"))?.into();
+        let out: Vec<u16> = out.map_err(|e| PermuteError::Cipher(e.to_string()))?.into();
         Ok(out
             .iter()
             .fold(0u64, |acc, &d| acc * self.base + u64::from(d)))

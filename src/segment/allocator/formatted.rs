@@ -1,10 +1,10 @@
 //! Formatted tags (`crate::shapes`): ids as text, each period leased from a row of its own.
 //!
 //! A formatted tag `orders` never serves from its own `leaf_alloc` row. Each period of it is an
-//! ordinary row, `orders@20261127` ([`BizTag::period_row`]), created on first use at the tag's
-//! start value (the parent row's `max_id` when it was created) with the parent's step, and
-//! leased through the same buffers, durability gate and regression guard as any tag. Why no id
-//! is handed out twice:
+//! ordinary row, `orders@20261127` ([`PeriodRow`], named by the tag's [`TagSpec`]), created on
+//! first use at the tag's start value (the parent row's `max_id` when it was created) with the
+//! parent's step, and leased through the same buffers, durability gate and regression guard as
+//! any tag. Why no id is handed out twice:
 //!
 //! - within a period, the sequence is the period row's ids: unique by the segment engine's own
 //!   guarantee, on every server;
@@ -24,171 +24,25 @@
 //! they come from:
 //!
 //! - **permuted**: the id shows `P(sequence)`, `P` FF1 under the tag's key with the period's
-//!   row name as tweak (`crate::shapes::permute`). `P` is a bijection of the width's domain, so
-//!   distinct sequences give distinct ids; a server without the key serves nothing of the tag
-//!   ([`SegmentError::KeyUnavailable`]), never an unpermuted id;
+//!   frozen tweak ([`TagSpec::tweak`], `crate::shapes::permute`). `P` is a bijection of the
+//!   width's domain, so distinct sequences give distinct ids; a server without the key serves
+//!   nothing of the tag ([`SegmentError::KeyUnavailable`]), never an unpermuted id;
 //! - **gapped**: a batch of `n` ids takes `U1 + .. + Un` sequence numbers and hands out the
 //!   ones at the running sums (each `U` uniform in `1..=2*mean-1` from the thread's CSPRNG), so
 //!   the ids are a subset of unique, increasing sequence numbers: unique and increasing too.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use arc_swap::ArcSwapOption;
 use jiff::Timestamp;
-use jiff::tz::TimeZone;
-use tracing::{info, warn};
 
 use super::SegmentAllocator;
-use crate::segment::biz_tag::{BizTag, MAX_BIZ_TAG_LEN};
+use crate::segment::biz_tag::BizTag;
 use crate::segment::error::SegmentError;
 use crate::segment::runs::IdRuns;
+use crate::segment::spec::{PeriodRow, Shape, SpecError, TagSpec};
 use crate::segment::store::StoreError;
 use crate::segment::tag_rules::NewTag;
-use crate::shapes::keys::KeyRing;
-use crate::shapes::permute::Permutation;
-use crate::shapes::{Decoded, FormatError, Period, TagFormat, period::zone};
-
-/// Formatted tags by name.
-pub(super) type FormatMap = HashMap<String, Arc<Formatted>>;
-
-/// A formatted tag's format, with its zone resolved once.
-#[derive(Debug)]
-pub struct Formatted {
-    /// The format.
-    pub format: TagFormat,
-    /// Its time zone.
-    tz: TimeZone,
-    /// The period last served, with what every request in it needs (its row and the ids'
-    /// head): made once per period instead of per request (the zone arithmetic, the row name
-    /// and the head are the same for every request until the period ends).
-    current: ArcSwapOption<Current>,
-    /// A permuted format's permutation, or why this server has none (its key is not in
-    /// `[shapes.keys]`); `None` for an unpermuted format.
-    permutation: Option<Result<Permutation, String>>,
-}
-
-/// A period with its row's name and its ids' head.
-#[derive(Debug)]
-struct Current {
-    period: Period,
-    row: BizTag,
-    head: String,
-}
-
-impl Formatted {
-    /// A stored format (JSON), checked; a permuted one gets its key from `keys`.
-    pub fn parse(json: &str, keys: &KeyRing) -> Result<Self, String> {
-        let format: TagFormat = serde_json::from_str(json).map_err(|e| e.to_string())?;
-        format.validate().map_err(|e| e.to_string())?;
-        let tz = zone(&format.time_zone).map_err(|e| e.to_string())?;
-        let permutation = format.permute.as_ref().map(|p| {
-            let key = keys.get(&p.key_id).ok_or_else(|| p.key_id.clone())?;
-            Permutation::new(key, format.radix, format.width)
-        });
-        Ok(Self {
-            format,
-            tz,
-            current: ArcSwapOption::empty(),
-            permutation,
-        })
-    }
-
-    /// Whether the ids come in issue order (all but permuted formats).
-    pub fn ordered(&self) -> bool {
-        self.format.permute.is_none()
-    }
-
-    /// The permutation, or [`SegmentError::KeyUnavailable`]; `None` when unpermuted.
-    fn permutation(&self, tag: &BizTag) -> Result<Option<&Permutation>, SegmentError> {
-        match &self.permutation {
-            None => Ok(None),
-            Some(Ok(p)) => Ok(Some(p)),
-            Some(Err(_)) => Err(SegmentError::KeyUnavailable {
-                tag: tag.clone(),
-                key_id: self
-                    .format
-                    .permute
-                    .as_ref()
-                    .map(|p| p.key_id.clone())
-                    .unwrap_or_default(),
-            }),
-        }
-    }
-
-    /// Reads an id of `tag` back: its period and sequence, a permuted one through the key.
-    /// Text that is not an id of the tag is [`FormatError::Malformed`], never another id.
-    pub fn decode(&self, tag: &BizTag, text: &str) -> Result<Decoded, DecodeError> {
-        let mut d = self.format.decode(text)?;
-        if let Some(p) = self.permutation(tag)? {
-            let row = BizTag::period_row(tag, &d.period);
-            let seq = p
-                .decrypt(row.as_str().as_bytes(), d.sequence)
-                .map_err(FormatError::Malformed)?;
-            if seq == 0 || seq > self.format.max_sequence() {
-                return Err(FormatError::Malformed("not an id of this tag".into()).into());
-            }
-            d.sequence = seq;
-        }
-        Ok(d)
-    }
-
-    /// The period holding `now`, with its row and head: the one cached when `now` lies in it
-    /// (a clock stepped back before its start, or past its end, makes the right one).
-    fn current(&self, tag: &BizTag, now: Timestamp) -> Result<Arc<Current>, String> {
-        if let Some(c) = self.current.load_full()
-            && c.period.start <= now
-            && now < c.period.end
-        {
-            return Ok(c);
-        }
-        let period = self.period_at(now)?;
-        let c = Arc::new(Current {
-            row: BizTag::period_row(tag, &period.key),
-            head: self.format.head(&period).map_err(|e| e.to_string())?,
-            period,
-        });
-        self.current.store(Some(c.clone()));
-        Ok(c)
-    }
-
-    /// The period holding `at`.
-    pub fn period_at(&self, at: Timestamp) -> Result<Period, String> {
-        self.format
-            .reset
-            .period_at(at, &self.tz)
-            .map_err(|e| e.to_string())
-    }
-}
-
-/// Why [`Formatted::decode`] read no id.
-#[derive(Debug, thiserror::Error)]
-pub enum DecodeError {
-    /// Not an id of the format.
-    #[error(transparent)]
-    Format(#[from] FormatError),
-    /// A permuted tag without its key here.
-    #[error(transparent)]
-    Segment(#[from] SegmentError),
-}
-
-/// Checks a format for a tag before anything is written: the format's own rules
-/// ([`TagFormat::validate`]), and room for its period rows (`tag@yyyyMMdd`) within
-/// `leaf_alloc.biz_tag`'s 128 characters. The one home of these rules for the admin API and
-/// the CLI.
-pub fn check_format(tag: &BizTag, format: &TagFormat) -> Result<(), String> {
-    format.validate().map_err(|e| e.to_string())?;
-    let key_len = format.reset.key_len();
-    if tag.as_str().len() + 1 + key_len > MAX_BIZ_TAG_LEN {
-        return Err(format!(
-            "a formatted biz_tag with a {:?} reset is at most {} bytes (its periods are rows \
-             named biz_tag@period within leaf_alloc's {MAX_BIZ_TAG_LEN})",
-            format.reset,
-            MAX_BIZ_TAG_LEN - 1 - key_len
-        ));
-    }
-    Ok(())
-}
+use crate::shapes::TagFormat;
 
 /// How full a formatted tag's current period is.
 #[derive(Debug, Clone, PartialEq)]
@@ -205,14 +59,14 @@ pub struct PeriodFill {
 /// are read ([`Self::for_each`]), so a batch allocates no string per id.
 #[derive(Debug, Clone)]
 pub struct FormattedIds {
-    /// The tag's format.
-    format: Arc<Formatted>,
+    /// The tag's spec (a formatted one).
+    spec: Arc<TagSpec>,
     /// The prefix and date part every id of the period starts with.
     head: String,
     /// The sequence numbers, as increasing runs `(first, last)`, all within the width.
     seqs: Vec<(u64, u64)>,
-    /// The period's row name: a permuted format's tweak.
-    row: String,
+    /// The period's permutation tweak ([`TagSpec::tweak`]).
+    tweak: Arc<[u8]>,
     /// The period's key (empty without a reset).
     pub period: String,
     /// When the period ends: a client drops what it holds of these ids then.
@@ -232,24 +86,26 @@ impl FormattedIds {
 
     /// Whether the ids are in issue order (all but a permuted tag's).
     pub fn ordered(&self) -> bool {
-        self.format.ordered()
+        self.spec.ordered()
     }
 
     /// Calls `f` with each id, in issue order, written into one reused buffer. A permuted
     /// tag's ids show the permuted sequence (its key was checked when the batch was made).
     pub fn for_each<E>(&self, mut f: impl FnMut(&str) -> Result<(), E>) -> Result<(), E> {
-        let mut buf = String::with_capacity(self.format.format.len());
-        let permutation = match &self.format.permutation {
-            Some(Ok(p)) => Some(p),
-            _ => None,
+        // A batch of texts is made from a formatted spec only.
+        let Shape::Text(shape) = self.spec.shape() else {
+            return Ok(());
         };
+        let format = shape.format();
+        let mut buf = String::with_capacity(format.len());
+        let permutation = shape.permutation();
         for &(first, last) in &self.seqs {
             for seq in first..=last {
                 let value = match permutation {
                     None => seq,
                     // An error is never expected (see `Permutation::encrypt`); the id is then
                     // skipped, a gap, never written unpermuted.
-                    Some(p) => match p.encrypt(self.row.as_bytes(), seq) {
+                    Some(p) => match p.encrypt(&self.tweak, seq) {
                         Ok(v) => v,
                         Err(_) => continue,
                     },
@@ -258,7 +114,7 @@ impl FormattedIds {
                 buf.push_str(&self.head);
                 // Every sequence here was checked against the width when the batch was made,
                 // and a permuted value lies in the same domain.
-                if self.format.format.write_tail(value, &mut buf).is_ok() {
+                if format.write_tail(value, &mut buf).is_ok() {
                     f(&buf)?;
                 }
             }
@@ -278,16 +134,18 @@ impl FormattedIds {
 }
 
 impl SegmentAllocator {
-    /// The format of `tag` if it is a formatted tag this server knows of.
-    pub fn cached_format(&self, tag: &str) -> Option<Arc<Formatted>> {
-        self.inner.formats.load().get(tag).cloned()
+    /// The spec of `tag` if it is a tag with a stored spec (today: a formatted tag) that this
+    /// server knows of; `None` for a plain tag, or one not known yet.
+    pub fn cached_spec(&self, tag: &str) -> Option<Arc<TagSpec>> {
+        self.inner.specs.get(tag)
     }
 
-    /// The format of `tag`: the cached one, else the database's (remembered), else `None` (a
-    /// plain tag, or no tag at all).
-    pub async fn format_of(&self, tag: &BizTag) -> Result<Option<Arc<Formatted>>, SegmentError> {
-        if let Some(f) = self.cached_format(tag.as_str()) {
-            return Ok(Some(f));
+    /// The spec of `tag`: the cached one, else the database's (remembered), else `None` (a
+    /// plain tag, or no tag at all). A stored spec this server cannot use is
+    /// [`SegmentError::BadFormat`].
+    pub async fn spec_of(&self, tag: &BizTag) -> Result<Option<Arc<TagSpec>>, SegmentError> {
+        if let Some(s) = self.cached_spec(tag.as_str()) {
+            return Ok(Some(s));
         }
         let json = self
             .inner
@@ -297,24 +155,22 @@ impl SegmentAllocator {
             .map_err(|e| SegmentError::from_store(e, tag))?;
         match json {
             None => Ok(None),
-            Some(json) => {
-                self.remember_formats([(tag.as_str().to_owned(), json.clone())]);
-                self.cached_format(tag.as_str())
-                    .map(Some)
-                    .ok_or_else(|| SegmentError::BadFormat {
-                        tag: tag.clone(),
-                        why: Formatted::parse(&json, &self.inner.config.keys)
-                            .err()
-                            .unwrap_or_default(),
-                    })
-            }
+            Some(json) => self
+                .inner
+                .specs
+                .remember(tag.as_str(), &json, &self.inner.config.keys)
+                .map(Some)
+                .map_err(|why| SegmentError::BadFormat {
+                    tag: tag.clone(),
+                    why,
+                }),
         }
     }
 
-    /// Creates a formatted tag: its format first, then its row (whose `max_id` is the start
-    /// value of every period), so no server ever sees the row without the format. The format
-    /// of a name is fixed for good: the same format again is accepted (a retried create),
-    /// another one is [`FormatConflict`].
+    /// Creates a formatted tag: its spec first, then its row (whose `max_id` is the start
+    /// value of every period), so no server ever sees the row without the spec. The spec of a
+    /// name is fixed for good: the same format again is accepted (a retried create), another
+    /// one is [`FormatConflict::Differs`].
     pub async fn create_formatted_tag(
         &self,
         tag: &NewTag,
@@ -326,20 +182,18 @@ impl SegmentAllocator {
         {
             // The format is fixed for good: a tag under a key no server holds could never
             // serve. The key comes first, from the configuration.
-            return Err(FormatConflict::Other(format!(
-                "this server holds no key \"{0}\": add shapes.keys.{0} (a key file) to the \
-                 configuration of every server first",
-                p.key_id
-            )));
+            return Err(SpecError::KeyMissing {
+                key_id: p.key_id.clone(),
+            }
+            .into());
         }
         if store.get_tag(&tag.biz_tag).await?.is_some() {
             return Err(StoreError::AlreadyExists.into());
         }
-        let json =
-            serde_json::to_string(format).map_err(|e| FormatConflict::Other(e.to_string()))?;
+        let json = TagSpec::stored_json(format)?;
         if !store.put_format(&tag.biz_tag, &json).await? {
             let stored = store.get_format(&tag.biz_tag).await?.unwrap_or_default();
-            let same = serde_json::from_str::<TagFormat>(&stored).is_ok_and(|s| &s == format);
+            let same = TagSpec::stored_format(&stored).is_ok_and(|s| &s == format);
             if !same {
                 return Err(FormatConflict::Differs(stored));
             }
@@ -352,16 +206,17 @@ impl SegmentAllocator {
     /// ordered by tag. For `/metrics` and the monitor routes.
     pub fn period_fills(&self) -> Vec<PeriodFill> {
         let now = Timestamp::now();
-        let formats = self.inner.formats.load();
-        let mut out: Vec<PeriodFill> = formats
+        let specs = self.inner.specs.all();
+        let mut out: Vec<PeriodFill> = specs
             .iter()
-            .filter_map(|(tag, f)| {
-                let period = f.period_at(now).ok()?;
-                let row = format!("{tag}@{}", period.key);
-                let leased = self.cached(&row).map_or(0, |b| b.leased_to());
+            .filter_map(|(tag, spec)| {
+                let format = spec.format()?;
+                let period = spec.period_at(now).ok()?;
+                let row = spec.period_row(&period.key);
+                let leased = self.cached(row.as_str()).map_or(0, |b| b.leased_to());
                 // `leased_to` is one past the last id leased; the sequence starts at the tag's
                 // start value, so this over-counts by the start (1 by default): conservative.
-                let used = (leased.max(1) - 1) as f64 / f.format.max_sequence() as f64;
+                let used = (leased.max(1) - 1) as f64 / format.max_sequence() as f64;
                 Some(PeriodFill {
                     biz_tag: tag.clone(),
                     period: period.key,
@@ -373,57 +228,54 @@ impl SegmentAllocator {
         out
     }
 
-    /// Records formats read from the database (a refresh, or a first request).
-    pub(super) fn remember_formats(&self, found: impl IntoIterator<Item = (String, String)>) {
-        let current = self.inner.formats.load_full();
-        let mut next: Option<FormatMap> = None;
-        for (tag, json) in found {
-            if current.contains_key(&tag) {
-                continue;
-            }
-            match Formatted::parse(&json, &self.inner.config.keys) {
-                Ok(f) => {
-                    info!(biz_tag = %tag, "formatted tag");
-                    next.get_or_insert_with(|| FormatMap::clone(&current))
-                        .insert(tag, Arc::new(f));
-                }
-                // Not usable, and still never served as numbers: its own row is skipped by the
-                // refresh because the format row exists (see `refresh_tags`).
-                Err(why) => warn!(biz_tag = %tag, %why, "stored format unusable"),
-            }
-        }
-        if let Some(next) = next {
-            self.inner.formats.store(Arc::new(next));
-        }
+    /// Records specs read from the database (a refresh, or a first request).
+    pub(super) fn remember_specs(&self, found: impl IntoIterator<Item = (String, String)>) {
+        self.inner
+            .specs
+            .remember_all(found, &self.inner.config.keys);
     }
 
-    /// Up to `count` ids of formatted `tag`, all of the period current by this server's clock.
+    /// Up to `count` ids of the formatted tag of `spec`, all of the period current by this
+    /// server's clock.
     pub async fn next_texts(
         &self,
-        tag: &BizTag,
-        f: &Arc<Formatted>,
+        spec: &Arc<TagSpec>,
         count: u64,
     ) -> Result<FormattedIds, SegmentError> {
-        let bad = |why: String| SegmentError::BadFormat {
+        self.next_texts_at(spec, count, &Timestamp::now).await
+    }
+
+    /// [`Self::next_texts`] by the clock `now` (tests drive it by hand).
+    pub(crate) async fn next_texts_at(
+        &self,
+        spec: &Arc<TagSpec>,
+        count: u64,
+        now: &(dyn Fn() -> Timestamp + Sync),
+    ) -> Result<FormattedIds, SegmentError> {
+        let tag = spec.tag();
+        let bad = |why: SpecError| SegmentError::BadFormat {
             tag: tag.clone(),
             why,
         };
+        let format = spec
+            .format()
+            .ok_or_else(|| bad(SpecError::NotFormatted { tag: tag.clone() }))?;
         // Before any id is taken: a permuted tag is never served without its key.
-        f.permutation(tag)?;
+        spec.permutation()?;
         // Three tries: a request straddles at most one period end per try.
         for _ in 0..3 {
-            let current = f.current(tag, Timestamp::now()).map_err(bad)?;
+            let current = spec.current(now()).map_err(bad)?;
             let (period, row) = (&current.period, &current.row);
-            let gaps = f.format.gaps.map(|g| draw_gaps(g.mean, count));
+            let gaps = format.gaps.map(|g| draw_gaps(g.mean, count));
             let take = gaps.as_ref().map_or(count, |g| g.iter().sum());
             let runs = self.take_period(tag, row, take).await?;
-            if Timestamp::now() >= period.end {
+            if now() >= period.end {
                 // The period ended while the ids were taken: they are dropped (a gap in that
                 // period), and the request is served from the new one.
                 self.forget(row.as_str());
                 continue;
             }
-            let max = f.format.max_sequence();
+            let max = format.max_sequence();
             // Sequence numbers past the width are never written (the ids leased for them are
             // a gap): the period is exhausted, it never widens nor wraps.
             let mut seqs: Vec<(u64, u64)> = runs
@@ -436,7 +288,7 @@ impl SegmentAllocator {
                 seqs = pick_at_gaps(&seqs, gaps);
             }
             if seqs.is_empty() {
-                let left = period.end.duration_since(Timestamp::now()).as_secs();
+                let left = period.end.duration_since(now()).as_secs();
                 return Err(SegmentError::SequenceExhausted {
                     period: period.key.clone(),
                     next_start: period.end.to_string(),
@@ -444,10 +296,10 @@ impl SegmentAllocator {
                 });
             }
             return Ok(FormattedIds {
-                format: f.clone(),
+                spec: spec.clone(),
                 head: current.head.clone(),
                 seqs,
-                row: row.as_str().to_owned(),
+                tweak: current.tweak.clone(),
                 period: period.key.clone(),
                 period_end: period.end,
             });
@@ -461,7 +313,7 @@ impl SegmentAllocator {
     async fn take_period(
         &self,
         tag: &BizTag,
-        row: &BizTag,
+        row: &PeriodRow,
         count: u64,
     ) -> Result<IdRuns, SegmentError> {
         if self.cached(row.as_str()).is_none() {
@@ -481,7 +333,7 @@ impl SegmentAllocator {
 
     /// Creates the row of a period (idempotent: another server may have made it first), at the
     /// tag's start value and step, then caches its buffer.
-    async fn create_period_row(&self, tag: &BizTag, row: &BizTag) -> Result<(), SegmentError> {
+    async fn create_period_row(&self, tag: &BizTag, row: &PeriodRow) -> Result<(), SegmentError> {
         let store = &self.inner.store;
         if store
             .get_tag(row.as_str())
@@ -505,10 +357,10 @@ impl SegmentAllocator {
             };
             match store.create_tag(&new).await {
                 Ok(_) | Err(StoreError::AlreadyExists) => {}
-                Err(e) => return Err(SegmentError::from_store(e, row)),
+                Err(e) => return Err(SegmentError::from_store(e, row.as_biz_tag())),
             }
         }
-        self.cache_row(row).map(drop)
+        self.cache_row(row.as_biz_tag()).map(drop)
     }
 }
 
@@ -580,7 +432,7 @@ pub enum FormatConflict {
     /// format, because ids written under two formats could read alike).
     #[error("this biz_tag has another format for good: {0}")]
     Differs(String),
-    /// The format could not be written.
-    #[error("{0}")]
-    Other(String),
+    /// The spec is refused (no key for a permuted format, JSON that cannot be written).
+    #[error(transparent)]
+    Spec(#[from] SpecError),
 }

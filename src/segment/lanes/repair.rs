@@ -102,7 +102,7 @@ impl Lanes {
                 Ok(list) => {
                     let by_tag = list
                         .into_iter()
-                        .filter(|r| !r.biz_tag.contains('@'))
+                        .filter(|r| !crate::segment::PeriodRow::is_period_row(&r.biz_tag))
                         .map(|r| (r.biz_tag.clone(), r))
                         .collect();
                     rows.insert(slot, by_tag);

@@ -119,7 +119,7 @@ impl SegmentStore for LaneStore {
         };
         // A formatted tag's period row: its sequence is written into the text, with no room for
         // a slot. Leased only from slot 0, as is (module docs).
-        if biz_tag.contains('@') {
+        if crate::segment::PeriodRow::is_period_row(biz_tag) {
             if slot == 0 {
                 return self.inner.lease(biz_tag, step).await;
             }

@@ -1,0 +1,482 @@
+//! One spec per tag (issue 41): what a tag is, read from one place.
+//!
+//! A [`TagSpec`] holds a tag's shape ([`Shape`]: numbers, or text written by its
+//! [`TagFormat`] with the zone and the permutation resolved, a [`TextShape`]), its period rows
+//! ([`PeriodRow`], the only code that knows the row syntax `tag@period`), its permutation tweak
+//! ([`TagSpec::tweak`], frozen) and its ordering mode ([`OrderMode`], the one place a later
+//! strict mode is set). Specs are cached in one place, a [`SpecCache`] per engine.
+//!
+//! **Why here, in the segment engine, and not in `crate::shapes`:** a spec names `leaf_alloc`
+//! rows and checks them against the row's width ([`MAX_BIZ_TAG_LEN`]), which is the segment
+//! engine's storage; `crate::shapes` stays pure (text and numbers, no rows, no tags), and the
+//! spec uses it from above.
+//!
+//! **Storage:** a spec is stored as its format's JSON, exactly as before this module
+//! ([`TagSpec::stored_json`], [`TagSpec::from_stored`]): existing databases read unchanged. A
+//! plain tag stores no spec: its spec is the default one (numbers, [`OrderMode::PerServer`]).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use tracing::{info, warn};
+
+use super::biz_tag::{BizTag, BizTagError, MAX_BIZ_TAG_LEN};
+use super::error::SegmentError;
+use crate::shapes::keys::KeyRing;
+use crate::shapes::period::{PeriodError, zone};
+use crate::shapes::permute::{Permutation, PermuteError};
+use crate::shapes::{Decoded, FormatError, Period, Reset, TagFormat};
+
+/// How a tag's ids are ordered across servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OrderMode {
+    /// Increasing per server, trending upwards across servers (Leaf's guarantee): every tag
+    /// today. A strictly increasing mode across servers (one owner, the others forward) is a
+    /// later issue's, and is set here, in the spec, and nowhere else.
+    #[default]
+    PerServer,
+}
+
+/// The separator of a period row's name: outside the tag alphabet, so no tag a user can create
+/// or ask for is a period row.
+const ROW_SEP: char = '@';
+
+/// The `leaf_alloc` row of one period of a formatted tag: `parent@key` (`parent@` for a
+/// sequence that never restarts). The only code that knows this syntax: making a row's name,
+/// telling whether a name is one, and its parent.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PeriodRow(BizTag);
+
+impl PeriodRow {
+    /// The row of the period `key` of `parent`.
+    pub fn new(parent: &BizTag, key: &str) -> Self {
+        Self(BizTag::from_row_name(format!(
+            "{}{ROW_SEP}{key}",
+            parent.as_str()
+        )))
+    }
+
+    /// Whether `name` names a period row (never a tag: the separator is outside the tag
+    /// alphabet, so the admin routes never reach one).
+    pub fn is_period_row(name: &str) -> bool {
+        name.contains(ROW_SEP)
+    }
+
+    /// The parent tag of the period row `name`, or `None` when `name` is not a period row.
+    pub fn parent_of(name: &str) -> Option<&str> {
+        name.split_once(ROW_SEP).map(|(parent, _)| parent)
+    }
+
+    /// The longest parent tag whose period rows of `reset` fit `leaf_alloc.biz_tag`.
+    pub fn max_parent_len(reset: Reset) -> usize {
+        MAX_BIZ_TAG_LEN - ROW_SEP.len_utf8() - reset.key_len()
+    }
+
+    /// The row's name as a tag (the key of its buffer and its row).
+    pub fn as_biz_tag(&self) -> &BizTag {
+        &self.0
+    }
+
+    /// The row's name.
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl fmt::Display for PeriodRow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a spec cannot be made, stored or used.
+///
+/// Whose fault it is follows from where it comes from: from [`TagSpec::check_new`] or
+/// [`super::allocator::FormatConflict::Spec`] it is the caller's (a format an admin gave);
+/// inside [`SegmentError::BadFormat`] it is the server's (a stored spec it cannot use).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// The JSON is not a format (serde's reason).
+    #[error("{why}")]
+    Json {
+        /// serde's reason.
+        why: String,
+    },
+    /// The format breaks its own rules ([`TagFormat::validate`]).
+    #[error(transparent)]
+    InvalidFormat(#[from] FormatError),
+    /// The zone is unknown, or the calendar out of range.
+    #[error(transparent)]
+    Zone(#[from] PeriodError),
+    /// The tag's name leaves no room for its period rows within `leaf_alloc.biz_tag`.
+    #[error(
+        "a formatted biz_tag with a {reset:?} reset is at most {max_tag_len} bytes (its periods \
+         are rows named biz_tag@period within leaf_alloc's {MAX_BIZ_TAG_LEN})"
+    )]
+    RowNameTooLong {
+        /// The format's reset.
+        reset: Reset,
+        /// The longest tag it allows.
+        max_tag_len: usize,
+    },
+    /// A permuted format under a key this server does not hold.
+    #[error(
+        "this server holds no key \"{key_id}\": add shapes.keys.{key_id} (a key file) to the \
+         configuration of every server first"
+    )]
+    KeyMissing {
+        /// The key's id.
+        key_id: String,
+    },
+    /// The permutation cannot be made (its domain).
+    #[error(transparent)]
+    Permute(#[from] PermuteError),
+    /// A stored spec under a name that is not a tag.
+    #[error(transparent)]
+    InvalidTag(#[from] BizTagError),
+    /// The tag is plain: its ids are numbers, it has no format.
+    #[error("biz_tag \"{tag}\" is not formatted: its ids are numbers")]
+    NotFormatted {
+        /// The tag.
+        tag: BizTag,
+    },
+}
+
+/// Why [`TagSpec::decode`] read no id.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// Not an id of the format.
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// A permuted tag without its key here.
+    #[error(transparent)]
+    Segment(#[from] SegmentError),
+    /// A plain tag: its ids are numbers.
+    #[error("biz_tag \"{0}\" is not formatted: its ids are numbers")]
+    NotFormatted(BizTag),
+}
+
+/// A tag's shape.
+#[derive(Debug)]
+pub enum Shape {
+    /// Numbers: a plain tag (no stored spec).
+    Plain,
+    /// Text, written by a format (a formatted tag); boxed, as a plain shape holds nothing.
+    Text(Box<TextShape>),
+}
+
+/// The shape of a formatted tag: its format with the zone and the permutation resolved once,
+/// and the period it last served.
+#[derive(Debug)]
+pub struct TextShape {
+    /// The format, as stored.
+    format: TagFormat,
+    /// Its time zone.
+    tz: TimeZone,
+    /// A permuted format's permutation, or why this server has none (its key is not in
+    /// `[shapes.keys]`); `None` for an unpermuted format.
+    permutation: Option<Result<Permutation, SpecError>>,
+    /// The period last served, with what every request in it needs: made once per period
+    /// instead of per request (the zone arithmetic, the row name, the head and the tweak are
+    /// the same for every request until the period ends).
+    current: ArcSwapOption<CurrentPeriod>,
+}
+
+impl TextShape {
+    /// The format.
+    pub fn format(&self) -> &TagFormat {
+        &self.format
+    }
+
+    /// The permutation, if the format is permuted and this server holds its key.
+    pub(crate) fn permutation(&self) -> Option<&Permutation> {
+        match &self.permutation {
+            Some(Ok(p)) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+/// A period being served, with its row, its ids' head and its tweak.
+#[derive(Debug)]
+pub(crate) struct CurrentPeriod {
+    /// The period.
+    pub period: Period,
+    /// Its row.
+    pub row: PeriodRow,
+    /// The prefix and date part every id of the period starts with.
+    pub head: String,
+    /// The permutation's tweak for the period ([`TagSpec::tweak`]).
+    pub tweak: Arc<[u8]>,
+}
+
+/// One tag's spec: its shape, its period rows, its permutation tweak and its ordering mode.
+#[derive(Debug)]
+pub struct TagSpec {
+    tag: BizTag,
+    shape: Shape,
+    ordering: OrderMode,
+}
+
+impl TagSpec {
+    /// A stored spec (today: a format's JSON, as `leafid_tag_format` holds it), checked; a
+    /// permuted one gets its key from `keys` (without it the spec is still made, and serves
+    /// nothing: [`SegmentError::KeyUnavailable`]).
+    pub fn from_stored(tag: BizTag, json: &str, keys: &KeyRing) -> Result<Self, SpecError> {
+        let format = Self::stored_format(json)?;
+        format.validate()?;
+        let tz = zone(&format.time_zone)?;
+        let permutation = format.permute.as_ref().map(|p| {
+            let key = keys.get(&p.key_id).ok_or_else(|| SpecError::KeyMissing {
+                key_id: p.key_id.clone(),
+            })?;
+            Ok(Permutation::new(key, format.radix, format.width)?)
+        });
+        Ok(Self {
+            tag,
+            shape: Shape::Text(Box::new(TextShape {
+                format,
+                tz,
+                permutation,
+                current: ArcSwapOption::empty(),
+            })),
+            ordering: OrderMode::PerServer,
+        })
+    }
+
+    /// The format of a stored spec's JSON (unchecked).
+    pub fn stored_format(json: &str) -> Result<TagFormat, SpecError> {
+        serde_json::from_str(json).map_err(|e| SpecError::Json { why: e.to_string() })
+    }
+
+    /// The JSON a formatted tag's spec is stored as: its format, exactly as before the spec
+    /// existed (no field added, so existing databases read unchanged).
+    pub fn stored_json(format: &TagFormat) -> Result<String, SpecError> {
+        serde_json::to_string(format).map_err(|e| SpecError::Json { why: e.to_string() })
+    }
+
+    /// Checks a format for a new tag before anything is written: the format's own rules
+    /// ([`TagFormat::validate`]), and room for its period rows within `leaf_alloc.biz_tag`
+    /// ([`PeriodRow::max_parent_len`]). The one home of these rules for the admin API and the
+    /// CLI.
+    pub fn check_new(tag: &BizTag, format: &TagFormat) -> Result<(), SpecError> {
+        format.validate()?;
+        let max_tag_len = PeriodRow::max_parent_len(format.reset);
+        if tag.as_str().len() > max_tag_len {
+            return Err(SpecError::RowNameTooLong {
+                reset: format.reset,
+                max_tag_len,
+            });
+        }
+        Ok(())
+    }
+
+    /// The tag.
+    pub fn tag(&self) -> &BizTag {
+        &self.tag
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    /// The text shape of a formatted tag; `None` for a plain one.
+    pub fn text(&self) -> Option<&TextShape> {
+        match &self.shape {
+            Shape::Text(t) => Some(t),
+            Shape::Plain => None,
+        }
+    }
+
+    /// The format of a formatted tag; `None` for a plain one.
+    pub fn format(&self) -> Option<&TagFormat> {
+        self.text().map(TextShape::format)
+    }
+
+    /// The text shape, or [`SpecError::NotFormatted`].
+    fn text_or_err(&self) -> Result<&TextShape, SpecError> {
+        self.text().ok_or_else(|| SpecError::NotFormatted {
+            tag: self.tag.clone(),
+        })
+    }
+
+    /// How the tag's ids are ordered across servers.
+    pub fn ordering(&self) -> OrderMode {
+        self.ordering
+    }
+
+    /// Whether the ids come in issue order (all but a permuted tag's).
+    pub fn ordered(&self) -> bool {
+        self.format().is_none_or(|f| f.permute.is_none())
+    }
+
+    /// The row of the period `key` of this tag.
+    pub fn period_row(&self, key: &str) -> PeriodRow {
+        PeriodRow::new(&self.tag, key)
+    }
+
+    /// The FF1 tweak of the period `key` of this tag (`crate::shapes::permute`).
+    ///
+    /// **Frozen.** These bytes decide every permuted code ever issued: they are, and stay, the
+    /// UTF-8 bytes of `tag@key` (e.g. `orders@20261127`; `tickets@` without a reset), which was
+    /// the period's row name when the first permuted codes were issued (issue 35). They are
+    /// spelt here by hand, not by [`PeriodRow`], so that renaming rows never changes a code.
+    /// Tested against codes issued before this spec existed (`tests/data/permuted-vectors.json`).
+    pub fn tweak(&self, key: &str) -> Vec<u8> {
+        let tag = self.tag.as_str().as_bytes();
+        let mut t = Vec::with_capacity(tag.len() + 1 + key.len());
+        t.extend_from_slice(tag);
+        t.push(b'@');
+        t.extend_from_slice(key.as_bytes());
+        t
+    }
+
+    /// The permutation, or [`SegmentError::KeyUnavailable`]; `None` when unpermuted (or plain).
+    pub(crate) fn permutation(&self) -> Result<Option<&Permutation>, SegmentError> {
+        let Some(text) = self.text() else {
+            return Ok(None);
+        };
+        match &text.permutation {
+            None => Ok(None),
+            Some(Ok(p)) => Ok(Some(p)),
+            Some(Err(_)) => Err(SegmentError::KeyUnavailable {
+                tag: self.tag.clone(),
+                key_id: text
+                    .format
+                    .permute
+                    .as_ref()
+                    .map(|p| p.key_id.clone())
+                    .unwrap_or_default(),
+            }),
+        }
+    }
+
+    /// The period holding `at`.
+    pub fn period_at(&self, at: Timestamp) -> Result<Period, SpecError> {
+        let text = self.text_or_err()?;
+        Ok(text.format.reset.period_at(at, &text.tz)?)
+    }
+
+    /// The period holding `now`, with its row, head and tweak: the one cached when `now` lies
+    /// in it (a clock stepped back before its start, or past its end, makes the right one).
+    pub(crate) fn current(&self, now: Timestamp) -> Result<Arc<CurrentPeriod>, SpecError> {
+        let text = self.text_or_err()?;
+        if let Some(c) = text.current.load_full()
+            && c.period.start <= now
+            && now < c.period.end
+        {
+            return Ok(c);
+        }
+        let period = self.period_at(now)?;
+        let c = Arc::new(CurrentPeriod {
+            row: self.period_row(&period.key),
+            head: text.format.head(&period)?,
+            tweak: self.tweak(&period.key).into(),
+            period,
+        });
+        text.current.store(Some(c.clone()));
+        Ok(c)
+    }
+
+    /// Reads an id of this tag back: its period and sequence, a permuted one through the key.
+    /// Text that is not an id of the tag is [`FormatError::Malformed`], never another id.
+    pub fn decode(&self, text: &str) -> Result<Decoded, DecodeError> {
+        let Some(shape) = self.text() else {
+            return Err(DecodeError::NotFormatted(self.tag.clone()));
+        };
+        let mut d = shape.format.decode(text)?;
+        if let Some(p) = self.permutation()? {
+            let seq = p
+                .decrypt(&self.tweak(&d.period), d.sequence)
+                .map_err(|e| FormatError::Malformed(e.to_string()))?;
+            if seq == 0 || seq > shape.format.max_sequence() {
+                return Err(FormatError::Malformed("not an id of this tag".into()).into());
+            }
+            d.sequence = seq;
+        }
+        Ok(d)
+    }
+}
+
+/// The specs of the tags an engine knows, by tag: the one cache of specs (a formatted tag's
+/// own row never serves numbers while its spec is here). Replaced copy-on-write: readers never
+/// lock.
+#[derive(Debug, Default)]
+pub struct SpecCache {
+    specs: ArcSwap<HashMap<String, Arc<TagSpec>>>,
+}
+
+impl SpecCache {
+    /// The spec of `tag`, if known.
+    pub fn get(&self, tag: &str) -> Option<Arc<TagSpec>> {
+        self.specs.load().get(tag).cloned()
+    }
+
+    /// Every spec known, by tag.
+    pub fn all(&self) -> Arc<HashMap<String, Arc<TagSpec>>> {
+        self.specs.load_full()
+    }
+
+    /// Keeps the spec of `tag` from its stored JSON, unless one is known already (which is
+    /// kept: it holds the period being served); the spec kept, or why the stored one is
+    /// unusable.
+    pub fn remember(
+        &self,
+        tag: &str,
+        json: &str,
+        keys: &KeyRing,
+    ) -> Result<Arc<TagSpec>, SpecError> {
+        if let Some(s) = self.get(tag) {
+            return Ok(s);
+        }
+        let spec = Arc::new(TagSpec::from_stored(BizTag::parse(tag)?, json, keys)?);
+        self.keep(vec![spec]);
+        // The one kept: this one, or one another caller kept meanwhile.
+        Ok(self.get(tag).expect("kept above"))
+    }
+
+    /// Keeps every stored spec of `found` (tag, JSON) not known yet (a refresh); an unusable
+    /// one is logged and skipped (and its tag is still never served as numbers: the refresh
+    /// skips its own row because the stored spec exists).
+    pub fn remember_all(&self, found: impl IntoIterator<Item = (String, String)>, keys: &KeyRing) {
+        let known = self.specs.load();
+        let mut new = Vec::new();
+        for (tag, json) in found {
+            if known.contains_key(&tag) {
+                continue;
+            }
+            match BizTag::parse(&tag)
+                .map_err(SpecError::from)
+                .and_then(|t| TagSpec::from_stored(t, &json, keys))
+            {
+                Ok(spec) => new.push(Arc::new(spec)),
+                Err(why) => warn!(biz_tag = %tag, %why, "stored format unusable"),
+            }
+        }
+        if !new.is_empty() {
+            self.keep(new);
+        }
+    }
+
+    /// Adds the specs whose tag is not known yet, in one copy of the map.
+    fn keep(&self, specs: Vec<Arc<TagSpec>>) {
+        self.specs.rcu(|current| {
+            let mut next = HashMap::clone(current);
+            for s in &specs {
+                next.entry(s.tag.as_str().to_owned()).or_insert_with(|| {
+                    info!(biz_tag = %s.tag, "formatted tag");
+                    s.clone()
+                });
+            }
+            next
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests;
