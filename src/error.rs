@@ -133,7 +133,9 @@ pub enum Error {
     /// and the override (`crate::store::durability`).
     #[error("{0}")]
     LossyDatabase(String),
-    /// 400 `invalid_id`: an id to decode that is not an integer within 0..=9223372036854775807.
+    /// 400 `invalid_id`: an id to decode that is not one: a snowflake id that is not an integer
+    /// within 0..=9223372036854775807, or a text that is not an id of the formatted tag's format
+    /// (a wrong length, alphabet, literal, date or check character).
     #[error("{0}")]
     InvalidId(String),
     /// 400 `invalid_time_range`: a time range for id bounds that is missing, does not parse

@@ -4,7 +4,7 @@
 use thiserror::Error;
 
 use super::biz_tag::{BizTag, BizTagError};
-use super::spec::SpecError;
+use super::spec::error::SpecError;
 use super::store::StoreError;
 
 /// Why the segment engine could not hand out ids.
