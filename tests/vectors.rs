@@ -19,7 +19,10 @@ fn root() -> PathBuf {
 fn cases(file: &str) -> Vec<Value> {
     let path = root().join("clients/conformance/vectors").join(file);
     let doc: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
-    assert!(doc["description"].is_string() && doc["version"].is_u64(), "{file}");
+    assert!(
+        doc["description"].is_string() && doc["version"].is_u64(),
+        "{file}"
+    );
     let cases = doc["cases"].as_array().unwrap().clone();
     assert!(!cases.is_empty(), "{file}");
     cases
@@ -43,13 +46,18 @@ fn the_server_agrees_with_every_tag_vector() {
 /// one.
 fn documented_codes() -> BTreeMap<String, (u16, bool)> {
     let api = fs::read_to_string(root().join("docs/api.md")).unwrap();
-    let start = api.find("Error codes: ").expect("docs/api.md has an \"Error codes:\" paragraph");
-    let para = api[start..api[start..].find("\n\n").map_or(api.len(), |n| start + n)].replace('\n', " ");
+    let start = api
+        .find("Error codes: ")
+        .expect("docs/api.md has an \"Error codes:\" paragraph");
+    let para =
+        api[start..api[start..].find("\n\n").map_or(api.len(), |n| start + n)].replace('\n', " ");
     let mut out = BTreeMap::new();
     let mut pending: Vec<String> = Vec::new();
     let mut rest = para.as_str();
     while let Some(open) = rest.find('`') {
-        let Some(len) = rest[open + 1..].find('`') else { break };
+        let Some(len) = rest[open + 1..].find('`') else {
+            break;
+        };
         let word = &rest[open + 1..open + 1 + len];
         let after = &rest[open + 2 + len..];
         rest = after;
@@ -60,9 +68,15 @@ fn documented_codes() -> BTreeMap<String, (u16, bool)> {
         if after.starts_with('/') {
             continue; // `a`/`b` 400: both share the status
         }
-        let digits: String = after.trim_start().chars().take_while(char::is_ascii_digit).collect();
+        let digits: String = after
+            .trim_start()
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
         if let Ok(status) = digits.parse::<u16>() {
-            let retry = after.trim_start()[digits.len()..].trim_start().starts_with("+ `Retry-After");
+            let retry = after.trim_start()[digits.len()..]
+                .trim_start()
+                .starts_with("+ `Retry-After");
             for code in pending.drain(..) {
                 out.entry(code).or_insert((status, retry));
             }
@@ -104,11 +118,17 @@ fn every_error_vector_is_a_code_the_server_documents_and_answers() {
         let code = c["code"].as_str().unwrap();
         let status = u16::try_from(c["status"].as_u64().unwrap()).unwrap();
         let retry = c["retry_after"].as_bool().unwrap();
-        assert!(matches!(c["action"].as_str(), Some("reject" | "failover")), "{name}");
+        assert!(
+            matches!(c["action"].as_str(), Some("reject" | "failover")),
+            "{name}"
+        );
         match c["origin"].as_str() {
             // Made by a client: the server must not answer it.
             Some("client") => {
-                assert!(!documented.contains_key(code), "{name}: {code} is a server code");
+                assert!(
+                    !documented.contains_key(code),
+                    "{name}: {code} is a server code"
+                );
                 continue;
             }
             // Not leafid's answer (a proxy's, or a code under another status): a client case.
@@ -118,15 +138,28 @@ fn every_error_vector_is_a_code_the_server_documents_and_answers() {
         }
         in_vectors.insert(code.to_owned(), (status, retry));
         // The server answers it: its stable code is a literal of the source...
-        assert!(src.contains(&format!("\"{code}\"")), "{code}: not a string literal under src/");
+        assert!(
+            src.contains(&format!("\"{code}\"")),
+            "{code}: not a string literal under src/"
+        );
         // ...and documented, with the same status and Retry-After where api.md lists it.
-        assert!(docs.contains(&format!("`{code}`")), "{code}: not documented under docs/");
+        assert!(
+            docs.contains(&format!("`{code}`")),
+            "{code}: not documented under docs/"
+        );
         if let Some(&(doc_status, doc_retry)) = documented.get(code) {
-            assert_eq!((status, retry), (doc_status, doc_retry), "{code} against docs/api.md");
+            assert_eq!(
+                (status, retry),
+                (doc_status, doc_retry),
+                "{code} against docs/api.md"
+            );
         }
     }
     // Every code docs/api.md lists is in the vectors: a new code needs a client decision.
     for code in documented.keys() {
-        assert!(in_vectors.contains_key(code), "{code} (docs/api.md) is not in errors.json");
+        assert!(
+            in_vectors.contains_key(code),
+            "{code} (docs/api.md) is not in errors.json"
+        );
     }
 }

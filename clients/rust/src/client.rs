@@ -482,7 +482,7 @@ impl Client {
 }
 
 /// The server's tag rule: 1 to 128 of `A-Z a-z 0-9 . _ : -`.
-fn valid_tag(tag: &str) -> bool {
+pub(crate) fn valid_tag(tag: &str) -> bool {
     (1..=128).contains(&tag.len())
         && tag
             .bytes()

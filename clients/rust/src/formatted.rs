@@ -169,7 +169,8 @@ fn validate(body: IdsBody, req: &Request, server: &str) -> Result<Texts, Outcome
     })
 }
 
-/// An RFC 3339 instant (`2026-11-27T16:00:00Z`, `...:00.999999999Z`, `...+08:00`).
+/// An RFC 3339 instant (`2026-11-27T16:00:00Z`, `...:00.999999999Z`, `...+08:00`): the subset
+/// the server writes (upper-case `T` and `Z`, no leap second; `vectors/rfc3339.json`).
 pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     let b = s.as_bytes();
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
@@ -182,7 +183,7 @@ pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     if b.len() < 20
         || b[4] != b'-'
         || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[10] != b'T'
         || b[13] != b':'
         || b[16] != b':'
     {
@@ -198,7 +199,7 @@ pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
         2 => 28,
         _ => return None,
     };
-    if !(1..=days_in_month).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+    if !(1..=days_in_month).contains(&day) || hour > 23 || minute > 59 || second > 59 {
         return None;
     }
     let mut at = 19;
@@ -218,7 +219,7 @@ pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
         }
     }
     let offset = match b.get(at..)? {
-        [b'Z' | b'z'] => 0,
+        [b'Z'] => 0,
         [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
             let (h, m) = (num(at + 1..at + 3)?, num(at + 4..at + 6)?);
             if h > 23 || m > 59 {
