@@ -578,6 +578,11 @@ func parseFormatted(body []byte, wantTag string, asked int) (got parsedTexts, no
 	}
 	unordered := b.Ordered != nil && !*b.Ordered
 	texts := make([]string, len(b.IDs))
+	// Unordered texts have no order to check: a text twice is caught by this set instead.
+	var seen map[string]bool
+	if unordered {
+		seen = make(map[string]bool, len(b.IDs))
+	}
 	for i, raw := range b.IDs {
 		if err := json.Unmarshal(raw, &texts[i]); err != nil {
 			return got, false, fmt.Errorf("id %s is not a string", string(raw))
@@ -587,6 +592,12 @@ func parseFormatted(body []byte, wantTag string, asked int) (got parsedTexts, no
 		}
 		if !unordered && i > 0 && texts[i] <= texts[i-1] {
 			return got, false, fmt.Errorf("id %q does not lie above %q", texts[i], texts[i-1])
+		}
+		if unordered {
+			if seen[texts[i]] {
+				return got, false, fmt.Errorf("id %q twice", texts[i])
+			}
+			seen[texts[i]] = true
 		}
 	}
 	return parsedTexts{texts: texts, periodEnd: end, unordered: unordered}, false, nil

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -185,6 +186,31 @@ func TestVectorsRFC3339(t *testing.T) {
 			if want := c.int64(t, "unix_ms"); ms != want {
 				t.Errorf("%s: %d ms, want %d", c.name(), ms, want)
 			}
+		}
+	}
+}
+
+func TestVectorsFormats(t *testing.T) {
+	for _, c := range loadVectors(t, "formats.json") {
+		got, notFormatted, err := parseFormatted([]byte(c.str(t, "body")), c.str(t, "tag"), int(c.int64(t, "asked")))
+		result := "ok"
+		if notFormatted {
+			result = "not_formatted"
+		} else if err != nil {
+			result = "fault"
+		}
+		if want := c.str(t, "result"); result != want {
+			t.Errorf("%s: %s (%v), want %s", c.name(), result, err, want)
+			continue
+		}
+		if result != "ok" {
+			continue
+		}
+		var ids []string
+		c.get(t, "ids", &ids)
+		if strings.Join(got.texts, "\n") != strings.Join(ids, "\n") || got.unordered == c.bool(t, "ordered") ||
+			got.periodEnd.UnixMilli() != c.int64(t, "period_end_ms") {
+			t.Errorf("%s: %+v", c.name(), got)
 		}
 	}
 }

@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from leafid_client._supply import catch_up_count, next_size
+from leafid_client.errors import RejectedError
 from leafid_client._wire import (
     BatchRequest,
     bounds_instants,
     parse_bounds,
+    parse_formatted,
     parse_ranges,
     refusal_is_final,
     rfc3339_unix_ms,
@@ -101,3 +103,21 @@ def test_rfc3339(c: dict) -> None:
     else:
         with pytest.raises(ValueError):
             rfc3339_unix_ms(c["text"])
+
+
+@pytest.mark.parametrize("c", cases("formats.json"))
+def test_formats(c: dict) -> None:
+    req = BatchRequest.formatted_list(c["tag"], c["asked"])
+    body = c["body"].encode()
+    if c["result"] == "ok":
+        got = parse_formatted("s", body, req)
+        assert (got.ids, got.ordered) == (c["ids"], c["ordered"])
+        assert round(got.period_end * 1000) == c["period_end_ms"]
+    elif c["result"] == "not_formatted":
+        with pytest.raises(RejectedError) as e:
+            parse_formatted("s", body, req)
+        assert (e.value.status, e.value.code) == (200, "not_formatted")
+    else:
+        assert c["result"] == "fault"
+        with pytest.raises(ValueError):
+            parse_formatted("s", body, req)

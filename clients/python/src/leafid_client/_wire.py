@@ -388,14 +388,15 @@ def parse_formatted(server: str, body: bytes, req: BatchRequest) -> FormattedBat
     if not isinstance(doc, dict) or not isinstance(doc.get("ids"), list) or not doc["ids"]:
         raise ValueError(f"no ids list: {body[:80]!r}")
     ids = doc["ids"]
+    # The tag first: numbers of another tag are that server's failure, not a plain tag.
+    if doc.get("biz_tag") != req.tag:
+        raise ValueError(f"asked for tag {req.tag!r}, got {doc.get('biz_tag')!r}")
     if "period_end" not in doc and all(
         isinstance(i, int) and not isinstance(i, bool) for i in ids
     ):
         raise RejectedError(
             server, 200, NOT_FORMATTED, f"tag {req.tag!r} is plain: its ids are numbers"
         )
-    if doc.get("biz_tag") != req.tag:
-        raise ValueError(f"asked for tag {req.tag!r}, got {doc.get('biz_tag')!r}")
     if len(ids) > req.count:
         raise ValueError(f"{len(ids)} ids for a request of {req.count}")
     ordered = doc.get("ordered", True)
