@@ -107,7 +107,7 @@ export function readFormatted(body, asked) {
   }
   const ids = b.ids;
   if (!Array.isArray(ids) || ids.length === 0) throw 'no "ids" list of at least one id';
-  if (b.period_end === undefined && ids.every((x) => typeof x === 'number' || (typeof x === 'string' && /^[0-9]+$/.test(x)))) {
+  if (b.period_end === undefined && ids.every((x) => typeof x === 'number')) {
     return new Refusal('not_formatted', `tag ${JSON.stringify(asked.tag)} is not formatted: its ids are numbers (use segment(tag))`);
   }
   if (ids.length > asked.count) throw `${ids.length} ids for ${asked.count} asked`;
@@ -120,6 +120,8 @@ export function readFormatted(body, asked) {
     if (ordered && i > 0 && compareBytes(id, prev) <= 0) throw `id ${i} ${JSON.stringify(id)} is not above the one before (${JSON.stringify(prev)})`;
     prev = id;
   }
+  // Unordered texts have no order to check: a text twice is caught here instead.
+  if (!ordered && new Set(ids).size !== ids.length) throw 'a text twice in one answer';
   const pe = b.period_end;
   const periodEnd = parseRfc3339(pe);
   if (!Number.isFinite(periodEnd)) throw `period_end ${JSON.stringify(pe)} is not an RFC 3339 instant`;

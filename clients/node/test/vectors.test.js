@@ -7,8 +7,8 @@ import { test } from 'node:test';
 
 import { rfc3339, readBounds } from '../src/bounds.js';
 import { isValidTag } from '../src/client.js';
-import { parseRfc3339 } from '../src/formatted.js';
-import { refusalIsFinal, validateRanges } from '../src/servers.js';
+import { parseRfc3339, readFormatted } from '../src/formatted.js';
+import { Refusal, refusalIsFinal, validateRanges } from '../src/servers.js';
 import { nextBatchSize } from '../src/sizing.js';
 import { catchUpCount } from '../src/supply.js';
 
@@ -102,5 +102,19 @@ test('vectors: RFC 3339', () => {
     const got = parseRfc3339(c.text);
     if (c.valid) assert.equal(got, Number(c.unix_ms), c.name);
     else assert.ok(Number.isNaN(got), `${c.name}: ${got}`);
+  }
+});
+
+test('vectors: formatted answers', () => {
+  for (const c of cases('formats.json')) {
+    let got;
+    try {
+      got = readFormatted(parsed(c.body) ?? null, { count: c.asked, tag: c.tag });
+    } catch {
+      got = 'fault';
+    }
+    if (c.result === 'fault') assert.equal(got, 'fault', c.name);
+    else if (c.result === 'not_formatted') assert.ok(got instanceof Refusal && got.code === 'not_formatted', c.name);
+    else assert.deepEqual([got.ids, got.ordered, got.periodEnd], [c.ids, c.ordered, c.period_end_ms], c.name);
   }
 });
