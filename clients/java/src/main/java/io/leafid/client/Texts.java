@@ -3,6 +3,8 @@ package io.leafid.client;
 import java.time.OffsetDateTime;
 import java.time.format.DateTimeFormatter;
 import java.time.format.DateTimeParseException;
+import java.util.Arrays;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.regex.Pattern;
@@ -130,6 +132,10 @@ final class Texts {
             if (ordered && k > 0 && compare(ids[k - 1], ids[k]) >= 0) {
                 throw new Servers.BadBatch("ids do not increase: \"" + ids[k - 1] + "\" then \"" + ids[k] + "\"");
             }
+        }
+        // Unordered texts have no order to check: a text twice is caught here instead.
+        if (!ordered && new HashSet<>(Arrays.asList(ids)).size() != ids.length) {
+            throw new Servers.BadBatch("a text twice in one answer");
         }
         Object period = m.get("period");
         return new Texts(ids, period instanceof String ? (String) period : "", end, ordered);

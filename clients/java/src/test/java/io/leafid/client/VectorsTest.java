@@ -140,4 +140,25 @@ class VectorsTest {
             }
         }
     }
+
+    @Test
+    void formats() throws Exception {
+        for (Map<?, ?> c : cases("formats.json")) {
+            Servers.Request req = new Servers.Request("/r", (int) num(c, "asked"), text(c, "tag"), true);
+            String body = text(c, "body");
+            switch (text(c, "result")) {
+                case "fault":
+                    assertThrows(Servers.BadBatch.class, () -> Texts.parse(body, req), name(c));
+                    break;
+                case "not_formatted":
+                    assertThrows(Texts.NotFormatted.class, () -> Texts.parse(body, req), name(c));
+                    break;
+                default:
+                    Texts got = Texts.parse(body, req);
+                    assertEquals(c.get("ids"), List.of(got.ids), name(c));
+                    assertEquals(flag(c, "ordered"), got.ordered, name(c));
+                    assertEquals(num(c, "period_end_ms"), got.periodEndMillis, name(c));
+            }
+        }
+    }
 }
