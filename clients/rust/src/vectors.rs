@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use crate::bounds::{self, IdBounds};
 use crate::client::valid_tag;
-use crate::formatted::parse_rfc3339;
+use crate::error::Error;
+use crate::formatted::{Texts, parse_rfc3339};
 use crate::servers::{Answer, Outcome, Request, Run, refusal_is_final};
 use crate::sizing::{Sizing, Usage};
 use crate::supply::catch_up_count;
@@ -189,5 +190,40 @@ fn rfc3339() {
             .unwrap()
             .then(|| c["unix_ms"].as_i64().unwrap());
         assert_eq!(got, want, "{}", name(&c));
+    }
+}
+
+#[test]
+fn formats() {
+    for c in cases("formats.json") {
+        let tag = c["tag"].as_str().unwrap().to_owned();
+        let asked = usize::try_from(u(&c, "asked")).unwrap();
+        let req = Request::list("/r".into(), asked, 100_000, tag);
+        let got =
+            <Texts as Answer>::parse(c["body"].as_str().unwrap().as_bytes(), &req, "http://s");
+        match (c["result"].as_str().unwrap(), got) {
+            ("ok", Ok(t)) => {
+                let ids: Vec<&str> = c["ids"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap())
+                    .collect();
+                assert_eq!(t.ids, ids, "{}", name(&c));
+                assert_eq!(t.ordered, c["ordered"].as_bool().unwrap(), "{}", name(&c));
+                let ms = t.period_end.duration_since(UNIX_EPOCH).unwrap().as_millis();
+                assert_eq!(ms, u128::from(u(&c, "period_end_ms")), "{}", name(&c));
+            }
+            ("not_formatted", Err(Outcome::Rejected(Error::Rejected { code, status, .. }))) => {
+                assert_eq!(
+                    (code.as_str(), status),
+                    ("not_formatted", 200),
+                    "{}",
+                    name(&c)
+                );
+            }
+            ("fault", Err(Outcome::Fault(_))) => {}
+            (want, got) => panic!("{}: want {want}, got an answer: {}", name(&c), got.is_ok()),
+        }
     }
 }
