@@ -21,7 +21,14 @@ from leafid_client import (
     RejectedError,
     UnavailableError,
 )
-from leafid_client._wire import MAX_ID, BoundsRequest, ServerFailure, parse_bounds, rfc3339_ms
+from leafid_client._wire import (
+    MAX_ID,
+    BoundsRequest,
+    ServerFailure,
+    bounds_instants,
+    parse_bounds,
+    rfc3339_ms,
+)
 from leafid_server import LeafidServer, free_low_port
 
 from conftest import BadServer
@@ -169,23 +176,23 @@ def test_the_bounds_are_the_routes_and_hold_the_ids_taken(
         end = datetime.now(UTC) + timedelta(seconds=60)
         got = await both.call(c.snowflake_bounds(start, end))
         assert isinstance(got, Bounds) and isinstance(got.min_id, int)
-        status, want = route(a, rfc3339_ms("", start), rfc3339_ms("", end))
+        status, want = route(a, *bounds_instants(start, end))
         assert status == 200, want
         assert (str(got.min_id), str(got.max_id)) == (want["min_id"], want["max_id"])
         lo, hi = got
         assert 0 < lo <= hi <= MAX_ID
         assert all(lo <= i <= hi for i in ids)
-        # A fraction of a millisecond rounds up at both ends: the same as the route's answer
-        # for the next whole milliseconds (the route also takes unix ms).
+        # A fraction of a millisecond widens the range: `from` down, `to` up, the same as the
+        # route's answer for those whole milliseconds (the route also takes unix ms).
         t0 = start.replace(microsecond=start.microsecond // 1000 * 1000 + 400)
         t1 = end.replace(microsecond=end.microsecond // 1000 * 1000 + 600)
-        status, want = route(a, str(unix_ms(t0) + 1), str(unix_ms(t1) + 1))
+        status, want = route(a, str(unix_ms(t0)), str(unix_ms(t1) + 1))
         assert status == 200, want
         assert await both.call(c.snowflake_bounds(t0, t1)) == (
             int(want["min_id"]),
             int(want["max_id"]),
         )
-        # One millisecond: its first and last id (a tick of a millisecond layout).
+        # One millisecond from t0: the two ticks it overlaps.
         one = await both.call(c.snowflake_bounds(t0, t0 + timedelta(milliseconds=1)))
         assert one.min_id <= one.max_id < got.max_id
         assert c.stats().failovers == 0
@@ -229,7 +236,7 @@ def test_bounds_fail_over_like_batches(
 
     async def body(c: Any, both: Both) -> None:
         got = await both.call(c.snowflake_bounds(frm, to))
-        status, want = route(on, rfc3339_ms("", frm), rfc3339_ms("", to))
+        status, want = route(on, *bounds_instants(frm, to))
         assert got == (int(want["min_id"]), int(want["max_id"]))
         assert c.stats().failovers == 2
         assert sorted(c.down_servers()) == sorted([dead, off.url])
