@@ -25,23 +25,14 @@ type Bounds struct {
 	FirstTick, LastTick time.Time
 }
 
-// boundsFinal are the refusals of a bounds request itself: every server shares the layout and
-// would answer the same, so they reach the caller as a *RejectedError and are no failover.
-var boundsFinal = map[string]bool{
-	// An empty range, one before the layout's epoch or past the end of its time field, or an
-	// instant the server cannot read.
-	"invalid_time_range": true,
-	"invalid_request":    true,
-}
-
 // boundsBody is the 200 body of the bounds route (stringify_ids=true: the ids as decimal
-// strings; numbers are read exactly too).
+// strings).
 type boundsBody struct {
-	MinID     *json.Number `json:"min_id"`
-	MaxID     *json.Number `json:"max_id"`
-	Layout    *string      `json:"layout"`
-	FirstTick *string      `json:"first_tick"`
-	LastTick  *string      `json:"last_tick"`
+	MinID     *string `json:"min_id"`
+	MaxID     *string `json:"max_id"`
+	Layout    *string `json:"layout"`
+	FirstTick *string `json:"first_tick"`
+	LastTick  *string `json:"last_tick"`
 }
 
 // SnowflakeBounds asks the servers for the smallest and largest snowflake id any worker can
@@ -73,11 +64,8 @@ func (c *Client) SnowflakeBounds(ctx context.Context, from, to time.Time) (Bound
 		case <-ctx.Done():
 		}
 	}()
-	query := url.Values{
-		"from":          {boundsInstant(from, false)},
-		"to":            {boundsInstant(to, from.Before(to))},
-		"stringify_ids": {"true"},
-	}
+	qFrom, qTo := boundsInstants(from, to)
+	query := url.Values{"from": {qFrom}, "to": {qTo}, "stringify_ids": {"true"}}
 	path := "/api/v1/snowflake/bounds?" + query.Encode()
 	started := time.Now()
 	deadline := started.Add(c.cfg.WaitTimeout)
@@ -85,7 +73,7 @@ func (c *Client) SnowflakeBounds(ctx context.Context, from, to time.Time) (Bound
 	for failures := 1; ; failures++ {
 		var got Bounds
 		srv, rejected, fault := c.servers.call(ctx, func(ctx context.Context, srv *server) (*RejectedError, *ServerFault) {
-			body, rejected, fault := c.servers.get(ctx, srv, srv.base+path, boundsFinal)
+			body, rejected, fault := c.servers.get(ctx, srv, srv.base+path)
 			if rejected != nil || fault != nil {
 				return rejected, fault
 			}
@@ -123,6 +111,14 @@ func (c *Client) SnowflakeBounds(ctx context.Context, from, to time.Time) (Bound
 	}
 }
 
+// boundsInstants are the query's from and to for [from, to): from rounded down to the
+// millisecond, to rounded up when from is before to (down otherwise: an empty range stays
+// empty). Every tick that overlaps the range is kept, as the server keeps them
+// (clients/conformance/vectors/bounds.json).
+func boundsInstants(from, to time.Time) (string, string) {
+	return boundsInstant(from, false), boundsInstant(to, from.Before(to))
+}
+
 // boundsInstant writes t as RFC 3339 UTC with milliseconds and Z, rounded down, or up if up.
 func boundsInstant(t time.Time, up bool) string {
 	t = t.Round(0).UTC()
@@ -146,13 +142,13 @@ func parseBounds(body []byte) (Bounds, error) {
 	// A range that starts in the layout's first tick has min_id 0 (worker 0, sequence 0): a
 	// bound, not an id handed out, so 0 is accepted here and nowhere else.
 	lo := int64(0)
-	if string(*b.MinID) != "0" {
+	if *b.MinID != "0" {
 		var err error
-		if lo, err = parseID(*b.MinID); err != nil {
+		if lo, err = parseID(b.MinID); err != nil {
 			return Bounds{}, fmt.Errorf("min_id: %v", err)
 		}
 	}
-	hi, err := parseID(*b.MaxID)
+	hi, err := parseID(b.MaxID)
 	if err != nil {
 		return Bounds{}, fmt.Errorf("max_id: %v", err)
 	}

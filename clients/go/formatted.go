@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -568,7 +569,7 @@ func parseFormatted(body []byte, wantTag string, asked int) (got parsedTexts, no
 		}
 		return got, false, errors.New("no period_end in the body")
 	}
-	end, err := time.Parse(time.RFC3339Nano, *b.PeriodEnd)
+	end, err := parseRFC3339(*b.PeriodEnd)
 	if err != nil {
 		return got, false, fmt.Errorf("period_end %q is not an RFC 3339 instant", *b.PeriodEnd)
 	}
@@ -577,6 +578,11 @@ func parseFormatted(body []byte, wantTag string, asked int) (got parsedTexts, no
 	}
 	unordered := b.Ordered != nil && !*b.Ordered
 	texts := make([]string, len(b.IDs))
+	// Unordered texts have no order to check: a text twice is caught by this set instead.
+	var seen map[string]bool
+	if unordered {
+		seen = make(map[string]bool, len(b.IDs))
+	}
 	for i, raw := range b.IDs {
 		if err := json.Unmarshal(raw, &texts[i]); err != nil {
 			return got, false, fmt.Errorf("id %s is not a string", string(raw))
@@ -587,6 +593,25 @@ func parseFormatted(body []byte, wantTag string, asked int) (got parsedTexts, no
 		if !unordered && i > 0 && texts[i] <= texts[i-1] {
 			return got, false, fmt.Errorf("id %q does not lie above %q", texts[i], texts[i-1])
 		}
+		if unordered {
+			if seen[texts[i]] {
+				return got, false, fmt.Errorf("id %q twice", texts[i])
+			}
+			seen[texts[i]] = true
+		}
 	}
 	return parsedTexts{texts: texts, periodEnd: end, unordered: unordered}, false, nil
+}
+
+// rfc3339 is the subset of RFC 3339 the server writes (clients/conformance/vectors/rfc3339.json):
+// upper-case T and Z, a fraction with a dot, offsets as +HH:MM or -HH:MM.
+var rfc3339 = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`)
+
+// parseRFC3339 reads an instant in that subset (time.Parse alone also takes a comma for the
+// fraction's dot, and offsets past 23 hours).
+func parseRFC3339(text string) (time.Time, error) {
+	if !rfc3339.MatchString(text) {
+		return time.Time{}, fmt.Errorf("%q is not an RFC 3339 instant", text)
+	}
+	return time.Parse(time.RFC3339Nano, text)
 }

@@ -22,7 +22,10 @@ func TestParseRangesTakesOnlyValidBatchesOfTheTag(t *testing.T) {
 		want  []idRun
 	}{
 		{`{"biz_tag":"t","count":3,"ranges":[{"first":"1","last":"2"},{"first":"5","last":"5"}]}`, "t", 3, r(1, 2, 5, 5)},
-		{` { "ranges" : [ { "last" : 7 , "first" : 3 } ] , "count" : "5", "biz_tag" : "t" } `, "t", 9, r(3, 7)},
+		{` { "ranges" : [ { "last" : "7" , "first" : "3" } ] , "count" : 5, "biz_tag" : "t" } `, "t", 9, r(3, 7)},
+		// Numbers where strings were asked (ids, or a count as a string): not the answer asked for.
+		{`{"biz_tag":"t","count":5,"ranges":[{"last":7,"first":3}]}`, "t", 9, nil},
+		{`{"biz_tag":"t","count":"5","ranges":[{"last":"7","first":"3"}]}`, "t", 9, nil},
 		{`{"biz_tag":"t","count":1,"ranges":[{"first":"9223372036854775807","last":"9223372036854775807"}]}`, "t", 1, r(9223372036854775807, 9223372036854775807)},
 		{`{"count":9223372036854775807,"ranges":[{"first":"1","last":"9223372036854775807"}]}`, "", math.MaxInt32, nil},
 		{`{"count":2,"ranges":[{"first":"7","last":"8"}]}`, "", 2, r(7, 8)},

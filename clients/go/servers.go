@@ -104,8 +104,8 @@ type fetchResult struct {
 	fault *ServerFault
 }
 
-// finalCodes are the refusals of the request itself: every server shares the database and would
-// answer the same, so they reach the caller and are no failover.
+// finalCodes are the 4xx refusals of the request itself: every server shares the database and
+// the layout and would answer the same, so they reach the caller and are no failover.
 var finalCodes = map[string]bool{
 	"unknown_biz_tag":   true,
 	"invalid_biz_tag":   true,
@@ -114,6 +114,22 @@ var finalCodes = map[string]bool{
 	"invalid_request":   true,
 	// A numeric supply asked for a formatted tag (the range route refuses it).
 	"formatted_tag": true,
+	// The bounds route: an empty range, one before the layout's epoch or past its end.
+	"invalid_time_range": true,
+}
+
+// refusalIsFinal reports whether an error answer holds on every server (it reaches the caller)
+// or is only this server's (ask the next): a 4xx whose code is in finalCodes, or a 503
+// sequence_exhausted (a formatted tag's period ran out of width until the next period).
+// clients/conformance/vectors/errors.json.
+func refusalIsFinal(status int, code string) bool {
+	switch {
+	case status >= 400 && status < 500:
+		return finalCodes[code]
+	case status == http.StatusServiceUnavailable:
+		return code == "sequence_exhausted"
+	}
+	return false
 }
 
 func newServers(bases []string, httpClient *http.Client, requestTimeout, backoffMin, backoffMax time.Duration) *servers {
@@ -201,18 +217,18 @@ func (s *servers) call(ctx context.Context, ask func(ctx context.Context, srv *s
 	return nil, nil, last
 }
 
-// rangesBody is the 200 body of both range routes (biz_tag only on the segment one). Numbers are
-// read as json.Number (the decimal text, string or number) and parsed exactly as int64.
+// rangesBody is the 200 body of both range routes (biz_tag only on the segment one). The ids
+// are decimal strings (asked with stringify_ids=true), parsed exactly as int64.
 type rangesBody struct {
 	BizTag *string       `json:"biz_tag"`
-	Count  *json.Number  `json:"count"`
+	Count  *int64        `json:"count"`
 	Ranges []rangeOfBody `json:"ranges"`
 }
 
 // rangeOfBody is one run of a body, both ends included.
 type rangeOfBody struct {
-	First json.Number `json:"first"`
-	Last  json.Number `json:"last"`
+	First *string `json:"first"`
+	Last  *string `json:"last"`
 }
 
 // errorBody is the server's error body, read leniently.
@@ -229,7 +245,7 @@ func (s *servers) ask(ctx context.Context, srv *server, req *request, count int)
 	if !req.formatted {
 		url += "&stringify_ids=true"
 	}
-	body, rejected, fault := s.get(ctx, srv, url, finalCodes)
+	body, rejected, fault := s.get(ctx, srv, url)
 	if rejected != nil || fault != nil {
 		return none, rejected, fault
 	}
@@ -252,11 +268,9 @@ func (s *servers) ask(ctx context.Context, srv *server, req *request, count int)
 }
 
 // get sends GET url to srv, bounded by the request timeout, and sorts the answer: the body of a
-// 200 (at most maxBodyBytes); a refusal of the request itself (a 4xx whose code is in final,
-// or a 503 sequence_exhausted: a formatted tag's period ran out of width, and every server
-// answers the same until the next period); or that server's fault (no answer, a 5xx, a 4xx
-// with another code, a body too large).
-func (s *servers) get(ctx context.Context, srv *server, url string, final map[string]bool) ([]byte, *RejectedError, *ServerFault) {
+// 200 (at most maxBodyBytes); a refusal of the request itself (refusalIsFinal); or that
+// server's fault (no answer, a 5xx, a 4xx with another code, a body too large).
+func (s *servers) get(ctx context.Context, srv *server, url string) ([]byte, *RejectedError, *ServerFault) {
 	ctx, cancel := context.WithTimeout(ctx, s.requestTimeout)
 	defer cancel()
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -276,8 +290,7 @@ func (s *servers) get(ctx context.Context, srv *server, url string, final map[st
 	if resp.StatusCode != http.StatusOK {
 		var eb errorBody
 		_ = json.Unmarshal(body, &eb)
-		if (resp.StatusCode >= 400 && resp.StatusCode < 500 && final[eb.Code]) ||
-			(resp.StatusCode == http.StatusServiceUnavailable && eb.Code == "sequence_exhausted") {
+		if refusalIsFinal(resp.StatusCode, eb.Code) {
 			return nil, &RejectedError{Server: srv.base, Status: resp.StatusCode, Code: eb.Code, Message: eb.Message}, nil
 		}
 		return nil, nil, srv.fault(FaultStatus, resp.StatusCode, eb.Code, "")
@@ -293,10 +306,13 @@ func (srv *server) fault(kind FaultKind, status int, code, detail string) *Serve
 	return &ServerFault{Server: srv.base, Kind: kind, Status: status, Code: code, Detail: detail}
 }
 
-// parseID reads one end of a run: an exact int64 above 0, written as a JSON string or number of
-// plain decimal digits.
-func parseID(n json.Number) (int64, error) {
-	text := string(n)
+// parseID reads one end of a run: an exact int64 above 0, written as a JSON string of plain
+// decimal digits without a leading zero (a JSON number is not the answer asked for).
+func parseID(s *string) (int64, error) {
+	if s == nil {
+		return 0, errors.New("an id is missing or not a string")
+	}
+	text := *s
 	if text == "" || text[0] < '1' || text[0] > '9' {
 		return 0, fmt.Errorf("id %q is not a positive integer", text)
 	}
@@ -327,9 +343,9 @@ func parseRanges(body []byte, wantTag string, asked int) ([]idRun, error) {
 	if b.Count == nil {
 		return nil, errors.New("no count in the body")
 	}
-	count, err := strconv.ParseInt(string(*b.Count), 10, 64)
-	if err != nil || count < 1 || count > int64(asked) {
-		return nil, fmt.Errorf("count %s for %d ids asked", string(*b.Count), asked)
+	count := *b.Count
+	if count < 1 || count > int64(asked) {
+		return nil, fmt.Errorf("count %d for %d ids asked", count, asked)
 	}
 	if len(b.Ranges) == 0 {
 		return nil, errors.New("no ranges in the body")

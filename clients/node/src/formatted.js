@@ -37,8 +37,30 @@ import { InvalidTagError, ServerFault } from './errors.js';
 import { MAX_FORMATTED_BATCH, Refusal } from './servers.js';
 import { IdSupply } from './supply.js';
 
-/** An RFC 3339 instant (`2026-11-28T00:00:00Z`, fractions and offsets allowed). */
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
+/** The subset of RFC 3339 the server writes: upper-case `T` and `Z`, offsets `+HH:MM`. */
+const RFC3339 = /^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?(?:Z|([+-])([0-9]{2}):([0-9]{2}))$/;
+
+/**
+ * An RFC 3339 instant in milliseconds since the epoch (the fraction cut), or `NaN`: a real
+ * calendar date of years 0000 to 9999, hours 00-23, minutes and seconds 00-59 (no leap second),
+ * offsets within 23:59 (`clients/conformance/vectors/rfc3339.json`).
+ * @param {unknown} text
+ * @returns {number}
+ */
+export function parseRfc3339(text) {
+  const m = typeof text === 'string' ? RFC3339.exec(text) : null;
+  if (m === null) return NaN;
+  const [y, mo, d, h, mi, s] = m.slice(1, 7).map(Number);
+  const oh = m[8] ? Number(m[9]) : 0;
+  const om = m[8] ? Number(m[10]) : 0;
+  if (mo < 1 || mo > 12 || h > 23 || mi > 59 || s > 59 || oh > 23 || om > 59) return NaN;
+  const t = new Date(0);
+  t.setUTCFullYear(y, mo - 1, d);
+  if (t.getUTCDate() !== d) return NaN; // no 30 February
+  t.setUTCHours(h, mi, s, Number(((m[7] ?? '') + '000').slice(0, 3)));
+  const offset = (oh * 60 + om) * 60_000;
+  return t.getTime() + (m[8] === '-' ? offset : -offset);
+}
 
 /**
  * Compares two strings in the byte order of their UTF-8 encodings (the order formatted ids sort
@@ -85,7 +107,7 @@ export function readFormatted(body, asked) {
   }
   const ids = b.ids;
   if (!Array.isArray(ids) || ids.length === 0) throw 'no "ids" list of at least one id';
-  if (b.period_end === undefined && ids.every((x) => typeof x === 'number' || (typeof x === 'string' && /^[0-9]+$/.test(x)))) {
+  if (b.period_end === undefined && ids.every((x) => typeof x === 'number')) {
     return new Refusal('not_formatted', `tag ${JSON.stringify(asked.tag)} is not formatted: its ids are numbers (use segment(tag))`);
   }
   if (ids.length > asked.count) throw `${ids.length} ids for ${asked.count} asked`;
@@ -98,8 +120,10 @@ export function readFormatted(body, asked) {
     if (ordered && i > 0 && compareBytes(id, prev) <= 0) throw `id ${i} ${JSON.stringify(id)} is not above the one before (${JSON.stringify(prev)})`;
     prev = id;
   }
+  // Unordered texts have no order to check: a text twice is caught here instead.
+  if (!ordered && new Set(ids).size !== ids.length) throw 'a text twice in one answer';
   const pe = b.period_end;
-  const periodEnd = typeof pe === 'string' && RFC3339.test(pe) ? Date.parse(pe) : NaN;
+  const periodEnd = parseRfc3339(pe);
   if (!Number.isFinite(periodEnd)) throw `period_end ${JSON.stringify(pe)} is not an RFC 3339 instant`;
   return { ids: /** @type {string[]} */ (ids), count: ids.length, periodEnd, period: typeof b.period === 'string' ? b.period : '', ordered };
 }

@@ -51,6 +51,20 @@ export const REFUSAL_CODES = new Set([
   'invalid_time_range',
 ]);
 
+/**
+ * Whether an error answer holds on every server (it reaches the caller as a `RejectedError`) or
+ * is only this server's (the next one is asked): a 4xx whose code is in `REFUSAL_CODES`, or a
+ * 503 `sequence_exhausted` (a formatted tag's period ran out of its width: every server answers
+ * it until the next period). `clients/conformance/vectors/errors.json`.
+ * @param {number} status
+ * @param {string} code the body's code (`''` if none)
+ * @returns {boolean}
+ */
+export function refusalIsFinal(status, code) {
+  if (status >= 400 && status < 500) return REFUSAL_CODES.has(code);
+  return status === 503 && code === 'sequence_exhausted';
+}
+
 /** Most ids one request of the list route (a formatted supply's) may ask for. */
 export const MAX_FORMATTED_BATCH = 100_000;
 
@@ -316,18 +330,9 @@ export class Servers {
         return { fault: new ServerFault(server.base, 'transport', errorText(e)) };
       }
     }
-    if (res.status >= 400 && res.status < 500) {
-      const { code, message } = parseErrorBody(res.body);
-      if (REFUSAL_CODES.has(code)) {
-        return { rejected: new RejectedError(server.base, res.status, code, message) };
-      }
-      return { fault: new ServerFault(server.base, 'status', `${res.status}${code ? ` ${code}` : ''}`) };
-    }
     if (res.status !== 200) {
       const { code, message } = parseErrorBody(res.body);
-      // A formatted tag's period ran out of its width: every server answers this until the
-      // next period (shared database), so it is final, not this server's failure.
-      if (res.status === 503 && code === 'sequence_exhausted') {
+      if (refusalIsFinal(res.status, code)) {
         return { rejected: new RejectedError(server.base, res.status, code, message) };
       }
       return { fault: new ServerFault(server.base, 'status', `${res.status}${code ? ` ${code}` : ''}`) };

@@ -7,9 +7,9 @@
  * lifetime is `elapsedMs * batchIds / used` (`elapsedMs` counts at least 1 ms). A projected
  * lifetime below half of `targetMs`, or a starved supply (a caller had to wait because both
  * batches were spent), doubles `size`; one above twice `targetMs` halves it; otherwise it stays.
- * With nothing used yet (no batch in use, or none of it handed out) there is nothing to project:
- * only starvation changes the size. The result lies within `min..=max` (`batch` and
- * `max_batch`).
+ * `used` counts at least 1, so an idle batch shrinks the size; with no batch in use (`batchIds`
+ * 0) only starvation changes it. The result lies within `min..=max` (`batch` and `max_batch`).
+ * `clients/conformance/vectors/batch.json`.
  * @param {object} o
  * @param {number} o.size the size the supply asks for now
  * @param {number} o.min the configured starting size (`batch`): never below
@@ -25,8 +25,8 @@ export function nextBatchSize({ size, min, max, used, batchIds, elapsedMs, targe
   let next = size;
   if (starved) {
     next = size * 2;
-  } else if (used >= 1 && batchIds >= 1) {
-    const lifetime = (Math.max(elapsedMs, 1) * batchIds) / used;
+  } else if (batchIds >= 1) {
+    const lifetime = (Math.max(elapsedMs, 1) * batchIds) / Math.max(used, 1);
     if (lifetime < targetMs / 2) next = size * 2;
     else if (lifetime > targetMs * 2) next = Math.floor(size / 2);
   }

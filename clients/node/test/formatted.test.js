@@ -241,8 +241,9 @@ test('readFormatted takes only valid list bodies', () => {
   assert.equal(got.periodEnd, Date.UTC(2026, 10, 28));
   assert.equal(readFormatted({ ...ok, period_end: '9999-12-30T22:00:00.999999999Z' }, asked).periodEnd > 0, true);
   assert.ok(readFormatted({ biz_tag: 'orders', ids: [1, 2, 3] }, asked) instanceof Refusal, 'numbers, no period_end: not_formatted');
-  assert.equal(/** @type {Refusal} */ (readFormatted({ biz_tag: 'orders', ids: ['1', '2'] }, asked)).code, 'not_formatted');
   const bad = [
+    // Digit strings are no plain tag's answer to this request (no stringify_ids): vectors/formats.json.
+    { biz_tag: 'orders', ids: ['1', '2'] },
     null,
     [],
     { ...ok, biz_tag: 'other' },

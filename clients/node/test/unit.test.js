@@ -194,9 +194,10 @@ test('the batch size follows demand: grows, shrinks, stays within its bounds', (
   // A starved supply doubles, whatever the projection.
   assert.equal(at(10_000, { starved: true }), 2000);
   assert.equal(at(10_000, { starved: true, size: 100_000 }), 100_000);
-  // Less than 1 ms counts 1 ms; nothing used: no projection, the size stays.
+  // Less than 1 ms counts 1 ms; nothing used counts one id (an idle batch shrinks the size);
+  // no batch in use: the size stays (vectors/batch.json).
   assert.equal(at(0, { used: 1000 }), 2000);
-  assert.equal(at(5000, { used: 0 }), 1000);
+  assert.equal(at(5000, { used: 0 }), 500);
   assert.equal(at(5000, { used: 0, batchIds: 0 }), 1000);
 });
 

@@ -21,7 +21,14 @@ from leafid_client import (
     RejectedError,
     UnavailableError,
 )
-from leafid_client._wire import MAX_ID, BoundsRequest, ServerFailure, parse_bounds, rfc3339_ms
+from leafid_client._wire import (
+    MAX_ID,
+    BoundsRequest,
+    ServerFailure,
+    bounds_instants,
+    parse_bounds,
+    rfc3339_ms,
+)
 from leafid_server import LeafidServer, free_low_port
 
 from conftest import BadServer
@@ -82,7 +89,7 @@ class Both:
 # -- the wire -------------------------------------------------------------------------------
 
 
-def test_instants_are_sent_as_utc_milliseconds_rounded_up() -> None:
+def test_instants_are_sent_as_utc_milliseconds() -> None:
     t = datetime(2026, 11, 27, 0, 0, 0, tzinfo=UTC)
     assert rfc3339_ms("to", t) == "2026-11-27T00:00:00.000Z"
     # Another zone: converted to UTC.
@@ -90,14 +97,15 @@ def test_instants_are_sent_as_utc_milliseconds_rounded_up() -> None:
     assert rfc3339_ms("to", datetime(2026, 11, 27, 8, 0, 0, 123000, tzinfo=east)) == (
         "2026-11-27T00:00:00.123Z"
     )
-    # A fraction of a millisecond rounds up (ids carry whole milliseconds: [from, to) stays
-    # exact), across a second and a day too.
-    assert rfc3339_ms("to", t.replace(microsecond=1)) == "2026-11-27T00:00:00.001Z"
-    assert rfc3339_ms("to", t.replace(microsecond=999_001)) == "2026-11-27T00:00:01.000Z"
-    assert rfc3339_ms("to", datetime(2026, 11, 26, 23, 59, 59, 999_999, tzinfo=UTC)) == (
-        "2026-11-27T00:00:00.000Z"
-    )
-    assert rfc3339_ms("to", datetime.max.replace(tzinfo=UTC)) == "9999-12-31T23:59:59.999Z"
+    # A fraction of a millisecond is cut, or rounds up when asked (`to` of a non-empty range:
+    # vectors/bounds.json), across a second and a day too.
+    assert rfc3339_ms("from_", t.replace(microsecond=1)) == "2026-11-27T00:00:00.000Z"
+    assert rfc3339_ms("to", t.replace(microsecond=1), up=True) == "2026-11-27T00:00:00.001Z"
+    assert rfc3339_ms("to", t.replace(microsecond=999_001), up=True) == "2026-11-27T00:00:01.000Z"
+    late = datetime(2026, 11, 26, 23, 59, 59, 999_999, tzinfo=UTC)
+    assert rfc3339_ms("to", late, up=True) == "2026-11-27T00:00:00.000Z"
+    top = datetime.max.replace(tzinfo=UTC)
+    assert rfc3339_ms("to", top, up=True) == "9999-12-31T23:59:59.999Z"
     with pytest.raises(ValueError, match="aware"):
         rfc3339_ms("from_", datetime(2026, 11, 27))
     with pytest.raises(TypeError):
@@ -112,7 +120,9 @@ def test_instants_are_sent_as_utc_milliseconds_rounded_up() -> None:
 def test_a_bounds_answer_is_taken_only_when_valid() -> None:
     ok = {"min_id": "5", "max_id": str(MAX_ID), "layout": "41/10/12", "from": "x", "to": "y"}
     assert parse_bounds(json.dumps(ok).encode()) == Bounds(5, MAX_ID)
-    assert parse_bounds(b'{"min_id": 7, "max_id": 7}') == (7, 7)
+    # Numbers are not what stringify_ids=true asked for (vectors/responses.json).
+    with pytest.raises(ValueError):
+        parse_bounds(b'{"min_id": 7, "max_id": 7}')
     # A range in the layout's first tick starts at 0.
     assert parse_bounds(b'{"min_id": "0", "max_id": "5"}') == (0, 5)
     for bad in [
@@ -141,7 +151,6 @@ def test_a_bounds_answer_is_taken_only_when_valid() -> None:
     # That server's failures: another 4xx code (the engine is off there), 5xx, a bad body.
     for status, body, kind in [
         (404, b'{"code": "engine_disabled", "message": "m"}', "status"),
-        (400, b'{"code": "unknown_biz_tag", "message": "m"}', "status"),
         (404, b"<html>", "status"),
         (503, b'{"code": "invalid_time_range"}', "status"),
         (500, b"", "status"),
@@ -167,23 +176,23 @@ def test_the_bounds_are_the_routes_and_hold_the_ids_taken(
         end = datetime.now(UTC) + timedelta(seconds=60)
         got = await both.call(c.snowflake_bounds(start, end))
         assert isinstance(got, Bounds) and isinstance(got.min_id, int)
-        status, want = route(a, rfc3339_ms("", start), rfc3339_ms("", end))
+        status, want = route(a, *bounds_instants(start, end))
         assert status == 200, want
         assert (str(got.min_id), str(got.max_id)) == (want["min_id"], want["max_id"])
         lo, hi = got
         assert 0 < lo <= hi <= MAX_ID
         assert all(lo <= i <= hi for i in ids)
-        # A fraction of a millisecond rounds up at both ends: the same as the route's answer
-        # for the next whole milliseconds (the route also takes unix ms).
+        # A fraction of a millisecond widens the range: `from` down, `to` up, the same as the
+        # route's answer for those whole milliseconds (the route also takes unix ms).
         t0 = start.replace(microsecond=start.microsecond // 1000 * 1000 + 400)
         t1 = end.replace(microsecond=end.microsecond // 1000 * 1000 + 600)
-        status, want = route(a, str(unix_ms(t0) + 1), str(unix_ms(t1) + 1))
+        status, want = route(a, str(unix_ms(t0)), str(unix_ms(t1) + 1))
         assert status == 200, want
         assert await both.call(c.snowflake_bounds(t0, t1)) == (
             int(want["min_id"]),
             int(want["max_id"]),
         )
-        # One millisecond: its first and last id (a tick of a millisecond layout).
+        # One millisecond from t0: the two ticks it overlaps.
         one = await both.call(c.snowflake_bounds(t0, t0 + timedelta(milliseconds=1)))
         assert one.min_id <= one.max_id < got.max_id
         assert c.stats().failovers == 0
@@ -227,7 +236,7 @@ def test_bounds_fail_over_like_batches(
 
     async def body(c: Any, both: Both) -> None:
         got = await both.call(c.snowflake_bounds(frm, to))
-        status, want = route(on, rfc3339_ms("", frm), rfc3339_ms("", to))
+        status, want = route(on, *bounds_instants(frm, to))
         assert got == (int(want["min_id"]), int(want["max_id"]))
         assert c.stats().failovers == 2
         assert sorted(c.down_servers()) == sorted([dead, off.url])

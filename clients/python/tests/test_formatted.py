@@ -50,10 +50,10 @@ async def settle(done: Callable[[], bool], within: float = 10.0) -> None:
 def test_rfc3339_instants() -> None:
     assert parse_rfc3339("2026-11-28T00:00:00Z") == 1795824000.0
     assert parse_rfc3339("2026-11-28T01:00:00+01:00") == 1795824000.0
-    assert parse_rfc3339("2026-11-27T16:00:00.5z") == 1795824000.0 - 8 * 3600 + 0.5
+    assert parse_rfc3339("2026-11-27T16:00:00.5Z") == 1795824000.0 - 8 * 3600 + 0.5
     assert parse_rfc3339("9999-12-31T23:59:59.999999999Z") > 2.5e11
     for bad in ["2026-11-28", "2026-13-01T00:00:00Z", "2026-02-30T00:00:00Z", "x", 5, None,
-                "2026-11-28T00:00:00", "2026-11-28T24:00:00Z"]:
+                "2026-11-28T00:00:00", "2026-11-28T24:00:00Z", "2026-11-28T00:00:00z"]:
         with pytest.raises(ValueError):
             parse_rfc3339(bad)
 

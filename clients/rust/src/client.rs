@@ -371,7 +371,7 @@ impl Client {
     /// The smallest and largest id any worker can issue in `[from, to)` under the servers'
     /// snowflake layout, for `WHERE id BETWEEN min_id AND max_id`: one request to
     /// `GET /api/v1/snowflake/bounds` (the instants sent as RFC 3339 UTC with milliseconds,
-    /// their sub-millisecond parts cut, as the server does with finer ones).
+    /// `from` rounded down and `to` up when `from < to`: every tick the range overlaps).
     ///
     /// Failover as for batches: a server that does not answer in the request timeout, answers
     /// a 5xx, a 4xx of its own (`engine_disabled`: snowflake switched off there) or a body that
@@ -482,7 +482,7 @@ impl Client {
 }
 
 /// The server's tag rule: 1 to 128 of `A-Z a-z 0-9 . _ : -`.
-fn valid_tag(tag: &str) -> bool {
+pub(crate) fn valid_tag(tag: &str) -> bool {
     (1..=128).contains(&tag.len())
         && tag
             .bytes()

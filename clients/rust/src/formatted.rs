@@ -78,11 +78,11 @@ impl std::fmt::Debug for Clock {
 /// One valid answer of the list route.
 #[derive(Debug)]
 pub(crate) struct Texts {
-    ids: Vec<String>,
-    period_end: SystemTime,
+    pub(crate) ids: Vec<String>,
+    pub(crate) period_end: SystemTime,
     /// `false` for a permuted tag's answer (`"ordered": false`): its texts are in no order, so
     /// neither the byte-order check nor the floor applies to them.
-    ordered: bool,
+    pub(crate) ordered: bool,
 }
 
 /// The list route's body, read leniently so that a plain tag's answer (numbers, no
@@ -109,16 +109,19 @@ impl Answer for Texts {
 
 /// A body is a batch only if `ids` is a non-empty list of non-empty strings, no longer than
 /// asked, increasing as byte strings (unless the body says `"ordered": false`: a permuted
-/// tag's texts are in no order), with a `period_end` that parses as an RFC 3339 instant, for
-/// the tag asked. Numbers without `period_end` are a plain tag's answer: `not_formatted`,
+/// tag's texts are in no order, but none twice), with a `period_end` that parses as an RFC 3339
+/// instant, naming the tag asked (`vectors/formats.json`). Numbers without `period_end` are a plain tag's answer: `not_formatted`,
 /// final. Anything else is that server's failure.
 fn validate(body: IdsBody, req: &Request, server: &str) -> Result<Texts, Outcome> {
     let bad = |m: String| Outcome::Fault(Fault::BadResponse(m));
     let ordered = body.ordered.unwrap_or(true);
-    if let (Some(want), Some(got)) = (&req.tag, &body.biz_tag)
-        && want != got
+    if let Some(want) = &req.tag
+        && body.biz_tag.as_ref() != Some(want)
     {
-        return Err(bad(format!("asked for tag {want:?}, got {got:?}")));
+        return Err(bad(format!(
+            "asked for tag {want:?}, got {:?}",
+            body.biz_tag
+        )));
     }
     if body.period_end.is_none()
         && !body.ids.is_empty()
@@ -162,6 +165,10 @@ fn validate(body: IdsBody, req: &Request, server: &str) -> Result<Texts, Outcome
         }
         ids.push(text);
     }
+    // Unordered texts have no order to check: a text twice is caught here instead.
+    if !ordered && ids.iter().collect::<std::collections::HashSet<_>>().len() != ids.len() {
+        return Err(bad("a text twice in one answer".to_owned()));
+    }
     Ok(Texts {
         ids,
         period_end,
@@ -169,7 +176,8 @@ fn validate(body: IdsBody, req: &Request, server: &str) -> Result<Texts, Outcome
     })
 }
 
-/// An RFC 3339 instant (`2026-11-27T16:00:00Z`, `...:00.999999999Z`, `...+08:00`).
+/// An RFC 3339 instant (`2026-11-27T16:00:00Z`, `...:00.999999999Z`, `...+08:00`): the subset
+/// the server writes (upper-case `T` and `Z`, no leap second; `vectors/rfc3339.json`).
 pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     let b = s.as_bytes();
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
@@ -182,7 +190,7 @@ pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     if b.len() < 20
         || b[4] != b'-'
         || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[10] != b'T'
         || b[13] != b':'
         || b[16] != b':'
     {
@@ -198,7 +206,7 @@ pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
         2 => 28,
         _ => return None,
     };
-    if !(1..=days_in_month).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+    if !(1..=days_in_month).contains(&day) || hour > 23 || minute > 59 || second > 59 {
         return None;
     }
     let mut at = 19;
@@ -218,7 +226,7 @@ pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
         }
     }
     let offset = match b.get(at..)? {
-        [b'Z' | b'z'] => 0,
+        [b'Z'] => 0,
         [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
             let (h, m) = (num(at + 1..at + 3)?, num(at + 4..at + 6)?);
             if h > 23 || m > 59 {
@@ -716,34 +724,47 @@ mod tests {
             parse(ok, 2).unwrap(),
             ["ORD-2026112700000001", "ORD-2026112700000002"]
         );
-        // No tag named is fine; a period_end far away (a tag that never resets) too.
+        // A period_end far away (a tag that never resets) is fine; no tag named is not.
         assert!(
             parse(
-                r#"{"ids":["T-1"],"period_end":"9999-12-30T22:00:00.999999999Z"}"#,
+                r#"{"biz_tag":"orders","ids":["T-1"],"period_end":"9999-12-30T22:00:00.999999999Z"}"#,
                 1
             )
             .is_ok()
         );
+        assert!(parse(r#"{"ids":["T-1"],"period_end":"2026-11-28T00:00:00Z"}"#, 1).is_err());
         for (bad, asked) in [
             (ok, 1), // more than asked
             (
                 r#"{"biz_tag":"x","ids":["a"],"period_end":"2026-11-28T00:00:00Z"}"#,
                 5,
             ),
-            (r#"{"ids":[],"period_end":"2026-11-28T00:00:00Z"}"#, 5),
-            (r#"{"ids":[""],"period_end":"2026-11-28T00:00:00Z"}"#, 5),
             (
-                r#"{"ids":["b","a"],"period_end":"2026-11-28T00:00:00Z"}"#,
+                r#"{"biz_tag":"orders","ids":[],"period_end":"2026-11-28T00:00:00Z"}"#,
                 5,
             ),
             (
-                r#"{"ids":["a","a"],"period_end":"2026-11-28T00:00:00Z"}"#,
+                r#"{"biz_tag":"orders","ids":[""],"period_end":"2026-11-28T00:00:00Z"}"#,
                 5,
             ),
-            (r#"{"ids":["a",1],"period_end":"2026-11-28T00:00:00Z"}"#, 5),
-            (r#"{"ids":["a"],"period_end":"tomorrow"}"#, 5),
-            (r#"{"ids":["a"]}"#, 5),
-            (r#"{"ids":["1","2"]}"#, 5), // a plain tag asked with stringify_ids: not ours
+            (
+                r#"{"biz_tag":"orders","ids":["b","a"],"period_end":"2026-11-28T00:00:00Z"}"#,
+                5,
+            ),
+            (
+                r#"{"biz_tag":"orders","ids":["a","a"],"period_end":"2026-11-28T00:00:00Z"}"#,
+                5,
+            ),
+            (
+                r#"{"biz_tag":"orders","ids":["a",1],"period_end":"2026-11-28T00:00:00Z"}"#,
+                5,
+            ),
+            (
+                r#"{"biz_tag":"orders","ids":["a"],"period_end":"tomorrow"}"#,
+                5,
+            ),
+            (r#"{"biz_tag":"orders","ids":["a"]}"#, 5),
+            (r#"{"biz_tag":"orders","ids":["1","2"]}"#, 5), // a plain tag asked with stringify_ids: not ours
             (r#"{"period_end":"2026-11-28T00:00:00Z"}"#, 5),
             ("not json", 5),
         ] {
@@ -766,8 +787,9 @@ mod tests {
     #[test]
     fn an_unordered_answer_skips_the_byte_order_check_and_nothing_else() {
         let end = r#""period_end":"2026-11-28T00:00:00Z""#;
-        let permuted =
-            format!(r#"{{"ids":["T-9F3K2Q","T-0000A1","T-ZZZZZ0"],{end},"ordered":false}}"#);
+        let permuted = format!(
+            r#"{{"biz_tag":"orders","ids":["T-9F3K2Q","T-0000A1","T-ZZZZZ0"],{end},"ordered":false}}"#
+        );
         assert_eq!(
             parse(&permuted, 3).unwrap(),
             ["T-9F3K2Q", "T-0000A1", "T-ZZZZZ0"],
@@ -777,24 +799,49 @@ mod tests {
         assert!(r.is_ok_and(|t| !t.ordered));
         // Absent or true: ordered, checked as before.
         for body in [
-            format!(r#"{{"ids":["a","b"],{end}}}"#),
-            format!(r#"{{"ids":["a","b"],{end},"ordered":true}}"#),
+            format!(r#"{{"biz_tag":"orders","ids":["a","b"],{end}}}"#),
+            format!(r#"{{"biz_tag":"orders","ids":["a","b"],{end},"ordered":true}}"#),
         ] {
             let r = Texts::parse(body.as_bytes(), &req(2), "http://s");
             assert!(r.is_ok_and(|t| t.ordered), "{body}");
         }
         for (bad, asked) in [
-            (format!(r#"{{"ids":["b","a"],{end},"ordered":true}}"#), 5),
-            (format!(r#"{{"ids":["b","a"],{end}}}"#), 5),
-            (format!(r#"{{"ids":["b","a"],{end},"ordered":"no"}}"#), 5),
-            (format!(r#"{{"ids":["b","a"],{end},"ordered":null}}"#), 5),
-            (permuted.clone(), 2), // more than asked
-            (format!(r#"{{"ids":[],{end},"ordered":false}}"#), 5),
-            (format!(r#"{{"ids":["b",""],{end},"ordered":false}}"#), 5),
-            (format!(r#"{{"ids":["b",7],{end},"ordered":false}}"#), 5),
-            (r#"{"ids":["b","a"],"ordered":false}"#.to_owned(), 5),
             (
-                r#"{"ids":["b","a"],"period_end":"soon","ordered":false}"#.to_owned(),
+                format!(r#"{{"biz_tag":"orders","ids":["b","a"],{end},"ordered":true}}"#),
+                5,
+            ),
+            (
+                format!(r#"{{"biz_tag":"orders","ids":["b","a"],{end}}}"#),
+                5,
+            ),
+            (
+                format!(r#"{{"biz_tag":"orders","ids":["b","a"],{end},"ordered":"no"}}"#),
+                5,
+            ),
+            (
+                format!(r#"{{"biz_tag":"orders","ids":["b","a"],{end},"ordered":null}}"#),
+                5,
+            ),
+            (permuted.clone(), 2), // more than asked
+            (
+                format!(r#"{{"biz_tag":"orders","ids":[],{end},"ordered":false}}"#),
+                5,
+            ),
+            (
+                format!(r#"{{"biz_tag":"orders","ids":["b",""],{end},"ordered":false}}"#),
+                5,
+            ),
+            (
+                format!(r#"{{"biz_tag":"orders","ids":["b",7],{end},"ordered":false}}"#),
+                5,
+            ),
+            (
+                r#"{"biz_tag":"orders","ids":["b","a"],"ordered":false}"#.to_owned(),
+                5,
+            ),
+            (
+                r#"{"biz_tag":"orders","ids":["b","a"],"period_end":"soon","ordered":false}"#
+                    .to_owned(),
                 5,
             ),
         ] {

@@ -43,6 +43,8 @@ mod local;
 mod servers;
 mod sizing;
 mod supply;
+#[cfg(test)]
+mod vectors;
 
 pub use bounds::IdBounds;
 pub use client::{

@@ -117,44 +117,35 @@ struct RangesBody {
     ranges: Vec<RangeBody>,
 }
 
-/// One run of a body: decimal strings (the client asks with `stringify_ids=true`) or integers.
+/// One run of a body: decimal strings (the client asks with `stringify_ids=true`).
 #[derive(Deserialize)]
 struct RangeBody {
     first: AnyId,
     last: AnyId,
 }
 
-/// One id of a batch body: a JSON integer, or an `i64` in decimal as a JSON string.
+/// One id of a batch body: a JSON string `[1-9][0-9]{0,18}` within `1..=i64::MAX`. A JSON
+/// number, a sign, a leading zero or spaces are not the answer asked for
+/// (`clients/conformance/vectors/responses.json`).
 struct AnyId(i64);
+
+/// `v` as a canonical decimal within `0..=i64::MAX` (`"0"` only when `zero`).
+pub(crate) fn canonical_decimal(v: &str, zero: bool) -> Option<i64> {
+    let b = v.as_bytes();
+    let ok = match b {
+        [b'0'] => zero,
+        [b'1'..=b'9', rest @ ..] => rest.len() <= 18 && rest.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    if ok { v.parse().ok() } else { None }
+}
 
 impl<'de> Deserialize<'de> for AnyId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = AnyId;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("an id: an i64 or its decimal string")
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<AnyId, E> {
-                Ok(AnyId(v))
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<AnyId, E> {
-                i64::try_from(v)
-                    .map(AnyId)
-                    .map_err(|_| E::custom(format!("id {v} is above i64::MAX")))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<AnyId, E> {
-                // Digits only (an optional `-`, refused later as not positive): no `+`, spaces.
-                let digits = v.strip_prefix('-').unwrap_or(v);
-                if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                    return Err(E::custom(format!("id {v:?} is not a decimal integer")));
-                }
-                v.parse()
-                    .map(AnyId)
-                    .map_err(|_| E::custom(format!("id {v} is not an i64")))
-            }
-        }
-        d.deserialize_any(Visitor)
+        let v = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        canonical_decimal(&v, false).map(AnyId).ok_or_else(|| {
+            serde::de::Error::custom(format!("id {v:?} is not a decimal within 1..=2^63-1"))
+        })
     }
 }
 
@@ -339,36 +330,22 @@ impl Servers {
             .await
             .map_err(|e| Outcome::Fault(Fault::Transport(transport_cause(&e))))?;
         let status = resp.status();
-        if status.is_client_error() {
+        if status != reqwest::StatusCode::OK {
             let body: ErrorBody = resp.json().await.unwrap_or_default();
-            if !refusal_holds_on_every_server(&body.code) {
+            if refusal_is_final(status.as_u16(), &body.code) {
+                return Err(Outcome::Rejected(Error::Rejected {
+                    server: server.base.clone(),
+                    status: status.as_u16(),
+                    code: body.code,
+                    message: body.message,
+                }));
+            }
+            if status.is_client_error() {
                 return Err(Outcome::Fault(Fault::Refused {
                     status: status.as_u16(),
                     code: body.code,
                 }));
             }
-            return Err(Outcome::Rejected(Error::Rejected {
-                server: server.base.clone(),
-                status: status.as_u16(),
-                code: body.code,
-                message: body.message,
-            }));
-        }
-        if status == reqwest::StatusCode::SERVICE_UNAVAILABLE {
-            // A formatted tag's period whose sequence ran out of its width: every server
-            // answers this until the next period (PROTOCOL.md), so it is final.
-            let body: ErrorBody = resp.json().await.unwrap_or_default();
-            if body.code == "sequence_exhausted" {
-                return Err(Outcome::Rejected(Error::Rejected {
-                    server: server.base.clone(),
-                    status: 503,
-                    code: body.code,
-                    message: body.message,
-                }));
-            }
-            return Err(Outcome::Fault(Fault::Status(503)));
-        }
-        if status != reqwest::StatusCode::OK {
             return Err(Outcome::Fault(Fault::Status(status.as_u16())));
         }
         let bytes = resp
@@ -451,19 +428,25 @@ impl Server {
     }
 }
 
-/// Whether a 4xx answer is the same on every server (final) or only this one's (ask the next).
+/// Whether an error answer is the same on every server (final: it reaches the caller) or only
+/// this one's (ask the next); `clients/conformance/vectors/errors.json`.
 ///
-/// The servers share one database, so leafid's refusals of the request itself hold everywhere:
-/// an unknown or invalid tag, an exhausted tag, a bad count, a malformed request. Every other
-/// 4xx is this server's: an engine switched off on it (`engine_disabled`), a route it does not
-/// have (`not_found`: a wrong base URL, another service at that address), `unauthorized`, a
-/// rate limit, a timeout, or a 4xx without leafid's JSON `code` (a proxy's page).
-fn refusal_holds_on_every_server(code: &str) -> bool {
-    REQUEST_REFUSALS.contains(&code)
+/// The servers share one database and one layout, so leafid's refusals of the request itself
+/// hold everywhere: a 4xx whose code is one of [`REQUEST_REFUSALS`], and a 503
+/// `sequence_exhausted` (a formatted tag's period ran out of its width until the next one).
+/// Every other answer is this server's: an engine switched off on it (`engine_disabled`), a
+/// route it does not have (`not_found`), `unauthorized`, a proxy's page without leafid's
+/// `code`, any other 5xx.
+pub(crate) fn refusal_is_final(status: u16, code: &str) -> bool {
+    match status {
+        400..=499 => REQUEST_REFUSALS.contains(&code),
+        503 => code == "sequence_exhausted",
+        _ => false,
+    }
 }
 
 /// The `code`s of leafid's 4xx answers that refuse the request itself (see
-/// [`refusal_holds_on_every_server`]).
+/// [`refusal_is_final`]).
 const REQUEST_REFUSALS: [&str; 7] = [
     "unknown_biz_tag",
     "invalid_biz_tag",
@@ -510,10 +493,10 @@ pub(crate) fn transport_cause(e: &reqwest::Error) -> String {
 /// overlapping, and add up to its `count`, which is 1..= the count asked; for the tag asked.
 /// Anything else is the server's fault and none of its ids is used.
 fn validate(body: RangesBody, req: &Request) -> Result<Vec<Run>, String> {
-    if let (Some(want), Some(got)) = (&req.tag, &body.biz_tag)
-        && want != got
+    if let Some(want) = &req.tag
+        && body.biz_tag.as_ref() != Some(want)
     {
-        return Err(format!("asked for tag {want:?}, got {got:?}"));
+        return Err(format!("asked for tag {want:?}, got {:?}", body.biz_tag));
     }
     if body.count == 0 || body.count > req.count as u64 {
         return Err(format!(
@@ -546,61 +529,6 @@ fn validate(body: RangesBody, req: &Request) -> Result<Vec<Run>, String> {
 mod tests {
     use super::*;
 
-    fn req(count: usize) -> Request {
-        Request::new(String::new(), count, 1_000_000, Some("t".into()))
-    }
-
-    fn parse(json: &str, asked: usize) -> Result<Vec<(i64, i64)>, String> {
-        let body: RangesBody = serde_json::from_str(json).map_err(|e| e.to_string())?;
-        validate(body, &req(asked)).map(|r| r.iter().map(|r| (r.first, r.last)).collect())
-    }
-
-    #[test]
-    fn only_increasing_disjoint_runs_adding_up_to_the_count_are_valid() {
-        let ok = r#"{"biz_tag":"t","count":5,"ranges":[{"first":"1","last":"2"},{"first":"7","last":"9"}]}"#;
-        assert_eq!(parse(ok, 5).unwrap(), [(1, 2), (7, 9)]);
-        assert_eq!(
-            parse(r#"{"count":1,"ranges":[{"first":"9223372036854775807","last":"9223372036854775807"}]}"#, 1).unwrap(),
-            [(i64::MAX, i64::MAX)]
-        );
-        assert_eq!(
-            parse(r#"{"count":2,"ranges":[{"first":3,"last":4}]}"#, 2).unwrap(),
-            [(3, 4)]
-        );
-        for (bad, asked) in [
-            (ok, 4), // more than asked
-            (
-                r#"{"biz_tag":"u","count":1,"ranges":[{"first":"1","last":"1"}]}"#,
-                5,
-            ), // another tag
-            (r#"{"count":0,"ranges":[]}"#, 5), // empty
-            (r#"{"count":3,"ranges":[{"first":"1","last":"2"}]}"#, 5), // count mismatch
-            (r#"{"count":1,"ranges":[{"first":"0","last":"0"}]}"#, 5), // not positive
-            (r#"{"count":1,"ranges":[{"first":"-1","last":"-1"}]}"#, 5),
-            (r#"{"count":2,"ranges":[{"first":"5","last":"4"}]}"#, 5), // reversed
-            (
-                r#"{"count":4,"ranges":[{"first":"1","last":"2"},{"first":"2","last":"3"}]}"#,
-                5,
-            ), // overlap
-            (
-                r#"{"count":4,"ranges":[{"first":"5","last":"6"},{"first":"1","last":"2"}]}"#,
-                5,
-            ), // decreasing
-            (
-                r#"{"count":1,"ranges":[{"first":"9223372036854775808","last":"9223372036854775808"}]}"#,
-                5,
-            ),
-            (r#"{"count":1,"ranges":[{"first":"1.0","last":"1"}]}"#, 5),
-            (r#"{"count":1,"ranges":[{"first":"+1","last":"1"}]}"#, 5),
-            (r#"{"count":1,"ranges":[{"first":" 1","last":"1"}]}"#, 5),
-            (r#"{"count":1,"ranges":[{"first":null,"last":"1"}]}"#, 5),
-            (r#"{"count":1}"#, 5),
-            ("not json", 5),
-        ] {
-            assert!(parse(bad, asked).is_err(), "{bad}");
-        }
-    }
-
     #[tokio::test]
     async fn transport_errors_name_their_cause() {
         let http = reqwest::Client::new();
@@ -631,32 +559,6 @@ mod tests {
             .unwrap_err();
         let cause = transport_cause(&e);
         assert!(cause.contains("timed out"), "{cause}");
-    }
-
-    #[test]
-    fn only_refusals_of_the_request_itself_are_final() {
-        for code in [
-            "unknown_biz_tag",
-            "invalid_biz_tag",
-            "invalid_count",
-            "biz_tag_exhausted",
-            "invalid_request",
-            "formatted_tag",
-            "invalid_time_range",
-        ] {
-            assert!(refusal_holds_on_every_server(code), "{code}");
-        }
-        for code in [
-            "engine_disabled",
-            "not_found",
-            "unauthorized",
-            "rate_limited",
-            "timeout",
-            "payload_too_large",
-            "",
-        ] {
-            assert!(!refusal_holds_on_every_server(code), "{code:?}");
-        }
     }
 
     #[test]

@@ -628,10 +628,10 @@ fn cut(runs: Vec<Run>, floor: i64) -> (Vec<Run>, u64) {
 /// within `size..=limit` (the route's limit per request). A segment server's next ids follow
 /// its last ones, so a gap within one request is passed in one step; a larger one takes one
 /// request of `limit` ids per `limit` ids of gap.
-fn catch_up_count(floor: i64, last: i64, size: usize, limit: usize) -> usize {
+pub(crate) fn catch_up_count(floor: i64, last: i64, size: usize, limit: usize) -> usize {
     // floor >= last > 0: no overflow.
     let gap = usize::try_from(floor - last).unwrap_or(limit);
-    gap.saturating_add(size).clamp(size, limit.max(size))
+    gap.saturating_add(size).clamp(size.min(limit), limit)
 }
 
 #[cfg(test)]

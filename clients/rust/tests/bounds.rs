@@ -112,8 +112,8 @@ fn the_bounds_are_the_routes_and_hold_the_ids_taken_in_the_range() {
             "{id} outside {got:?}"
         );
     }
-    // A range of one millisecond, given with a sub-millisecond part the client cuts (as the
-    // server would): the same as its whole-millisecond instants.
+    // Sub-millisecond instants keep every tick the range overlaps (`from` down, `to` up:
+    // vectors/bounds.json): [t + 0.3 ms, t + 0.9 ms) is the tick of t.
     let t = to - Duration::from_secs(30);
     let narrow = rt
         .block_on(client.snowflake_bounds(t, t + Duration::from_millis(1)))
@@ -121,7 +121,7 @@ fn the_bounds_are_the_routes_and_hold_the_ids_taken_in_the_range() {
     let finer = rt
         .block_on(client.snowflake_bounds(
             t + Duration::from_micros(300),
-            t + Duration::from_micros(1900),
+            t + Duration::from_micros(900),
         ))
         .unwrap();
     assert_eq!(narrow, finer);

@@ -73,12 +73,16 @@ def next_size(
     it became current). Its projected lifetime ``elapsed * size / used`` (``used`` at least 1,
     ``elapsed`` at least 1 ms) below half the ``target``, or a starved supply (a caller waited
     because both batches were spent), doubles the size; above twice the target halves it;
-    always within ``minimum..=maximum``."""
-    lifetime = max(elapsed, 0.001) * size / max(used, 1)
-    if starved or lifetime < target / 2:
+    always within ``minimum..=maximum``. With no batch in use (``size`` 0) only starvation
+    changes it (``clients/conformance/vectors/batch.json``)."""
+    if starved:
         current *= 2
-    elif lifetime > target * 2:
-        current //= 2
+    elif size > 0:
+        lifetime = max(elapsed, 0.001) * size / max(used, 1)
+        if lifetime < target / 2:
+            current *= 2
+        elif lifetime > target * 2:
+            current //= 2
     return min(max(current, minimum), maximum)
 
 

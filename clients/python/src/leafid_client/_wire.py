@@ -37,19 +37,27 @@ REFUSAL_CODES = frozenset(
         "invalid_count",
         "invalid_request",
         "formatted_tag",
+        "invalid_time_range",
     }
 )
 """4xx codes that refuse the request itself: every server would answer the same
-(``formatted_tag``: a numeric supply asked the range route of a formatted tag)."""
+(``formatted_tag``: a numeric supply asked the range route of a formatted tag;
+``invalid_time_range``: the bounds route's refusal of an empty range, or one outside the layout
+every server shares)."""
 
 REFUSAL_503_CODES = frozenset({"sequence_exhausted"})
 """503 codes that refuse the request itself: a formatted tag's period ran out of its width,
 every server answers the same until the next period."""
 
-BOUNDS_REFUSAL_CODES = frozenset({"invalid_time_range", "invalid_request"})
-"""4xx codes by which the bounds route refuses the request itself (an empty range, one before
-the layout's epoch or past the end of its time field, an unparsable instant): every server
-shares the layout and would answer the same."""
+
+def refusal_is_final(status: int, code: str) -> bool:
+    """Whether an error answer holds on every server (it reaches the caller as
+    :class:`RejectedError`) or is only this server's (the next one is asked): a 4xx whose code
+    is in :data:`REFUSAL_CODES`, or a 503 in :data:`REFUSAL_503_CODES`
+    (``clients/conformance/vectors/errors.json``)."""
+    if 400 <= status < 500:
+        return code in REFUSAL_CODES
+    return status == 503 and code in REFUSAL_503_CODES
 
 NOT_FORMATTED = "not_formatted"
 """The code of the refusal a formatted supply raises when its tag is plain (a 200 list body
@@ -135,12 +143,9 @@ class Bounds(NamedTuple):
     max_id: int
 
 
-def rfc3339_ms(name: str, instant: object) -> str:
+def rfc3339_ms(name: str, instant: object, up: bool = False) -> str:
     """An aware :class:`datetime.datetime` as RFC 3339 UTC with milliseconds and ``Z``
-    (``2026-11-27T00:00:00.000Z``). A fraction of a millisecond is rounded up: snowflake ticks
-    are whole milliseconds (or seconds), so an id's time ``t`` is at or after ``instant``
-    exactly when it is at or after the next whole millisecond, and before it exactly when it
-    is before that millisecond; rounding up keeps ``[from, to)`` exact at both ends.
+    (``2026-11-27T00:00:00.000Z``), a fraction of a millisecond cut, or rounded up when ``up``.
     :class:`TypeError` unless a ``datetime``; :class:`ValueError` when naive (no ``tzinfo``)."""
     if not isinstance(instant, datetime.datetime):
         raise TypeError(f"{name} must be a datetime.datetime, got {type(instant).__name__}")
@@ -150,12 +155,26 @@ def rfc3339_ms(name: str, instant: object) -> str:
         )
     utc = instant.astimezone(datetime.timezone.utc)
     sub_ms = utc.microsecond % 1000
-    if sub_ms:
+    if sub_ms and up:
         try:
             utc += datetime.timedelta(microseconds=1000 - sub_ms)
         except OverflowError:  # the last millisecond of year 9999: past any layout's end
-            utc -= datetime.timedelta(microseconds=sub_ms)
+            pass
     return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+def bounds_instants(from_: object, to: object) -> "tuple[str, str]":
+    """The query's ``from`` and ``to`` for ``[from_, to)``: ``from_`` rounded down to the
+    millisecond, ``to`` rounded up when ``from_ < to`` (down otherwise: an empty range stays
+    empty). A snowflake id carries only its tick, and every tick that overlaps the range is
+    kept, as the server keeps them (``clients/conformance/vectors/bounds.json``)."""
+    low = rfc3339_ms("from_", from_)
+    up = isinstance(from_, datetime.datetime) and isinstance(to, datetime.datetime)
+    try:
+        up = up and from_ < to  # type: ignore[operator]
+    except TypeError:  # naive against aware: rfc3339_ms names the naive one
+        up = False
+    return low, rfc3339_ms("to", to, up)
 
 
 @dataclass(frozen=True)
@@ -168,13 +187,8 @@ class BoundsRequest:
     @classmethod
     def between(cls, from_: object, to: object) -> "BoundsRequest":
         """The request for ``[from_, to)`` (aware datetimes, see :func:`rfc3339_ms`)."""
-        query = urllib.parse.urlencode(
-            {
-                "from": rfc3339_ms("from_", from_),
-                "to": rfc3339_ms("to", to),
-                "stringify_ids": "true",
-            }
-        )
+        low, high = bounds_instants(from_, to)
+        query = urllib.parse.urlencode({"from": low, "to": high, "stringify_ids": "true"})
         return cls(f"/api/v1/snowflake/bounds?{query}")
 
     def interpret(self, server: str, status: int, body: bytes) -> Bounds:
@@ -183,7 +197,7 @@ class BoundsRequest:
         (any other 4xx such as ``engine_disabled``, a 5xx, a bad 200 body)."""
         if 400 <= status < 500:
             code, message = _error_body(body)
-            if code in BOUNDS_REFUSAL_CODES:
+            if refusal_is_final(status, code):
                 raise RejectedError(server, status, code, message)
             raise ServerFailure(
                 ServerFault(server, "status", f"HTTP {status} {code or '(no code)'}")
@@ -198,7 +212,7 @@ class BoundsRequest:
 
 def parse_bounds(body: bytes) -> Bounds:
     """The ids of a 200 bounds body ``{"min_id": "..", "max_id": "..", "layout", "from", "to",
-    "first_tick", "last_tick"}``: both decimal strings (or JSON integers) in ``1..=2^63-1``
+    "first_tick", "last_tick"}``: both decimal strings in ``1..=2^63-1``
     with ``min_id <= max_id``; ``min_id`` may also be 0 (a range in the layout's first tick:
     a bound, never an id handed out). Else ``ValueError``."""
     try:
@@ -208,7 +222,7 @@ def parse_bounds(body: bytes) -> Bounds:
     if not isinstance(doc, dict):
         raise ValueError(f"not a bounds object: {body[:80]!r}")
     lo = doc.get("min_id")
-    low = 0 if lo in ("0", 0) and not isinstance(lo, bool) else _id(lo)
+    low = 0 if lo == "0" else _id(lo)
     high = _id(doc.get("max_id"))
     if low > high:
         raise ValueError(f"min_id {low} above max_id {high}")
@@ -252,7 +266,7 @@ def interpret(server: str, status: int, body: bytes, req: BatchRequest) -> Batch
     (this server's failure: any other 4xx, a 5xx, a bad 200 body)."""
     if 400 <= status < 500 or status == 503:
         code, message = _error_body(body)
-        if code in (REFUSAL_CODES if status != 503 else REFUSAL_503_CODES):
+        if refusal_is_final(status, code):
             raise RejectedError(server, status, code, message)
         raise ServerFailure(ServerFault(server, "status", f"HTTP {status} {code or '(no code)'}"))
     if status != 200:
@@ -277,13 +291,11 @@ def _error_body(body: bytes) -> "tuple[str, str]":
 
 
 def _id(value: object) -> int:
-    """A run end: a decimal string (or JSON integer) in 1..=2^63-1."""
+    """A run end: a decimal string in 1..=2^63-1 (a JSON number is not what was asked)."""
     if isinstance(value, str) and _DECIMAL.fullmatch(value):
         n = int(value)
-    elif isinstance(value, int) and not isinstance(value, bool):
-        n = value
     else:
-        raise ValueError(f"id {value!r} is not a decimal integer")
+        raise ValueError(f"id {value!r} is not a decimal string")
     if not 0 < n <= MAX_ID:
         raise ValueError(f"id {n} not within 1..=2^63-1")
     return n
@@ -301,7 +313,9 @@ def parse_ranges(body: bytes, req: BatchRequest) -> List[Run]:
         raise ValueError(f"not JSON: {body[:80]!r}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("ranges"), list):
         raise ValueError(f"no ranges list: {body[:80]!r}")
-    if req.tag is not None and doc.get("biz_tag") != req.tag:
+    if req.tag is not None and (
+        not isinstance(doc.get("biz_tag"), str) or doc.get("biz_tag") != req.tag
+    ):
         raise ValueError(f"asked for tag {req.tag!r}, got {doc.get('biz_tag')!r}")
     count = doc.get("count")
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= req.count:
@@ -326,26 +340,37 @@ def parse_ranges(body: bytes, req: BatchRequest) -> List[Run]:
 
 
 _RFC3339 = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:([Zz])|([+-])(\d{2}):(\d{2}))"
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?"
+    r"(?:(Z)|([+-])([0-9]{2}):([0-9]{2}))"
 )
 
 
-def parse_rfc3339(text: object) -> float:
-    """An RFC 3339 instant (``2026-11-28T00:00:00Z``, fractions and offsets allowed) as seconds
-    since the epoch, else ``ValueError``. Years up to 9999 (a tag that never resets ends at the
-    server's largest instant)."""
+def rfc3339_unix_ms(text: object) -> int:
+    """An RFC 3339 instant as whole milliseconds since the epoch (the fraction cut), else
+    ``ValueError``: the subset the server writes (upper-case ``T`` and ``Z``, no leap second,
+    offsets within +-23:59; ``clients/conformance/vectors/rfc3339.json``). Years up to 9999 (a
+    tag that never resets ends at the server's largest instant)."""
     m = _RFC3339.fullmatch(text) if isinstance(text, str) else None
     if m is None:
         raise ValueError(f"period_end {text!r} is not an RFC 3339 instant")
     y, mo, d, h, mi, sec = (int(m.group(i)) for i in range(1, 7))
     if not (1 <= mo <= 12 and 1 <= d <= calendar.monthrange(y, mo)[1] and h <= 23 and mi <= 59
-            and sec <= 60):
+            and sec <= 59):
         raise ValueError(f"period_end {text!r} is not a valid instant")
-    t = calendar.timegm((y, mo, d, h, mi, sec, 0, 0, 0)) + float(m.group(7) or 0.0)
+    ms = calendar.timegm((y, mo, d, h, mi, sec, 0, 0, 0)) * 1000
+    ms += int(((m.group(7) or ".")[1:] + "000")[:3])
     if m.group(9):
-        offset = int(m.group(10)) * 3600 + int(m.group(11)) * 60
-        t -= offset if m.group(9) == "+" else -offset
-    return t
+        oh, om = int(m.group(10)), int(m.group(11))
+        if oh > 23 or om > 59:
+            raise ValueError(f"period_end {text!r} has an offset out of range")
+        offset = (oh * 3600 + om * 60) * 1000
+        ms -= offset if m.group(9) == "+" else -offset
+    return ms
+
+
+def parse_rfc3339(text: object) -> float:
+    """:func:`rfc3339_unix_ms` in seconds since the epoch."""
+    return rfc3339_unix_ms(text) / 1000
 
 
 def parse_formatted(server: str, body: bytes, req: BatchRequest) -> FormattedBatch:
@@ -363,14 +388,15 @@ def parse_formatted(server: str, body: bytes, req: BatchRequest) -> FormattedBat
     if not isinstance(doc, dict) or not isinstance(doc.get("ids"), list) or not doc["ids"]:
         raise ValueError(f"no ids list: {body[:80]!r}")
     ids = doc["ids"]
+    # The tag first: numbers of another tag are that server's failure, not a plain tag.
+    if doc.get("biz_tag") != req.tag:
+        raise ValueError(f"asked for tag {req.tag!r}, got {doc.get('biz_tag')!r}")
     if "period_end" not in doc and all(
         isinstance(i, int) and not isinstance(i, bool) for i in ids
     ):
         raise RejectedError(
             server, 200, NOT_FORMATTED, f"tag {req.tag!r} is plain: its ids are numbers"
         )
-    if doc.get("biz_tag") != req.tag:
-        raise ValueError(f"asked for tag {req.tag!r}, got {doc.get('biz_tag')!r}")
     if len(ids) > req.count:
         raise ValueError(f"{len(ids)} ids for a request of {req.count}")
     ordered = doc.get("ordered", True)

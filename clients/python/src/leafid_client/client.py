@@ -591,7 +591,8 @@ class Client:
         """The smallest and largest snowflake id any worker can issue in ``[from_, to)`` under
         the servers' layout (``GET /api/v1/snowflake/bounds``), for ``WHERE id BETWEEN min_id
         AND max_id``. ``from_`` and ``to`` are aware datetimes, sent as RFC 3339 UTC with
-        milliseconds (a fraction of a millisecond rounds up, which keeps the range exact).
+        milliseconds (``from_`` rounded down, ``to`` up when ``from_ < to``: every tick the range
+        overlaps is kept).
 
         The request fails over like a batch request: a timeout, a 5xx, a refused connection,
         another 4xx (``engine_disabled``) or a bad body is that server's failure and the next

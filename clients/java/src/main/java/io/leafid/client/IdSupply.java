@@ -706,7 +706,7 @@ public final class IdSupply {
     static int catchUpCount(long floor, long last, int batch, int limit) {
         long gap = floor - last; // >= 0: last is at or below the floor (both positive)
         long want = gap > limit ? limit : gap + batch;
-        return (int) Math.max(batch, Math.min(want, limit));
+        return (int) Math.max(Math.min(batch, limit), Math.min(want, limit));
     }
 
     /**

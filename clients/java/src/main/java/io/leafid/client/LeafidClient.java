@@ -308,12 +308,9 @@ public final class LeafidClient implements AutoCloseable {
     public IdBounds snowflakeBounds(Instant from, Instant to) {
         Objects.requireNonNull(from, "from");
         Objects.requireNonNull(to, "to");
-        Instant upper = to.truncatedTo(ChronoUnit.MILLIS);
-        if (upper.isBefore(to) && !upper.isAfter(LAST_WHOLE_MILLI)) {
-            upper = upper.plusMillis(1);
-        }
-        Servers.Request req = Servers.Request.bounds("from=" + rfc3339(from.truncatedTo(ChronoUnit.MILLIS))
-                + "&to=" + rfc3339(upper) + "&stringify_ids=true");
+        String[] q = boundsInstants(from, to);
+        Servers.Request req = Servers.Request.bounds("from=" + URLEncoder.encode(q[0], StandardCharsets.UTF_8)
+                + "&to=" + URLEncoder.encode(q[1], StandardCharsets.UTF_8) + "&stringify_ids=true");
         long started = System.nanoTime();
         long deadline = started + shared.waitTimeout.toNanos();
         ServerFault last = null;
@@ -352,19 +349,36 @@ public final class LeafidClient implements AutoCloseable {
     }
 
     /**
-     * An instant as the bounds route is sent it: RFC 3339, UTC, milliseconds, URL-encoded.
+     * The {@code from} and {@code to} sent for {@code [from, to)}: {@code from} rounded down to
+     * the millisecond, {@code to} rounded up when {@code from} is before it (down otherwise: an
+     * empty range stays empty). A snowflake id carries only its tick, and every tick that
+     * overlaps the range is kept, as the server keeps them
+     * ({@code clients/conformance/vectors/bounds.json}).
+     *
+     * @param from the range's start
+     * @param to the range's end (excluded)
+     * @return the two instants as RFC 3339 UTC with milliseconds, not URL-encoded
+     */
+    static String[] boundsInstants(Instant from, Instant to) {
+        Instant upper = to.truncatedTo(ChronoUnit.MILLIS);
+        if (from.isBefore(to) && upper.isBefore(to) && !upper.isAfter(LAST_WHOLE_MILLI)) {
+            upper = upper.plusMillis(1);
+        }
+        return new String[] {rfc3339(from.truncatedTo(ChronoUnit.MILLIS)), rfc3339(upper)};
+    }
+
+    /**
+     * An instant as the bounds route is sent it: RFC 3339, UTC, milliseconds.
      *
      * @param t the instant (whole milliseconds)
-     * @return the query value
+     * @return the query value, not URL-encoded
      */
     private static String rfc3339(Instant t) {
-        String text;
         try {
-            text = RFC3339_MILLIS.format(t);
+            return RFC3339_MILLIS.format(t);
         } catch (DateTimeException e) {
             throw new IllegalArgumentException("instant " + t + " lies outside the years -999999999..999999999", e);
         }
-        return URLEncoder.encode(text, StandardCharsets.UTF_8);
     }
 
     /**

@@ -596,7 +596,7 @@ final class Servers {
             }
             // 503 sequence_exhausted: the period's sequence reached its width; every server
             // would answer the same until the next period.
-            if (status < 500 ? refusalHoldsOnEveryServer(code) : status == 503 && code.equals("sequence_exhausted")) {
+            if (refusalIsFinal(status, code)) {
                 return new Outcome(null, null, null, new RejectedException(s.base, status, code, message), null);
             }
             return fault(s, ServerFault.Kind.STATUS, status + (code.isEmpty() ? "" : " " + code));
@@ -661,6 +661,30 @@ final class Servers {
      * layout's time span, the same layout on every server); any other code
      * ({@code engine_disabled}, {@code not_found},
      * {@code unauthorized}, none at all...) is this server's.
+     *
+     * @param code the 4xx body's code ({@code ""} if none)
+     * @return whether every server would refuse the same
+     */
+    /**
+     * Whether an error answer holds on every server (a {@link RejectedException} for the caller)
+     * or is only this server's (ask the next): a 4xx whose code
+     * {@link #refusalHoldsOnEveryServer(String) holds on every server}, or a 503
+     * {@code sequence_exhausted} (a formatted tag's period ran out of its width until the next
+     * one). {@code clients/conformance/vectors/errors.json}.
+     *
+     * @param status the HTTP status
+     * @param code the body's code ({@code ""} if none)
+     * @return whether the answer reaches the caller
+     */
+    static boolean refusalIsFinal(int status, String code) {
+        if (status >= 400 && status < 500) {
+            return refusalHoldsOnEveryServer(code);
+        }
+        return status == 503 && code.equals("sequence_exhausted");
+    }
+
+    /**
+     * Whether a 4xx code refuses the request itself (see {@link #refusalIsFinal(int, String)}).
      *
      * @param code the 4xx body's code ({@code ""} if none)
      * @return whether every server would refuse the same
@@ -786,7 +810,7 @@ final class Servers {
         // A range that starts in the layout's first tick has min_id 0 (worker and sequence 0):
         // a bound, never an id handed out, so 0 is accepted here and nowhere else.
         Object lo = m.get("min_id");
-        boolean zero = "0".equals(lo) || (lo instanceof Json.Num && "0".equals(((Json.Num) lo).text));
+        boolean zero = "0".equals(lo);
         long min = zero ? 0 : parseId(lo);
         long max = parseId(m.get("max_id"));
         if (min > max) {
@@ -803,15 +827,12 @@ final class Servers {
      * @throws BadBatch anything else
      */
     private static long parseId(Object o) throws BadBatch {
-        String text;
-        if (o instanceof String) {
-            text = (String) o;
-        } else if (o instanceof Json.Num) {
-            text = ((Json.Num) o).text;
-        } else {
+        // Strings only (stringify_ids=true was asked), without a leading zero.
+        if (!(o instanceof String)) {
             throw new BadBatch("id " + o + " is not a decimal string");
         }
-        if (text.isEmpty() || text.length() > 19) {
+        String text = (String) o;
+        if (text.isEmpty() || text.length() > 19 || text.charAt(0) == '0') {
             throw new BadBatch("id \"" + text + "\" is not a positive 64-bit integer");
         }
         for (int k = 0; k < text.length(); k++) {

@@ -3,8 +3,11 @@ package io.leafid.client;
 import java.time.OffsetDateTime;
 import java.time.format.DateTimeFormatter;
 import java.time.format.DateTimeParseException;
+import java.util.Arrays;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.regex.Pattern;
 
 /**
  * The ids of one valid 200 answer of the list route of a formatted tag
@@ -110,9 +113,8 @@ final class Texts {
         }
         long end;
         try {
-            end = OffsetDateTime.parse((String) m.get("period_end"), DateTimeFormatter.ISO_OFFSET_DATE_TIME)
-                    .toInstant().toEpochMilli();
-        } catch (DateTimeParseException | ArithmeticException e) {
+            end = parseRfc3339Millis((String) m.get("period_end"));
+        } catch (IllegalArgumentException e) {
             throw new Servers.BadBatch("period_end \"" + m.get("period_end") + "\" is not an RFC 3339 instant");
         }
         Object flag = m.containsKey("ordered") ? m.get("ordered") : Boolean.TRUE;
@@ -130,6 +132,10 @@ final class Texts {
             if (ordered && k > 0 && compare(ids[k - 1], ids[k]) >= 0) {
                 throw new Servers.BadBatch("ids do not increase: \"" + ids[k - 1] + "\" then \"" + ids[k] + "\"");
             }
+        }
+        // Unordered texts have no order to check: a text twice is caught here instead.
+        if (!ordered && new HashSet<>(Arrays.asList(ids)).size() != ids.length) {
+            throw new Servers.BadBatch("a text twice in one answer");
         }
         Object period = m.get("period");
         return new Texts(ids, period instanceof String ? (String) period : "", end, ordered);
@@ -183,5 +189,30 @@ final class Texts {
             }
         }
         return lo;
+    }
+
+    /** The subset of RFC 3339 the server writes: upper-case T and Z, offsets +HH:MM. */
+    private static final Pattern RFC3339 = Pattern.compile(
+            "[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?"
+                    + "(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])");
+
+    /**
+     * An RFC 3339 instant in milliseconds since the epoch, the fraction cut: the subset the
+     * server writes, a real calendar date, no leap second
+     * ({@code clients/conformance/vectors/rfc3339.json}).
+     *
+     * @param text the instant
+     * @return its epoch milliseconds
+     * @throws IllegalArgumentException not such an instant
+     */
+    static long parseRfc3339Millis(String text) {
+        if (text == null || !RFC3339.matcher(text).matches()) {
+            throw new IllegalArgumentException("not an RFC 3339 instant: " + text);
+        }
+        try {
+            return OffsetDateTime.parse(text, DateTimeFormatter.ISO_OFFSET_DATE_TIME).toInstant().toEpochMilli();
+        } catch (DateTimeParseException | ArithmeticException e) {
+            throw new IllegalArgumentException("not an RFC 3339 instant: " + text, e);
+        }
     }
 }
