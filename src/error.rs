@@ -429,6 +429,99 @@ impl From<PlanError> for Error {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
+impl Error {
+    /// One error of every variant, in the order of [`Error::code`]'s arms: what the shared
+    /// client vectors (`clients/conformance/vectors/errors.json`) are checked against.
+    pub fn one_of_each() -> Vec<Error> {
+        vec![
+            Self::InvalidBizTag(crate::segment::BizTag::parse("").unwrap_err()),
+            Self::unknown_tag("orders"),
+            Self::InvalidCount("count".into()),
+            Self::invalid_step(0),
+            Self::invalid_max_id(0),
+            Self::InvalidRequest("body".into()),
+            Self::InvalidPlan("plan".into()),
+            Self::InvalidLayout("layout".into()),
+            Self::PlanImpossible {
+                need: "years".into(),
+                message: "no layout".into(),
+            },
+            Self::PayloadTooLarge(1),
+            Self::RequestTimeout(1),
+            Self::BizTagExists("orders".into()),
+            Self::BizTagExhausted,
+            Self::MaxIdBelowDeleted {
+                biz_tag: "orders".into(),
+                high_water: 2,
+            },
+            Self::SegmentsNotReady {
+                retry_after_secs: 1,
+            },
+            Self::DatabaseUnavailable,
+            Self::LossyDatabase("setting".into()),
+            Self::InvalidId("id".into()),
+            Self::InvalidTimeRange("range".into()),
+            Self::ClockMovedBackwards { by_ms: 1 },
+            Self::TimeBitsExhausted,
+            Self::SnowflakeNotReady("ring".into()),
+            Self::Unauthorized("token"),
+            Self::NotFound("GET /".into()),
+            Self::EngineDisabled("segment"),
+            Self::NotReady("draining".into()),
+            Self::FormattedTag("orders".into()),
+            Self::SequenceExhausted {
+                message: "period".into(),
+                retry_after_secs: 1,
+            },
+            Self::KeyUnavailable("key".into()),
+            Self::Internal,
+        ]
+    }
+
+    /// The variant's place in [`Error::code`]'s arms. No wildcard: a new variant does not
+    /// compile until it has a place here, and then `one_of_each_variant_once` fails until
+    /// [`Error::one_of_each`] holds it.
+    #[cfg(test)]
+    fn variant_index(&self) -> usize {
+        match self {
+            Self::InvalidBizTag(_) => 0,
+            Self::UnknownBizTag(_) => 1,
+            Self::InvalidCount(_) => 2,
+            Self::InvalidStep(_) => 3,
+            Self::InvalidMaxId(_) => 4,
+            Self::InvalidRequest(_) => 5,
+            Self::InvalidPlan(_) => 6,
+            Self::InvalidLayout(_) => 7,
+            Self::PlanImpossible{ .. } => 8,
+            Self::PayloadTooLarge(_) => 9,
+            Self::RequestTimeout(_) => 10,
+            Self::BizTagExists(_) => 11,
+            Self::BizTagExhausted => 12,
+            Self::MaxIdBelowDeleted{ .. } => 13,
+            Self::SegmentsNotReady{ .. } => 14,
+            Self::DatabaseUnavailable => 15,
+            Self::LossyDatabase(_) => 16,
+            Self::InvalidId(_) => 17,
+            Self::InvalidTimeRange(_) => 18,
+            Self::ClockMovedBackwards{ .. } => 19,
+            Self::TimeBitsExhausted => 20,
+            Self::SnowflakeNotReady(_) => 21,
+            Self::Unauthorized(_) => 22,
+            Self::NotFound(_) => 23,
+            Self::EngineDisabled(_) => 24,
+            Self::NotReady(_) => 25,
+            Self::FormattedTag(_) => 26,
+            Self::SequenceExhausted{ .. } => 27,
+            Self::KeyUnavailable(_) => 28,
+            Self::Internal => 29,
+        }
+    }
+
+    /// How many variants there are.
+    pub const VARIANTS: usize = 30;
+}
+
 /// `e` and every error beneath it (its `source()` chain) as one line: `e: source: ...`. A
 /// source whose text the line already holds (an error that prints its cause) is not repeated.
 pub fn error_chain(e: &(dyn StdError + 'static)) -> String {
@@ -468,6 +561,15 @@ mod tests {
     #[derive(Debug, thiserror::Error)]
     #[error("error communicating with database")]
     struct Driver(#[source] io::Error);
+
+    #[test]
+    fn one_of_each_variant_once() {
+        let all = Error::one_of_each();
+        let places: Vec<usize> = all.iter().map(Error::variant_index).collect();
+        assert_eq!(places, (0..Error::VARIANTS).collect::<Vec<_>>());
+        let codes: std::collections::BTreeSet<&str> = all.iter().map(Error::code).collect();
+        assert_eq!(codes.len(), Error::VARIANTS, "two variants share a code");
+    }
 
     fn unavailable() -> StoreError {
         StoreError::Unavailable(Box::new(Driver(io::Error::new(

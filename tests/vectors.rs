@@ -163,3 +163,43 @@ fn every_error_vector_is_a_code_the_server_documents_and_answers() {
         );
     }
 }
+
+/// Every error vector against the error type itself: each server code in `errors.json` is the
+/// code of one `leafid::error::Error` variant, with the status its class maps to and a
+/// `Retry-After` exactly where the vector says; and every variant's code has a vector (a new
+/// code needs a client decision).
+#[test]
+fn every_error_vector_matches_the_error_type() {
+    use actix_web::ResponseError;
+    use leafid::error::Error;
+    let all = Error::one_of_each();
+    let mut covered = std::collections::BTreeSet::new();
+    for c in cases("errors.json") {
+        if c["origin"].is_string() {
+            continue; // a client's or a proxy's answer, not the server's
+        }
+        let code = c["code"].as_str().unwrap();
+        let e = all
+            .iter()
+            .find(|e| e.code() == code)
+            .unwrap_or_else(|| panic!("{code}: no Error variant answers it"));
+        assert_eq!(
+            u64::from(e.status_code().as_u16()),
+            c["status"].as_u64().unwrap(),
+            "{code}: status"
+        );
+        assert_eq!(
+            e.retry_after().is_some(),
+            c["retry_after"].as_bool().unwrap(),
+            "{code}: Retry-After"
+        );
+        covered.insert(code.to_owned());
+    }
+    for e in &all {
+        assert!(
+            covered.contains(e.code()),
+            "{}: no vector in errors.json",
+            e.code()
+        );
+    }
+}
