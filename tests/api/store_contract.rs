@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leafid::segment::lanes::{LaneMode, LaneStore, map};
-use leafid::segment::{BizTag, NewTag, SegmentStore, Step, StoreError};
+use leafid::segment::{BizTag, LeaseStore, NewTag, SegmentStore, Step, StoreError};
 use leafid::snowflake::worker::{NodeInfo, WorkerStore, WorkerStoreError};
 use leafid::store::{Database, DbOptions};
 use leafid::testing::{MemoryStore, MemoryWorkerStore};
@@ -133,32 +133,36 @@ impl Stores {
     /// have one lease path and ignore the flag).
     async fn open(on: impl Into<On>, single_statement: bool) -> Self {
         let on = on.into();
-        let (segments, workers, database, dir): (Arc<dyn SegmentStore>, Arc<dyn WorkerStore>, _, _) =
-            match on.kind {
-                Kind::Memory => (
-                    Arc::new(MemoryStore::default()),
-                    Arc::new(MemoryWorkerStore::default()),
-                    None,
-                    None,
-                ),
-                Kind::Sql(db) => {
-                    let (url, dir) = fresh_db(db).await;
-                    let opts = DbOptions {
-                        pgbouncer: crate::support::postgres::is_pgbouncer(&url),
-                        url,
-                        max_connections: 4,
-                        acquire_timeout: Duration::from_secs(5),
-                        mysql_single_statement_lease: single_statement,
-                    };
-                    let database = Database::connect(&opts).await.unwrap();
-                    (
-                        database.segment_store(),
-                        database.worker_store(),
-                        Some(database),
-                        dir,
-                    )
-                }
-            };
+        let (segments, workers, database, dir): (
+            Arc<dyn SegmentStore>,
+            Arc<dyn WorkerStore>,
+            _,
+            _,
+        ) = match on.kind {
+            Kind::Memory => (
+                Arc::new(MemoryStore::default()),
+                Arc::new(MemoryWorkerStore::default()),
+                None,
+                None,
+            ),
+            Kind::Sql(db) => {
+                let (url, dir) = fresh_db(db).await;
+                let opts = DbOptions {
+                    pgbouncer: crate::support::postgres::is_pgbouncer(&url),
+                    url,
+                    max_connections: 4,
+                    acquire_timeout: Duration::from_secs(5),
+                    mysql_single_statement_lease: single_statement,
+                };
+                let database = Database::connect(&opts).await.unwrap();
+                (
+                    database.segment_store(),
+                    database.worker_store(),
+                    Some(database),
+                    dir,
+                )
+            }
+        };
         let lane = on.lanes.then_some(LANE_SLOT);
         Self {
             segments: match lane {
@@ -503,7 +507,10 @@ async fn unused_ids_go_back_only_from_the_last_lease_s_end(on: On) {
         stores.close().await;
     }
 }
-on_every_store!(unused_ids_go_back_only_from_the_last_lease_s_end, through_lanes);
+on_every_store!(
+    unused_ids_go_back_only_from_the_last_lease_s_end,
+    through_lanes
+);
 
 /// Near `i64::MAX` a lease is cut to the ids left, and then the tag is exhausted, whether the
 /// lease asked for the row's step or an adapted one.
@@ -550,7 +557,10 @@ async fn a_lease_near_the_end_of_the_range_takes_the_tail_then_the_tag_is_exhaus
         stores.close().await;
     }
 }
-on_every_store!(a_lease_near_the_end_of_the_range_takes_the_tail_then_the_tag_is_exhausted, through_lanes);
+on_every_store!(
+    a_lease_near_the_end_of_the_range_takes_the_tail_then_the_tag_is_exhausted,
+    through_lanes
+);
 
 /// A DBA raised the row's step above the engine's adapted step: the lease takes the row's step
 /// (the DBA's step is a floor), on the single-statement path's fallback as on the transaction.
@@ -579,7 +589,10 @@ async fn a_rows_step_above_the_adapted_step_is_the_floor_of_a_lease(on: On) {
         stores.close().await;
     }
 }
-on_every_store!(a_rows_step_above_the_adapted_step_is_the_floor_of_a_lease, through_lanes);
+on_every_store!(
+    a_rows_step_above_the_adapted_step_is_the_floor_of_a_lease,
+    through_lanes
+);
 
 /// Leases of one tag from many tasks at once (as from many servers) never overlap and leave no
 /// gap: each id of `1..max_id` belongs to exactly one lease. On MySQL this races the
@@ -652,11 +665,17 @@ async fn a_delete_records_the_high_water_mark_as_the_tombstone(on: On) {
     assert_eq!(store.tombstone("ts-live").await.unwrap(), None);
 
     // Created again at the mark, deleted where it stands: the same mark.
-    store.create_tag(&new_tag("ts-gone", 100, 201)).await.unwrap();
+    store
+        .create_tag(&new_tag("ts-gone", 100, 201))
+        .await
+        .unwrap();
     assert!(store.delete_tag("ts-gone").await.unwrap());
     assert_eq!(store.tombstone("ts-gone").await.unwrap(), Some(201));
     // Created again above it and leased: the larger mark wins.
-    store.create_tag(&new_tag("ts-gone", 100, 5000)).await.unwrap();
+    store
+        .create_tag(&new_tag("ts-gone", 100, 5000))
+        .await
+        .unwrap();
     store.lease("ts-gone", None).await.unwrap();
     assert!(store.delete_tag("ts-gone").await.unwrap());
     assert_eq!(store.tombstone("ts-gone").await.unwrap(), Some(5100));
@@ -665,7 +684,10 @@ async fn a_delete_records_the_high_water_mark_as_the_tombstone(on: On) {
     assert_eq!(store.tombstone("ts-gone").await.unwrap(), Some(5100));
     stores.close().await;
 }
-on_every_store!(a_delete_records_the_high_water_mark_as_the_tombstone, through_lanes);
+on_every_store!(
+    a_delete_records_the_high_water_mark_as_the_tombstone,
+    through_lanes
+);
 
 /// Servers creating one tag at the same moment: exactly one succeeds, every other is told
 /// `AlreadyExists`, never that the database is unavailable.
@@ -808,13 +830,29 @@ async fn a_lane_slot_is_recorded_once(on: On) {
     store.create_tag(&new_tag("lane-t", 10, 1)).await.unwrap();
 
     // Another region's lane, before its own region recorded the slot.
-    let foreign = LaneStore::new(database.clone(), LaneMode::Lane { slot: 2, own: false });
+    let foreign = LaneStore::new(
+        database.clone(),
+        LaneMode::Lane {
+            slot: 2,
+            own: false,
+        },
+    );
     let e = foreign.lease("lane-t", None).await.unwrap_err();
     assert!(
-        matches!(e, StoreError::LaneMismatch { recorded: None, configured: Some(2) }),
+        matches!(
+            e,
+            StoreError::LaneMismatch {
+                recorded: None,
+                configured: Some(2)
+            }
+        ),
         "{e:?}"
     );
-    assert_eq!(database.lane_slot().await.unwrap(), None, "a foreign lane claimed");
+    assert_eq!(
+        database.lane_slot().await.unwrap(),
+        None,
+        "a foreign lane claimed"
+    );
 
     let recorded = match stores.lane {
         // The own lane's first lease records its slot.
@@ -853,7 +891,13 @@ async fn a_lane_slot_is_recorded_once(on: On) {
         "{e:?}"
     );
     // The right slot, from another region: served.
-    let right = LaneStore::new(database.clone(), LaneMode::Lane { slot: recorded, own: false });
+    let right = LaneStore::new(
+        database.clone(),
+        LaneMode::Lane {
+            slot: recorded,
+            own: false,
+        },
+    );
     right.lease("lane-t", None).await.unwrap();
     stores.close().await;
 }

@@ -266,7 +266,12 @@ impl LeaseStore for SimStore {
 
     /// Gives nothing back (`false`, always safe), without a fault draw, so the schedules are
     /// the ones the engine drew before the store roles were split.
-    async fn return_unused(&self, _biz_tag: &str, _from: i64, _to: i64) -> Result<bool, StoreError> {
+    async fn return_unused(
+        &self,
+        _biz_tag: &str,
+        _from: i64,
+        _to: i64,
+    ) -> Result<bool, StoreError> {
         Ok(false)
     }
 
