@@ -264,8 +264,8 @@ impl LeaseStore for SimStore {
         Ok(lease)
     }
 
-    /// Gives nothing back (`false`, always safe), without a fault draw, so the schedules are
-    /// the ones the engine drew before the store roles were split.
+    /// Gives nothing back (`false`, always safe), without a fault draw: the give-back is not
+    /// what the simulation checks, and a draw here would change every seeded schedule.
     async fn return_unused(
         &self,
         _biz_tag: &str,
