@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use leafid::segment::SegmentStore;
+use leafid::segment::LeaseStore;
 use leafid::store::mysql::MySqlStore;
 use sqlx::Connection;
 

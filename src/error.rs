@@ -375,7 +375,8 @@ impl From<StoreError> for Error {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Exhausted => Self::BizTagExhausted,
-            StoreError::Unavailable(_) => {
+            // A lane mismatch answers as before the variant existed, until it gets a code.
+            StoreError::Unavailable(_) | StoreError::LaneMismatch { .. } => {
                 log_server_error(LogLimiter::global(), "database call failed", &e);
                 Self::DatabaseUnavailable
             }

@@ -328,7 +328,7 @@ mod tests {
 
     use super::*;
     use leafid::access::AccessPolicy;
-    use leafid::segment::{SegmentAllocator, SegmentStore};
+    use leafid::segment::{SegmentAllocator, TagAdminStore};
     use leafid::service::SegmentRoute;
     use leafid::testing::MemoryStore;
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 
-use crate::segment::{BizTag, SegmentAllocator, SegmentConfig, SegmentStore, TagSpec};
+use crate::segment::{BizTag, SegmentAllocator, SegmentConfig, SpecStore, TagSpec};
 use crate::shapes::keys::{KeyRing, parse_hex_key};
 use crate::shapes::permute::Permutation;
 use crate::testing::MemoryStore;

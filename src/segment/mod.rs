@@ -45,7 +45,9 @@ pub use error::SegmentError;
 pub use runs::{IdRun, IdRuns, IdSink};
 pub use spec::{DecodeError, OrderMode, PeriodRow, Shape, SpecError, TagSpec, TextShape};
 pub use step::StepPolicy;
-pub use store::{Lease, SegmentStore, StoreError, TagRow};
+pub use store::{
+    LaneRegistry, Lease, LeaseStore, SegmentStore, SpecStore, StoreError, TagAdminStore, TagRow,
+};
 pub use tag_rules::{NewTag, Step, TagRuleError, TagUpdate};
 
 #[cfg(test)]

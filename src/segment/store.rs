@@ -49,7 +49,7 @@ pub enum StoreError {
     /// The row holds values the engine cannot use (e.g. `step <= 0`).
     #[error("leaf_alloc row is invalid: {0}")]
     BadRow(String),
-    /// [`SegmentStore::create_tag`] asked to start a deleted tag below the highest `max_id` it
+    /// [`TagAdminStore::create_tag`] asked to start a deleted tag below the highest `max_id` it
     /// reached before deletion, which would issue its ids a second time. Creating it with
     /// `max_id >= high_water` is the override.
     #[error(
@@ -62,6 +62,20 @@ pub enum StoreError {
     /// The database could not be reached or failed; the call may be retried.
     #[error("database unavailable: {0}")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The lane slot this database records (`leafid_lane`) is not the one this server is
+    /// configured with for it (`lanes.slot`, or no lanes at all), so no lease is taken: two
+    /// lanes with one slot, or a server without lanes beside them, could hand out one id twice.
+    /// Not an outage: the database answered, and asking again gives the same answer until an
+    /// operator changes the configuration, with one exception: another region's lane that
+    /// records no slot yet (`recorded: None`) is recorded at its own region's first lease.
+    #[error("{}", lane_mismatch(*.recorded, *.configured))]
+    LaneMismatch {
+        /// The slot the database records, `None` if it records none.
+        recorded: Option<u8>,
+        /// The slot this server is configured to use the database as, `None` for a server
+        /// without lanes.
+        configured: Option<u8>,
+    },
     /// The database runs with a setting that can lose a committed lease in a crash, and
     /// `database.allow_lossy_commits` is off: nothing was leased. The message names each
     /// setting, its value, the fix and the override (`crate::store::durability`).
@@ -69,33 +83,83 @@ pub enum StoreError {
     LossyDatabase(String),
 }
 
-/// Persistent state of the segment engine: the `leaf_alloc` table.
+/// The message of [`StoreError::LaneMismatch`].
+fn lane_mismatch(recorded: Option<u8>, configured: Option<u8>) -> String {
+    match (recorded, configured) {
+        (Some(recorded), None) => format!(
+            "lane mismatch: this database is lane slot {recorded} (leafid_lane), and this server \
+             has no lanes.slot: it would issue ids beside the lanes' and is refused"
+        ),
+        (Some(recorded), Some(configured)) => format!(
+            "lane mismatch: this database is lane slot {recorded}, configured as slot \
+             {configured}: refused (two lanes with one slot could hand out one id)"
+        ),
+        (None, Some(configured)) => format!(
+            "lane slot {configured}'s database records no slot yet: its own region's servers \
+             record it at their first lease"
+        ),
+        (None, None) => "lane mismatch: no slot recorded and none configured".to_owned(),
+    }
+}
+
+/// Persistent state of the segment engine, as four roles, each a trait of its own with no
+/// default bodies, so that a store (or a forwarding wrapper such as
+/// [`LaneStore`](super::lanes::LaneStore)) that forgets one method does not compile:
+///
+/// - [`LeaseStore`]: the id path (`leaf_alloc`'s `max_id`): lease, give back, ping;
+/// - [`TagAdminStore`]: the rows as the admin API and the refresh see them, and the
+///   tombstones a delete leaves (`leafid_tag_tombstone`);
+/// - [`SpecStore`]: a tag's stored spec, today the format of a formatted tag
+///   (`leafid_tag_format`);
+/// - [`LaneRegistry`]: which lane slot a database is (`leafid_lane`).
+///
+/// `SegmentStore` is all four, implemented for every type that implements them, so
+/// `Arc<dyn SegmentStore>` is what the engine holds.
+pub trait SegmentStore: LeaseStore + TagAdminStore + SpecStore + LaneRegistry {}
+
+impl<T: LeaseStore + TagAdminStore + SpecStore + LaneRegistry> SegmentStore for T {}
+
+/// The id path: leases from `leaf_alloc` and their give-back.
 ///
 /// Implementations must make leases from any number of servers disjoint (the row lock of one
 /// transaction, or one atomic statement) and must never let `max_id` pass `i64::MAX`.
 #[async_trait]
-pub trait SegmentStore: Send + Sync + 'static {
+pub trait LeaseStore: Send + Sync + 'static {
     /// Adds `step` (or the row's own step when `None`; never less than the row's step) to
     /// `max_id` and returns the new range. The range is returned only once it is durably
     /// committed.
     /// Near `i64::MAX` the lease is cut to what remains; with nothing left, [`StoreError::Exhausted`].
     async fn lease(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError>;
+    /// Gives back the unused end of a server's last lease: one compare-and-set,
+    /// `UPDATE leaf_alloc SET max_id = from WHERE biz_tag = ? AND max_id = to`, so the next lease
+    /// (by any server) starts at `from` again. `to` must be the `max_id` of the caller's last
+    /// [`Lease`] and every id in `[from, to)` leased by the caller and never handed out. `true`
+    /// once the change is durably committed; `false` if the row is not at `to` any more (another
+    /// server leased, or the tag is gone) or `from >= to`: then nothing changed. One statement:
+    /// applied whole or not at all, whatever happens to the caller.
+    ///
+    /// A store that cannot give back answers `Ok(false)`, which is always safe, and says so in
+    /// its implementation.
+    async fn return_unused(&self, biz_tag: &str, from: i64, to: i64) -> Result<bool, StoreError>;
+    /// A cheap round trip, for readiness.
+    async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// The `leaf_alloc` rows as the admin API and the periodic refresh see them, and the
+/// tombstones a delete leaves behind.
+#[async_trait]
+pub trait TagAdminStore: Send + Sync + 'static {
     /// One row, if present.
     async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError>;
     /// All rows, ordered by tag.
     async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError>;
     /// Every tag name, in any order: what the periodic refresh needs (the SQL stores read only
-    /// the key column, a fraction of decoding whole rows when there are 100,000 tags).
-    async fn list_tag_names(&self) -> Result<Vec<String>, StoreError> {
-        Ok(self
-            .list_tags()
-            .await?
-            .into_iter()
-            .map(|r| r.biz_tag)
-            .collect())
-    }
+    /// the key column, a fraction of decoding whole rows when there are 100,000 tags). A store
+    /// with no cheaper way maps [`TagAdminStore::list_tags`].
+    async fn list_tag_names(&self) -> Result<Vec<String>, StoreError>;
     /// Inserts a row (its values checked by [`NewTag::new`]); [`StoreError::AlreadyExists`] if
-    /// the tag is taken,
+    /// the tag is taken (also when another caller creates it at the same moment: exactly one
+    /// of them succeeds),
     /// [`StoreError::BelowDeletedMaxId`] if the tag was deleted at a higher `max_id` than asked.
     async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError>;
     /// Changes step and/or description (checked by the caller, see
@@ -109,65 +173,36 @@ pub trait SegmentStore: Send + Sync + 'static {
     /// Deletes a row, keeping its `max_id` as the tag's high-water mark (the larger of any
     /// earlier one), recorded before the row goes; `false` if it did not exist.
     async fn delete_tag(&self, biz_tag: &str) -> Result<bool, StoreError>;
-    /// A cheap round trip, for readiness.
-    async fn ping(&self) -> Result<(), StoreError>;
-    /// Gives back the unused end of a server's last lease: one compare-and-set,
-    /// `UPDATE leaf_alloc SET max_id = from WHERE biz_tag = ? AND max_id = to`, so the next lease
-    /// (by any server) starts at `from` again. `to` must be the `max_id` of the caller's last
-    /// [`Lease`] and every id in `[from, to)` leased by the caller and never handed out. `true`
-    /// once the change is durably committed; `false` if the row is not at `to` any more (another
-    /// server leased, or the tag is gone) or `from >= to`: then nothing changed. One statement:
-    /// applied whole or not at all, whatever happens to the caller.
-    ///
-    /// The default gives nothing back (`false`), which is always safe.
-    async fn return_unused(&self, biz_tag: &str, from: i64, to: i64) -> Result<bool, StoreError> {
-        let _ = (biz_tag, from, to);
-        Ok(false)
-    }
-    /// The format of a formatted tag (`crate::shapes::TagFormat` as JSON), `None` for a plain
-    /// tag. Compared exactly with the stored spelling of the tag.
-    ///
-    /// The default keeps no formats: every tag is plain.
-    async fn get_format(&self, biz_tag: &str) -> Result<Option<String>, StoreError> {
-        let _ = biz_tag;
-        Ok(None)
-    }
-    /// Every formatted tag and its format (JSON), for the periodic refresh.
-    ///
-    /// The default keeps no formats.
-    async fn list_formats(&self) -> Result<Vec<(String, String)>, StoreError> {
-        Ok(Vec::new())
-    }
-    /// The lane slot recorded in this database (`crate::segment::lanes`), `None` when it is no
-    /// lane. The default: no lane.
-    async fn lane_slot(&self) -> Result<Option<u8>, StoreError> {
-        Ok(None)
-    }
-    /// Records `slot` as this database's lane slot unless one is recorded already; returns the
-    /// slot recorded (which may differ from `slot`: the caller refuses a mismatch). The default
-    /// keeps no lanes: an error.
-    async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
-        let _ = slot;
-        Err(StoreError::Unavailable(
-            "this store keeps no lane slot".into(),
-        ))
-    }
     /// The high-water mark a deleted tag left (its tombstone), `None` if it was never deleted
-    /// here. The default: none.
-    async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
-        let _ = biz_tag;
-        Ok(None)
-    }
+    /// here. Compared exactly with the stored spelling of the tag.
+    async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError>;
+}
+
+/// A tag's stored spec: today the format of a formatted tag (`crate::shapes::TagFormat` as
+/// JSON), written once before the tag's row and never changed.
+#[async_trait]
+pub trait SpecStore: Send + Sync + 'static {
+    /// The format of a formatted tag, `None` for a plain tag. Compared exactly with the stored
+    /// spelling of the tag.
+    async fn get_format(&self, biz_tag: &str) -> Result<Option<String>, StoreError>;
+    /// Every formatted tag and its format (JSON), in any order, for the periodic refresh.
+    async fn list_formats(&self) -> Result<Vec<(String, String)>, StoreError>;
     /// Records a tag's format once and for good: `true` if written, `false` if the tag had a
     /// format already (left unchanged: a tag's format never changes, since ids written under
     /// two formats could read alike). Written before the tag's row, so a tag never serves
-    /// before its format exists.
-    ///
-    /// The default keeps no formats: an error.
-    async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {
-        let _ = (biz_tag, format);
-        Err(StoreError::Unavailable(
-            "this store keeps no tag formats".into(),
-        ))
-    }
+    /// before its format exists. Two callers racing with different formats: exactly one gets
+    /// `true`, and both read the winner's format afterwards.
+    async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError>;
+}
+
+/// Which lane slot a database is (`crate::segment::lanes`): recorded once, never changed.
+#[async_trait]
+pub trait LaneRegistry: Send + Sync + 'static {
+    /// The lane slot recorded in this database, `None` when it is no lane.
+    async fn lane_slot(&self) -> Result<Option<u8>, StoreError>;
+    /// Records `slot` as this database's lane slot unless one is recorded already; returns the
+    /// slot recorded (which may differ from `slot`: the caller refuses a mismatch with
+    /// [`StoreError::LaneMismatch`]). Servers racing to record different slots all read back
+    /// the one slot that was recorded; none fails because another wrote first.
+    async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError>;
 }

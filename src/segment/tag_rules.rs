@@ -117,7 +117,7 @@ pub fn check_description(description: &str) -> Result<(), TagRuleError> {
     }
 }
 
-/// A new `leaf_alloc` row for [`SegmentStore::create_tag`](super::SegmentStore::create_tag),
+/// A new `leaf_alloc` row for [`TagAdminStore::create_tag`](super::TagAdminStore::create_tag),
 /// its values checked by [`NewTag::new`].
 ///
 /// The fields are public for the store implementations to read; outside this crate a `NewTag`

@@ -142,7 +142,9 @@ mod tests {
     use crate::access::{AccessPolicy, Presented};
     use crate::config::Secret;
     use crate::segment::lanes::{Lane, LaneMode, LaneStore, Lanes};
-    use crate::segment::{NewTag, SegmentAllocator, SegmentConfig, SegmentStore};
+    use crate::segment::{
+        LaneRegistry, NewTag, SegmentAllocator, SegmentConfig, SpecStore, TagAdminStore,
+    };
     use crate::service::SegmentRoute;
     use crate::shapes::TagFormat;
     use crate::testing::MemoryStore;

@@ -22,6 +22,17 @@ pub(crate) fn insert_error(e: sqlx::Error) -> StoreError {
     }
 }
 
+/// Whether a failed write lost a race with another server's write of the same key, so that the
+/// statement, run again, finds that write: a duplicate key (PostgreSQL, when two inserts both
+/// passed their `NOT EXISTS` before either committed), or a deadlock or serialization failure
+/// (SQLSTATE `40001`: MariaDB's 1213 when two `INSERT ... WHERE NOT EXISTS` took the same gap
+/// lock; `40P01`: PostgreSQL's deadlock). The statement was rolled back whole.
+pub(crate) fn lost_race(e: &sqlx::Error) -> bool {
+    e.as_database_error().is_some_and(|d| {
+        d.is_unique_violation() || matches!(d.code().as_deref(), Some("40001" | "40P01"))
+    })
+}
+
 /// What the lease statements found when the guarded `UPDATE` matched no row.
 pub(crate) fn lease_without_update(row: Option<(i64, i64)>) -> Result<LeaseRemainder, StoreError> {
     match row {

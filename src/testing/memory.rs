@@ -1,4 +1,4 @@
-//! `MemoryStore`: an in-process [`SegmentStore`] for engine unit tests and benchmarks, with
+//! `MemoryStore`: an in-process [`SegmentStore`](crate::segment::SegmentStore) (every role) for engine unit tests and benchmarks, with
 //! knobs to make it slow or failing. The store contract (`tests/api/store_contract.rs`) runs it
 //! beside SQLite and MariaDB, so it keeps their semantics; black-box tests use real databases.
 
@@ -10,7 +10,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound, Utc};
 
-use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
+use crate::segment::{
+    LaneRegistry, Lease, LeaseStore, NewTag, SpecStore, StoreError, TagAdminStore, TagRow,
+};
 
 /// An in-memory `leaf_alloc` table.
 #[derive(Debug, Default)]
@@ -76,7 +78,7 @@ fn now() -> DateTime<Utc> {
 }
 
 #[async_trait]
-impl SegmentStore for MemoryStore {
+impl LeaseStore for MemoryStore {
     async fn lease(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError> {
         self.enter().await?;
         let mut rows = self.rows.lock().unwrap();
@@ -117,45 +119,13 @@ impl SegmentStore for MemoryStore {
         }
     }
 
-    async fn get_format(&self, biz_tag: &str) -> Result<Option<String>, StoreError> {
-        self.enter().await?;
-        Ok(self.formats.lock().unwrap().get(biz_tag).cloned())
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.enter().await
     }
+}
 
-    async fn list_formats(&self) -> Result<Vec<(String, String)>, StoreError> {
-        self.enter().await?;
-        let formats = self.formats.lock().unwrap();
-        Ok(formats
-            .iter()
-            .map(|(t, f)| (t.clone(), f.clone()))
-            .collect())
-    }
-
-    async fn lane_slot(&self) -> Result<Option<u8>, StoreError> {
-        self.enter().await?;
-        Ok(*self.lane.lock().unwrap())
-    }
-
-    async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
-        self.enter().await?;
-        Ok(*self.lane.lock().unwrap().get_or_insert(slot))
-    }
-
-    async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
-        self.enter().await?;
-        Ok(self.tombstones.lock().unwrap().get(biz_tag).copied())
-    }
-
-    async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {
-        self.enter().await?;
-        let mut formats = self.formats.lock().unwrap();
-        if formats.contains_key(biz_tag) {
-            return Ok(false);
-        }
-        formats.insert(biz_tag.to_owned(), format.to_owned());
-        Ok(true)
-    }
-
+#[async_trait]
+impl TagAdminStore for MemoryStore {
     async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {
         self.enter().await?;
         Ok(self.rows.lock().unwrap().get(biz_tag).cloned())
@@ -164,6 +134,11 @@ impl SegmentStore for MemoryStore {
     async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError> {
         self.enter().await?;
         Ok(self.rows.lock().unwrap().values().cloned().collect())
+    }
+
+    async fn list_tag_names(&self) -> Result<Vec<String>, StoreError> {
+        self.enter().await?;
+        Ok(self.rows.lock().unwrap().keys().cloned().collect())
     }
 
     async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError> {
@@ -219,8 +194,49 @@ impl SegmentStore for MemoryStore {
         Ok(true)
     }
 
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.enter().await
+    async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
+        self.enter().await?;
+        Ok(self.tombstones.lock().unwrap().get(biz_tag).copied())
+    }
+}
+
+#[async_trait]
+impl SpecStore for MemoryStore {
+    async fn get_format(&self, biz_tag: &str) -> Result<Option<String>, StoreError> {
+        self.enter().await?;
+        Ok(self.formats.lock().unwrap().get(biz_tag).cloned())
+    }
+
+    async fn list_formats(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.enter().await?;
+        let formats = self.formats.lock().unwrap();
+        Ok(formats
+            .iter()
+            .map(|(t, f)| (t.clone(), f.clone()))
+            .collect())
+    }
+
+    async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {
+        self.enter().await?;
+        let mut formats = self.formats.lock().unwrap();
+        if formats.contains_key(biz_tag) {
+            return Ok(false);
+        }
+        formats.insert(biz_tag.to_owned(), format.to_owned());
+        Ok(true)
+    }
+}
+
+#[async_trait]
+impl LaneRegistry for MemoryStore {
+    async fn lane_slot(&self) -> Result<Option<u8>, StoreError> {
+        self.enter().await?;
+        Ok(*self.lane.lock().unwrap())
+    }
+
+    async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
+        self.enter().await?;
+        Ok(*self.lane.lock().unwrap().get_or_insert(slot))
     }
 }
 

@@ -1,17 +1,25 @@
-//! The store contract: every scenario of [`SegmentStore`] and [`WorkerStore`] runs against the
+//! The store contract: every scenario of the segment store's roles ([`LeaseStore`],
+//! [`TagAdminStore`], [`SpecStore`], [`LaneRegistry`]) and of [`WorkerStore`] runs against the
 //! in-memory fakes (`leafid::testing`), SQLite, MariaDB and PostgreSQL (directly and through
 //! PgBouncer), calling the traits directly. The fakes are only trustworthy because they pass
 //! the same scenarios as the real stores.
 //!
 //! `on_every_store!(scenario)` makes one test per store: `scenario::memory`, `scenario::sqlite`,
 //! `scenario::mysql`, `scenario::postgres`, `scenario::pgbouncer`.
+//! `on_every_store!(scenario, through_lanes)` adds the same five under
+//! `scenario::through_lanes::`, where the segment store is seen through a [`LaneStore`] in lane
+//! mode (own lane, slot [`LANE_SLOT`]), as every server with lanes sees it: leases come back
+//! mapped into the lane's blocks, and the scenario compares them in that space
+//! ([`Stores::ids`]); rows, tombstones and formats are the database's own and read the same.
 //! The last three are ignored by a plain `cargo test` (they need a database server) and run by
 //! `scripts/test.sh`.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leafid::segment::{BizTag, NewTag, SegmentStore, Step, StoreError};
+use leafid::segment::lanes::{LaneMode, LaneStore, map};
+use leafid::segment::{BizTag, LeaseStore, NewTag, SegmentStore, Step, StoreError};
 use leafid::snowflake::worker::{NodeInfo, WorkerStore, WorkerStoreError};
 use leafid::store::{Database, DbOptions};
 use leafid::testing::{MemoryStore, MemoryWorkerStore};
@@ -27,40 +35,92 @@ enum Kind {
     Sql(Db),
 }
 
-/// Defines one test per store from an `async fn(Kind)`.
+/// The lane slot of the `through_lanes` runs: the last one, whose last block ends at
+/// `i64::MAX` itself, and not 0, whose first block maps each id to itself.
+const LANE_SLOT: u8 = 7;
+
+/// A store, and whether the segment store is seen through a lane.
+#[derive(Clone, Copy, Debug)]
+struct On {
+    kind: Kind,
+    /// Through a [`LaneStore`] in lane mode (own lane, [`LANE_SLOT`]).
+    lanes: bool,
+}
+
+impl On {
+    /// The store itself.
+    fn direct(kind: Kind) -> Self {
+        Self { kind, lanes: false }
+    }
+
+    /// The store through its lane.
+    fn lanes(kind: Kind) -> Self {
+        Self { kind, lanes: true }
+    }
+}
+
+impl From<Kind> for On {
+    fn from(kind: Kind) -> Self {
+        Self::direct(kind)
+    }
+}
+
+/// Defines one test per store from an `async fn(Kind)`, or, with `through_lanes`, from an
+/// `async fn(On)`: one test per store directly, and one per store through its lane.
 macro_rules! on_every_store {
     ($name:ident) => {
         mod $name {
-            #[tokio::test]
-            async fn memory() {
-                super::$name(super::Kind::Memory).await
+            on_every_store!(@each $name, Kind::from);
+        }
+    };
+    ($name:ident, through_lanes) => {
+        mod $name {
+            on_every_store!(@each $name, On::direct);
+            mod through_lanes {
+                on_every_store!(@each $name, On::lanes);
             }
-            #[tokio::test]
-            async fn sqlite() {
-                super::$name(super::Kind::Sql($crate::support::Db::Sqlite)).await
-            }
-            #[tokio::test]
-            #[ignore = "needs MariaDB: scripts/test.sh runs it"]
-            async fn mysql() {
-                super::$name(super::Kind::Sql($crate::support::Db::MySql)).await
-            }
-            #[tokio::test]
-            #[ignore = "needs PostgreSQL: scripts/test.sh runs it"]
-            async fn postgres() {
-                super::$name(super::Kind::Sql($crate::support::Db::Postgres)).await
-            }
-            #[tokio::test]
-            #[ignore = "needs PgBouncer and PostgreSQL: scripts/test.sh runs it"]
-            async fn pgbouncer() {
-                super::$name(super::Kind::Sql($crate::support::Db::PgBouncer)).await
-            }
+        }
+    };
+    (@each $name:ident, $($wrap:ident)::+) => {
+        #[tokio::test]
+        async fn memory() {
+            use $crate::store_contract as c;
+            c::$name(c::$($wrap)::+(c::Kind::Memory)).await
+        }
+        #[tokio::test]
+        async fn sqlite() {
+            use $crate::store_contract as c;
+            c::$name(c::$($wrap)::+(c::Kind::Sql($crate::support::Db::Sqlite))).await
+        }
+        #[tokio::test]
+        #[ignore = "needs MariaDB: scripts/test.sh runs it"]
+        async fn mysql() {
+            use $crate::store_contract as c;
+            c::$name(c::$($wrap)::+(c::Kind::Sql($crate::support::Db::MySql))).await
+        }
+        #[tokio::test]
+        #[ignore = "needs PostgreSQL: scripts/test.sh runs it"]
+        async fn postgres() {
+            use $crate::store_contract as c;
+            c::$name(c::$($wrap)::+(c::Kind::Sql($crate::support::Db::Postgres))).await
+        }
+        #[tokio::test]
+        #[ignore = "needs PgBouncer and PostgreSQL: scripts/test.sh runs it"]
+        async fn pgbouncer() {
+            use $crate::store_contract as c;
+            c::$name(c::$($wrap)::+(c::Kind::Sql($crate::support::Db::PgBouncer))).await
         }
     };
 }
 
 /// Both store traits over one fresh, empty (but for the migrations' seed) backend.
 struct Stores {
+    /// The segment store the scenario calls: the database's, or its lane's.
     segments: Arc<dyn SegmentStore>,
+    /// The database's own segment store, beneath the lane when there is one.
+    database_store: Arc<dyn SegmentStore>,
+    /// The lane's slot, when `segments` is seen through one.
+    lane: Option<u8>,
     workers: Arc<dyn WorkerStore>,
     /// The connected database, closed by [`Stores::close`]; `None` for the in-memory stores.
     database: Option<Database>,
@@ -71,29 +131,61 @@ struct Stores {
 impl Stores {
     /// Fresh stores; on MySQL with or without the single-statement lease (the other stores
     /// have one lease path and ignore the flag).
-    async fn open(kind: Kind, single_statement: bool) -> Self {
-        let Kind::Sql(db) = kind else {
-            return Self {
-                segments: Arc::new(MemoryStore::default()),
-                workers: Arc::new(MemoryWorkerStore::default()),
-                database: None,
-                _dir: None,
-            };
+    async fn open(on: impl Into<On>, single_statement: bool) -> Self {
+        let on = on.into();
+        let (segments, workers, database, dir): (
+            Arc<dyn SegmentStore>,
+            Arc<dyn WorkerStore>,
+            _,
+            _,
+        ) = match on.kind {
+            Kind::Memory => (
+                Arc::new(MemoryStore::default()),
+                Arc::new(MemoryWorkerStore::default()),
+                None,
+                None,
+            ),
+            Kind::Sql(db) => {
+                let (url, dir) = fresh_db(db).await;
+                let opts = DbOptions {
+                    pgbouncer: crate::support::postgres::is_pgbouncer(&url),
+                    url,
+                    max_connections: 4,
+                    acquire_timeout: Duration::from_secs(5),
+                    mysql_single_statement_lease: single_statement,
+                };
+                let database = Database::connect(&opts).await.unwrap();
+                (
+                    database.segment_store(),
+                    database.worker_store(),
+                    Some(database),
+                    dir,
+                )
+            }
         };
-        let (url, dir) = fresh_db(db).await;
-        let opts = DbOptions {
-            pgbouncer: crate::support::postgres::is_pgbouncer(&url),
-            url,
-            max_connections: 4,
-            acquire_timeout: Duration::from_secs(5),
-            mysql_single_statement_lease: single_statement,
-        };
-        let database = Database::connect(&opts).await.unwrap();
+        let lane = on.lanes.then_some(LANE_SLOT);
         Self {
-            segments: database.segment_store(),
-            workers: database.worker_store(),
-            database: Some(database),
+            segments: match lane {
+                Some(slot) => Arc::new(own_lane(&segments, slot)),
+                None => segments.clone(),
+            },
+            database_store: segments,
+            lane,
+            workers,
+            database,
             _dir: dir,
+        }
+    }
+
+    /// The ids a lease of the database's positions `[start, end)` (within one block) answers
+    /// through this store: `(first id, max_id)`, mapped into the lane's blocks through a lane.
+    fn ids(&self, start: i64, end: i64) -> (i64, i64) {
+        match self.lane {
+            None => (start, end),
+            Some(slot) => {
+                let first = map::global(start, slot).unwrap();
+                (first, first + (end - start))
+            }
         }
     }
 
@@ -102,6 +194,16 @@ impl Stores {
             database.close().await;
         }
     }
+}
+
+/// `store` as a server's own lane of `slot` sees it.
+fn own_lane(store: &Arc<dyn SegmentStore>, slot: u8) -> LaneStore {
+    LaneStore::new(store.clone(), LaneMode::Lane { slot, own: true })
+}
+
+/// A lease's range as `(first id, max_id)`.
+fn range(lease: leafid::segment::Lease) -> (i64, i64) {
+    (lease.max_id - lease.leased, lease.max_id)
 }
 
 fn new_tag(tag: &str, step: i64, max_id: i64) -> NewTag {
@@ -135,8 +237,8 @@ fn node(owner: &str) -> NodeInfo {
 
 /// A created tag reads back as written, with an update time; a second create of the same tag
 /// is refused; an unknown tag reads as absent.
-async fn a_created_tag_reads_back_as_written(kind: Kind) {
-    let stores = Stores::open(kind, true).await;
+async fn a_created_tag_reads_back_as_written(on: On) {
+    let stores = Stores::open(on, true).await;
     let store = &stores.segments;
     let created = store
         .create_tag(&described_tag("crud-orders", 500, 42, "orders"))
@@ -169,11 +271,11 @@ async fn a_created_tag_reads_back_as_written(kind: Kind) {
     store.ping().await.unwrap();
     stores.close().await;
 }
-on_every_store!(a_created_tag_reads_back_as_written);
+on_every_store!(a_created_tag_reads_back_as_written, through_lanes);
 
 /// `list_tags` returns every row ordered by tag; `list_tag_names` the same names.
-async fn tags_are_listed_in_tag_order(kind: Kind) {
-    let stores = Stores::open(kind, true).await;
+async fn tags_are_listed_in_tag_order(on: On) {
+    let stores = Stores::open(on, true).await;
     let store = &stores.segments;
     for (tag, step) in [("crud-b", 20), ("crud-c", 30), ("crud-a", 10)] {
         store.create_tag(&new_tag(tag, step, 1)).await.unwrap();
@@ -199,14 +301,24 @@ async fn tags_are_listed_in_tag_order(kind: Kind) {
     names.retain(|n| n.starts_with("crud-"));
     names.sort();
     assert_eq!(names, ["crud-a", "crud-b", "crud-c"]);
+    // Every name, the seed's too, and only those of rows.
+    let all: BTreeSet<String> = store.list_tag_names().await.unwrap().into_iter().collect();
+    let rows: BTreeSet<String> = store
+        .list_tags()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.biz_tag)
+        .collect();
+    assert_eq!(all, rows);
     stores.close().await;
 }
-on_every_store!(tags_are_listed_in_tag_order);
+on_every_store!(tags_are_listed_in_tag_order, through_lanes);
 
 /// An update changes the step and/or the description it names and nothing else (`max_id`
 /// stays); an update of an unknown tag is `None` and creates nothing.
-async fn an_update_changes_only_what_it_names(kind: Kind) {
-    let stores = Stores::open(kind, true).await;
+async fn an_update_changes_only_what_it_names(on: On) {
+    let stores = Stores::open(on, true).await;
     let store = &stores.segments;
     store
         .create_tag(&described_tag("crud-upd", 100, 7, "before"))
@@ -240,11 +352,11 @@ async fn an_update_changes_only_what_it_names(kind: Kind) {
     assert!(store.get_tag("crud-missing").await.unwrap().is_none());
     stores.close().await;
 }
-on_every_store!(an_update_changes_only_what_it_names);
+on_every_store!(an_update_changes_only_what_it_names, through_lanes);
 
 /// A deleted tag is gone for every call: read, list, lease, update, delete again.
-async fn a_deleted_tag_is_gone(kind: Kind) {
-    let stores = Stores::open(kind, true).await;
+async fn a_deleted_tag_is_gone(on: On) {
+    let stores = Stores::open(on, true).await;
     let store = &stores.segments;
     store.create_tag(&new_tag("crud-del", 10, 1)).await.unwrap();
     store
@@ -270,12 +382,12 @@ async fn a_deleted_tag_is_gone(kind: Kind) {
     assert!(!store.delete_tag("crud-never").await.unwrap());
     stores.close().await;
 }
-on_every_store!(a_deleted_tag_is_gone);
+on_every_store!(a_deleted_tag_is_gone, through_lanes);
 
 /// A deleted tag keeps its high-water mark: creating it again below is refused, at or above
 /// it succeeds, and a second delete keeps the higher mark.
-async fn a_deleted_tag_leaves_its_high_water_mark(kind: Kind) {
-    let stores = Stores::open(kind, true).await;
+async fn a_deleted_tag_leaves_its_high_water_mark(on: On) {
+    let stores = Stores::open(on, true).await;
     let store = &stores.segments;
     store.create_tag(&new_tag("gone", 100, 1)).await.unwrap();
     store.lease("gone", None).await.unwrap();
@@ -303,8 +415,9 @@ async fn a_deleted_tag_leaves_its_high_water_mark(kind: Kind) {
 
     let row = store.create_tag(&new_tag("gone", 100, 201)).await.unwrap();
     assert_eq!(row.max_id, 201);
+    // Rows and tombstones hold the database's positions; a lane's leases are mapped.
     let lease = store.lease("gone", None).await.unwrap();
-    assert_eq!(lease.max_id - lease.leased, 201);
+    assert_eq!(range(lease), stores.ids(201, 301));
     assert!(store.delete_tag("gone").await.unwrap());
     let err = store
         .create_tag(&new_tag("gone", 100, 250))
@@ -316,7 +429,7 @@ async fn a_deleted_tag_leaves_its_high_water_mark(kind: Kind) {
     );
     stores.close().await;
 }
-on_every_store!(a_deleted_tag_leaves_its_high_water_mark);
+on_every_store!(a_deleted_tag_leaves_its_high_water_mark, through_lanes);
 
 // ---------------------------------------------------------------------------------------------
 // SegmentStore: leases
@@ -324,9 +437,9 @@ on_every_store!(a_deleted_tag_leaves_its_high_water_mark);
 
 /// A lease without an adapted step takes the row's step from `max_id` and moves `max_id` past
 /// it; an unknown tag cannot be leased.
-async fn a_lease_takes_the_rows_step_from_max_id(kind: Kind) {
+async fn a_lease_takes_the_rows_step_from_max_id(on: On) {
     for single_statement in [true, false] {
-        let stores = Stores::open(kind, single_statement).await;
+        let stores = Stores::open(on, single_statement).await;
         let store = &stores.segments;
         store
             .create_tag(&new_tag("crud-lease", 100, 5))
@@ -335,12 +448,12 @@ async fn a_lease_takes_the_rows_step_from_max_id(kind: Kind) {
 
         let lease = store.lease("crud-lease", None).await.unwrap();
         assert_eq!(
-            (lease.max_id, lease.leased, lease.db_step),
-            (105, 100, Some(100)),
+            (range(lease), lease.leased, lease.db_step),
+            (stores.ids(5, 105), 100, Some(100)),
             "single_statement={single_statement}"
         );
         let lease = store.lease("crud-lease", None).await.unwrap();
-        assert_eq!((lease.max_id, lease.leased), (205, 100));
+        assert_eq!((range(lease), lease.leased), (stores.ids(105, 205), 100));
         let row = store.get_tag("crud-lease").await.unwrap().unwrap();
         assert_eq!((row.max_id, row.step), (205, 100));
 
@@ -351,18 +464,28 @@ async fn a_lease_takes_the_rows_step_from_max_id(kind: Kind) {
         stores.close().await;
     }
 }
-on_every_store!(a_lease_takes_the_rows_step_from_max_id);
+on_every_store!(a_lease_takes_the_rows_step_from_max_id, through_lanes);
 
 /// The give-back's compare-and-set: `max_id` goes back only from the value asked, and the next
 /// lease starts at the returned id; a row that moved (another server leased), an unknown tag or
 /// an empty range change nothing.
-async fn unused_ids_go_back_only_from_the_last_lease_s_end(kind: Kind) {
+async fn unused_ids_go_back_only_from_the_last_lease_s_end(on: On) {
     for single_statement in [true, false] {
-        let stores = Stores::open(kind, single_statement).await;
+        let stores = Stores::open(on, single_statement).await;
         let store = &stores.segments;
         store.create_tag(&new_tag("gb", 100, 1)).await.unwrap();
         let mine = store.lease("gb", None).await.unwrap();
-        assert_eq!(mine.max_id, 101);
+        assert_eq!(range(mine), stores.ids(1, 101));
+        if stores.lane.is_some() {
+            // A lane gives nothing back (its leases were mapped, the row holds positions):
+            // neither the lease's global ids nor the row's positions move the row.
+            for (from, to) in [(41, 101), (mine.max_id - 60, mine.max_id)] {
+                assert!(!store.return_unused("gb", from, to).await.unwrap());
+            }
+            assert_eq!(store.get_tag("gb").await.unwrap().unwrap().max_id, 101);
+            stores.close().await;
+            continue;
+        }
         // Nothing asked back, or a range the other way round.
         assert!(!store.return_unused("gb", 101, 101).await.unwrap());
         assert!(!store.return_unused("gb", 102, 101).await.unwrap());
@@ -384,14 +507,36 @@ async fn unused_ids_go_back_only_from_the_last_lease_s_end(kind: Kind) {
         stores.close().await;
     }
 }
-on_every_store!(unused_ids_go_back_only_from_the_last_lease_s_end);
+on_every_store!(
+    unused_ids_go_back_only_from_the_last_lease_s_end,
+    through_lanes
+);
 
 /// Near `i64::MAX` a lease is cut to the ids left, and then the tag is exhausted, whether the
 /// lease asked for the row's step or an adapted one.
-async fn a_lease_near_the_end_of_the_range_takes_the_tail_then_the_tag_is_exhausted(kind: Kind) {
+async fn a_lease_near_the_end_of_the_range_takes_the_tail_then_the_tag_is_exhausted(on: On) {
     for (single_statement, step) in [(true, None), (true, Some(20)), (false, Some(20))] {
-        let stores = Stores::open(kind, single_statement).await;
+        let stores = Stores::open(on, single_statement).await;
         let store = &stores.segments;
+        if stores.lane.is_some() {
+            // A lane ends where its positions stop mapping below 2^63 (`map::LOCAL_END`), and
+            // the last slot's last id is `i64::MAX` itself, which a lease's exclusive end
+            // cannot express: the tail stops one id short of it.
+            store
+                .create_tag(&new_tag("crud-end", 10, map::LOCAL_END - 5))
+                .await
+                .unwrap();
+            let lease = store.lease("crud-end", step).await.unwrap();
+            assert_eq!(
+                (lease.max_id, lease.leased),
+                (i64::MAX, 4),
+                "single_statement={single_statement} step={step:?}"
+            );
+            let err = store.lease("crud-end", step).await.unwrap_err();
+            assert!(matches!(err, StoreError::Exhausted), "{err:?}");
+            stores.close().await;
+            continue;
+        }
         store
             .create_tag(&new_tag("crud-end", 10, i64::MAX - 5))
             .await
@@ -412,20 +557,23 @@ async fn a_lease_near_the_end_of_the_range_takes_the_tail_then_the_tag_is_exhaus
         stores.close().await;
     }
 }
-on_every_store!(a_lease_near_the_end_of_the_range_takes_the_tail_then_the_tag_is_exhausted);
+on_every_store!(
+    a_lease_near_the_end_of_the_range_takes_the_tail_then_the_tag_is_exhausted,
+    through_lanes
+);
 
 /// A DBA raised the row's step above the engine's adapted step: the lease takes the row's step
 /// (the DBA's step is a floor), on the single-statement path's fallback as on the transaction.
-async fn a_rows_step_above_the_adapted_step_is_the_floor_of_a_lease(kind: Kind) {
+async fn a_rows_step_above_the_adapted_step_is_the_floor_of_a_lease(on: On) {
     for single_statement in [true, false] {
-        let stores = Stores::open(kind, single_statement).await;
+        let stores = Stores::open(on, single_statement).await;
         let store = &stores.segments;
         store.create_tag(&new_tag("floor", 1000, 1)).await.unwrap();
 
         let lease = store.lease("floor", Some(10)).await.unwrap();
         assert_eq!(
-            (lease.max_id, lease.leased),
-            (1001, 1000),
+            (range(lease), lease.leased),
+            (stores.ids(1, 1001), 1000),
             "single_statement={single_statement}: {lease:?}"
         );
         assert_eq!(store.get_tag("floor").await.unwrap().unwrap().max_id, 1001);
@@ -433,16 +581,24 @@ async fn a_rows_step_above_the_adapted_step_is_the_floor_of_a_lease(kind: Kind) 
         // Below the adapted step, the adapted step wins.
         store.update_tag("floor", Some(5), None).await.unwrap();
         let lease = store.lease("floor", Some(10)).await.unwrap();
-        assert_eq!((lease.max_id, lease.leased), (1011, 10), "{lease:?}");
+        assert_eq!(
+            (range(lease), lease.leased),
+            (stores.ids(1001, 1011), 10),
+            "{lease:?}"
+        );
         stores.close().await;
     }
 }
-on_every_store!(a_rows_step_above_the_adapted_step_is_the_floor_of_a_lease);
+on_every_store!(
+    a_rows_step_above_the_adapted_step_is_the_floor_of_a_lease,
+    through_lanes
+);
 
 /// Leases of one tag from many tasks at once (as from many servers) never overlap and leave no
 /// gap: each id of `1..max_id` belongs to exactly one lease. On MySQL this races the
 /// compare-and-set lease (first leases, `step = None`) and the single-statement one.
-async fn concurrent_leases_of_one_tag_are_disjoint_and_gapless(store: Arc<dyn SegmentStore>) {
+async fn concurrent_leases_of_one_tag_are_disjoint_and_gapless(stores: &Stores) {
+    let store = stores.segments.clone();
     store.create_tag(&new_tag("race", 7, 1)).await.unwrap();
     let tasks: Vec<_> = (0..8)
         .map(|t| {
@@ -464,23 +620,346 @@ async fn concurrent_leases_of_one_tag_are_disjoint_and_gapless(store: Arc<dyn Se
         ranges.extend(t.await.unwrap());
     }
     ranges.sort_unstable();
-    let mut next = 1;
+    // In one block: a lane's ranges are gapless too, from its first global id.
+    let mut next = stores.ids(1, 1).0;
     for (start, end) in &ranges {
         assert_eq!(*start, next, "overlap or gap at {start}: {ranges:?}");
         assert!(end > start);
         next = *end;
     }
-    assert_eq!(store.get_tag("race").await.unwrap().unwrap().max_id, next);
+    let row = store.get_tag("race").await.unwrap().unwrap();
+    assert_eq!(stores.ids(1, row.max_id).1, next);
 }
 
-async fn concurrent_leases_are_disjoint(kind: Kind) {
+async fn concurrent_leases_are_disjoint(on: On) {
     for single_statement in [true, false] {
-        let stores = Stores::open(kind, single_statement).await;
-        concurrent_leases_of_one_tag_are_disjoint_and_gapless(stores.segments.clone()).await;
+        let stores = Stores::open(on, single_statement).await;
+        concurrent_leases_of_one_tag_are_disjoint_and_gapless(&stores).await;
         stores.close().await;
     }
 }
-on_every_store!(concurrent_leases_are_disjoint);
+on_every_store!(concurrent_leases_are_disjoint, through_lanes);
+
+// ---------------------------------------------------------------------------------------------
+// TagAdminStore: tombstones and races
+// ---------------------------------------------------------------------------------------------
+
+/// A delete records the tag's high-water mark as its tombstone; a later delete at a higher
+/// mark raises it; a tag never deleted (or never created) has none, and the name is compared
+/// exactly. (A later delete can never be lower: a create below the mark is refused and a
+/// give-back stops at the lease's start, so "the larger wins" is seen rising only.)
+async fn a_delete_records_the_high_water_mark_as_the_tombstone(on: On) {
+    let stores = Stores::open(on, true).await;
+    let store = &stores.segments;
+    assert_eq!(store.tombstone("ts-never").await.unwrap(), None);
+    store.create_tag(&new_tag("ts-live", 10, 1)).await.unwrap();
+    assert_eq!(store.tombstone("ts-live").await.unwrap(), None);
+
+    store.create_tag(&new_tag("ts-gone", 100, 1)).await.unwrap();
+    store.lease("ts-gone", None).await.unwrap();
+    store.lease("ts-gone", None).await.unwrap();
+    assert!(store.delete_tag("ts-gone").await.unwrap());
+    assert_eq!(store.tombstone("ts-gone").await.unwrap(), Some(201));
+    assert_eq!(store.tombstone("TS-GONE").await.unwrap(), None);
+    assert_eq!(store.tombstone("ts-gon").await.unwrap(), None);
+    assert_eq!(store.tombstone("ts-live").await.unwrap(), None);
+
+    // Created again at the mark, deleted where it stands: the same mark.
+    store
+        .create_tag(&new_tag("ts-gone", 100, 201))
+        .await
+        .unwrap();
+    assert!(store.delete_tag("ts-gone").await.unwrap());
+    assert_eq!(store.tombstone("ts-gone").await.unwrap(), Some(201));
+    // Created again above it and leased: the larger mark wins.
+    store
+        .create_tag(&new_tag("ts-gone", 100, 5000))
+        .await
+        .unwrap();
+    store.lease("ts-gone", None).await.unwrap();
+    assert!(store.delete_tag("ts-gone").await.unwrap());
+    assert_eq!(store.tombstone("ts-gone").await.unwrap(), Some(5100));
+    // A delete of nothing leaves the mark alone.
+    assert!(!store.delete_tag("ts-gone").await.unwrap());
+    assert_eq!(store.tombstone("ts-gone").await.unwrap(), Some(5100));
+    stores.close().await;
+}
+on_every_store!(
+    a_delete_records_the_high_water_mark_as_the_tombstone,
+    through_lanes
+);
+
+/// Servers creating one tag at the same moment: exactly one succeeds, every other is told
+/// `AlreadyExists`, never that the database is unavailable.
+async fn concurrent_creates_of_one_tag_give_one_row_and_already_exists(on: On) {
+    let stores = Stores::open(on, true).await;
+    for round in 0..4 {
+        let tag = format!("race-create-{round}");
+        let tasks: Vec<_> = (0..4)
+            .map(|t| {
+                let store = stores.segments.clone();
+                let new = new_tag(&tag, 10 + t, 1 + t);
+                tokio::spawn(async move { store.create_tag(&new).await })
+            })
+            .collect();
+        let mut created = Vec::new();
+        for task in tasks {
+            match task.await.unwrap() {
+                Ok(row) => created.push(row),
+                Err(StoreError::AlreadyExists) => {}
+                Err(e) => panic!("{tag}: {e:?}"),
+            }
+        }
+        assert_eq!(created.len(), 1, "{tag}: {created:?}");
+        let row = stores.segments.get_tag(&tag).await.unwrap().unwrap();
+        assert_eq!((row.max_id, row.step), (created[0].max_id, created[0].step));
+    }
+    stores.close().await;
+}
+on_every_store!(
+    concurrent_creates_of_one_tag_give_one_row_and_already_exists,
+    through_lanes
+);
+
+// ---------------------------------------------------------------------------------------------
+// SpecStore
+// ---------------------------------------------------------------------------------------------
+
+/// The formats of the spec scenarios: the store keeps them as opaque text.
+const FORMAT_A: &str = r#"{"prefix":"A","date":"yyyyMMdd","width":6}"#;
+const FORMAT_B: &str = r#"{"prefix":"B","date":"yyMM","width":4}"#;
+
+/// A format is written once and for good: the second write (another format) is refused and
+/// leaves the first; it is read back by the tag's exact name only; the list holds every
+/// formatted tag; deleting the tag's row keeps its format.
+async fn a_format_is_written_once_and_for_good(on: On) {
+    let stores = Stores::open(on, true).await;
+    let store = &stores.segments;
+    assert_eq!(store.get_format("fmt-a").await.unwrap(), None);
+    assert!(store.put_format("fmt-a", FORMAT_A).await.unwrap());
+    assert!(!store.put_format("fmt-a", FORMAT_B).await.unwrap());
+    assert!(!store.put_format("fmt-a", FORMAT_A).await.unwrap());
+    assert_eq!(
+        store.get_format("fmt-a").await.unwrap().as_deref(),
+        Some(FORMAT_A)
+    );
+    // Exact names only (MariaDB's default collation would match these).
+    for other in ["FMT-A", "fmt-a ", "fmt-", "fmt-ab"] {
+        assert_eq!(store.get_format(other).await.unwrap(), None, "{other:?}");
+    }
+    assert!(store.put_format("fmt-b", FORMAT_B).await.unwrap());
+    let mut listed: Vec<(String, String)> = store
+        .list_formats()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|(t, _)| t.starts_with("fmt-"))
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            ("fmt-a".to_owned(), FORMAT_A.to_owned()),
+            ("fmt-b".to_owned(), FORMAT_B.to_owned())
+        ]
+    );
+    // The format outlives the tag's row, as its tombstone does.
+    store.create_tag(&new_tag("fmt-a", 10, 1)).await.unwrap();
+    assert!(store.delete_tag("fmt-a").await.unwrap());
+    assert_eq!(
+        store.get_format("fmt-a").await.unwrap().as_deref(),
+        Some(FORMAT_A)
+    );
+    assert!(!store.put_format("fmt-a", FORMAT_B).await.unwrap());
+    stores.close().await;
+}
+on_every_store!(a_format_is_written_once_and_for_good, through_lanes);
+
+/// Servers writing one tag's format at the same moment, each a different one: exactly one is
+/// told it wrote, none fails, and every one then reads the winner's format.
+async fn concurrent_format_writes_give_one_winner_that_all_read(on: On) {
+    let stores = Stores::open(on, true).await;
+    for round in 0..4 {
+        let tag = format!("race-fmt-{round}");
+        let tasks: Vec<_> = (0..4)
+            .map(|t| {
+                let store = stores.segments.clone();
+                let tag = tag.clone();
+                tokio::spawn(async move {
+                    let format = format!(r#"{{"prefix":"P{t}"}}"#);
+                    let wrote = store.put_format(&tag, &format).await;
+                    let read = store.get_format(&tag).await;
+                    (format, wrote, read)
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        let mut reads = BTreeSet::new();
+        for task in tasks {
+            let (format, wrote, read) = task.await.unwrap();
+            let wrote = wrote.unwrap_or_else(|e| panic!("{tag}: put_format failed: {e:?}"));
+            if wrote {
+                winners.push(format);
+            }
+            reads.insert(read.unwrap().unwrap());
+        }
+        assert_eq!(winners.len(), 1, "{tag}: {winners:?}");
+        assert_eq!(reads.into_iter().collect::<Vec<_>>(), winners, "{tag}");
+    }
+    stores.close().await;
+}
+on_every_store!(
+    concurrent_format_writes_give_one_winner_that_all_read,
+    through_lanes
+);
+
+// ---------------------------------------------------------------------------------------------
+// LaneRegistry, and the lane's check of it
+// ---------------------------------------------------------------------------------------------
+
+/// A fresh database is no lane; the first claim records its slot for good and a later claim
+/// of another slot answers the recorded one. Through a lane, the lane's first lease is that
+/// first claim. A lane that finds another slot recorded, a server without lanes on a lane's
+/// database, and another region's lane whose database records none refuse to lease with
+/// [`StoreError::LaneMismatch`], not as an outage.
+async fn a_lane_slot_is_recorded_once(on: On) {
+    let stores = Stores::open(on, true).await;
+    let store = &stores.segments;
+    let database = &stores.database_store;
+    assert_eq!(store.lane_slot().await.unwrap(), None);
+    store.create_tag(&new_tag("lane-t", 10, 1)).await.unwrap();
+
+    // Another region's lane, before its own region recorded the slot.
+    let foreign = LaneStore::new(
+        database.clone(),
+        LaneMode::Lane {
+            slot: 2,
+            own: false,
+        },
+    );
+    let e = foreign.lease("lane-t", None).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            StoreError::LaneMismatch {
+                recorded: None,
+                configured: Some(2)
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(
+        database.lane_slot().await.unwrap(),
+        None,
+        "a foreign lane claimed"
+    );
+
+    let recorded = match stores.lane {
+        // The own lane's first lease records its slot.
+        Some(slot) => {
+            let lease = store.lease("lane-t", None).await.unwrap();
+            assert_eq!(range(lease), stores.ids(1, 11));
+            slot
+        }
+        None => {
+            assert_eq!(store.claim_lane_slot(3).await.unwrap(), 3);
+            3
+        }
+    };
+    assert_eq!(store.lane_slot().await.unwrap(), Some(recorded));
+    assert_eq!(database.lane_slot().await.unwrap(), Some(recorded));
+    let other = (recorded + 1) % map::SLOTS;
+    assert_eq!(store.claim_lane_slot(other).await.unwrap(), recorded);
+    assert_eq!(store.claim_lane_slot(recorded).await.unwrap(), recorded);
+    assert_eq!(store.lane_slot().await.unwrap(), Some(recorded));
+
+    // A lane configured with another slot, own or not, and a server without lanes.
+    for own in [true, false] {
+        let wrong = LaneStore::new(database.clone(), LaneMode::Lane { slot: other, own });
+        let e = wrong.lease("lane-t", None).await.unwrap_err();
+        assert!(
+            matches!(e, StoreError::LaneMismatch { recorded: Some(r), configured: Some(c) }
+                if r == recorded && c == other),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("lane mismatch"), "{e}");
+    }
+    let plain = LaneStore::new(database.clone(), LaneMode::Plain);
+    let e = plain.lease("lane-t", None).await.unwrap_err();
+    assert!(
+        matches!(e, StoreError::LaneMismatch { recorded: Some(r), configured: None } if r == recorded),
+        "{e:?}"
+    );
+    // The right slot, from another region: served.
+    let right = LaneStore::new(
+        database.clone(),
+        LaneMode::Lane {
+            slot: recorded,
+            own: false,
+        },
+    );
+    right.lease("lane-t", None).await.unwrap();
+    stores.close().await;
+}
+on_every_store!(a_lane_slot_is_recorded_once, through_lanes);
+
+/// Servers claiming a fresh database's slot at the same moment, each another slot: none fails,
+/// and every one reads back the one slot recorded. Through a lane: servers of one region
+/// taking a new lane's first lease at the same moment all lease (issue 43).
+async fn concurrent_slot_claims_all_read_the_one_recorded(on: On) {
+    let stores = Stores::open(on, true).await;
+    let database = &stores.database_store;
+    if stores.lane.is_some() {
+        stores
+            .segments
+            .create_tag(&new_tag("lane-race", 10, 1))
+            .await
+            .unwrap();
+        let tasks: Vec<_> = (0..4)
+            .map(|_| {
+                // A server each: its own lane store, its slot unchecked yet.
+                let lane = own_lane(database, LANE_SLOT);
+                tokio::spawn(async move { lane.lease("lane-race", None).await.map(range) })
+            })
+            .collect();
+        let mut ranges = Vec::new();
+        for task in tasks {
+            ranges.push(task.await.unwrap().unwrap());
+        }
+        ranges.sort_unstable();
+        let mut next = stores.ids(1, 1).0;
+        for (start, end) in &ranges {
+            assert_eq!(*start, next, "{ranges:?}");
+            next = *end;
+        }
+        assert_eq!(database.lane_slot().await.unwrap(), Some(LANE_SLOT));
+        stores.close().await;
+        return;
+    }
+    let tasks: Vec<_> = (0..4u8)
+        .map(|slot| {
+            let store = stores.segments.clone();
+            tokio::spawn(async move {
+                let claimed = store.claim_lane_slot(slot).await;
+                let read = store.lane_slot().await;
+                (claimed, read)
+            })
+        })
+        .collect();
+    let mut seen = BTreeSet::new();
+    for task in tasks {
+        let (claimed, read) = task.await.unwrap();
+        let claimed = claimed.unwrap_or_else(|e| panic!("claim_lane_slot failed: {e:?}"));
+        seen.insert(claimed);
+        assert_eq!(read.unwrap(), Some(claimed));
+    }
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    stores.close().await;
+}
+on_every_store!(
+    concurrent_slot_claims_all_read_the_one_recorded,
+    through_lanes
+);
 
 // ---------------------------------------------------------------------------------------------
 // WorkerStore

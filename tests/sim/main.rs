@@ -28,8 +28,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leafid::segment::{
-    Lease, NewTag, SegmentAllocator, SegmentConfig, SegmentError, SegmentStore, StepPolicy,
-    StoreError, TagRow,
+    LaneRegistry, Lease, LeaseStore, NewTag, SegmentAllocator, SegmentConfig, SegmentError,
+    SpecStore, StepPolicy, StoreError, TagAdminStore, TagRow,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
@@ -213,8 +213,9 @@ fn row(tag: &str, (max_id, step): (i64, i64)) -> TagRow {
     }
 }
 
+/// Leases under the drawn faults. The simulation gives nothing back.
 #[async_trait]
-impl SegmentStore for SimStore {
+impl LeaseStore for SimStore {
     async fn lease(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError> {
         let n = {
             let mut l = self.leases.lock().unwrap();
@@ -263,6 +264,26 @@ impl SegmentStore for SimStore {
         Ok(lease)
     }
 
+    /// Gives nothing back (`false`, always safe), without a fault draw: the give-back is not
+    /// what the simulation checks, and a draw here would change every seeded schedule.
+    async fn return_unused(
+        &self,
+        _biz_tag: &str,
+        _from: i64,
+        _to: i64,
+    ) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.call(|_| Ok(()), |_, _| {}).await
+    }
+}
+
+/// The table's rows under the drawn faults; the simulation creates and deletes no tags, so it
+/// keeps no tombstones.
+#[async_trait]
+impl TagAdminStore for SimStore {
     async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {
         self.call(
             |d| Ok(d.rows.get(biz_tag).map(|&r| row(biz_tag, r))),
@@ -277,6 +298,16 @@ impl SegmentStore for SimStore {
             |_, _| {},
         )
         .await
+    }
+
+    /// The names of [`TagAdminStore::list_tags`] (one fault draw, as that call).
+    async fn list_tag_names(&self) -> Result<Vec<String>, StoreError> {
+        Ok(self
+            .list_tags()
+            .await?
+            .into_iter()
+            .map(|r| r.biz_tag)
+            .collect())
     }
 
     async fn create_tag(&self, _tag: &NewTag) -> Result<TagRow, StoreError> {
@@ -307,8 +338,37 @@ impl SegmentStore for SimStore {
         unreachable!("the simulation deletes no tags")
     }
 
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.call(|_| Ok(()), |_, _| {}).await
+    /// No tag is ever deleted here: no tombstone.
+    async fn tombstone(&self, _biz_tag: &str) -> Result<Option<i64>, StoreError> {
+        Ok(None)
+    }
+}
+
+/// The simulation keeps no formats: every tag is plain, and none is created.
+#[async_trait]
+impl SpecStore for SimStore {
+    async fn get_format(&self, _biz_tag: &str) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
+
+    async fn list_formats(&self) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn put_format(&self, _biz_tag: &str, _format: &str) -> Result<bool, StoreError> {
+        unreachable!("the simulation creates no tags")
+    }
+}
+
+/// The simulated database is no lane (the engine runs without lanes).
+#[async_trait]
+impl LaneRegistry for SimStore {
+    async fn lane_slot(&self) -> Result<Option<u8>, StoreError> {
+        Ok(None)
+    }
+
+    async fn claim_lane_slot(&self, _slot: u8) -> Result<u8, StoreError> {
+        unreachable!("the simulation runs without lanes")
     }
 }
 

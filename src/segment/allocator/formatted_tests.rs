@@ -8,7 +8,7 @@ use jiff::Timestamp;
 
 use crate::segment::spec::DecodeError;
 use crate::segment::{
-    BizTag, SegmentAllocator, SegmentConfig, SegmentError, SegmentStore, TagSpec,
+    BizTag, SegmentAllocator, SegmentConfig, SegmentError, SpecStore, TagAdminStore, TagSpec,
 };
 use crate::shapes::FormatError;
 use crate::shapes::keys::KeyRing;

@@ -60,7 +60,7 @@ impl SegmentAllocator {
 
     /// Closes every tag and gives its unused ids back: for each tag whose row still ends at
     /// this server's last lease, `max_id` goes back to the first id never handed out, with a
-    /// compare-and-set ([`SegmentStore::return_unused`](crate::segment::SegmentStore::return_unused)) that leaves a row another server
+    /// compare-and-set ([`LeaseStore::return_unused`](crate::segment::LeaseStore::return_unused)) that leaves a row another server
     /// leased meanwhile alone. From the call on, this engine hands out no id and starts no
     /// lease (requests get [`SegmentError::NotReady`](crate::segment::SegmentError::NotReady)): it is for a stopping server, after the
     /// drain. Loads in flight are awaited up to `bound`; a tag whose load is still running then

@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 
 use super::*;
+use crate::segment::TagAdminStore;
 use crate::testing::MemoryStore;
 
 fn engine(store: &Arc<MemoryStore>) -> SegmentAllocator {

@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::*;
+use crate::segment::{LaneRegistry, Lease, LeaseStore, SpecStore, TagAdminStore, TagRow};
 use crate::testing::MemoryStore;
 
 fn engine(store: Arc<dyn SegmentStore>, max_step: i64) -> SegmentAllocator {
@@ -204,12 +205,8 @@ struct TimeMachine {
 }
 
 #[async_trait::async_trait]
-impl SegmentStore for TimeMachine {
-    async fn lease(
-        &self,
-        biz_tag: &str,
-        step: Option<i64>,
-    ) -> Result<crate::segment::Lease, StoreError> {
+impl LeaseStore for TimeMachine {
+    async fn lease(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError> {
         let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         if n.is_multiple_of(self.every)
             && let Some(row) = self.rows.get_tag(biz_tag).await?
@@ -222,13 +219,26 @@ impl SegmentStore for TimeMachine {
         }
         self.rows.lease(biz_tag, step).await
     }
-    async fn get_tag(&self, biz_tag: &str) -> Result<Option<crate::segment::TagRow>, StoreError> {
+    async fn return_unused(&self, biz_tag: &str, from: i64, to: i64) -> Result<bool, StoreError> {
+        self.rows.return_unused(biz_tag, from, to).await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.rows.ping().await
+    }
+}
+
+#[async_trait::async_trait]
+impl TagAdminStore for TimeMachine {
+    async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {
         self.rows.get_tag(biz_tag).await
     }
-    async fn list_tags(&self) -> Result<Vec<crate::segment::TagRow>, StoreError> {
+    async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError> {
         self.rows.list_tags().await
     }
-    async fn create_tag(&self, tag: &NewTag) -> Result<crate::segment::TagRow, StoreError> {
+    async fn list_tag_names(&self) -> Result<Vec<String>, StoreError> {
+        self.rows.list_tag_names().await
+    }
+    async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError> {
         self.rows.create_tag(tag).await
     }
     async fn update_tag(
@@ -236,14 +246,37 @@ impl SegmentStore for TimeMachine {
         biz_tag: &str,
         step: Option<i64>,
         description: Option<&str>,
-    ) -> Result<Option<crate::segment::TagRow>, StoreError> {
+    ) -> Result<Option<TagRow>, StoreError> {
         self.rows.update_tag(biz_tag, step, description).await
     }
     async fn delete_tag(&self, biz_tag: &str) -> Result<bool, StoreError> {
         self.rows.delete_tag(biz_tag).await
     }
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.rows.ping().await
+    async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
+        self.rows.tombstone(biz_tag).await
+    }
+}
+
+#[async_trait::async_trait]
+impl SpecStore for TimeMachine {
+    async fn get_format(&self, biz_tag: &str) -> Result<Option<String>, StoreError> {
+        self.rows.get_format(biz_tag).await
+    }
+    async fn list_formats(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.rows.list_formats().await
+    }
+    async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {
+        self.rows.put_format(biz_tag, format).await
+    }
+}
+
+#[async_trait::async_trait]
+impl LaneRegistry for TimeMachine {
+    async fn lane_slot(&self) -> Result<Option<u8>, StoreError> {
+        self.rows.lane_slot().await
+    }
+    async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
+        self.rows.claim_lane_slot(slot).await
     }
 }
 

@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use super::*;
+use crate::segment::{LaneRegistry, Lease, LeaseStore, SpecStore, TagAdminStore, TagRow};
 use crate::testing::MemoryStore;
 
 /// Four tasks each take `rounds` times from tag `t` (every ninth a batch of `batch`); asserts
@@ -213,26 +214,34 @@ async fn ids_stop_at_i64_max_with_exhausted() {
 struct ListsEarly(Arc<MemoryStore>);
 
 #[async_trait::async_trait]
-impl SegmentStore for ListsEarly {
-    async fn lease(
-        &self,
-        biz_tag: &str,
-        step: Option<i64>,
-    ) -> Result<crate::segment::Lease, StoreError> {
+impl LeaseStore for ListsEarly {
+    async fn lease(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError> {
         self.0.lease(biz_tag, step).await
     }
-    async fn get_tag(&self, biz_tag: &str) -> Result<Option<crate::segment::TagRow>, StoreError> {
+    async fn return_unused(&self, biz_tag: &str, from: i64, to: i64) -> Result<bool, StoreError> {
+        self.0.return_unused(biz_tag, from, to).await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.0.ping().await
+    }
+}
+
+#[async_trait::async_trait]
+impl TagAdminStore for ListsEarly {
+    async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {
         self.0.get_tag(biz_tag).await
     }
-    async fn list_tags(&self) -> Result<Vec<crate::segment::TagRow>, StoreError> {
+    async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError> {
         let rows = self.0.list_tags().await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         rows
     }
-    async fn create_tag(
-        &self,
-        tag: &crate::segment::NewTag,
-    ) -> Result<crate::segment::TagRow, StoreError> {
+    /// Late too: the refresh lists names.
+    async fn list_tag_names(&self) -> Result<Vec<String>, StoreError> {
+        let rows = self.list_tags().await?;
+        Ok(rows.into_iter().map(|r| r.biz_tag).collect())
+    }
+    async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError> {
         self.0.create_tag(tag).await
     }
     async fn update_tag(
@@ -240,14 +249,37 @@ impl SegmentStore for ListsEarly {
         biz_tag: &str,
         step: Option<i64>,
         description: Option<&str>,
-    ) -> Result<Option<crate::segment::TagRow>, StoreError> {
+    ) -> Result<Option<TagRow>, StoreError> {
         self.0.update_tag(biz_tag, step, description).await
     }
     async fn delete_tag(&self, biz_tag: &str) -> Result<bool, StoreError> {
         self.0.delete_tag(biz_tag).await
     }
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.0.ping().await
+    async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
+        self.0.tombstone(biz_tag).await
+    }
+}
+
+#[async_trait::async_trait]
+impl SpecStore for ListsEarly {
+    async fn get_format(&self, biz_tag: &str) -> Result<Option<String>, StoreError> {
+        self.0.get_format(biz_tag).await
+    }
+    async fn list_formats(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.0.list_formats().await
+    }
+    async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {
+        self.0.put_format(biz_tag, format).await
+    }
+}
+
+#[async_trait::async_trait]
+impl LaneRegistry for ListsEarly {
+    async fn lane_slot(&self) -> Result<Option<u8>, StoreError> {
+        self.0.lane_slot().await
+    }
+    async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
+        self.0.claim_lane_slot(slot).await
     }
 }
 

@@ -143,7 +143,7 @@ mod tests {
     use crate::segment::lanes::map;
     use crate::segment::lanes::repair::Mirror;
     use crate::segment::lanes::{LaneMode, LaneStore};
-    use crate::segment::{BizTag, NewTag, SegmentConfig, SegmentStore};
+    use crate::segment::{BizTag, NewTag, SegmentConfig, TagAdminStore};
     use crate::testing::MemoryStore;
 
     fn lane(db: &Arc<MemoryStore>, slot: u8, own: bool) -> Lane {

@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 
 use super::map;
-use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
+use crate::segment::{
+    LaneRegistry, Lease, LeaseStore, NewTag, SegmentStore, SpecStore, StoreError, TagAdminStore,
+    TagRow,
+};
 
 /// How a server uses a database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,10 +76,10 @@ impl LaneStore {
                         self.plain_checked_ms.store(now, Ordering::Relaxed);
                         Ok(())
                     }
-                    Some(slot) => Err(refused(format!(
-                        "this database is lane slot {slot} (leafid_lane): a server without \
-                         lanes.slot would issue ids beside the lanes' and is refused"
-                    ))),
+                    Some(slot) => Err(StoreError::LaneMismatch {
+                        recorded: Some(slot),
+                        configured: None,
+                    }),
                 }
             }
             LaneMode::Lane { slot, own } => {
@@ -87,17 +90,17 @@ impl LaneStore {
                     Some(s) => s,
                     None if own => self.inner.claim_lane_slot(slot).await?,
                     None => {
-                        return Err(refused(format!(
-                            "lane slot {slot}'s database records no slot yet: its own region's \
-                             servers record it at their first lease"
-                        )));
+                        return Err(StoreError::LaneMismatch {
+                            recorded: None,
+                            configured: Some(slot),
+                        });
                     }
                 };
                 if recorded != slot {
-                    return Err(refused(format!(
-                        "this database is lane slot {recorded}, configured as slot {slot}: \
-                         refused (two lanes with one slot could hand out one id)"
-                    )));
+                    return Err(StoreError::LaneMismatch {
+                        recorded: Some(recorded),
+                        configured: Some(slot),
+                    });
                 }
                 self.verified.store(true, Ordering::Relaxed);
                 Ok(())
@@ -106,12 +109,15 @@ impl LaneStore {
     }
 }
 
+/// A lease asked of the wrong lane: formatted tags' period rows lease only from slot 0, and the
+/// router sends them there, so this is a routing fault, not a lane mismatch.
 fn refused(why: String) -> StoreError {
     StoreError::Unavailable(why.into())
 }
 
+/// Leases mapped into the lane's blocks after the slot check; the rest as the database.
 #[async_trait]
-impl SegmentStore for LaneStore {
+impl LeaseStore for LaneStore {
     async fn lease(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError> {
         self.check().await?;
         let LaneMode::Lane { slot, .. } = self.mode else {
@@ -131,13 +137,36 @@ impl SegmentStore for LaneStore {
         let start = lease.max_id - lease.leased;
         let end = map::cut_at_block(start, lease.max_id);
         let first = map::global(start, slot).ok_or(StoreError::Exhausted)?;
+        // The last block of the last slot ends at `i64::MAX` itself, which a lease's exclusive
+        // end cannot express: that one id is never issued.
+        let leased = (end - start).min(i64::MAX - first);
+        if leased == 0 {
+            return Err(StoreError::Exhausted);
+        }
         Ok(Lease {
-            max_id: first + (end - start),
-            leased: end - start,
+            max_id: first + leased,
+            leased,
             db_step: lease.db_step,
         })
     }
 
+    /// A lane gives nothing back: its leases were mapped (and perhaps cut at a block's end), so
+    /// the row's `max_id` is not the lease's end in global ids. Without lanes, as the database.
+    async fn return_unused(&self, biz_tag: &str, from: i64, to: i64) -> Result<bool, StoreError> {
+        match self.mode {
+            LaneMode::Plain => self.inner.return_unused(biz_tag, from, to).await,
+            LaneMode::Lane { .. } => Ok(false),
+        }
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner.ping().await
+    }
+}
+
+/// As the database: rows and tombstones are the lane's own, in its local positions.
+#[async_trait]
+impl TagAdminStore for LaneStore {
     async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {
         self.inner.get_tag(biz_tag).await
     }
@@ -167,19 +196,14 @@ impl SegmentStore for LaneStore {
         self.inner.delete_tag(biz_tag).await
     }
 
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.inner.ping().await
+    async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
+        self.inner.tombstone(biz_tag).await
     }
+}
 
-    /// A lane gives nothing back: its leases were mapped (and perhaps cut at a block's end), so
-    /// the row's `max_id` is not the lease's end in global ids. Without lanes, as the database.
-    async fn return_unused(&self, biz_tag: &str, from: i64, to: i64) -> Result<bool, StoreError> {
-        match self.mode {
-            LaneMode::Plain => self.inner.return_unused(biz_tag, from, to).await,
-            LaneMode::Lane { .. } => Ok(false),
-        }
-    }
-
+/// As the database.
+#[async_trait]
+impl SpecStore for LaneStore {
     async fn get_format(&self, biz_tag: &str) -> Result<Option<String>, StoreError> {
         self.inner.get_format(biz_tag).await
     }
@@ -191,17 +215,17 @@ impl SegmentStore for LaneStore {
     async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {
         self.inner.put_format(biz_tag, format).await
     }
+}
 
+/// As the database: the lease checks the slot against the mode, these calls do not.
+#[async_trait]
+impl LaneRegistry for LaneStore {
     async fn lane_slot(&self) -> Result<Option<u8>, StoreError> {
         self.inner.lane_slot().await
     }
 
     async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
         self.inner.claim_lane_slot(slot).await
-    }
-
-    async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
-        self.inner.tombstone(biz_tag).await
     }
 }
 
@@ -249,10 +273,32 @@ mod tests {
                 own: false,
             },
         );
-        let e = wrong.lease("t", None).await.unwrap_err().to_string();
+        let e = wrong.lease("t", None).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                StoreError::LaneMismatch {
+                    recorded: Some(2),
+                    configured: Some(3)
+                }
+            ),
+            "{e:?}"
+        );
+        let e = e.to_string();
         assert!(e.contains("lane slot 2, configured as slot 3"), "{e}");
         let plain = LaneStore::new(db.clone(), LaneMode::Plain);
-        let e = plain.lease("t", None).await.unwrap_err().to_string();
+        let e = plain.lease("t", None).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                StoreError::LaneMismatch {
+                    recorded: Some(2),
+                    configured: None
+                }
+            ),
+            "{e:?}"
+        );
+        let e = e.to_string();
         assert!(e.contains("lane slot 2"), "{e}");
         // A formatted tag's period leases only from slot 0.
         let e = own.lease("t@20261127", None).await.unwrap_err().to_string();
@@ -265,7 +311,30 @@ mod tests {
                 own: false,
             },
         );
-        let e = other.lease("t", None).await.unwrap_err().to_string();
+        let e = other.lease("t", None).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                StoreError::LaneMismatch {
+                    recorded: None,
+                    configured: Some(1)
+                }
+            ),
+            "{e:?}"
+        );
+        let e = e.to_string();
         assert!(e.contains("records no slot"), "{e}");
+    }
+
+    /// The last id of the last slot is `i64::MAX`, which a lease's exclusive end cannot
+    /// express: the lease stops one short of it, and the next is exhausted.
+    #[tokio::test]
+    async fn the_last_slot_s_last_lease_stops_below_i64_max() {
+        let db = Arc::new(MemoryStore::with_rows(&[("t", map::LOCAL_END - 5, 10)]));
+        let last = LaneStore::new(db, LaneMode::Lane { slot: 7, own: true });
+        let lease = last.lease("t", None).await.unwrap();
+        assert_eq!((lease.max_id, lease.leased), (i64::MAX, 4));
+        let e = last.lease("t", None).await.unwrap_err();
+        assert!(matches!(e, StoreError::Exhausted), "{e:?}");
     }
 }

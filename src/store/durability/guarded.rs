@@ -7,7 +7,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::gate::DurabilityGate;
-use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
+use crate::segment::{
+    LaneRegistry, Lease, LeaseStore, NewTag, SegmentStore, SpecStore, StoreError, TagAdminStore,
+    TagRow,
+};
 use crate::snowflake::worker::{NodeInfo, WorkerLease, WorkerStore, WorkerStoreError};
 
 impl DurabilityGate {
@@ -34,14 +37,29 @@ struct GuardedSegmentStore {
     gate: DurabilityGate,
 }
 
+/// Every lease passes the gate first; the give-back lowers `max_id` and hands nothing out, so
+/// it passes whatever the settings.
 #[async_trait]
-impl SegmentStore for GuardedSegmentStore {
+impl LeaseStore for GuardedSegmentStore {
     async fn lease(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError> {
         self.gate.admit().await?;
         self.gate
             .watch_result(self.inner.lease(biz_tag, step).await)
     }
 
+    async fn return_unused(&self, biz_tag: &str, from: i64, to: i64) -> Result<bool, StoreError> {
+        self.gate
+            .watch_result(self.inner.return_unused(biz_tag, from, to).await)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.gate.watch_result(self.inner.ping().await)
+    }
+}
+
+/// Ungated (no id is handed out); a failure marks the report stale.
+#[async_trait]
+impl TagAdminStore for GuardedSegmentStore {
     async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {
         self.gate.watch_result(self.inner.get_tag(biz_tag).await)
     }
@@ -72,10 +90,14 @@ impl SegmentStore for GuardedSegmentStore {
         self.gate.watch_result(self.inner.delete_tag(biz_tag).await)
     }
 
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.gate.watch_result(self.inner.ping().await)
+    async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
+        self.gate.watch_result(self.inner.tombstone(biz_tag).await)
     }
+}
 
+/// Ungated; a failure marks the report stale.
+#[async_trait]
+impl SpecStore for GuardedSegmentStore {
     async fn get_format(&self, biz_tag: &str) -> Result<Option<String>, StoreError> {
         self.gate.watch_result(self.inner.get_format(biz_tag).await)
     }
@@ -84,6 +106,15 @@ impl SegmentStore for GuardedSegmentStore {
         self.gate.watch_result(self.inner.list_formats().await)
     }
 
+    async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {
+        self.gate
+            .watch_result(self.inner.put_format(biz_tag, format).await)
+    }
+}
+
+/// Ungated; a failure marks the report stale.
+#[async_trait]
+impl LaneRegistry for GuardedSegmentStore {
     async fn lane_slot(&self) -> Result<Option<u8>, StoreError> {
         self.gate.watch_result(self.inner.lane_slot().await)
     }
@@ -91,21 +122,6 @@ impl SegmentStore for GuardedSegmentStore {
     async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
         self.gate
             .watch_result(self.inner.claim_lane_slot(slot).await)
-    }
-
-    async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
-        self.gate.watch_result(self.inner.tombstone(biz_tag).await)
-    }
-
-    async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {
-        self.gate
-            .watch_result(self.inner.put_format(biz_tag, format).await)
-    }
-
-    async fn return_unused(&self, biz_tag: &str, from: i64, to: i64) -> Result<bool, StoreError> {
-        // Lowers max_id: nothing is handed out, so it passes whatever the settings.
-        self.gate
-            .watch_result(self.inner.return_unused(biz_tag, from, to).await)
     }
 }
 

@@ -21,8 +21,8 @@
 //! transaction that is never committed, so ids would be handed out from a write no other server
 //! sees, and a tag created on one pooled connection would be invisible on the next.
 //!
-//! A tag deleted through [`SegmentStore::delete_tag`](crate::segment::SegmentStore::delete_tag) leaves a tombstone in
-//! `leafid_tag_tombstone` with its high-water mark; [`SegmentStore::create_tag`](crate::segment::SegmentStore::create_tag) refuses to start
+//! A tag deleted through [`TagAdminStore::delete_tag`](crate::segment::TagAdminStore::delete_tag) leaves a tombstone in
+//! `leafid_tag_tombstone` with its high-water mark; [`TagAdminStore::create_tag`](crate::segment::TagAdminStore::create_tag) refuses to start
 //! the tag again below it ([`StoreError::BelowDeletedMaxId`]).
 //!
 //! Its parts: this file is the store ([`MySqlStore`]); `dialect` spells the shared statements

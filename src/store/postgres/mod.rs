@@ -48,9 +48,9 @@
 //! # Schema and tombstones
 //!
 //! `migrations/postgres` (docs/postgres.md shows it beside Leaf's MySQL DDL). A tag deleted
-//! through [`SegmentStore::delete_tag`](crate::segment::SegmentStore::delete_tag) leaves a
+//! through [`TagAdminStore::delete_tag`](crate::segment::TagAdminStore::delete_tag) leaves a
 //! tombstone in `leafid_tag_tombstone` with its high-water mark, written by the same statement
-//! that deletes the row; [`SegmentStore::create_tag`](crate::segment::SegmentStore::create_tag)
+//! that deletes the row; [`TagAdminStore::create_tag`](crate::segment::TagAdminStore::create_tag)
 //! refuses to start the tag again below it ([`StoreError::BelowDeletedMaxId`]).
 //!
 //! # Its parts

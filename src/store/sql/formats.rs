@@ -2,7 +2,7 @@
 //! never changed, the same statements on every database.
 
 use super::dialect::Dialect;
-use super::session::{Session, Sessions, write_one};
+use super::session::{Session, Sessions, write_once_racing};
 use super::statement::Statement;
 use crate::segment::StoreError;
 use crate::store::errors::unavailable;
@@ -19,7 +19,7 @@ static INSERT_FORMAT: Statement = Statement::new(
      WHERE NOT EXISTS (SELECT 1 FROM leafid_tag_format WHERE biz_tag = ?)",
 );
 
-/// [`SegmentStore::get_format`](crate::segment::SegmentStore::get_format).
+/// [`SpecStore::get_format`](crate::segment::SpecStore::get_format).
 pub(crate) async fn get_format<D: Dialect>(
     db: Sessions<'_, D>,
     biz_tag: &str,
@@ -37,7 +37,7 @@ pub(crate) async fn get_format<D: Dialect>(
         .map(|(_, format)| format))
 }
 
-/// [`SegmentStore::list_formats`](crate::segment::SegmentStore::list_formats).
+/// [`SpecStore::list_formats`](crate::segment::SpecStore::list_formats).
 pub(crate) async fn list_formats<D: Dialect>(
     db: Sessions<'_, D>,
 ) -> Result<Vec<(String, String)>, StoreError> {
@@ -53,18 +53,22 @@ pub(crate) async fn list_formats<D: Dialect>(
     Ok(rows)
 }
 
-/// [`SegmentStore::put_format`](crate::segment::SegmentStore::put_format): `true` if written,
+/// [`SpecStore::put_format`](crate::segment::SpecStore::put_format): `true` if written,
 /// `false` if the tag had a format already (left as it was).
 pub(crate) async fn put_format<D: Dialect>(
     db: Sessions<'_, D>,
     biz_tag: &str,
     format: &str,
 ) -> Result<bool, StoreError> {
-    let insert = sqlx::query::<D::Driver>(INSERT_FORMAT.text::<D>())
-        .persistent(db.persistent())
-        .bind(biz_tag)
-        .bind(format)
-        .bind(biz_tag);
-    let done = write_one(db, insert).await.map_err(unavailable)?;
+    // Two servers writing one tag's format at once: the loser's insert fails (a duplicate key
+    // on PostgreSQL, a deadlock on MariaDB) and, run again, finds the winner's row: `false`.
+    let insert = || {
+        sqlx::query::<D::Driver>(INSERT_FORMAT.text::<D>())
+            .persistent(db.persistent())
+            .bind(biz_tag)
+            .bind(format)
+            .bind(biz_tag)
+    };
+    let done = write_once_racing(db, insert).await.map_err(unavailable)?;
     Ok(D::rows_affected(&done) == 1)
 }

@@ -2,7 +2,7 @@
 //! tombstone of a tag, which the lanes' repair reads. The same statements on every database.
 
 use super::dialect::Dialect;
-use super::session::{Session, Sessions, write_one};
+use super::session::{Session, Sessions, write_once_racing};
 use super::statement::Statement;
 use crate::segment::StoreError;
 use crate::store::errors::unavailable;
@@ -19,7 +19,7 @@ static SELECT_TOMBSTONE_TAG: Statement =
 static SELECT_TOMBSTONE_MAX: Statement =
     Statement::new("SELECT max_id FROM leafid_tag_tombstone WHERE biz_tag = ?");
 
-/// [`SegmentStore::lane_slot`](crate::segment::SegmentStore::lane_slot).
+/// [`LaneRegistry::lane_slot`](crate::segment::LaneRegistry::lane_slot).
 pub(crate) async fn lane_slot<D: Dialect>(db: Sessions<'_, D>) -> Result<Option<u8>, StoreError> {
     let mut s = Session::open(db).await.map_err(unavailable)?;
     let row = sqlx::query_as::<D::Driver, (i64,)>("SELECT slot FROM leafid_lane WHERE id = 1")
@@ -35,21 +35,25 @@ pub(crate) async fn lane_slot<D: Dialect>(db: Sessions<'_, D>) -> Result<Option<
     .transpose()
 }
 
-/// [`SegmentStore::claim_lane_slot`](crate::segment::SegmentStore::claim_lane_slot).
+/// [`LaneRegistry::claim_lane_slot`](crate::segment::LaneRegistry::claim_lane_slot).
 pub(crate) async fn claim_lane_slot<D: Dialect>(
     db: Sessions<'_, D>,
     slot: u8,
 ) -> Result<u8, StoreError> {
-    let insert = sqlx::query::<D::Driver>(INSERT_SLOT.text::<D>())
-        .persistent(db.persistent())
-        .bind(i64::from(slot));
-    write_one(db, insert).await.map_err(unavailable)?;
+    // Servers of one region racing for a new lane's first lease: the loser's insert fails
+    // (a duplicate key on PostgreSQL, a deadlock on MariaDB) and, run again, finds the slot.
+    let insert = || {
+        sqlx::query::<D::Driver>(INSERT_SLOT.text::<D>())
+            .persistent(db.persistent())
+            .bind(i64::from(slot))
+    };
+    write_once_racing(db, insert).await.map_err(unavailable)?;
     lane_slot(db)
         .await?
         .ok_or_else(|| StoreError::Unavailable("leafid_lane has no slot after the insert".into()))
 }
 
-/// [`SegmentStore::tombstone`](crate::segment::SegmentStore::tombstone).
+/// [`TagAdminStore::tombstone`](crate::segment::TagAdminStore::tombstone).
 pub(crate) async fn tombstone<D: Dialect>(
     db: Sessions<'_, D>,
     biz_tag: &str,

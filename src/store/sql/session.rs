@@ -1,6 +1,6 @@
 //! Where the shared statements run: [`Sessions`] (the pool, and whether each statement must
 //! keep its server connection) and [`Session`] (one statement's connection), and how one write
-//! commits ([`write_one`]).
+//! commits ([`write_one`], and [`write_once_racing`] for an insert that may lose a race).
 //!
 //! The shared statements run through a [`Session`]: a pooled connection, or, when the store
 //! says each statement must keep its server connection (PostgreSQL behind PgBouncer in
@@ -111,6 +111,36 @@ pub(crate) async fn write_one<D: Dialect>(
             let done = query.execute(s.conn()).await?;
             s.finish().await?;
             Ok(done)
+        }
+    }
+}
+
+/// How many times [`write_once_racing`] runs a write that lost a race.
+const RACE_TRIES: u32 = 8;
+
+/// Runs a write-once insert (`INSERT ... WHERE NOT EXISTS`) built by `insert`, again after it
+/// lost a race with another server's insert of the same key
+/// ([`lost_race`](crate::store::errors::lost_race)): run again, it finds the winner's row and
+/// inserts nothing. Waits 1, 2, 4 ... ms (with up to as much again at random, so servers that
+/// met do not meet again) between tries; the last try's error is the answer.
+pub(crate) async fn write_once_racing<'q, D: Dialect>(
+    db: Sessions<'_, D>,
+    insert: impl Fn() -> Query<'q, D::Driver, <D::Driver as Database>::Arguments>,
+) -> Result<<D::Driver as Database>::QueryResult, sqlx::Error> {
+    let mut tries = 0;
+    loop {
+        match write_one(db, insert()).await {
+            Err(e) if crate::store::errors::lost_race(&e) && tries + 1 < RACE_TRIES => {
+                tries += 1;
+                let base = std::time::Duration::from_millis(1 << tries.min(6));
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.subsec_nanos());
+                let jitter = base.mul_f64(f64::from(nanos % 1000) / 1000.0);
+                tracing::debug!(tries, error = %e, "write-once insert lost a race, running it again");
+                tokio::time::sleep(base + jitter).await;
+            }
+            done => return done,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The store body every SQL database shares, written once: [`SegmentStore`] and
+//! The store body every SQL database shares, written once: the segment store's roles
+//! ([`LeaseStore`], [`TagAdminStore`], [`SpecStore`], [`LaneRegistry`]) and
 //! [`WorkerStore`] for any [`DialectStore`], the trait a database implements with only what it
 //! does its own way (the write that grants ids, and the admin writes whose transaction shapes
 //! differ on purpose: see `mysql` and `sqlite`). The rest are the generic functions of `tags`
@@ -8,11 +9,13 @@
 use super::dialect::Dialect;
 use super::session::Sessions;
 use super::{formats, lanes, tags, workers};
-use crate::segment::{Lease, NewTag, SegmentStore, StoreError, TagRow};
+use crate::segment::{
+    LaneRegistry, Lease, LeaseStore, NewTag, SpecStore, StoreError, TagAdminStore, TagRow,
+};
 use crate::snowflake::worker::{NodeInfo, WorkerLease, WorkerStore, WorkerStoreError};
 use async_trait::async_trait;
 
-/// What one SQL database does its own way; the rest of both store traits comes from the
+/// What one SQL database does its own way; the rest of the store traits comes from the
 /// blanket implementations below.
 #[async_trait]
 pub(crate) trait DialectStore: Send + Sync + 'static {
@@ -25,13 +28,13 @@ pub(crate) trait DialectStore: Send + Sync + 'static {
     /// `crate::store::postgres`).
     fn sessions(&self) -> Sessions<'_, Self::Dialect>;
 
-    /// [`SegmentStore::lease`]: the write that grants ids.
+    /// [`LeaseStore::lease`]: the write that grants ids.
     async fn lease_range(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError>;
 
-    /// [`SegmentStore::create_tag`], refusing a start below the tag's tombstone.
+    /// [`TagAdminStore::create_tag`], refusing a start below the tag's tombstone.
     async fn insert_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError>;
 
-    /// [`SegmentStore::update_tag`].
+    /// [`TagAdminStore::update_tag`].
     async fn change_tag(
         &self,
         biz_tag: &str,
@@ -39,12 +42,12 @@ pub(crate) trait DialectStore: Send + Sync + 'static {
         description: Option<&str>,
     ) -> Result<Option<TagRow>, StoreError>;
 
-    /// [`SegmentStore::delete_tag`], leaving a tombstone at the tag's high-water mark.
+    /// [`TagAdminStore::delete_tag`], leaving a tombstone at the tag's high-water mark.
     async fn remove_tag(&self, biz_tag: &str) -> Result<bool, StoreError>;
 }
 
 #[async_trait]
-impl<S, D> SegmentStore for S
+impl<S, D> LeaseStore for S
 where
     S: DialectStore<Dialect = D>,
     D: Dialect,
@@ -53,16 +56,31 @@ where
         self.lease_range(biz_tag, step).await
     }
 
+    async fn return_unused(&self, biz_tag: &str, from: i64, to: i64) -> Result<bool, StoreError> {
+        tags::return_unused(self.sessions(), biz_tag, from, to).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        tags::ping(self.sessions()).await
+    }
+}
+
+#[async_trait]
+impl<S, D> TagAdminStore for S
+where
+    S: DialectStore<Dialect = D>,
+    D: Dialect,
+{
     async fn get_tag(&self, biz_tag: &str) -> Result<Option<TagRow>, StoreError> {
         tags::get_tag(self.sessions(), biz_tag).await
     }
 
-    async fn list_tag_names(&self) -> Result<Vec<String>, StoreError> {
-        tags::list_tag_names(self.sessions()).await
-    }
-
     async fn list_tags(&self) -> Result<Vec<TagRow>, StoreError> {
         tags::list_tags(self.sessions()).await
+    }
+
+    async fn list_tag_names(&self) -> Result<Vec<String>, StoreError> {
+        tags::list_tag_names(self.sessions()).await
     }
 
     async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError> {
@@ -82,36 +100,42 @@ where
         self.remove_tag(biz_tag).await
     }
 
-    async fn ping(&self) -> Result<(), StoreError> {
-        tags::ping(self.sessions()).await
+    async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
+        lanes::tombstone(self.sessions(), biz_tag).await
     }
+}
 
-    async fn return_unused(&self, biz_tag: &str, from: i64, to: i64) -> Result<bool, StoreError> {
-        tags::return_unused(self.sessions(), biz_tag, from, to).await
-    }
-
+#[async_trait]
+impl<S, D> SpecStore for S
+where
+    S: DialectStore<Dialect = D>,
+    D: Dialect,
+{
     async fn get_format(&self, biz_tag: &str) -> Result<Option<String>, StoreError> {
         formats::get_format(self.sessions(), biz_tag).await
-    }
-
-    async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {
-        formats::put_format(self.sessions(), biz_tag, format).await
     }
 
     async fn list_formats(&self) -> Result<Vec<(String, String)>, StoreError> {
         formats::list_formats(self.sessions()).await
     }
 
+    async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {
+        formats::put_format(self.sessions(), biz_tag, format).await
+    }
+}
+
+#[async_trait]
+impl<S, D> LaneRegistry for S
+where
+    S: DialectStore<Dialect = D>,
+    D: Dialect,
+{
     async fn lane_slot(&self) -> Result<Option<u8>, StoreError> {
         lanes::lane_slot(self.sessions()).await
     }
 
     async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
         lanes::claim_lane_slot(self.sessions(), slot).await
-    }
-
-    async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
-        lanes::tombstone(self.sessions(), biz_tag).await
     }
 }
 

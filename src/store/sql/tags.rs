@@ -70,7 +70,7 @@ impl From<SqliteTagRecord> for TagRow {
     }
 }
 
-/// One row, if present: [`SegmentStore::get_tag`](crate::segment::SegmentStore::get_tag).
+/// One row, if present: [`TagAdminStore::get_tag`](crate::segment::TagAdminStore::get_tag).
 pub(crate) async fn get_tag<'p, D: Dialect>(
     db: impl Into<Sessions<'p, D>>,
     biz_tag: &str,
@@ -87,7 +87,7 @@ pub(crate) async fn get_tag<'p, D: Dialect>(
     Ok(row.map(Into::into))
 }
 
-/// Every row, ordered by tag: [`SegmentStore::list_tags`](crate::segment::SegmentStore::list_tags).
+/// Every row, ordered by tag: [`TagAdminStore::list_tags`](crate::segment::TagAdminStore::list_tags).
 pub(crate) async fn list_tags<'p, D: Dialect>(
     db: impl Into<Sessions<'p, D>>,
 ) -> Result<Vec<TagRow>, StoreError> {
@@ -103,7 +103,7 @@ pub(crate) async fn list_tags<'p, D: Dialect>(
 }
 
 /// Every tag name, reading only the key column:
-/// [`SegmentStore::list_tag_names`](crate::segment::SegmentStore::list_tag_names).
+/// [`TagAdminStore::list_tag_names`](crate::segment::TagAdminStore::list_tag_names).
 pub(crate) async fn list_tag_names<'p, D: Dialect>(
     db: impl Into<Sessions<'p, D>>,
 ) -> Result<Vec<String>, StoreError> {
@@ -118,7 +118,7 @@ pub(crate) async fn list_tag_names<'p, D: Dialect>(
     Ok(names)
 }
 
-/// A cheap round trip: [`SegmentStore::ping`](crate::segment::SegmentStore::ping).
+/// A cheap round trip: [`LeaseStore::ping`](crate::segment::LeaseStore::ping).
 pub(crate) async fn ping<'p, D: Dialect>(db: impl Into<Sessions<'p, D>>) -> Result<(), StoreError> {
     let db = db.into();
     let mut s = Session::open(db).await.map_err(unavailable)?;
@@ -131,7 +131,7 @@ pub(crate) async fn ping<'p, D: Dialect>(db: impl Into<Sessions<'p, D>>) -> Resu
     Ok(())
 }
 
-/// [`SegmentStore::return_unused`](crate::segment::SegmentStore::return_unused): moves
+/// [`LeaseStore::return_unused`](crate::segment::LeaseStore::return_unused): moves
 /// `max_id` back from the end of the last lease (`to`) to its first id never handed out
 /// (`from`), only if no other lease moved it since.
 pub(crate) async fn return_unused<D: Dialect>(

@@ -20,8 +20,8 @@
 //! the write lock before it reads, so another process on the same file cannot slip a lease in
 //! between. The guard on `max_id` also keeps SQLite from turning an overflowing sum into a float.
 //!
-//! A tag deleted through [`SegmentStore::delete_tag`](crate::segment::SegmentStore::delete_tag) leaves a tombstone in
-//! `leafid_tag_tombstone` with its high-water mark; [`SegmentStore::create_tag`](crate::segment::SegmentStore::create_tag) refuses to start
+//! A tag deleted through [`TagAdminStore::delete_tag`](crate::segment::TagAdminStore::delete_tag) leaves a tombstone in
+//! `leafid_tag_tombstone` with its high-water mark; [`TagAdminStore::create_tag`](crate::segment::TagAdminStore::create_tag) refuses to start
 //! the tag again below it ([`StoreError::BelowDeletedMaxId`]).
 //!
 //! Its parts: this file is the store ([`SqliteStore`]); `dialect` spells the shared statements
