@@ -4,6 +4,8 @@
 # the machine's load, so these figures repeat where wall-clock ratios swing (docs/benchmarks.md).
 #
 #   scripts/bench-instructions.sh [LOW=1000] [HIGH=4000]
+#   LEAFID_BIN=/path/to/leafid scripts/bench-instructions.sh   # another build (e.g. an older
+#                                                              # commit's), same method
 #
 # Each server runs alone under `valgrind --tool=callgrind` with one worker; one keep-alive client
 # (Python's http.client, not counted) sends LOW requests to one route, then the server is stopped
@@ -19,7 +21,12 @@ low="${1:-1000}"; high="${2:-4000}"
 if ! command -v valgrind >/dev/null; then
   (source scripts/lib/common.sh && leafid_install_packages valgrind)
 fi
-cargo build --release --bin leafid --example hello >&2
+cargo build --release --example hello >&2
+bin="${LEAFID_BIN:-}"
+if [ -z "$bin" ]; then
+  cargo build --release --bin leafid >&2
+  bin=target/release/leafid
+fi
 
 tmp="$(mktemp -d)"
 server=""
@@ -73,7 +80,7 @@ total() { # name path n
         LEAFID__SEGMENT__REFRESH_INTERVAL_SECS=3600 \
         LEAFID__DATABASE__URL="sqlite://$tmp/leafid.db" RUST_LOG=warn \
         valgrind --tool=callgrind --callgrind-out-file="$out" \
-        target/release/leafid >"$tmp/$name.log" 2>&1 &
+        "$bin" >"$tmp/$name.log" 2>&1 &
       ;;
   esac
   server=$!
