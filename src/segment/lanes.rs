@@ -35,10 +35,12 @@
 //! **Formatted tags** write their sequence into the text, with no room for a slot: they lease
 //! only from slot 0's database (identity), reached over the network from the other regions.
 
+pub mod claims;
 pub mod map;
 pub mod repair;
 pub mod router;
 pub mod store;
 
+pub use claims::LaneClaims;
 pub use router::{Lane, Lanes};
 pub use store::{LaneMode, LaneStore};

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound, Utc};
 
 use crate::segment::{
+    LaneRecord,
     LaneRegistry, Lease, LeaseStore, NewTag, SpecStore, StoreError, TagAdminStore, TagRow,
 };
 
@@ -23,8 +24,8 @@ pub struct MemoryStore {
     tombstones: Mutex<BTreeMap<String, i64>>,
     /// Formats of formatted tags, as `leafid_tag_format` holds them.
     formats: Mutex<BTreeMap<String, String>>,
-    /// The lane slot, as `leafid_lane` holds it.
-    lane: Mutex<Option<u8>>,
+    /// The lane slot and its claim id, as `leafid_lane` holds them.
+    lane: Mutex<Option<(u8, String)>>,
     /// When set, every call fails as if the database were down.
     pub failing: AtomicBool,
     /// Added latency of every call, in milliseconds.
@@ -231,12 +232,21 @@ impl SpecStore for MemoryStore {
 impl LaneRegistry for MemoryStore {
     async fn lane_slot(&self) -> Result<Option<u8>, StoreError> {
         self.enter().await?;
-        Ok(*self.lane.lock().unwrap())
+        Ok(self.lane.lock().unwrap().as_ref().map(|(s, _)| *s))
     }
 
     async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
         self.enter().await?;
-        Ok(*self.lane.lock().unwrap().get_or_insert(slot))
+        let mut lane = self.lane.lock().unwrap();
+        Ok(lane.get_or_insert_with(|| (slot, LaneRecord::new_claim_id())).0)
+    }
+
+    async fn lane_record(&self) -> Result<Option<LaneRecord>, StoreError> {
+        self.enter().await?;
+        Ok(self.lane.lock().unwrap().as_ref().map(|(slot, claim_id)| LaneRecord {
+            slot: *slot,
+            claim_id: claim_id.clone(),
+        }))
     }
 }
 
