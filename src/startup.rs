@@ -160,6 +160,11 @@ impl Application {
         metrics
             .register(durability.collector())
             .context("registering the durability metric")?;
+        if let Some(claims) = segment.as_ref().and_then(|r| r.claims()) {
+            metrics
+                .register(claims.collector())
+                .context("registering the lane metric")?;
+        }
         let access = AccessPolicy {
             token: settings.admin.token.clone(),
             trust_loopback: settings.admin.trust_loopback,

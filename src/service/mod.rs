@@ -58,12 +58,16 @@ impl SegmentRoute {
         self
     }
 
-    /// Why the own lane is refused (`lane_mismatch`), `None` while it serves.
-    pub fn refused(&self) -> Option<String> {
+    /// The lane databases' claims, when the route's stores joined them.
+    pub fn claims(&self) -> Option<&Arc<LaneClaims>> {
         self.claims
             .as_ref()
             .or_else(|| self.lanes.as_ref().and_then(|l| l.claims()))
-            .and_then(|c| c.refused_because())
+    }
+
+    /// Why the own lane is refused (`lane_mismatch`), `None` while it serves.
+    pub fn refused(&self) -> Option<String> {
+        self.claims().and_then(|c| c.refused_because())
     }
 
     /// A server with lanes: the own lane's engine first, the others after it.

@@ -88,6 +88,8 @@ pub struct LaneClaims {
     /// Whether `refusal` is set: read on every request, without the lock.
     refused: AtomicBool,
     log: LogLimiter,
+    /// `leafid_lane_refused`: 1 while the own lane is refused.
+    gauge: prometheus::IntGauge,
 }
 
 impl std::fmt::Debug for LaneClaims {
@@ -105,6 +107,12 @@ impl Default for LaneClaims {
             refusal: Mutex::default(),
             refused: AtomicBool::new(false),
             log: LogLimiter::new(crate::telemetry::REPEAT_LOG_INTERVAL),
+            gauge: prometheus::IntGauge::new(
+                "leafid_lane_refused",
+                "1 while this server's own lane is refused (lane_mismatch: a slot mismatch or \
+                 two databases recording one slot)",
+            )
+            .expect("a valid metric name"),
         }
     }
 }
@@ -126,6 +134,11 @@ impl LaneClaims {
                 own,
                 db,
             });
+    }
+
+    /// `leafid_lane_refused` for the server's registry.
+    pub fn collector(&self) -> Box<dyn prometheus::core::Collector> {
+        Box::new(self.gauge.clone())
     }
 
     /// Why the own lane is refused, `None` while it is not.
@@ -156,6 +169,7 @@ impl LaneClaims {
         let kept = held.get_or_insert(why).clone();
         drop(held);
         self.refused.store(true, Ordering::Relaxed);
+        self.gauge.set(1);
         let e = kept.to_error();
         if let Some(held_back) = self.log.allow("own lane refused") {
             tracing::error!(error = %e, held_back, "own lane refused: this server hands out no segment ids");
