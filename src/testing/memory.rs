@@ -35,6 +35,13 @@ pub struct MemoryStore {
 }
 
 impl MemoryStore {
+    /// Records `slot` under `claim_id` as `leafid_lane` would, replacing any record: a
+    /// database claimed at another time (`claim_id` starts with the claim's ms, see
+    /// [`LaneRecord::new_claim_id`]).
+    pub fn record_lane(&self, slot: u8, claim_id: &str) {
+        *self.lane.lock().unwrap() = Some((slot, claim_id.to_owned()));
+    }
+
     /// A store holding `(biz_tag, max_id, step)` rows.
     pub fn with_rows(rows: &[(&str, i64, i64)]) -> Self {
         let s = Self::default();

@@ -260,3 +260,195 @@ impl LaneClaims {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::segment::lanes::{Lane, LaneMode, LaneStore, Lanes};
+    use crate::segment::{BizTag, LaneRegistry, SegmentAllocator, SegmentConfig, SegmentError};
+    use crate::testing::MemoryStore;
+
+    fn engine(db: &Arc<MemoryStore>, slot: u8, own: bool, claims: &Arc<LaneClaims>) -> Lane {
+        let store = LaneStore::joined(db.clone(), LaneMode::Lane { slot, own }, claims);
+        let config = SegmentConfig {
+            wait_timeout: std::time::Duration::from_millis(200),
+            ..Default::default()
+        };
+        Lane::new(
+            slot,
+            format!("db{slot}"),
+            SegmentAllocator::new(Arc::new(store), config),
+        )
+    }
+
+    /// A region: `own` as lane `slot`, `other` as lane `other_slot`, joined in one claims set.
+    fn region(
+        own: &Arc<MemoryStore>,
+        slot: u8,
+        other: &Arc<MemoryStore>,
+        other_slot: u8,
+    ) -> (Lanes, Arc<LaneClaims>) {
+        let claims = LaneClaims::new();
+        let lanes = Lanes::new(
+            engine(own, slot, true, &claims),
+            vec![engine(other, other_slot, false, &claims)],
+        )
+        .with_claims(claims.clone());
+        (lanes, claims)
+    }
+
+    fn is_refused(e: &SegmentError) -> bool {
+        matches!(e, SegmentError::LaneMismatch(why) if why.contains("slot 0"))
+    }
+
+    /// Two regions both configured `lanes.slot = 0` on two databases, each with the other as
+    /// lane 1: whichever starts first serves, the second refuses with `lane_mismatch` without
+    /// recording a slot, and no id is handed out twice, in either order of start.
+    #[tokio::test]
+    async fn the_second_of_two_databases_claiming_one_slot_refuses_in_either_order() {
+        for a_first in [true, false] {
+            let a = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
+            let b = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
+            let (region_a, claims_a) = region(&a, 0, &b, 1);
+            let (region_b, claims_b) = region(&b, 0, &a, 1);
+            let (first, second, second_claims, second_db) = if a_first {
+                (&region_a, &region_b, &claims_b, &b)
+            } else {
+                (&region_b, &region_a, &claims_a, &a)
+            };
+            let mut seen = HashSet::new();
+            for id in first.next_ids("t", 50).await.unwrap() {
+                assert!(seen.insert(id));
+            }
+            for _ in 0..3 {
+                let e = second.next_ids("t", 50).await.unwrap_err();
+                assert!(is_refused(&e), "a_first {a_first}: {e:?}");
+                for id in first.next_ids("t", 50).await.unwrap() {
+                    assert!(seen.insert(id), "{id} twice");
+                }
+            }
+            assert!(second_claims.is_refused());
+            assert_eq!(second_db.lane_slot().await.unwrap(), None, "the second claimed");
+            assert_eq!(second.others()[0].served.load(Ordering::Relaxed), 0);
+        }
+    }
+
+    /// The clash found only after a partition heals: B recorded slot 0 while A's database,
+    /// which records slot 0 from long before, was unreachable. At the next scan B (the later
+    /// claim) refuses, buffered ids included; A keeps serving. Claims too close in time to
+    /// order refuse on both sides.
+    #[tokio::test]
+    async fn a_clash_found_after_a_heal_stops_the_later_claim() {
+        let a = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
+        let b = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
+        a.record_lane(0, "0000000001000-aa");
+        let (region_a, claims_a) = region(&a, 0, &b, 1);
+        let (region_b, claims_b) = region(&b, 0, &a, 1);
+        region_a.next_ids("t", 5).await.unwrap();
+        a.failing.store(true, Ordering::Relaxed);
+        region_b.next_ids("t", 5).await.unwrap();
+        a.failing.store(false, Ordering::Relaxed);
+        // Healed: B's buffers still hold ids, yet B hands out none.
+        claims_b.scan().await.unwrap_err();
+        let e = region_b.next_ids("t", 1).await.unwrap_err();
+        assert!(is_refused(&e), "{e:?}");
+        claims_a.scan().await.unwrap();
+        region_a.next_ids("t", 5).await.unwrap();
+        assert!(!claims_a.is_refused());
+
+        // Two claims a second apart: neither is clearly first, both stop.
+        let c = Arc::new(MemoryStore::default());
+        let d = Arc::new(MemoryStore::default());
+        c.record_lane(0, "1700000000000-cc");
+        d.record_lane(0, "1700000001000-dd");
+        let (_, claims_c) = region(&c, 0, &d, 1);
+        let (_, claims_d) = region(&d, 0, &c, 1);
+        claims_c.scan().await.unwrap_err();
+        claims_d.scan().await.unwrap_err();
+    }
+
+    /// One database reached twice (under two names) has one claim id: no clash. The lane
+    /// configured with the wrong slot is only skipped.
+    #[tokio::test]
+    async fn one_database_reached_twice_is_no_clash() {
+        let a = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
+        let (lanes, claims) = region(&a, 0, &a, 1);
+        lanes.next_ids("t", 5).await.unwrap();
+        claims.scan().await.unwrap();
+        assert!(!claims.is_refused());
+    }
+
+    /// A mismatched own lane refuses and is never passed on to a lane that could serve; the
+    /// typed mismatch reaches the caller through the engine's load (not `NotReady`). Another
+    /// lane's mismatch only takes that lane out.
+    #[tokio::test]
+    async fn a_mismatched_own_lane_refuses_and_is_not_passed_on() {
+        for joined in [true, false] {
+            let a = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
+            let b = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
+            a.record_lane(2, "0000000001000-aa");
+            b.record_lane(1, "0000000001000-bb");
+            let claims = LaneClaims::new();
+            let own = engine(&a, 0, true, &claims);
+            let mut lanes = Lanes::new(own, vec![engine(&b, 1, false, &claims)]);
+            if joined {
+                lanes = lanes.with_claims(claims.clone());
+            }
+            for _ in 0..3 {
+                let e = lanes.next_ids("t", 5).await.unwrap_err();
+                assert!(
+                    matches!(&e, SegmentError::LaneMismatch(why) if why.contains("lane slot 2")),
+                    "{e:?}"
+                );
+            }
+            assert_eq!(lanes.others()[0].served.load(Ordering::Relaxed), 0);
+            assert!(claims.is_refused());
+        }
+        // Another lane mismatched (it records slot 3, configured 1): skipped, the own serves
+        // while up, and with the own down nothing is served from the mismatched lane.
+        let a = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
+        let b = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
+        b.record_lane(3, "0000000001000-bb");
+        let (lanes, claims) = region(&a, 0, &b, 1);
+        lanes.next_ids("t", 5).await.unwrap();
+        a.failing.store(true, Ordering::Relaxed);
+        let mut refused = false;
+        for _ in 0..50 {
+            if lanes.next_ids("t", 50).await.is_err() {
+                refused = true;
+                break;
+            }
+        }
+        assert!(refused);
+        assert_eq!(lanes.others()[0].served.load(Ordering::Relaxed), 0);
+        assert!(!claims.is_refused());
+    }
+
+    /// The tombstone wins at once: a tag deleted on B's own lane while A's was unreachable is
+    /// not served through A's lane after the heal, before any repair.
+    #[tokio::test]
+    async fn a_tag_deleted_on_one_lane_is_not_served_through_another() {
+        let a = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
+        let b = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
+        // Region A's own servers recorded its slot.
+        a.record_lane(0, "0000000001000-aa");
+        let (region_b, _) = region(&b, 1, &a, 0);
+        region_b.next_ids("t", 5).await.unwrap();
+        a.failing.store(true, Ordering::Relaxed);
+        let tag = BizTag::parse("t").unwrap();
+        region_b.own().engine.delete_tag(&tag).await.unwrap();
+        a.failing.store(false, Ordering::Relaxed);
+        for _ in 0..3 {
+            let e = region_b.next_ids("t", 5).await.unwrap_err();
+            assert!(matches!(e, SegmentError::UnknownTag(_)), "{e:?}");
+        }
+        assert_eq!(region_b.others()[0].served.load(Ordering::Relaxed), 0);
+        // A tag the own lane lacks with no tombstone (created elsewhere meanwhile) is passed on.
+        a.insert("u", 1, 100);
+        region_b.next_ids("u", 5).await.unwrap();
+        assert_eq!(region_b.others()[0].served.load(Ordering::Relaxed), 1);
+    }
+}
