@@ -222,8 +222,17 @@ impl LaneClaims {
         let Some(own) = self.members().into_iter().find(|m| m.own) else {
             return Ok(());
         };
-        let Ok(Some(mine)) = own.db.lane_record().await else {
-            return Ok(());
+        let mine = match own.db.lane_record().await {
+            Ok(Some(mine)) => mine,
+            // Not recorded yet: refused now (not at the first lease only) if another reachable
+            // database records the configured slot, so the server is not ready from the start.
+            Ok(None) => {
+                return match own.configured {
+                    Some(slot) => self.before_claim(slot).await,
+                    None => Ok(()),
+                };
+            }
+            Err(_) => return Ok(()),
         };
         if own.configured.is_some_and(|c| c != mine.slot) {
             // The own lane's check refuses this as a mismatch at its lease.
