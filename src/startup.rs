@@ -329,7 +329,7 @@ pub async fn segment_route(
     // lane unreachable now is read at the next repair pass).
     let at_start = claims.clone();
     background.spawn(async move {
-        let _ = at_start.scan().await;
+        let _ = at_start.scan(crate::segment::lanes::claims::SCAN_WAIT).await;
     });
     let lanes = Lanes::new(own, others).with_claims(claims.clone());
     Ok(SegmentRoute::lanes(Arc::new(lanes)).with_claims(claims.clone()))
@@ -390,7 +390,7 @@ fn spawn_repair(lanes: Arc<Lanes>, background: &Background, interval: Duration) 
             // A clash that a partition hid (both databases recorded one slot while apart) is
             // found here at the latest, one interval after the heal (see docs/deploy.md 12).
             if let Some(claims) = lanes.claims() {
-                let _ = claims.scan().await;
+                let _ = claims.scan(crate::segment::lanes::claims::SCAN_WAIT).await;
             }
             let r = lanes.repair().await;
             if !r.created.is_empty() || !r.deleted.is_empty() {

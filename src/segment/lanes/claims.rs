@@ -24,6 +24,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::segment::{LaneRecord, SegmentStore, StoreError};
 use crate::telemetry::LogLimiter;
@@ -31,6 +32,14 @@ use crate::telemetry::LogLimiter;
 /// Two claims of one slot closer in time than this (ms) are not ordered: the own lane refuses
 /// whichever came first, since the clocks of two regions' databases may disagree.
 pub const CLAIM_MARGIN_MS: u64 = 60_000;
+
+/// How long a lease waits for another lane database's claim before taking it as unreachable
+/// (they are read at once, not one after another). The own lane's first lease pays it only when
+/// a lane does not answer; an unreachable database is read again at the next scan.
+pub const PEER_WAIT: Duration = Duration::from_millis(300);
+
+/// How long a scan at start or at a repair pass waits for each claim (off the request path).
+pub const SCAN_WAIT: Duration = Duration::from_secs(5);
 
 /// Why the own lane is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,10 +195,14 @@ impl LaneClaims {
 
     /// The records of the other reachable databases that record a slot (an unreachable one is
     /// skipped: it is read again at the next scan).
-    async fn others(&self) -> Vec<LaneRecord> {
-        let mut out = Vec::new();
+    async fn others(&self, wait: Duration) -> Vec<LaneRecord> {
+        let mut reads = tokio::task::JoinSet::new();
         for m in self.members().into_iter().filter(|m| !m.own) {
-            if let Ok(Some(r)) = m.db.lane_record().await {
+            reads.spawn(async move { tokio::time::timeout(wait, m.db.lane_record()).await });
+        }
+        let mut out = Vec::new();
+        while let Some(read) = reads.join_next().await {
+            if let Ok(Ok(Ok(Some(r)))) = read {
                 out.push(r);
             }
         }
@@ -198,8 +211,8 @@ impl LaneClaims {
 
     /// Before the own database records `slot`: refused if another reachable database records
     /// it already (nothing is recorded then).
-    pub(crate) async fn before_claim(&self, slot: u8) -> Result<(), StoreError> {
-        if let Some(other) = self.others().await.into_iter().find(|r| r.slot == slot) {
+    pub(crate) async fn before_claim(&self, slot: u8, wait: Duration) -> Result<(), StoreError> {
+        if let Some(other) = self.others(wait).await.into_iter().find(|r| r.slot == slot) {
             return Err(self.refuse(Refusal::Clash {
                 slot,
                 detail: format!(
@@ -215,30 +228,32 @@ impl LaneClaims {
     /// Reads every reachable database's record and refuses the own lane if another database
     /// records the own slot under another claim id and the own claim is not clearly earlier.
     /// `Ok` when nothing is refused (an unreachable database is checked at the next scan).
-    pub async fn scan(&self) -> Result<(), StoreError> {
+    /// Each database's claim is awaited at most `wait` ([`PEER_WAIT`] on a lease,
+    /// [`SCAN_WAIT`] off the request path).
+    pub async fn scan(&self, wait: Duration) -> Result<(), StoreError> {
         if let Some(r) = self.refusal() {
             return Err(r.to_error());
         }
         let Some(own) = self.members().into_iter().find(|m| m.own) else {
             return Ok(());
         };
-        let mine = match own.db.lane_record().await {
-            Ok(Some(mine)) => mine,
+        let mine = match tokio::time::timeout(wait, own.db.lane_record()).await {
+            Ok(Ok(Some(mine))) => mine,
             // Not recorded yet: refused now (not at the first lease only) if another reachable
             // database records the configured slot, so the server is not ready from the start.
-            Ok(None) => {
+            Ok(Ok(None)) => {
                 return match own.configured {
-                    Some(slot) => self.before_claim(slot).await,
+                    Some(slot) => self.before_claim(slot, wait).await,
                     None => Ok(()),
                 };
             }
-            Err(_) => return Ok(()),
+            Ok(Err(_)) | Err(_) => return Ok(()),
         };
         if own.configured.is_some_and(|c| c != mine.slot) {
             // The own lane's check refuses this as a mismatch at its lease.
             return Ok(());
         }
-        for other in self.others().await {
+        for other in self.others(wait).await {
             if other.slot != mine.slot || other.claim_id == mine.claim_id {
                 continue;
             }
@@ -361,10 +376,10 @@ mod tests {
         region_b.next_ids("t", 5).await.unwrap();
         a.failing.store(false, Ordering::Relaxed);
         // Healed: B's buffers still hold ids, yet B hands out none.
-        claims_b.scan().await.unwrap_err();
+        claims_b.scan(SCAN_WAIT).await.unwrap_err();
         let e = region_b.next_ids("t", 1).await.unwrap_err();
         assert!(is_refused(&e), "{e:?}");
-        claims_a.scan().await.unwrap();
+        claims_a.scan(SCAN_WAIT).await.unwrap();
         region_a.next_ids("t", 5).await.unwrap();
         assert!(!claims_a.is_refused());
 
@@ -375,8 +390,8 @@ mod tests {
         d.record_lane(0, "1700000001000-dd");
         let (_, claims_c) = region(&c, 0, &d, 1);
         let (_, claims_d) = region(&d, 0, &c, 1);
-        claims_c.scan().await.unwrap_err();
-        claims_d.scan().await.unwrap_err();
+        claims_c.scan(SCAN_WAIT).await.unwrap_err();
+        claims_d.scan(SCAN_WAIT).await.unwrap_err();
     }
 
     /// One database reached twice (under two names) has one claim id: no clash. The lane
@@ -386,7 +401,7 @@ mod tests {
         let a = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
         let (lanes, claims) = region(&a, 0, &a, 1);
         lanes.next_ids("t", 5).await.unwrap();
-        claims.scan().await.unwrap();
+        claims.scan(SCAN_WAIT).await.unwrap();
         assert!(!claims.is_refused());
     }
 

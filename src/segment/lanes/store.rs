@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use super::claims::{LaneClaims, Refusal};
+use super::claims::{LaneClaims, PEER_WAIT, Refusal, SCAN_WAIT};
 use super::map;
 use crate::segment::{
     LaneRecord,
@@ -137,7 +137,7 @@ impl LaneStore {
                     None if own => {
                         // Never record a slot another reachable database records already.
                         if let Some(c) = &self.claims {
-                            c.before_claim(slot).await?;
+                            c.before_claim(slot, PEER_WAIT).await?;
                         }
                         self.inner.claim_lane_slot(slot).await?
                     }
@@ -149,11 +149,18 @@ impl LaneStore {
                     }
                 };
                 // Every lane's first lease reads every reachable database's claim: a clash found
-                // here (another database records the own slot) refuses the own lane, which
-                // read the others after recording its own slot, so of two servers claiming one
-                // slot at once at least one sees the other.
+                // here (another database records the own slot) refuses the own lane. The own
+                // lane waits for it before its first lease, having recorded its own slot
+                // first, so of two servers claiming one slot at once at least one sees the
+                // other; another lane's first lease (a request passed on, perhaps because the
+                // own database does not answer) reads them in the background.
                 if let Some(c) = &self.claims {
-                    c.scan().await?;
+                    if own {
+                        c.scan(PEER_WAIT).await?;
+                    } else {
+                        let c = c.clone();
+                        tokio::spawn(async move { c.scan(SCAN_WAIT).await });
+                    }
                 }
                 if recorded != slot {
                     return Err(self.mismatch(Some(recorded), Some(slot)));
