@@ -329,7 +329,9 @@ pub async fn segment_route(
     // lane unreachable now is read at the next repair pass).
     let at_start = claims.clone();
     background.spawn(async move {
-        let _ = at_start.scan(crate::segment::lanes::claims::SCAN_WAIT).await;
+        let _ = at_start
+            .scan(crate::segment::lanes::claims::SCAN_WAIT)
+            .await;
     });
     let lanes = Lanes::new(own, others).with_claims(claims.clone());
     Ok(SegmentRoute::lanes(Arc::new(lanes)).with_claims(claims.clone()))

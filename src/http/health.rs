@@ -119,12 +119,7 @@ pub async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, Error> {
         return Err(Error::NotReady(why));
     }
     // A refused own lane (lane mismatch or a clash of slots) hands out no segment id.
-    if let Some(why) = state
-        .ids
-        .segment_route()
-        .ok()
-        .and_then(|r| r.refused())
-    {
+    if let Some(why) = state.ids.segment_route().ok().and_then(|r| r.refused()) {
         return Err(Error::NotReady(format!("lane_mismatch: {why}")));
     }
     if let Some(engine) = state.ids.snowflake_engine() {

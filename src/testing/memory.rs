@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound, Utc};
 
 use crate::segment::{
-    LaneRecord,
-    LaneRegistry, Lease, LeaseStore, NewTag, SpecStore, StoreError, TagAdminStore, TagRow,
+    LaneRecord, LaneRegistry, Lease, LeaseStore, NewTag, SpecStore, StoreError, TagAdminStore,
+    TagRow,
 };
 
 /// An in-memory `leaf_alloc` table.
@@ -245,15 +245,22 @@ impl LaneRegistry for MemoryStore {
     async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
         self.enter().await?;
         let mut lane = self.lane.lock().unwrap();
-        Ok(lane.get_or_insert_with(|| (slot, LaneRecord::new_claim_id())).0)
+        Ok(lane
+            .get_or_insert_with(|| (slot, LaneRecord::new_claim_id()))
+            .0)
     }
 
     async fn lane_record(&self) -> Result<Option<LaneRecord>, StoreError> {
         self.enter().await?;
-        Ok(self.lane.lock().unwrap().as_ref().map(|(slot, claim_id)| LaneRecord {
-            slot: *slot,
-            claim_id: claim_id.clone(),
-        }))
+        Ok(self
+            .lane
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|(slot, claim_id)| LaneRecord {
+                slot: *slot,
+                claim_id: claim_id.clone(),
+            }))
     }
 }
 

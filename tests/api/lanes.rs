@@ -518,7 +518,11 @@ async fn two_databases_claiming_one_slot_the_second_refuses_in_either_order() {
                 s.snowflake.enabled = false;
             }
         };
-        let (first_db, second_db) = if a_first { (&a_db, &b_db) } else { (&b_db, &a_db) };
+        let (first_db, second_db) = if a_first {
+            (&a_db, &b_db)
+        } else {
+            (&b_db, &a_db)
+        };
         let first = spawn_on(first_db, slot_zero(second_db.clone())).await;
         first.create_tag("orders", 100, 1).await;
         let mut seen = HashSet::new();

@@ -355,7 +355,11 @@ mod tests {
                 }
             }
             assert!(second_claims.is_refused());
-            assert_eq!(second_db.lane_slot().await.unwrap(), None, "the second claimed");
+            assert_eq!(
+                second_db.lane_slot().await.unwrap(),
+                None,
+                "the second claimed"
+            );
             assert_eq!(second.others()[0].served.load(Ordering::Relaxed), 0);
         }
     }

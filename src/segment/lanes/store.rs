@@ -11,9 +11,8 @@ use async_trait::async_trait;
 use super::claims::{LaneClaims, PEER_WAIT, Refusal, SCAN_WAIT};
 use super::map;
 use crate::segment::{
-    LaneRecord,
-    LaneRegistry, Lease, LeaseStore, NewTag, SegmentStore, SpecStore, StoreError, TagAdminStore,
-    TagRow,
+    LaneRecord, LaneRegistry, Lease, LeaseStore, NewTag, SegmentStore, SpecStore, StoreError,
+    TagAdminStore, TagRow,
 };
 
 /// How a server uses a database.
