@@ -307,6 +307,8 @@ async fn a_lane_added_mid_run_never_repeats_an_id() {
     let plain = spawn_on(&a_db, |s| s.snowflake.enabled = false).await;
     let r = plain.get("/api/v1/segment/orders/ids?count=5").await;
     assert_eq!(r.status, 503, "{}", r.text);
+    assert_eq!(r.json()["code"], "lane_mismatch", "{}", r.text);
+    assert_eq!(plain.get("/health/ready").await.status, 503);
 }
 
 /// Snowflake ids across regions: each region claims worker ids only from its own database, and
@@ -548,8 +550,15 @@ async fn two_databases_claiming_one_slot_the_second_refuses_in_either_order() {
         let metrics = second.get("/metrics").await.text;
         assert!(metrics.contains("leafid_lane_refused 1"), "{metrics}");
         assert_eq!(first.get("/health/ready").await.status, 200);
-        first.stop().await;
-        second.stop().await;
+        // A server without lanes on the first database: refused alike, not ready.
+        let plain = spawn_on(first_db, |s| s.snowflake.enabled = false).await;
+        let r = plain.get("/api/v1/segment/orders/ids?count=5").await;
+        assert_eq!(r.status, 503, "{}", r.text);
+        assert_eq!(r.json()["code"], "lane_mismatch", "{}", r.text);
+        assert_eq!(plain.get("/health/ready").await.status, 503);
+        for app in [&first, &second, &plain] {
+            app.stop().await;
+        }
     }
 }
 
