@@ -133,6 +133,13 @@ pub enum Error {
     /// and the override (`crate::store::durability`).
     #[error("{0}")]
     LossyDatabase(String),
+    /// 503 `lane_mismatch` with `Retry-After: 5`: this server's own lane database records
+    /// another slot than configured (or a slot while this server has no lanes), or another
+    /// reachable lane database records the own slot (`crate::segment::lanes::claims`): it hands
+    /// out no segment id until an operator fixes the configuration, since two databases
+    /// serving one slot hand out one id twice. Another server or region may serve.
+    #[error("{0}")]
+    LaneMismatch(String),
     /// 400 `invalid_id`: an id to decode that is not one: a snowflake id that is not an integer
     /// within 0..=9223372036854775807, or a text that is not an id of the formatted tag's format
     /// (a wrong length, alphabet, literal, date or check character).
@@ -214,6 +221,7 @@ impl Error {
             Self::SegmentsNotReady { .. } => "segments_not_ready",
             Self::DatabaseUnavailable => "database_unavailable",
             Self::LossyDatabase(_) => "lossy_database",
+            Self::LaneMismatch(_) => "lane_mismatch",
             Self::InvalidId(_) => "invalid_id",
             Self::InvalidTimeRange(_) => "invalid_time_range",
             Self::ClockMovedBackwards { .. } => "clock_moved_backwards",
@@ -256,6 +264,7 @@ impl Error {
             Self::SegmentsNotReady { .. }
             | Self::DatabaseUnavailable
             | Self::LossyDatabase(_)
+            | Self::LaneMismatch(_)
             | Self::ClockMovedBackwards { .. }
             | Self::TimeBitsExhausted
             | Self::SnowflakeNotReady(_)
@@ -311,6 +320,8 @@ impl Error {
             Self::ClockMovedBackwards { by_ms } => Some(by_ms.div_ceil(1000).max(1)),
             // A setting changes when a DBA changes it, not within a second.
             Self::LossyDatabase(_) => Some(5),
+            // A configuration changes when an operator changes it.
+            Self::LaneMismatch(_) => Some(5),
             _ => None,
         }
     }
@@ -344,6 +355,7 @@ impl From<SegmentError> for Error {
                 Self::SegmentsNotReady { retry_after_secs }
             }
             SegmentError::LossyDatabase(why) => Self::LossyDatabase(why),
+            SegmentError::LaneMismatch(why) => Self::LaneMismatch(why),
             SegmentError::Formatted(tag) => Self::FormattedTag(format!(
                 "biz_tag \"{tag}\" is formatted: its ids are text; ask \
                  /api/v1/segment/{tag}/ids or /api/segment/get/{tag}"
@@ -375,8 +387,10 @@ impl From<StoreError> for Error {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Exhausted => Self::BizTagExhausted,
-            // A lane mismatch answers as before the variant existed, until it gets a code.
-            StoreError::Unavailable(_) | StoreError::LaneMismatch { .. } => {
+            StoreError::LaneMismatch { .. } | StoreError::SlotClash { .. } => {
+                Self::LaneMismatch(e.to_string())
+            }
+            StoreError::Unavailable(_) => {
                 log_server_error(LogLimiter::global(), "database call failed", &e);
                 Self::DatabaseUnavailable
             }
@@ -477,6 +491,7 @@ impl Error {
             },
             Self::KeyUnavailable("key".into()),
             Self::Internal,
+            Self::LaneMismatch("slot".into()),
         ]
     }
 
@@ -516,11 +531,12 @@ impl Error {
             Self::SequenceExhausted { .. } => 27,
             Self::KeyUnavailable(_) => 28,
             Self::Internal => 29,
+            Self::LaneMismatch(_) => 30,
         }
     }
 
     /// How many variants there are.
-    pub const VARIANTS: usize = 30;
+    pub const VARIANTS: usize = 31;
 }
 
 /// `e` and every error beneath it (its `source()` chain) as one line: `e: source: ...`. A

@@ -130,8 +130,14 @@ async fn tags(command: &cli::tags::TagsCommand, config: Option<&Path>) -> ExitCo
     // The service the server runs, lanes included (no refresh is awaited: nothing is cached
     // beyond this command; the background tasks stop before the exit).
     let background = leafid::background::Background::new();
-    let own = leafid::startup::own_engine(&settings, db.segment_store(), settings.segment_config());
-    let route = match leafid::startup::segment_route(&settings, own, &background).await {
+    let claims = leafid::segment::lanes::LaneClaims::new();
+    let own = leafid::startup::own_engine(
+        &settings,
+        db.segment_store(),
+        settings.segment_config(),
+        &claims,
+    );
+    let route = match leafid::startup::segment_route(&settings, own, &claims, &background).await {
         Ok(route) => route,
         Err(e) => return fail(&cli::CliError::Database(format!("{e:#}"))),
     };

@@ -28,6 +28,7 @@
 //! | `leafid_http_requests_total` | counter | `method`, `route`, `status` | requests by matched route pattern |
 //! | `leafid_http_request_duration_seconds` | histogram | `method`, `route` | time to answer |
 //! | `leafid_database_lossy_setting` | gauge | `setting`, `value` | 1 per database setting that can lose a committed lease in a crash (none when commits are durable; [`crate::store::durability`]) |
+//! | `leafid_lane_refused` | gauge | | 1 while this server's own lane is refused: `lane_mismatch` (a slot mismatch, or two lane databases recording one slot; [`crate::segment::lanes::claims`]) |
 //! | `leafid_log_lines_dropped_total` | counter | | log lines lost: stderr full, closed or blocked ([`crate::telemetry::sink`]) |
 
 use std::sync::Arc;

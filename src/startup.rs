@@ -17,7 +17,7 @@ use crate::http::{self, AppState};
 use crate::lease_gate::LeaseGate;
 use crate::metrics::Metrics;
 use crate::segment::SegmentAllocator;
-use crate::segment::lanes::{Lane, LaneMode, LaneStore, Lanes};
+use crate::segment::lanes::{Lane, LaneClaims, LaneMode, LaneStore, Lanes};
 use crate::service::{IdService, SegmentRoute};
 use crate::snowflake::clock::SystemClock;
 use crate::snowflake::engine::{SnowflakeConfig, SnowflakeEngine, StartOptions, WorkerCache};
@@ -91,10 +91,12 @@ impl Application {
         let segment = if settings.segment.enabled {
             let mut config = settings.segment_config();
             config.lease_gate = lease_gate(&durability);
+            let claims = LaneClaims::new();
             let engine = own_engine(
                 &settings,
                 durability.segment_store(db.segment_store()),
                 config,
+                &claims,
             );
             engine.set_return_unused_on_shutdown(settings.segment.return_unused_on_shutdown);
             match engine.refresh_tags().await {
@@ -106,7 +108,7 @@ impl Application {
                 Err(e) => return Err(anyhow::Error::new(e).context("reading leaf_alloc")),
             }
             engine.spawn_refresh(&background);
-            let route = segment_route(&settings, engine, &background).await?;
+            let route = segment_route(&settings, engine, &claims, &background).await?;
             if let Some(lanes) = route.lane_set() {
                 info!(
                     own = lanes.own().slot,
@@ -158,6 +160,11 @@ impl Application {
         metrics
             .register(durability.collector())
             .context("registering the durability metric")?;
+        if let Some(claims) = segment.as_ref().and_then(|r| r.claims()) {
+            metrics
+                .register(claims.collector())
+                .context("registering the lane metric")?;
+        }
         let access = AccessPolicy {
             token: settings.admin.token.clone(),
             trust_loopback: settings.admin.trust_loopback,
@@ -283,16 +290,21 @@ async fn stop_on_signal(handle: ServerHandle, draining: Arc<AtomicBool>, drain: 
 /// The own segment engine over `store` (the database's, behind its durability gate): through
 /// its lane (`segment::lanes`), mapped into the lane's blocks with `lanes.slot`, checked to be
 /// no lane without. The server and the CLI build it here, so both see one store.
+///
+/// The own database joins `claims` (as every other lane's does in [`segment_route`]): its slot
+/// is recorded only if no other reachable lane database records it, and a mismatch or a clash
+/// refuses it (`segment::lanes::claims`).
 pub fn own_engine(
     settings: &Settings,
     store: Arc<dyn crate::segment::SegmentStore>,
     config: crate::segment::SegmentConfig,
+    claims: &Arc<LaneClaims>,
 ) -> SegmentAllocator {
     let mode = match settings.lanes.slot {
         Some(slot) => LaneMode::Lane { slot, own: true },
         None => LaneMode::Plain,
     };
-    SegmentAllocator::new(Arc::new(LaneStore::new(store, mode)), config)
+    SegmentAllocator::new(Arc::new(LaneStore::joined(store, mode, claims)), config)
 }
 
 /// The segment route over the own engine: alone, or with `lanes.slot` the own lane first and
@@ -301,17 +313,28 @@ pub fn own_engine(
 pub async fn segment_route(
     settings: &Settings,
     own: SegmentAllocator,
+    claims: &Arc<LaneClaims>,
     background: &Background,
 ) -> anyhow::Result<SegmentRoute> {
     let Some(slot) = settings.lanes.slot else {
-        return Ok(SegmentRoute::single(own));
+        return Ok(SegmentRoute::single(own).with_claims(claims.clone()));
     };
     let own = Lane::new(slot, redact(&settings.database.url), own);
     let mut others = Vec::new();
     for (other, url) in settings.lanes.other_lanes()? {
-        others.push(other_lane(settings, other, &url, background).await?);
+        others.push(other_lane(settings, other, &url, claims, background).await?);
     }
-    Ok(SegmentRoute::lanes(Arc::new(Lanes::new(own, others))))
+    // Every reachable lane database's claim read at start, not only at each lane's first
+    // lease: a clash known now refuses the own lane before any request (in the background: a
+    // lane unreachable now is read at the next repair pass).
+    let at_start = claims.clone();
+    background.spawn(async move {
+        let _ = at_start
+            .scan(crate::segment::lanes::claims::SCAN_WAIT)
+            .await;
+    });
+    let lanes = Lanes::new(own, others).with_claims(claims.clone());
+    Ok(SegmentRoute::lanes(Arc::new(lanes)).with_claims(claims.clone()))
 }
 
 /// Another region's lane: its database (reached in the background if it does not answer now:
@@ -320,6 +343,7 @@ pub async fn other_lane(
     settings: &Settings,
     slot: u8,
     url: &str,
+    claims: &Arc<LaneClaims>,
     background: &Background,
 ) -> anyhow::Result<Lane> {
     let mut opts = settings.db_options();
@@ -343,9 +367,10 @@ pub async fn other_lane(
     background.spawn(gate.clone().watch(background.token()));
     let mut config = settings.segment_config();
     config.lease_gate = lease_gate(&gate);
-    let store = LaneStore::new(
+    let store = LaneStore::joined(
         gate.segment_store(db.segment_store()),
         LaneMode::Lane { slot, own: false },
+        claims,
     );
     let engine = SegmentAllocator::new(Arc::new(store), config);
     if let Err(e) = engine.refresh_tags().await {
@@ -363,6 +388,11 @@ fn spawn_repair(lanes: Arc<Lanes>, background: &Background, interval: Duration) 
             tokio::select! {
                 _ = token.cancelled() => return,
                 _ = tokio::time::sleep(interval) => {}
+            }
+            // A clash that a partition hid (both databases recorded one slot while apart) is
+            // found here at the latest, one interval after the heal (see docs/deploy.md 12).
+            if let Some(claims) = lanes.claims() {
+                let _ = claims.scan(crate::segment::lanes::claims::SCAN_WAIT).await;
             }
             let r = lanes.repair().await;
             if !r.created.is_empty() || !r.deleted.is_empty() {

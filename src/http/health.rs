@@ -118,6 +118,10 @@ pub async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, Error> {
     if let Some(why) = state.durability.refusal() {
         return Err(Error::NotReady(why));
     }
+    // A refused own lane (lane mismatch or a clash of slots) hands out no segment id.
+    if let Some(why) = state.ids.segment_route().ok().and_then(|r| r.refused()) {
+        return Err(Error::NotReady(format!("lane_mismatch: {why}")));
+    }
     if let Some(engine) = state.ids.snowflake_engine() {
         let status = engine.status();
         if let Some(reason) = status.pending {

@@ -42,6 +42,8 @@ struct LoadState {
     failures: u32,
     /// The last failure, for `/cache`.
     last_error: Option<String>,
+    /// The last load failed because the lane was refused (`lane_mismatch`): its reason.
+    lane_mismatch: Option<String>,
     /// Failed loads since start (metrics).
     failures_total: u64,
     /// Ids of the segments overwritten so far: each was spent when its slot was reused. With
@@ -310,6 +312,7 @@ impl SegmentBuffer {
         st.loads += 1;
         st.failures = 0;
         st.last_error = None;
+        st.lane_mismatch = None;
         self.retry_at_ms.store(0, Ordering::Relaxed);
         drop(st);
         self.finish_load();
@@ -356,9 +359,25 @@ impl SegmentBuffer {
         self.closed.load(Ordering::Relaxed)
     }
 
+    /// [`Self::fail_load`] for a lease the lane refused: waiters answer `lane_mismatch`.
+    pub(crate) fn fail_load_mismatch(&self, error: String) {
+        self.fail_load_as(error, true);
+    }
+
+    /// Why the last load failed, when the lane refused it (a mismatch or a clash of slots).
+    pub(crate) fn lane_mismatch(&self) -> Option<String> {
+        let st = self.load_state.lock().unwrap_or_else(|e| e.into_inner());
+        st.lane_mismatch.clone()
+    }
+
     /// Records a failed load: backoff doubles from 50 ms up to 5 s; waiters are woken.
     pub(crate) fn fail_load(&self, error: String) {
+        self.fail_load_as(error, false);
+    }
+
+    fn fail_load_as(&self, error: String, mismatch: bool) {
         let mut st = self.load_state.lock().unwrap_or_else(|e| e.into_inner());
+        st.lane_mismatch = mismatch.then(|| error.clone());
         st.failures = st.failures.saturating_add(1);
         st.failures_total += 1;
         st.last_error = Some(error);

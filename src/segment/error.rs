@@ -64,6 +64,11 @@ pub enum SegmentError {
         /// The key's id.
         key_id: String,
     },
+    /// The lane's database records another slot than configured, or another reachable lane
+    /// database records the own slot (`super::lanes::claims`): no lease is taken. Not an
+    /// outage; asking again gives the same answer until an operator acts.
+    #[error("{0}")]
+    LaneMismatch(String),
     /// A store call (lookup) failed.
     #[error("store error")]
     Store(#[source] StoreError),
@@ -76,6 +81,9 @@ impl SegmentError {
         match e {
             StoreError::NotFound => Self::UnknownTag(tag.clone()),
             StoreError::Exhausted => Self::Exhausted,
+            e @ (StoreError::LaneMismatch { .. } | StoreError::SlotClash { .. }) => {
+                Self::LaneMismatch(e.to_string())
+            }
             other => Self::Store(other),
         }
     }

@@ -13,7 +13,8 @@
 //! **Why two lanes never hand out one id.** `global` is injective on (local, slot) pairs: the
 //! low 20 bits keep the offset, the next 3 the slot, the rest the block of `p`. Two lanes have
 //! two slots (each database records its own; a server refuses a lane whose recorded slot is not
-//! the one configured, and configured slots are distinct), so their ids differ in the slot bits;
+//! the one configured, and configured slots are distinct; and no two databases it reaches may
+//! record one slot, [`claims`]), so their ids differ in the slot bits;
 //! within a lane, each local position is leased once by the database's own guarantee, as for
 //! any tag. A lease that would cross a block boundary is cut at it ([`store::LaneStore`]): the
 //! rest of the block is a gap, never issued, so every segment is one run of global ids.
@@ -35,10 +36,12 @@
 //! **Formatted tags** write their sequence into the text, with no room for a slot: they lease
 //! only from slot 0's database (identity), reached over the network from the other regions.
 
+pub mod claims;
 pub mod map;
 pub mod repair;
 pub mod router;
 pub mod store;
 
+pub use claims::LaneClaims;
 pub use router::{Lane, Lanes};
 pub use store::{LaneMode, LaneStore};

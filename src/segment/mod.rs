@@ -46,7 +46,8 @@ pub use runs::{IdRun, IdRuns, IdSink};
 pub use spec::{DecodeError, OrderMode, PeriodRow, Shape, SpecError, TagSpec, TextShape};
 pub use step::StepPolicy;
 pub use store::{
-    LaneRegistry, Lease, LeaseStore, SegmentStore, SpecStore, StoreError, TagAdminStore, TagRow,
+    LaneRecord, LaneRegistry, Lease, LeaseStore, SegmentStore, SpecStore, StoreError,
+    TagAdminStore, TagRow,
 };
 pub use tag_rules::{NewTag, Step, TagRuleError, TagUpdate};
 

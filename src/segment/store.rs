@@ -76,6 +76,20 @@ pub enum StoreError {
         /// without lanes.
         configured: Option<u8>,
     },
+    /// Two reachable lane databases record one slot (two claim ids, see [`LaneRecord`]), and
+    /// this server's own database is the later claim (or the claims are too close in time to
+    /// order), or would become it: its lane is refused, since two databases serving one slot
+    /// hand out one id twice. Not an outage: it holds until an operator resolves the clash.
+    #[error(
+        "lane slot clash: slot {slot} is recorded by two databases ({detail}): this server's \
+         own lane is refused (two databases serving one slot could hand out one id twice)"
+    )]
+    SlotClash {
+        /// The slot both databases record.
+        slot: u8,
+        /// Which databases, and why this one is refused.
+        detail: String,
+    },
     /// The database runs with a setting that can lose a committed lease in a crash, and
     /// `database.allow_lossy_commits` is off: nothing was leased. The message names each
     /// setting, its value, the fix and the override (`crate::store::durability`).
@@ -205,4 +219,33 @@ pub trait LaneRegistry: Send + Sync + 'static {
     /// [`StoreError::LaneMismatch`]). Servers racing to record different slots all read back
     /// the one slot that was recorded; none fails because another wrote first.
     async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError>;
+    /// The slot recorded with the identity of the claim that recorded it, `None` when no slot
+    /// is recorded. A slot recorded without a claim id (before migration 0007) is given one
+    /// here, once: servers racing all read back the one written.
+    async fn lane_record(&self) -> Result<Option<LaneRecord>, StoreError>;
+}
+
+/// A database's lane slot and the identity of the claim that recorded it ([`LaneRegistry`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaneRecord {
+    /// The slot.
+    pub slot: u8,
+    /// The claim's identity, [`LaneRecord::new_claim_id`]: one per database, written once.
+    pub claim_id: String,
+}
+
+impl LaneRecord {
+    /// A new claim id: the time in ms (13 digits, so ids order by it) and 128 random bits.
+    pub fn new_claim_id() -> String {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        format!("{ms:013}-{:032x}", rand::random::<u128>())
+    }
+
+    /// The claim's time in ms since the epoch, from its id (`None` for an id not made by
+    /// [`LaneRecord::new_claim_id`]).
+    pub fn claimed_ms(&self) -> Option<u64> {
+        self.claim_id.split('-').next()?.parse().ok()
+    }
 }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use crate::access::AccessPolicy;
 use crate::error::Error;
 use crate::segment::SegmentAllocator;
-use crate::segment::lanes::Lanes;
+use crate::segment::lanes::{LaneClaims, Lanes};
 use crate::snowflake::engine::SnowflakeEngine;
 
 pub use segment::{Ids, MAX_COUNT, MAX_RANGE_COUNT};
@@ -38,6 +38,8 @@ pub struct SegmentRoute {
     own: SegmentAllocator,
     /// The lanes, own first, when `lanes.slot` is set; `lanes.own().engine` is `own`.
     lanes: Option<Arc<Lanes>>,
+    /// The lane databases' claims: a refused own lane refuses every segment request.
+    claims: Option<Arc<LaneClaims>>,
 }
 
 impl SegmentRoute {
@@ -46,7 +48,26 @@ impl SegmentRoute {
         Self {
             own: engine,
             lanes: None,
+            claims: None,
         }
+    }
+
+    /// This route, whose stores joined `claims` (`crate::segment::lanes::claims`).
+    pub fn with_claims(mut self, claims: Arc<LaneClaims>) -> Self {
+        self.claims = Some(claims);
+        self
+    }
+
+    /// The lane databases' claims, when the route's stores joined them.
+    pub fn claims(&self) -> Option<&Arc<LaneClaims>> {
+        self.claims
+            .as_ref()
+            .or_else(|| self.lanes.as_ref().and_then(|l| l.claims()))
+    }
+
+    /// Why the own lane is refused (`lane_mismatch`), `None` while it serves.
+    pub fn refused(&self) -> Option<String> {
+        self.claims().and_then(|c| c.refused_because())
     }
 
     /// A server with lanes: the own lane's engine first, the others after it.
@@ -54,6 +75,7 @@ impl SegmentRoute {
         Self {
             own: lanes.own().engine.clone(),
             lanes: Some(lanes),
+            claims: None,
         }
     }
 

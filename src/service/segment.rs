@@ -63,6 +63,10 @@ impl IdService {
         self.access.admit(who, Action::TakeIds(Some(tag)))?;
         check_count(count as u64, MAX_COUNT)?;
         let route = self.segment_route()?;
+        // A refused own lane hands out nothing, buffered ids included (`lane_mismatch`).
+        if let Some(why) = route.refused() {
+            return Err(Error::LaneMismatch(why));
+        }
         if route.own().cached_spec(tag).is_none() {
             let numbers = match route.lane_set() {
                 Some(lanes) => lanes.next_ids(tag, count).await,
@@ -95,6 +99,10 @@ impl IdService {
         self.access.admit(who, Action::TakeIds(Some(tag)))?;
         check_count(count, MAX_RANGE_COUNT)?;
         let route = self.segment_route()?;
+        // A refused own lane hands out nothing, buffered ids included (`lane_mismatch`).
+        if let Some(why) = route.refused() {
+            return Err(Error::LaneMismatch(why));
+        }
         if route.own().cached_spec(tag).is_some() {
             return Err(SegmentError::Formatted(BizTag::parse(tag)?).into());
         }

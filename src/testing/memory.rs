@@ -11,7 +11,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound, Utc};
 
 use crate::segment::{
-    LaneRegistry, Lease, LeaseStore, NewTag, SpecStore, StoreError, TagAdminStore, TagRow,
+    LaneRecord, LaneRegistry, Lease, LeaseStore, NewTag, SpecStore, StoreError, TagAdminStore,
+    TagRow,
 };
 
 /// An in-memory `leaf_alloc` table.
@@ -23,8 +24,8 @@ pub struct MemoryStore {
     tombstones: Mutex<BTreeMap<String, i64>>,
     /// Formats of formatted tags, as `leafid_tag_format` holds them.
     formats: Mutex<BTreeMap<String, String>>,
-    /// The lane slot, as `leafid_lane` holds it.
-    lane: Mutex<Option<u8>>,
+    /// The lane slot and its claim id, as `leafid_lane` holds them.
+    lane: Mutex<Option<(u8, String)>>,
     /// When set, every call fails as if the database were down.
     pub failing: AtomicBool,
     /// Added latency of every call, in milliseconds.
@@ -34,6 +35,13 @@ pub struct MemoryStore {
 }
 
 impl MemoryStore {
+    /// Records `slot` under `claim_id` as `leafid_lane` would, replacing any record: a
+    /// database claimed at another time (`claim_id` starts with the claim's ms, see
+    /// [`LaneRecord::new_claim_id`]).
+    pub fn record_lane(&self, slot: u8, claim_id: &str) {
+        *self.lane.lock().unwrap() = Some((slot, claim_id.to_owned()));
+    }
+
     /// A store holding `(biz_tag, max_id, step)` rows.
     pub fn with_rows(rows: &[(&str, i64, i64)]) -> Self {
         let s = Self::default();
@@ -231,12 +239,28 @@ impl SpecStore for MemoryStore {
 impl LaneRegistry for MemoryStore {
     async fn lane_slot(&self) -> Result<Option<u8>, StoreError> {
         self.enter().await?;
-        Ok(*self.lane.lock().unwrap())
+        Ok(self.lane.lock().unwrap().as_ref().map(|(s, _)| *s))
     }
 
     async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
         self.enter().await?;
-        Ok(*self.lane.lock().unwrap().get_or_insert(slot))
+        let mut lane = self.lane.lock().unwrap();
+        Ok(lane
+            .get_or_insert_with(|| (slot, LaneRecord::new_claim_id()))
+            .0)
+    }
+
+    async fn lane_record(&self) -> Result<Option<LaneRecord>, StoreError> {
+        self.enter().await?;
+        Ok(self
+            .lane
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|(slot, claim_id)| LaneRecord {
+                slot: *slot,
+                claim_id: claim_id.clone(),
+            }))
     }
 }
 

@@ -872,6 +872,11 @@ async fn a_lane_slot_is_recorded_once(on: On) {
     assert_eq!(store.claim_lane_slot(other).await.unwrap(), recorded);
     assert_eq!(store.claim_lane_slot(recorded).await.unwrap(), recorded);
     assert_eq!(store.lane_slot().await.unwrap(), Some(recorded));
+    // The claim's identity, recorded beside the slot once: every read gives the same one.
+    let record = database.lane_record().await.unwrap().unwrap();
+    assert_eq!(record.slot, recorded);
+    assert!(record.claimed_ms().is_some(), "{record:?}");
+    assert_eq!(store.lane_record().await.unwrap(), Some(record));
 
     // A lane configured with another slot, own or not, and a server without lanes.
     for own in [true, false] {

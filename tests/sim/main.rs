@@ -370,6 +370,10 @@ impl LaneRegistry for SimStore {
     async fn claim_lane_slot(&self, _slot: u8) -> Result<u8, StoreError> {
         unreachable!("the simulation runs without lanes")
     }
+
+    async fn lane_record(&self) -> Result<Option<leafid::segment::LaneRecord>, StoreError> {
+        Ok(None)
+    }
 }
 
 /// One step of a schedule.

@@ -85,6 +85,16 @@ impl Inner {
                 warn!("biz_tag exhausted: max_id is at i64::MAX");
                 buf.mark_exhausted();
             }
+            // A lane refused (a mismatch or a clash of slots): kept apart so that callers get
+            // `lane_mismatch`, not `segments_not_ready`, and are not sent to wait for it.
+            LoadFailure::Store(
+                e @ (StoreError::LaneMismatch { .. } | StoreError::SlotClash { .. }),
+            ) => {
+                if let Some(held_back) = LogLimiter::global().allow("segment lease refused: lane") {
+                    warn!(error = %e, held_back, "segment lease refused: lane mismatch");
+                }
+                buf.fail_load_mismatch(e.to_string());
+            }
             // A database that is down (or refused as lossy) fails every tag's load on each
             // backoff: one line per interval for all tags, the rest counted in
             // `leafid_segment_load_failures_total`.

@@ -278,6 +278,9 @@ impl LaneRegistry for TimeMachine {
     async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
         self.rows.claim_lane_slot(slot).await
     }
+    async fn lane_record(&self) -> Result<Option<crate::segment::LaneRecord>, StoreError> {
+        self.rows.lane_record().await
+    }
 }
 
 /// Tasks on two threads, tiny segments, and a store that goes back by up to 60 ids every third

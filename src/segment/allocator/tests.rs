@@ -281,6 +281,9 @@ impl LaneRegistry for ListsEarly {
     async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
         self.0.claim_lane_slot(slot).await
     }
+    async fn lane_record(&self) -> Result<Option<crate::segment::LaneRecord>, StoreError> {
+        self.0.lane_record().await
+    }
 }
 
 #[tokio::test]

@@ -70,18 +70,14 @@ impl SegmentAllocator {
                 // armed for the end of the backoff so the first lease after a recovery comes
                 // no later than if this request had waited for it.
                 self.arm_retry(buf);
-                return Err(SegmentError::NotReady {
-                    retry_after_secs: retry_after(buf.backoff_left()),
-                });
+                return Err(not_ready(buf));
             }
             let now = Instant::now();
             if out.taken() > before {
                 deadline = now + wait;
             }
             if now >= deadline {
-                return Err(SegmentError::NotReady {
-                    retry_after_secs: retry_after(buf.backoff_left()),
-                });
+                return Err(not_ready(buf));
             }
             let mut left = deadline - now;
             if !buf.is_loading() {
@@ -111,6 +107,17 @@ impl SegmentAllocator {
                 this.start_load(&buf);
             }
         });
+    }
+}
+
+/// No ids in time: `lane_mismatch` when the tag's last lease was refused by its lane (a
+/// configuration fault, not worth waiting for), else `segments_not_ready`.
+fn not_ready(buf: &SegmentBuffer) -> SegmentError {
+    match buf.lane_mismatch() {
+        Some(why) => SegmentError::LaneMismatch(why),
+        None => SegmentError::NotReady {
+            retry_after_secs: retry_after(buf.backoff_left()),
+        },
     }
 }
 

@@ -5,7 +5,10 @@
 //! while its lease is known to fail (the fail-fast rule), so a lane that is down costs a request
 //! little.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::LaneClaims;
 
 use crate::segment::{IdRuns, SegmentAllocator, SegmentError};
 use crate::telemetry::LogLimiter;
@@ -44,20 +47,30 @@ pub struct Lanes {
     own: Lane,
     others: Vec<Lane>,
     log: LogLimiter,
+    /// The lane databases' claims ([`super::LaneClaims`]), when the lanes' stores joined them.
+    claims: Option<Arc<LaneClaims>>,
 }
 
 /// Whether another lane may serve what this one could not: its database or lease failed, or it
-/// does not know the tag (created while it was unreachable: the repair adds it later). A refusal
-/// every lane would give (an invalid tag, an exhausted one, a formatted one on the range route)
-/// is answered at once.
-fn pass_on(e: &SegmentError) -> bool {
-    matches!(
-        e,
-        SegmentError::NotReady { .. }
-            | SegmentError::LossyDatabase(_)
-            | SegmentError::Store(_)
-            | SegmentError::UnknownTag(_)
-    )
+/// does not know the tag (created while it was unreachable: the repair adds it later; unless
+/// it holds the tag's tombstone, checked by the caller). A refusal every lane would give (an
+/// invalid tag, an exhausted one, a formatted one on the range route) is answered at once.
+///
+/// A lane mismatch (`own`: the server's own lane) is never passed on: a refused own lane means
+/// this server is misconfigured or its slot clashes, and serving from the others would hide it
+/// (the caller fails over to a server that is ready). Another lane's mismatch only takes that
+/// lane out: it can never serve, so the next one is asked.
+fn pass_on(e: &SegmentError, own: bool) -> bool {
+    match e {
+        SegmentError::LaneMismatch(_) => !own,
+        _ => matches!(
+            e,
+            SegmentError::NotReady { .. }
+                | SegmentError::LossyDatabase(_)
+                | SegmentError::Store(_)
+                | SegmentError::UnknownTag(_)
+        ),
+    }
 }
 
 impl Lanes {
@@ -67,7 +80,20 @@ impl Lanes {
             own,
             others,
             log: LogLimiter::new(crate::telemetry::REPEAT_LOG_INTERVAL),
+            claims: None,
         }
+    }
+
+    /// These lanes, whose stores joined `claims` ([`super::LaneStore::joined`]): a refused own
+    /// lane refuses every request.
+    pub fn with_claims(mut self, claims: Arc<LaneClaims>) -> Self {
+        self.claims = Some(claims);
+        self
+    }
+
+    /// The lane databases' claims, when joined.
+    pub fn claims(&self) -> Option<&Arc<LaneClaims>> {
+        self.claims.as_ref()
     }
 
     /// The server's own lane.
@@ -91,20 +117,34 @@ impl Lanes {
     }
 
     /// Asks each lane in turn with `f` until one serves; the first lane's error when none does.
-    async fn first<T, F, Fut>(&self, f: F) -> Result<T, SegmentError>
+    async fn first<T, F, Fut>(&self, tag: &str, f: F) -> Result<T, SegmentError>
     where
         F: Fn(SegmentAllocator) -> Fut,
         Fut: std::future::Future<Output = Result<T, SegmentError>>,
     {
+        // A refused own lane (a mismatch, or a clash of slots found after its ids were leased):
+        // nothing is served, not even ids already buffered, which may repeat another
+        // database's of the same slot.
+        if let Some(why) = self.claims.as_ref().and_then(|c| c.refused_because()) {
+            return Err(SegmentError::LaneMismatch(why));
+        }
         let mut first_error = None;
-        for lane in self.in_order() {
+        for (i, lane) in self.in_order().enumerate() {
             // An engine is an `Arc` inside: cloned per ask, so the future owns it.
             match f(lane.engine.clone()).await {
                 Ok(v) => {
                     lane.served.fetch_add(1, Ordering::Relaxed);
                     return Ok(v);
                 }
-                Err(e) if pass_on(&e) => {
+                // The tombstone wins at once: a lane that lacks the tag because it was deleted
+                // there does not pass it on, so a tag deleted in one region during a partition
+                // is not served by another lane that has not heard of the delete yet.
+                Err(SegmentError::UnknownTag(t))
+                    if matches!(lane.engine.store().tombstone(tag).await, Ok(Some(_))) =>
+                {
+                    return Err(SegmentError::UnknownTag(t));
+                }
+                Err(e) if pass_on(&e, i == 0) => {
                     lane.passed.fetch_add(1, Ordering::Relaxed);
                     if let Some(held_back) = self.log.allow("lane passed a request on") {
                         tracing::warn!(slot = lane.slot, lane = %lane.name, error = %e, held_back,
@@ -122,13 +162,13 @@ impl Lanes {
 
     /// Up to `count` ids of `tag` from the first lane that serves (all from one lane).
     pub async fn next_ids(&self, tag: &str, count: usize) -> Result<Vec<i64>, SegmentError> {
-        self.first(|e| async move { e.next_ids(tag, count).await })
+        self.first(tag, |e| async move { e.next_ids(tag, count).await })
             .await
     }
 
     /// Up to `count` ids of `tag` as runs, from the first lane that serves.
     pub async fn next_runs(&self, tag: &str, count: u64) -> Result<IdRuns, SegmentError> {
-        self.first(|e| async move { e.next_runs(tag, count).await })
+        self.first(tag, |e| async move { e.next_runs(tag, count).await })
             .await
     }
 }

@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
+use super::claims::{LaneClaims, PEER_WAIT, Refusal, SCAN_WAIT};
 use super::map;
 use crate::segment::{
-    LaneRegistry, Lease, LeaseStore, NewTag, SegmentStore, SpecStore, StoreError, TagAdminStore,
-    TagRow,
+    LaneRecord, LaneRegistry, Lease, LeaseStore, NewTag, SegmentStore, SpecStore, StoreError,
+    TagAdminStore, TagRow,
 };
 
 /// How a server uses a database.
@@ -41,6 +42,8 @@ pub struct LaneStore {
     /// Plain mode: when the last check passed, in ms since `born` (`-1`: never).
     plain_checked_ms: AtomicI64,
     born: Instant,
+    /// The lane databases this server reaches, when it joined them ([`LaneStore::joined`]).
+    claims: Option<Arc<LaneClaims>>,
 }
 
 impl LaneStore {
@@ -52,6 +55,45 @@ impl LaneStore {
             verified: AtomicBool::new(false),
             plain_checked_ms: AtomicI64::new(-1),
             born: Instant::now(),
+            claims: None,
+        }
+    }
+
+    /// `inner` used as `mode` says, one of the databases in `claims`: its own lane's slot is
+    /// recorded only if no other reachable database records it, and a clash or a mismatch of
+    /// the own lane refuses it for good ([`LaneClaims`]).
+    pub fn joined(inner: Arc<dyn SegmentStore>, mode: LaneMode, claims: &Arc<LaneClaims>) -> Self {
+        let (configured, own) = match mode {
+            LaneMode::Plain => (None, true),
+            LaneMode::Lane { slot, own } => (Some(slot), own),
+        };
+        claims.join(configured, own, inner.clone());
+        Self {
+            claims: Some(claims.clone()),
+            ..Self::new(inner, mode)
+        }
+    }
+
+    /// Whether this is the server's own database (a server without lanes has only that one).
+    fn is_own(&self) -> bool {
+        matches!(
+            self.mode,
+            LaneMode::Plain | LaneMode::Lane { own: true, .. }
+        )
+    }
+
+    /// A mismatch of the own lane refuses it for good (the recorded slot never changes); of
+    /// another lane, it is that lane's error only.
+    fn mismatch(&self, recorded: Option<u8>, configured: Option<u8>) -> StoreError {
+        match &self.claims {
+            Some(c) if self.is_own() => c.refuse(Refusal::Mismatch {
+                recorded,
+                configured,
+            }),
+            _ => StoreError::LaneMismatch {
+                recorded,
+                configured,
+            },
         }
     }
 
@@ -64,6 +106,12 @@ impl LaneStore {
     /// suffice: each flag only caches the outcome of a database read that any thread may repeat;
     /// no other memory is published through them.
     async fn check(&self) -> Result<(), StoreError> {
+        // Refused own lane: no lease at all, whatever this database says now.
+        if let Some(r) = self.claims.as_ref().and_then(|c| c.refusal())
+            && self.is_own()
+        {
+            return Err(r.to_error());
+        }
         match self.mode {
             LaneMode::Plain => {
                 let now = self.born.elapsed().as_millis() as i64;
@@ -76,10 +124,7 @@ impl LaneStore {
                         self.plain_checked_ms.store(now, Ordering::Relaxed);
                         Ok(())
                     }
-                    Some(slot) => Err(StoreError::LaneMismatch {
-                        recorded: Some(slot),
-                        configured: None,
-                    }),
+                    Some(slot) => Err(self.mismatch(Some(slot), None)),
                 }
             }
             LaneMode::Lane { slot, own } => {
@@ -88,7 +133,13 @@ impl LaneStore {
                 }
                 let recorded = match self.inner.lane_slot().await? {
                     Some(s) => s,
-                    None if own => self.inner.claim_lane_slot(slot).await?,
+                    None if own => {
+                        // Never record a slot another reachable database records already.
+                        if let Some(c) = &self.claims {
+                            c.before_claim(slot, PEER_WAIT).await?;
+                        }
+                        self.inner.claim_lane_slot(slot).await?
+                    }
                     None => {
                         return Err(StoreError::LaneMismatch {
                             recorded: None,
@@ -96,11 +147,22 @@ impl LaneStore {
                         });
                     }
                 };
+                // Every lane's first lease reads every reachable database's claim: a clash found
+                // here (another database records the own slot) refuses the own lane. The own
+                // lane waits for it before its first lease, having recorded its own slot
+                // first, so of two servers claiming one slot at once at least one sees the
+                // other; another lane's first lease (a request passed on, perhaps because the
+                // own database does not answer) reads them in the background.
+                if let Some(c) = &self.claims {
+                    if own {
+                        c.scan(PEER_WAIT).await?;
+                    } else {
+                        let c = c.clone();
+                        tokio::spawn(async move { c.scan(SCAN_WAIT).await });
+                    }
+                }
                 if recorded != slot {
-                    return Err(StoreError::LaneMismatch {
-                        recorded: Some(recorded),
-                        configured: Some(slot),
-                    });
+                    return Err(self.mismatch(Some(recorded), Some(slot)));
                 }
                 self.verified.store(true, Ordering::Relaxed);
                 Ok(())
@@ -226,6 +288,10 @@ impl LaneRegistry for LaneStore {
 
     async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
         self.inner.claim_lane_slot(slot).await
+    }
+
+    async fn lane_record(&self) -> Result<Option<LaneRecord>, StoreError> {
+        self.inner.lane_record().await
     }
 }
 

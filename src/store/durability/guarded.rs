@@ -123,6 +123,10 @@ impl LaneRegistry for GuardedSegmentStore {
         self.gate
             .watch_result(self.inner.claim_lane_slot(slot).await)
     }
+
+    async fn lane_record(&self) -> Result<Option<crate::segment::LaneRecord>, StoreError> {
+        self.gate.watch_result(self.inner.lane_record().await)
+    }
 }
 
 /// A worker store whose claims and renewals pass [`DurabilityGate::admit`] first: a lost

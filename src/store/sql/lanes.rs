@@ -2,16 +2,21 @@
 //! tombstone of a tag, which the lanes' repair reads. The same statements on every database.
 
 use super::dialect::Dialect;
-use super::session::{Session, Sessions, write_once_racing};
+use super::session::{Session, Sessions, write_once_racing, write_one};
 use super::statement::Statement;
-use crate::segment::StoreError;
+use crate::segment::{LaneRecord, StoreError};
 use crate::store::errors::unavailable;
 
-/// Records the slot only where none is recorded (one row, `id = 1`).
+/// Records the slot and its claim id only where none is recorded (one row, `id = 1`).
 static INSERT_SLOT: Statement = Statement::new(
-    "INSERT INTO leafid_lane (id, slot) SELECT 1, ? FROM (SELECT 1 AS one) AS o \
+    "INSERT INTO leafid_lane (id, slot, claim_id) SELECT 1, ?, ? FROM (SELECT 1 AS one) AS o \
      WHERE NOT EXISTS (SELECT 1 FROM leafid_lane WHERE id = 1)",
 );
+
+/// Gives a slot recorded before migration 0007 its claim id, once: a second writer's update
+/// matches no row and it reads the first one's id.
+static SET_CLAIM_ID: Statement =
+    Statement::new("UPDATE leafid_lane SET claim_id = ? WHERE id = 1 AND claim_id IS NULL");
 
 static SELECT_TOMBSTONE_TAG: Statement =
     Statement::new("SELECT biz_tag FROM leafid_tag_tombstone WHERE biz_tag = ?");
@@ -42,15 +47,53 @@ pub(crate) async fn claim_lane_slot<D: Dialect>(
 ) -> Result<u8, StoreError> {
     // Servers of one region racing for a new lane's first lease: the loser's insert fails
     // (a duplicate key on PostgreSQL, a deadlock on MariaDB) and, run again, finds the slot.
+    let claim_id = LaneRecord::new_claim_id();
     let insert = || {
         sqlx::query::<D::Driver>(INSERT_SLOT.text::<D>())
             .persistent(db.persistent())
             .bind(i64::from(slot))
+            .bind(claim_id.as_str())
     };
     write_once_racing(db, insert).await.map_err(unavailable)?;
     lane_slot(db)
         .await?
         .ok_or_else(|| StoreError::Unavailable("leafid_lane has no slot after the insert".into()))
+}
+
+/// [`LaneRegistry::lane_record`](crate::segment::LaneRegistry::lane_record).
+pub(crate) async fn lane_record<D: Dialect>(
+    db: Sessions<'_, D>,
+) -> Result<Option<LaneRecord>, StoreError> {
+    // The slot and the claim id never change once written: read one after the other.
+    let Some(slot) = lane_slot(db).await? else {
+        return Ok(None);
+    };
+    for _ in 0..2 {
+        let mut s = Session::open(db).await.map_err(unavailable)?;
+        let row = sqlx::query_as::<D::Driver, (String,)>(
+            "SELECT COALESCE(claim_id, '') FROM leafid_lane WHERE id = 1",
+        )
+        .persistent(db.persistent())
+        .fetch_optional(s.conn())
+        .await
+        .map_err(unavailable)?;
+        s.finish().await.map_err(unavailable)?;
+        match row {
+            Some((claim_id,)) if !claim_id.is_empty() => {
+                return Ok(Some(LaneRecord { slot, claim_id }));
+            }
+            Some(_) => {}
+            None => return Ok(None),
+        }
+        let claim_id = LaneRecord::new_claim_id();
+        let set = sqlx::query::<D::Driver>(SET_CLAIM_ID.text::<D>())
+            .persistent(db.persistent())
+            .bind(claim_id.as_str());
+        write_one(db, set).await.map_err(unavailable)?;
+    }
+    Err(StoreError::Unavailable(
+        "leafid_lane has no claim id after the update".into(),
+    ))
 }
 
 /// [`TagAdminStore::tombstone`](crate::segment::TagAdminStore::tombstone).

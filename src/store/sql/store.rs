@@ -137,6 +137,10 @@ where
     async fn claim_lane_slot(&self, slot: u8) -> Result<u8, StoreError> {
         lanes::claim_lane_slot(self.sessions(), slot).await
     }
+
+    async fn lane_record(&self) -> Result<Option<crate::segment::LaneRecord>, StoreError> {
+        lanes::lane_record(self.sessions()).await
+    }
 }
 
 #[async_trait]
