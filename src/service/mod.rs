@@ -65,6 +65,12 @@ impl SegmentRoute {
             .or_else(|| self.lanes.as_ref().and_then(|l| l.claims()))
     }
 
+    /// Whether the own lane is refused: one relaxed load, for the id routes' fast path.
+    #[inline]
+    pub fn is_refused(&self) -> bool {
+        self.claims().is_some_and(|c| c.is_refused())
+    }
+
     /// Why the own lane is refused (`lane_mismatch`), `None` while it serves.
     pub fn refused(&self) -> Option<String> {
         self.claims().and_then(|c| c.refused_because())

@@ -48,7 +48,13 @@ impl IdService {
     /// Leaf's route tries this first.
     #[inline]
     pub fn try_next_id(&self, tag: &str) -> Option<i64> {
-        self.segment.as_ref()?.own().try_next_id(tag)
+        let route = self.segment.as_ref()?;
+        // A refused own lane serves not even buffered ids: `None` sends the caller to
+        // `next_ids`, which answers `lane_mismatch` (one relaxed load while it serves).
+        if route.is_refused() {
+            return None;
+        }
+        route.own().try_next_id(tag)
     }
 
     /// Up to `count` ids of `tag`: numbers for a plain tag, from the own lane or the next that
@@ -274,5 +280,38 @@ mod tests {
         let nope = BizTag::parse("nope").unwrap();
         let e = s.decode(&anyone(), &nope, "1").await.unwrap_err();
         assert_eq!(e.code(), "unknown_biz_tag");
+    }
+
+    /// A clash found after ids were buffered (a partition healed): from then on no route
+    /// serves the tag, not even Leaf's fast path from the ids already in memory.
+    #[tokio::test]
+    async fn a_refused_own_lane_serves_not_even_buffered_ids() {
+        use crate::segment::lanes::{LaneClaims, claims::Refusal};
+        let db = Arc::new(MemoryStore::with_rows(&[("t", 1, 1000)]));
+        let claims = LaneClaims::new();
+        let s = service(
+            SegmentRoute::single(SegmentAllocator::new(db, SegmentConfig::default()))
+                .with_claims(claims.clone()),
+        );
+        let Ids::Numbers(ids) = s.next_ids(&anyone(), "t", 2).await.unwrap() else {
+            panic!("a plain tag answered text");
+        };
+        assert_eq!(ids, vec![1, 2]);
+        assert_eq!(
+            s.try_next_id("t"),
+            Some(3),
+            "buffered ids served from memory"
+        );
+        let _ = claims.refuse(Refusal::Clash {
+            slot: 0,
+            detail: "two databases".into(),
+        });
+        assert_eq!(s.try_next_id("t"), None);
+        for e in [
+            s.next_ids(&anyone(), "t", 1).await.err().unwrap(),
+            s.next_runs(&anyone(), "t", 1).await.unwrap_err(),
+        ] {
+            assert_eq!(e.code(), "lane_mismatch");
+        }
     }
 }
