@@ -5,7 +5,8 @@
 #
 #   scripts/bench-instructions.sh [LOW=1000] [HIGH=4000]
 #   LEAFID_BIN=/path/to/leafid scripts/bench-instructions.sh   # another build (e.g. an older
-#                                                              # commit's), same method
+#                                                              # commit's), same method;
+#                                                              # HELLO_BIN likewise
 #
 # Each server runs alone under `valgrind --tool=callgrind` with one worker; one keep-alive client
 # (Python's http.client, not counted) sends LOW requests to one route, then the server is stopped
@@ -21,7 +22,11 @@ low="${1:-1000}"; high="${2:-4000}"
 if ! command -v valgrind >/dev/null; then
   (source scripts/lib/common.sh && leafid_install_packages valgrind)
 fi
-cargo build --release --example hello >&2
+hello="${HELLO_BIN:-}"
+if [ -z "$hello" ]; then
+  cargo build --release --example hello >&2
+  hello=target/release/examples/hello
+fi
 bin="${LEAFID_BIN:-}"
 if [ -z "$bin" ]; then
   cargo build --release --bin leafid >&2
@@ -70,7 +75,7 @@ total() { # name path n
     hello)
       live=/
       HELLO_PORT=$port HELLO_WORKERS=1 valgrind --tool=callgrind --callgrind-out-file="$out" \
-        target/release/examples/hello >"$tmp/$name.log" 2>&1 &
+        "$hello" >"$tmp/$name.log" 2>&1 &
       ;;
     *)
       live=/health/live
