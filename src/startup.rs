@@ -334,7 +334,7 @@ pub async fn segment_route(
             .await;
     });
     let lanes = Lanes::new(own, others).with_claims(claims.clone());
-    Ok(SegmentRoute::lanes(Arc::new(lanes)).with_claims(claims.clone()))
+    Ok(SegmentRoute::lanes(Arc::new(lanes)))
 }
 
 /// Another region's lane: its database (reached in the background if it does not answer now:

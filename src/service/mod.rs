@@ -60,9 +60,7 @@ impl SegmentRoute {
 
     /// The lane databases' claims, when the route's stores joined them.
     pub fn claims(&self) -> Option<&Arc<LaneClaims>> {
-        self.claims
-            .as_ref()
-            .or_else(|| self.lanes.as_ref().and_then(|l| l.claims()))
+        self.claims.as_ref()
     }
 
     /// Whether the own lane is refused: one relaxed load, for the id routes' fast path.
@@ -76,12 +74,13 @@ impl SegmentRoute {
         self.claims().and_then(|c| c.refused_because())
     }
 
-    /// A server with lanes: the own lane's engine first, the others after it.
+    /// A server with lanes: the own lane's engine first, the others after it; the lanes'
+    /// claims, if they joined any, are the route's.
     pub fn lanes(lanes: Arc<Lanes>) -> Self {
         Self {
             own: lanes.own().engine.clone(),
+            claims: lanes.claims().cloned(),
             lanes: Some(lanes),
-            claims: None,
         }
     }
 

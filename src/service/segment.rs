@@ -57,6 +57,25 @@ impl IdService {
         route.own().try_next_id(tag)
     }
 
+    /// What every segment id request passes before an engine is asked: the caller admitted for
+    /// the tag, `count` within `1..=max`, the engine enabled, and the own lane not refused (a
+    /// refused own lane hands out nothing, buffered ids included: `lane_mismatch`).
+    fn route_for(
+        &self,
+        who: &dyn Credentials,
+        tag: &str,
+        count: u64,
+        max: u64,
+    ) -> Result<&super::SegmentRoute, Error> {
+        self.access.admit(who, Action::TakeIds(Some(tag)))?;
+        check_count(count, max)?;
+        let route = self.segment_route()?;
+        if let Some(why) = route.refused() {
+            return Err(Error::LaneMismatch(why));
+        }
+        Ok(route)
+    }
+
     /// Up to `count` ids of `tag`: numbers for a plain tag, from the own lane or the next that
     /// can serve; text for a formatted tag, from slot 0's lane. Fewer than `count` only when
     /// they are all there is (the engine's rule).
@@ -66,13 +85,7 @@ impl IdService {
         tag: &str,
         count: usize,
     ) -> Result<Ids, Error> {
-        self.access.admit(who, Action::TakeIds(Some(tag)))?;
-        check_count(count as u64, MAX_COUNT)?;
-        let route = self.segment_route()?;
-        // A refused own lane hands out nothing, buffered ids included (`lane_mismatch`).
-        if let Some(why) = route.refused() {
-            return Err(Error::LaneMismatch(why));
-        }
+        let route = self.route_for(who, tag, count as u64, MAX_COUNT)?;
         if route.own().cached_spec(tag).is_none() {
             let numbers = match route.lane_set() {
                 Some(lanes) => lanes.next_ids(tag, count).await,
@@ -102,13 +115,7 @@ impl IdService {
         tag: &str,
         count: u64,
     ) -> Result<IdRuns, Error> {
-        self.access.admit(who, Action::TakeIds(Some(tag)))?;
-        check_count(count, MAX_RANGE_COUNT)?;
-        let route = self.segment_route()?;
-        // A refused own lane hands out nothing, buffered ids included (`lane_mismatch`).
-        if let Some(why) = route.refused() {
-            return Err(Error::LaneMismatch(why));
-        }
+        let route = self.route_for(who, tag, count, MAX_RANGE_COUNT)?;
         if route.own().cached_spec(tag).is_some() {
             return Err(SegmentError::Formatted(BizTag::parse(tag)?).into());
         }
