@@ -72,6 +72,9 @@ pub struct FormattedIds {
     pub period: String,
     /// When the period ends: a client drops what it holds of these ids then.
     pub period_end: Timestamp,
+    /// A permuted batch's values, computed ahead ([`Self::permute_now`]), in issue order;
+    /// `None` until then (and always for an unpermuted tag).
+    permuted: Option<Vec<u64>>,
 }
 
 impl FormattedIds {
@@ -90,16 +93,38 @@ impl FormattedIds {
         self.spec.ordered()
     }
 
-    /// Calls `f` with each id, in issue order, written into one reused buffer. A permuted
-    /// tag's ids show the permuted sequence (its key was checked when the batch was made).
-    pub fn for_each<E>(&self, mut f: impl FnMut(&str) -> Result<(), E>) -> Result<(), E> {
-        // A batch of texts is made from a formatted spec only.
-        let Shape::Text(shape) = self.spec.shape() else {
-            return Ok(());
+    /// Whether writing these ids runs the permutation (a permuted tag's batch not computed
+    /// ahead by [`Self::permute_now`]): FF1 costs microseconds a code, so a large batch is
+    /// computed off the request threads first (`crate::service`).
+    pub fn needs_permuting(&self) -> bool {
+        self.permuted.is_none() && !self.spec.ordered()
+    }
+
+    /// Computes a permuted batch's values now, so that writing the ids runs no FF1. CPU-bound
+    /// for the whole batch: call it where it holds no request thread.
+    pub fn permute_now(&mut self) {
+        if !self.needs_permuting() {
+            return;
+        }
+        let mut values = Vec::with_capacity(self.len());
+        self.each_value(|v| {
+            values.push(v);
+            Ok::<_, ()>(())
+        })
+        .ok();
+        self.permuted = Some(values);
+    }
+
+    /// Calls `f` with each value the ids show (the permuted sequence of a permuted tag), in
+    /// issue order.
+    fn each_value<E>(&self, mut f: impl FnMut(u64) -> Result<(), E>) -> Result<(), E> {
+        if let Some(values) = &self.permuted {
+            return values.iter().try_for_each(|&v| f(v));
+        }
+        let permutation = match self.spec.shape() {
+            Shape::Text(shape) => shape.permutation(),
+            Shape::Plain => None,
         };
-        let format = shape.format();
-        let mut buf = String::with_capacity(format.len());
-        let permutation = shape.permutation();
         for &(first, last) in &self.seqs {
             for seq in first..=last {
                 let value = match permutation {
@@ -111,16 +136,31 @@ impl FormattedIds {
                         Err(_) => continue,
                     },
                 };
-                buf.clear();
-                buf.push_str(&self.head);
-                // Every sequence here was checked against the width when the batch was made,
-                // and a permuted value lies in the same domain.
-                if format.write_tail(value, &mut buf).is_ok() {
-                    f(&buf)?;
-                }
+                f(value)?;
             }
         }
         Ok(())
+    }
+
+    /// Calls `f` with each id, in issue order, written into one reused buffer. A permuted
+    /// tag's ids show the permuted sequence (its key was checked when the batch was made).
+    pub fn for_each<E>(&self, mut f: impl FnMut(&str) -> Result<(), E>) -> Result<(), E> {
+        // A batch of texts is made from a formatted spec only.
+        let Shape::Text(shape) = self.spec.shape() else {
+            return Ok(());
+        };
+        let format = shape.format();
+        let mut buf = String::with_capacity(format.len());
+        self.each_value(|value| {
+            buf.clear();
+            buf.push_str(&self.head);
+            // Every sequence here was checked against the width when the batch was made, and
+            // a permuted value lies in the same domain.
+            if format.write_tail(value, &mut buf).is_ok() {
+                f(&buf)?;
+            }
+            Ok(())
+        })
     }
 
     /// The first id.
@@ -309,6 +349,7 @@ impl SegmentAllocator {
                 tweak: current.tweak.clone(),
                 period: period.key.clone(),
                 period_end: period.end,
+                permuted: None,
             });
         }
         Err(SegmentError::NotReady {
