@@ -63,7 +63,17 @@ impl IdService {
         if route.is_refused() {
             return None;
         }
-        route.own().try_next_id(tag)
+        let id = route.own().try_next_id(tag)?;
+        // With lanes, the own lane counts what it served on this path too (`GET /api/v1/lanes`):
+        // one relaxed add, only on servers with lanes; a count for monitoring, no id depends on
+        // it.
+        if let Some(lanes) = route.lane_set() {
+            lanes
+                .own()
+                .served
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        Some(id)
     }
 
     /// What every segment id request passes before an engine is asked: the caller admitted for
@@ -295,6 +305,16 @@ mod tests {
         };
         let (slot, _) = crate::segment::lanes::map::local(ids[0]).unwrap();
         assert_eq!(slot, 1, "a plain tag is served by the own lane first");
+        // Leaf's fast path counts what the own lane served too (issue 43: it counted none).
+        let before = s.lane_reports()[0].served;
+        let mut fast = 0;
+        for _ in 0..20 {
+            if s.try_next_id("plain").is_some() {
+                fast += 1;
+            }
+        }
+        assert!(fast > 0, "the buffered ids are served on the fast path");
+        assert_eq!(s.lane_reports()[0].served, before + fast);
         let e = s.next_runs(&anyone(), "inv", 5).await.unwrap_err();
         assert_eq!(e.code(), "formatted_tag");
     }
