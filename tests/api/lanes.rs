@@ -353,7 +353,14 @@ async fn snowflake_regions_never_share_a_worker_id() {
     assert!(e.contains("needs lanes.slot"), "{e}");
     s.lanes.slot = Some(4);
     let e = s.snowflake_config().unwrap_err().to_string();
-    assert!(e.contains("region_bits = 2"), "{e}");
+    assert!(
+        e.contains("lanes.slot = 4 does not fit") && e.contains("at least 3"),
+        "the slot, not the worker bits: {e}"
+    );
+    s.lanes.slot = Some(1);
+    s.snowflake.worker.region_bits = 10;
+    let e = s.snowflake_config().unwrap_err().to_string();
+    assert!(e.contains("at least one must be left"), "{e}");
 }
 
 /// Retiring a lane: region B's servers stop for good and region A's restart without it. Its
