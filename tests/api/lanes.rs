@@ -342,6 +342,10 @@ async fn snowflake_regions_never_share_a_worker_id() {
             .await
             .json();
         workers.push(d["worker_id"].as_u64().unwrap());
+        // The status shows the worker id the ids carry (issue 43: it showed the database's).
+        let status = app.get("/api/v1/snowflake/status").await.json();
+        assert_eq!(status["worker_id"], d["worker_id"], "{status}");
+        assert_eq!(status["database_worker_id"], 0, "{status}");
     }
     // 41/10/12: 10 worker bits, the top 2 the region: region 3 starts at 3 << 8.
     assert_eq!(workers, vec![0, 3 << 8], "decoded worker ids");
