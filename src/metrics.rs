@@ -7,6 +7,11 @@
 //! latency histogram come from the buffers' load state, which the loader updates anyway. Only
 //! HTTP requests are counted as they happen, once per request, by [`crate::http::middleware`].
 //!
+//! Every `biz_tag` is a tag, never a period row: a formatted tag's periods are folded into it
+//! ([`crate::segment::views`]: counters summed, gauges of the current period), so the series
+//! follow the tags, not the days. A scrape without the admin credential gets no
+//! [`VOLUME_FAMILIES`] series of a permuted tag ([`Metrics::render_for`]).
+//!
 //! | family | type | labels | meaning |
 //! | --- | --- | --- | --- |
 //! | `leafid_ids_issued_total` | counter | `engine`, `biz_tag` | ids handed out (`biz_tag` empty for snowflake) |
@@ -18,7 +23,7 @@
 //! | `leafid_segment_db_step` | gauge | `biz_tag` | the DBA's step (floor of the adaptive step) |
 //! | `leafid_segment_remaining_ids` | gauge | `biz_tag`, `segment` | ids left in the `current` and `next` segment |
 //! | `leafid_segment_next_ready` | gauge | `biz_tag` | 1 when the next segment is loaded |
-//! | `leafid_segment_tags` | gauge | | tags cached |
+//! | `leafid_segment_tags` | gauge | | tags held (a formatted tag once) |
 //! | `leafid_period_used_ratio` | gauge | `biz_tag`, `period` | share of a formatted tag's current period's sequence width leased (alert at 0.8) |
 //! | `leafid_snowflake_worker_id` | gauge | | this server's worker id |
 //! | `leafid_snowflake_time_left_seconds` | gauge | | seconds until the layout's time field runs out |
@@ -302,7 +307,7 @@ const ENGINE_FAMILIES: &[(&str, &str, &[&str])] = &[
     ),
     (
         "leafid_segment_tags",
-        "Tags cached by the segment engine",
+        "Tags held by the segment engine (a formatted tag counts once, whatever its periods)",
         &[],
     ),
     (
