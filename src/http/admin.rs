@@ -72,8 +72,9 @@ impl MonitorAuth {
         self.volume
     }
 
-    /// A caller that may read everything (tests, in-process callers).
-    pub fn with_volume() -> Self {
+    /// A caller that may read everything: the answer to an admin write, whose caller holds the
+    /// admin credential already.
+    pub(crate) fn with_volume() -> Self {
         Self { volume: true }
     }
 

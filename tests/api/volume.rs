@@ -214,6 +214,8 @@ async fn the_tag_list_pages_through_every_tag_once(db: Db) {
             }
         })
         .collect();
+    // Tags whose cursor must be percent-encoded in the `Link` header (':' is).
+    tags.extend(["ns:a.b-c".to_owned(), "ns:a.b-d".to_owned()]);
     let mut values: Vec<String> = tags.iter().map(|t| format!("('{t}', 1, 10)")).collect();
     for day in 1..=30 {
         values.push(format!("('k00000@202611{day:02}', 5, 10)"));
@@ -284,6 +286,25 @@ async fn the_tag_list_pages_through_every_tag_once(db: Db) {
         .json();
     assert_eq!(last["tags"][0]["biz_tag"], tags[total - 1].as_str());
     assert_eq!(last["tags"].as_array().unwrap().len(), 1);
+    // The cursor of a tag with ':' survives the round trip, and `stringify_ids` is kept.
+    let r = app
+        .client
+        .get(format!(
+            "{}/api/v1/tags?limit=1&after=nr&stringify_ids=true",
+            app.address
+        ))
+        .send()
+        .await
+        .unwrap();
+    let next = next_of(r.headers().get("link").and_then(|v| v.to_str().ok())).unwrap();
+    assert_eq!(
+        next,
+        "/api/v1/tags?limit=1&after=ns%3Aa.b-c&stringify_ids=true"
+    );
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["tags"][0]["max_id"], "1", "stringified: {body}");
+    let after = app.get(&next).await.json();
+    assert_eq!(after["tags"][0]["biz_tag"], "ns:a.b-d", "{after}");
     for bad in ["0", "-1", "x", "1.5", ""] {
         let r = app.get(&format!("/api/v1/tags?limit={bad}")).await;
         assert_eq!(r.status, 400, "limit={bad}: {}", r.text);
