@@ -219,16 +219,25 @@ pub const VOLUME_FAMILIES: [&str; 6] = [
 ];
 
 /// Drops the volume series of every secret tag; a family left with no series is dropped (the
-/// text encoder refuses an empty one).
+/// text encoder refuses an empty one). The secret tags are read after the families were
+/// gathered: a tag's spec is only ever learnt, so a tag secret when its series were made is
+/// secret here too.
 fn hide_volume(families: &mut Vec<MetricFamily>, engine: &SegmentAllocator) {
+    let secret: std::collections::HashSet<String> = engine
+        .activity()
+        .into_iter()
+        .filter(|a| a.volume_secret)
+        .map(|a| a.biz_tag)
+        .collect();
     for family in families.iter_mut() {
         if !VOLUME_FAMILIES.contains(&family.name()) {
             continue;
         }
         family.mut_metric().retain(|m| {
-            !m.get_label()
-                .iter()
-                .any(|l| l.name() == "biz_tag" && engine.hides_volume(l.value()))
+            !m.get_label().iter().any(|l| {
+                l.name() == "biz_tag"
+                    && (secret.contains(l.value()) || engine.hides_volume(l.value()))
+            })
         });
     }
     families.retain(|f| !f.get_metric().is_empty());

@@ -130,8 +130,9 @@ fn view_for(
     format: IdEncoding,
     auth: MonitorAuth,
 ) -> TagView {
-    let shown = auth.shows_volume(state.ids.segment_engine(), &row.biz_tag);
     let activity = live.get(&row.biz_tag);
+    let shown = auth.shows_volume(state.ids.segment_engine(), &row.biz_tag)
+        && (auth.reads_volume() || !activity.is_some_and(|a| a.volume_secret));
     let buffer = activity
         .and_then(|a| a.current.as_ref())
         .filter(|_| shown)

@@ -25,7 +25,8 @@ use super::spec::PeriodRow;
 pub struct TagActivity {
     /// The tag (a formatted tag's own name, never a period row's).
     pub biz_tag: String,
-    /// Whether its counts are secret ([`SegmentAllocator::hides_volume`]).
+    /// Whether its counts are secret ([`SegmentAllocator::hides_volume`] of the tag or of any
+    /// of its period rows).
     pub volume_secret: bool,
     /// A plain tag's buffer; a formatted tag's current period's buffer, if this server holds
     /// it. The gauges come from here.
@@ -109,6 +110,9 @@ impl SegmentAllocator {
             let a = by_tag
                 .entry(tag.to_owned())
                 .or_insert_with(|| TagActivity::new(tag.to_owned(), self.hides_volume(tag)));
+            // Secret if the tag is, or if any of its rows is (a period row of a tag whose spec
+            // this server does not know: fail closed).
+            a.volume_secret |= self.hides_volume(&s.biz_tag);
             a.add(&s);
             // A plain tag's buffer is its own; a period's is shown only while it is current:
             // an ended period adds to the sums and nothing else.
