@@ -427,5 +427,6 @@ impl SpecCache {
 }
 
 pub(crate) mod error;
+mod limits;
 #[cfg(test)]
 mod tests;
