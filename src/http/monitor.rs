@@ -56,7 +56,7 @@ pub struct FormattedBody {
 
 /// The formatted tags this server knows, with their formats; a permuted tag's fill only for a
 /// caller that may read its volume.
-pub(crate) fn formatted_bodies(ids: &IdService, auth: MonitorAuth) -> Vec<FormattedBody> {
+fn formatted_bodies(ids: &IdService, auth: MonitorAuth) -> Vec<FormattedBody> {
     let Some(segment) = ids.segment_engine() else {
         return Vec::new();
     };
