@@ -163,7 +163,7 @@ pub async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, Error> {
         }));
     }
     let low: Vec<String> = segment
-        .snapshots()
+        .current_snapshots()
         .into_iter()
         .filter(|s| s.loads > 0 && !s.next_ready)
         .map(|s| s.biz_tag)

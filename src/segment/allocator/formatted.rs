@@ -420,7 +420,30 @@ impl SegmentAllocator {
             i64::try_from(f.max_sequence()).unwrap_or(i64::MAX - 1) + 1
         });
         let cap = LeaseCap::new(start, end, parent.step);
-        self.cache_row(row.as_biz_tag(), Some(cap)).map(drop)
+        self.cache_row(row.as_biz_tag(), Some(cap))?;
+        self.forget_other_periods(tag, row);
+        Ok(())
+    }
+
+    /// Drops the buffers of `tag`'s periods other than `current` (ended ones, once a request
+    /// made the current period's): memory, `/cache` and metrics stay bounded by tags, not by
+    /// days. Safe for uniqueness: a dropped buffer's high-water mark is kept (`retire`), and a
+    /// request that still reads an ended period (a clock near its end) finds it gone or drops
+    /// its ids itself (the end check after taking); a clock stepped back into an ended period
+    /// makes its buffer again above that mark and above its row's `max_id`.
+    fn forget_other_periods(&self, tag: &BizTag, current: &PeriodRow) {
+        let ended: Vec<String> = self
+            .inner
+            .tags
+            .load()
+            .iter()
+            .map(|(name, _)| &**name)
+            .filter(|n| *n != current.as_str() && PeriodRow::parent_of(n) == Some(tag.as_str()))
+            .map(str::to_owned)
+            .collect();
+        for name in ended {
+            self.forget(&name);
+        }
     }
 }
 

@@ -365,3 +365,25 @@ fn a_step_or_a_start_past_the_width_is_refused() {
         Err(SpecError::StartBeyondWidth { max: 999_999, .. })
     ));
 }
+
+#[tokio::test]
+async fn ended_periods_leave_memory_and_a_clock_stepped_back_never_repeats() {
+    let (_store, engine) = setup("orders", 1, DAILY).await;
+    let s = spec(&engine, "orders").await;
+    let day1 = ts("2026-11-27T10:00:00Z");
+    let first = engine.next_texts_at(&s, 5, &|| day1).await.unwrap();
+    let last_day1 = texts(&first).pop().unwrap();
+    for d in 28..=30 {
+        let at = ts(&format!("2026-11-{d}T10:00:00Z"));
+        engine.next_texts_at(&s, 2, &|| at).await.unwrap();
+    }
+    // Only the current period's buffer is kept: memory is bounded by tags, not by days.
+    assert!(engine.cached("orders@20261127").is_none());
+    assert!(engine.cached("orders@20261129").is_none());
+    assert!(engine.cached("orders@20261130").is_some());
+    assert_eq!(engine.tag_count(), 1);
+    // A clock stepped back into day 1 serves above what day 1 issued.
+    let again = engine.next_texts_at(&s, 1, &|| day1).await.unwrap();
+    let text = again.first().unwrap();
+    assert!(text > last_day1, "{text} after {last_day1}");
+}
