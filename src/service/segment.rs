@@ -164,7 +164,7 @@ mod tests {
     use crate::config::Secret;
     use crate::segment::lanes::{Lane, LaneMode, LaneStore, Lanes};
     use crate::segment::{
-        LaneRegistry, NewTag, SegmentAllocator, SegmentConfig, SpecStore, TagAdminStore,
+        LaneRegistry, NewTag, SegmentAllocator, SegmentConfig, TagAdminStore,
     };
     use crate::service::SegmentRoute;
     use crate::shapes::TagFormat;
@@ -245,13 +245,15 @@ mod tests {
             .unwrap();
         }
         // Only slot 0 holds the format (as after a partition): the decode must read it there.
-        a.put_format("inv", &json).await.unwrap();
-        a.create_tag(&NewTag {
-            biz_tag: "inv".into(),
-            step: 10,
-            max_id: 1,
-            description: None,
-        })
+        a.create_formatted_tag(
+            &NewTag {
+                biz_tag: "inv".into(),
+                step: 10,
+                max_id: 1,
+                description: None,
+            },
+            &json,
+        )
         .await
         .unwrap();
         let Ids::Texts(texts) = s.next_ids(&anyone(), "inv", 2).await.unwrap() else {
