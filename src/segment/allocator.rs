@@ -193,11 +193,8 @@ impl SegmentAllocator {
             .map(|(_, spec)| spec.clone())
             .collect();
         self.inner.specs.forget_stale(&stale);
-        let remembered: Vec<(String, String)> = formats
-            .iter()
-            .filter(|(t, _)| live(t))
-            .cloned()
-            .collect();
+        let remembered: Vec<(String, String)> =
+            formats.iter().filter(|(t, _)| live(t)).cloned().collect();
         drop(formatted);
         self.remember_specs(remembered);
         // Unchanged (the usual case): one lookup per name, no allocation, no lock.
@@ -430,8 +427,8 @@ impl SegmentAllocator {
             }
             Some(_) => {}
         }
-        // A formatted tag's own row never serves numbers (its format is written before the
-        // row, so a row seen here has its format visible too).
+        // A formatted tag's own row never serves numbers (its format is written with the row,
+        // in one transaction, so a row seen here has its format visible too).
         if self.cached_spec(tag.as_str()).is_some() {
             return Err(SegmentError::Formatted(tag));
         }

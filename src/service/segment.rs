@@ -163,9 +163,7 @@ mod tests {
     use crate::access::{AccessPolicy, Presented};
     use crate::config::Secret;
     use crate::segment::lanes::{Lane, LaneMode, LaneStore, Lanes};
-    use crate::segment::{
-        LaneRegistry, NewTag, SegmentAllocator, SegmentConfig, TagAdminStore,
-    };
+    use crate::segment::{LaneRegistry, NewTag, SegmentAllocator, SegmentConfig, TagAdminStore};
     use crate::service::SegmentRoute;
     use crate::shapes::TagFormat;
     use crate::testing::MemoryStore;

@@ -49,9 +49,7 @@ async fn call(
     url: String,
     body: Option<String>,
 ) -> (u16, Value) {
-    let mut req = client
-        .request(method, url)
-        .timeout(Duration::from_secs(20));
+    let mut req = client.request(method, url).timeout(Duration::from_secs(20));
     if let Some(body) = body {
         req = req.header("content-type", "application/json").body(body);
     }
@@ -181,15 +179,25 @@ async fn racing_plain_and_formatted_creates_tell_the_truth(db: Db) {
             [201, 409],
             "{tag}: plain {plain_status} {plain_body}, formatted {fmt_status} {fmt_body}"
         );
-        let loser = if plain_status == 409 { &plain_body } else { &fmt_body };
+        let loser = if plain_status == 409 {
+            &plain_body
+        } else {
+            &fmt_body
+        };
         assert_eq!(code(loser), "biz_tag_exists", "{tag}: {loser}");
         let formatted = fmt_status == 201;
         if formatted {
             formatted_won += 1;
-            assert!(has_format(&fmt_body), "{tag}: a formatted 201 without its format: {fmt_body}");
+            assert!(
+                has_format(&fmt_body),
+                "{tag}: a formatted 201 without its format: {fmt_body}"
+            );
             assert_eq!(fmt_body["format"]["prefix"], "R-", "{tag}: {fmt_body}");
         } else {
-            assert!(!has_format(&plain_body), "{tag}: a plain 201 with a format: {plain_body}");
+            assert!(
+                !has_format(&plain_body),
+                "{tag}: a plain 201 with a format: {plain_body}"
+            );
         }
         for server in [&a, &b] {
             let one = leaf_id(&client, &server.address, &tag)
@@ -204,7 +212,10 @@ async fn racing_plain_and_formatted_creates_tell_the_truth(db: Db) {
                     (Served::Number(_), false) => {}
                     _ => panic!("{tag}: the 201 said formatted={formatted}, then served {id:?}"),
                 }
-                assert!(served.insert((tag.clone(), id.clone())), "{tag}: {id:?} served twice");
+                assert!(
+                    served.insert((tag.clone(), id.clone())),
+                    "{tag}: {id:?} served twice"
+                );
             }
         }
     }
@@ -232,7 +243,11 @@ async fn assert_unknown(client: &reqwest::Client, base: &str, tag: &str, when: &
         None,
     )
     .await;
-    assert_eq!((status, code(&body).as_str()), (404, "unknown_biz_tag"), "{when}: decode {body}");
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (404, "unknown_biz_tag"),
+        "{when}: decode {body}"
+    );
 }
 
 /// Texts from both id routes of `tag` on `base`, each new to `seen`.
@@ -294,7 +309,13 @@ async fn a_deleted_formatted_tag_stops_everywhere(db: Db) {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_unknown(&client, &b.address, "inv", "the other server, after its refresh").await;
+    assert_unknown(
+        &client,
+        &b.address,
+        "inv",
+        "the other server, after its refresh",
+    )
+    .await;
 
     // A killed and restarted: the stored format alone is no tag.
     a.kill9();
@@ -303,18 +324,35 @@ async fn a_deleted_formatted_tag_stops_everywhere(db: Db) {
 
     // A plain create: refused, naming the kept format as a pattern, not JSON.
     let (status, body) = create(&client, &a.address, "inv", None).await;
-    assert_eq!((status, code(&body).as_str()), (409, "biz_tag_exists"), "{body}");
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (409, "biz_tag_exists"),
+        "{body}"
+    );
     let message = body["message"].as_str().unwrap();
     assert!(message.contains("INV-yyyy-######"), "{message}");
-    assert!(message.contains("create it again with that format"), "{message}");
-    assert!(!message.contains('{') && !message.contains('\\'), "{message}");
+    assert!(
+        message.contains("create it again with that format"),
+        "{message}"
+    );
+    assert!(
+        !message.contains('{') && !message.contains('\\'),
+        "{message}"
+    );
     assert_unknown(&client, &a.address, "inv", "after a refused plain create").await;
     // Another format: refused the same readable way.
     let (status, body) = create(&client, &b.address, "inv", Some(r#"{"width":3}"#)).await;
-    assert_eq!((status, code(&body).as_str()), (409, "biz_tag_exists"), "{body}");
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (409, "biz_tag_exists"),
+        "{body}"
+    );
     let message = body["message"].as_str().unwrap();
     assert!(message.contains("INV-yyyy-######"), "{message}");
-    assert!(!message.contains('{') && !message.contains('\\'), "{message}");
+    assert!(
+        !message.contains('{') && !message.contains('\\'),
+        "{message}"
+    );
 
     // The same format: created again; serving continues above everything served before.
     let (status, body) = create(&client, &b.address, "inv", Some(FORMAT)).await;

@@ -838,11 +838,19 @@ async fn a_formatted_create_writes_format_and_row_at_once(on: On) {
     let FormattedCreate::Created(row) = created else {
         panic!("{created:?}")
     };
-    assert_eq!((row.biz_tag.as_str(), row.max_id, row.step), ("ff-a", 5, 10));
-    assert_eq!(store.get_format("ff-a").await.unwrap().as_deref(), Some(FORMAT_A));
+    assert_eq!(
+        (row.biz_tag.as_str(), row.max_id, row.step),
+        ("ff-a", 5, 10)
+    );
+    assert_eq!(
+        store.get_format("ff-a").await.unwrap().as_deref(),
+        Some(FORMAT_A)
+    );
     // Retried, the same format: the row is taken.
     assert!(matches!(
-        store.create_formatted_tag(&new_tag("ff-a", 10, 5), FORMAT_A).await,
+        store
+            .create_formatted_tag(&new_tag("ff-a", 10, 5), FORMAT_A)
+            .await,
         Err(StoreError::AlreadyExists)
     ));
     // Another format: refused, the stored one named.
@@ -867,7 +875,11 @@ async fn a_formatted_create_writes_format_and_row_at_once(on: On) {
         store.create_tag(&new_tag("ff-a", 10, 5)).await,
         Err(StoreError::AlreadyExists)
     ));
-    assert_eq!(store.get_tag("ff-a").await.unwrap(), None, "a refused plain create wrote a row");
+    assert_eq!(
+        store.get_tag("ff-a").await.unwrap(),
+        None,
+        "a refused plain create wrote a row"
+    );
     assert_eq!(
         store
             .create_formatted_tag(&new_tag("ff-a", 10, 5), FORMAT_B)
@@ -875,25 +887,43 @@ async fn a_formatted_create_writes_format_and_row_at_once(on: On) {
             .unwrap(),
         FormattedCreate::OtherFormat(FORMAT_A.to_owned())
     );
-    assert_eq!(store.get_tag("ff-a").await.unwrap(), None, "another format wrote a row");
+    assert_eq!(
+        store.get_tag("ff-a").await.unwrap(),
+        None,
+        "another format wrote a row"
+    );
     // The same format, spelt otherwise (field order, spacing): created again. Not below the
     // tombstone (the row was at 5 when deleted).
     let respelt = r#"{ "width": 6, "date": "yyyyMMdd", "prefix": "A" }"#;
     assert!(matches!(
-        store.create_formatted_tag(&new_tag("ff-a", 10, 1), respelt).await,
+        store
+            .create_formatted_tag(&new_tag("ff-a", 10, 1), respelt)
+            .await,
         Err(StoreError::BelowDeletedMaxId { high_water: 5 })
     ));
-    assert_eq!(store.get_tag("ff-a").await.unwrap(), None, "below the tombstone wrote a row");
+    assert_eq!(
+        store.get_tag("ff-a").await.unwrap(),
+        None,
+        "below the tombstone wrote a row"
+    );
     assert!(matches!(
-        store.create_formatted_tag(&new_tag("ff-a", 10, 5), respelt).await.unwrap(),
+        store
+            .create_formatted_tag(&new_tag("ff-a", 10, 5), respelt)
+            .await
+            .unwrap(),
         FormattedCreate::Created(_)
     ));
-    assert_eq!(store.get_format("ff-a").await.unwrap().as_deref(), Some(FORMAT_A));
+    assert_eq!(
+        store.get_format("ff-a").await.unwrap().as_deref(),
+        Some(FORMAT_A)
+    );
     // A fresh name with a plain row: another format's create is `AlreadyExists` and writes no
     // format beside the plain row (the transaction rolled back).
     store.create_tag(&new_tag("ff-plain", 10, 1)).await.unwrap();
     assert!(matches!(
-        store.create_formatted_tag(&new_tag("ff-plain", 10, 1), FORMAT_B).await,
+        store
+            .create_formatted_tag(&new_tag("ff-plain", 10, 1), FORMAT_B)
+            .await,
         Err(StoreError::AlreadyExists)
     ));
     assert_eq!(
@@ -903,12 +933,18 @@ async fn a_formatted_create_writes_format_and_row_at_once(on: On) {
     );
     // Another format refused on a fresh name writes neither format nor row: ff-b is free.
     assert!(matches!(
-        store.create_formatted_tag(&new_tag("ff-b", 10, 1), FORMAT_B).await.unwrap(),
+        store
+            .create_formatted_tag(&new_tag("ff-b", 10, 1), FORMAT_B)
+            .await
+            .unwrap(),
         FormattedCreate::Created(_)
     ));
     stores.close().await;
 }
-on_every_store!(a_formatted_create_writes_format_and_row_at_once, through_lanes);
+on_every_store!(
+    a_formatted_create_writes_format_and_row_at_once,
+    through_lanes
+);
 
 /// Many tasks race plain and formatted creates (two formats) of one fresh name: exactly one
 /// wins, none fails as an outage, and the stored state is the winner's: a format exactly when a

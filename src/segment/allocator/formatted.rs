@@ -166,7 +166,7 @@ impl SegmentAllocator {
             .get_tag(tag.as_str())
             .await
             .map_err(|e| SegmentError::from_store(e, tag))?;
-        if !row.is_some_and(|r| r.biz_tag == tag.as_str()) {
+        if row.is_none_or(|r| r.biz_tag != tag.as_str()) {
             return Ok(None);
         }
         self.inner

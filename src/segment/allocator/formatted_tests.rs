@@ -297,7 +297,11 @@ async fn a_deleted_formatted_tag_stops_everywhere_and_comes_back_without_repeats
     let at = ts("2026-11-28T10:00:00Z");
     let mut seen = std::collections::BTreeSet::new();
     let mut take = async |engine: &SegmentAllocator, n: u64| {
-        let s = engine.spec_of(&tag).await.unwrap().expect("served as formatted");
+        let s = engine
+            .spec_of(&tag)
+            .await
+            .unwrap()
+            .expect("served as formatted");
         for t in texts(&engine.next_texts_at(&s, n, &|| at).await.unwrap()) {
             assert!(seen.insert(t.clone()), "{t} served twice");
         }

@@ -157,7 +157,10 @@ async fn create_formatted_once<D: Dialect>(
     // SQLite: `BEGIN IMMEDIATE`, the writers one at a time; MySQL and PostgreSQL: the
     // server's default isolation (every read below is of a key this transaction locks or
     // inserts, and a serialization failure is retried).
-    let mut tx = db.pool.begin_with(D::WRITE_BEGIN.unwrap_or("BEGIN")).await?;
+    let mut tx = db
+        .pool
+        .begin_with(D::WRITE_BEGIN.unwrap_or("BEGIN"))
+        .await?;
     let name = tag.biz_tag.as_str();
     let inserted = sqlx::query::<D::Driver>(INSERT_FORMAT.text::<D>())
         .persistent(persistent)

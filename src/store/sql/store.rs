@@ -10,8 +10,8 @@ use super::dialect::Dialect;
 use super::session::Sessions;
 use super::{formats, lanes, tags, workers};
 use crate::segment::{
-    FormattedCreate, LaneRegistry, Lease, LeaseStore, NewTag, SpecStore, StoreError,
-    TagAdminStore, TagRow,
+    FormattedCreate, LaneRegistry, Lease, LeaseStore, NewTag, SpecStore, StoreError, TagAdminStore,
+    TagRow,
 };
 use crate::snowflake::worker::{NodeInfo, WorkerLease, WorkerStore, WorkerStoreError};
 use async_trait::async_trait;
