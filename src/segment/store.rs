@@ -200,7 +200,8 @@ pub trait TagAdminStore: Send + Sync + 'static {
     /// - the format is inserted where the name has none; a stored format equal to `format`
     ///   (compared as [`TagFormat`](crate::shapes::TagFormat)s, not as text) is accepted (a
     ///   retried create, or a deleted formatted tag created again); another one is
-    ///   [`FormattedCreate::OtherFormat`] and nothing is written;
+    ///   [`FormattedCreate::OtherFormat`] (or [`StoreError::AlreadyExists`] while the tag's
+    ///   row exists, as for any create of an existing tag) and nothing is written;
     /// - the row is inserted under the tombstone rule of [`TagAdminStore::create_tag`]
     ///   ([`StoreError::BelowDeletedMaxId`]); a row already there (also one a racing create
     ///   inserted a moment before) is [`StoreError::AlreadyExists`], and the whole transaction,

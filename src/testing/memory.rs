@@ -223,13 +223,13 @@ impl TagAdminStore for MemoryStore {
         let mut rows = self.rows.lock().unwrap();
         let high_water = self.tombstones.lock().unwrap().get(&tag.biz_tag).copied();
         let mut formats = self.formats.lock().unwrap();
+        if rows.contains_key(&tag.biz_tag) {
+            return Err(StoreError::AlreadyExists);
+        }
         if let Some(stored) = formats.get(&tag.biz_tag)
             && !same_format(stored, format)
         {
             return Ok(FormattedCreate::OtherFormat(stored.clone()));
-        }
-        if rows.contains_key(&tag.biz_tag) {
-            return Err(StoreError::AlreadyExists);
         }
         if let Some(high_water) = high_water.filter(|&hw| tag.max_id < hw) {
             return Err(StoreError::BelowDeletedMaxId { high_water });

@@ -853,13 +853,16 @@ async fn a_formatted_create_writes_format_and_row_at_once(on: On) {
             .await,
         Err(StoreError::AlreadyExists)
     ));
-    // Another format: refused, the stored one named.
-    assert_eq!(
+    // Another format while the tag exists: the tag exists (nothing written).
+    assert!(matches!(
         store
             .create_formatted_tag(&new_tag("ff-a", 10, 5), FORMAT_B)
-            .await
-            .unwrap(),
-        FormattedCreate::OtherFormat(FORMAT_A.to_owned())
+            .await,
+        Err(StoreError::AlreadyExists)
+    ));
+    assert_eq!(
+        store.get_format("ff-a").await.unwrap().as_deref(),
+        Some(FORMAT_A)
     );
     // A plain create of the formatted name: refused, row and format unchanged.
     assert!(matches!(

@@ -179,10 +179,19 @@ async fn create_formatted_once<D: Dialect>(
             // The same format: a retried create, or a deleted formatted tag created again.
             Some((t, f)) if t == name && same_format(&f, format) => {}
             // Another format (or, on MySQL's default collation, another spelling's): kept for
-            // good, nothing is written.
+            // good, nothing is written. A tag that exists is `AlreadyExists` first, as for any
+            // create of an existing tag.
             Some((_, f)) => {
+                let row = sqlx::query_as::<D::Driver, D::TagRecord>(D::SELECT_TAG)
+                    .persistent(persistent)
+                    .bind(name)
+                    .fetch_optional(&mut *tx)
+                    .await?;
                 tx.rollback().await?;
-                return Ok(Attempt::Done(Ok(FormattedCreate::OtherFormat(f))));
+                return Ok(Attempt::Done(match row {
+                    Some(_) => Err(StoreError::AlreadyExists),
+                    None => Ok(FormattedCreate::OtherFormat(f)),
+                }));
             }
             None => {
                 tx.rollback().await?;
