@@ -145,7 +145,8 @@ fn has_format(body: &Value) -> bool {
 }
 
 /// A plain and a formatted create of each of 40 fresh names, fired at the same moment on two
-/// servers (which server gets which alternates): exactly one 201, the other 409 (never a 503);
+/// servers (which server gets which alternates; 8 names at a time): exactly one 201, the other
+/// 409 (never a 503);
 /// the 201 body says what the tag then serves, on both servers (and on both id routes).
 async fn racing_plain_and_formatted_creates_tell_the_truth(db: Db) {
     let (url, _dir) = fresh_db(db).await;
@@ -157,21 +158,40 @@ async fn racing_plain_and_formatted_creates_tell_the_truth(db: Db) {
     const FORMAT: &str = r#"{"prefix":"R-","width":6}"#;
     let mut formatted_won = 0;
     let mut served = BTreeSet::new();
-    for i in 0..40 {
-        let tag = format!("race{i}");
-        let (plain_on, formatted_on) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
-        let start = std::sync::Arc::new(tokio::sync::Barrier::new(2));
-        let (s1, s2) = (start.clone(), start);
-        let ((plain_status, plain_body), (fmt_status, fmt_body)) = tokio::join!(
-            async {
-                s1.wait().await;
-                create(&client, &plain_on.address, &tag, None).await
-            },
-            async {
-                s2.wait().await;
-                create(&client, &formatted_on.address, &tag, Some(FORMAT)).await
-            }
-        );
+    // 5 waves of 8 races at once (16 creates in flight): every create of a wave waits at one
+    // barrier, so the plain and the formatted create of each name start together.
+    let mut outcomes = Vec::new();
+    for wave in 0..5 {
+        let start = std::sync::Arc::new(tokio::sync::Barrier::new(16));
+        let mut set = tokio::task::JoinSet::new();
+        for i in wave * 8..wave * 8 + 8 {
+            let tag = format!("race{i}");
+            let (plain_on, formatted_on) = if i % 2 == 0 {
+                (a.address.clone(), b.address.clone())
+            } else {
+                (b.address.clone(), a.address.clone())
+            };
+            let (client, s1, s2) = (client.clone(), start.clone(), start.clone());
+            set.spawn(async move {
+                let (plain, formatted) = tokio::join!(
+                    async {
+                        s1.wait().await;
+                        create(&client, &plain_on, &tag, None).await
+                    },
+                    async {
+                        s2.wait().await;
+                        create(&client, &formatted_on, &tag, Some(FORMAT)).await
+                    }
+                );
+                (tag, plain, formatted)
+            });
+        }
+        while let Some(done) = set.join_next().await {
+            outcomes.push(done.unwrap());
+        }
+    }
+    assert_eq!(outcomes.len(), 40);
+    for (tag, (plain_status, plain_body), (fmt_status, fmt_body)) in outcomes {
         let mut statuses = [plain_status, fmt_status];
         statuses.sort_unstable();
         assert_eq!(
