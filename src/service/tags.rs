@@ -105,15 +105,19 @@ impl IdService {
                     .await
                     .ok()
                     .flatten();
-                let Some(kept) = kept else {
-                    return Err(Error::from_store(StoreError::AlreadyExists, tag.as_str()));
+                // A formatted tag that exists is simply taken; a deleted one keeps its format.
+                let exists = || async {
+                    bounded(segment, segment.get_tag(tag))
+                        .await
+                        .map_or(true, |row| row.is_some())
                 };
-                tracing::info!(biz_tag = %tag, "plain tag create refused: the name keeps its format");
-                Err(Error::BizTagExists(format!(
-                    "{tag} (the name keeps the format it was first created with, {}: create it \
-                     again with that format, or choose another name)",
-                    describe_stored(&kept)
-                )))
+                match kept {
+                    Some(kept) if !exists().await => {
+                        tracing::info!(biz_tag = %tag, "plain tag create refused: the name keeps its format");
+                        Err(kept_format(tag, &kept))
+                    }
+                    _ => Err(Error::from_store(StoreError::AlreadyExists, tag.as_str())),
+                }
             }
             Err(e) => {
                 let e = Error::from_store(e, tag.as_str());
@@ -146,11 +150,7 @@ impl IdService {
             })?
             .map_err(|e| match e {
                 FormatConflict::Store(e) => Error::from_store(e, tag.as_str()),
-                FormatConflict::Differs(stored) => Error::BizTagExists(format!(
-                    "{tag} (its name keeps the format it was first created with, {}: create it \
-                     again with that format, or choose another name)",
-                    describe_stored(&stored)
-                )),
+                FormatConflict::Differs(stored) => kept_format(tag, &stored),
                 FormatConflict::Spec(why) => Error::InvalidRequest(why.to_string()),
             })
     }
@@ -209,6 +209,16 @@ impl IdService {
             unreached: unreached.into_iter().collect(),
         }
     }
+}
+
+/// The 409 for a create of a name that keeps another format (`stored`, its JSON) for good:
+/// the format as a pattern ([`describe_stored`]) and the way out.
+fn kept_format(tag: &BizTag, stored: &str) -> Error {
+    Error::BizTagExists(format!(
+        "{tag} (the name keeps the format it was first created with, {}: create it again \
+         with that format, or choose another name)",
+        describe_stored(stored)
+    ))
 }
 
 /// A stored format as people read it in a message: its pattern (`prefix`, date part, one `#`

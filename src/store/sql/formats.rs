@@ -156,7 +156,10 @@ async fn create_formatted_once<D: Dialect>(
     let persistent = db.persistent();
     // SQLite: `BEGIN IMMEDIATE`, the writers one at a time; MySQL and PostgreSQL: the
     // server's default isolation (every read below is of a key this transaction locks or
-    // inserts, and a serialization failure is retried).
+    // inserts, and a serialization failure is retried). On Galera a certification conflict
+    // fails the `COMMIT` (1213), and the transaction runs again. (Untested here on Galera: a
+    // brute-force abort that went unreported mid-transaction, as `MySqlStore::lease_cas`
+    // describes for leases, would let the row insert commit alone.)
     let mut tx = db
         .pool
         .begin_with(D::WRITE_BEGIN.unwrap_or("BEGIN"))
@@ -226,7 +229,7 @@ async fn create_formatted_once<D: Dialect>(
             if e.as_database_error()
                 .is_some_and(|d| d.is_unique_violation()) =>
         {
-            drop(tx);
+            tx.rollback().await?;
             return Ok(Attempt::Done(Err(StoreError::AlreadyExists)));
         }
         Err(e) => return Err(e),
