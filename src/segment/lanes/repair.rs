@@ -172,7 +172,8 @@ impl Lanes {
                 return Ok(());
             }
         }
-        // Missing with no tombstone: created at the highest max_id, with the format first.
+        // Missing with no tombstone: created at the highest max_id, a formatted one with its format
+        // in the same transaction.
         let Some(&(source, model)) = holders.iter().max_by_key(|(_, r)| r.max_id) else {
             return Ok(());
         };
