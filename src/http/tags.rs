@@ -393,7 +393,12 @@ pub async fn create(
     let done = state.ids.create_tag(&new, body.format.as_ref()).await?;
     let mut res = HttpResponse::Created();
     unreached_header(&mut res, &done.unreached);
-    Ok(res.json(view(&state, done.value, format)))
+    let mut shown = view(&state, done.value, format);
+    // The body says exactly what the tag serves: a formatted create stored this format (or
+    // found the same one), and a plain create succeeds only where no format is stored (the
+    // store refuses it otherwise), so neither depends on what this server has cached.
+    shown.format = body.format;
+    Ok(res.json(shown))
 }
 
 /// Names the lanes an admin write has not reached yet in `Leafid-Lanes-Unreached` (the repair

@@ -121,6 +121,9 @@ struct Inner {
     give_back: AtomicBool,
     /// The specs of the tags known so far (today: formatted tags, whose own rows never serve).
     specs: SpecCache,
+    /// The counters of ended periods whose buffers were dropped, by formatted tag, so a tag's
+    /// counters never go down when its periods' buffers go (`super::views`).
+    ended: super::views::EndedPeriods,
 }
 
 impl SegmentAllocator {
@@ -142,6 +145,7 @@ impl SegmentAllocator {
                 closing: AtomicBool::new(false),
                 give_back: AtomicBool::new(false),
                 specs: SpecCache::default(),
+                ended: Default::default(),
             }),
         }
     }
@@ -156,21 +160,47 @@ impl SegmentAllocator {
     /// A tag cached while the list was being read (a first request looked it up in the
     /// database) may be missing from that list without having been deleted: it is kept, and the
     /// next refresh decides.
+    ///
+    /// A formatted tag whose row is gone (deleted, here or by another server) is forgotten: its
+    /// spec, and its period buffers with it, so it serves nothing within one refresh interval
+    /// (its format stays stored for good, and is used again only once its row exists again,
+    /// see [`Self::spec_of`]).
     pub async fn refresh_tags(&self) -> Result<usize, StoreError> {
         let listed_over = self.inner.tags.load_full();
+        let specs_over = self.inner.specs.all();
         let mut names = self.inner.store.list_tag_names().await?;
-        // Read after the names: a formatted tag's format is written before its row, so every
-        // formatted row listed above has its format in this list.
+        // Read after the names: a formatted tag's format is written with its row (one
+        // transaction), so every formatted row listed above has its format in this list.
         let formats = self.inner.store.list_formats().await?;
-        let formatted: std::collections::HashSet<&str> =
-            formats.iter().map(|(t, _)| t.as_str()).collect();
+        // Each stored format, and whether its tag's row is listed (the parent row exists).
+        let mut formatted: std::collections::HashMap<&str, bool> =
+            formats.iter().map(|(t, _)| (t.as_str(), false)).collect();
+        for n in &names {
+            if let Some(row_listed) = formatted.get_mut(n.as_str()) {
+                *row_listed = true;
+            }
+        }
+        let live = |tag: &str| formatted.get(tag).copied().unwrap_or(false);
         // A formatted tag's own row never serves; a period row serves once a request made its
-        // buffer (`formatted`), and is kept while it has one.
+        // buffer (`formatted`), and is kept while it has one and its parent row exists.
         names.retain(|n| {
-            !formatted.contains(n.as_str())
-                && (!PeriodRow::is_period_row(n) || listed_over.contains_key(n.as_str()))
+            !formatted.contains_key(n.as_str())
+                && (!PeriodRow::is_period_row(n)
+                    || (listed_over.contains_key(n.as_str())
+                        && PeriodRow::parent_of(n).is_some_and(live)))
         });
-        self.remember_specs(formats);
+        // Specs known before the listing whose row is not listed: deleted. (A spec remembered
+        // meanwhile, by a request that found its row, is not in `specs_over` and is kept.)
+        let stale: Vec<Arc<super::spec::TagSpec>> = specs_over
+            .iter()
+            .filter(|(tag, _)| !live(tag))
+            .map(|(_, spec)| spec.clone())
+            .collect();
+        self.inner.specs.forget_stale(&stale);
+        let remembered: Vec<(String, String)> =
+            formats.iter().filter(|(t, _)| live(t)).cloned().collect();
+        drop(formatted);
+        self.remember_specs(remembered);
         // Unchanged (the usual case): one lookup per name, no allocation, no lock.
         if names.len() == listed_over.len()
             && names.iter().all(|n| listed_over.contains_key(n.as_str()))
@@ -266,6 +296,11 @@ impl SegmentAllocator {
     /// The cached buffer of a tag, if any (no database access).
     pub fn cached(&self, tag: &str) -> Option<Arc<SegmentBuffer>> {
         self.inner.tags.load().get(tag).cloned()
+    }
+
+    /// The counters of ended periods whose buffers were dropped (`super::views`).
+    pub(super) fn ended_periods(&self) -> &super::views::EndedPeriods {
+        &self.inner.ended
     }
 
     /// Number of tags cached.
@@ -401,8 +436,8 @@ impl SegmentAllocator {
             }
             Some(_) => {}
         }
-        // A formatted tag's own row never serves numbers (its format is written before the
-        // row, so a row seen here has its format visible too).
+        // A formatted tag's own row never serves numbers (its format is written with the row,
+        // in one transaction, so a row seen here has its format visible too).
         if self.cached_spec(tag.as_str()).is_some() {
             return Err(SegmentError::Formatted(tag));
         }
@@ -487,17 +522,32 @@ impl SegmentAllocator {
     /// Deletes a row (its `max_id` stays as the tag's high-water mark) and drops its buffer;
     /// `false` if there was no row. On MySQL `Orders` deletes the row `orders`: the buffer is
     /// dropped under the stored spelling too. In-flight requests on it finish normally.
+    ///
+    /// A formatted tag stops at once on this server: its spec and its period buffers are
+    /// dropped (the other servers drop theirs at their next refresh, [`Self::refresh_tags`]).
+    /// Its stored format stays, and so do its period rows (`tag@20261128`): they are never
+    /// deleted, because they are what keeps a re-created tag from repeating texts (a period
+    /// served again leases above its row's `max_id`).
     pub async fn delete_tag(&self, tag: &BizTag) -> Result<bool, StoreError> {
         let store = &self.inner.store;
         let stored = store.get_tag(tag.as_str()).await?.map(|r| r.biz_tag);
         if !store.delete_tag(tag.as_str()).await? {
             return Ok(false);
         }
-        self.forget(tag.as_str());
+        self.forget_deleted(tag.as_str());
         if let Some(stored) = stored.filter(|s| s != tag.as_str()) {
-            self.forget(&stored);
+            self.forget_deleted(&stored);
         }
         Ok(true)
+    }
+
+    /// Drops everything this server holds of a deleted tag: its buffer, its spec (a formatted
+    /// tag's) and the buffers of its period rows. In-flight requests finish normally.
+    fn forget_deleted(&self, tag: &str) {
+        self.forget(tag);
+        self.inner.specs.forget(tag);
+        self.inner
+            .remove_tags_where(|name| PeriodRow::parent_of(name) == Some(tag));
     }
 
     /// The store this engine leases from (the lanes' repair reads and writes rows through it).
@@ -552,6 +602,24 @@ impl Inner {
         self.retire(buf);
         let mut next = TagMap::clone(&current);
         next.remove(tag);
+        self.publish_tags(next);
+    }
+
+    /// Marks removed and drops every cached tag whose name satisfies `doomed` (the period rows
+    /// of a deleted formatted tag), in one copy of the map.
+    fn remove_tags_where(&self, doomed: impl Fn(&str) -> bool) {
+        let _w = self.write_lock();
+        let current = self.tags.load_full();
+        if !current.iter().any(|(t, _)| doomed(t)) {
+            return;
+        }
+        let mut next = TagMap::clone(&current);
+        for (tag, buf) in current.iter() {
+            if doomed(tag) {
+                self.retire(buf);
+                next.remove(tag);
+            }
+        }
         self.publish_tags(next);
     }
 

@@ -49,8 +49,8 @@ pub use runs::{IdRun, IdRuns, IdSink};
 pub use spec::{DecodeError, OrderMode, PeriodRow, Shape, SpecError, TagSpec, TextShape};
 pub use step::StepPolicy;
 pub use store::{
-    LaneRecord, LaneRegistry, Lease, LeaseStore, SegmentStore, SpecStore, StoreError,
-    TagAdminStore, TagRow,
+    FormattedCreate, LaneRecord, LaneRegistry, Lease, LeaseStore, SegmentStore, SpecStore,
+    StoreError, TagAdminStore, TagRow, same_format,
 };
 pub use tag_rules::{NewTag, Step, TagRuleError, TagUpdate};
 pub use views::TagActivity;

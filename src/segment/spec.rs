@@ -411,6 +411,51 @@ impl SpecCache {
         }
     }
 
+    /// Forgets the spec of `tag` (its tag was deleted: a deleted formatted tag serves nothing,
+    /// and its stored format is read again, with its row, if the name is created again);
+    /// whether one was known.
+    pub fn forget(&self, tag: &str) -> bool {
+        if !self.specs.load().contains_key(tag) {
+            return false;
+        }
+        let mut forgot = false;
+        self.specs.rcu(|current| {
+            let mut next = HashMap::clone(current);
+            forgot = next.remove(tag).is_some();
+            next
+        });
+        if forgot {
+            info!(biz_tag = %tag, "formatted tag forgotten (deleted)");
+        }
+        forgot
+    }
+
+    /// Forgets every spec of `stale` that is still the very spec known for its tag (compared
+    /// by pointer: a spec remembered again meanwhile, by a request that found the tag's row,
+    /// is kept); the tags forgotten.
+    pub fn forget_stale(&self, stale: &[Arc<TagSpec>]) -> Vec<String> {
+        if stale.is_empty() {
+            return Vec::new();
+        }
+        let mut forgot = Vec::new();
+        self.specs.rcu(|current| {
+            forgot.clear();
+            let mut next = HashMap::clone(current);
+            for s in stale {
+                let tag = s.tag.as_str();
+                if next.get(tag).is_some_and(|known| Arc::ptr_eq(known, s)) {
+                    next.remove(tag);
+                    forgot.push(tag.to_owned());
+                }
+            }
+            next
+        });
+        for tag in &forgot {
+            info!(biz_tag = %tag, "formatted tag forgotten: its row is gone");
+        }
+        forgot
+    }
+
     /// Adds the specs whose tag is not known yet, in one copy of the map.
     fn keep(&self, specs: Vec<Arc<TagSpec>>) {
         self.specs.rcu(|current| {

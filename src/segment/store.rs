@@ -173,7 +173,10 @@ pub trait TagAdminStore: Send + Sync + 'static {
     async fn list_tag_names(&self) -> Result<Vec<String>, StoreError>;
     /// Inserts a row (its values checked by [`NewTag::new`]); [`StoreError::AlreadyExists`] if
     /// the tag is taken (also when another caller creates it at the same moment: exactly one
-    /// of them succeeds),
+    /// of them succeeds), and also when a format is stored for this exact name (a deleted
+    /// formatted tag keeps its format for good: the name comes back only with that format,
+    /// through [`TagAdminStore::create_formatted_tag`]), checked inside the insert's own
+    /// statement or transaction,
     /// [`StoreError::BelowDeletedMaxId`] if the tag was deleted at a higher `max_id` than asked.
     async fn create_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError>;
     /// Changes step and/or description (checked by the caller, see
@@ -190,6 +193,50 @@ pub trait TagAdminStore: Send + Sync + 'static {
     /// The high-water mark a deleted tag left (its tombstone), `None` if it was never deleted
     /// here. Compared exactly with the stored spelling of the tag.
     async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError>;
+    /// Creates a formatted tag: its format (`format`, the JSON `leafid_tag_format` holds) and
+    /// its `leaf_alloc` row in ONE transaction, so no reader ever sees one without the other
+    /// and a create that loses a race leaves nothing behind. Inside it:
+    ///
+    /// - the format is inserted where the name has none; a stored format equal to `format`
+    ///   (compared as [`TagFormat`](crate::shapes::TagFormat)s, not as text) is accepted (a
+    ///   retried create, or a deleted formatted tag created again); another one is
+    ///   [`FormattedCreate::OtherFormat`] (or [`StoreError::AlreadyExists`] while the tag's
+    ///   row exists, as for any create of an existing tag) and nothing is written;
+    /// - the row is inserted under the tombstone rule of [`TagAdminStore::create_tag`]
+    ///   ([`StoreError::BelowDeletedMaxId`]); a row already there (also one a racing create
+    ///   inserted a moment before) is [`StoreError::AlreadyExists`], and the whole transaction,
+    ///   the format with it, rolls back.
+    ///
+    /// The row's primary key decides every race, with a plain create too (which refuses a name
+    /// whose format is stored, see `create_tag`): exactly one create wins, and a row has a
+    /// format exactly when the formatted create won. Deadlocks, lock wait timeouts and
+    /// serialization failures are retried a bounded number of times: a loser then finds the
+    /// winner (`AlreadyExists`), never an outage.
+    async fn create_formatted_tag(
+        &self,
+        tag: &NewTag,
+        format: &str,
+    ) -> Result<FormattedCreate, StoreError>;
+}
+
+/// What [`TagAdminStore::create_formatted_tag`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FormattedCreate {
+    /// The format (written now, or the same one found) and the row (written now).
+    Created(TagRow),
+    /// The name keeps another format, for good (here the stored JSON): nothing was written.
+    OtherFormat(String),
+}
+
+/// Whether two stored format JSONs are the same format: compared parsed, so a retried create
+/// whose JSON is spelt differently (field order, spacing) is still the same. JSON that does not
+/// parse is equal only to the same text.
+pub fn same_format(stored: &str, asked: &str) -> bool {
+    if stored == asked {
+        return true;
+    }
+    let parse = |j: &str| super::spec::TagSpec::stored_format(j).ok();
+    matches!((parse(stored), parse(asked)), (Some(a), Some(b)) if a == b)
 }
 
 /// A tag's stored spec: today the format of a formatted tag (`crate::shapes::TagFormat` as

@@ -10,7 +10,8 @@
 //! tag's (and its period rows'), whose ids are meant to show neither order nor volume. Who may
 //! read them anyway is the access policy's (`crate::access::Action::ReadVolume`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
 
 use jiff::Timestamp;
 
@@ -64,11 +65,64 @@ impl TagActivity {
     }
 
     fn add(&mut self, s: &BufferSnapshot) {
-        self.ids_issued += s.ids_issued;
-        self.loads += s.loads;
-        self.load_failures_total += s.load_failures_total;
-        self.regressions_total += s.regressions_total;
-        self.load_latency.merge(&s.load_latency);
+        self.add_counts(&Counts::of(s));
+    }
+
+    fn add_counts(&mut self, c: &Counts) {
+        self.ids_issued += c.ids_issued;
+        self.loads += c.loads;
+        self.load_failures_total += c.load_failures_total;
+        self.regressions_total += c.regressions_total;
+        self.load_latency.merge(&c.load_latency);
+    }
+}
+
+/// A buffer's counters (what a view sums).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Counts {
+    ids_issued: u64,
+    loads: u64,
+    load_failures_total: u64,
+    regressions_total: u64,
+    load_latency: LoadLatency,
+}
+
+impl Counts {
+    fn of(s: &BufferSnapshot) -> Self {
+        Self {
+            ids_issued: s.ids_issued,
+            loads: s.loads,
+            load_failures_total: s.load_failures_total,
+            regressions_total: s.regressions_total,
+            load_latency: s.load_latency.clone(),
+        }
+    }
+}
+
+/// The summed counters of a formatted tag's ended periods, whose buffers the engine dropped:
+/// one entry per formatted tag (bounded by tags, never by days), so the tag's counters in the
+/// views and metrics never go down when a period's buffer goes. A std Mutex: taken when a
+/// period's buffer is dropped (once per period) and when a view is made, never on the id path.
+#[derive(Debug, Default)]
+pub(crate) struct EndedPeriods(Mutex<HashMap<Box<str>, Counts>>);
+
+impl EndedPeriods {
+    /// Adds the counters of the dropped buffer `s` of a period of `tag`.
+    pub(crate) fn record(&self, tag: &str, s: &BufferSnapshot) {
+        let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let c = all.entry(tag.into()).or_default();
+        let add = Counts::of(s);
+        c.ids_issued += add.ids_issued;
+        c.loads += add.loads;
+        c.load_failures_total += add.load_failures_total;
+        c.regressions_total += add.regressions_total;
+        c.load_latency.merge(&add.load_latency);
+    }
+
+    /// The summed counters of `tag`'s ended periods, if any were dropped.
+    fn of(&self, tag: &str) -> Option<Counts> {
+        let all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        all.get(tag).cloned()
     }
 }
 
@@ -125,7 +179,17 @@ impl SegmentAllocator {
                 a.current = Some(s);
             }
         }
+        for a in by_tag.values_mut() {
+            if let Some(c) = self.ended_periods().of(&a.biz_tag) {
+                a.add_counts(&c);
+            }
+        }
         by_tag.into_values().collect()
+    }
+
+    /// Records the counters of the buffer of an ended period of `tag` before it is dropped.
+    pub(crate) fn record_ended(&self, tag: &str, s: &BufferSnapshot) {
+        self.ended_periods().record(tag, s);
     }
 
     /// The buffer snapshot of each plain tag and of each formatted tag's current period (row

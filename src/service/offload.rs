@@ -1,7 +1,7 @@
 //! CPU-bound work kept off the request threads: a permuted tag's batch (FF1 costs about
 //! 5.5 µs a code in a release build, so 10,000 codes hold a thread for some 55 ms).
 //!
-//! One small pool of threads of its own, started on first use, each at a lower scheduling
+//! One pool of threads of its own (one per core), started on first use, each at a lower scheduling
 //! priority (`nice` 10): while it computes, the HTTP workers keep their share of the CPU, so a
 //! plain id asked meanwhile is not queued behind the batch. Jobs are admitted by a semaphore of
 //! [`QUEUE`] permits, taken before a job is sent, so at most that many jobs (and their batches)
@@ -35,8 +35,10 @@ fn pool() -> &'static Pool {
     POOL.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<Job>();
         let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
-        // Half the cores, at least one: the other half stays with the request threads.
-        let threads = std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1));
+        // One thread per core: at `nice` 10 they take what the request threads leave (the
+        // scheduler gives a nice-0 thread about ten times their share), so batches use idle
+        // cores without slowing the id routes.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         for i in 0..threads {
             let rx = rx.clone();
             let spawned = std::thread::Builder::new()

@@ -198,9 +198,7 @@ mod tests {
     use crate::access::{AccessPolicy, Presented};
     use crate::config::Secret;
     use crate::segment::lanes::{Lane, LaneMode, LaneStore, Lanes};
-    use crate::segment::{
-        LaneRegistry, NewTag, SegmentAllocator, SegmentConfig, SpecStore, TagAdminStore,
-    };
+    use crate::segment::{LaneRegistry, NewTag, SegmentAllocator, SegmentConfig, TagAdminStore};
     use crate::service::SegmentRoute;
     use crate::shapes::TagFormat;
     use crate::testing::MemoryStore;
@@ -280,13 +278,15 @@ mod tests {
             .unwrap();
         }
         // Only slot 0 holds the format (as after a partition): the decode must read it there.
-        a.put_format("inv", &json).await.unwrap();
-        a.create_tag(&NewTag {
-            biz_tag: "inv".into(),
-            step: 10,
-            max_id: 1,
-            description: None,
-        })
+        a.create_formatted_tag(
+            &NewTag {
+                biz_tag: "inv".into(),
+                step: 10,
+                max_id: 1,
+                description: None,
+            },
+            &json,
+        )
         .await
         .unwrap();
         let Ids::Texts(texts) = s.next_ids(&anyone(), "inv", 2).await.unwrap() else {

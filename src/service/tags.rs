@@ -81,21 +81,58 @@ impl IdService {
         let tag = BizTag::parse(&new.biz_tag)?;
         let segment = self.segment()?;
         let row = match format {
-            None => bounded_about(segment, &tag, segment.create_tag(new))
-                .await
-                .inspect_err(|e| {
-                    if let Error::MaxIdBelowDeleted { high_water, .. } = e {
-                        tracing::info!(biz_tag = %tag, max_id = new.max_id, high_water, "tag create refused: below its deleted high-water mark");
-                    }
-                })?,
+            None => self.create_plain(segment, &tag, new).await?,
             Some(shape) => self.create_formatted(segment, &tag, new, shape).await?,
         };
         tracing::info!(biz_tag = %tag, step = new.step, max_id = new.max_id, formatted = format.is_some(), "tag created");
         Ok(self.mirror(row, &tag, Mirror::Create).await)
     }
 
-    /// A formatted tag: checked, then written format first
-    /// ([`SegmentAllocator::create_formatted_tag`]).
+    /// A plain tag. Refused (`biz_tag_exists`) when the name is taken, and also when a format
+    /// is stored for it (a deleted formatted tag keeps its format for good): then the message
+    /// names the kept format and the way out.
+    async fn create_plain(
+        &self,
+        segment: &SegmentAllocator,
+        tag: &BizTag,
+        new: &NewTag,
+    ) -> Result<TagRow, Error> {
+        match bounded(segment, segment.create_tag(new)).await {
+            Ok(row) => Ok(row),
+            Err(StoreError::AlreadyExists) => {
+                // Why it is taken, for the message only (the store decided, inside its insert).
+                let kept = bounded(segment, segment.store().get_format(tag.as_str()))
+                    .await
+                    .ok()
+                    .flatten();
+                // A formatted tag that exists is simply taken; a deleted one keeps its format.
+                let exists = || async {
+                    bounded(segment, segment.get_tag(tag))
+                        .await
+                        .map_or(true, |row| row.is_some())
+                };
+                match kept {
+                    Some(kept) if !exists().await => {
+                        tracing::info!(biz_tag = %tag, "plain tag create refused: the name keeps its format");
+                        Err(kept_format(tag, &kept))
+                    }
+                    _ => Err(Error::from_store(StoreError::AlreadyExists, tag.as_str())),
+                }
+            }
+            Err(e) => {
+                let e = Error::from_store(e, tag.as_str());
+                if let Error::MaxIdBelowDeleted { high_water, .. } = &e {
+                    tracing::info!(biz_tag = %tag, max_id = new.max_id, high_water, "tag create refused: below its deleted high-water mark");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// A formatted tag: checked, then its format and row written in one transaction
+    /// ([`SegmentAllocator::create_formatted_tag`]), bounded by `segment.load_timeout_ms` like
+    /// every admin write (not by the segment wait: a create that waited on a racing one's locks
+    /// must get its 409, not a 503 while the database is still answering).
     async fn create_formatted(
         &self,
         segment: &SegmentAllocator,
@@ -106,23 +143,18 @@ impl IdService {
         TagSpec::check_new(tag, shape).map_err(|e| Error::InvalidRequest(e.to_string()))?;
         TagSpec::check_row(shape, new.step, Some(new.max_id))
             .map_err(|e| Error::InvalidRequest(e.to_string()))?;
-        let row = tokio::time::timeout(
-            segment.config().wait_timeout * 2,
-            segment.create_formatted_tag(new, shape),
-        )
-        .await
-        .map_err(|_| Error::DatabaseUnavailable)?
-        .map_err(|e| match e {
-            FormatConflict::Store(e) => Error::from_store(e, tag.as_str()),
-            FormatConflict::Differs(stored) => Error::BizTagExists(format!(
-                "{tag} (its name keeps the format it was first created with: {stored})"
-            )),
-            FormatConflict::Spec(why) => Error::InvalidRequest(why.to_string()),
-        })?;
-        // Known to this server at once (the others learn it at their next refresh or first
-        // request).
-        let _ = segment.spec_of(tag).await;
-        Ok(row)
+        let within = segment.config().load_timeout;
+        tokio::time::timeout(within, segment.create_formatted_tag(new, shape))
+            .await
+            .map_err(|_| {
+                tracing::warn!(biz_tag = %tag, timeout_ms = within.as_millis() as u64, "formatted tag create: no answer in time");
+                Error::DatabaseUnavailable
+            })?
+            .map_err(|e| match e {
+                FormatConflict::Store(e) => Error::from_store(e, tag.as_str()),
+                FormatConflict::Differs(stored) => kept_format(tag, &stored),
+                FormatConflict::Spec(why) => Error::InvalidRequest(why.to_string()),
+            })
     }
 
     /// Changes a tag's step and/or description; `unknown_biz_tag` if it does not exist.
@@ -186,5 +218,69 @@ impl IdService {
             value,
             unreached: unreached.into_iter().collect(),
         }
+    }
+}
+
+/// The 409 for a create of a name that keeps another format (`stored`, its JSON) for good:
+/// the format as a pattern ([`describe_stored`]) and the way out.
+fn kept_format(tag: &BizTag, stored: &str) -> Error {
+    Error::BizTagExists(format!(
+        "{tag} (the name keeps the format it was first created with, {}: create it again \
+         with that format, or choose another name)",
+        describe_stored(stored)
+    ))
+}
+
+/// A stored format as people read it in a message: its pattern (`prefix`, date part, one `#`
+/// per sequence character, `C` for a check character, `suffix`), then its alphabet, reset and
+/// zone, e.g. `INV-yyyy-###### (decimal, reset yearly, zone UTC)`. No JSON, so nothing is
+/// escaped inside the quotes of the error's tag. JSON that does not read as a format (never
+/// written by this server) is shown as "an unreadable format".
+pub(crate) fn describe_stored(json: &str) -> String {
+    let Ok(f) = TagSpec::stored_format(json) else {
+        return "an unreadable format".to_owned();
+    };
+    let name = |v: serde_json::Result<serde_json::Value>| {
+        v.ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default()
+    };
+    let mut pattern = f.prefix.clone();
+    pattern.push_str(f.date.as_deref().unwrap_or(""));
+    pattern.extend(std::iter::repeat_n('#', usize::from(f.width)));
+    if f.check {
+        pattern.push('C');
+    }
+    pattern.push_str(&f.suffix);
+    let mut extra = vec![
+        name(serde_json::to_value(f.radix)),
+        format!("reset {}", name(serde_json::to_value(f.reset))),
+        format!("zone {}", f.time_zone),
+    ];
+    if f.permute.is_some() {
+        extra.push("permuted".to_owned());
+    }
+    if f.gaps.is_some() {
+        extra.push("gapped".to_owned());
+    }
+    format!("{pattern} ({})", extra.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe_stored;
+
+    /// Issue 42, item 9: the kept format is shown as a pattern, with no JSON (no quotes to
+    /// escape inside the error's quoted tag).
+    #[test]
+    fn a_kept_format_reads_as_a_pattern_not_json() {
+        let json = r#"{"prefix":"INV-","date":"yyyy-","width":6,"check":true,"reset":"yearly","time_zone":"Europe/Paris"}"#;
+        let shown = describe_stored(json);
+        assert_eq!(
+            shown,
+            "INV-yyyy-######C (decimal, reset yearly, zone Europe/Paris)"
+        );
+        assert!(!shown.contains('"') && !shown.contains('{'), "{shown}");
+        assert_eq!(describe_stored("{not json"), "an unreadable format");
     }
 }

@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound, Utc};
 
 use crate::segment::{
-    LaneRecord, LaneRegistry, Lease, LeaseStore, NewTag, SpecStore, StoreError, TagAdminStore,
-    TagRow,
+    FormattedCreate, LaneRecord, LaneRegistry, Lease, LeaseStore, NewTag, SpecStore, StoreError,
+    TagAdminStore, TagRow, same_format,
 };
 
 /// An in-memory `leaf_alloc` table.
@@ -159,6 +159,11 @@ impl TagAdminStore for MemoryStore {
         if let Some(high_water) = high_water.filter(|&hw| tag.max_id < hw) {
             return Err(StoreError::BelowDeletedMaxId { high_water });
         }
+        // A stored format keeps its name (checked under the `rows` lock, which a formatted
+        // create holds while it writes its format and row).
+        if self.formats.lock().unwrap().contains_key(&tag.biz_tag) {
+            return Err(StoreError::AlreadyExists);
+        }
         let row = TagRow {
             biz_tag: tag.biz_tag.clone(),
             max_id: tag.max_id,
@@ -205,6 +210,42 @@ impl TagAdminStore for MemoryStore {
     async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
         self.enter().await?;
         Ok(self.tombstones.lock().unwrap().get(biz_tag).copied())
+    }
+
+    async fn create_formatted_tag(
+        &self,
+        tag: &NewTag,
+        format: &str,
+    ) -> Result<FormattedCreate, StoreError> {
+        self.enter().await?;
+        // One critical section under `rows` (then `tombstones`, then `formats`, the one lock
+        // order): the format and the row are written together or not at all.
+        let mut rows = self.rows.lock().unwrap();
+        let high_water = self.tombstones.lock().unwrap().get(&tag.biz_tag).copied();
+        let mut formats = self.formats.lock().unwrap();
+        if rows.contains_key(&tag.biz_tag) {
+            return Err(StoreError::AlreadyExists);
+        }
+        if let Some(stored) = formats.get(&tag.biz_tag)
+            && !same_format(stored, format)
+        {
+            return Ok(FormattedCreate::OtherFormat(stored.clone()));
+        }
+        if let Some(high_water) = high_water.filter(|&hw| tag.max_id < hw) {
+            return Err(StoreError::BelowDeletedMaxId { high_water });
+        }
+        let row = TagRow {
+            biz_tag: tag.biz_tag.clone(),
+            max_id: tag.max_id,
+            step: tag.step,
+            description: tag.description.clone(),
+            update_time: Some(now()),
+        };
+        formats
+            .entry(tag.biz_tag.clone())
+            .or_insert_with(|| format.to_owned());
+        rows.insert(tag.biz_tag.clone(), row.clone());
+        Ok(FormattedCreate::Created(row))
     }
 }
 

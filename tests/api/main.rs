@@ -19,6 +19,7 @@ mod drain;
 mod durability;
 pub mod faults;
 mod formatted;
+mod formatted_lifecycle;
 mod galera;
 mod give_back;
 mod hostile;

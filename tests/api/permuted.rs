@@ -370,7 +370,7 @@ async fn permuted_batches_are_capped_and_leave_plain_ids_served() {
         let app = app.clone();
         tasks.push(tokio::spawn(async move {
             let mut mine = Vec::new();
-            for _ in 0..3 {
+            for _ in 0..2 {
                 let got = texts(&app, "codes", 100_000, false).await;
                 assert_eq!(got.len(), leafid::service::segment::MAX_PERMUTED_COUNT);
                 mine.extend(got);
@@ -389,7 +389,7 @@ async fn permuted_batches_are_capped_and_leave_plain_ids_served() {
             assert!(all.insert(code.clone()), "{code} twice");
         }
     }
-    assert_eq!(all.len(), 6 * leafid::service::segment::MAX_PERMUTED_COUNT);
+    assert_eq!(all.len(), 4 * leafid::service::segment::MAX_PERMUTED_COUNT);
     // Small batches are written on the request thread; they are the same codes' kind.
     assert_eq!(texts(&app, "codes", 3, false).await.len(), 3);
 }

@@ -19,7 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leafid::segment::lanes::{LaneMode, LaneStore, map};
-use leafid::segment::{BizTag, LeaseStore, NewTag, SegmentStore, Step, StoreError};
+use leafid::segment::{
+    BizTag, FormattedCreate, LeaseStore, NewTag, SegmentStore, Step, StoreError,
+};
 use leafid::snowflake::worker::{NodeInfo, WorkerStore, WorkerStoreError};
 use leafid::store::{Database, DbOptions};
 use leafid::testing::{MemoryStore, MemoryWorkerStore};
@@ -763,8 +765,15 @@ async fn a_format_is_written_once_and_for_good(on: On) {
             ("fmt-b".to_owned(), FORMAT_B.to_owned())
         ]
     );
-    // The format outlives the tag's row, as its tombstone does.
-    store.create_tag(&new_tag("fmt-a", 10, 1)).await.unwrap();
+    // The format outlives the tag's row, as its tombstone does. (A plain create of the name
+    // is refused: its format is stored; see `a_formatted_create_writes_format_and_row_at_once`.)
+    assert!(matches!(
+        store
+            .create_formatted_tag(&new_tag("fmt-a", 10, 1), FORMAT_A)
+            .await
+            .unwrap(),
+        FormattedCreate::Created(_)
+    ));
     assert!(store.delete_tag("fmt-a").await.unwrap());
     assert_eq!(
         store.get_format("fmt-a").await.unwrap().as_deref(),
@@ -810,6 +819,191 @@ async fn concurrent_format_writes_give_one_winner_that_all_read(on: On) {
 }
 on_every_store!(
     concurrent_format_writes_give_one_winner_that_all_read,
+    through_lanes
+);
+
+/// [`TagAdminStore::create_formatted_tag`]: the format and the row at once. A second create
+/// of the name is `AlreadyExists` and leaves everything as it was; another format is
+/// `OtherFormat` (nothing written, even for a fresh row's name); a plain create of a name whose
+/// format is stored is refused, also after the tag's row was deleted, and the same format then
+/// creates it again (above its tombstone); a JSON spelt otherwise but equal as a format counts
+/// as the same; the tombstone rule holds as for a plain create.
+async fn a_formatted_create_writes_format_and_row_at_once(on: On) {
+    let stores = Stores::open(on, true).await;
+    let store = &stores.segments;
+    let created = store
+        .create_formatted_tag(&new_tag("ff-a", 10, 5), FORMAT_A)
+        .await
+        .unwrap();
+    let FormattedCreate::Created(row) = created else {
+        panic!("{created:?}")
+    };
+    assert_eq!(
+        (row.biz_tag.as_str(), row.max_id, row.step),
+        ("ff-a", 5, 10)
+    );
+    assert_eq!(
+        store.get_format("ff-a").await.unwrap().as_deref(),
+        Some(FORMAT_A)
+    );
+    // Retried, the same format: the row is taken.
+    assert!(matches!(
+        store
+            .create_formatted_tag(&new_tag("ff-a", 10, 5), FORMAT_A)
+            .await,
+        Err(StoreError::AlreadyExists)
+    ));
+    // Another format while the tag exists: the tag exists (nothing written).
+    assert!(matches!(
+        store
+            .create_formatted_tag(&new_tag("ff-a", 10, 5), FORMAT_B)
+            .await,
+        Err(StoreError::AlreadyExists)
+    ));
+    assert_eq!(
+        store.get_format("ff-a").await.unwrap().as_deref(),
+        Some(FORMAT_A)
+    );
+    // A plain create of the formatted name: refused, row and format unchanged.
+    assert!(matches!(
+        store.create_tag(&new_tag("ff-a", 99, 77)).await,
+        Err(StoreError::AlreadyExists)
+    ));
+    let row = store.get_tag("ff-a").await.unwrap().unwrap();
+    assert_eq!((row.max_id, row.step), (5, 10));
+    // Deleted: the format stays and keeps the name.
+    assert!(store.delete_tag("ff-a").await.unwrap());
+    assert_eq!(store.get_tag("ff-a").await.unwrap(), None);
+    assert!(matches!(
+        store.create_tag(&new_tag("ff-a", 10, 5)).await,
+        Err(StoreError::AlreadyExists)
+    ));
+    assert_eq!(
+        store.get_tag("ff-a").await.unwrap(),
+        None,
+        "a refused plain create wrote a row"
+    );
+    assert_eq!(
+        store
+            .create_formatted_tag(&new_tag("ff-a", 10, 5), FORMAT_B)
+            .await
+            .unwrap(),
+        FormattedCreate::OtherFormat(FORMAT_A.to_owned())
+    );
+    assert_eq!(
+        store.get_tag("ff-a").await.unwrap(),
+        None,
+        "another format wrote a row"
+    );
+    // The same format, spelt otherwise (field order, spacing): created again. Not below the
+    // tombstone (the row was at 5 when deleted).
+    let respelt = r#"{ "width": 6, "date": "yyyyMMdd", "prefix": "A" }"#;
+    assert!(matches!(
+        store
+            .create_formatted_tag(&new_tag("ff-a", 10, 1), respelt)
+            .await,
+        Err(StoreError::BelowDeletedMaxId { high_water: 5 })
+    ));
+    assert_eq!(
+        store.get_tag("ff-a").await.unwrap(),
+        None,
+        "below the tombstone wrote a row"
+    );
+    assert!(matches!(
+        store
+            .create_formatted_tag(&new_tag("ff-a", 10, 5), respelt)
+            .await
+            .unwrap(),
+        FormattedCreate::Created(_)
+    ));
+    assert_eq!(
+        store.get_format("ff-a").await.unwrap().as_deref(),
+        Some(FORMAT_A)
+    );
+    // A fresh name with a plain row: another format's create is `AlreadyExists` and writes no
+    // format beside the plain row (the transaction rolled back).
+    store.create_tag(&new_tag("ff-plain", 10, 1)).await.unwrap();
+    assert!(matches!(
+        store
+            .create_formatted_tag(&new_tag("ff-plain", 10, 1), FORMAT_B)
+            .await,
+        Err(StoreError::AlreadyExists)
+    ));
+    assert_eq!(
+        store.get_format("ff-plain").await.unwrap(),
+        None,
+        "a lost formatted create left its format behind"
+    );
+    // Another format refused on a fresh name writes neither format nor row: ff-b is free.
+    assert!(matches!(
+        store
+            .create_formatted_tag(&new_tag("ff-b", 10, 1), FORMAT_B)
+            .await
+            .unwrap(),
+        FormattedCreate::Created(_)
+    ));
+    stores.close().await;
+}
+on_every_store!(
+    a_formatted_create_writes_format_and_row_at_once,
+    through_lanes
+);
+
+/// Many tasks race plain and formatted creates (two formats) of one fresh name: exactly one
+/// wins, none fails as an outage, and the stored state is the winner's: a format exactly when a
+/// formatted create won, and then the winner's format.
+async fn racing_plain_and_formatted_creates_leave_the_winners_state(on: On) {
+    let stores = Stores::open(on, true).await;
+    for round in 0..6 {
+        let tag = format!("race-pf-{round}");
+        let start = std::sync::Arc::new(tokio::sync::Barrier::new(6));
+        let tasks: Vec<_> = (0..6)
+            .map(|t| {
+                let store = stores.segments.clone();
+                let new = new_tag(&tag, 10 + t, 1);
+                let start = start.clone();
+                tokio::spawn(async move {
+                    start.wait().await;
+                    let format = match t % 3 {
+                        0 => None,
+                        1 => Some(FORMAT_A),
+                        _ => Some(FORMAT_B),
+                    };
+                    let done = match format {
+                        None => store.create_tag(&new).await.map(|r| (r, None)),
+                        Some(f) => match store.create_formatted_tag(&new, f).await {
+                            Ok(FormattedCreate::Created(r)) => Ok((r, Some(f))),
+                            Ok(FormattedCreate::OtherFormat(_)) => Err(StoreError::AlreadyExists),
+                            Err(e) => Err(e),
+                        },
+                    };
+                    (t, done)
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for task in tasks {
+            match task.await.unwrap() {
+                (t, Ok((row, format))) => winners.push((t, row, format)),
+                (_, Err(StoreError::AlreadyExists)) => {}
+                (t, Err(e)) => panic!("{tag}: task {t}: {e:?}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "{tag}: {winners:?}");
+        let (t, won, format) = &winners[0];
+        let row = stores.segments.get_tag(&tag).await.unwrap().unwrap();
+        assert_eq!(row.step, 10 + t, "{tag}: the row is not the winner's");
+        assert_eq!(row.step, won.step);
+        assert_eq!(
+            stores.segments.get_format(&tag).await.unwrap().as_deref(),
+            *format,
+            "{tag}: the stored format is not the winner's"
+        );
+    }
+    stores.close().await;
+}
+on_every_store!(
+    racing_plain_and_formatted_creates_leave_the_winners_state,
     through_lanes
 );
 

@@ -342,6 +342,14 @@ impl TagAdminStore for SimStore {
     async fn tombstone(&self, _biz_tag: &str) -> Result<Option<i64>, StoreError> {
         Ok(None)
     }
+
+    async fn create_formatted_tag(
+        &self,
+        _tag: &NewTag,
+        _format: &str,
+    ) -> Result<leafid::segment::FormattedCreate, StoreError> {
+        unreachable!("the simulation creates no tags")
+    }
 }
 
 /// The simulation keeps no formats: every tag is plain, and none is created.

@@ -41,7 +41,7 @@ use crate::segment::buffer::LeaseCap;
 use crate::segment::error::SegmentError;
 use crate::segment::runs::IdRuns;
 use crate::segment::spec::{PeriodRow, Shape, SpecError, TagSpec};
-use crate::segment::store::StoreError;
+use crate::segment::store::{FormattedCreate, StoreError};
 use crate::segment::tag_rules::NewTag;
 use crate::shapes::{Reset, TagFormat};
 
@@ -182,42 +182,57 @@ impl SegmentAllocator {
     }
 
     /// The spec of `tag`: the cached one, else the database's (remembered), else `None` (a
-    /// plain tag, or no tag at all). A stored spec this server cannot use is
-    /// [`SegmentError::BadFormat`].
+    /// plain tag, no tag at all, or a deleted formatted tag). A stored spec this server cannot
+    /// use is [`SegmentError::BadFormat`].
+    ///
+    /// A stored format is used only while the tag's `leaf_alloc` row exists (read after the
+    /// format: the two are written in one transaction, so a format read with no row after it
+    /// is a deleted tag's). A deleted formatted tag keeps its format for good (its name comes
+    /// back only with it), but serves nothing and decodes nothing: `None`, which every caller
+    /// answers as `unknown_biz_tag`, like a deleted plain tag, after a restart or on a server
+    /// that never saw the tag as well.
     pub async fn spec_of(&self, tag: &BizTag) -> Result<Option<Arc<TagSpec>>, SegmentError> {
         if let Some(s) = self.cached_spec(tag.as_str()) {
             return Ok(Some(s));
         }
-        let json = self
-            .inner
-            .store
+        let store = &self.inner.store;
+        let json = store
             .get_format(tag.as_str())
             .await
             .map_err(|e| SegmentError::from_store(e, tag))?;
-        match json {
-            None => Ok(None),
-            Some(json) => self
-                .inner
-                .specs
-                .remember(tag.as_str(), &json, &self.inner.config.keys)
-                .map(Some)
-                .map_err(|why| SegmentError::BadFormat {
-                    tag: tag.clone(),
-                    why,
-                }),
+        let Some(json) = json else {
+            return Ok(None);
+        };
+        let row = store
+            .get_tag(tag.as_str())
+            .await
+            .map_err(|e| SegmentError::from_store(e, tag))?;
+        if row.is_none_or(|r| r.biz_tag != tag.as_str()) {
+            return Ok(None);
         }
+        self.inner
+            .specs
+            .remember(tag.as_str(), &json, &self.inner.config.keys)
+            .map(Some)
+            .map_err(|why| SegmentError::BadFormat {
+                tag: tag.clone(),
+                why,
+            })
     }
 
-    /// Creates a formatted tag: its spec first, then its row (whose `max_id` is the start
-    /// value of every period), so no server ever sees the row without the spec. The spec of a
-    /// name is fixed for good: the same format again is accepted (a retried create), another
-    /// one is [`FormatConflict::Differs`].
+    /// Creates a formatted tag: its spec and its row (whose `max_id` is the start value of
+    /// every period) in one store transaction
+    /// ([`TagAdminStore::create_formatted_tag`](crate::segment::TagAdminStore::create_formatted_tag)),
+    /// so no server ever sees the row without the spec, and a create that loses a race (to a
+    /// plain create of the name, or another formatted one) leaves no format behind. The spec
+    /// of a name is fixed for good: the same format again is accepted (a retried create, or a
+    /// deleted formatted tag created again), another one is [`FormatConflict::Differs`]. The
+    /// spec is known to this server at once.
     pub async fn create_formatted_tag(
         &self,
         tag: &NewTag,
         format: &TagFormat,
     ) -> Result<crate::segment::TagRow, FormatConflict> {
-        let store = &self.inner.store;
         if let Some(p) = &format.permute
             && self.inner.config.keys.get(&p.key_id).is_none()
         {
@@ -228,18 +243,14 @@ impl SegmentAllocator {
             }
             .into());
         }
-        if store.get_tag(&tag.biz_tag).await?.is_some() {
-            return Err(StoreError::AlreadyExists.into());
-        }
         let json = TagSpec::stored_json(format)?;
-        if !store.put_format(&tag.biz_tag, &json).await? {
-            let stored = store.get_format(&tag.biz_tag).await?.unwrap_or_default();
-            let same = TagSpec::stored_format(&stored).is_ok_and(|s| &s == format);
-            if !same {
-                return Err(FormatConflict::Differs(stored));
+        match self.inner.store.create_formatted_tag(tag, &json).await? {
+            FormattedCreate::Created(row) => {
+                self.remember_specs([(tag.biz_tag.clone(), json)]);
+                Ok(row)
             }
+            FormattedCreate::OtherFormat(stored) => Err(FormatConflict::Differs(stored)),
         }
-        Ok(store.create_tag(tag).await?)
     }
 
     /// Per formatted tag this server knows: its current period (by this server's clock) and
@@ -442,6 +453,9 @@ impl SegmentAllocator {
             .map(str::to_owned)
             .collect();
         for name in ended {
+            if let Some(buf) = self.cached(&name) {
+                self.record_ended(tag.as_str(), &buf.snapshot());
+            }
             self.forget(&name);
         }
     }

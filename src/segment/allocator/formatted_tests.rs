@@ -387,3 +387,73 @@ async fn ended_periods_leave_memory_and_a_clock_stepped_back_never_repeats() {
     let text = again.first().unwrap();
     assert!(text > last_day1, "{text} after {last_day1}");
 }
+
+/// Delete means stopped (issue 42, item 2): the deleting engine drops the spec and the period
+/// buffers at once, another engine at its refresh, a restarted engine never takes the format
+/// up without its row, and re-creating the name with the same format serves texts above
+/// everything served before (the period rows are never deleted).
+#[tokio::test]
+async fn a_deleted_formatted_tag_stops_everywhere_and_comes_back_without_repeats() {
+    use crate::segment::NewTag;
+    let store = Arc::new(MemoryStore::default());
+    let config = SegmentConfig::default();
+    let a = SegmentAllocator::new(store.clone(), config.clone());
+    let b = SegmentAllocator::new(store.clone(), config.clone());
+    let tag = BizTag::parse("inv").unwrap();
+    let new = NewTag {
+        biz_tag: "inv".into(),
+        step: 10,
+        max_id: 1,
+        description: None,
+    };
+    let format: crate::shapes::TagFormat = serde_json::from_str(DAILY).unwrap();
+    a.create_formatted_tag(&new, &format).await.unwrap();
+    let at = ts("2026-11-28T10:00:00Z");
+    let mut seen = std::collections::BTreeSet::new();
+    let mut take = async |engine: &SegmentAllocator, n: u64| {
+        let s = engine
+            .spec_of(&tag)
+            .await
+            .unwrap()
+            .expect("served as formatted");
+        for t in texts(&engine.next_texts_at(&s, n, &|| at).await.unwrap()) {
+            assert!(seen.insert(t.clone()), "{t} served twice");
+        }
+    };
+    take(&a, 3).await;
+    take(&b, 3).await;
+    assert!(b.cached("inv@20261128").is_some());
+    assert!(a.delete_tag(&tag).await.unwrap());
+    // The deleting engine: at once.
+    assert!(a.cached_spec("inv").is_none());
+    assert!(a.cached("inv@20261128").is_none());
+    assert!(a.spec_of(&tag).await.unwrap().is_none());
+    assert!(matches!(
+        a.next_ids("inv", 1).await,
+        Err(SegmentError::UnknownTag(_))
+    ));
+    // The other engine: still cached until its refresh, then gone.
+    assert!(b.cached_spec("inv").is_some());
+    b.refresh_tags().await.unwrap();
+    assert!(b.cached_spec("inv").is_none());
+    assert!(b.cached("inv@20261128").is_none());
+    assert!(b.spec_of(&tag).await.unwrap().is_none());
+    // A restarted engine: the stored format alone is no tag.
+    let c = SegmentAllocator::new(store.clone(), config);
+    c.refresh_tags().await.unwrap();
+    assert!(c.cached_spec("inv").is_none());
+    assert!(c.spec_of(&tag).await.unwrap().is_none());
+    // The format and the period rows stayed.
+    assert!(store.get_format("inv").await.unwrap().is_some());
+    assert!(store.get_tag("inv@20261128").await.unwrap().is_some());
+    // A plain create of the name is refused; the same format creates it again.
+    assert!(matches!(
+        a.create_tag(&new).await,
+        Err(crate::segment::StoreError::AlreadyExists)
+    ));
+    c.create_formatted_tag(&new, &format).await.unwrap();
+    take(&c, 3).await;
+    take(&a, 3).await;
+    take(&b, 3).await;
+    assert_eq!(seen.len(), 15);
+}

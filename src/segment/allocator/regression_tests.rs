@@ -255,6 +255,14 @@ impl TagAdminStore for TimeMachine {
     async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
         self.rows.tombstone(biz_tag).await
     }
+
+    async fn create_formatted_tag(
+        &self,
+        tag: &NewTag,
+        format: &str,
+    ) -> Result<crate::segment::FormattedCreate, StoreError> {
+        self.rows.create_formatted_tag(tag, format).await
+    }
 }
 
 #[async_trait::async_trait]

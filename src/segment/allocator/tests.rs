@@ -258,6 +258,14 @@ impl TagAdminStore for ListsEarly {
     async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
         self.0.tombstone(biz_tag).await
     }
+
+    async fn create_formatted_tag(
+        &self,
+        tag: &NewTag,
+        format: &str,
+    ) -> Result<crate::segment::FormattedCreate, StoreError> {
+        self.0.create_formatted_tag(tag, format).await
+    }
 }
 
 #[async_trait::async_trait]

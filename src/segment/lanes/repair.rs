@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::router::Lanes;
-use crate::segment::{BizTag, NewTag, SegmentStore, StoreError, TagRow};
+use crate::segment::{BizTag, FormattedCreate, NewTag, SegmentStore, StoreError, TagRow};
 
 /// An admin write to mirror on the other lanes.
 #[derive(Debug, Clone, Copy)]
@@ -172,7 +172,8 @@ impl Lanes {
                 return Ok(());
             }
         }
-        // Missing with no tombstone: created at the highest max_id, with the format first.
+        // Missing with no tombstone: created at the highest max_id, a formatted one with its format
+        // in the same transaction.
         let Some(&(source, model)) = holders.iter().max_by_key(|(_, r)| r.max_id) else {
             return Ok(());
         };
@@ -184,16 +185,32 @@ impl Lanes {
             let Some(store) = store_of(slot) else {
                 continue;
             };
-            if let Some(f) = &format {
-                store.put_format(name, f).await.map_err(|_| slot)?;
-            }
             let new = NewTag {
                 biz_tag: name.to_owned(),
                 step: model.step,
                 max_id: model.max_id,
                 description: model.description.clone(),
             };
-            match store.create_tag(&new).await {
+            // A formatted tag's format and row in one transaction (a plain create of a name
+            // whose format is stored is refused).
+            let created = match &format {
+                Some(f) => match store.create_formatted_tag(&new, f).await {
+                    Ok(FormattedCreate::Created(row)) => Ok(row),
+                    Ok(FormattedCreate::OtherFormat(_)) => {
+                        // The lanes disagree on the name's format: not created here (each
+                        // format is kept for good), and said so.
+                        tracing::warn!(
+                            biz_tag = name,
+                            slot,
+                            "lanes: tag not created on a lane that keeps another format for it"
+                        );
+                        continue;
+                    }
+                    Err(e) => Err(e),
+                },
+                None => store.create_tag(&new).await,
+            };
+            match created {
                 Ok(_) | Err(StoreError::AlreadyExists) => {
                     tracing::info!(
                         biz_tag = name,

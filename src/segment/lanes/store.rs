@@ -261,6 +261,14 @@ impl TagAdminStore for LaneStore {
     async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
         self.inner.tombstone(biz_tag).await
     }
+
+    async fn create_formatted_tag(
+        &self,
+        tag: &NewTag,
+        format: &str,
+    ) -> Result<crate::segment::FormattedCreate, StoreError> {
+        self.inner.create_formatted_tag(tag, format).await
+    }
 }
 
 /// As the database.

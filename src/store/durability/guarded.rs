@@ -93,6 +93,15 @@ impl TagAdminStore for GuardedSegmentStore {
     async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
         self.gate.watch_result(self.inner.tombstone(biz_tag).await)
     }
+
+    async fn create_formatted_tag(
+        &self,
+        tag: &NewTag,
+        format: &str,
+    ) -> Result<crate::segment::FormattedCreate, StoreError> {
+        self.gate
+            .watch_result(self.inner.create_formatted_tag(tag, format).await)
+    }
 }
 
 /// Ungated; a failure marks the report stale.

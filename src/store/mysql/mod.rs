@@ -308,23 +308,42 @@ impl DialectStore for MySqlStore {
     // write here leans on a multi-statement transaction).
 
     async fn insert_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError> {
-        // One statement: the row is inserted only if no tombstone lies above its max_id. A delete
-        // writes its tombstone before it removes the row, so a create that finds the row gone
-        // finds the tombstone too.
-        let done = sqlx::query(
-            "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) \
-             SELECT ?, ?, ?, ? FROM DUAL WHERE NOT EXISTS \
-             (SELECT 1 FROM leafid_tag_tombstone WHERE biz_tag = ? AND max_id > ?)",
-        )
-        .bind(&tag.biz_tag)
-        .bind(tag.max_id)
-        .bind(tag.step)
-        .bind(&tag.description)
-        .bind(&tag.biz_tag)
-        .bind(tag.max_id)
-        .execute(&self.pool)
-        .await
-        .map_err(insert_error)?;
+        // One statement: the row is inserted only if no tombstone lies above its max_id and no
+        // format is stored for this exact name (a deleted formatted tag keeps its format: the
+        // name comes back only with it). A delete writes its tombstone before it removes the
+        // row, so a create that finds the row gone finds the tombstone too. The statement reads
+        // both tables with locking reads (`INSERT ... SELECT`), so a formatted create's format
+        // still uncommitted is waited for; either way the row's key decides a race with it.
+        // A deadlock or lock wait timeout rolled the statement back: it runs again (then it
+        // finds the winner's row: `AlreadyExists`), a bounded number of times.
+        let mut attempt = 0;
+        let done = loop {
+            let done = sqlx::query(
+                "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) \
+                 SELECT ?, ?, ?, ? FROM DUAL WHERE NOT EXISTS \
+                 (SELECT 1 FROM leafid_tag_tombstone WHERE biz_tag = ? AND max_id > ?) \
+                 AND NOT EXISTS (SELECT 1 FROM leafid_tag_format WHERE biz_tag = ? \
+                 AND CAST(biz_tag AS BINARY) = CAST(? AS BINARY))",
+            )
+            .bind(&tag.biz_tag)
+            .bind(tag.max_id)
+            .bind(tag.step)
+            .bind(&tag.description)
+            .bind(&tag.biz_tag)
+            .bind(tag.max_id)
+            .bind(&tag.biz_tag)
+            .bind(&tag.biz_tag)
+            .execute(&self.pool)
+            .await;
+            match done {
+                Err(e) if is_retryable(&e) && attempt < RETRIES => {
+                    attempt += 1;
+                    debug!(biz_tag = %tag.biz_tag, attempt, error = %e, "tag create raced, retrying");
+                    tokio::time::sleep(Duration::from_millis(5 * u64::from(attempt))).await;
+                }
+                done => break done.map_err(insert_error)?,
+            }
+        };
         if done.rows_affected() == 0 {
             let high_water: Option<i64> =
                 sqlx::query_scalar("SELECT max_id FROM leafid_tag_tombstone WHERE biz_tag = ?")
@@ -332,8 +351,10 @@ impl DialectStore for MySqlStore {
                     .fetch_optional(&self.pool)
                     .await
                     .map_err(unavailable)?;
-            return Err(StoreError::BelowDeletedMaxId {
-                high_water: high_water.unwrap_or(tag.max_id),
+            return Err(match high_water.filter(|&hw| hw > tag.max_id) {
+                Some(high_water) => StoreError::BelowDeletedMaxId { high_water },
+                // No tombstone above: the name's stored format refused it.
+                None => StoreError::AlreadyExists,
             });
         }
         let row = sql::get_tag::<MySqlDialect>(&self.pool, &tag.biz_tag).await?;

@@ -333,6 +333,20 @@ impl PgStore {
             tx.rollback().await?;
             return Ok(Err(StoreError::BelowDeletedMaxId { high_water }));
         }
+        // A name whose format is stored comes back only with that format. Read after the
+        // insert, which holds the row's key: a formatted create committed before it is seen
+        // here (READ COMMITTED), and one still open either holds the key (this insert waited,
+        // then failed on it) or will fail on this row's key and roll its format back.
+        let formatted: Option<String> =
+            sqlx::query_scalar("SELECT biz_tag FROM leafid_tag_format WHERE biz_tag = $1")
+                .persistent(self.sessions().persistent())
+                .bind(&tag.biz_tag)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if formatted.is_some_and(|t| t == tag.biz_tag) {
+            tx.rollback().await?;
+            return Ok(Err(StoreError::AlreadyExists));
+        }
         let row: MySqlTagRecord = sqlx::query_as(PgDialect::SELECT_TAG)
             .persistent(self.sessions().persistent())
             .bind(&tag.biz_tag)

@@ -30,7 +30,7 @@ type LeaseRow = (i64, i64, i64, String);
 type TextRow = (String, String);
 
 /// A sqlx driver that runs the shared statements: it executes on a pooled connection, binds
-/// `&str` and `i64`, caches prepared statements, and decodes `(String,)`, `(i64,)`, `(String, String)`
+/// `&str`, `Option<&str>` and `i64`, caches prepared statements, and decodes `(String,)`, `(i64,)`, `(String, String)`
 /// and a worker-lease row. Every driver that can is one (the blanket impl below); the two lines per
 /// bound are the form the compiler carries to each user (see the module docs).
 pub(crate) trait SqlDriver:
@@ -42,6 +42,8 @@ pub(crate) trait SqlDriver:
     > + for<'c> Same<&'c mut <Self as Database>::Connection, Is: Executor<'c, Database = Self>>
     + for<'a> Same<&'a str, Is = &'a str>
     + for<'a> Same<&'a str, Is: Encode<'a, Self> + Type<Self>>
+    + for<'a> Same<Option<&'a str>, Is = Option<&'a str>>
+    + for<'a> Same<Option<&'a str>, Is: Encode<'a, Self> + Type<Self>>
     + Same<i64, Is = i64>
     + for<'a> Same<i64, Is: Encode<'a, Self> + Type<Self>>
     + Same<(String,), Is = (String,)>
@@ -60,6 +62,7 @@ where
     DB: Database<Arguments: IntoArguments<DB>> + HasStatementCache,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     for<'a> &'a str: Encode<'a, DB> + Type<DB>,
+    for<'a> Option<&'a str>: Encode<'a, DB> + Type<DB>,
     for<'a> i64: Encode<'a, DB> + Type<DB>,
     (String,): for<'r> FromRow<'r, DB::Row>,
     (i64,): for<'r> FromRow<'r, DB::Row>,

@@ -10,7 +10,8 @@ use super::dialect::Dialect;
 use super::session::Sessions;
 use super::{formats, lanes, tags, workers};
 use crate::segment::{
-    LaneRegistry, Lease, LeaseStore, NewTag, SpecStore, StoreError, TagAdminStore, TagRow,
+    FormattedCreate, LaneRegistry, Lease, LeaseStore, NewTag, SpecStore, StoreError, TagAdminStore,
+    TagRow,
 };
 use crate::snowflake::worker::{NodeInfo, WorkerLease, WorkerStore, WorkerStoreError};
 use async_trait::async_trait;
@@ -31,7 +32,10 @@ pub(crate) trait DialectStore: Send + Sync + 'static {
     /// [`LeaseStore::lease`]: the write that grants ids.
     async fn lease_range(&self, biz_tag: &str, step: Option<i64>) -> Result<Lease, StoreError>;
 
-    /// [`TagAdminStore::create_tag`], refusing a start below the tag's tombstone.
+    /// [`TagAdminStore::create_tag`], refusing a start below the tag's tombstone, and a name
+    /// whose format is stored (checked inside the insert's own statement or transaction, so a
+    /// formatted create racing it is decided by the row's key: see
+    /// [`TagAdminStore::create_formatted_tag`]).
     async fn insert_tag(&self, tag: &NewTag) -> Result<TagRow, StoreError>;
 
     /// [`TagAdminStore::update_tag`].
@@ -102,6 +106,14 @@ where
 
     async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
         lanes::tombstone(self.sessions(), biz_tag).await
+    }
+
+    async fn create_formatted_tag(
+        &self,
+        tag: &NewTag,
+        format: &str,
+    ) -> Result<FormattedCreate, StoreError> {
+        formats::create_formatted_tag(self.sessions(), tag, format).await
     }
 }
 

@@ -197,6 +197,20 @@ impl DialectStore for SqliteStore {
             tx.rollback().await.map_err(unavailable)?;
             return Err(StoreError::BelowDeletedMaxId { high_water });
         }
+        // A name whose format is stored (a deleted formatted tag keeps it for good) comes back
+        // only with that format. Read inside this `BEGIN IMMEDIATE` transaction, which no other
+        // writer interleaves with: a formatted create commits its format and row together,
+        // before or after this one.
+        let formatted: Option<String> =
+            sqlx::query_scalar("SELECT biz_tag FROM leafid_tag_format WHERE biz_tag = ?1")
+                .bind(&tag.biz_tag)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(unavailable)?;
+        if formatted.is_some_and(|t| t == tag.biz_tag) {
+            tx.rollback().await.map_err(unavailable)?;
+            return Err(StoreError::AlreadyExists);
+        }
         sqlx::query(
             "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?1, ?2, ?3, ?4)",
         )
