@@ -109,6 +109,11 @@ impl Application {
             }
             engine.spawn_refresh(&background);
             let route = segment_route(&settings, engine, &claims, &background).await?;
+            if database_deferred {
+                info!("permutation keys are checked against the database at their first use");
+            } else {
+                log_key_reports(&settings, &route.formatted().verify_keys().await);
+            }
             if let Some(lanes) = route.lane_set() {
                 info!(
                     own = lanes.own().slot,
@@ -378,6 +383,42 @@ pub async fn other_lane(
     }
     engine.spawn_refresh(background);
     Ok(Lane::new(slot, shown, engine))
+}
+
+/// The check of every configured key at start ([`SegmentAllocator::verify_keys`]), one line
+/// each: an `error!` naming the key id and its file for a key the database does not record (its
+/// tags answer `key_unavailable`; the rest of the server serves), a warning when the database
+/// could not tell.
+fn log_key_reports(settings: &Settings, reports: &[crate::segment::KeyReport]) {
+    use crate::segment::{KeyVerdict, SpecError};
+    for r in reports {
+        let file = settings
+            .shape_keys
+            .path(&r.key_id)
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        match &r.verdict {
+            Ok(KeyVerdict::Matches) => {
+                info!(key_id = %r.key_id, check = %r.check, "permutation key matches the database");
+            }
+            Ok(KeyVerdict::Differs { recorded }) => {
+                let why = SpecError::KeyMismatch {
+                    key_id: r.key_id.clone(),
+                    check: r.check.clone(),
+                    recorded: recorded.clone(),
+                };
+                tracing::error!(
+                    key_id = %r.key_id, file = %file, check = %r.check, recorded = %recorded,
+                    "{why}; its tags answer key_unavailable on this server (shapes.keys.{} = {file})",
+                    r.key_id
+                );
+            }
+            Err(e) => warn!(
+                key_id = %r.key_id, error = %e,
+                "could not check the permutation keys against the database: checked at first use"
+            ),
+        }
+    }
 }
 
 /// The lanes' repair pass (`segment::lanes::repair`), every `interval`.
