@@ -88,6 +88,7 @@ impl Application {
         }
         background.spawn(durability.clone().watch(background.token()));
 
+        let mut key_reports = Vec::new();
         let segment = if settings.segment.enabled {
             let mut config = settings.segment_config();
             config.lease_gate = lease_gate(&durability);
@@ -109,10 +110,12 @@ impl Application {
             }
             engine.spawn_refresh(&background);
             let route = segment_route(&settings, engine, &claims, &background).await?;
+            // Every configured key against the database before serving (the verdicts are kept,
+            // so the first requests ask nothing more); logged once the server listens, below.
             if database_deferred {
                 info!("permutation keys are checked against the database at their first use");
             } else {
-                log_key_reports(&settings, &route.formatted().verify_keys().await);
+                key_reports = route.formatted().verify_keys().await;
             }
             if let Some(lanes) = route.lane_set() {
                 info!(
@@ -209,6 +212,9 @@ impl Application {
             server = server.workers(settings.server.workers);
         }
         info!(host = %settings.server.host, port, "listening");
+        // After "listening": a key the database does not record refuses its tags, not the start
+        // (an `error!` before "listening" reads as a start that failed).
+        log_key_reports(&settings, &key_reports);
         Ok(Self {
             port,
             server: server.run(),
