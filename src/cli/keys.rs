@@ -110,7 +110,11 @@ pub async fn run(
                 KeyState::Mismatch(r) => r.as_str(),
                 KeyState::NotBound => "-",
             };
-            writeln!(out, "{id:<32}  {check:<21}  {recorded:<21}  {}", state.word())?;
+            writeln!(
+                out,
+                "{id:<32}  {check:<21}  {recorded:<21}  {}",
+                state.word()
+            )?;
             if let KeyState::Mismatch(_) = state {
                 writeln!(
                     out,

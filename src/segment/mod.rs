@@ -37,8 +37,7 @@ pub mod tag_rules;
 mod tickets;
 
 pub use allocator::{
-    FormatConflict, FormattedIds, KeyReport, PeriodFill, SegmentAllocator, SegmentConfig,
-    TagHandle,
+    FormatConflict, FormattedIds, KeyReport, PeriodFill, SegmentAllocator, SegmentConfig, TagHandle,
 };
 pub use biz_tag::{BizTag, BizTagError};
 pub use buffer::{BufferSnapshot, SegmentBuffer};

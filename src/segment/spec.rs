@@ -345,7 +345,9 @@ impl TagSpec {
             return Ok(None);
         };
         // A permutation is made only with its key, and so with its binding.
-        let (Some(text), Some(binding)) = (self.text(), self.text().and_then(|t| t.binding.as_deref())) else {
+        let (Some(text), Some(binding)) =
+            (self.text(), self.text().and_then(|t| t.binding.as_deref()))
+        else {
             return Err(SegmentError::KeyUnavailable {
                 tag: self.tag.clone(),
                 key_id: String::new(),

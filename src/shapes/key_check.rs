@@ -57,7 +57,8 @@ pub const MIN_DISTINCT_BYTES: usize = 16;
 
 /// Keys printed as examples (by the standards, hence in tutorials): refused whatever their
 /// distinct bytes. The NIST SP 800-38G FF1 samples' AES-256 key.
-const EXAMPLE_KEYS: [&str; 1] = ["2b7e151628aed2a6abf7158809cf4f3cef4359d8d580aa4f7f036d6f04fc6a94"];
+const EXAMPLE_KEYS: [&str; 1] =
+    ["2b7e151628aed2a6abf7158809cf4f3cef4359d8d580aa4f7f036d6f04fc6a94"];
 
 /// Why `key` is plainly not a random key, or `None`. A random key is an arithmetic run with
 /// probability 2^-240, and an example key never: nothing but weak keys is refused.
@@ -96,10 +97,8 @@ mod tests {
     #[test]
     fn the_check_value_is_the_kcv_of_the_key_and_stable() {
         assert_eq!(check_value(&[0; 32]), "kcv1:dc95c078a2408989");
-        let key = parse_hex_key(
-            "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
-        )
-        .unwrap();
+        let key = parse_hex_key("00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff")
+            .unwrap();
         assert_eq!(check_value(&key), "kcv1:b1851e1d5fb5fbec");
         // One bit of key changes it.
         let mut other = key;
@@ -118,7 +117,9 @@ mod tests {
         let down: Key = std::array::from_fn(|i| 200 - 3 * i as u8);
         assert!(weakness(&down).unwrap().contains("arithmetic"));
         // 15 distinct values: refused; 16: accepted.
-        const VALUES: [u8; 16] = [7, 9, 200, 3, 55, 91, 18, 250, 1, 42, 77, 130, 66, 101, 12, 33];
+        const VALUES: [u8; 16] = [
+            7, 9, 200, 3, 55, 91, 18, 250, 1, 42, 77, 130, 66, 101, 12, 33,
+        ];
         let few: Key = std::array::from_fn(|i| VALUES[i % 15]);
         assert!(weakness(&few).unwrap().contains("distinct"), "{few:?}");
         let sixteen: Key = std::array::from_fn(|i| VALUES[i % 16]);
@@ -142,12 +143,19 @@ mod tests {
             files.push(entry.unwrap().path());
         }
         let mut found = 0;
-        for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "md")) {
+        for f in files
+            .iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "md"))
+        {
             let text = std::fs::read_to_string(f).unwrap();
             for word in text.split(|c: char| !c.is_ascii_hexdigit()) {
                 if let Some(key) = (word.len() == 64).then(|| parse_hex_key(word)).flatten() {
                     found += 1;
-                    assert!(weakness(&key).is_some(), "{} prints the key {word}", f.display());
+                    assert!(
+                        weakness(&key).is_some(),
+                        "{} prints the key {word}",
+                        f.display()
+                    );
                 }
             }
         }

@@ -234,16 +234,16 @@ pub fn read_key(id: &str, path: &Path) -> Result<Key, KeyError> {
         path: path.to_owned(),
         source,
     };
-    let not_a_file = |meta: &std::fs::Metadata| KeyError::NotAFile {
+    let not_a_file = |kind| KeyError::NotAFile {
         key_id: id.to_owned(),
         path: path.to_owned(),
-        kind: kind_of(meta),
+        kind,
     };
     // `metadata` is a `stat`: it never blocks, whatever the path is. Opening a FIFO would wait
     // for a writer, so nothing but a regular file is opened.
     let meta = std::fs::metadata(path).map_err(unreadable)?;
     if !meta.is_file() {
-        return Err(not_a_file(&meta));
+        return Err(not_a_file(kind_of(&meta)));
     }
     #[cfg(unix)]
     {
@@ -264,7 +264,7 @@ pub fn read_key(id: &str, path: &Path) -> Result<Key, KeyError> {
     }
     let text = read_regular(path).map_err(|e| match e {
         Opened::Io(source) => unreadable(source),
-        Opened::NotAFile(meta) => not_a_file(&meta),
+        Opened::NotAFile(kind) => not_a_file(kind),
     })?;
     let key = parse_hex_key(text.trim()).ok_or_else(|| KeyError::BadHex {
         key_id: id.to_owned(),
@@ -283,7 +283,7 @@ pub fn read_key(id: &str, path: &Path) -> Result<Key, KeyError> {
 /// Why [`read_regular`] read nothing.
 enum Opened {
     Io(std::io::Error),
-    NotAFile(std::fs::Metadata),
+    NotAFile(&'static str),
 }
 
 /// The text of the regular file `path`, opened without blocking (`O_NONBLOCK`: a path swapped
@@ -301,7 +301,7 @@ fn read_regular(path: &Path) -> Result<String, Opened> {
     let file = open.open(path).map_err(Opened::Io)?;
     let meta = file.metadata().map_err(Opened::Io)?;
     if !meta.is_file() {
-        return Err(Opened::NotAFile(meta));
+        return Err(Opened::NotAFile(kind_of(&meta)));
     }
     let mut text = String::new();
     file.take(1025)
@@ -429,10 +429,25 @@ mod tests {
         std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o700)).unwrap();
         let e = KeyRing::load(&[("k1".to_owned(), sub.clone())].into()).unwrap_err();
         assert!(
-            matches!(&e, KeyError::NotAFile { kind: "a directory", .. }),
+            matches!(
+                &e,
+                KeyError::NotAFile {
+                    kind: "a directory",
+                    ..
+                }
+            ),
             "{e}"
         );
         let e = KeyRing::load(&[("k1".to_owned(), "/dev/null".into())].into()).unwrap_err();
-        assert!(matches!(&e, KeyError::NotAFile { kind: "a device", .. }), "{e}");
+        assert!(
+            matches!(
+                &e,
+                KeyError::NotAFile {
+                    kind: "a device",
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 }

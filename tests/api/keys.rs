@@ -32,7 +32,10 @@ async fn take(
     let mut got = Vec::new();
     for _ in 0..rounds {
         let r = client
-            .get(format!("{}/api/v1/segment/codes/ids?count=100", server.address))
+            .get(format!(
+                "{}/api/v1/segment/codes/ids?count=100",
+                server.address
+            ))
             .send()
             .await
             .unwrap();
@@ -102,14 +105,21 @@ async fn a_second_key_under_one_key_id_is_refused_and_no_code_repeats(db: Db) {
     // Not bound before any server used the key id: the check passes and binds nothing.
     let out = keys_check(&url, &key_b);
     let shown = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(out.status.code(), Some(0), "{shown}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{shown}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(shown.contains("not bound yet"), "{shown}");
 
     let a = ServerProcess::start(&url, &env_a);
     let r = client
         .post(format!("{}/api/v1/tags", a.address))
         .header("content-type", "application/json")
-        .body(format!(r#"{{"biz_tag":"codes","step":200,"format":{CODES}}}"#))
+        .body(format!(
+            r#"{{"biz_tag":"codes","step":200,"format":{CODES}}}"#
+        ))
         .send()
         .await
         .unwrap();
@@ -127,7 +137,10 @@ async fn a_second_key_under_one_key_id_is_refused_and_no_code_repeats(db: Db) {
     assert!(from_b.is_empty(), "{from_b:?}");
     assert_key_refusal(refused);
     let r = client
-        .get(format!("{}/api/v1/segment/codes/decode?id={}", b.address, all[0]))
+        .get(format!(
+            "{}/api/v1/segment/codes/decode?id={}",
+            b.address, all[0]
+        ))
         .send()
         .await
         .unwrap();
@@ -186,7 +199,10 @@ async fn a_fifo_or_a_weak_key_stops_the_start_at_once() {
     for (path, needle) in [(&fifo, "not a regular file (a FIFO)"), (&zeros, "weak key")] {
         let started = std::time::Instant::now();
         let out = Command::new(env!("CARGO_BIN_EXE_leafid"))
-            .env("LEAFID__DATABASE__URL", format!("sqlite://{}", db.display()))
+            .env(
+                "LEAFID__DATABASE__URL",
+                format!("sqlite://{}", db.display()),
+            )
             .env("LEAFID__SERVER__PORT", "0")
             .env("LEAFID__SHAPES__KEYS__CODES", path)
             .output()

@@ -827,14 +827,20 @@ async fn a_key_check_value_is_recorded_once(on: On) {
     assert_eq!(store.bind_key("codes", first).await.unwrap(), first);
     assert_eq!(store.bind_key("codes", other).await.unwrap(), first);
     assert_eq!(store.bind_key("codes", first).await.unwrap(), first);
-    assert_eq!(store.key_check("codes").await.unwrap().as_deref(), Some(first));
+    assert_eq!(
+        store.key_check("codes").await.unwrap().as_deref(),
+        Some(first)
+    );
     // Exact key ids only.
     for near in ["code", "codes2", "CODES", "codes "] {
         assert_eq!(store.key_check(near).await.unwrap(), None, "{near:?}");
     }
     // Another key id is its own.
     assert_eq!(store.bind_key("codes2", other).await.unwrap(), other);
-    assert_eq!(store.key_check("codes").await.unwrap().as_deref(), Some(first));
+    assert_eq!(
+        store.key_check("codes").await.unwrap().as_deref(),
+        Some(first)
+    );
     stores.close().await;
 }
 on_every_store!(a_key_check_value_is_recorded_once, through_lanes);

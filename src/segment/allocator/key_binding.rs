@@ -64,10 +64,7 @@ impl SegmentAllocator {
             let check = keys.check_value(id).unwrap_or_default().to_owned();
             let binding = self.inner.specs.binding(id, &check);
             async move {
-                let verdict = binding
-                    .verify(&*self.inner.store, timeout)
-                    .await
-                    .cloned();
+                let verdict = binding.verify(&*self.inner.store, timeout).await.cloned();
                 KeyReport {
                     key_id: id.to_owned(),
                     check,
@@ -192,12 +189,14 @@ mod tests {
         ));
         assert!(matches!(
             spec.decode(&from_a[0]),
-            Err(crate::segment::DecodeError::Segment(SegmentError::KeyMismatch { .. }))
+            Err(crate::segment::DecodeError::Segment(
+                SegmentError::KeyMismatch { .. }
+            ))
         ));
         // A new tag under the key id: refused as the caller's error, nothing written.
         match create(&b, "tickets2").await {
             Err(FormatConflict::Spec(SpecError::KeyMismatch { key_id, .. })) => {
-                assert_eq!(key_id, "codes")
+                assert_eq!(key_id, "codes");
             }
             other => panic!("{other:?}"),
         }
@@ -234,7 +233,10 @@ mod tests {
         let e = b.next_texts(&spec, 5).await.unwrap_err();
         assert!(matches!(e, SegmentError::Store(_)), "{e:?}");
         assert_eq!(Error::from(e).code(), "database_unavailable");
-        assert!(matches!(b.verify_key(&spec).await, Err(SegmentError::Store(_))));
+        assert!(matches!(
+            b.verify_key(&spec).await,
+            Err(SegmentError::Store(_))
+        ));
         let reports = b.verify_keys().await;
         assert!(reports[0].verdict.is_err());
         store.failing.store(false, Ordering::Relaxed);

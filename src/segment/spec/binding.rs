@@ -143,7 +143,10 @@ mod tests {
         );
         // Kept: even with the database down, the verdict stands.
         store.failing.store(true, Ordering::Relaxed);
-        assert!(matches!(b.verify(&store, t).await, Ok(KeyVerdict::Differs { .. })));
+        assert!(matches!(
+            b.verify(&store, t).await,
+            Ok(KeyVerdict::Differs { .. })
+        ));
         assert_eq!(a.verify(&store, t).await.unwrap(), &KeyVerdict::Matches);
     }
 
@@ -178,6 +181,9 @@ mod tests {
         let a = bindings.of("codes", "kcv1:aaaaaaaaaaaaaaaa");
         let again = bindings.of("codes", "kcv1:aaaaaaaaaaaaaaaa");
         assert!(Arc::ptr_eq(&a, &again));
-        assert!(!Arc::ptr_eq(&a, &bindings.of("other", "kcv1:aaaaaaaaaaaaaaaa")));
+        assert!(!Arc::ptr_eq(
+            &a,
+            &bindings.of("other", "kcv1:aaaaaaaaaaaaaaaa")
+        ));
     }
 }

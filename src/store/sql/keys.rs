@@ -55,6 +55,8 @@ pub(crate) async fn bind_key<D: Dialect>(
     };
     write_once_racing(db, insert).await.map_err(unavailable)?;
     key_check(db, key_id).await?.ok_or_else(|| {
-        StoreError::Unavailable("leafid_shape_key has no row for the key id after the insert".into())
+        StoreError::Unavailable(
+            "leafid_shape_key has no row for the key id after the insert".into(),
+        )
     })
 }
