@@ -344,9 +344,9 @@ impl TagSpec {
         let Some(p) = self.permutation()? else {
             return Ok(None);
         };
-        // A permutation is made only with its key, and so with its binding.
-        let (Some(text), Some(binding)) =
-            (self.text(), self.text().and_then(|t| t.binding.as_deref()))
+        // A permutation is made only with its key, and so with its binding: a spec without one
+        // would be a bug, refused (fail closed) rather than served unchecked.
+        let Some((text, binding)) = self.text().and_then(|t| Some((t, t.binding.as_deref()?)))
         else {
             return Err(SegmentError::KeyUnavailable {
                 tag: self.tag.clone(),

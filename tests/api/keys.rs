@@ -146,6 +146,26 @@ async fn a_second_key_under_one_key_id_is_refused_and_no_code_repeats(db: Db) {
         .unwrap();
     let status = r.status().as_u16();
     assert_key_refusal(Some((status, r.json().await.unwrap())));
+    // A new tag under the key id on the second server: refused as the caller's error.
+    let r = client
+        .post(format!("{}/api/v1/tags", b.address))
+        .header("content-type", "application/json")
+        .body(format!(
+            r#"{{"biz_tag":"codes2","step":200,"format":{CODES}}}"#
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["code"], "invalid_request", "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("does not match"),
+        "{body}"
+    );
     // The first server serves on; nothing repeats.
     let (more, refused) = take(&client, &a, 10).await;
     assert!(refused.is_none(), "{refused:?}");
