@@ -52,12 +52,15 @@ mkdir -p "$work"
 db="$work/leafid.db"
 token="browser-test-$$-$RANDOM"
 server_log="$work/leafid.log"
+# The key of the permuted tag the dashboard test creates (`vault`).
+(umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/vault.key")
 
 LEAFID__SERVER__HOST=127.0.0.1 \
 LEAFID__SERVER__PORT=0 \
 LEAFID__SERVER__WORKERS=1 \
 LEAFID__DATABASE__URL="sqlite://$db" \
 LEAFID__ADMIN__TOKEN="$token" \
+LEAFID__SHAPES__KEYS__VAULT="$work/vault.key" \
 LEAFID__LOG__FORMAT=json \
 RUST_LOG=info \
   target/debug/leafid serve >/dev/null 2>"$server_log" &

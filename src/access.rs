@@ -4,7 +4,8 @@
 //! the peer address off the request; a CLI or gRPC door builds its own), and asks the policy
 //! about an [`Action`]. The policy answers `Ok` or the refusal ([`Error::Unauthorized`]), so the
 //! rules live here once: admin writes, monitor reads, taking a tag's ids, decoding a permuted
-//! tag. Caller tokens scoped to tags plug in at [`Action::TakeIds`].
+//! tag, reading a permuted tag's volume. Caller tokens scoped to tags plug in at
+//! [`Action::TakeIds`].
 //!
 //! Closed by default, whatever sits in front: an admin write needs the bearer token
 //! `admin.token`. The peer address is not a credential: behind a same-host reverse proxy or a
@@ -82,6 +83,11 @@ pub enum Action<'a> {
     TakeIds(Option<&'a str>),
     /// Read a permuted tag's id back into its sequence (what the permutation hides).
     DecodePermuted(&'a str),
+    /// Read a permuted tag's volume on a monitor read: its next id, leased `max_id`, buffer
+    /// positions, issued totals and fill (`docs/shapes.md`: an observer without the key learns
+    /// neither the order nor the volume). Asked once per monitor request; a caller refused it
+    /// sees the page with those numbers left out, never an error.
+    ReadVolume,
 }
 
 /// Who may do what: `[admin]` of the configuration.
@@ -108,7 +114,7 @@ impl AccessPolicy {
                 who,
                 "this page needs Authorization: Bearer <admin.token> (admin.protect_reads)",
             ),
-            Action::AdminWrite | Action::DecodePermuted(_) => {
+            Action::AdminWrite | Action::DecodePermuted(_) | Action::ReadVolume => {
                 self.admin(who, "admin writes need Authorization: Bearer <admin.token>")
             }
         }
@@ -171,7 +177,11 @@ mod tests {
     #[test]
     fn with_a_token_only_the_token_admits_a_write_and_a_permuted_decode() {
         let p = with_token(false);
-        for action in [Action::AdminWrite, Action::DecodePermuted("codes")] {
+        for action in [
+            Action::AdminWrite,
+            Action::DecodePermuted("codes"),
+            Action::ReadVolume,
+        ] {
             assert!(p.admit(&who(Some("s3cret"), [10, 0, 0, 1]), action).is_ok());
             // Loopback is no credential once a token is set.
             let e = p.admit(&who(None, [127, 0, 0, 1]), action).unwrap_err();
@@ -228,9 +238,39 @@ mod tests {
             Action::AdminWrite,
             Action::MonitorRead,
             Action::DecodePermuted("codes"),
+            Action::ReadVolume,
         ] {
             assert!(p.admit(&Operator, action).is_ok());
         }
+    }
+
+    /// Reads stay open by default; the volume of a permuted tag does not: a monitor-page reader
+    /// without the admin credential (no token, a wrong one, a loopback peer without
+    /// `trust_loopback`) is refused it.
+    #[test]
+    fn open_monitor_reads_do_not_open_a_permuted_tags_volume() {
+        let p = with_token(false);
+        let anyone = who(None, [10, 0, 0, 1]);
+        assert!(p.admit(&anyone, Action::MonitorRead).is_ok());
+        assert!(p.admit(&anyone, Action::ReadVolume).is_err());
+        assert!(
+            p.admit(&who(Some("wrong"), [10, 0, 0, 1]), Action::ReadVolume)
+                .is_err()
+        );
+        let open = AccessPolicy::default();
+        assert!(
+            open.admit(&who(None, [127, 0, 0, 1]), Action::ReadVolume)
+                .is_err()
+        );
+        let loopback = AccessPolicy {
+            trust_loopback: true,
+            ..AccessPolicy::default()
+        };
+        assert!(
+            loopback
+                .admit(&who(None, [127, 0, 0, 1]), Action::ReadVolume)
+                .is_ok()
+        );
     }
 
     #[test]

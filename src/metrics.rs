@@ -7,6 +7,11 @@
 //! latency histogram come from the buffers' load state, which the loader updates anyway. Only
 //! HTTP requests are counted as they happen, once per request, by [`crate::http::middleware`].
 //!
+//! Every `biz_tag` is a tag, never a period row: a formatted tag's periods are folded into it
+//! ([`crate::segment::views`]: counters summed, gauges of the current period), so the series
+//! follow the tags, not the days. A scrape without the admin credential gets no
+//! [`VOLUME_FAMILIES`] series of a permuted tag ([`Metrics::render_for`]).
+//!
 //! | family | type | labels | meaning |
 //! | --- | --- | --- | --- |
 //! | `leafid_ids_issued_total` | counter | `engine`, `biz_tag` | ids handed out (`biz_tag` empty for snowflake) |
@@ -18,7 +23,7 @@
 //! | `leafid_segment_db_step` | gauge | `biz_tag` | the DBA's step (floor of the adaptive step) |
 //! | `leafid_segment_remaining_ids` | gauge | `biz_tag`, `segment` | ids left in the `current` and `next` segment |
 //! | `leafid_segment_next_ready` | gauge | `biz_tag` | 1 when the next segment is loaded |
-//! | `leafid_segment_tags` | gauge | | tags cached |
+//! | `leafid_segment_tags` | gauge | | tags held (a formatted tag once) |
 //! | `leafid_period_used_ratio` | gauge | `biz_tag`, `period` | share of a formatted tag's current period's sequence width leased (alert at 0.8) |
 //! | `leafid_snowflake_worker_id` | gauge | | this server's worker id |
 //! | `leafid_snowflake_time_left_seconds` | gauge | | seconds until the layout's time field runs out |
@@ -71,6 +76,9 @@ pub struct Metrics {
     /// `leafid_http_server_errors_total`: 5xx answers by error code (bounded: the codes are
     /// the `Error` variants' static strings).
     server_errors: IntCounterVec,
+    /// The segment engine, asked which tags' counts are secret at a scrape without the admin
+    /// credential ([`Self::render_for`]).
+    segment: Option<SegmentAllocator>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -113,7 +121,7 @@ impl Metrics {
         registry.register(Box::new(server_errors.clone()))?;
         registry.register(Box::new(http_requests.clone()))?;
         registry.register(Box::new(http_duration.clone()))?;
-        registry.register(Box::new(EngineCollector::new(segment, snowflake)?))?;
+        registry.register(Box::new(EngineCollector::new(segment.clone(), snowflake)?))?;
         registry.register(Box::new(LogCollector::new()?))?;
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Ok(Self {
@@ -122,6 +130,7 @@ impl Metrics {
             http_requests,
             http_duration,
             server_errors,
+            segment,
         })
     }
 
@@ -175,12 +184,63 @@ impl Metrics {
         self.server_errors.with_label_values(&[code]).inc();
     }
 
-    /// Every family in the Prometheus text format.
+    /// Every family in the Prometheus text format, every series included (an admin's scrape).
     pub fn render(&self) -> Result<String, MetricsError> {
+        self.render_for(true)
+    }
+
+    /// Every family in the Prometheus text format; without `reads_volume` (a scrape without
+    /// the admin credential, `crate::access::Action::ReadVolume`) the series of
+    /// [`VOLUME_FAMILIES`] are left out for every tag whose counts are secret (a permuted tag:
+    /// [`SegmentAllocator::hides_volume`]).
+    pub fn render_for(&self, reads_volume: bool) -> Result<String, MetricsError> {
+        let mut families = self.registry.gather();
+        if !reads_volume && let Some(engine) = &self.segment {
+            hide_volume(&mut families, engine);
+        }
         let mut out = Vec::with_capacity(8 * 1024);
-        prometheus::TextEncoder::new().encode(&self.registry.gather(), &mut out)?;
+        prometheus::TextEncoder::new().encode(&families, &mut out)?;
         Ok(String::from_utf8(out)?)
     }
+}
+
+/// The families whose series tell a tag's volume: ids issued, leases (each one a step of ids),
+/// their latency histogram (whose count is the leases), the adaptive step (it grows with the
+/// rate), the ids in memory and the period's fill. A permuted tag's series of these are shown
+/// to admin scrapes only; its other series (failures, regressions, DB step, next ready) are
+/// health, not volume, and stay.
+pub const VOLUME_FAMILIES: [&str; 6] = [
+    "leafid_ids_issued_total",
+    "leafid_segment_loads_total",
+    "leafid_segment_load_duration_seconds",
+    "leafid_segment_step",
+    "leafid_segment_remaining_ids",
+    "leafid_period_used_ratio",
+];
+
+/// Drops the volume series of every secret tag; a family left with no series is dropped (the
+/// text encoder refuses an empty one). The secret tags are read after the families were
+/// gathered: a tag's spec is only ever learnt, so a tag secret when its series were made is
+/// secret here too.
+fn hide_volume(families: &mut Vec<MetricFamily>, engine: &SegmentAllocator) {
+    let secret: std::collections::HashSet<String> = engine
+        .activity()
+        .into_iter()
+        .filter(|a| a.volume_secret)
+        .map(|a| a.biz_tag)
+        .collect();
+    for family in families.iter_mut() {
+        if !VOLUME_FAMILIES.contains(&family.name()) {
+            continue;
+        }
+        family.mut_metric().retain(|m| {
+            !m.get_label().iter().any(|l| {
+                l.name() == "biz_tag"
+                    && (secret.contains(l.value()) || engine.hides_volume(l.value()))
+            })
+        });
+    }
+    families.retain(|f| !f.get_metric().is_empty());
 }
 
 /// Reads the engines when the registry is gathered.
@@ -256,7 +316,7 @@ const ENGINE_FAMILIES: &[(&str, &str, &[&str])] = &[
     ),
     (
         "leafid_segment_tags",
-        "Tags cached by the segment engine",
+        "Tags held by the segment engine (a formatted tag counts once, whatever its periods)",
         &[],
     ),
     (
@@ -401,25 +461,26 @@ impl Collector for EngineCollector {
             let mut next_ready = Family::new("leafid_segment_next_ready", GAUGE);
             let mut tags = Family::new("leafid_segment_tags", GAUGE);
             let mut period = Family::new("leafid_period_used_ratio", GAUGE);
-            for fill in engine.period_fills() {
-                period.gauge(
-                    &[("biz_tag", &fill.biz_tag), ("period", &fill.period)],
-                    fill.used,
-                );
-            }
-            let snapshots = engine.snapshots();
-            tags.gauge(&[], snapshots.len() as f64);
-            for s in &snapshots {
-                let tag = s.biz_tag.as_str();
+            // One view per tag: a formatted tag's periods are folded into it (counters summed
+            // over its periods, gauges of the current period), so the series count follows
+            // the tags, never the days served.
+            let views = engine.activity();
+            tags.gauge(&[], views.len() as f64);
+            for a in &views {
+                let tag = a.biz_tag.as_str();
                 let by_tag = [("biz_tag", tag)];
+                if let (Some(key), Some(used)) = (&a.period, a.used) {
+                    period.gauge(&[("biz_tag", tag), ("period", key)], used);
+                }
                 issued.counter(
                     &[("engine", "segment"), ("biz_tag", tag)],
-                    s.ids_issued as f64,
+                    a.ids_issued as f64,
                 );
-                loads.counter(&by_tag, s.loads as f64);
-                failures.counter(&by_tag, s.load_failures_total as f64);
-                regressions.counter(&by_tag, s.regressions_total as f64);
-                latency.histogram(&by_tag, &s.load_latency);
+                loads.counter(&by_tag, a.loads as f64);
+                failures.counter(&by_tag, a.load_failures_total as f64);
+                regressions.counter(&by_tag, a.regressions_total as f64);
+                latency.histogram(&by_tag, &a.load_latency);
+                let Some(s) = &a.current else { continue };
                 step.gauge(&by_tag, s.step as f64);
                 db_step.gauge(&by_tag, s.db_step as f64);
                 let left = |state: SegmentState| -> u64 {

@@ -260,6 +260,14 @@ fn formatted_tags_from_the_cli() {
         ],
     );
     assert_exit(&created, 0, "orders");
+    // `tags show` names the format (issue 42, item 9), as text and as JSON.
+    assert_exit(
+        &leafid(&url, &["tags", "show", "orders"]),
+        0,
+        r#""prefix":"ORD-""#,
+    );
+    let shown = leafid(&url, &["tags", "show", "orders", "--json"]);
+    assert_eq!(json(&shown)["format"]["reset"], "daily");
     let refused = leafid(
         &url,
         &[

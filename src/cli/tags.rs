@@ -201,7 +201,10 @@ pub async fn run(
             }
         }
         Checked::Show(tag) => match ids.get_tag(tag).await.map_err(cli_error)? {
-            Some(row) => write_row(out, &row, json)?,
+            Some(row) => {
+                let format = stored_format(ids, tag).await?;
+                write_shown(out, &row, format.as_ref(), json)?;
+            }
             None => return Err(CliError::UnknownTag(tag.to_string())),
         },
         Checked::Create(new, format) => {
@@ -276,6 +279,42 @@ fn cli_error(e: Error) -> CliError {
 fn to_json<T: serde::Serialize>(value: &T) -> String {
     // A row holds strings, numbers and a timestamp: it always serializes.
     serde_json::to_string_pretty(value).unwrap_or_default()
+}
+
+/// The format of `tag` as the database stores it (`None` for a plain tag): read, not taken
+/// from a cache, as the CLI has none.
+async fn stored_format(ids: &IdService, tag: &BizTag) -> Result<Option<TagFormat>, CliError> {
+    let Some(segment) = ids.segment_engine() else {
+        return Ok(None);
+    };
+    let spec = segment
+        .spec_of(tag)
+        .await
+        .map_err(|e| cli_error(e.into()))?;
+    Ok(spec.and_then(|s| s.format().cloned()))
+}
+
+/// `tags show`: the row, and a formatted tag's format (as `docs/shapes.md` writes it).
+fn write_shown(
+    out: &mut impl Write,
+    row: &TagRow,
+    format: Option<&TagFormat>,
+    json: bool,
+) -> std::io::Result<()> {
+    let Some(format) = format else {
+        return write_row(out, row, json);
+    };
+    if json {
+        let mut body = serde_json::to_value(TagRowBody::from(row.clone())).unwrap_or_default();
+        body["format"] = serde_json::to_value(format).unwrap_or_default();
+        return writeln!(out, "{}", to_json(&body));
+    }
+    write_row(out, row, false)?;
+    writeln!(
+        out,
+        "format       {}",
+        serde_json::to_string(format).unwrap_or_default()
+    )
 }
 
 fn write_row(out: &mut impl Write, row: &TagRow, json: bool) -> std::io::Result<()> {
@@ -430,6 +469,37 @@ mod tests {
         let unknown = cmd(&["set-step", "nope", "5"]).check().unwrap();
         let err = run(&unknown, false, &engine, &mut out).await.unwrap_err();
         assert_eq!(err.code(), 1);
+    }
+
+    /// `tags show` of a formatted tag shows its format (read from the database: the CLI has no
+    /// cache), in text and JSON; a plain tag's shows none.
+    #[tokio::test]
+    async fn show_prints_a_formatted_tags_format() {
+        let (store, engine) = engine(MemoryStore::with_rows(&[("inv", 1, 100), ("plain", 1, 10)]));
+        let json =
+            r#"{"prefix":"INV-","date":"yyyyMM","width":5,"reset":"monthly","time_zone":"UTC"}"#;
+        assert!(
+            leafid::segment::SpecStore::put_format(&*store, "inv", json)
+                .await
+                .unwrap()
+        );
+        let show = cmd(&["show", "inv"]).check().unwrap();
+        let mut text = Vec::new();
+        run(&show, false, &engine, &mut text).await.unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            text.contains("format ") && text.contains(r#""prefix":"INV-""#),
+            "{text}"
+        );
+        let mut shown = Vec::new();
+        run(&show, true, &engine, &mut shown).await.unwrap();
+        let row: serde_json::Value = serde_json::from_slice(&shown).unwrap();
+        assert_eq!(row["format"]["prefix"], "INV-", "{row}");
+        assert_eq!(row["format"]["reset"], "monthly", "{row}");
+        let mut plain = Vec::new();
+        let show = cmd(&["show", "plain"]).check().unwrap();
+        run(&show, false, &engine, &mut plain).await.unwrap();
+        assert!(!String::from_utf8(plain).unwrap().contains("format"));
     }
 
     #[tokio::test]

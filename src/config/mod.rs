@@ -108,7 +108,8 @@ impl LanesSettings {
             })?;
             if Some(slot) == self.slot {
                 bail!(
-                    "invalid configuration: lanes.others.{key} has this server's own slot: two                      lanes with one slot could hand out one id"
+                    "invalid configuration: lanes.others.{key} has this server's own slot: two \
+                     lanes with one slot could hand out one id"
                 );
             }
             out.push((slot, url.clone()));

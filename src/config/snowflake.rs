@@ -171,12 +171,21 @@ impl Settings {
             );
         };
         let worker_bits = 64 - layout.max_worker_id().leading_zeros();
-        if r >= worker_bits || u32::from(slot) >= 1 << r {
+        // Two different mistakes, each named: a region that does not fit the region bits, and
+        // region bits that leave no worker bits.
+        if u32::from(slot) >= 1 << r.min(31) {
+            bail!(
+                "invalid configuration: lanes.slot = {slot} does not fit \
+                 snowflake.worker.region_bits = {r} (regions 0 to {}): raise region_bits to at \
+                 least {}",
+                (1u32 << r.min(31)) - 1,
+                32 - u32::from(slot).leading_zeros()
+            );
+        }
+        if r >= worker_bits {
             bail!(
                 "invalid configuration: snowflake.worker.region_bits = {r}: the worker ids have \
-                 {worker_bits} bits, and region {slot} (lanes.slot) needs {} of them; at least \
-                 one must be left for the region's own workers",
-                8 - slot.leading_zeros().min(7)
+                 {worker_bits} bits; at least one must be left for the region's own workers"
             );
         }
         let own = worker_bits - r;

@@ -390,3 +390,24 @@ fn the_database_settings_debug_never_shows_the_password() {
     assert!(!shown.contains("hunter2"), "{shown}");
     assert!(shown.contains("root:***@127.0.0.1"), "{shown}");
 }
+
+/// Issue 43: each lanes mistake is named as what it is, in one readable line.
+#[test]
+fn lane_and_region_mistakes_are_named_plainly() {
+    let mut s = Settings::load(None).unwrap();
+    s.lanes.slot = Some(0);
+    s.lanes.others = [("0".to_owned(), "sqlite://x.db".to_owned())].into();
+    let e = s.lanes.other_lanes().unwrap_err().to_string();
+    assert!(e.contains("own slot: two lanes"), "{e}");
+    assert!(!e.contains("  "), "no run of spaces: {e:?}");
+    s.lanes.others.clear();
+    s.snowflake.worker.region_bits = 2;
+    s.lanes.slot = Some(4);
+    let e = s.snowflake_config().unwrap_err().to_string();
+    assert!(e.contains("lanes.slot = 4 does not fit"), "{e}");
+    assert!(!e.contains("worker ids have"), "not the worker bits: {e}");
+    s.lanes.slot = Some(1);
+    s.snowflake.worker.region_bits = 10;
+    let e = s.snowflake_config().unwrap_err().to_string();
+    assert!(e.contains("at least one must be left"), "{e}");
+}

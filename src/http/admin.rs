@@ -2,7 +2,8 @@
 //! token and the peer address), and the extractors that guard the admin surface:
 //! [`AdminAuth`] on admin writes (`POST`/`PATCH`/`DELETE` under `/api/v1/tags`), [`MonitorAuth`]
 //! on the pages that list tags and state (`/db`, `/cache`, `/api/v1/cache`,
-//! `GET /api/v1/tags[/{biz_tag}]`, `/metrics`). Who may do what is the policy's
+//! `GET /api/v1/tags[/{biz_tag}]`, `/metrics`), carrying whether the caller may read a permuted
+//! tag's volume. Who may do what is the policy's
 //! ([`crate::access::AccessPolicy`]), not this module's.
 
 use std::future::{Ready, ready};
@@ -13,6 +14,7 @@ use actix_web::{FromRequest, HttpRequest, dev::Payload, http::header, web};
 use super::AppState;
 use super::error::Error;
 use crate::access::{Action, Credentials};
+use crate::segment::SegmentAllocator;
 
 /// A request's credentials, read when the policy asks for them.
 pub struct RequestCredentials<'a>(pub &'a HttpRequest);
@@ -56,16 +58,44 @@ impl FromRequest for AdminAuth {
     }
 }
 
-/// Proof that the request may read the monitor pages.
+/// Proof that the request may read the monitor pages, and whether it may also read a permuted
+/// tag's volume ([`Action::ReadVolume`]), both asked of the policy once per request.
 #[derive(Debug, Clone, Copy)]
-pub struct MonitorAuth;
+pub struct MonitorAuth {
+    volume: bool,
+}
+
+impl MonitorAuth {
+    /// Whether this caller may read a permuted tag's volume (next id, `max_id`, buffer
+    /// positions, issued totals, fill): the admin credential, as the policy says.
+    pub fn reads_volume(&self) -> bool {
+        self.volume
+    }
+
+    /// A caller that may read everything: the answer to an admin write, whose caller holds the
+    /// admin credential already.
+    pub(crate) fn with_volume() -> Self {
+        Self { volume: true }
+    }
+
+    /// Whether the volume of the row or tag `name` is shown to this caller: always for a
+    /// plain or unpermuted formatted tag, for a permuted one (and its period rows) only with
+    /// the admin credential. The one question every monitor view asks before writing a count.
+    pub fn shows_volume(&self, segment: Option<&SegmentAllocator>, name: &str) -> bool {
+        // Without the engine there is no buffer and no row to show.
+        self.volume || !segment.is_some_and(|s| s.hides_volume(name))
+    }
+}
 
 impl FromRequest for MonitorAuth {
     type Error = Error;
     type Future = Ready<Result<Self, Error>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(guard(req, Action::MonitorRead).map(|()| MonitorAuth))
+        ready(guard(req, Action::MonitorRead).map(|()| MonitorAuth {
+            // Refused is not an error here: the page is served with the counts left out.
+            volume: guard(req, Action::ReadVolume).is_ok(),
+        }))
     }
 }
 

@@ -4,7 +4,10 @@
 //! so the server needs no files beside it and the page loads nothing from elsewhere (no CDN, no
 //! fonts). It is static: the script polls the JSON routes every two seconds (`/api/v1/tags`,
 //! `/api/v1/cache`, `/health/ready`, `/api/v1/snowflake/status`) and builds the view with
-//! `textContent` only. Its forms call the same admin and planner routes as any client
+//! `textContent` only, one card per tag (a formatted tag's card is the tag's, with its current
+//! period; never one per period row). A permuted tag's fill is shown only when the admin token
+//! is typed into the page, which the polls then carry. Its forms call the same admin and
+//! planner routes as any client
 //! (`PATCH /api/v1/tags/{biz_tag}`, `POST /api/v1/layouts/plan`), so the page holds no privilege
 //! of its own: a step change needs the admin token exactly as with `curl`.
 //!

@@ -15,7 +15,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/metrics", web::get().to(get_metrics));
 }
 
-/// `GET /metrics`: every family in the Prometheus text format.
+/// `GET /metrics`: every family in the Prometheus text format; a permuted tag's volume series
+/// only for a scrape with the admin credential ([`crate::metrics::VOLUME_FAMILIES`]).
 #[utoipa::path(
     get,
     path = "/metrics",
@@ -27,10 +28,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     )
 )]
 pub async fn get_metrics(
-    _: MonitorAuth,
+    auth: MonitorAuth,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Error> {
-    let text = state.metrics.render().map_err(|e| {
+    let text = state.metrics.render_for(auth.reads_volume()).map_err(|e| {
         tracing::error!(error = %e, "rendering metrics failed");
         Error::Internal
     })?;

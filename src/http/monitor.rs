@@ -1,4 +1,8 @@
 //! Leaf's monitor pages (`/cache`, `/db`) and their JSON form (`/api/v1/cache`).
+//!
+//! A permuted tag's counts (its buffers' positions, its period rows' `max_id`, its fill) are
+//! shown only to a caller that may read its volume ([`MonitorAuth::shows_volume`]); anyone
+//! else sees the page without them. Ended periods of a formatted tag are not listed.
 
 use std::fmt::Write;
 
@@ -25,8 +29,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 /// Body of `GET /api/v1/cache`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CacheBody {
-    /// Every cached tag's buffer, ordered by tag (a formatted tag's periods are the rows
-    /// `tag@period`).
+    /// Every cached plain tag's buffer and each formatted tag's current period's (the row
+    /// `tag@period`), ordered by row name; ended periods are not listed. A permuted tag's
+    /// buffer is listed for callers with the admin credential only (its positions are its
+    /// volume).
     pub tags: Vec<BufferBody>,
     /// Every formatted tag this server knows, ordered by tag: its format, its current period
     /// and how much of the period's width is leased.
@@ -43,12 +49,14 @@ pub struct FormattedBody {
     pub format: crate::shapes::TagFormat,
     /// The current period's key, by this server's clock.
     pub period: String,
-    /// Share of the period's width leased, 0 to 1 (`leafid_period_used_ratio`).
-    pub used: f64,
+    /// Share of the period's width leased, 0 to 1 (`leafid_period_used_ratio`); `null` for a
+    /// permuted tag unless the caller has the admin credential (the fill is its volume).
+    pub used: Option<f64>,
 }
 
-/// The formatted tags this server knows, with their formats.
-fn formatted_bodies(ids: &IdService) -> Vec<FormattedBody> {
+/// The formatted tags this server knows, with their formats; a permuted tag's fill only for a
+/// caller that may read its volume.
+fn formatted_bodies(ids: &IdService, auth: MonitorAuth) -> Vec<FormattedBody> {
     let Some(segment) = ids.segment_engine() else {
         return Vec::new();
     };
@@ -57,13 +65,27 @@ fn formatted_bodies(ids: &IdService) -> Vec<FormattedBody> {
         .into_iter()
         .filter_map(|fill| {
             let format = ids.known_format(&fill.biz_tag)?;
+            let shown = auth.shows_volume(Some(segment), &fill.biz_tag);
             Some(FormattedBody {
                 biz_tag: fill.biz_tag,
                 format,
                 period: fill.period,
-                used: fill.used,
+                used: shown.then_some(fill.used),
             })
         })
+        .collect()
+}
+
+/// The buffers a caller of `/cache` and `/api/v1/cache` sees: each plain tag's and each
+/// formatted tag's current period's, less those whose volume it may not read.
+fn visible_buffers(
+    segment: &crate::segment::SegmentAllocator,
+    auth: MonitorAuth,
+) -> Vec<BufferSnapshot> {
+    segment
+        .current_snapshots()
+        .into_iter()
+        .filter(|b| auth.shows_volume(Some(segment), &b.biz_tag))
         .collect()
 }
 
@@ -197,7 +219,8 @@ impl From<SegmentState> for SegmentStateBody {
 }
 
 /// `GET /api/v1/cache[?stringify_ids=true]`: the buffers of every cached tag (the JSON form of
-/// `/cache`); their ids as decimal strings with `stringify_ids=true`.
+/// `/cache`); their ids as decimal strings with `stringify_ids=true`. A permuted tag's buffer
+/// and fill need the admin credential.
 #[utoipa::path(
     get,
     path = "/api/v1/cache",
@@ -210,27 +233,26 @@ impl From<SegmentState> for SegmentStateBody {
     )
 )]
 pub async fn cache_json(
-    _: MonitorAuth,
+    auth: MonitorAuth,
     state: web::Data<AppState>,
     query: web::Query<StringifyQuery>,
 ) -> Result<HttpResponse, Error> {
     let format = query.format()?;
     let segment = state.ids.segment()?;
-    let tags = segment
-        .snapshots()
+    let tags = visible_buffers(segment, auth)
         .iter()
         .map(|b| BufferBody::new(b, format))
         .collect();
     Ok(HttpResponse::Ok().json(CacheBody {
         tags,
-        formatted: formatted_bodies(&state.ids),
+        formatted: formatted_bodies(&state.ids, auth),
     }))
 }
 
 /// The formatted tags' table of `/cache` and `/db` (nothing when there are none): each tag's
 /// format, current period and the share of its width leased.
-fn formatted_table(ids: &IdService, html: &mut String) {
-    let formatted = formatted_bodies(ids);
+fn formatted_table(ids: &IdService, auth: MonitorAuth, html: &mut String) {
+    let formatted = formatted_bodies(ids, auth);
     if formatted.is_empty() {
         return;
     }
@@ -241,15 +263,20 @@ fn formatted_table(ids: &IdService, html: &mut String) {
     for f in formatted {
         let _ = write!(
             html,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&f.biz_tag),
             esc(&serde_json::to_string(&f.format).unwrap_or_default()),
             esc(&f.period),
-            f.used * 100.0,
+            f.used
+                .map_or_else(|| HIDDEN.to_owned(), |u| format!("{:.1}%", u * 100.0)),
         );
     }
     html.push_str("</table>");
 }
+
+/// What the HTML pages show in place of a permuted tag's count to a caller without the admin
+/// credential.
+const HIDDEN: &str = "hidden";
 
 /// Escapes text for HTML.
 pub fn esc(s: &str) -> String {
@@ -286,13 +313,16 @@ fn opt<T: ToString>(v: Option<T>) -> String {
         (status = 404, description = "`engine_disabled`", body = ErrorBody),
     )
 )]
-pub async fn cache_page(_: MonitorAuth, state: web::Data<AppState>) -> Result<HttpResponse, Error> {
+pub async fn cache_page(
+    auth: MonitorAuth,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, Error> {
     let mut html = String::from(
         "<table><tr><th>biz_tag</th><th>segment</th><th>state</th><th>min id</th><th>max id</th>\
          <th>next id</th><th>used / size</th><th>next ready</th><th>loading</th><th>step (db step)</th>\
          <th>loads</th><th>last load</th><th>load ms</th><th>error</th></tr>",
     );
-    for s in state.ids.segment()?.snapshots() {
+    for s in visible_buffers(state.ids.segment()?, auth) {
         for seg in &s.segments {
             let _ = write!(
                 html,
@@ -320,7 +350,7 @@ pub async fn cache_page(_: MonitorAuth, state: web::Data<AppState>) -> Result<Ht
         }
     }
     html.push_str("</table>");
-    formatted_table(&state.ids, &mut html);
+    formatted_table(&state.ids, auth, &mut html);
     Ok(page("leafid segment cache", &html))
 }
 
@@ -336,24 +366,29 @@ pub async fn cache_page(_: MonitorAuth, state: web::Data<AppState>) -> Result<Ht
         (status = 503, description = "`database_unavailable`", body = ErrorBody),
     )
 )]
-pub async fn db_page(_: MonitorAuth, state: web::Data<AppState>) -> Result<HttpResponse, Error> {
-    let rows = state.ids.segment()?.list_tags().await?;
+pub async fn db_page(auth: MonitorAuth, state: web::Data<AppState>) -> Result<HttpResponse, Error> {
+    let segment = state.ids.segment()?;
+    let rows = segment.list_tags().await?;
     let mut html = String::from(
         "<table><tr><th>biz_tag</th><th>max_id</th><th>step</th><th>description</th><th>update_time</th></tr>",
     );
     for r in rows {
+        // A permuted tag's period row's `max_id` is how many ids the period leased, and its
+        // `update_time` when it last leased (the rate).
+        let shown = auth.shows_volume(Some(segment), &r.biz_tag);
+        let secret = |v: String| if shown { v } else { HIDDEN.to_owned() };
         let _ = write!(
             html,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&r.biz_tag),
-            r.max_id,
+            secret(r.max_id.to_string()),
             r.step,
             esc(r.description.as_deref().unwrap_or("")),
-            opt(r.update_time),
+            secret(opt(r.update_time)),
         );
     }
     html.push_str("</table>");
-    formatted_table(&state.ids, &mut html);
+    formatted_table(&state.ids, auth, &mut html);
     Ok(page("leafid leaf_alloc", &html))
 }
 

@@ -379,8 +379,12 @@ pub struct StatusBody {
     pub unit: TimeUnitBody,
     /// Cached or direct.
     pub generator: GeneratorBody,
-    /// This server's worker id.
+    /// The worker id this server's ids carry (with regions: the region's base plus the
+    /// database's worker id).
     pub worker_id: u64,
+    /// The worker id as the database's `WORKER_NODE` row holds it (equal to `worker_id`
+    /// without regions).
+    pub database_worker_id: u64,
     /// How it was obtained.
     pub worker_strategy: String,
     /// When the time field runs out (RFC 3339).
@@ -414,6 +418,7 @@ impl From<&SnowflakeStatus> for StatusBody {
             unit: s.unit.into(),
             generator: s.generator.into(),
             worker_id: s.worker_id,
+            database_worker_id: s.database_worker_id,
             worker_strategy: s.worker_strategy.clone(),
             exhausted_at: s.exhausted_at.clone(),
             time_left_secs: s.time_left_secs,

@@ -10,14 +10,14 @@ use actix_web::{HttpResponse, web};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::admin::{AdminAuth, MonitorAuth};
 use super::error::{Error, ErrorBody};
 use super::ids::{IdEncoding, JsonId, StringifyQuery, id_schema};
 use super::monitor::BufferBody;
-use crate::segment::{BizTag, NewTag, Step, TagRow, TagUpdate};
+use crate::segment::{BizTag, NewTag, PeriodRow, Step, TagRow, TagUpdate};
 use crate::shapes::TagFormat;
 
 /// Registers the routes.
@@ -76,62 +76,196 @@ pub struct TagView {
     /// The row.
     #[serde(flatten)]
     pub row: TagRowBody,
-    /// The buffer, if cached.
+    /// The buffer, if cached: a formatted tag's is its current period's (the row
+    /// `tag@period`). `null` for a permuted tag unless the caller has the admin credential.
     pub buffer: Option<BufferBody>,
     /// The tag's format, for a formatted tag (its ids are text, see `docs/shapes.md`).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub format: Option<TagFormat>,
+    /// A formatted tag's current period key, by this server's clock (`""` for a format that
+    /// never restarts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub period: Option<String>,
+    /// A formatted tag's share of its current period's width leased, 0 to 1; absent for a
+    /// permuted tag unless the caller has the admin credential.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub used: Option<f64>,
+    /// `true` when the tag's counts (`buffer`, `used`) were left out: a permuted tag, read
+    /// without the admin credential (`docs/shapes.md`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub volume_hidden: bool,
 }
 
-/// `row` with its buffer, ids as `format` says.
-fn view(state: &AppState, row: TagRow, format: IdEncoding) -> TagView {
-    let buffer = state
+/// The live state of the engine's tags, read once per request (a formatted tag's periods folded
+/// into it: `crate::segment::views`).
+type Live = std::collections::HashMap<String, crate::segment::TagActivity>;
+
+/// The engine's tags' live state, by tag.
+fn live(state: &AppState) -> Live {
+    state
         .ids
         .segment_engine()
-        .and_then(|s| s.cached(&row.biz_tag))
-        .map(|b| BufferBody::new(&b.snapshot(), format));
+        .map(|s| {
+            s.activity()
+                .into_iter()
+                .map(|a| (a.biz_tag.clone(), a))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `row` with its buffer, ids as `format` says, for an admin write's answer (the writer holds
+/// the admin credential, so nothing is hidden).
+fn view(state: &AppState, row: TagRow, format: IdEncoding) -> TagView {
+    view_for(state, &live(state), row, format, MonitorAuth::with_volume())
+}
+
+/// `row` with its live state from `live`, ids as `format` says; a permuted tag's counts only if
+/// `auth` may read its volume.
+fn view_for(
+    state: &AppState,
+    live: &Live,
+    row: TagRow,
+    format: IdEncoding,
+    auth: MonitorAuth,
+) -> TagView {
+    let activity = live.get(&row.biz_tag);
+    let shown = auth.shows_volume(state.ids.segment_engine(), &row.biz_tag)
+        && (auth.reads_volume() || !activity.is_some_and(|a| a.volume_secret));
+    let buffer = activity
+        .and_then(|a| a.current.as_ref())
+        .filter(|_| shown)
+        .map(|b| BufferBody::new(b, format));
     let shape = state.ids.known_format(&row.biz_tag);
+    let period = activity.and_then(|a| a.period.clone());
+    let used = activity.and_then(|a| a.used).filter(|_| shown);
     TagView {
         row: TagRowBody::new(row, format),
         buffer,
         format: shape,
+        period,
+        used,
+        volume_hidden: !shown,
     }
 }
 
 /// Body of `GET /api/v1/tags`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TagList {
-    /// Every row, ordered by tag.
+    /// One page of tags, ordered by tag (bytewise); never a period row.
     pub tags: Vec<TagView>,
 }
 
-/// `GET /api/v1/tags`: every `leaf_alloc` row with its live buffer.
+/// The most tags one page of `GET /api/v1/tags` lists, and its default size.
+pub const MAX_PAGE: usize = 1000;
+
+/// The query of `GET /api/v1/tags`, kept as text so a bad `limit` gets `invalid_request`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Tags per page, 1 to 1000 (default 1000; a larger value is read as 1000).
+    #[param(value_type = Option<i64>, minimum = 1)]
+    pub limit: Option<String>,
+    /// List the tags after this one (bytewise): the last tag of the previous page, as the
+    /// `Link: <...>; rel="next"` header of that page gives it.
+    #[param(value_type = Option<String>)]
+    pub after: Option<String>,
+    /// `true`: ids as decimal strings, for JavaScript clients (whose numbers are exact only up
+    /// to 2^53 - 1); `false` or absent: JSON numbers. Any other value is `invalid_request`.
+    #[param(value_type = Option<bool>)]
+    pub stringify_ids: Option<String>,
+}
+
+impl ListQuery {
+    /// The page size asked for: 1 to [`MAX_PAGE`].
+    fn limit(&self) -> Result<usize, Error> {
+        let Some(raw) = self.limit.as_deref() else {
+            return Ok(MAX_PAGE);
+        };
+        match raw.parse::<u64>() {
+            Ok(0) | Err(_) => Err(Error::InvalidRequest(format!(
+                "limit must be an integer from 1 to {MAX_PAGE}, not {raw:?}"
+            ))),
+            Ok(n) => Ok(usize::try_from(n).unwrap_or(MAX_PAGE).min(MAX_PAGE)),
+        }
+    }
+}
+
+/// One page of `rows`: the tags after `after`, bytewise, at most `limit`, never a period row;
+/// and whether more follow. Sorted here, not by the database (whose collation may fold case),
+/// so the order and the `after` cursor agree: every tag is on exactly one page.
+fn page(mut rows: Vec<TagRow>, after: Option<&str>, limit: usize) -> (Vec<TagRow>, bool) {
+    rows.retain(|r| {
+        !PeriodRow::is_period_row(&r.biz_tag) && after.is_none_or(|a| r.biz_tag.as_str() > a)
+    });
+    rows.sort_unstable_by(|a, b| a.biz_tag.cmp(&b.biz_tag));
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    (rows, more)
+}
+
+/// The `Link` header value naming the page after `last`.
+fn next_link(last: &str, limit: usize, stringify: Option<&str>) -> String {
+    let mut url = format!("/api/v1/tags?limit={limit}&after={}", query_value(last));
+    if let Some(s) = stringify {
+        url.push_str("&stringify_ids=");
+        url.push_str(&query_value(s));
+    }
+    format!("<{url}>; rel=\"next\"")
+}
+
+/// `s` percent-encoded for a query value (a tag's alphabet needs none; anything else is
+/// encoded, so the header is always valid).
+fn query_value(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// `GET /api/v1/tags[?limit=N&after=<tag>]`: one page of tags (every `leaf_alloc` row but the
+/// period rows), with their live buffers; the next page in the `Link` header.
 #[utoipa::path(
     get,
     path = "/api/v1/tags",
     tag = "tags",
-    params(StringifyQuery),
+    params(ListQuery),
     responses(
-        (status = 200, description = "Every row, ordered by tag", body = TagList),
-        (status = 400, description = "`invalid_request` (a `stringify_ids` other than true or false)", body = ErrorBody),
+        (status = 200, description = "One page of tags, ordered by tag (bytewise); period rows \
+            are never listed. When more follow, `Link: </api/v1/tags?limit=N&after=<last>>; \
+            rel=\"next\"` names the next page", body = TagList,
+            headers(("Link" = String, description = "The next page, `<url>; rel=\"next\"`, when there is one"))),
+        (status = 400, description = "`invalid_request` (a `stringify_ids` other than true or false, a `limit` that is not a positive integer)", body = ErrorBody),
         (status = 404, description = "`engine_disabled`", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody),
         (status = 503, description = "`database_unavailable`", body = ErrorBody),
     )
 )]
 pub async fn list(
-    _: MonitorAuth,
+    auth: MonitorAuth,
     state: web::Data<AppState>,
-    query: web::Query<StringifyQuery>,
+    query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, Error> {
-    let format = query.format()?;
+    let format = IdEncoding::parse(query.stringify_ids.as_deref())?;
+    let limit = query.limit()?;
     let rows = state.ids.list_tags().await?;
-    let tags: Vec<TagView> = rows.into_iter().map(|r| view(&state, r, format)).collect();
-    Ok(HttpResponse::Ok().json(TagList { tags }))
+    let (rows, more) = page(rows, query.after.as_deref(), limit);
+    let next = more
+        .then(|| rows.last())
+        .flatten()
+        .map(|last| next_link(&last.biz_tag, limit, query.stringify_ids.as_deref()));
+    let live = live(&state);
+    let tags: Vec<TagView> = rows
+        .into_iter()
+        .map(|r| view_for(&state, &live, r, format, auth))
+        .collect();
+    let mut res = HttpResponse::Ok();
+    if let Some(link) = next {
+        res.insert_header((actix_web::http::header::LINK, link));
+    }
+    Ok(res.json(TagList { tags }))
 }
 
-/// `GET /api/v1/tags/{biz_tag}`: one row with its live buffer.
+/// `GET /api/v1/tags/{biz_tag}`: one row with its live buffer; a formatted tag's with its
+/// format, current period and fill (a permuted tag's counts need the admin credential).
 #[utoipa::path(
     get,
     path = "/api/v1/tags/{biz_tag}",
@@ -146,7 +280,7 @@ pub async fn list(
     )
 )]
 pub async fn show(
-    _: MonitorAuth,
+    auth: MonitorAuth,
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: web::Query<StringifyQuery>,
@@ -154,7 +288,10 @@ pub async fn show(
     let tag = BizTag::parse(&path.into_inner())?;
     let format = query.format()?;
     match state.ids.get_tag(&tag).await? {
-        Some(row) => Ok(HttpResponse::Ok().json(view(&state, row, format))),
+        Some(row) => {
+            let live = live(&state);
+            Ok(HttpResponse::Ok().json(view_for(&state, &live, row, format, auth)))
+        }
         None => Err(Error::unknown_tag(&tag)),
     }
 }

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::biz_tag::BizTag;
-use super::buffer::{BufferSnapshot, SegmentBuffer, Take};
+use super::buffer::{BufferSnapshot, LeaseCap, SegmentBuffer, Take};
 use super::error::SegmentError;
 use super::high_water::RetiredMarks;
 use super::runs::{IdRuns, IdSink};
@@ -198,7 +198,7 @@ impl SegmentAllocator {
             let buf = old
                 .get(tag.as_str())
                 .cloned()
-                .unwrap_or_else(|| self.inner.new_buffer(&tag));
+                .unwrap_or_else(|| self.inner.new_buffer(&tag, None));
             next.insert(tag.as_str().into(), buf);
         }
         for (tag, buf) in old.iter() {
@@ -416,13 +416,19 @@ impl SegmentAllocator {
             self.remember_specs([(tag.as_str().to_owned(), json)]);
             return Err(SegmentError::Formatted(tag));
         }
-        let buf = self.cache_row(&tag)?;
+        let buf = self.cache_row(&tag, None)?;
         info!(biz_tag = %tag, "tag found in the database on first request");
         Ok(buf)
     }
 
     /// The cached buffer of `tag`, made now if there is none: for a row known to exist.
-    fn cache_row(&self, tag: &BizTag) -> Result<Arc<SegmentBuffer>, SegmentError> {
+    /// `cap` bounds every lease of a new buffer (a period row's, [`LeaseCap`]); a buffer
+    /// cached already keeps its own.
+    fn cache_row(
+        &self,
+        tag: &BizTag,
+        cap: Option<LeaseCap>,
+    ) -> Result<Arc<SegmentBuffer>, SegmentError> {
         let _w = self.inner.write_lock();
         let current = self.inner.tags.load_full();
         if let Some(buf) = current.get(tag.as_str()) {
@@ -434,7 +440,7 @@ impl SegmentAllocator {
                 retry_after_secs: 1,
             });
         }
-        let buf = self.inner.new_buffer(tag);
+        let buf = self.inner.new_buffer(tag, cap);
         let mut next = TagMap::clone(&current);
         next.insert(tag.as_str().into(), buf.clone());
         self.inner.publish_tags(next);
@@ -550,9 +556,13 @@ impl Inner {
     }
 
     /// A buffer for `tag`, starting above the mark of its previous generation, if any.
-    fn new_buffer(&self, tag: &BizTag) -> Arc<SegmentBuffer> {
+    fn new_buffer(&self, tag: &BizTag, cap: Option<LeaseCap>) -> Arc<SegmentBuffer> {
         let above = self.retired.of(tag.as_str());
-        Arc::new(SegmentBuffer::above(tag.clone(), above))
+        let buf = SegmentBuffer::above(tag.clone(), above);
+        Arc::new(match cap {
+            Some(cap) => buf.capped(cap),
+            None => buf,
+        })
     }
 
     /// Marks a buffer removed, keeping its high-water mark for the tag's next generation.

@@ -95,6 +95,56 @@ pub(crate) enum Unused {
     LoadInFlight,
 }
 
+/// The bound on the leases of a row whose usable ids end (a formatted tag's period row: its
+/// sequence numbers stop at the width, `crate::segment::allocator` formatted tags).
+///
+/// Why: a period's numbers are shared by every server, and a lease takes numbers for good (a
+/// `kill -9` loses what it held). Without a bound, one burst on one server leases the rest of
+/// the day and the others answer `sequence_exhausted` while the numbers sit in its memory. With
+/// it, no lease takes more than [`LeaseCap::SHARE`]th of what was left when it was planned (or
+/// [`LeaseCap::FLOOR`] numbers when that is more, so a small width is not leased one number at
+/// a time), so a server holds (current and next segment) at most twice that, and a crash loses
+/// at most as much. The bound only ever makes a lease smaller, so it changes no id's uniqueness: every id
+/// still comes from a lease the database confirmed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LeaseCap {
+    /// One past the last id worth leasing (the width's largest sequence number + 1).
+    pub end: i64,
+    /// The first lease's step, and the floor of the adaptive step below the share: the tag's
+    /// step, at most [`LeaseCap::SHARE`]th of the whole range.
+    pub first: i64,
+}
+
+impl LeaseCap {
+    /// A lease takes at most `1/SHARE` of what is left of the range: 1/32, about 3%.
+    pub const SHARE: i64 = 32;
+    /// ... or this many numbers when that is more (and that many are left).
+    pub const FLOOR: i64 = 100;
+
+    /// The cap of a range starting at `start` (the row's `max_id` at creation) and ending
+    /// before `end`, for a tag whose DBA step is `step`.
+    pub fn new(start: i64, end: i64, step: i64) -> Self {
+        let whole = end.saturating_sub(start).max(0);
+        Self {
+            end,
+            first: step.min(Self::most(whole)).max(1),
+        }
+    }
+
+    /// The most one lease may take when `left` numbers are left.
+    fn most(left: i64) -> i64 {
+        (left / Self::SHARE).max(left.min(Self::FLOOR))
+    }
+
+    /// The step to ask for: `wanted` (the adaptive step), never below `first` nor above the
+    /// share of what is left after `leased_to`, and at least 1 (a range used up leases one id
+    /// at a time: the request then finds no usable id and answers that the range is spent).
+    pub fn bound(&self, wanted: i64, leased_to: i64) -> i64 {
+        let left = self.end.saturating_sub(leased_to).max(0);
+        wanted.max(self.first).min(Self::most(left)).max(1)
+    }
+}
+
 /// What a loader should lease, decided by [`SegmentBuffer::plan_load`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct LoadPlan {
@@ -136,6 +186,9 @@ pub struct SegmentBuffer {
     /// Set (under `load_state`) by [`Self::close`]: no segment is published any more and the
     /// ticket counter is closed, so no id is handed out again.
     closed: AtomicBool,
+    /// The bound on every lease of a row whose usable ids end ([`LeaseCap`]); `None` for a
+    /// plain tag. Fixed at creation, so no load is ever planned without it.
+    cap: Option<LeaseCap>,
 }
 
 impl SegmentBuffer {
@@ -163,7 +216,14 @@ impl SegmentBuffer {
             exhausted: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            cap: None,
         }
+    }
+
+    /// This buffer with every lease bounded by `cap` (a period row's buffer).
+    pub(crate) fn capped(mut self, cap: LeaseCap) -> Self {
+        self.cap = Some(cap);
+        self
     }
 
     /// The tag served.
@@ -237,6 +297,13 @@ impl SegmentBuffer {
             let since = at.elapsed();
             policy.next_step(st.step, st.db_step, Some(since))
         });
+        // A capped row always asks explicitly (its stored step is 1, so the store's floor never
+        // raises the ask): the first lease its `first` step, the others the adaptive step,
+        // each bounded by the share of what is left.
+        let step = match &self.cap {
+            None => step,
+            Some(cap) => Some(cap.bound(step.unwrap_or(cap.first), st.leased_to)),
+        };
         Some(LoadPlan { step })
     }
 

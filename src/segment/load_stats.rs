@@ -31,6 +31,14 @@ impl LoadLatency {
         self.sum_secs += secs;
     }
 
+    /// Adds `other`'s observations (a formatted tag's periods, shown as one tag).
+    pub fn merge(&mut self, other: &LoadLatency) {
+        for (mine, theirs) in self.counts.iter_mut().zip(other.counts.iter()) {
+            *mine += theirs;
+        }
+        self.sum_secs += other.sum_secs;
+    }
+
     /// Observations so far.
     pub fn count(&self) -> u64 {
         self.counts.iter().sum()

@@ -13,6 +13,8 @@
 //! - [`spec`]: one spec per tag ([`TagSpec`]): its shape, its period rows ([`PeriodRow`]), its
 //!   frozen permutation tweak and its ordering mode, cached in one place.
 //! - [`load_stats`]: the per-tag lease latency histogram behind the metrics.
+//! - [`views`]: one view per tag for the monitor routes and metrics (a formatted tag's periods
+//!   folded into it), and whose counts are secret (a permuted tag's).
 //! - [`lanes`]: several independent databases (regions), each a lane mapped into its own
 //!   blocks of the id space, and the router that asks them in turn.
 //! - `high_water`: the regression guard: no id at or below the highest this server leased for
@@ -35,6 +37,7 @@ pub mod store;
 mod tag_map;
 pub mod tag_rules;
 mod tickets;
+pub mod views;
 
 pub use allocator::{
     FormatConflict, FormattedIds, KeyReport, PeriodFill, SegmentAllocator, SegmentConfig, TagHandle,
@@ -52,6 +55,7 @@ pub use store::{
     TagAdminStore, TagRow,
 };
 pub use tag_rules::{NewTag, Step, TagRuleError, TagUpdate};
+pub use views::TagActivity;
 
 #[cfg(test)]
 mod ff1_vectors_tests;

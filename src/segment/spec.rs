@@ -509,5 +509,6 @@ impl SpecCache {
 
 pub mod binding;
 pub(crate) mod error;
+mod limits;
 #[cfg(test)]
 mod tests;

@@ -14,7 +14,9 @@
 //! - [`segment`]: segment and formatted ids, runs, decode.
 //! - [`tags`]: tag administration, mirrored across lanes.
 //! - [`snowflake`]: snowflake ids, decode and bounds.
+//! - [`offload`]: CPU-bound work (a permuted batch's FF1) off the request threads.
 
+pub mod offload;
 pub mod segment;
 pub mod snowflake;
 pub mod tags;

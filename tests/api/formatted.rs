@@ -321,3 +321,77 @@ async fn a_formatted_tag_through_a_stalled_database_never_repeats_an_id(db: Db) 
     assert!(ids.len() >= 420, "{} ids", ids.len());
 }
 crate::on_proxied_databases!(a_formatted_tag_through_a_stalled_database_never_repeats_an_id);
+
+/// Issue 42: one server's burst must not lease a day's numbers away from the others. A width-6
+/// daily tag, 300,000 ids asked of A as fast as it answers; B must still serve, and what A holds
+/// unused (lost by a `kill -9`) stays a small share of the day. A step wider than a period, a
+/// start past the width, and a sequence that never resets running out are answered honestly.
+async fn a_burst_on_one_server_leaves_the_period_to_the_others(db: Db) {
+    let (url, _dir) = fresh_db(db).await;
+    let a = spawn_on(&url, |_| {}).await;
+    let b = spawn_on(&url, |_| {}).await;
+    // A step wider than the period is refused at creation, and so is a start past the width.
+    let wide = a
+        .post(
+            "/api/v1/tags",
+            &format!(r#"{{"biz_tag":"wide","step":1000000000,"format":{DAILY}}}"#),
+        )
+        .await;
+    assert_eq!(wide.status, 400, "{}", wide.text);
+    assert!(wide.text.contains("wider than a period"), "{}", wide.text);
+    let late = a
+        .post(
+            "/api/v1/tags",
+            &format!(r#"{{"biz_tag":"late","step":10,"max_id":1000000,"format":{DAILY}}}"#),
+        )
+        .await;
+    assert_eq!(late.status, 400, "{}", late.text);
+    assert!(late.text.contains("past the width"), "{}", late.text);
+    let r = a
+        .post(
+            "/api/v1/tags",
+            &format!(r#"{{"biz_tag":"burst","step":999999,"format":{DAILY}}}"#),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    // Changing the step past the width is refused too.
+    let r = a.patch("/api/v1/tags/burst", r#"{"step":1000000}"#).await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    let mut from_a = Vec::new();
+    while from_a.len() < 300_000 {
+        from_a.extend(sequences(&batch(&a, "burst", 100_000).await));
+    }
+    let from_b = sequences(&batch(&b, "burst", 1000).await);
+    assert!(!from_b.is_empty());
+    let seen: HashSet<u64> = from_a.iter().chain(&from_b).copied().collect();
+    assert_eq!(seen.len(), from_a.len() + from_b.len(), "a number twice");
+    // B's first lease starts above everything A leased: what A holds unused is the gap.
+    let held = from_b.iter().min().unwrap() - from_a.iter().max().unwrap() - 1;
+    let left = 999_999 - from_a.len() as u64;
+    crate::support::record_figure(
+        "burst",
+        &format!(
+            "A issued {}, held {held} unused of {left} left; B served",
+            from_a.len()
+        ),
+    );
+    assert!(
+        (held as f64) < 0.07 * left as f64,
+        "A holds {held} of the {left} numbers left"
+    );
+    // A sequence that never resets and runs out is spent for good: 409, like a plain tag.
+    let once = r#"{"prefix":"C-","width":2}"#;
+    let r = a
+        .post(
+            "/api/v1/tags",
+            &format!(r#"{{"biz_tag":"coupons","step":10,"max_id":97,"format":{once}}}"#),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(batch(&a, "coupons", 10).await.len(), 3);
+    let r = a.get("/api/segment/get/coupons").await;
+    assert_eq!(r.status, 409, "{}", r.text);
+    assert_eq!(r.code(), "biz_tag_exhausted");
+    assert!(r.retry_after.is_none(), "{:?}", r.retry_after);
+}
+on_both_databases!(a_burst_on_one_server_leaves_the_period_to_the_others);

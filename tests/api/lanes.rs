@@ -342,6 +342,10 @@ async fn snowflake_regions_never_share_a_worker_id() {
             .await
             .json();
         workers.push(d["worker_id"].as_u64().unwrap());
+        // The status shows the worker id the ids carry (issue 43: it showed the database's).
+        let status = app.get("/api/v1/snowflake/status").await.json();
+        assert_eq!(status["worker_id"], d["worker_id"], "{status}");
+        assert_eq!(status["database_worker_id"], 0, "{status}");
     }
     // 41/10/12: 10 worker bits, the top 2 the region: region 3 starts at 3 << 8.
     assert_eq!(workers, vec![0, 3 << 8], "decoded worker ids");
@@ -353,7 +357,14 @@ async fn snowflake_regions_never_share_a_worker_id() {
     assert!(e.contains("needs lanes.slot"), "{e}");
     s.lanes.slot = Some(4);
     let e = s.snowflake_config().unwrap_err().to_string();
-    assert!(e.contains("region_bits = 2"), "{e}");
+    assert!(
+        e.contains("lanes.slot = 4 does not fit") && e.contains("at least 3"),
+        "the slot, not the worker bits: {e}"
+    );
+    s.lanes.slot = Some(1);
+    s.snowflake.worker.region_bits = 10;
+    let e = s.snowflake_config().unwrap_err().to_string();
+    assert!(e.contains("at least one must be left"), "{e}");
 }
 
 /// Retiring a lane: region B's servers stop for good and region A's restart without it. Its

@@ -359,3 +359,42 @@ async fn gapped_ids_increase_and_blur_the_count_as_documented(db: Db) {
     record_figure("gapped_volume", &line);
 }
 on_both_databases!(gapped_ids_increase_and_blur_the_count_as_documented);
+
+/// Issue 42: a permuted batch is capped (FF1's cost) and computed off the request threads. Two
+/// callers asking for the largest batches at once get at most the cap each, every code once,
+/// while a plain tag keeps answering on the same server (its latency under that load is a
+/// benchmark figure, `scripts/bench-permuted.sh`, not a timed test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permuted_batches_are_capped_and_leave_plain_ids_served() {
+    let (url, _dir) = fresh_db(Db::Sqlite).await;
+    let app = Arc::new(spawn_on(&url, with_key).await);
+    assert_eq!(create(&app, "codes", CODES).await.status, 201);
+    app.create_tag("plain", 1000, 1).await;
+    let mut tasks = Vec::new();
+    for _ in 0..2 {
+        let app = app.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            for _ in 0..3 {
+                let got = texts(&app, "codes", 100_000, false).await;
+                assert_eq!(got.len(), leafid::service::segment::MAX_PERMUTED_COUNT);
+                mine.extend(got);
+            }
+            mine
+        }));
+    }
+    let mut plain = Vec::new();
+    for _ in 0..50 {
+        plain.push(app.leaf_id("plain").await);
+    }
+    crate::support::assert_increasing(&plain);
+    let mut all = HashSet::new();
+    for t in tasks {
+        for code in t.await.unwrap() {
+            assert!(all.insert(code.clone()), "{code} twice");
+        }
+    }
+    assert_eq!(all.len(), 6 * leafid::service::segment::MAX_PERMUTED_COUNT);
+    // Small batches are written on the request thread; they are the same codes' kind.
+    assert_eq!(texts(&app, "codes", 3, false).await.len(), 3);
+}

@@ -205,6 +205,34 @@ test('a formatted tag shows its format, its period and the fill of the period', 
   assert.equal(await shaped.locator('[data-field="period"]').textContent(), period);
   // 10 ids leased a segment of 100 of the 999,999 the width holds.
   assert.match(await shaped.locator('[data-field="period-used"]').textContent(), /^0\.01% of the width$/);
+  // One card for the tag, none for its period row (`orders-dashboard@yyyyMMdd`).
+  assert.equal(await page.locator('article.tag[data-tag*="@"]').count(), 0);
+  assert.equal(await page.locator('#step-tag option', { hasText: '@' }).count(), 0);
+  assert.deepEqual(consoleErrors, []);
+});
+
+test('a permuted tag\'s fill is hidden until the admin token is typed in', async () => {
+  const tag = 'vault-dashboard';
+  const format = { prefix: 'V-', date: 'yyyyMMdd', width: 6, reset: 'daily', time_zone: 'UTC', permute: { key_id: 'vault' } };
+  const created = await http('POST', '/api/v1/tags', JSON.stringify({ biz_tag: tag, step: 100, format }), TOKEN);
+  assert.equal(created.status, 201, created.text);
+  const ids = await http('GET', `/api/v1/segment/${tag}/ids?count=10`);
+  assert.equal(ids.status, 200, ids.text);
+  await page.fill('#admin-token', '');
+  const shaped = page.locator(`article.tag[data-tag="${tag}"]`);
+  await shaped.locator('[data-field="period-used"]').waitFor({ timeout: 8_000 });
+  assert.equal(await shaped.locator('[data-field="shape"]').textContent(), 'permuted');
+  assert.match(await shaped.locator('[data-field="period-used"]').textContent(), /^hidden/);
+  assert.equal(await shaped.locator('.bar').count(), 0);
+  // With the token typed in, the next poll carries it and the fill appears.
+  await page.fill('#admin-token', TOKEN);
+  await page.waitForFunction(
+    (t) => /% of the width$/.test(document.querySelector(`article.tag[data-tag="${t}"] [data-field="period-used"]`)?.textContent || ''),
+    tag,
+    { timeout: 8_000 },
+  );
+  assert.equal(await shaped.locator('.bar').count(), 1);
+  await page.fill('#admin-token', '');
   assert.deepEqual(consoleErrors, []);
 });
 

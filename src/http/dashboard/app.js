@@ -170,15 +170,17 @@ function renderTags(tagsReply, cacheReply) {
     updateTagChoices([]);
     return;
   }
+  // A formatted tag's buffer is its current period's (`tag@period`): its card is the tag's,
+  // drawn from the `formatted` entry, never one card per period row.
   const buffers = new Map();
-  if (cacheReply.ok) for (const b of cacheReply.data.tags) buffers.set(b.biz_tag, b);
+  if (cacheReply.ok) for (const b of cacheReply.data.tags) if (!isPeriodRow(b.biz_tag)) buffers.set(b.biz_tag, b);
   // Formatted tags (order numbers, permuted or gapped codes): format, current period, fill.
   const shapes = new Map();
   if (cacheReply.ok) for (const f of cacheReply.data.formatted || []) shapes.set(f.biz_tag, f);
 
   let entries;
   if (tagsReply.ok) {
-    entries = tagsReply.data.tags.map((row) => ({
+    entries = tagsReply.data.tags.filter((row) => !isPeriodRow(row.biz_tag)).map((row) => ({
       row, buffer: buffers.get(row.biz_tag) || row.buffer, shape: shapes.get(row.biz_tag),
     }));
     showMessage(message, cacheReply.ok ? '' : `Buffers unavailable: ${cacheReply.data.message}`, 'warn');
@@ -196,6 +198,9 @@ function renderTags(tagsReply, cacheReply) {
 }
 
 const tagName = (entry) => (entry.row ? entry.row.biz_tag : entry.buffer.biz_tag);
+
+// A formatted tag's period row (`tag@period`): '@' is outside the tag alphabet.
+const isPeriodRow = (name) => String(name).includes('@');
 
 // What a format writes, e.g. `ORD-` yyyyMMdd + 8 decimal digits + check, daily in Asia/Shanghai.
 function formatText(f) {
@@ -229,18 +234,23 @@ function tagCard({ row, buffer, shape }) {
     badges.append(el('span', { class: 'pill', data: { state: 'ok', field: 'shape' } }, kind));
     head.append(badges);
     card.append(head);
+    // A permuted tag's fill is its volume: the server sends it with the admin token only.
+    const hidden = shape.used === null || shape.used === undefined;
     const used = Number(shape.used);
+    const usedText = hidden ? 'hidden: a permuted tag\'s volume needs the admin token'
+      : `${(100 * used).toFixed(2)}% of the width${used >= 0.8 ? ' (over 80%: widen before it runs out)' : ''}`;
     const rows = [
       ['format', formatText(f), { field: 'format' }],
       ['ids', shapeMode(f), { field: 'mode' }],
       ['period', shape.period || '(never restarts)', { field: 'period' }],
-      ['period used', `${(100 * used).toFixed(2)}% of the width${used >= 0.8 ? ' (over 80%: widen before it runs out)' : ''}`,
-        { field: 'period-used' }],
+      ['period used', usedText, { field: 'period-used', kind: hidden ? 'idle' : '' }],
     ];
     const list = el('dl', { class: 'facts compact' });
     facts(list, rows);
     card.append(list);
-    card.append(bar(used, 1, `${name}: ${(100 * used).toFixed(2)}% of the period's width leased`, used >= 0.8 ? 'bad' : 'ok'));
+    if (!hidden) {
+      card.append(bar(used, 1, `${name}: ${(100 * used).toFixed(2)}% of the period's width leased`, used >= 0.8 ? 'bad' : 'ok'));
+    }
     return card;
   }
   if (buffer) {
@@ -391,9 +401,11 @@ function renderReadiness(reply) {
 // Polling
 
 async function refresh() {
+  // With the admin token typed in, the polls carry it: a permuted tag's counts are shown to it.
+  const token = $('admin-token').value || undefined;
   const [tags, cache, ready, snowflake] = await Promise.all([
-    api('GET', '/api/v1/tags'),
-    api('GET', '/api/v1/cache'),
+    api('GET', '/api/v1/tags', { token }),
+    api('GET', '/api/v1/cache', { token }),
     api('GET', '/health/ready'),
     api('GET', '/api/v1/snowflake/status'),
   ]);

@@ -37,12 +37,13 @@ use jiff::Timestamp;
 
 use super::SegmentAllocator;
 use crate::segment::biz_tag::BizTag;
+use crate::segment::buffer::LeaseCap;
 use crate::segment::error::SegmentError;
 use crate::segment::runs::IdRuns;
 use crate::segment::spec::{PeriodRow, Shape, SpecError, TagSpec};
 use crate::segment::store::StoreError;
 use crate::segment::tag_rules::NewTag;
-use crate::shapes::TagFormat;
+use crate::shapes::{Reset, TagFormat};
 
 /// How full a formatted tag's current period is.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,6 +72,9 @@ pub struct FormattedIds {
     pub period: String,
     /// When the period ends: a client drops what it holds of these ids then.
     pub period_end: Timestamp,
+    /// A permuted batch's values, computed ahead ([`Self::permute_now`]), in issue order;
+    /// `None` until then (and always for an unpermuted tag).
+    permuted: Option<Vec<u64>>,
 }
 
 impl FormattedIds {
@@ -89,16 +93,38 @@ impl FormattedIds {
         self.spec.ordered()
     }
 
-    /// Calls `f` with each id, in issue order, written into one reused buffer. A permuted
-    /// tag's ids show the permuted sequence (its key was checked when the batch was made).
-    pub fn for_each<E>(&self, mut f: impl FnMut(&str) -> Result<(), E>) -> Result<(), E> {
-        // A batch of texts is made from a formatted spec only.
-        let Shape::Text(shape) = self.spec.shape() else {
-            return Ok(());
+    /// Whether writing these ids runs the permutation (a permuted tag's batch not computed
+    /// ahead by [`Self::permute_now`]): FF1 costs microseconds a code, so a large batch is
+    /// computed off the request threads first (`crate::service`).
+    pub fn needs_permuting(&self) -> bool {
+        self.permuted.is_none() && !self.spec.ordered()
+    }
+
+    /// Computes a permuted batch's values now, so that writing the ids runs no FF1. CPU-bound
+    /// for the whole batch: call it where it holds no request thread.
+    pub fn permute_now(&mut self) {
+        if !self.needs_permuting() {
+            return;
+        }
+        let mut values = Vec::with_capacity(self.len());
+        self.each_value(|v| {
+            values.push(v);
+            Ok::<_, ()>(())
+        })
+        .ok();
+        self.permuted = Some(values);
+    }
+
+    /// Calls `f` with each value the ids show (the permuted sequence of a permuted tag), in
+    /// issue order.
+    fn each_value<E>(&self, mut f: impl FnMut(u64) -> Result<(), E>) -> Result<(), E> {
+        if let Some(values) = &self.permuted {
+            return values.iter().try_for_each(|&v| f(v));
+        }
+        let permutation = match self.spec.shape() {
+            Shape::Text(shape) => shape.permutation(),
+            Shape::Plain => None,
         };
-        let format = shape.format();
-        let mut buf = String::with_capacity(format.len());
-        let permutation = shape.permutation();
         for &(first, last) in &self.seqs {
             for seq in first..=last {
                 let value = match permutation {
@@ -110,16 +136,31 @@ impl FormattedIds {
                         Err(_) => continue,
                     },
                 };
-                buf.clear();
-                buf.push_str(&self.head);
-                // Every sequence here was checked against the width when the batch was made,
-                // and a permuted value lies in the same domain.
-                if format.write_tail(value, &mut buf).is_ok() {
-                    f(&buf)?;
-                }
+                f(value)?;
             }
         }
         Ok(())
+    }
+
+    /// Calls `f` with each id, in issue order, written into one reused buffer. A permuted
+    /// tag's ids show the permuted sequence (its key was checked when the batch was made).
+    pub fn for_each<E>(&self, mut f: impl FnMut(&str) -> Result<(), E>) -> Result<(), E> {
+        // A batch of texts is made from a formatted spec only.
+        let Shape::Text(shape) = self.spec.shape() else {
+            return Ok(());
+        };
+        let format = shape.format();
+        let mut buf = String::with_capacity(format.len());
+        self.each_value(|value| {
+            buf.clear();
+            buf.push_str(&self.head);
+            // Every sequence here was checked against the width when the batch was made, and
+            // a permuted value lies in the same domain.
+            if format.write_tail(value, &mut buf).is_ok() {
+                f(&buf)?;
+            }
+            Ok(())
+        })
     }
 
     /// The first id.
@@ -275,7 +316,7 @@ impl SegmentAllocator {
             let (period, row) = (&current.period, &current.row);
             let gaps = format.gaps.map(|g| draw_gaps(g.mean, count));
             let take = gaps.as_ref().map_or(count, |g| g.iter().sum());
-            let runs = self.take_period(tag, row, take).await?;
+            let runs = self.take_period(spec, row, take).await?;
             if now() >= period.end {
                 // The period ended while the ids were taken: they are dropped (a gap in that
                 // period), and the request is served from the new one.
@@ -295,6 +336,12 @@ impl SegmentAllocator {
                 seqs = pick_at_gaps(&seqs, gaps);
             }
             if seqs.is_empty() {
+                if format.reset == Reset::Never {
+                    // No later period will ever serve: spent for good, like a plain tag at
+                    // the end of its range (409 `biz_tag_exhausted`), never a 503 asking to
+                    // retry in thousands of years.
+                    return Err(SegmentError::Exhausted);
+                }
                 let left = period.end.duration_since(now()).as_secs();
                 return Err(SegmentError::SequenceExhausted {
                     period: period.key.clone(),
@@ -309,6 +356,7 @@ impl SegmentAllocator {
                 tweak: current.tweak.clone(),
                 period: period.key.clone(),
                 period_end: period.end,
+                permuted: None,
             });
         }
         Err(SegmentError::NotReady {
@@ -319,7 +367,7 @@ impl SegmentAllocator {
     /// Ids of one period's row, creating the row on first use.
     async fn take_period(
         &self,
-        tag: &BizTag,
+        spec: &TagSpec,
         row: &PeriodRow,
         count: u64,
     ) -> Result<IdRuns, SegmentError> {
@@ -328,7 +376,7 @@ impl SegmentAllocator {
             // whose answer never comes must not hold the request.
             tokio::time::timeout(
                 self.inner.config.wait_timeout,
-                self.create_period_row(tag, row),
+                self.create_period_row(spec, row),
             )
             .await
             .map_err(|_| SegmentError::NotReady {
@@ -339,26 +387,34 @@ impl SegmentAllocator {
     }
 
     /// Creates the row of a period (idempotent: another server may have made it first), at the
-    /// tag's start value and step, then caches its buffer.
-    async fn create_period_row(&self, tag: &BizTag, row: &PeriodRow) -> Result<(), SegmentError> {
+    /// tag's start value, then caches its buffer with every lease bounded by a share of what is
+    /// left of the period ([`LeaseCap`]: one server's burst cannot lease the period away from
+    /// the others, and a crash loses at most that share).
+    ///
+    /// The row is stored with step 1, so the store's floor (a lease takes at least the row's
+    /// step) never raises the engine's bounded ask; the tag's own step is the first lease's
+    /// size instead, capped at the same share of the whole period. Rows made before this
+    /// carry the tag's step, which stays their floor until their period ends.
+    async fn create_period_row(&self, spec: &TagSpec, row: &PeriodRow) -> Result<(), SegmentError> {
+        let tag = spec.tag();
         let store = &self.inner.store;
+        // The parent row never leases (a formatted tag serves from its periods), so its
+        // `max_id` stays the start value it was created with, and its step is the DBA's.
+        let parent = store
+            .get_tag(tag.as_str())
+            .await
+            .map_err(SegmentError::Store)?
+            .ok_or_else(|| SegmentError::UnknownTag(tag.clone()))?;
+        let start = parent.max_id;
         if store
             .get_tag(row.as_str())
             .await
             .map_err(SegmentError::Store)?
             .is_none()
         {
-            let parent = store
-                .get_tag(tag.as_str())
-                .await
-                .map_err(SegmentError::Store)?
-                .ok_or_else(|| SegmentError::UnknownTag(tag.clone()))?;
-            // The parent row never leases (a formatted tag serves from its periods), so its
-            // `max_id` stays the start value it was created with.
-            let start = parent.max_id;
             let new = NewTag {
                 biz_tag: row.as_str().to_owned(),
-                step: parent.step,
+                step: 1,
                 max_id: start,
                 description: Some(format!("period of {tag}")),
             };
@@ -367,7 +423,11 @@ impl SegmentAllocator {
                 Err(e) => return Err(SegmentError::from_store(e, row.as_biz_tag())),
             }
         }
-        self.cache_row(row.as_biz_tag()).map(drop)
+        let end = spec.format().map_or(i64::MAX, |f| {
+            i64::try_from(f.max_sequence()).unwrap_or(i64::MAX - 1) + 1
+        });
+        let cap = LeaseCap::new(start, end, parent.step);
+        self.cache_row(row.as_biz_tag(), Some(cap)).map(drop)
     }
 }
 

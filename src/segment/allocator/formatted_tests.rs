@@ -68,7 +68,10 @@ async fn a_period_row_is_made_on_first_use_at_the_tags_start_value() {
     assert_eq!(ids.period, "20261127");
     assert_eq!(ids.period_end, ts("2026-11-28T00:00:00Z"));
     let row = store.get_tag("orders@20261127").await.unwrap().unwrap();
-    assert_eq!(row.step, 10, "the parent's step");
+    assert_eq!(
+        row.step, 1,
+        "a period row floors no lease: its leases are the engine's, capped"
+    );
     // The parent row never leases: it keeps the start value.
     assert_eq!(store.get_tag("orders").await.unwrap().unwrap().max_id, 500);
     // The next day starts at the start value again, in a row of its own.
@@ -272,4 +275,93 @@ async fn a_plain_tag_has_no_spec_and_an_unusable_stored_one_is_a_server_fault() 
     let b = spec(&engine, "orders").await;
     let a = engine.cached_spec("orders").unwrap();
     assert!(Arc::ptr_eq(&a, &b));
+}
+
+/// Ids of `s` from `engine` at `at`, as many as one call gives (at most `count`).
+async fn take(engine: &SegmentAllocator, s: &Arc<TagSpec>, count: u64, at: Timestamp) -> usize {
+    match engine.next_texts_at(s, count, &|| at).await {
+        Ok(ids) => ids.len(),
+        Err(e) => panic!("{e:?}"),
+    }
+}
+
+#[tokio::test]
+async fn one_servers_burst_leaves_the_period_to_the_others_and_a_crash_loses_little() {
+    // Two servers (engines) over one store, a width-6 daily tag whose DBA step is huge.
+    let (store, a) = setup("orders", 1, DAILY).await;
+    store
+        .update_tag("orders", Some(1_000_000_000), None)
+        .await
+        .unwrap();
+    let b = SegmentAllocator::new(store.clone(), a.config().clone());
+    let (sa, sb) = (spec(&a, "orders").await, spec(&b, "orders").await);
+    let at = ts("2026-11-27T10:00:00Z");
+    // The burst: 300,000 ids asked of A, as fast as it answers.
+    let mut got = 0;
+    while got < 300_000 {
+        got += take(&a, &sa, 100_000, at).await;
+    }
+    // A's preload of its next segment runs on its own: let it land before reading the row.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let row = store.get_tag("orders@20261127").await.unwrap().unwrap();
+    let leased = row.max_id - 1;
+    // A holds (current and next segment) at most twice a share of what was left.
+    let held = leased - got as i64;
+    assert!(
+        held <= 2 * (1_000_000 - 1 - got as i64) / 32 + 2 * 100,
+        "A holds {held} unused numbers after issuing {got}"
+    );
+    // B still serves, and from what A did not take.
+    let n = take(&b, &sb, 1000, at).await;
+    assert!(n > 0);
+    // A `kill -9` of A now loses only what it held: the period still has most of its
+    // numbers for B.
+    drop(a);
+    let mut from_b = n;
+    loop {
+        match b.next_texts_at(&sb, 100_000, &|| at).await {
+            Ok(ids) => from_b += ids.len(),
+            Err(SegmentError::SequenceExhausted { .. }) => break,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    eprintln!("burst figure: A issued {got}, held {held} unused, B served {from_b}");
+    assert_eq!(
+        got + from_b + held as usize,
+        999_999,
+        "every number served once or lost"
+    );
+    assert!(
+        (held as f64) < 0.07 * (999_999 - got) as f64,
+        "a crash after the burst loses {held} of the {} left",
+        999_999 - got
+    );
+}
+
+#[tokio::test]
+async fn a_sequence_that_never_resets_is_spent_for_good_like_a_plain_tag() {
+    let json = r#"{"prefix":"C-","width":2}"#;
+    let (_store, engine) = setup("coupons", 95, json).await;
+    let s = spec(&engine, "coupons").await;
+    let at = ts("2026-11-27T10:00:00Z");
+    assert_eq!(take(&engine, &s, 10, at).await, 5);
+    match engine.next_texts_at(&s, 1, &|| at).await {
+        Err(SegmentError::Exhausted) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_step_or_a_start_past_the_width_is_refused() {
+    use crate::segment::SpecError;
+    let format: crate::shapes::TagFormat = TagSpec::stored_format(DAILY).unwrap();
+    assert!(TagSpec::check_row(&format, 999_999, Some(999_999)).is_ok());
+    assert!(matches!(
+        TagSpec::check_row(&format, 1_000_000, None),
+        Err(SpecError::StepBeyondWidth { max: 999_999, .. })
+    ));
+    assert!(matches!(
+        TagSpec::check_row(&format, 10, Some(1_000_000)),
+        Err(SpecError::StartBeyondWidth { max: 999_999, .. })
+    ));
 }

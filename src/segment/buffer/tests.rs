@@ -427,3 +427,57 @@ mod give_back {
         }
     }
 }
+
+#[test]
+fn a_capped_lease_never_takes_more_than_its_share_of_what_is_left() {
+    use super::LeaseCap;
+    // A width-6 period from 1: 999,999 numbers, ids 1..=999_999, end 1,000,000.
+    let cap = LeaseCap::new(1, 1_000_000, 1_000_000_000);
+    assert_eq!(
+        cap.first,
+        999_999 / 32,
+        "a huge DBA step is cut to the share"
+    );
+    assert_eq!(LeaseCap::new(1, 1_000_000, 1000).first, 1000);
+    // Whatever the adaptive step wants, never more than 1/32 of what is left...
+    let mut leased_to = 1;
+    let mut leases = 0;
+    while leased_to < 1_000_000 {
+        let left = 1_000_000 - leased_to;
+        let ask = cap.bound(i64::MAX / 4, leased_to);
+        assert!(ask >= 1);
+        assert!(
+            ask <= (left / LeaseCap::SHARE).max(left.min(LeaseCap::FLOOR)),
+            "{ask} of {left}"
+        );
+        leased_to += ask;
+        leases += 1;
+    }
+    // ... and the whole period is still reachable, in a bounded number of leases.
+    assert_eq!(leased_to, 1_000_000);
+    assert!(leases < 400, "{leases}");
+    // Spent: one number at a time (the request answers that the period is spent).
+    assert_eq!(cap.bound(5000, 1_000_000), 1);
+    assert_eq!(cap.bound(5000, 2_000_000), 1);
+    // A small width is not leased one number at a time.
+    let tiny = LeaseCap::new(1, 100, 50);
+    assert_eq!(tiny.first, 50);
+    assert_eq!(tiny.bound(100, 51), 49);
+}
+
+#[test]
+fn a_capped_buffer_asks_its_first_step_then_a_bounded_adaptive_one() {
+    use super::LeaseCap;
+    let policy = StepPolicy::default();
+    let buf = SegmentBuffer::new(BizTag::parse("orders").unwrap()).capped(LeaseCap::new(
+        1,
+        1_000_000,
+        1_000_000_000,
+    ));
+    // The first lease asks explicitly (the row's stored step, 1, would otherwise be the ask).
+    let plan = buf.plan_load(&policy).unwrap();
+    assert_eq!(plan.step, Some(999_999 / 32));
+    // An uncapped buffer keeps the row's own step for its first lease.
+    let plain = buffer();
+    assert_eq!(plain.plan_load(&policy).unwrap().step, None);
+}

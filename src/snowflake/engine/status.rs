@@ -16,8 +16,12 @@ pub struct SnowflakeStatus {
     pub unit: TimeUnit,
     /// Cached or direct.
     pub generator: GeneratorKind,
-    /// This server's worker id.
+    /// The worker id this server's ids carry: with regions, the region's base plus the
+    /// database's worker id (`database_worker_id`).
     pub worker_id: u64,
+    /// The worker id as the database's `WORKER_NODE` row holds it (equal to `worker_id`
+    /// without regions).
+    pub database_worker_id: u64,
     /// How it was obtained.
     pub worker_strategy: String,
     /// When the time field runs out (RFC 3339).
@@ -60,7 +64,8 @@ impl SnowflakeEngine {
             epoch: format_unix_ms(self.layout.epoch_ms()),
             unit: self.layout.unit(),
             generator: self.config.generator,
-            worker_id: self.worker_id(),
+            worker_id: self.config.region.base + self.worker_id(),
+            database_worker_id: self.worker_id(),
             worker_strategy: self.strategy.to_string(),
             exhausted_at: format_unix_ms(exhausted_at),
             time_left_secs: (exhausted_at - self.clock.now_unix_ms()) / 1000,
