@@ -70,35 +70,37 @@ impl KeyBinding {
     }
 
     /// The verdict: the known one, else the database's, recording this key's check value if
-    /// none is ([`SpecStore::bind_key`]) within `timeout`. One call at a time asks the
-    /// database; a failed or timed-out one leaves the verdict unknown, so the next call asks
-    /// again (nothing is served meanwhile).
+    /// none is ([`SpecStore::bind_key`]). One call at a time asks the database, the others
+    /// wait for its answer; every call gives up after `timeout` in all (waiting included, so
+    /// requests queued behind a database that does not answer each wait at most `timeout`). A
+    /// failed or abandoned call leaves the verdict unknown, so the next one asks again
+    /// (nothing is served meanwhile).
     pub async fn verify<S: SpecStore + ?Sized>(
         &self,
         store: &S,
         timeout: Duration,
     ) -> Result<&KeyVerdict, StoreError> {
-        self.verdict
-            .get_or_try_init(|| async {
-                let recorded =
-                    tokio::time::timeout(timeout, store.bind_key(&self.key_id, &self.check))
-                        .await
-                        .map_err(|_| {
-                            StoreError::Unavailable(
-                                format!(
-                                    "binding key id \"{}\" timed out after {timeout:?}",
-                                    self.key_id
-                                )
-                                .into(),
-                            )
-                        })??;
-                Ok(if recorded == self.check {
-                    KeyVerdict::Matches
-                } else {
-                    KeyVerdict::Differs { recorded }
-                })
+        // The known verdict costs no timer: every request of a permuted tag comes here.
+        if let Some(v) = self.verdict.get() {
+            return Ok(v);
+        }
+        let ask = self.verdict.get_or_try_init(|| async {
+            let recorded = store.bind_key(&self.key_id, &self.check).await?;
+            Ok(if recorded == self.check {
+                KeyVerdict::Matches
+            } else {
+                KeyVerdict::Differs { recorded }
             })
-            .await
+        });
+        tokio::time::timeout(timeout, ask).await.map_err(|_| {
+            StoreError::Unavailable(
+                format!(
+                    "binding key id \"{}\" timed out after {timeout:?}",
+                    self.key_id
+                )
+                .into(),
+            )
+        })?
     }
 }
 
@@ -173,6 +175,34 @@ mod tests {
             b.verify(&store, Duration::from_secs(1)).await.unwrap(),
             &KeyVerdict::Matches
         );
+    }
+
+    /// Requests queued behind a database that does not answer each give up after the timeout,
+    /// not after the ones before them.
+    #[tokio::test]
+    async fn queued_requests_each_wait_at_most_the_timeout() {
+        let store = Arc::new(MemoryStore::default());
+        store.delay_ms.store(5_000, Ordering::Relaxed);
+        let b = Arc::new(KeyBinding::new("codes", "kcv1:aaaaaaaaaaaaaaaa"));
+        let started = std::time::Instant::now();
+        // 20 in a row at 100 ms each would take 2 s.
+        let tasks: Vec<_> = (0..20)
+            .map(|_| {
+                let (b, store) = (b.clone(), store.clone());
+                tokio::spawn(
+                    async move { b.verify(&*store, Duration::from_millis(100)).await.is_err() },
+                )
+            })
+            .collect();
+        for t in tasks {
+            assert!(t.await.unwrap());
+        }
+        assert!(
+            started.elapsed() < Duration::from_millis(1_000),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(b.known(), None);
     }
 
     #[test]
