@@ -374,6 +374,12 @@ impl From<SegmentError> for Error {
                 log_server_error(LogLimiter::global(), "permuted tag without its key", &e);
                 Self::KeyUnavailable(e.to_string())
             }
+            // Not a code of its own: clients share the code list, and to them it is the same
+            // (this server cannot serve the tag; another may).
+            e @ SegmentError::KeyMismatch { .. } => {
+                log_server_error(LogLimiter::global(), "permuted tag with another key", &e);
+                Self::KeyUnavailable(e.to_string())
+            }
             SegmentError::Store(e) => e.into(),
         }
     }

@@ -1,7 +1,8 @@
 //! The `leafid` binary: `serve` (the default) runs the server; `layout {decode, bounds, plan,
 //! check}` are the migration teams' tools ([`cli`]), which need neither the server nor a database;
 //! `tags {list, show, create, set-step}` are the DBAs' tools on the configured database;
-//! `healthcheck` probes `/health/live` for a container's HEALTHCHECK.
+//! `keys check` checks the permutation keys against it; `healthcheck` probes `/health/live` for
+//! a container's HEALTHCHECK.
 
 mod cli;
 
@@ -57,6 +58,15 @@ enum Command {
         #[command(subcommand)]
         command: IdsCommand,
     },
+    /// Permutation keys (shapes.keys) against the configured database: `leafid keys check`
+    /// prints each key id, its key's check value and the database's record.
+    ///
+    /// Exit codes: 0 every key matches or is not bound yet, 1 a mismatch or the database
+    /// unreachable, 2 bad configuration (a key file that is missing, weak or not a file).
+    Keys {
+        #[command(subcommand)]
+        command: cli::keys::KeysCommand,
+    },
     /// GET /health/live on 127.0.0.1 (for a container HEALTHCHECK). Exit 0 live, 1 not.
     Healthcheck {
         /// The port; server.port of the configuration by default.
@@ -97,6 +107,7 @@ async fn main() -> ExitCode {
             };
             tags(&command, cli.config.as_deref()).await
         }
+        Command::Keys { command } => keys(&command, cli.config.as_deref()).await,
         Command::Healthcheck { port } => healthcheck(port, cli.config.as_deref()),
     }
 }
@@ -107,6 +118,55 @@ fn fail(e: &cli::CliError) -> ExitCode {
     ExitCode::from(e.code())
 }
 
+/// The configuration, its database and the segment route the server would run on it (lanes
+/// included; no refresh is awaited: nothing is cached beyond the command; the background
+/// tasks stop before the exit).
+struct OnDatabase {
+    settings: Settings,
+    db: Database,
+    background: leafid::background::Background,
+    route: leafid::service::SegmentRoute,
+}
+
+impl OnDatabase {
+    async fn connect(config: Option<&Path>) -> Result<Self, cli::CliError> {
+        let settings =
+            Settings::load(config).map_err(|e| cli::CliError::BadInput(format!("{e:#}")))?;
+        let db = Database::connect(&settings.db_options())
+            .await
+            .map_err(|e| {
+                cli::CliError::Database(format!(
+                    "{} unreachable: {e:#}",
+                    redact(&settings.database.url)
+                ))
+            })?;
+        let background = leafid::background::Background::new();
+        let claims = leafid::segment::lanes::LaneClaims::new();
+        let own = leafid::startup::own_engine(
+            &settings,
+            db.segment_store(),
+            settings.segment_config(),
+            &claims,
+        );
+        let route = leafid::startup::segment_route(&settings, own, &claims, &background)
+            .await
+            .map_err(|e| cli::CliError::Database(format!("{e:#}")))?;
+        Ok(Self {
+            settings,
+            db,
+            background,
+            route,
+        })
+    }
+
+    async fn close(self) {
+        self.background
+            .shutdown(std::time::Duration::from_secs(2))
+            .await;
+        self.db.close().await;
+    }
+}
+
 /// Runs a tag command on the configured database; its answer on stdout, an error as one line
 /// on stderr.
 async fn tags(command: &cli::tags::TagsCommand, config: Option<&Path>) -> ExitCode {
@@ -114,34 +174,11 @@ async fn tags(command: &cli::tags::TagsCommand, config: Option<&Path>) -> ExitCo
         Ok(c) => c,
         Err(e) => return fail(&e),
     };
-    let settings = match Settings::load(config) {
-        Ok(s) => s,
-        Err(e) => return fail(&cli::CliError::BadInput(format!("{e:#}"))),
+    let on = match OnDatabase::connect(config).await {
+        Ok(on) => on,
+        Err(e) => return fail(&e),
     };
-    let db = match Database::connect(&settings.db_options()).await {
-        Ok(db) => db,
-        Err(e) => {
-            return fail(&cli::CliError::Database(format!(
-                "{} unreachable: {e:#}",
-                redact(&settings.database.url)
-            )));
-        }
-    };
-    // The service the server runs, lanes included (no refresh is awaited: nothing is cached
-    // beyond this command; the background tasks stop before the exit).
-    let background = leafid::background::Background::new();
-    let claims = leafid::segment::lanes::LaneClaims::new();
-    let own = leafid::startup::own_engine(
-        &settings,
-        db.segment_store(),
-        settings.segment_config(),
-        &claims,
-    );
-    let route = match leafid::startup::segment_route(&settings, own, &claims, &background).await {
-        Ok(route) => route,
-        Err(e) => return fail(&cli::CliError::Database(format!("{e:#}"))),
-    };
-    let ids = IdService::new(Some(route), None, AccessPolicy::default());
+    let ids = IdService::new(Some(on.route.clone()), None, AccessPolicy::default());
     let mut out = std::io::stdout().lock();
     let result = cli::tags::run(&checked, command.json(), &ids, &mut out)
         .await
@@ -156,10 +193,32 @@ async fn tags(command: &cli::tags::TagsCommand, config: Option<&Path>) -> ExitCo
             "leafid: lanes not reached yet: {unreached:?} (the servers' repair settles them when they answer)"
         );
     }
-    background.shutdown(std::time::Duration::from_secs(2)).await;
-    db.close().await;
+    drop(ids);
+    on.close().await;
     match result {
         Ok(_) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
+}
+
+/// Runs a key command on the configured database: its report on stdout, exit 1 on a mismatch.
+async fn keys(command: &cli::keys::KeysCommand, config: Option<&Path>) -> ExitCode {
+    let on = match OnDatabase::connect(config).await {
+        Ok(on) => on,
+        Err(e) => return fail(&e),
+    };
+    let mut out = std::io::stdout().lock();
+    let result = cli::keys::run(
+        &on.settings.shape_keys,
+        on.route.formatted(),
+        command.json(),
+        &mut out,
+    )
+    .await
+    .and_then(|exit| out.flush().map(|()| exit).map_err(cli::CliError::from));
+    on.close().await;
+    match result {
+        Ok(exit) => ExitCode::from(exit.code()),
         Err(e) => fail(&e),
     }
 }

@@ -88,6 +88,7 @@ impl Application {
         }
         background.spawn(durability.clone().watch(background.token()));
 
+        let mut key_reports = Vec::new();
         let segment = if settings.segment.enabled {
             let mut config = settings.segment_config();
             config.lease_gate = lease_gate(&durability);
@@ -109,6 +110,13 @@ impl Application {
             }
             engine.spawn_refresh(&background);
             let route = segment_route(&settings, engine, &claims, &background).await?;
+            // Every configured key against the database before serving (the verdicts are kept,
+            // so the first requests ask nothing more); logged once the server listens, below.
+            if database_deferred {
+                info!("permutation keys are checked against the database at their first use");
+            } else {
+                key_reports = route.formatted().verify_keys().await;
+            }
             if let Some(lanes) = route.lane_set() {
                 info!(
                     own = lanes.own().slot,
@@ -204,6 +212,9 @@ impl Application {
             server = server.workers(settings.server.workers);
         }
         info!(host = %settings.server.host, port, "listening");
+        // After "listening": a key the database does not record refuses its tags, not the start
+        // (an `error!` before "listening" reads as a start that failed).
+        log_key_reports(&settings, &key_reports);
         Ok(Self {
             port,
             server: server.run(),
@@ -378,6 +389,42 @@ pub async fn other_lane(
     }
     engine.spawn_refresh(background);
     Ok(Lane::new(slot, shown, engine))
+}
+
+/// The check of every configured key at start ([`SegmentAllocator::verify_keys`]), one line
+/// each: an `error!` naming the key id and its file for a key the database does not record (its
+/// tags answer `key_unavailable`; the rest of the server serves), a warning when the database
+/// could not tell.
+fn log_key_reports(settings: &Settings, reports: &[crate::segment::KeyReport]) {
+    use crate::segment::{KeyVerdict, SpecError};
+    for r in reports {
+        let file = settings
+            .shape_keys
+            .path(&r.key_id)
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        match &r.verdict {
+            Ok(KeyVerdict::Matches) => {
+                info!(key_id = %r.key_id, check = %r.check, "permutation key matches the database");
+            }
+            Ok(KeyVerdict::Differs { recorded }) => {
+                let why = SpecError::KeyMismatch {
+                    key_id: r.key_id.clone(),
+                    check: r.check.clone(),
+                    recorded: recorded.clone(),
+                };
+                tracing::error!(
+                    key_id = %r.key_id, file = %file, check = %r.check, recorded = %recorded,
+                    "{why}; its tags answer key_unavailable on this server (shapes.keys.{} = {file})",
+                    r.key_id
+                );
+            }
+            Err(e) => warn!(
+                key_id = %r.key_id, error = %e,
+                "could not check the permutation keys against the database: checked at first use"
+            ),
+        }
+    }
 }
 
 /// The lanes' repair pass (`segment::lanes::repair`), every `interval`.

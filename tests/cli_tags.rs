@@ -330,7 +330,12 @@ fn permuted_tags_from_the_cli_need_their_key() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("leafid.db").display());
     let key = dir.path().join("codes.key");
-    std::fs::write(&key, "ab".repeat(32)).unwrap();
+    // A fixed key, no weak one (`leafid::shapes::key_check::weakness` refuses "ab" * 32).
+    std::fs::write(
+        &key,
+        "c4e19a07b35d82f6601bde9472a8f53c1e0b97d46a25f8c3d9147be056a2c18f",
+    )
+    .unwrap();
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -419,4 +424,79 @@ fn tag_writes_from_the_cli_reach_every_lane() {
         "{}",
         text(&away.stderr)
     );
+}
+
+/// `leafid keys check`: each key id with its check value and the database's record, read only;
+/// exit 0 when every key matches or is not bound yet, 1 on a mismatch, 2 on a key file that
+/// does not load (a weak key).
+#[test]
+fn keys_check_reports_each_key_and_exits_1_on_a_mismatch() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("leafid.db").display());
+    let write = |name: &str, hex: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, hex).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        path
+    };
+    let first = write(
+        "first.key",
+        "3a7f0c92e15bd8462f9ac1e07b534d68a0c2f91e85d7364b1fe0a95c27d83b64",
+    );
+    let second = write(
+        "second.key",
+        "91d4e27a0c6fb3581ea72dc94b0f6e35d8a1c7f20b9e4365fa03d81c6e52b79a",
+    );
+    let weak = write("weak.key", &"0".repeat(64));
+    let check = |key: &std::path::Path, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_leafid"))
+            .args(["keys", "check"])
+            .args(args)
+            .env("LEAFID__DATABASE__URL", &url)
+            .env("LEAFID__SHAPES__KEYS__CODES", key)
+            .output()
+            .unwrap()
+    };
+    let out = check(&first, &["--json"]);
+    assert_exit(&out, 0, "not bound yet");
+    let report = json(&out);
+    assert_eq!(report[0]["key_id"], "codes");
+    assert!(report[0]["recorded"].is_null(), "{report}");
+    let check_value = report[0]["check_value"].as_str().unwrap().to_owned();
+    assert!(check_value.starts_with("kcv1:"), "{check_value}");
+    // Looking bound nothing: the second key is not bound yet either.
+    assert_exit(&check(&second, &[]), 0, "not bound yet");
+    // A permuted tag created with the first key binds it.
+    let created = Command::new(env!("CARGO_BIN_EXE_leafid"))
+        .args([
+            "tags",
+            "create",
+            "codes",
+            "--step",
+            "100",
+            "--format",
+            r#"{"prefix":"C-","width":8,"permute":{"key_id":"codes"}}"#,
+        ])
+        .env("LEAFID__DATABASE__URL", &url)
+        .env("LEAFID__SHAPES__KEYS__CODES", &first)
+        .output()
+        .unwrap();
+    assert_exit(&created, 0, "codes");
+    let out = check(&first, &["--json"]);
+    assert_exit(&out, 0, "\"match\"");
+    assert_eq!(json(&out)[0]["recorded"], check_value.as_str());
+    let out = check(&second, &[]);
+    assert_exit(&out, 1, "mismatch");
+    assert!(
+        text(&out.stdout).contains(&check_value),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stdout).contains(second.to_str().unwrap()),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_exit(&check(&weak, &[]), 2, "weak key");
 }

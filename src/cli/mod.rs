@@ -1,7 +1,8 @@
 //! The command line beside `serve`: `leafid layout {decode, bounds, plan, check}`, the migration
 //! teams' tools (they never start the server and need no database: they are the pure functions of
 //! [`leafid::layout_plan`] with flags in front and text or JSON behind); `leafid tags
-//! {list, show, create, set-step}`, the DBAs' tools on the configured database ([`tags`]); and
+//! {list, show, create, set-step}`, the DBAs' tools on the configured database ([`tags`]);
+//! `leafid keys check`, the permutation keys against the database ([`keys`]); and
 //! `leafid healthcheck`, the container probe ([`healthcheck`]).
 //!
 //! # Exit codes (stable: scripts rely on them)
@@ -9,12 +10,13 @@
 //! | code | meaning |
 //! | --- | --- |
 //! | 0 | done: decoded, bounded, planned, the layout checked is safe, the tag command done, the server live |
-//! | 1 | the answer is no: the plan is impossible (the message names the need) or the check failed; an unknown tag, a tag that exists, a database that cannot be reached; a server not live; also when the output could not be written |
+//! | 1 | the answer is no: the plan is impossible (the message names the need) or the check failed (a layout, or a key the database records another key for); an unknown tag, a tag that exists, a database that cannot be reached; a server not live; also when the output could not be written |
 //! | 2 | bad input: an id, layout, epoch, unit, time range, biz_tag, step, configuration or flag that does not parse or fit (clap's usage errors exit 2 too) |
 //!
 //! Results go to stdout; errors are one line on stderr, `leafid: ...`.
 
 pub mod healthcheck;
+pub mod keys;
 pub mod layout;
 pub mod tags;
 

@@ -648,8 +648,11 @@ impl Inner {
 }
 
 mod formatted;
+/// The key bindings of permuted tags on the engine's database (`super::spec::binding`).
+mod key_binding;
 
 pub use formatted::{FormatConflict, FormattedIds, PeriodFill};
+pub use key_binding::KeyReport;
 
 #[cfg(test)]
 mod formatted_tests;

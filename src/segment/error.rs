@@ -64,6 +64,16 @@ pub enum SegmentError {
         /// The key's id.
         key_id: String,
     },
+    /// A permuted tag whose key here is not the one its database records for the key id
+    /// ([`SpecError::KeyMismatch`]): served and decoded by no other means, so a server with
+    /// the right key may answer.
+    #[error("biz_tag \"{tag}\" is permuted, and {why}")]
+    KeyMismatch {
+        /// The tag.
+        tag: BizTag,
+        /// The key id, and both check values.
+        why: SpecError,
+    },
     /// The lane's database records another slot than configured, or another reachable lane
     /// database records the own slot (`super::lanes::claims`): no lease is taken. Not an
     /// outage; asking again gives the same answer until an operator acts.

@@ -40,13 +40,15 @@ mod tickets;
 pub mod views;
 
 pub use allocator::{
-    FormatConflict, FormattedIds, PeriodFill, SegmentAllocator, SegmentConfig, TagHandle,
+    FormatConflict, FormattedIds, KeyReport, PeriodFill, SegmentAllocator, SegmentConfig, TagHandle,
 };
 pub use biz_tag::{BizTag, BizTagError};
 pub use buffer::{BufferSnapshot, SegmentBuffer};
 pub use error::SegmentError;
 pub use runs::{IdRun, IdRuns, IdSink};
-pub use spec::{DecodeError, OrderMode, PeriodRow, Shape, SpecError, TagSpec, TextShape};
+pub use spec::{
+    DecodeError, KeyVerdict, OrderMode, PeriodRow, Shape, SpecError, TagSpec, TextShape,
+};
 pub use step::StepPolicy;
 pub use store::{
     FormattedCreate, LaneRecord, LaneRegistry, Lease, LeaseStore, SegmentStore, SpecStore,

@@ -26,10 +26,12 @@ use tracing::{info, warn};
 
 use super::biz_tag::{BizTag, MAX_BIZ_TAG_LEN};
 use super::error::SegmentError;
+use super::store::SpecStore;
 use crate::shapes::keys::KeyRing;
 use crate::shapes::period::zone;
 use crate::shapes::permute::Permutation;
 use crate::shapes::{Decoded, FormatError, Period, Reset, TagFormat};
+pub use binding::{KeyBinding, KeyBindings, KeyVerdict};
 pub use error::SpecError;
 
 /// How a tag's ids are ordered across servers.
@@ -128,6 +130,9 @@ pub struct TextShape {
     /// A permuted format's permutation, or why this server has none (its key is not in
     /// `[shapes.keys]`); `None` for an unpermuted format.
     permutation: Option<Result<Permutation, SpecError>>,
+    /// A permuted format's key binding on the engine's database (one per key id per engine,
+    /// [`binding::KeyBindings`]); `None` when unpermuted or without the key.
+    binding: Option<Arc<KeyBinding>>,
     /// The period last served, with what every request in it needs: made once per period
     /// instead of per request (the zone arithmetic, the row name, the head and the tweak are
     /// the same for every request until the period ends).
@@ -173,8 +178,19 @@ pub struct TagSpec {
 impl TagSpec {
     /// A stored spec (today: a format's JSON, as `leafid_tag_format` holds it), checked; a
     /// permuted one gets its key from `keys` (without it the spec is still made, and serves
-    /// nothing: [`SegmentError::KeyUnavailable`]).
+    /// nothing: [`SegmentError::KeyUnavailable`]) and a key binding of its own, not verified
+    /// yet (an engine's specs share the engine's, [`SpecCache`]).
     pub fn from_stored(tag: BizTag, json: &str, keys: &KeyRing) -> Result<Self, SpecError> {
+        Self::from_stored_in(tag, json, keys, &KeyBindings::default())
+    }
+
+    /// [`Self::from_stored`] with the key binding from `bindings`.
+    fn from_stored_in(
+        tag: BizTag,
+        json: &str,
+        keys: &KeyRing,
+        bindings: &KeyBindings,
+    ) -> Result<Self, SpecError> {
         let format = Self::stored_format(json)?;
         format.validate()?;
         let tz = zone(&format.time_zone)?;
@@ -184,12 +200,17 @@ impl TagSpec {
             })?;
             Ok(Permutation::new(key, format.radix, format.width)?)
         });
+        let binding = format.permute.as_ref().and_then(|p| {
+            keys.check_value(&p.key_id)
+                .map(|check| bindings.of(&p.key_id, check))
+        });
         Ok(Self {
             tag,
             shape: Shape::Text(Box::new(TextShape {
                 format,
                 tz,
                 permutation,
+                binding,
                 current: ArcSwapOption::empty(),
             })),
             ordering: OrderMode::PerServer,
@@ -284,14 +305,20 @@ impl TagSpec {
         t
     }
 
-    /// The permutation, or [`SegmentError::KeyUnavailable`]; `None` when unpermuted (or plain).
+    /// The permutation, or [`SegmentError::KeyUnavailable`] (no key here) or
+    /// [`SegmentError::KeyMismatch`] (the engine's database is known to record another key for
+    /// the key id); `None` when unpermuted (or plain). Whether the database records this key
+    /// is asked by [`Self::verified_permutation`], which serving and decoding go through.
     pub(crate) fn permutation(&self) -> Result<Option<&Permutation>, SegmentError> {
         let Some(text) = self.text() else {
             return Ok(None);
         };
         match &text.permutation {
             None => Ok(None),
-            Some(Ok(p)) => Ok(Some(p)),
+            Some(Ok(p)) => match text.binding.as_deref().and_then(KeyBinding::known) {
+                Some(KeyVerdict::Differs { recorded }) => Err(self.key_mismatch(text, recorded)),
+                _ => Ok(Some(p)),
+            },
             Some(Err(_)) => Err(SegmentError::KeyUnavailable {
                 tag: self.tag.clone(),
                 key_id: text
@@ -301,6 +328,48 @@ impl TagSpec {
                     .map(|p| p.key_id.clone())
                     .unwrap_or_default(),
             }),
+        }
+    }
+
+    /// [`Self::permutation`], once the engine's database (`store`) was found to record this
+    /// server's key for the key id ([`KeyBinding::verify`]: recorded now if no key is, within
+    /// `timeout`). What every permuted id passes before it is handed out or read back: a key
+    /// the database does not record is [`SegmentError::KeyMismatch`], a database that does not
+    /// answer is [`SegmentError::Store`] (`database_unavailable`), never a code.
+    pub(crate) async fn verified_permutation<S: SpecStore + ?Sized>(
+        &self,
+        store: &S,
+        timeout: std::time::Duration,
+    ) -> Result<Option<&Permutation>, SegmentError> {
+        let Some(p) = self.permutation()? else {
+            return Ok(None);
+        };
+        // A permutation is made only with its key, and so with its binding: a spec without one
+        // would be a bug, refused (fail closed) rather than served unchecked.
+        let Some((text, binding)) = self.text().and_then(|t| Some((t, t.binding.as_deref()?)))
+        else {
+            return Err(SegmentError::KeyUnavailable {
+                tag: self.tag.clone(),
+                key_id: String::new(),
+            });
+        };
+        match binding.verify(store, timeout).await {
+            Ok(KeyVerdict::Matches) => Ok(Some(p)),
+            Ok(KeyVerdict::Differs { recorded }) => Err(self.key_mismatch(text, recorded)),
+            Err(e) => Err(SegmentError::Store(e)),
+        }
+    }
+
+    /// [`SegmentError::KeyMismatch`] of this tag, its key's database recording `recorded`.
+    fn key_mismatch(&self, text: &TextShape, recorded: &str) -> SegmentError {
+        let binding = text.binding.as_deref();
+        SegmentError::KeyMismatch {
+            tag: self.tag.clone(),
+            why: SpecError::KeyMismatch {
+                key_id: binding.map(|b| b.key_id().to_owned()).unwrap_or_default(),
+                check: binding.map(|b| b.check().to_owned()).unwrap_or_default(),
+                recorded: recorded.to_owned(),
+            },
         }
     }
 
@@ -357,6 +426,8 @@ impl TagSpec {
 #[derive(Debug, Default)]
 pub struct SpecCache {
     specs: ArcSwap<HashMap<String, Arc<TagSpec>>>,
+    /// The engine's key bindings: one per key id, shared by its specs.
+    bindings: KeyBindings,
 }
 
 impl SpecCache {
@@ -382,7 +453,12 @@ impl SpecCache {
         if let Some(s) = self.get(tag) {
             return Ok(s);
         }
-        let spec = Arc::new(TagSpec::from_stored(BizTag::parse(tag)?, json, keys)?);
+        let spec = Arc::new(TagSpec::from_stored_in(
+            BizTag::parse(tag)?,
+            json,
+            keys,
+            &self.bindings,
+        )?);
         self.keep(vec![spec]);
         // The one kept: this one, or one another caller kept meanwhile.
         Ok(self.get(tag).expect("kept above"))
@@ -400,7 +476,7 @@ impl SpecCache {
             }
             match BizTag::parse(&tag)
                 .map_err(SpecError::from)
-                .and_then(|t| TagSpec::from_stored(t, &json, keys))
+                .and_then(|t| TagSpec::from_stored_in(t, &json, keys, &self.bindings))
             {
                 Ok(spec) => new.push(Arc::new(spec)),
                 Err(why) => warn!(biz_tag = %tag, %why, "stored format unusable"),
@@ -456,6 +532,11 @@ impl SpecCache {
         forgot
     }
 
+    /// The engine's binding of `key_id`, whose key here has the check value `check`.
+    pub fn binding(&self, key_id: &str, check: &str) -> Arc<KeyBinding> {
+        self.bindings.of(key_id, check)
+    }
+
     /// Adds the specs whose tag is not known yet, in one copy of the map.
     fn keep(&self, specs: Vec<Arc<TagSpec>>) {
         self.specs.rcu(|current| {
@@ -471,6 +552,7 @@ impl SpecCache {
     }
 }
 
+pub mod binding;
 pub(crate) mod error;
 mod limits;
 #[cfg(test)]

@@ -124,7 +124,8 @@ fn lane_mismatch(recorded: Option<u8>, configured: Option<u8>) -> String {
 /// - [`TagAdminStore`]: the rows as the admin API and the refresh see them, and the
 ///   tombstones a delete leaves (`leafid_tag_tombstone`);
 /// - [`SpecStore`]: a tag's stored spec, today the format of a formatted tag
-///   (`leafid_tag_format`);
+///   (`leafid_tag_format`), and the check value of each permutation key id
+///   (`leafid_shape_key`);
 /// - [`LaneRegistry`]: which lane slot a database is (`leafid_lane`).
 ///
 /// `SegmentStore` is all four, implemented for every type that implements them, so
@@ -254,6 +255,17 @@ pub trait SpecStore: Send + Sync + 'static {
     /// before its format exists. Two callers racing with different formats: exactly one gets
     /// `true`, and both read the winner's format afterwards.
     async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError>;
+    /// The check value recorded for the key id `key_id` (`leafid_shape_key`,
+    /// `crate::shapes::key_check`), `None` when no server has used the key id with this
+    /// database yet. Compared exactly with the stored spelling of the key id. Reads only (the
+    /// `leafid keys check` command must not bind a key by looking at it).
+    async fn key_check(&self, key_id: &str) -> Result<Option<String>, StoreError>;
+    /// Records `check` as the check value of the key id `key_id` unless one is recorded, and
+    /// returns the one recorded (which differs from `check` when another key was used under
+    /// the key id first: the caller refuses the key). Written once and never changed. Servers
+    /// racing to record different values all read back the one written; none fails because
+    /// another wrote first.
+    async fn bind_key(&self, key_id: &str, check: &str) -> Result<String, StoreError>;
 }
 
 /// Which lane slot a database is (`crate::segment::lanes`): recorded once, never changed.

@@ -99,7 +99,7 @@ impl SegmentRoute {
     /// The engine a formatted tag leases from and is decoded by: slot 0's with lanes (a lane
     /// without a slot 0 configured uses its own: its formatted tags then fail to lease, as
     /// before), else the only one.
-    fn formatted(&self) -> &SegmentAllocator {
+    pub fn formatted(&self) -> &SegmentAllocator {
         self.lanes
             .as_ref()
             .and_then(|l| l.slot_zero())

@@ -182,6 +182,9 @@ impl IdService {
             self.access
                 .admit(who, Action::DecodePermuted(tag.as_str()))?;
         }
+        // A permuted id is read only with the key its database records for the key id: with
+        // another key it would read as a wrong sequence (`segment::spec::binding`).
+        engine.verify_key(&spec).await?;
         spec.decode(id).map_err(|e| match e {
             DecodeError::Format(e) => Error::InvalidId(e.to_string()),
             DecodeError::Segment(e) => e.into(),

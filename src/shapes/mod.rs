@@ -10,7 +10,8 @@
 //! - [`period`]: the period a sequence restarts with (never, yearly, monthly, daily) in an IANA
 //!   time zone, from `jiff`'s own zone database: days of 23 and 25 hours included;
 //! - [`permute`]: a keyed permutation of the sequence (FF1), for codes that hide order and
-//!   volume, with its keys from [`keys`] (configuration, never the database);
+//!   volume, with its keys from [`keys`] (configuration, never the database) and their check
+//!   values from [`key_check`] (the database records those, to catch two keys under one id);
 //! - [`format`](mod@format): a tag's whole format (prefix, date part, sequence, check, suffix), rendering
 //!   and decoding.
 //!
@@ -23,6 +24,7 @@
 pub mod alphabet;
 pub mod check;
 pub mod format;
+pub mod key_check;
 pub mod keys;
 pub mod period;
 pub mod permute;

@@ -26,6 +26,8 @@ pub struct MemoryStore {
     formats: Mutex<BTreeMap<String, String>>,
     /// The lane slot and its claim id, as `leafid_lane` holds them.
     lane: Mutex<Option<(u8, String)>>,
+    /// Check values of permutation keys by key id, as `leafid_shape_key` holds them.
+    key_checks: Mutex<BTreeMap<String, String>>,
     /// When set, every call fails as if the database were down.
     pub failing: AtomicBool,
     /// Added latency of every call, in milliseconds.
@@ -273,6 +275,20 @@ impl SpecStore for MemoryStore {
         }
         formats.insert(biz_tag.to_owned(), format.to_owned());
         Ok(true)
+    }
+
+    async fn key_check(&self, key_id: &str) -> Result<Option<String>, StoreError> {
+        self.enter().await?;
+        Ok(self.key_checks.lock().unwrap().get(key_id).cloned())
+    }
+
+    async fn bind_key(&self, key_id: &str, check: &str) -> Result<String, StoreError> {
+        self.enter().await?;
+        let mut checks = self.key_checks.lock().unwrap();
+        Ok(checks
+            .entry(key_id.to_owned())
+            .or_insert_with(|| check.to_owned())
+            .clone())
     }
 }
 

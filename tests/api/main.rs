@@ -24,6 +24,7 @@ mod galera;
 mod give_back;
 mod hostile;
 mod js_safe;
+mod keys;
 mod lanes;
 mod layouts;
 mod leaf_compat;

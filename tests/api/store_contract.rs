@@ -1425,3 +1425,73 @@ async fn the_tombstone_tag_column_copies_leaf_allocs_collation() {
     );
     database.close().await;
 }
+
+/// A key id's check value is recorded once and for good: the first bind writes it, a later
+/// bind of another value answers the recorded one and changes nothing, reads are exact on the
+/// key id, and a read never binds.
+async fn a_key_check_value_is_recorded_once(on: On) {
+    let stores = Stores::open(on, true).await;
+    let store = &stores.segments;
+    assert_eq!(store.key_check("codes").await.unwrap(), None);
+    // Looking does not bind.
+    assert_eq!(store.key_check("codes").await.unwrap(), None);
+    let first = "kcv1:0123456789abcdef";
+    let other = "kcv1:fedcba9876543210";
+    assert_eq!(store.bind_key("codes", first).await.unwrap(), first);
+    assert_eq!(store.bind_key("codes", other).await.unwrap(), first);
+    assert_eq!(store.bind_key("codes", first).await.unwrap(), first);
+    assert_eq!(
+        store.key_check("codes").await.unwrap().as_deref(),
+        Some(first)
+    );
+    // Exact key ids only.
+    for near in ["code", "codes2", "CODES", "codes "] {
+        assert_eq!(store.key_check(near).await.unwrap(), None, "{near:?}");
+    }
+    // Another key id is its own.
+    assert_eq!(store.bind_key("codes2", other).await.unwrap(), other);
+    assert_eq!(
+        store.key_check("codes").await.unwrap().as_deref(),
+        Some(first)
+    );
+    stores.close().await;
+}
+on_every_store!(a_key_check_value_is_recorded_once, through_lanes);
+
+/// Servers binding one key id at the same moment, each with another key: none fails, and
+/// every one reads back the same recorded value, one of theirs.
+async fn concurrent_key_binds_all_read_the_one_recorded(on: On) {
+    let stores = Stores::open(on, true).await;
+    for round in 0..4 {
+        let key_id = format!("race_key_{round}");
+        let tasks: Vec<_> = (0..4)
+            .map(|t| {
+                let store = stores.segments.clone();
+                let key_id = key_id.clone();
+                tokio::spawn(async move {
+                    let check = format!("kcv1:{t:016x}");
+                    let recorded = store.bind_key(&key_id, &check).await;
+                    (check, recorded)
+                })
+            })
+            .collect();
+        let mut offered = BTreeSet::new();
+        let mut recorded = BTreeSet::new();
+        for task in tasks {
+            let (check, got) = task.await.unwrap();
+            offered.insert(check);
+            recorded.insert(got.unwrap_or_else(|e| panic!("{key_id}: bind_key failed: {e:?}")));
+        }
+        assert_eq!(recorded.len(), 1, "{key_id}: {recorded:?}");
+        assert!(offered.is_superset(&recorded), "{key_id}");
+        assert_eq!(
+            stores.segments.key_check(&key_id).await.unwrap().as_ref(),
+            recorded.first()
+        );
+    }
+    stores.close().await;
+}
+on_every_store!(
+    concurrent_key_binds_all_read_the_one_recorded,
+    through_lanes
+);

@@ -366,6 +366,14 @@ impl SpecStore for SimStore {
     async fn put_format(&self, _biz_tag: &str, _format: &str) -> Result<bool, StoreError> {
         unreachable!("the simulation creates no tags")
     }
+
+    async fn key_check(&self, _key_id: &str) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
+
+    async fn bind_key(&self, _key_id: &str, _check: &str) -> Result<String, StoreError> {
+        unreachable!("the simulation has no permuted tags")
+    }
 }
 
 /// The simulated database is no lane (the engine runs without lanes).

@@ -243,6 +243,11 @@ impl SegmentAllocator {
             }
             .into());
         }
+        if let Some(p) = &format.permute {
+            // Bound before anything is written: a tag is created only under the key its
+            // database records for the key id (or records first now).
+            self.bind_key_for_new_tag(&p.key_id).await?;
+        }
         let json = TagSpec::stored_json(format)?;
         match self.inner.store.create_formatted_tag(tag, &json).await? {
             FormattedCreate::Created(row) => {
@@ -312,8 +317,10 @@ impl SegmentAllocator {
         let format = spec
             .format()
             .ok_or_else(|| bad(SpecError::NotFormatted { tag: tag.clone() }))?;
-        // Before any id is taken: a permuted tag is never served without its key.
-        spec.permutation()?;
+        // Before any id is taken: a permuted tag is never served without its key, nor with a
+        // key its database does not record for the key id (`spec::binding`).
+        spec.verified_permutation(&*self.inner.store, self.inner.config.load_timeout)
+            .await?;
         // Three tries: a request straddles at most one period end per try.
         for _ in 0..3 {
             let current = spec.current(now()).map_err(bad)?;

@@ -276,6 +276,12 @@ impl SpecStore for TimeMachine {
     async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {
         self.rows.put_format(biz_tag, format).await
     }
+    async fn key_check(&self, key_id: &str) -> Result<Option<String>, StoreError> {
+        self.rows.key_check(key_id).await
+    }
+    async fn bind_key(&self, key_id: &str, check: &str) -> Result<String, StoreError> {
+        self.rows.bind_key(key_id, check).await
+    }
 }
 
 #[async_trait::async_trait]

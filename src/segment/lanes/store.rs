@@ -285,6 +285,14 @@ impl SpecStore for LaneStore {
     async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {
         self.inner.put_format(biz_tag, format).await
     }
+
+    async fn key_check(&self, key_id: &str) -> Result<Option<String>, StoreError> {
+        self.inner.key_check(key_id).await
+    }
+
+    async fn bind_key(&self, key_id: &str, check: &str) -> Result<String, StoreError> {
+        self.inner.bind_key(key_id, check).await
+    }
 }
 
 /// As the database: the lease checks the slot against the mode, these calls do not.

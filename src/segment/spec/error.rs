@@ -68,6 +68,21 @@ pub enum SpecError {
         /// The key's id.
         key_id: String,
     },
+    /// This server's key for a key id is not the one the database records for it (its check
+    /// value differs, `crate::shapes::key_check`): the key id's tags are refused here.
+    #[error(
+        "the key file of key id \"{key_id}\" does not match the key this database was first \
+         used with (check value {recorded}; this server's key has {check}): every server needs \
+         the very same key file; see docs/shapes.md#rotating-a-key"
+    )]
+    KeyMismatch {
+        /// The key's id.
+        key_id: String,
+        /// This server's check value of it.
+        check: String,
+        /// The check value the database records.
+        recorded: String,
+    },
     /// The permutation cannot be made (its domain).
     #[error(transparent)]
     Permute(#[from] PermuteError),

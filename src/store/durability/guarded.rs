@@ -119,6 +119,15 @@ impl SpecStore for GuardedSegmentStore {
         self.gate
             .watch_result(self.inner.put_format(biz_tag, format).await)
     }
+
+    async fn key_check(&self, key_id: &str) -> Result<Option<String>, StoreError> {
+        self.gate.watch_result(self.inner.key_check(key_id).await)
+    }
+
+    async fn bind_key(&self, key_id: &str, check: &str) -> Result<String, StoreError> {
+        self.gate
+            .watch_result(self.inner.bind_key(key_id, check).await)
+    }
 }
 
 /// Ungated; a failure marks the report stale.

@@ -11,6 +11,7 @@
 //! - `session`: where a statement runs ([`Sessions`], [`Session`]) and how one write commits
 //!   ([`write_one`](session::write_one)).
 //! - `formats`: `leafid_tag_format`, the formats of formatted tags.
+//! - `keys`: `leafid_shape_key`, the check value of each key id's key.
 //! - `lanes`: `leafid_lane`, the lane slot of a database, and tombstone reads.
 //! - `tags`: the `leaf_alloc` reads, the give-back of unused ids, and the row types.
 //! - `workers`: the worker-id store.
@@ -19,6 +20,7 @@
 mod dialect;
 mod driver;
 mod formats;
+mod keys;
 mod lanes;
 mod session;
 mod statement;

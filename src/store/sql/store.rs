@@ -8,7 +8,7 @@
 
 use super::dialect::Dialect;
 use super::session::Sessions;
-use super::{formats, lanes, tags, workers};
+use super::{formats, keys, lanes, tags, workers};
 use crate::segment::{
     FormattedCreate, LaneRegistry, Lease, LeaseStore, NewTag, SpecStore, StoreError, TagAdminStore,
     TagRow,
@@ -133,6 +133,14 @@ where
 
     async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError> {
         formats::put_format(self.sessions(), biz_tag, format).await
+    }
+
+    async fn key_check(&self, key_id: &str) -> Result<Option<String>, StoreError> {
+        keys::key_check(self.sessions(), key_id).await
+    }
+
+    async fn bind_key(&self, key_id: &str, check: &str) -> Result<String, StoreError> {
+        keys::bind_key(self.sessions(), key_id, check).await
     }
 }
 
