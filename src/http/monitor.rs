@@ -372,7 +372,19 @@ pub async fn db_page(auth: MonitorAuth, state: web::Data<AppState>) -> Result<Ht
     let mut html = String::from(
         "<table><tr><th>biz_tag</th><th>max_id</th><th>step</th><th>description</th><th>update_time</th></tr>",
     );
-    for r in rows {
+    // A formatted tag's period rows: only the current period's, so the page grows with the
+    // tags, not with the days served.
+    let now = jiff::Timestamp::now();
+    let current_period = |name: &str| {
+        let Some(parent) = crate::segment::PeriodRow::parent_of(name) else {
+            return true;
+        };
+        segment
+            .cached_spec(parent)
+            .and_then(|spec| Some(spec.period_row(&spec.period_at(now).ok()?.key)))
+            .is_some_and(|row| row.as_str() == name)
+    };
+    for r in rows.into_iter().filter(|r| current_period(&r.biz_tag)) {
         // A permuted tag's period row's `max_id` is how many ids the period leased, and its
         // `update_time` when it last leased (the rate).
         let shown = auth.shows_volume(Some(segment), &r.biz_tag);
