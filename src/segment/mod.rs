@@ -48,11 +48,12 @@ pub use error::SegmentError;
 pub use runs::{IdRun, IdRuns, IdSink};
 pub use spec::{
     DecodeError, KeyVerdict, OrderMode, PeriodRow, Shape, SpecError, TagSpec, TextShape,
+    same_format,
 };
 pub use step::StepPolicy;
 pub use store::{
     FormattedCreate, LaneRecord, LaneRegistry, Lease, LeaseStore, SegmentStore, SpecStore,
-    StoreError, TagAdminStore, TagRow, same_format,
+    StoreError, TagAdminStore, TagRow,
 };
 pub use tag_rules::{NewTag, Step, TagRuleError, TagUpdate};
 pub use views::TagActivity;

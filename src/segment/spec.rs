@@ -110,6 +110,17 @@ pub enum DecodeError {
     NotFormatted(BizTag),
 }
 
+/// Whether two stored format JSONs are the same format: compared parsed, so a retried create
+/// whose JSON is spelt differently (field order, spacing) is still the same. JSON that does not
+/// parse is equal only to the same text.
+pub fn same_format(stored: &str, asked: &str) -> bool {
+    if stored == asked {
+        return true;
+    }
+    let parse = |j: &str| TagSpec::stored_format(j).ok();
+    matches!((parse(stored), parse(asked)), (Some(a), Some(b)) if a == b)
+}
+
 /// A tag's shape.
 #[derive(Debug)]
 pub enum Shape {

@@ -21,7 +21,7 @@ pub struct KeyReport {
 
 impl SegmentAllocator {
     /// Whether this server may read ids of `spec` back: for a permuted tag, its key here must
-    /// be the one the database records for the key id ([`TagSpec::verified_permutation`]).
+    /// be the one the database records for the key id (`TagSpec::verified_permutation`).
     pub async fn verify_key(&self, spec: &TagSpec) -> Result<(), SegmentError> {
         spec.verified_permutation(&*self.inner.store, self.inner.config.load_timeout)
             .await
