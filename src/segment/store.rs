@@ -230,7 +230,7 @@ pub enum FormattedCreate {
 }
 
 /// A tag's stored spec: today the format of a formatted tag (`crate::shapes::TagFormat` as
-/// JSON), written once before the tag's row and never changed.
+/// JSON), written once with the tag's row and never changed.
 #[async_trait]
 pub trait SpecStore: Send + Sync + 'static {
     /// The format of a formatted tag, `None` for a plain tag. Compared exactly with the stored
@@ -240,8 +240,9 @@ pub trait SpecStore: Send + Sync + 'static {
     async fn list_formats(&self) -> Result<Vec<(String, String)>, StoreError>;
     /// Records a tag's format once and for good: `true` if written, `false` if the tag had a
     /// format already (left unchanged: a tag's format never changes, since ids written under
-    /// two formats could read alike). Written before the tag's row, so a tag never serves
-    /// before its format exists. Two callers racing with different formats: exactly one gets
+    /// two formats could read alike). A new formatted tag is created with its format in one
+    /// transaction ([`TagAdminStore::create_formatted_tag`]); this writes a format alone (tests;
+    /// the server no longer does). Two callers racing with different formats: exactly one gets
     /// `true`, and both read the winner's format afterwards.
     async fn put_format(&self, biz_tag: &str, format: &str) -> Result<bool, StoreError>;
     /// The check value recorded for the key id `key_id` (`leafid_shape_key`,

@@ -141,7 +141,7 @@ impl IdService {
         shape: &TagFormat,
     ) -> Result<TagRow, Error> {
         TagSpec::check_new(tag, shape).map_err(|e| Error::InvalidRequest(e.to_string()))?;
-        TagSpec::check_row(shape, new.step, Some(new.max_id))
+        TagSpec::check_start(shape, new.max_id)
             .map_err(|e| Error::InvalidRequest(e.to_string()))?;
         let within = segment.config().load_timeout;
         tokio::time::timeout(within, segment.create_formatted_tag(new, shape))
@@ -164,14 +164,6 @@ impl IdService {
         change: &TagUpdate,
     ) -> Result<Mirrored<TagRow>, Error> {
         let segment = self.segment()?;
-        if let Some(step) = change.step() {
-            // A formatted tag's step is bounded by its width, as at creation.
-            let spec = segment.spec_of(tag).await.map_err(Error::from)?;
-            if let Some(format) = spec.as_deref().and_then(TagSpec::format) {
-                TagSpec::check_row(format, step.get(), None)
-                    .map_err(|e| Error::InvalidRequest(e.to_string()))?;
-            }
-        }
         let Some(row) = bounded_about(segment, tag, segment.update_tag(tag, change)).await? else {
             return Err(Error::unknown_tag(tag));
         };

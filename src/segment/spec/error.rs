@@ -37,17 +37,6 @@ pub enum SpecError {
         /// The longest tag it allows.
         max_tag_len: usize,
     },
-    /// A step wider than a period: its first lease would take the whole period.
-    #[error(
-        "step {step} is wider than a period of this format ({max} sequence numbers): a lease \
-         takes at most the period's numbers, so the step is at most {max}"
-    )]
-    StepBeyondWidth {
-        /// The step asked.
-        step: i64,
-        /// The width's largest sequence number.
-        max: u64,
-    },
     /// A start value past the width: every period would be spent before its first id.
     #[error(
         "max_id {max_id} is past the width of this format (its largest sequence number is \
