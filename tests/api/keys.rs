@@ -227,7 +227,8 @@ async fn a_fifo_or_a_weak_key_stops_the_start_at_once() {
             .env("LEAFID__SHAPES__KEYS__CODES", path)
             .output()
             .unwrap();
-        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        // A hang is forever: a generous bound for a loaded machine.
+        assert!(started.elapsed() < std::time::Duration::from_secs(60));
         assert!(!out.status.success());
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "{err}");

@@ -182,11 +182,13 @@ mod tests {
     #[tokio::test]
     async fn queued_requests_each_wait_at_most_the_timeout() {
         let store = Arc::new(MemoryStore::default());
-        store.delay_ms.store(5_000, Ordering::Relaxed);
+        store.delay_ms.store(60_000, Ordering::Relaxed);
         let b = Arc::new(KeyBinding::new("codes", "kcv1:aaaaaaaaaaaaaaaa"));
+        // Taken before the first request starts: the bound below errs on the long side.
         let started = std::time::Instant::now();
-        // 20 in a row at 100 ms each would take 2 s.
-        let tasks: Vec<_> = (0..20)
+        // 100 in a row at 100 ms each would take 10 s; each on its own, about 0.1 s. The bound
+        // (5 s) leaves a busy machine 50 times the expected time and still tells them apart.
+        let tasks: Vec<_> = (0..100)
             .map(|_| {
                 let (b, store) = (b.clone(), store.clone());
                 tokio::spawn(
@@ -198,7 +200,7 @@ mod tests {
             assert!(t.await.unwrap());
         }
         assert!(
-            started.elapsed() < Duration::from_millis(1_000),
+            started.elapsed() < Duration::from_secs(5),
             "{:?}",
             started.elapsed()
         );
