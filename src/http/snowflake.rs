@@ -71,7 +71,7 @@ pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, Error> {
     tracing::debug!(key = %crate::telemetry::ClientText(&key), "snowflake id requested");
     let id = state
         .ids
-        .next_snowflake_id(&RequestCredentials(&req))
+        .next_snowflake_id(&RequestCredentials::leaf(&req))
         .await?;
     Ok(plain_id(id))
 }

@@ -14,6 +14,7 @@
 //! - `keys`: `leafid_shape_key`, the check value of each key id's key.
 //! - `lanes`: `leafid_lane`, the lane slot of a database, and tombstone reads.
 //! - `tags`: the `leaf_alloc` reads, the give-back of unused ids, and the row types.
+//! - `tokens`: `leafid_caller_token`, the caller tokens (`crate::store::tokens`).
 //! - `workers`: the worker-id store.
 //! - `store`: [`DialectStore`], and `SegmentStore`/`WorkerStore` for every one.
 
@@ -26,6 +27,7 @@ mod session;
 mod statement;
 mod store;
 mod tags;
+mod tokens;
 mod workers;
 
 pub(crate) use dialect::{Dialect, OnDriver};
