@@ -48,6 +48,7 @@ mod segment;
 mod snowflake;
 mod store_contract;
 mod store_faults;
+mod tokens;
 mod volume;
 pub(crate) mod wall_clock;
 mod worker_cache;
