@@ -32,8 +32,8 @@ impl Credentials for RequestCredentials<'_> {
 impl<'a> RequestCredentials<'a> {
     /// The credentials of a request on one of Leaf's two routes, whose callers may not be able
     /// to set a header: the `Authorization` header, else the `access_token` query parameter
-    /// (RFC 6750 §2.3). Never logged: the request log and the metrics record the route's
-    /// template, not the path or the query.
+    /// (RFC 6750 §2.3). Never logged: the request span records the path without the query
+    /// (`super::middleware`), the metrics the route's template.
     pub fn leaf(req: &'a HttpRequest) -> LeafCredentials<'a> {
         LeafCredentials(req)
     }
