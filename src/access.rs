@@ -22,8 +22,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::config::Secret;
-use callers::Callers;
 use crate::error::Error;
+use callers::Callers;
 
 /// What a caller presents. Read lazily: an action that needs no credential reads nothing (the
 /// id routes' hot path stays free of header lookups).

@@ -171,7 +171,9 @@ pub enum Error {
     Unauthorized(&'static str),
     /// 403 `forbidden`: a valid caller token whose scope does not cover the tag (or snowflake
     /// ids). Names the token's name and the target, never the token.
-    #[error("caller token \"{token}\" is not scoped to {target}: an admin widens its tags or issues another token")]
+    #[error(
+        "caller token \"{token}\" is not scoped to {target}: an admin widens its tags or issues another token"
+    )]
     Forbidden {
         /// The token's name.
         token: String,

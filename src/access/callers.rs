@@ -346,16 +346,9 @@ impl Callers {
             refused,
             open_warning: LogLimiter::new(OPEN_WARN_INTERVAL),
         };
-        me.anonymous.store(me.anonymous_for(None), Ordering::Relaxed);
+        me.anonymous
+            .store(me.anonymous_for(None), Ordering::Relaxed);
         Arc::new(me)
-    }
-
-    /// An open check: every caller admitted, a presented token checked against an empty set.
-    /// What tests and tools that build an [`AccessPolicy`](super::AccessPolicy) by hand get.
-    pub fn open() -> Arc<Self> {
-        let me = Self::new(CallerMode::Open, false);
-        me.install(&[]);
-        me
     }
 
     /// The mode.
@@ -501,10 +494,7 @@ impl Callers {
         // compares with stored hashes, and learning a stored hash gives no token (a preimage of
         // SHA-256 over 256 random bits). The admin token, a plain secret, is compared in
         // constant time below.
-        if let Some(entry) = set
-            .as_ref()
-            .and_then(|s| s.by_hash.get(&hash_token(token)))
-        {
+        if let Some(entry) = set.as_ref().and_then(|s| s.by_hash.get(&hash_token(token))) {
             if entry.scopes.covers(target) {
                 entry.taken.inc();
                 return Ok(());
@@ -681,9 +671,7 @@ mod tests {
     fn beyond_loopback_auto_refuses_anonymous_callers_and_says_how_to_open() {
         let c = Callers::new(CallerMode::Auto, true);
         c.install(&[]);
-        let e = c
-            .admit(&Presented::default(), Some("t"), None)
-            .unwrap_err();
+        let e = c.admit(&Presented::default(), Some("t"), None).unwrap_err();
         assert_eq!(e.code(), "unauthorized");
         assert!(e.to_string().contains("callers.mode = \"open\""), "{e}");
         // Refused before any load too: no need to know the set to refuse.
@@ -723,7 +711,10 @@ mod tests {
         // Before any load too: the admin credential needs no set.
         assert!(c.admit(&bearer("adm1n"), Some("x"), Some(&admin)).is_ok());
         c.install(&[row("pay", "lid_pay", "pay*")]);
-        assert!(c.admit(&bearer("adm1n"), Some("orders"), Some(&admin)).is_ok());
+        assert!(
+            c.admit(&bearer("adm1n"), Some("orders"), Some(&admin))
+                .is_ok()
+        );
         assert!(c.admit(&bearer("adm1n"), None, Some(&admin)).is_ok());
         assert!(c.admit(&bearer("adm1"), None, Some(&admin)).is_err());
         // A caller token is no admin token.

@@ -87,10 +87,13 @@ fn line(v: &TokenView) -> String {
         v.name,
         quota(v.rate_per_sec),
         quota(v.burst),
-        v.period_share.map_or_else(|| "-".to_owned(), |s| s.to_string()),
+        v.period_share
+            .map_or_else(|| "-".to_owned(), |s| s.to_string()),
         v.created_at.format("%Y-%m-%dT%H:%M:%SZ"),
-        v.revoked_at
-            .map_or_else(|| "-".to_owned(), |t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string()),
+        v.revoked_at.map_or_else(
+            || "-".to_owned(),
+            |t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+        ),
         v.tags.join(",")
     )
 }

@@ -83,9 +83,7 @@ pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, Error> {
     BizTag::validate(&tag)?;
     // The caller once (Leaf's route also takes `?access_token=`), then numbers first: a plain
     // tag with ids in memory never looks at formats.
-    let admitted = state
-        .ids
-        .admit_ids(&RequestCredentials::leaf(&req), &tag)?;
+    let admitted = state.ids.admit_ids(&RequestCredentials::leaf(&req), &tag)?;
     if let Some(id) = state.ids.try_next_id(&admitted) {
         return Ok(plain_id(id));
     }

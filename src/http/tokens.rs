@@ -111,7 +111,7 @@ pub struct ListQuery {
     path = "/api/v1/tokens",
     tag = "tokens",
     request_body = CreateToken,
-    security(("admin_token" = [])),
+    security((), ("admin_token" = [])),
     responses(
         (status = 201, description = "Created: the token, shown this once", body = CreatedToken),
         (status = 400, description = "`invalid_request` (a name, scope entry or quota outside its rule, a malformed body)", body = ErrorBody),
@@ -150,7 +150,7 @@ pub async fn create(
     path = "/api/v1/tokens",
     tag = "tokens",
     params(ListQuery),
-    security(("admin_token" = [])),
+    security((), ("admin_token" = [])),
     responses(
         (status = 200, description = "One page of tokens by name. When more follow, `Link: \
             </api/v1/tokens?limit=N&after=<last>>; rel=\"next\"` names the next page", body = TokenList,
@@ -168,19 +168,15 @@ pub async fn list(
 ) -> Result<HttpResponse, Error> {
     let limit = match query.limit.as_deref() {
         None => MAX_PAGE,
-        Some(raw) => raw
-            .parse::<u64>()
-            .ok()
-            .filter(|n| *n >= 1)
-            .map_or_else(
-                || {
-                    Err(Error::InvalidRequest(format!(
-                        "limit must be an integer from 1 to {MAX_PAGE}, not {:?}",
-                        crate::telemetry::ClientText(raw).to_string()
-                    )))
-                },
-                |n| Ok(n.min(MAX_PAGE as u64) as usize),
-            )?,
+        Some(raw) => raw.parse::<u64>().ok().filter(|n| *n >= 1).map_or_else(
+            || {
+                Err(Error::InvalidRequest(format!(
+                    "limit must be an integer from 1 to {MAX_PAGE}, not {:?}",
+                    crate::telemetry::ClientText(raw).to_string()
+                )))
+            },
+            |n| Ok(n.min(MAX_PAGE as u64) as usize),
+        )?,
     };
     let store = state.db.token_store();
     let mut all = tokens::list(&*store).await?;
@@ -213,7 +209,7 @@ pub async fn list(
     path = "/api/v1/tokens/{name}",
     tag = "tokens",
     params(("name" = String, Path, description = "The token's name")),
-    security(("admin_token" = [])),
+    security((), ("admin_token" = [])),
     responses(
         (status = 200, description = "Revoked (now or before): the row, with `revoked_at`", body = TokenBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),

@@ -71,7 +71,11 @@ impl IdService {
     /// Asks the policy whether `who` may take ids of `tag` ([`Action::TakeIds`]): the caller
     /// token's scope (`crate::access::callers`).
     #[inline]
-    pub fn admit_ids<'a>(&self, who: &dyn Credentials, tag: &'a str) -> Result<Admitted<'a>, Error> {
+    pub fn admit_ids<'a>(
+        &self,
+        who: &dyn Credentials,
+        tag: &'a str,
+    ) -> Result<Admitted<'a>, Error> {
         self.access.admit(who, Action::TakeIds(Some(tag)))?;
         Ok(Admitted { tag })
     }
@@ -345,7 +349,9 @@ mod tests {
         let before = s.lane_reports()[0].served;
         let mut fast = 0;
         for _ in 0..20 {
-            if s.try_next_id(&s.admit_ids(&anyone(), "plain").unwrap()).is_some() {
+            if s.try_next_id(&s.admit_ids(&anyone(), "plain").unwrap())
+                .is_some()
+            {
                 fast += 1;
             }
         }

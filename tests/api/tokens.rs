@@ -71,7 +71,12 @@ async fn a_token_scopes_ids_and_its_revocation_reaches_every_server(db: Db) {
     let pay = create_token(&a, "pay", &["pay*"]).await;
     // On the server that wrote it, at once: anonymous callers need a token now.
     let r = get(&a, "/api/segment/get/orders", None).await;
-    assert_eq!((r.status, r.code()), (401, "unauthorized".into()), "{}", r.text);
+    assert_eq!(
+        (r.status, r.code()),
+        (401, "unauthorized".into()),
+        "{}",
+        r.text
+    );
     // On the other, within its refresh.
     answers_within(
         &b,
@@ -104,8 +109,17 @@ async fn a_token_scopes_ids_and_its_revocation_reaches_every_server(db: Db) {
             "/api/v1/snowflake/ids?count=2",
         ] {
             let r = get(app, path, Some(&pay)).await;
-            assert_eq!((r.status, r.code()), (403, "forbidden".into()), "{path}: {}", r.text);
-            assert!(r.text.contains("\\\"pay\\\"") || r.text.contains("pay"), "{}", r.text);
+            assert_eq!(
+                (r.status, r.code()),
+                (403, "forbidden".into()),
+                "{path}: {}",
+                r.text
+            );
+            assert!(
+                r.text.contains("\\\"pay\\\"") || r.text.contains("pay"),
+                "{}",
+                r.text
+            );
             assert!(!r.text.contains(&pay), "the token leaked: {}", r.text);
         }
         // In scope.
@@ -128,7 +142,9 @@ async fn a_token_scopes_ids_and_its_revocation_reaches_every_server(db: Db) {
         .await;
     assert_eq!(r.status, 403, "{}", r.text);
     let r = a
-        .get(&format!("/api/v1/segment/pay_x/ids?count=1&access_token={pay}"))
+        .get(&format!(
+            "/api/v1/segment/pay_x/ids?count=1&access_token={pay}"
+        ))
         .await;
     assert_eq!(r.status, 401, "{}", r.text);
 
@@ -150,7 +166,10 @@ async fn a_token_scopes_ids_and_its_revocation_reaches_every_server(db: Db) {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].token_hash, hex(&hash_token(&pay)));
     let stored = format!("{:?}", rows[0]);
-    assert!(!stored.contains(&pay[4..]), "the token itself is stored: {stored}");
+    assert!(
+        !stored.contains(&pay[4..]),
+        "the token itself is stored: {stored}"
+    );
     database.close().await;
 
     // Counted, by name.
@@ -161,9 +180,12 @@ async fn a_token_scopes_ids_and_its_revocation_reaches_every_server(db: Db) {
             >= 2.0
     );
     assert!(
-        metric_value(&a.address, r#"leafid_caller_refused_total{reason="forbidden"}"#)
-            .await
-            .unwrap()
+        metric_value(
+            &a.address,
+            r#"leafid_caller_refused_total{reason="forbidden"}"#
+        )
+        .await
+        .unwrap()
             >= 5.0
     );
 
@@ -218,7 +240,11 @@ async fn anonymous_callers_cannot_burn_a_formatted_day(db: Db) {
     }
     let r = get(&app, "/api/segment/get/orders", Some(&token)).await;
     assert_eq!(r.status, 200, "{}", r.text);
-    assert!(r.text.ends_with("000001"), "not the day's first: {}", r.text);
+    assert!(
+        r.text.ends_with("000001"),
+        "not the day's first: {}",
+        r.text
+    );
     app.stop().await;
 }
 crate::on_both_databases!(anonymous_callers_cannot_burn_a_formatted_day);
@@ -299,8 +325,14 @@ async fn caller_token_store_contract(store: std::sync::Arc<dyn CallerTokenStore>
     assert_eq!(names, ["Pay", "b.2-x_y", "pay"]);
     assert_eq!(rows[2], row("pay", "a"), "every column reads back");
     assert_eq!(store.revoke_token("pay", 5).await.unwrap(), Revoked::Now);
-    assert_eq!(store.revoke_token("pay", 9).await.unwrap(), Revoked::Already);
-    assert_eq!(store.revoke_token("PAY", 9).await.unwrap(), Revoked::Unknown);
+    assert_eq!(
+        store.revoke_token("pay", 9).await.unwrap(),
+        Revoked::Already
+    );
+    assert_eq!(
+        store.revoke_token("PAY", 9).await.unwrap(),
+        Revoked::Unknown
+    );
     let rows = store.list_tokens().await.unwrap();
     assert_eq!(rows[2].revoked_at_ms, Some(5), "the first revocation stays");
     assert_eq!(rows[0].revoked_at_ms, None, "\"Pay\" untouched");
@@ -346,3 +378,76 @@ async fn caller_token_store_contract_on(db: Db) {
     database.close().await;
 }
 crate::on_both_databases!(caller_token_store_contract_on);
+
+/// `leafid tokens create/list/revoke` straight on the database: the token printed once and
+/// admitted by a server on that database, a name taken exits 1, a bad name 2, the list never
+/// shows a secret, a revocation reaches the server within its refresh.
+#[tokio::test]
+async fn the_cli_creates_lists_and_revokes_tokens_on_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("leafid.db").display());
+    let cli = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_leafid"))
+            .args(args)
+            .env("LEAFID__DATABASE__URL", &url)
+            .output()
+            .unwrap()
+    };
+    let out = cli(&[
+        "tokens",
+        "create",
+        "pay",
+        "--tags",
+        "pay*, snowflake",
+        "--rate",
+        "100",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let token = text.lines().next().unwrap().to_owned();
+    assert!(token.starts_with("lid_") && token.len() == 47, "{text}");
+    assert_eq!(
+        cli(&["tokens", "create", "pay", "--tags", "x"])
+            .status
+            .code(),
+        Some(1)
+    );
+    assert_eq!(
+        cli(&["tokens", "create", "a b", "--tags", "x"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        cli(&["tokens", "create", "ok", "--tags", "a b"])
+            .status
+            .code(),
+        Some(2)
+    );
+
+    let app = spawn_on(&url, |s| s.callers.refresh_secs = 1).await;
+    app.create_tag("pay_x", 10, 1).await;
+    let r = get(&app, "/api/segment/get/pay_x", Some(&token)).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = get(&app, "/api/snowflake/get/k", Some(&token)).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+
+    let list = cli(&["tokens", "list", "--json"]);
+    assert_eq!(list.status.code(), Some(0));
+    let listed = String::from_utf8(list.stdout).unwrap();
+    assert!(
+        !listed.contains(&token) && listed.contains("\"pay*\""),
+        "{listed}"
+    );
+    assert_eq!(cli(&["tokens", "revoke", "pay"]).status.code(), Some(0));
+    assert_eq!(cli(&["tokens", "revoke", "nope"]).status.code(), Some(1));
+    answers_within(
+        &app,
+        "/api/segment/get/pay_x",
+        Some(&token),
+        401,
+        Duration::from_secs(5),
+    )
+    .await;
+    app.stop().await;
+}

@@ -30,8 +30,7 @@ static REVOKE: Statement = Statement::new(
 );
 
 /// Whether a row of this name exists (revoked or not).
-static EXISTS: Statement =
-    Statement::new("SELECT name FROM leafid_caller_token WHERE name = ?");
+static EXISTS: Statement = Statement::new("SELECT name FROM leafid_caller_token WHERE name = ?");
 
 fn row_of(r: TokenRow) -> CallerTokenRow {
     let (name, token_hash, tags, rate_per_sec, burst, period_share_ppm, created, revoked) = r;
