@@ -6,13 +6,18 @@
 #           `Authorization: Bearer` (a SHA-256, a map lookup and a scope match per request);
 #   open:   callers.mode = "auto" on loopback with no token (anonymous, as before tokens).
 # Prints each round's requests/s and the ratio tokens/open per round, then the median ratio with
-# its min..max. Traffic goes to 127.0.0.1 only.
+# its min..max. Then, with valgrind, the instructions per request of both under callgrind (the
+# method of scripts/bench-instructions.sh: one worker, one keep-alive client, (total at HIGH -
+# total at LOW) / (HIGH - LOW)), a figure the machine's load does not move. Both servers then run
+# `callers.mode = "open"` with the same token created, so start-up and set-up are alike; the
+# tokens side sends it. Traffic goes to 127.0.0.1 only.
 #
-#   scripts/bench-tokens.sh [ROUNDS=7] [SECONDS=4]
-# Env: CONNECTIONS (64), THREADS (1), WORKERS (server workers, default 1: wrk needs a core).
+#   scripts/bench-tokens.sh [ROUNDS=7] [SECONDS=4] [LOW=1000] [HIGH=3000]
+# Env: CONNECTIONS (64), THREADS (1), WORKERS (server workers, default 1: wrk needs a core),
+# INSTRUCTIONS=0 skips the callgrind part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds="${1:-7}"; secs="${2:-4}"
+rounds="${1:-7}"; secs="${2:-4}"; low="${3:-1000}"; high="${4:-3000}"
 conns="${CONNECTIONS:-64}"; threads="${THREADS:-1}"; workers="${WORKERS:-1}"
 target="${CARGO_TARGET_DIR:-target}"
 
@@ -64,3 +69,47 @@ done
 printf '%s\n' "${ratios[@]}" | sort -g | awk '{a[NR]=$1} END {
   m = (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2
   printf "tokens/open on the single-id route: median %.3f (min %.3f, max %.3f, %d rounds)\n", m, a[1], a[NR], NR }'
+
+[ "${INSTRUCTIONS:-1}" = 0 ] && exit 0
+command -v valgrind >/dev/null || { echo "no valgrind: instructions skipped" >&2; exit 0; }
+kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true
+server=""
+# Total instructions of one server run answering N requests of Leaf's route, with the token
+# sent (side tokens) or not (side open).
+total() { # side n
+  local out="$tmp/$1.$2.callgrind" tok
+  rm -rf "$tmp/cg"; mkdir -p "$tmp/cg"
+  LEAFID__SERVER__PORT=18093 LEAFID__SERVER__WORKERS=1 LEAFID__SERVER__DRAIN_SECS=0 \
+    LEAFID__SEGMENT__REFRESH_INTERVAL_SECS=3600 LEAFID__CALLERS__REFRESH_SECS=3600 \
+    LEAFID__CALLERS__MODE=open LEAFID__ADMIN__TOKEN=bench \
+    LEAFID__DATABASE__URL="sqlite://$tmp/cg/leafid.db" RUST_LOG=warn \
+    valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" >"$tmp/cg.log" 2>&1 &
+  server=$!
+  for _ in $(seq 1 600); do curl -sf localhost:18093/health/live >/dev/null && break; sleep 0.1; done
+  tok="$(curl -sf -X POST -H 'authorization: Bearer bench' -H 'content-type: application/json' \
+    -d '{"name":"bench","tags":["leaf-segment-test"]}' localhost:18093/api/v1/tokens |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')"
+  [ "$1" = open ] && tok=""
+  python3 - 18093 "$2" "$tok" <<'PY'
+import http.client, sys
+port, n, tok = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+headers = {"Authorization": f"Bearer {tok}"} if tok else {}
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+for i in range(n):
+    conn.request("GET", "/api/segment/get/leaf-segment-test", headers=headers)
+    r = conn.getresponse()
+    body = r.read()
+    if r.status != 200:
+        sys.exit(f"request {i}: {r.status} {body[:200]!r}")
+PY
+  kill -INT "$server"; wait "$server" || true; server=""
+  awk '/^totals:/ {print $2}' "$out"
+}
+declare -A per
+for side in open tokens; do
+  a="$(total "$side" "$low")"; b="$(total "$side" "$high")"
+  per[$side]=$(( (b - a) / (high - low) ))
+  echo "$side: ${per[$side]} instructions per request (callgrind, $low and $high requests)"
+done
+awk -v t="${per[tokens]}" -v o="${per[open]}" \
+  'BEGIN {printf "tokens/open instructions per request: %.3f (+%d)\n", t / o, t - o}'
