@@ -264,9 +264,12 @@ pub struct TokenSet {
 /// before; only tokens found in the set are kept, so made-up tokens always pay the hash.
 struct Verified {
     generation: u64,
-    slots: [Option<(Box<[u8]>, Arc<Entry>)>; VERIFIED_SLOTS],
+    slots: [Option<Remembered>; VERIFIED_SLOTS],
     next: usize,
 }
+
+/// A token a thread verified, and its entry.
+type Remembered = (Box<[u8]>, Arc<Entry>);
 
 /// Tokens each worker thread remembers.
 const VERIFIED_SLOTS: usize = 4;
@@ -861,7 +864,7 @@ mod tests {
         assert_eq!(series.len(), MAX_NAME_LABELS + 1);
         let other = series
             .iter()
-            .find(|m| m.get_label()[0].get_value() == OTHER_LABEL)
+            .find(|m| m.get_label()[0].value() == OTHER_LABEL)
             .unwrap();
         assert_eq!(other.get_counter().get_value(), 5.0);
     }
