@@ -208,10 +208,11 @@ pub async fn list(
     delete,
     path = "/api/v1/tokens/{name}",
     tag = "tokens",
-    params(("name" = String, Path, description = "The token's name")),
+    params(("name" = String, Path, description = "The token's name", pattern = "^[A-Za-z0-9._-]{1,64}$")),
     security((), ("admin_token" = [])),
     responses(
         (status = 200, description = "Revoked (now or before): the row, with `revoked_at`", body = TokenBody),
+        (status = 400, description = "`invalid_request` (a path that does not decode)", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 404, description = "`unknown_token`", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody),
