@@ -118,7 +118,7 @@ impl IdService {
             }
         }
         let tag = BizTag::parse(tag)?;
-        let engine = route.formatted();
+        let engine = route.home();
         let spec = engine
             .spec_of(&tag)
             .await?
@@ -169,7 +169,7 @@ impl IdService {
         tag: &BizTag,
         id: &str,
     ) -> Result<Decoded, Error> {
-        let engine = self.segment_route()?.formatted();
+        let engine = self.segment_route()?.home();
         let Some(spec) = engine.spec_of(tag).await? else {
             return Err(match engine.get_tag(tag).await? {
                 Some(_) => Error::InvalidRequest(format!(
