@@ -651,3 +651,54 @@ fn run_sqlite(path: &std::path::Path, sql: &'static str) {
         sqlx::raw_sql(sql).execute(&mut c).await.unwrap();
     });
 }
+
+/// Issue 44: a caller on the range route whose every request leases a segment cannot turn each
+/// request into a log line: `segment loaded` is written once per tag per 10 s at INFO, the
+/// loads between counted in `held_back`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_caller_cannot_turn_each_request_into_a_log_line() {
+    let (server, _dir) = start(&[("LEAFID__ADMIN__TRUST_LOOPBACK", "true")]);
+    let client = reqwest::Client::new();
+    let r = client
+        .post(format!("{}/api/v1/tags", server.address))
+        .header("content-type", "application/json")
+        .body(r#"{"biz_tag":"ranged","step":1000}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201, "{}", r.text().await.unwrap());
+    const REQUESTS: usize = 200;
+    for _ in 0..REQUESTS {
+        let r = client
+            .get(format!(
+                "{}/api/v1/segment/ranged/ranges?count=1000000",
+                server.address
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+    }
+    let loads = reqwest::get(format!("{}/metrics", server.address))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("leafid_segment_loads_total{biz_tag=\"ranged\"}"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .expect("the tag's loads are counted");
+    let lines = server.log_lines("segment loaded").len();
+    assert!(
+        loads >= REQUESTS as f64,
+        "only {loads} loads: the test leased too little"
+    );
+    // The requests took well under 30 s: at most one line per 10 s, and the first.
+    assert!(
+        lines <= 4,
+        "{lines} `segment loaded` lines for {loads} loads"
+    );
+    eprintln!("range caller: {REQUESTS} requests, {loads} loads, {lines} `segment loaded` lines");
+    assert_no_panic(&server.all_logs());
+}
