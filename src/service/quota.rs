@@ -135,6 +135,9 @@ struct Chunk {
     spent: bool,
 }
 
+/// A token's name and a tag: what a bucket or a chunk is kept for.
+type TokenTag = (Arc<str>, Arc<str>);
+
 /// A token bucket: `level` ids at `at`.
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
@@ -144,11 +147,11 @@ struct Bucket {
 
 /// The per-server ledger of every token's quotas.
 pub struct Quotas {
-    buckets: Mutex<HashMap<(Arc<str>, Arc<str>), Bucket>>,
+    buckets: Mutex<HashMap<TokenTag, Bucket>>,
     /// (token, tag) -> the current period's chunk. An async lock: it is held across the
     /// database's grant, so one server asks for one chunk at a time (no stampede at a chunk's
     /// end); bounded by the store's own timeout.
-    chunks: tokio::sync::Mutex<HashMap<(Arc<str>, Arc<str>), Chunk>>,
+    chunks: tokio::sync::Mutex<HashMap<TokenTag, Chunk>>,
     store: Arc<dyn QuotaStore>,
     /// How long a grant may take.
     within: Duration,
