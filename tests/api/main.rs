@@ -39,6 +39,7 @@ mod period_rollover;
 mod permuted;
 mod pg_store;
 mod proxy_admin;
+mod quota;
 mod ranges;
 mod replica_failover;
 mod restarts;
