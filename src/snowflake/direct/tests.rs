@@ -63,7 +63,10 @@ fn batch_spans_ticks_and_matches_single_ids() {
     let r = g.layout().decompose(ids[0]).sequence;
     assert!(r < 1 << spread_bits(10), "{r}");
     let last = g.layout().decompose(ids[2_999]);
-    assert_eq!((last.time_delta, last.sequence), (3, 3_000 - 2 * 1024 - 1 + r));
+    assert_eq!(
+        (last.time_delta, last.sequence),
+        (3, 3_000 - 2 * 1024 - 1 + r)
+    );
     let second = g.layout().decompose(ids[(1024 - r) as usize]);
     assert_eq!((second.time_delta, second.sequence), (2, 0));
 }
@@ -382,7 +385,16 @@ fn spread_bits_stop_at_8_and_leave_fifteen_sixteenths_of_a_tick() {
         .collect();
     assert_eq!(
         table,
-        [(1, 0), (4, 0), (5, 1), (8, 4), (12, 8), (13, 8), (14, 8), (22, 8)]
+        [
+            (1, 0),
+            (4, 0),
+            (5, 1),
+            (8, 4),
+            (12, 8),
+            (13, 8),
+            (14, 8),
+            (22, 8)
+        ]
     );
     for s in 1u8..=22 {
         let layout = BitLayout::new(0, 0, 63 - 10 - s, 10, s, TimeUnit::Millis, EPOCH).unwrap();
@@ -418,10 +430,7 @@ fn one_id_per_tick_spreads_over_id_mod_16_on_both_paths() {
         mod2[(id % 2) as usize] += 1;
     }
     // 256 expected per shard of 16 (sd 15.5): 128 away would be 8 sd.
-    assert!(
-        mod16.iter().all(|&n| (128..=384).contains(&n)),
-        "{mod16:?}"
-    );
+    assert!(mod16.iter().all(|&n| (128..=384).contains(&n)), "{mod16:?}");
     assert!(mod2.iter().all(|&n| n * 100 <= N * 55), "{mod2:?}");
 }
 
