@@ -495,6 +495,9 @@ impl DirectGenerator {
             // AcqRel on success: Release publishes "made after a clock reading of this tick"
             // (see the load), and the high-water mark of an era this CAS leaves; Acquire keeps
             // our later clock reads after it. Failure: Relaxed, the loop reloads with Acquire.
+            // A new tick's random start needs nothing more: it is computed from `raw`, `end`
+            // and fields fixed before the generator is shared (the seed and the mask), and the
+            // CAS from `raw` lands it only if no other thread moved the state meanwhile.
             match self.state.compare_exchange_weak(
                 raw,
                 start + count,
