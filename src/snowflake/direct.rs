@@ -450,8 +450,10 @@ impl DirectGenerator {
 
     /// The first position of `tick` for a state in an older tick: `tick`'s first position plus
     /// its random start, below `2^spread_bits` (see the module docs). `tick <= max_time_delta`,
-    /// so the position is below `end_pos`, inside the era's position bits.
-    #[inline]
+    /// so the position is below `end_pos`, inside the era's position bits. Out of line: once
+    /// per tick at most under load, so the inlined id path stays small.
+    #[cold]
+    #[inline(never)]
     fn new_tick_start(&self, tick: u64) -> u64 {
         (tick << self.seq_bits) | tick_offset(self.spread_seed, tick, self.spread_mask)
     }
