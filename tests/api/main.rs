@@ -47,6 +47,7 @@ pub(crate) mod routes;
 mod scale;
 mod segment;
 mod snowflake;
+mod spread;
 mod store_contract;
 mod store_faults;
 mod volume;
