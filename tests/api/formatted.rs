@@ -492,7 +492,10 @@ async fn one_request_takes_at_most_the_tag_s_request_share_of_a_period() {
         };
         let app = &app;
         let path = path.to_owned();
-        async move { app.send(method, &path, body.as_deref(), Some("adm1n")).await }
+        async move {
+            app.send(method, &path, body.as_deref(), Some("adm1n"))
+                .await
+        }
     };
     for (tag, extra) in [
         ("capped", ""),

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leafid::service::quota::{QuotaError, Quotas, QuotaKey, chunk_of, share_of};
+use leafid::service::quota::{QuotaError, QuotaKey, Quotas, chunk_of, share_of};
 use leafid::store::{Database, DbOptions};
 
 use crate::support::{Db, fresh_db};
@@ -41,7 +41,10 @@ async fn a_period_share_holds_over_three_servers_on_one_database(db: Db) {
             let mut taken = 0u64;
             for i in 0..400 {
                 let want = 1 + ((i * 7 + s * 13) % 97) as u64;
-                match q.take_period(&token, "orders", "20261128", limit, want, 60).await {
+                match q
+                    .take_period(&token, "orders", "20261128", limit, want, 60)
+                    .await
+                {
                     Ok(n) => {
                         assert!(n >= 1 && n <= want);
                         taken += n;
@@ -65,7 +68,11 @@ async fn a_period_share_holds_over_three_servers_on_one_database(db: Db) {
         tag: "orders",
         period: "20261128",
     };
-    assert_eq!(store.grant(&key, 1, limit).await.unwrap(), 0, "granted past the limit");
+    assert_eq!(
+        store.grant(&key, 1, limit).await.unwrap(),
+        0,
+        "granted past the limit"
+    );
     // Another token, tag or period is counted apart.
     let other = QuotaKey {
         token: "team-b",
