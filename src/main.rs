@@ -220,7 +220,7 @@ async fn keys(command: &cli::keys::KeysCommand, config: Option<&Path>) -> ExitCo
     let mut out = std::io::stdout().lock();
     let result = cli::keys::run(
         &on.settings.shape_keys,
-        on.route.formatted(),
+        on.route.home(),
         command.json(),
         &mut out,
     )

@@ -116,7 +116,7 @@ impl Application {
             if database_deferred {
                 info!("permutation keys are checked against the database at their first use");
             } else {
-                key_reports = route.formatted().verify_keys().await;
+                key_reports = route.home().verify_keys().await;
             }
             if let Some(lanes) = route.lane_set() {
                 info!(
@@ -437,6 +437,7 @@ fn log_key_reports(settings: &Settings, reports: &[crate::segment::KeyReport]) {
 
 /// The lanes' repair pass (`segment::lanes::repair`), every `interval`.
 fn spawn_repair(lanes: Arc<Lanes>, background: &Background, interval: Duration) {
+    spawn_watch(lanes.clone(), background);
     let token = background.token();
     background.spawn(async move {
         loop {
@@ -452,6 +453,31 @@ fn spawn_repair(lanes: Arc<Lanes>, background: &Background, interval: Duration) 
             let r = lanes.repair().await;
             if !r.created.is_empty() || !r.deleted.is_empty() {
                 info!(created = r.created.len(), deleted = r.deleted.len(), unreached = ?r.unreached, "lanes repaired");
+            }
+        }
+    });
+}
+
+/// The lanes' watch (`crate::segment::lanes::watch`): each second, a delete made on another
+/// lane during a partition is carried here, and a slot clash a partition hid is found.
+fn spawn_watch(lanes: Arc<Lanes>, background: &Background) {
+    use crate::segment::lanes::watch::{Settled, WATCH_INTERVAL};
+    let token = background.token();
+    background.spawn(async move {
+        let settled = Settled::default();
+        let mut next = WATCH_INTERVAL;
+        loop {
+            tokio::select! {
+                _ = token.cancelled() => return,
+                _ = tokio::time::sleep(next) => {}
+            }
+            let (deleted, after) = lanes.watch_pass(&settled).await;
+            next = after;
+            if !deleted.is_empty() {
+                info!(
+                    ?deleted,
+                    "lanes: deletes made on another lane carried here (tombstone wins)"
+                );
             }
         }
     });

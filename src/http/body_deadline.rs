@@ -1,37 +1,86 @@
 //! A deadline on request bodies. actix bounds the time to receive a request's head
 //! (`client_request_timeout`), not its body: a client that sends half a body and stalls would
 //! keep its connection, a worker's slot and its buffer forever (50 such bodies to the anonymous
-//! `POST /api/v1/layouts/plan` were all still open after 15 s). Every request that may carry a
-//! body (any method but `GET` and `HEAD`) gets its payload wrapped in a `Deadline` stream: once
+//! `POST /api/v1/layouts/plan` were all still open after 15 s). Every request that carries a
+//! body, whatever its method, gets its payload wrapped in a `Deadline` stream: once
 //! `server.body_timeout_ms` has passed since the request arrived, the body stream ends with a
-//! `TimedOut` error, the extractor answers `408 request_timeout` in the JSON error shape, and
-//! actix closes the connection, whose body was never read to its end.
+//! `TimedOut` error, the extractor answers `408 request_timeout` in the JSON error shape.
+//!
+//! **The connection is closed when the body was not read to its end** (issue 44). actix closes
+//! a connection whose body is unread when the answer is sent, except for a *chunked* body whose
+//! reader was dropped: that one it drains, with no deadline, so a `GET` with a chunked body
+//! that stalls (no route reads a `GET` body) held its connection for as long as the client
+//! liked (333 s until the server stopped). So the request's own payload is [`Held`] by the
+//! answer's body until that body's last byte is written: actix then sees the payload alive and
+//! unfinished, and closes the connection instead of draining it. A body sent whole (its end read
+//! before the answer) leaves nothing unfinished and keeps the connection. Memory stays bounded:
+//! a payload nobody reads makes actix stop reading the socket (backpressure).
 
+use std::cell::RefCell;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use actix_web::HttpMessage;
+use actix_web::body::{BodySize, BoxBody, MessageBody};
 use actix_web::dev::{Payload, ServiceRequest};
 use actix_web::error::PayloadError;
-use actix_web::http::Method;
 use actix_web::web::Bytes;
 use futures_core::Stream;
 
-/// Wraps the body of `req` (unless it is a `GET` or `HEAD`, which carry none that anything
-/// here reads) so that it fails with `TimedOut` once `timeout` has passed.
-pub fn apply(req: &mut ServiceRequest, timeout: Duration) {
-    if matches!(*req.method(), Method::GET | Method::HEAD) {
-        return;
+/// A request's own payload, shared by the handler's body stream and the answer's body.
+type Shared = Rc<RefCell<Payload>>;
+
+/// Wraps the body of `req`, if it has one, so that it fails with `TimedOut` once `timeout` has
+/// passed; the payload to hold until the answer is written ([`Held`]), `None` for a request
+/// without a body (the id routes' hot path: one `take` and one put back).
+pub fn apply(req: &mut ServiceRequest, timeout: Duration) -> Option<Shared> {
+    let payload = req.take_payload();
+    if matches!(payload, Payload::None) {
+        return None;
     }
-    let inner = req.take_payload();
+    let shared = Rc::new(RefCell::new(payload));
     let stream: Pin<Box<dyn Stream<Item = Result<Bytes, PayloadError>>>> = Box::pin(Deadline {
-        inner,
+        inner: shared.clone(),
         sleep: Box::pin(tokio::time::sleep(timeout)),
         timeout,
         expired: false,
     });
     req.set_payload(Payload::from(stream));
+    Some(shared)
+}
+
+/// An answer's body that holds the request's payload until its last byte is written (see the
+/// module docs): then actix closes a connection whose request body was not read to its end.
+pub struct Held {
+    body: BoxBody,
+    _payload: Shared,
+}
+
+impl Held {
+    /// `body`, holding `payload` until it is written.
+    pub fn new(body: BoxBody, payload: Shared) -> Self {
+        Self {
+            body,
+            _payload: payload,
+        }
+    }
+}
+
+impl MessageBody for Held {
+    type Error = Box<dyn std::error::Error>;
+
+    fn size(&self) -> BodySize {
+        self.body.size()
+    }
+
+    fn poll_next(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Bytes, Self::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_next(cx)
+    }
 }
 
 /// The timeout a `Deadline` error carries, in milliseconds (0 if it is not one).
@@ -55,8 +104,8 @@ impl std::error::Error for Expired {}
 
 /// A body stream that ends with `TimedOut` at its deadline.
 struct Deadline {
-    /// The request's own body.
-    inner: Payload,
+    /// The request's own body (also held by the answer, [`Held`]).
+    inner: Shared,
     /// Fires at the deadline.
     sleep: Pin<Box<tokio::time::Sleep>>,
     /// For the error.
@@ -72,7 +121,7 @@ impl Stream for Deadline {
         if self.expired {
             return Poll::Ready(None);
         }
-        if let Poll::Ready(item) = Pin::new(&mut self.inner).poll_next(cx) {
+        if let Poll::Ready(item) = Pin::new(&mut *self.inner.borrow_mut()).poll_next(cx) {
             return Poll::Ready(item);
         }
         if self.sleep.as_mut().poll(cx).is_ready() {

@@ -12,12 +12,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use actix_web::body::MessageBody;
+use actix_web::body::{BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::Method;
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{HttpRequest, web};
 
+use super::body_deadline::Held;
 use super::error::Error;
 use crate::metrics::Metrics;
 use crate::telemetry::{ClientText, LogLimiter};
@@ -166,9 +167,9 @@ impl<S, B> Transform<S, ServiceRequest> for Telemetry
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error>,
     S::Future: Unpin,
-    B: MessageBody,
+    B: MessageBody + 'static,
 {
-    type Response = ServiceResponse<B>;
+    type Response = ServiceResponse<EitherBody<B, Held>>;
     type Error = actix_web::Error;
     type Transform = TelemetryService<S>;
     type InitError = ();
@@ -202,9 +203,9 @@ impl<S, B> Service<ServiceRequest> for TelemetryService<S>
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error>,
     S::Future: Unpin,
-    B: MessageBody,
+    B: MessageBody + 'static,
 {
-    type Response = ServiceResponse<B>;
+    type Response = ServiceResponse<EitherBody<B, Held>>;
     type Error = actix_web::Error;
     type Future = TelemetryFuture<S::Future>;
 
@@ -212,7 +213,7 @@ where
 
     fn call(&self, mut req: ServiceRequest) -> Self::Future {
         let started = Instant::now();
-        super::body_deadline::apply(&mut req, self.worker.body_timeout);
+        let held = super::body_deadline::apply(&mut req, self.worker.body_timeout);
         let request_id = RequestId::next();
         // Disabled spans (the id routes at `info`) record nothing and format nothing.
         // Method and path are the client's: escaped and bounded (`ClientText`).
@@ -234,6 +235,7 @@ where
             span,
             method,
             worker: Rc::clone(&self.worker),
+            held,
         }
     }
 }
@@ -247,13 +249,17 @@ pub struct TelemetryFuture<F> {
     span: tracing::Span,
     method: Method,
     worker: Rc<Worker>,
+    /// The request's payload, when it has a body: held by the answer's body
+    /// ([`super::body_deadline::Held`]).
+    held: Option<Rc<std::cell::RefCell<actix_web::dev::Payload>>>,
 }
 
 impl<F, B> Future for TelemetryFuture<F>
 where
     F: Future<Output = Result<ServiceResponse<B>, actix_web::Error>> + Unpin,
+    B: MessageBody + 'static,
 {
-    type Output = F::Output;
+    type Output = Result<ServiceResponse<EitherBody<B, Held>>, actix_web::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
@@ -298,7 +304,15 @@ where
             );
             super::headers::apply_defaults(headers);
         }
-        Poll::Ready(result)
+        // A request with a body: its payload lives until the answer is written, so a body not
+        // read to its end closes the connection (`body_deadline`); the hot path, no body, is
+        // the left body, unboxed.
+        Poll::Ready(result.map(|res| match this.held.take() {
+            None => res.map_into_left_body(),
+            Some(payload) => {
+                res.map_body(|_, body| EitherBody::right(Held::new(BoxBody::new(body), payload)))
+            }
+        }))
     }
 }
 

@@ -83,11 +83,12 @@ pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, Error> {
     BizTag::validate(&tag)?;
     // The caller once (Leaf's route also takes `?access_token=`), then numbers first: a plain
     // tag with ids in memory never looks at formats.
-    let admitted = state.ids.admit_ids(&RequestCredentials::leaf(&req), &tag)?;
+    let who = RequestCredentials::leaf(&req);
+    let admitted = state.ids.admit_ids(&who, &tag)?;
     if let Some(id) = state.ids.try_next_id(&admitted) {
         return Ok(plain_id(id));
     }
-    match state.ids.next_ids_admitted(admitted, 1).await? {
+    match state.ids.next_ids_admitted(&who, admitted, 1).await? {
         Ids::Numbers(ids) => Ok(plain_id(*ids.first().ok_or(Error::Internal)?)),
         Ids::Texts(f) => Ok(plain_text(f.first().ok_or(Error::Internal)?)),
     }

@@ -57,6 +57,12 @@ struct LoadState {
     leased_to: i64,
     /// Leases refused or trimmed by the regression guard since start (metrics).
     regressions: u64,
+    /// When this tag's last "segment loaded" line was written: one per tag per
+    /// [`crate::telemetry::REPEAT_LOG_INTERVAL`], so a caller whose every request leases (the
+    /// range route) cannot turn each request into a log line (issue 44).
+    load_logged: Option<Instant>,
+    /// Loads since that line, not logged (told in the next line as `held_back`).
+    loads_unlogged: u64,
 }
 
 /// What [`SegmentBuffer::publish_lease`] did with a lease.
@@ -68,6 +74,9 @@ pub(crate) enum Publish {
         len: u64,
         /// Set when the lease started at or below the mark and was trimmed.
         regression: Option<Regression>,
+        /// `Some(loads held back since the last line)` when this load's line may be written
+        /// (one per tag per interval), `None` when it is held back.
+        log: Option<u64>,
     },
     /// Nothing published: the lease ended at or below the mark. The load is still in flight
     /// (the single-flight flag held): lease again, or [`SegmentBuffer::fail_load`].
@@ -365,7 +374,18 @@ impl SegmentBuffer {
             st.db_step = db_step;
         }
         let step = asked.unwrap_or(st.db_step);
-        if st.step != 0 && st.step != step {
+        let now = Instant::now();
+        let log = match st.load_logged {
+            Some(at) if now.duration_since(at) < crate::telemetry::REPEAT_LOG_INTERVAL => {
+                st.loads_unlogged += 1;
+                None
+            }
+            _ => {
+                st.load_logged = Some(now);
+                Some(std::mem::take(&mut st.loads_unlogged))
+            }
+        };
+        if st.step != 0 && st.step != step && log.is_some() {
             tracing::info!(
                 biz_tag = %self.tag, old_step = st.step, new_step = step, db_step = st.db_step,
                 "segment step changed"
@@ -383,7 +403,11 @@ impl SegmentBuffer {
         self.retry_at_ms.store(0, Ordering::Relaxed);
         drop(st);
         self.finish_load();
-        Publish::Loaded { len, regression }
+        Publish::Loaded {
+            len,
+            regression,
+            log,
+        }
     }
 
     /// One past the highest id this buffer ever leased (0 before any lease): its high-water

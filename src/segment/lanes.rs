@@ -41,6 +41,7 @@ pub mod map;
 pub mod repair;
 pub mod router;
 pub mod store;
+pub mod watch;
 
 pub use claims::LaneClaims;
 pub use router::{Lane, Lanes};

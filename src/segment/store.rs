@@ -194,6 +194,10 @@ pub trait TagAdminStore: Send + Sync + 'static {
     /// The high-water mark a deleted tag left (its tombstone), `None` if it was never deleted
     /// here. Compared exactly with the stored spelling of the tag.
     async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError>;
+    /// Every tag name with a tombstone here, in any order, stored spellings: what the lanes'
+    /// watch reads each second to carry a delete made on this lane to the others
+    /// (`crate::segment::lanes::watch`). Bounded by the tags ever deleted.
+    async fn list_tombstones(&self) -> Result<Vec<String>, StoreError>;
     /// Creates a formatted tag: its format (`format`, the JSON `leafid_tag_format` holds) and
     /// its `leaf_alloc` row in ONE transaction, so no reader ever sees one without the other
     /// and a create that loses a race leaves nothing behind. Inside it:

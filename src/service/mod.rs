@@ -18,6 +18,7 @@
 //! - [`offload`]: CPU-bound work (a permuted batch's FF1) off the request threads.
 
 pub mod offload;
+pub mod quota;
 pub mod segment;
 pub mod snowflake;
 pub mod tags;
@@ -98,10 +99,12 @@ impl SegmentRoute {
         self.lanes.as_ref()
     }
 
-    /// The engine a formatted tag leases from and is decoded by: slot 0's with lanes (a lane
-    /// without a slot 0 configured uses its own: its formatted tags then fail to lease, as
-    /// before), else the only one.
-    pub fn formatted(&self) -> &SegmentAllocator {
+    /// The home engine: slot 0's with lanes, else the only one. Every tag is created there
+    /// first (slot 0's database is the registry of names and formats, so a partition never
+    /// lets two regions create one name two ways), and a formatted tag leases from it and is
+    /// decoded by it. With lanes but no slot 0 configured, the own engine (its formatted tags
+    /// then fail to lease, as before, and names are not fenced across regions).
+    pub fn home(&self) -> &SegmentAllocator {
         self.lanes
             .as_ref()
             .and_then(|l| l.slot_zero())

@@ -127,12 +127,14 @@ impl IdService {
         count: usize,
     ) -> Result<Ids, Error> {
         let admitted = self.admit_ids(who, tag)?;
-        self.next_ids_admitted(admitted, count).await
+        self.next_ids_admitted(who, admitted, count).await
     }
 
-    /// [`Self::next_ids`] for a caller admitted already.
+    /// [`Self::next_ids`] for a caller admitted already (`who`: its credentials, read again
+    /// only for a formatted tag's request above the format's cap).
     pub async fn next_ids_admitted(
         &self,
+        who: &dyn Credentials,
         admitted: Admitted<'_>,
         count: usize,
     ) -> Result<Ids, Error> {
@@ -151,11 +153,19 @@ impl IdService {
             }
         }
         let tag = BizTag::parse(tag)?;
-        let engine = route.formatted();
+        let engine = route.home();
         let spec = engine
             .spec_of(&tag)
             .await?
             .ok_or_else(|| Error::unknown_tag(&tag))?;
+        // The format's request share (issue 44): a caller without the admin credential gets at
+        // most that much of a period per request, as a shorter batch (every client takes one,
+        // as at a period's end). The credential is read only for a request above the cap.
+        let cap = spec.format().map_or(u64::MAX, |f| f.request_cap());
+        let count = match count as u64 > cap {
+            true if self.access.admit(who, Action::AdminWrite).is_err() => cap as usize,
+            _ => count,
+        };
         if spec.ordered() {
             return Ok(Ids::Texts(engine.next_texts(&spec, count as u64).await?));
         }
@@ -206,7 +216,7 @@ impl IdService {
         // The tag's scope first, before anything about the tag is read: a caller without it
         // learns nothing, not even whether the tag exists.
         self.access.admit(who, Action::Decode(tag.as_str()))?;
-        let engine = self.segment_route()?.formatted();
+        let engine = self.segment_route()?.home();
         let Some(spec) = engine.spec_of(tag).await? else {
             return Err(match engine.get_tag(tag).await? {
                 Some(_) => Error::InvalidRequest(format!(

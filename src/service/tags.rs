@@ -64,7 +64,14 @@ impl IdService {
     /// One row, if present.
     pub async fn get_tag(&self, tag: &BizTag) -> Result<Option<TagRow>, Error> {
         let segment = self.segment()?;
-        bounded_about(segment, tag, segment.get_tag(tag)).await
+        let row = bounded_about(segment, tag, segment.get_tag(tag)).await?;
+        if row.is_some() {
+            // Its format, for [`IdService::known_format`]: a tag created on another server (or
+            // region) is not in this server's spec cache until read (and cached) here.
+            let within = segment.config().load_timeout;
+            let _ = tokio::time::timeout(within, segment.spec_of(tag)).await;
+        }
+        Ok(row)
     }
 
     /// The format of `tag` if this server knows it as formatted (for showing a row).
@@ -72,18 +79,33 @@ impl IdService {
         self.segment_engine()?.cached_spec(tag)?.format().cloned()
     }
 
-    /// Creates a tag, plain or (with `format`) formatted, then mirrors it on the other lanes.
+    /// Creates a tag, plain or (with `format`) formatted, on the home lane (slot 0's with
+    /// lanes), then mirrors it on the other lanes.
+    ///
+    /// One name, one kind and format, across regions (issue 43): with lanes, every create is
+    /// decided by slot 0's database, the registry of names and formats, whose row's primary key
+    /// and format row settle every race; the other lanes get the tag by the mirror (or the
+    /// repair) with slot 0's format. A region that cannot reach slot 0's database (a partition)
+    /// creates nothing: `database_unavailable`, and its existing tags are served on as before.
+    /// So two regions never create one name with two formats (or one plain, one formatted)
+    /// while apart; `lanes::a_name_is_created_once_across_regions` tries it.
     pub async fn create_tag(
         &self,
         new: &NewTag,
         format: Option<&TagFormat>,
     ) -> Result<Mirrored<TagRow>, Error> {
         let tag = BizTag::parse(&new.biz_tag)?;
-        let segment = self.segment()?;
+        let route = self.segment_route()?;
+        let segment = route.home();
         let row = match format {
-            None => self.create_plain(segment, &tag, new).await?,
-            Some(shape) => self.create_formatted(segment, &tag, new, shape).await?,
-        };
+            None => self.create_plain(segment, &tag, new).await,
+            Some(shape) => self.create_formatted(segment, &tag, new, shape).await,
+        }
+        .inspect_err(|e| {
+            if matches!(e, Error::DatabaseUnavailable) && !std::ptr::eq(segment, route.own()) {
+                tracing::warn!(biz_tag = %tag, "tag create refused: tags are created on slot 0's database (the registry of names and formats), which does not answer");
+            }
+        })?;
         tracing::info!(biz_tag = %tag, step = new.step, max_id = new.max_id, formatted = format.is_some(), "tag created");
         Ok(self.mirror(row, &tag, Mirror::Create).await)
     }

@@ -214,6 +214,11 @@ impl TagAdminStore for MemoryStore {
         Ok(self.tombstones.lock().unwrap().get(biz_tag).copied())
     }
 
+    async fn list_tombstones(&self) -> Result<Vec<String>, StoreError> {
+        self.enter().await?;
+        Ok(self.tombstones.lock().unwrap().keys().cloned().collect())
+    }
+
     async fn create_formatted_tag(
         &self,
         tag: &NewTag,

@@ -150,7 +150,7 @@ fn segment_env(single_statement: bool) -> Vec<(&'static str, &'static str)> {
             if single_statement { "true" } else { "false" },
         ),
         // The retry loop logs each 1213 it retries at debug level: counted below.
-        ("RUST_LOG", "info,leafid::store=debug"),
+        ("RUST_LOG", "info,leafid::store=debug,leafid::segment=debug"),
     ]
 }
 

@@ -328,6 +328,70 @@ async fn bodies_that_stall_are_answered_408_and_their_connections_closed() {
     assert_no_panic(&server.all_logs());
 }
 
+/// Issue 44: a body that stalls is closed within `server.body_timeout_ms` on every route,
+/// whatever its method and framing. A `GET` with a chunked body that stalls (no route reads a
+/// `GET` body) used to hold its connection for as long as the client liked: actix drains a
+/// dropped chunked body with no deadline (`http::body_deadline`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_bodies_are_closed_within_the_body_timeout_on_every_route() {
+    const TIMEOUT_MS: u64 = 1_000;
+    let (server, _dir) = start(&[("LEAFID__SERVER__BODY_TIMEOUT_MS", "1000")]);
+    let addr = host_port(&server.address).to_owned();
+    let routes = [
+        "GET /api/segment/get/orders",
+        "GET /api/v1/segment/orders/ids?count=1",
+        "GET /api/v1/segment/orders/ranges?count=1",
+        "GET /api/v1/segment/orders/decode/X1",
+        "GET /api/snowflake/get/any",
+        "GET /api/v1/snowflake/ids?count=1",
+        "GET /api/v1/snowflake/decode/1",
+        "GET /api/v1/tags",
+        "GET /health/ready",
+        "POST /api/v1/layouts/plan",
+    ];
+    let framings: [(&str, &[u8]); 2] = [
+        ("Transfer-Encoding: chunked", b"5\r\nhello\r\n"),
+        ("Content-Length: 100", b"hello"),
+    ];
+    let started = Instant::now();
+    let mut open = Vec::new();
+    for route in routes {
+        for (framing, part) in framings {
+            let mut s = TcpStream::connect(&addr).unwrap();
+            let head = format!(
+                "{route} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n{framing}\r\n\r\n"
+            );
+            s.write_all(head.as_bytes()).unwrap();
+            s.write_all(part).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+            open.push((route, framing, s));
+        }
+    }
+    for (route, framing, s) in open {
+        let mut reader = BufReader::new(s);
+        let (status, _, _) = read_answer(&mut reader)
+            .unwrap_or_else(|e| panic!("{route} ({framing}): no answer: {e:?}"));
+        let mut rest = Vec::new();
+        let closed = reader.read_to_end(&mut rest);
+        assert!(
+            closed.is_ok(),
+            "{route} ({framing}) answered {status}, then its connection stayed open: {closed:?}"
+        );
+    }
+    let took = started.elapsed();
+    // Every connection closed by the deadline (a generous margin for a loaded machine); the
+    // 15 s read timeout above is what a connection left open would hit.
+    assert!(
+        took < Duration::from_millis(TIMEOUT_MS + 4_000),
+        "stalled bodies closed only after {took:?}"
+    );
+    eprintln!(
+        "stalled bodies: {} routes x 2 framings answered and closed within {took:?} (timeout {TIMEOUT_MS} ms)",
+        routes.len()
+    );
+    assert_no_panic(&server.all_logs());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abused_headers_get_clear_answers_and_the_bearer_scheme_any_case() {
     let (server, _dir) = start(&[("LEAFID__ADMIN__TOKEN", "a-test-token-of-some-length")]);
@@ -586,4 +650,55 @@ fn run_sqlite(path: &std::path::Path, sql: &'static str) {
         let mut c = sqlx::SqliteConnection::connect_with(&opts).await.unwrap();
         sqlx::raw_sql(sql).execute(&mut c).await.unwrap();
     });
+}
+
+/// Issue 44: a caller on the range route whose every request leases a segment cannot turn each
+/// request into a log line: `segment loaded` is written once per tag per 10 s at INFO, the
+/// loads between counted in `held_back`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_caller_cannot_turn_each_request_into_a_log_line() {
+    let (server, _dir) = start(&[("LEAFID__ADMIN__TRUST_LOOPBACK", "true")]);
+    let client = reqwest::Client::new();
+    let r = client
+        .post(format!("{}/api/v1/tags", server.address))
+        .header("content-type", "application/json")
+        .body(r#"{"biz_tag":"ranged","step":1000}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201, "{}", r.text().await.unwrap());
+    const REQUESTS: usize = 200;
+    for _ in 0..REQUESTS {
+        let r = client
+            .get(format!(
+                "{}/api/v1/segment/ranged/ranges?count=1000000",
+                server.address
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+    }
+    let loads = reqwest::get(format!("{}/metrics", server.address))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("leafid_segment_loads_total{biz_tag=\"ranged\"}"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .expect("the tag's loads are counted");
+    let lines = server.log_lines("segment loaded").len();
+    assert!(
+        loads >= REQUESTS as f64,
+        "only {loads} loads: the test leased too little"
+    );
+    // The requests took well under 30 s: at most one line per 10 s, and the first.
+    assert!(
+        lines <= 4,
+        "{lines} `segment loaded` lines for {loads} loads"
+    );
+    eprintln!("range caller: {REQUESTS} requests, {loads} loads, {lines} `segment loaded` lines");
+    assert_no_panic(&server.all_logs());
 }

@@ -343,6 +343,10 @@ impl TagAdminStore for SimStore {
         Ok(None)
     }
 
+    async fn list_tombstones(&self) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
+
     async fn create_formatted_tag(
         &self,
         _tag: &NewTag,

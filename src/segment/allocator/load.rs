@@ -37,18 +37,29 @@ impl Inner {
                 Err(_) => break LoadFailure::TimedOut,
             };
             match buf.publish_lease(lease, plan.step, started.elapsed(), jumps > 0) {
-                Publish::Loaded { len, regression } => {
+                Publish::Loaded {
+                    len,
+                    regression,
+                    log,
+                } => {
                     if let Some(r) = regression {
                         high_water::report(buf.tag(), &r, "trimmed to the ids above the mark");
                     }
-                    info!(
-                        max_id = lease.max_id,
-                        size = len,
-                        step = plan.step.unwrap_or(lease.leased),
-                        db_step = ?lease.db_step,
-                        latency_ms = started.elapsed().as_secs_f64() * 1e3,
-                        "segment loaded"
-                    );
+                    // One line per tag per interval; the loads between are counted in
+                    // `held_back` (and every one in `leafid_segment_loads_total`).
+                    // Every load at debug (`RUST_LOG=info,leafid::segment=debug`).
+                    let step = plan.step.unwrap_or(lease.leased);
+                    let latency_ms = started.elapsed().as_secs_f64() * 1e3;
+                    match log {
+                        Some(held_back) => info!(
+                            max_id = lease.max_id, size = len, step, db_step = ?lease.db_step,
+                            latency_ms, held_back, "segment loaded"
+                        ),
+                        None => tracing::debug!(
+                            max_id = lease.max_id, size = len, step, db_step = ?lease.db_step,
+                            latency_ms, "segment loaded"
+                        ),
+                    }
                     guard.disarm();
                     return;
                 }

@@ -256,6 +256,10 @@ impl TagAdminStore for TimeMachine {
         self.rows.tombstone(biz_tag).await
     }
 
+    async fn list_tombstones(&self) -> Result<Vec<String>, StoreError> {
+        self.rows.list_tombstones().await
+    }
+
     async fn create_formatted_tag(
         &self,
         tag: &NewTag,

@@ -259,6 +259,10 @@ impl TagAdminStore for ListsEarly {
         self.0.tombstone(biz_tag).await
     }
 
+    async fn list_tombstones(&self) -> Result<Vec<String>, StoreError> {
+        self.0.list_tombstones().await
+    }
+
     async fn create_formatted_tag(
         &self,
         tag: &NewTag,

@@ -364,6 +364,35 @@ mod tests {
         }
     }
 
+    /// A slow peer at the first claim (issue 43): the other database, which records slot 0,
+    /// answers only after a second (past a lease's [`PEER_WAIT`]). A fresh database configured
+    /// as slot 0 still waits for it before recording its slot, and refuses without recording.
+    #[tokio::test]
+    async fn a_slow_peer_is_waited_for_at_the_first_claim() {
+        let a = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
+        let b = Arc::new(MemoryStore::with_rows(&[("t", 1, 100)]));
+        a.record_lane(0, "0000000001000-aa");
+        a.delay_ms.store(1_000, Ordering::Relaxed);
+        let (region_b, claims_b) = region(&b, 0, &a, 1);
+        // The caller waits the segment wait (200 ms here) while the lease waits for the peer:
+        // `not_ready` until the refusal, never an id.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let e = region_b.next_ids("t", 5).await.unwrap_err();
+            if is_refused(&e) {
+                break;
+            }
+            assert!(matches!(e, SegmentError::NotReady { .. }), "{e:?}");
+            assert!(std::time::Instant::now() < deadline, "never refused");
+        }
+        assert!(claims_b.is_refused());
+        assert_eq!(
+            b.lane_slot().await.unwrap(),
+            None,
+            "recorded past a slow peer"
+        );
+    }
+
     /// The clash found only after a partition heals: B recorded slot 0 while A's database,
     /// which records slot 0 from long before, was unreachable. At the next scan B (the later
     /// claim) refuses, buffered ids included; A keeps serving. Claims too close in time to

@@ -89,7 +89,8 @@ impl Lanes {
         self.repair_tags(None).await
     }
 
-    async fn repair_tags(&self, only: Option<&str>) -> Repaired {
+    /// A repair pass over `only` that one tag, or every tag.
+    pub(super) async fn repair_tags(&self, only: Option<&str>) -> Repaired {
         let mut out = Repaired::default();
         // slot -> its rows by tag, for the lanes that answered.
         let mut rows: BTreeMap<u8, BTreeMap<String, TagRow>> = BTreeMap::new();
@@ -173,12 +174,18 @@ impl Lanes {
             }
         }
         // Missing with no tombstone: created at the highest max_id, a formatted one with its format
-        // in the same transaction.
+        // in the same transaction: slot 0's format when slot 0 holds the tag (slot 0's database
+        // is the registry of names and formats, see `IdService::create_tag`), else the source's.
         let Some(&(source, model)) = holders.iter().max_by_key(|(_, r)| r.max_id) else {
             return Ok(());
         };
-        let format = match store_of(source) {
-            Some(st) => st.get_format(name).await.map_err(|_| source)?,
+        let format_from = if holders.iter().any(|(slot, _)| *slot == 0) {
+            0
+        } else {
+            source
+        };
+        let format = match store_of(format_from) {
+            Some(st) => st.get_format(name).await.map_err(|_| format_from)?,
             None => None,
         };
         for slot in missing {

@@ -131,13 +131,20 @@ impl LaneStore {
                 if self.verified.load(Ordering::Relaxed) {
                     return Ok(());
                 }
+                // Whether this lease records the own slot: once in the database's life.
+                let mut claiming = false;
                 let recorded = match self.inner.lane_slot().await? {
                     Some(s) => s,
                     None if own => {
-                        // Never record a slot another reachable database records already.
+                        // Never record a slot another reachable database records already. A
+                        // slot is recorded once in a database's life, so this first claim waits
+                        // for a slow peer's answer up to the scan's wait, not a lease's: a peer
+                        // that answers in a second is reached, not passed over (a partition,
+                        // where no answer comes, is the case docs/deploy.md 12 describes).
                         if let Some(c) = &self.claims {
-                            c.before_claim(slot, PEER_WAIT).await?;
+                            c.before_claim(slot, SCAN_WAIT).await?;
                         }
+                        claiming = true;
                         self.inner.claim_lane_slot(slot).await?
                     }
                     None => {
@@ -155,7 +162,7 @@ impl LaneStore {
                 // own database does not answer) reads them in the background.
                 if let Some(c) = &self.claims {
                     if own {
-                        c.scan(PEER_WAIT).await?;
+                        c.scan(if claiming { SCAN_WAIT } else { PEER_WAIT }).await?;
                     } else {
                         let c = c.clone();
                         tokio::spawn(async move { c.scan(SCAN_WAIT).await });
@@ -260,6 +267,10 @@ impl TagAdminStore for LaneStore {
 
     async fn tombstone(&self, biz_tag: &str) -> Result<Option<i64>, StoreError> {
         self.inner.tombstone(biz_tag).await
+    }
+
+    async fn list_tombstones(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.list_tombstones().await
     }
 
     async fn create_formatted_tag(

@@ -94,6 +94,10 @@ impl TagAdminStore for GuardedSegmentStore {
         self.gate.watch_result(self.inner.tombstone(biz_tag).await)
     }
 
+    async fn list_tombstones(&self) -> Result<Vec<String>, StoreError> {
+        self.gate.watch_result(self.inner.list_tombstones().await)
+    }
+
     async fn create_formatted_tag(
         &self,
         tag: &NewTag,

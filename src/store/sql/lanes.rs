@@ -96,6 +96,20 @@ pub(crate) async fn lane_record<D: Dialect>(
     ))
 }
 
+/// [`TagAdminStore::list_tombstones`](crate::segment::TagAdminStore::list_tombstones).
+pub(crate) async fn list_tombstones<D: Dialect>(
+    db: Sessions<'_, D>,
+) -> Result<Vec<String>, StoreError> {
+    let mut s = Session::open(db).await.map_err(unavailable)?;
+    let rows = sqlx::query_as::<D::Driver, (String,)>("SELECT biz_tag FROM leafid_tag_tombstone")
+        .persistent(db.persistent())
+        .fetch_all(s.conn())
+        .await
+        .map_err(unavailable)?;
+    s.finish().await.map_err(unavailable)?;
+    Ok(rows.into_iter().map(|(t,)| t).collect())
+}
+
 /// [`TagAdminStore::tombstone`](crate::segment::TagAdminStore::tombstone).
 pub(crate) async fn tombstone<D: Dialect>(
     db: Sessions<'_, D>,

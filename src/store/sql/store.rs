@@ -108,6 +108,10 @@ where
         lanes::tombstone(self.sessions(), biz_tag).await
     }
 
+    async fn list_tombstones(&self) -> Result<Vec<String>, StoreError> {
+        lanes::list_tombstones(self.sessions()).await
+    }
+
     async fn create_formatted_tag(
         &self,
         tag: &NewTag,
