@@ -33,8 +33,8 @@ async fn a_period_share_holds_over_three_servers_on_one_database(db: Db) {
     }
     let limit = share_of(999_999, 10_000);
     let mut tasks = Vec::new();
-    for s in 0..3 {
-        let store = databases[s].quota_store();
+    for (s, database) in databases.iter().enumerate() {
+        let store = database.quota_store();
         tasks.push(tokio::spawn(async move {
             let q = Quotas::new(store, Duration::from_secs(10));
             let token: Arc<str> = "team-a".into();
