@@ -449,8 +449,12 @@ impl Callers {
             CallerMode::Open => ANON_ADMITTED,
             CallerMode::Tokens => ANON_REFUSED,
             CallerMode::Auto if self.beyond_loopback => ANON_REFUSED,
+            // On loopback with the set unknown (the database down at start): open, as a
+            // loopback server with no token is, so a restart during an outage still serves
+            // what it can (snowflake ids from its worker cache). A server that must never be
+            // open sets `callers.mode = "tokens"` (or binds beyond loopback): closed until read.
             CallerMode::Auto => match set {
-                None => ANON_NOT_LOADED,
+                None => ANON_ADMITTED,
                 Some(s) if s.is_empty() => ANON_ADMITTED,
                 Some(_) => ANON_REFUSED,
             },
@@ -609,7 +613,11 @@ impl Callers {
             return Ok(None);
         }
         if set.is_none() {
-            return Err(not_loaded());
+            // Unknown tokens on an open-until-read server are admitted like no token.
+            return match self.anonymous.load(Ordering::Relaxed) {
+                ANON_ADMITTED => Ok(None),
+                _ => Err(not_loaded()),
+            };
         }
         Err(self.unauthenticated(UNKNOWN_TOKEN))
     }
@@ -735,9 +743,20 @@ mod tests {
     fn auto_on_loopback_is_open_until_a_token_exists() {
         let c = Callers::new(CallerMode::Auto, false);
         let anyone = Presented::default();
-        // Never loaded: closed, with a retry.
+        // Never loaded (the database down at start): open, as on loopback with no token, and
+        // a token it cannot check is admitted like none; `tokens` mode stays closed.
+        assert!(c.admit(&anyone, Some("t"), None).is_ok());
+        assert!(c.admit(&bearer("lid_nope"), Some("t"), None).is_ok());
+        let strict = Callers::new(CallerMode::Tokens, false);
         assert_eq!(
-            c.admit(&anyone, Some("t"), None).unwrap_err().code(),
+            strict.admit(&anyone, Some("t"), None).unwrap_err().code(),
+            "unauthorized"
+        );
+        assert_eq!(
+            strict
+                .admit(&bearer("lid_nope"), Some("t"), None)
+                .unwrap_err()
+                .code(),
             "not_ready"
         );
         c.install(&[]);

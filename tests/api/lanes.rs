@@ -43,6 +43,20 @@ async fn region_server(own: &str, slot: u8, other: &str, other_slot: u8) -> Test
     .await
 }
 
+/// A region's server whose repair pass never runs during a test (its interval is an hour):
+/// only the id path, the mirror and the watch settle what a partition left.
+async fn quiet_region_server(own: String, slot: u8, other: String, other_slot: u8) -> TestApp {
+    spawn_on(&own, move |s| {
+        s.lanes.slot = Some(slot);
+        s.lanes.others.insert(other_slot.to_string(), other);
+        s.segment.wait_timeout_ms = 400;
+        s.segment.load_timeout_ms = 1000;
+        s.segment.refresh_interval_secs = 3600;
+        s.snowflake.enabled = false;
+    })
+    .await
+}
+
 /// Callers on every server until `stop`, each answer recorded (a non-200 fails the test).
 fn load(
     servers: &[Arc<TestApp>],
@@ -586,19 +600,8 @@ async fn a_tag_deleted_during_a_partition_is_not_served_through_another_lane() {
     let a_to_b = FaultProxy::start(socket_of(&b_db)).await.unwrap();
     let ba = through(&b_to_a, &a_db);
     let ab = through(&a_to_b, &b_db);
-    let server = |own: String, slot: u8, other: String, other_slot: u8| async move {
-        spawn_on(&own, move |s| {
-            s.lanes.slot = Some(slot);
-            s.lanes.others.insert(other_slot.to_string(), other);
-            s.segment.wait_timeout_ms = 400;
-            s.segment.load_timeout_ms = 1000;
-            s.segment.refresh_interval_secs = 3600;
-            s.snowflake.enabled = false;
-        })
-        .await
-    };
-    let a = server(a_db.clone(), 0, ab, 1).await;
-    let b = server(b_db.clone(), 1, ba.clone(), 0).await;
+    let a = quiet_region_server(a_db.clone(), 0, ab, 1).await;
+    let b = quiet_region_server(b_db.clone(), 1, ba.clone(), 0).await;
     a.create_tag("orders", 100, 1).await;
     let mut seen = HashSet::new();
     for app in [&a, &b] {
@@ -738,19 +741,8 @@ async fn a_name_is_created_once_across_regions() {
     let b_db = mysql::create_database().await;
     let b_to_a = FaultProxy::start(socket_of(&a_db)).await.unwrap();
     let a_to_b = FaultProxy::start(socket_of(&b_db)).await.unwrap();
-    let server = |own: String, slot: u8, other: String, other_slot: u8| async move {
-        spawn_on(&own, move |s| {
-            s.lanes.slot = Some(slot);
-            s.lanes.others.insert(other_slot.to_string(), other);
-            s.segment.wait_timeout_ms = 400;
-            s.segment.load_timeout_ms = 1000;
-            s.segment.refresh_interval_secs = 3600;
-            s.snowflake.enabled = false;
-        })
-        .await
-    };
-    let a = server(a_db.clone(), 0, through(&a_to_b, &b_db), 1).await;
-    let b = server(b_db.clone(), 1, through(&b_to_a, &a_db), 0).await;
+    let a = quiet_region_server(a_db.clone(), 0, through(&a_to_b, &b_db), 1).await;
+    let b = quiet_region_server(b_db.clone(), 1, through(&b_to_a, &a_db), 0).await;
     // Before the partition: a create on region B is decided on slot 0's database too.
     let created = b
         .post(

@@ -1419,6 +1419,9 @@ async fn the_tombstone_tag_column_copies_leaf_allocs_collation() {
         collations,
         [
             ("leaf_alloc".to_owned(), "ascii_bin".to_owned()),
+            // Always ascii_bin: the quota table's keys are compared exactly, whatever
+            // leaf_alloc's collation (a formatted tag's quota key is its stored spelling).
+            ("leafid_quota_use".to_owned(), "ascii_bin".to_owned()),
             ("leafid_tag_format".to_owned(), "ascii_bin".to_owned()),
             ("leafid_tag_tombstone".to_owned(), "ascii_bin".to_owned()),
         ]
