@@ -89,7 +89,7 @@ pub enum Fault {
     /// A 5xx (503 `segments_not_ready`, `database_unavailable`...).
     Status(u16),
     /// A 4xx that is not a refusal of the request itself (see [`Error::Rejected`]):
-    /// `engine_disabled`, `not_found`, `unauthorized`, a rate limit...
+    /// `engine_disabled`, `not_found`, a proxy's 401/403/429 without leafid's `code`...
     Refused {
         /// The HTTP status.
         status: u16,

@@ -748,8 +748,7 @@ final class Servers {
      * (ask the next). The servers share one database, so leafid's refusals of the request itself
      * hold everywhere ({@code invalid_time_range}: a bounds range that is empty or outside the
      * layout's time span, the same layout on every server); any other code
-     * ({@code engine_disabled}, {@code not_found},
-     * {@code unauthorized}, none at all...) is this server's.
+     * ({@code engine_disabled}, {@code not_found}, none at all...) is this server's.
      *
      * @param code the 4xx body's code ({@code ""} if none)
      * @return whether every server would refuse the same
