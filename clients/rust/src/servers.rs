@@ -367,7 +367,9 @@ impl Servers {
                         return Ok((runs, &self.list[i].base));
                     }
                     Err(Outcome::Rejected(e)) => return Err(FetchError::Rejected(e)),
-                    Err(Outcome::Throttled { error, .. }) => return Err(FetchError::Rejected(error)),
+                    Err(Outcome::Throttled { error, .. }) => {
+                        return Err(FetchError::Rejected(error));
+                    }
                     Err(Outcome::Fault(fault)) => {
                         self.list[i].mark_down(&self.timing);
                         last = Some(ServerFault {

@@ -40,7 +40,9 @@ impl Fake {
                     head.push_str(&line.to_ascii_lowercase());
                 }
                 if head.starts_with("get /health") {
-                    let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}");
+                    let _ = conn.write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+                    );
                     continue;
                 }
                 seen.lock().unwrap().push(head);
@@ -108,7 +110,10 @@ async fn every_request_carries_the_token_which_is_never_shown() {
     assert!(!reqs.is_empty());
     for head in reqs {
         assert!(
-            head.contains(&format!("authorization: bearer {}\r\n", SECRET.to_ascii_lowercase())),
+            head.contains(&format!(
+                "authorization: bearer {}\r\n",
+                SECRET.to_ascii_lowercase()
+            )),
             "{head}"
         );
     }
@@ -116,7 +121,11 @@ async fn every_request_carries_the_token_which_is_never_shown() {
     let b = Fake::start(vec![ids(1, 10)]);
     let plain = Client::builder().servers([b.base.clone()]).build().unwrap();
     plain.segment("orders").unwrap().next_id().await.unwrap();
-    assert!(!b.requests()[0].contains("authorization"), "{:?}", b.requests());
+    assert!(
+        !b.requests()[0].contains("authorization"),
+        "{:?}",
+        b.requests()
+    );
 }
 
 #[tokio::test]
@@ -161,7 +170,10 @@ async fn quota_exhausted_waits_retry_after_on_the_same_server() {
     let t = Instant::now();
     assert_eq!(c.segment("orders").unwrap().next_id().await.unwrap(), 1);
     let took = t.elapsed();
-    assert!(took >= Duration::from_millis(950), "{took:?}: Retry-After not honoured");
+    assert!(
+        took >= Duration::from_millis(950),
+        "{took:?}: Retry-After not honoured"
+    );
     assert!(took < Duration::from_secs(4), "{took:?}");
     assert_eq!(a.requests().len(), 2, "asked the same server again");
     assert_eq!(b.requests().len(), 0, "never another server");
@@ -187,7 +199,10 @@ async fn quota_exhausted_past_the_wait_timeout_is_throttled() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(t.elapsed() < Duration::from_secs(1), "it did not wait in vain");
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "it did not wait in vain"
+    );
     assert_eq!(b.requests().len(), 0);
     assert_eq!(c.stats().failovers, 0);
     // A proxy's 429 (not leafid's code) stays a failover.
