@@ -457,12 +457,14 @@ fn spawn_watch(lanes: Arc<Lanes>, background: &Background) {
     let token = background.token();
     background.spawn(async move {
         let settled = Settled::default();
+        let mut next = WATCH_INTERVAL;
         loop {
             tokio::select! {
                 _ = token.cancelled() => return,
-                _ = tokio::time::sleep(WATCH_INTERVAL) => {}
+                _ = tokio::time::sleep(next) => {}
             }
-            let deleted = lanes.watch_pass(&settled).await;
+            let (deleted, after) = lanes.watch_pass(&settled).await;
+            next = after;
             if !deleted.is_empty() {
                 info!(
                     ?deleted,

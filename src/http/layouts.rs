@@ -307,7 +307,11 @@ pub struct PlanCapacityBody {
     pub ids_per_second: Option<u64>,
     /// Worker ids the layout has: `2^worker_bits`.
     pub max_workers: u64,
-    /// Ids per second each worker can issue: `2^seq_bits` per tick.
+    /// Ids per second each worker can issue: `2^seq_bits` per tick, sustained. The direct
+    /// generator starts a tick it enters from an older one at a random sequence below
+    /// `2^min(8, seq_bits - 4)` (ids sharded by `id % 2^k` spread), so the first tick of a
+    /// burst holds at least `2^seq_bits - 2^min(8, seq_bits - 4) + 1` ids (over 15/16 of it;
+    /// `snowflake::direct::min_ids_in_a_tick`); later ticks of the burst hold all `2^seq_bits`.
     pub max_ids_per_second_per_worker: u64,
     /// Ids per second of the cluster with every worker id in use (saturates at `u64::MAX`).
     pub max_ids_per_second_cluster: u64,

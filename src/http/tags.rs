@@ -317,7 +317,7 @@ pub struct CreateTag {
     pub description: Option<String>,
     /// A format makes the tag's ids text (order numbers, invoice numbers, codes; see
     /// `docs/shapes.md`): `{"prefix", "date", "radix", "width", "check", "suffix", "reset",
-    /// "time_zone"}`. Fixed for the tag's name for good. `max_id` is then where every period's
+    /// "time_zone", "permute", "gaps", "request_share"}`. Fixed for the tag's name for good. `max_id` is then where every period's
     /// sequence starts (default 1).
     #[schema(value_type = Option<Object>)]
     pub format: Option<TagFormat>,

@@ -17,6 +17,7 @@
 //! - [`offload`]: CPU-bound work (a permuted batch's FF1) off the request threads.
 
 pub mod offload;
+pub mod quota;
 pub mod segment;
 pub mod snowflake;
 pub mod tags;

@@ -51,6 +51,54 @@ pub struct TagFormat {
     /// Random gaps between consecutive ids: increasing, volume blurred.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gaps: Option<Gaps>,
+    /// The most of a period's sequence one request may take, as a fraction (0 < share <= 1;
+    /// default [`DEFAULT_REQUEST_SHARE`]): a caller without the admin credential asking for
+    /// more gets a shorter batch (issue 44: one request must not empty a day of order numbers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_share: Option<Share>,
+}
+
+/// The request share a format without one gets: 1% of a period's sequence per request.
+pub const DEFAULT_REQUEST_SHARE: Share = Share(10_000);
+
+/// A fraction from 0 (excluded) to 1, in millionths; written as a number (`0.01`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Share(u32);
+
+impl Share {
+    /// The share in millionths (1 to 1,000,000).
+    pub fn ppm(self) -> u32 {
+        self.0
+    }
+
+    /// `ppm` millionths, if within 1..=1,000,000.
+    pub fn from_ppm(ppm: u32) -> Option<Self> {
+        (1..=1_000_000).contains(&ppm).then_some(Self(ppm))
+    }
+
+    /// The share of `n`, rounded down, at least 1 (a share never refuses a whole request).
+    pub fn of(self, n: u64) -> u64 {
+        ((u128::from(n) * u128::from(self.0) / 1_000_000) as u64).max(1)
+    }
+}
+
+impl Serialize for Share {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(f64::from(self.0) / 1e6)
+    }
+}
+
+impl<'de> Deserialize<'de> for Share {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let x = f64::deserialize(d)?;
+        let ppm = (x * 1e6).round();
+        if !(x > 0.0 && x <= 1.0) || !(1.0..=1e6).contains(&ppm) {
+            return Err(serde::de::Error::custom(format!(
+                "request_share {x}: a fraction above 0 and at most 1, in steps of 0.000001"
+            )));
+        }
+        Ok(Self(ppm as u32))
+    }
 }
 
 /// How a permuted format's sequence is permuted: the id of the key (from the configuration's
@@ -237,6 +285,15 @@ impl TagFormat {
             );
         }
         Ok(())
+    }
+
+    /// The most ids one request may take (for a caller without the admin credential): the
+    /// request share of the period's sequence, over the mean gap of a gapped format (each id
+    /// uses that many sequence numbers), at least 1.
+    pub fn request_cap(&self) -> u64 {
+        let share = self.request_share.unwrap_or(DEFAULT_REQUEST_SHARE);
+        let mean = self.gaps.map_or(1, |g| u64::from(g.mean));
+        (share.of(self.max_sequence()) / mean).max(1)
     }
 
     /// The largest sequence the width holds.

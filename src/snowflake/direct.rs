@@ -26,6 +26,29 @@
 //!
 //! In a later era the cached tick is not used: every id reads the clock (see `reserve`).
 //!
+//! **A random start in each new tick (spread over `id % 2^k`).** When an id is the first of a
+//! tick the state has not reached yet (the state's position is in an older tick, or in an older
+//! era), its sequence starts at a pseudo-random value below `2^b`, `b = spread_bits(seq_bits)
+//! = min(8, seq_bits - 4)` (0 below 5 sequence bits), not at 0: Leaf's answer to ids sharded
+//! by `id % 2^k` (ShardingSphere #7750). At under one id per tick, a start at 0 put every id in
+//! shard 0 of `id % 16`; a start uniform in `[0, 2^b)` makes `id % 2^k` uniform for every
+//! `k <= b` (the sequence is the id's lowest bits). A tick the state already reached keeps its
+//! place: a sequence that wrapped leaves the state at sequence 0 of the next tick, and that tick
+//! goes on from 0, so a sustained burst loses nothing; only the first tick of a burst holds up to
+//! `2^b - 1` fewer ids (`2^s - 2^b + 1` at worst, under 1/16 of a tick: the `- 4`).
+//!
+//! Why it is safe: the start is `(tick << seq_bits) + r`, `r < 2^b <= 2^seq_bits`, so it is a
+//! position of `tick` itself (never of the next tick, nor past the time field) and above every
+//! position of an older tick; it is taken only when the state is in an older tick (or, for a new
+//! era, under a higher era), so the CAS still moves the state strictly up and the positions
+//! `[start, start + count)` it reserves are above every one reserved before. The positions skipped
+//! below `r` are never issued (ids are not dense per tick); ordering and uniqueness are those of
+//! the state, unchanged. `r` is the `tick`-th output of splitmix64 seeded per generator
+//! ([`tick_offset`]): a pure function of the tick, so it needs no state of its own (no new atomic,
+//! no ordering to argue) and costs a few multiplies once per tick on the id path, no syscall.
+//! It need not be secret (ids carry their time anyway); the per-generator seed keeps workers'
+//! offsets apart, so two workers' ids of one tick do not land in the same shard more than chance.
+//!
 //! A new era never goes below the generator's *floor*, the first tick after
 //! [`DirectGenerator::resume_after`]'s tick (or [`DirectGenerator::with_clock_back_floor`]'s):
 //! a previous holder of the worker id may have used
@@ -48,6 +71,37 @@ pub const DEFAULT_MAX_BACKWARD_MS: u64 = 5;
 
 /// Waits shorter than this many ms spin (yielding) on the clock instead of sleeping.
 const SPIN_WAIT_MS: i64 = 2;
+
+/// The most low bits a new tick's random start spreads: `id % 2^k` is uniform for `k <= 8`
+/// (256 shards) at any rate (see the module docs).
+pub const MAX_SPREAD_BITS: u8 = 8;
+
+/// The bits of a new tick's random start for a layout with `seq_bits` sequence bits:
+/// `min(8, seq_bits - 4)`, 0 below 5 sequence bits. A new tick's first sequence is below
+/// `2^spread_bits`, so the first tick of a burst holds at least `2^s - 2^spread_bits + 1` ids,
+/// more than 15/16 of the tick (twitter's 12 bits: 8, at least 3841 of 4096).
+pub fn spread_bits(seq_bits: u8) -> u8 {
+    seq_bits.saturating_sub(4).min(MAX_SPREAD_BITS)
+}
+
+/// The smallest number of ids the direct generator can issue in one tick of `layout`: the
+/// first tick of a burst, started at the highest random sequence (`2^s - 2^b + 1`, `b` from
+/// [`spread_bits`]). Every later tick of a sustained burst holds all `2^s`.
+pub fn min_ids_in_a_tick(layout: &BitLayout) -> u64 {
+    layout.max_sequence() + 1 - ((1u64 << spread_bits(layout.seq_bits())) - 1)
+}
+
+/// The sequence a new `tick` starts at, below `mask + 1` (`mask = 2^b - 1`): the `tick`-th
+/// output of splitmix64 (Steele, Lea and Flood; the finaliser of Stafford's "Mix13") from
+/// `seed`, masked. Each output bit depends on every bit of `seed + tick * gamma`, so the low
+/// bits are uniform and unrelated from tick to tick, whatever ticks a quiet caller hits.
+#[inline]
+pub fn tick_offset(seed: u64, tick: u64, mask: u64) -> u64 {
+    let mut z = seed.wrapping_add(tick.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) & mask
+}
 
 /// A lock-free snowflake generator that reads the clock for every id.
 ///
@@ -88,6 +142,11 @@ pub struct DirectGenerator {
     max_backward_ms: u64,
     /// `layout.seq_bits()`, cached for the shifts on the hot path.
     seq_bits: u32,
+    /// `2^spread_bits(seq_bits) - 1`: a new tick's first sequence is at most this (see the
+    /// module docs); 0 when the layout has too few sequence bits to spread.
+    spread_mask: u64,
+    /// This generator's seed for [`tick_offset`]: random per generator, fixed for its life.
+    spread_seed: u64,
     /// `layout.max_sequence()`: the mask of the sequence part of a position.
     seq_mask: u64,
     /// `layout.worker_bits()`: a position's tick part shifted left by this lands in the id's
@@ -265,6 +324,9 @@ impl DirectGenerator {
             clock,
             max_backward_ms,
             seq_bits,
+            spread_mask: (1u64 << spread_bits(layout.seq_bits())) - 1,
+            // Once per generator, from the thread's OS-seeded generator: not on the id path.
+            spread_seed: rand::random(),
             seq_mask,
             worker_bits: u32::from(layout.worker_bits()),
             fixed_bits,
@@ -272,6 +334,13 @@ impl DirectGenerator {
             coarse,
             updater,
         })
+    }
+
+    /// Uses `seed` for the random start of each new tick instead of a random one (tests that
+    /// want the same offsets twice; any seed spreads as well as another).
+    pub fn with_spread_seed(mut self, seed: u64) -> Self {
+        self.spread_seed = seed;
+        self
     }
 
     /// Never issues an id from `tick` or earlier (for a worker id whose last use is known,
@@ -379,6 +448,16 @@ impl DirectGenerator {
             | (pos & self.seq_mask))
     }
 
+    /// The first position of `tick` for a state in an older tick: `tick`'s first position plus
+    /// its random start, below `2^spread_bits` (see the module docs). `tick <= max_time_delta`,
+    /// so the position is below `end_pos`, inside the era's position bits. Out of line: once
+    /// per tick at most under load, so the inlined id path stays small.
+    #[cold]
+    #[inline(never)]
+    fn new_tick_start(&self, tick: u64) -> u64 {
+        (tick << self.seq_bits) | tick_offset(self.spread_seed, tick, self.spread_mask)
+    }
+
     /// Claims up to `want` consecutive positions of one tick; returns the first and the count.
     #[inline]
     fn reserve(&self, want: u64) -> Result<(u64, u64), SnowflakeError> {
@@ -397,9 +476,16 @@ impl DirectGenerator {
             // clock behind again and spend another era.
             let start = if raw < end {
                 // The cached tick (at most `max_tick`) is at or past the state's and the clock
-                // has reached it: issue from it without reading the clock, from its first
-                // position or on from the state's (`end > raw >= 0`: no wrap).
-                raw.max(end - (self.seq_mask + 1))
+                // has reached it: issue from it without reading the clock, on from the state's
+                // position when the state is in it (a wrap left it at sequence 0, or ids were
+                // taken), else from its random start (`first + r`, `r < 2^seq_bits`: still in
+                // the tick, above `raw`). `end >= 2^seq_bits` when non-zero: no wrap.
+                let first = end - (self.seq_mask + 1);
+                if raw >= first {
+                    raw
+                } else {
+                    self.new_tick_start(first >> self.seq_bits)
+                }
             } else {
                 match self.precise_start(raw, &mut waited_back)? {
                     Some(start) => start,
@@ -411,6 +497,9 @@ impl DirectGenerator {
             // AcqRel on success: Release publishes "made after a clock reading of this tick"
             // (see the load), and the high-water mark of an era this CAS leaves; Acquire keeps
             // our later clock reads after it. Failure: Relaxed, the loop reloads with Acquire.
+            // A new tick's random start needs nothing more: it is computed from `raw`, `end`
+            // and fields fixed before the generator is shared (the seed and the mask), and the
+            // CAS from `raw` lands it only if no other thread moved the state meanwhile.
             match self.state.compare_exchange_weak(
                 raw,
                 start + count,
@@ -445,7 +534,9 @@ impl DirectGenerator {
         }
         let pos_tick = pos >> self.seq_bits;
         if pos_tick < now_tick {
-            return Ok(Some(era_bits | (now_tick << self.seq_bits)));
+            // A tick the state has not reached: its random start, above every position of
+            // `pos_tick` (see the module docs), in the same era.
+            return Ok(Some(era_bits | self.new_tick_start(now_tick)));
         }
         if pos_tick == now_tick {
             return Ok(Some(raw));
@@ -466,8 +557,9 @@ impl DirectGenerator {
                     max_clock_back = self.max_era,
                     "clock moved backwards; issuing under the next clock-back value"
                 );
+                // Nothing was issued under `era + 1`: its first tick starts at random too.
                 return Ok(Some(
-                    ((era + 1) << self.era_shift) | (now_tick << self.seq_bits),
+                    ((era + 1) << self.era_shift) | self.new_tick_start(now_tick),
                 ));
             }
             if *waited_back || by_ms > self.max_backward_ms {

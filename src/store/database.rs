@@ -188,6 +188,15 @@ impl Database {
         }
     }
 
+    /// The caller quotas' store over this database (`crate::service::quota`).
+    pub fn quota_store(&self) -> Arc<dyn crate::service::quota::QuotaStore> {
+        match self {
+            Self::MySql(s) => Arc::new(s.clone()),
+            Self::Sqlite(s) => Arc::new(s.clone()),
+            Self::Postgres(s) => Arc::new(s.clone()),
+        }
+    }
+
     /// The worker-id store over this database.
     pub fn worker_store(&self) -> Arc<dyn WorkerStore> {
         match self {

@@ -472,3 +472,59 @@ async fn a_delete_under_traffic_then_a_recreate_never_repeats_a_text(db: Db) {
     }
 }
 on_both_databases!(a_delete_under_traffic_then_a_recreate_never_repeats_a_text);
+
+/// Issue 44, caps tied to the shape: a request on a formatted tag takes at most the format's
+/// request share of a period (default 1%) unless it carries the admin credential; the share is
+/// set per tag (`request_share` in the format), and a gapped tag's cap counts its gaps.
+#[tokio::test]
+async fn one_request_takes_at_most_the_tag_s_request_share_of_a_period() {
+    let (url, _dir) = fresh_db(Db::Sqlite).await;
+    let app = spawn_on(&url, |s| {
+        s.admin.trust_loopback = false;
+        s.admin.token = Some(leafid::config::Secret::new("adm1n"));
+    })
+    .await;
+    let admin = |path: &str, body: Option<String>| {
+        let method = if body.is_some() {
+            reqwest::Method::POST
+        } else {
+            reqwest::Method::GET
+        };
+        let app = &app;
+        let path = path.to_owned();
+        async move {
+            app.send(method, &path, body.as_deref(), Some("adm1n"))
+                .await
+        }
+    };
+    for (tag, extra) in [
+        ("capped", ""),
+        ("wider", r#","request_share":0.05"#),
+        ("gapped", r#","gaps":{"mean":10}"#),
+    ] {
+        let body = format!(
+            r#"{{"biz_tag":"{tag}","step":1000,"format":{{"date":"yyyyMMdd","width":6,"reset":"daily","time_zone":"UTC"{extra}}}}}"#
+        );
+        let r = admin("/api/v1/tags", Some(body)).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+    }
+    let count = |r: &crate::support::Reply| r.json()["ids"].as_array().map_or(0, Vec::len);
+    for (tag, cap) in [("capped", 9_999), ("wider", 49_999), ("gapped", 999)] {
+        let r = app
+            .get(&format!("/api/v1/segment/{tag}/ids?count=100000"))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(count(&r), cap, "{tag}");
+    }
+    // The admin credential may exceed it.
+    let r = admin("/api/v1/segment/wider/ids?count=60000", None).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(count(&r), 60_000);
+    // The share is shown with the format, and a share out of range is refused.
+    let row = admin("/api/v1/tags/wider", None).await;
+    assert_eq!(row.json()["format"]["request_share"], 0.05, "{}", row.text);
+    let bad = r#"{"biz_tag":"bad","step":10,"format":{"width":6,"request_share":1.5}}"#;
+    let r = admin("/api/v1/tags", Some(bad.to_owned())).await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    app.stop().await;
+}

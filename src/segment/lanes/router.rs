@@ -301,7 +301,7 @@ mod tests {
         let region_a = Lanes::new(lane(&a_db, 0, true), vec![lane(&b_db, 1, false)]);
         let region_b = Lanes::new(lane(&b_db, 1, true), vec![lane(&a_db, 0, false)]);
         let settled = crate::segment::lanes::watch::Settled::default();
-        assert!(region_a.watch_pass(&settled).await.is_empty());
+        assert!(region_a.watch_pass(&settled).await.0.is_empty());
         assert!(!region_a.next_ids("orders", 5).await.unwrap().is_empty());
         // The partition: B deletes on its own lane only (the mirror to A fails).
         let tag = BizTag::parse("orders").unwrap();
@@ -309,11 +309,13 @@ mod tests {
         // Region A still serves from its own lane: it cannot reach B, and its pass finds
         // nothing and settles nothing.
         b_db.failing.store(true, Ordering::Relaxed);
-        assert!(region_a.watch_pass(&settled).await.is_empty());
+        let (deleted, next) = region_a.watch_pass(&settled).await;
+        assert!(deleted.is_empty());
+        assert_eq!(next, crate::segment::lanes::watch::WATCH_INTERVAL_APART);
         assert!(region_a.next_ids("orders", 5).await.is_ok());
         b_db.failing.store(false, Ordering::Relaxed);
         // The heal: A's next pass reads B's tombstone and deletes the tag on A's lane.
-        let deleted = region_a.watch_pass(&settled).await;
+        let (deleted, _) = region_a.watch_pass(&settled).await;
         assert_eq!(deleted, vec![(0, "orders".to_owned())]);
         for _ in 0..3 {
             assert!(matches!(
@@ -322,7 +324,7 @@ mod tests {
             ));
         }
         // Settled: the next pass repairs nothing again.
-        assert!(region_a.watch_pass(&settled).await.is_empty());
+        assert!(region_a.watch_pass(&settled).await.0.is_empty());
         // A re-created name (above its high-water mark, on both lanes) is served again: a
         // settled tombstone does not delete it.
         let again = NewTag {
@@ -333,7 +335,7 @@ mod tests {
         };
         a_db.create_tag(&again).await.unwrap();
         b_db.create_tag(&again).await.unwrap();
-        assert!(region_a.watch_pass(&settled).await.is_empty());
+        assert!(region_a.watch_pass(&settled).await.0.is_empty());
         assert!(region_a.next_ids("orders", 5).await.is_ok());
     }
 }

@@ -21,11 +21,17 @@ use std::time::Duration;
 
 use super::router::Lanes;
 
-/// How often the watch runs.
+/// How often the watch runs while every lane answers.
 pub const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 
-/// How long a pass waits for one lane's answer (a lane that does not answer is read next pass).
-pub const WATCH_WAIT: Duration = Duration::from_millis(800);
+/// How often it runs while a lane does not answer (a partition): the heal is seen within this
+/// (plus the time to connect), so a delete made on the far side stops this side about that
+/// soon after the link is back.
+pub const WATCH_INTERVAL_APART: Duration = Duration::from_millis(100);
+
+/// How long a pass waits for the lanes' answers (a lane that does not answer in time is read
+/// next pass; a slow one is read by the repair pass, which waits longer).
+pub const WATCH_WAIT: Duration = Duration::from_millis(300);
 
 /// The tombstones a watch has settled: (slot, name) pairs whose repair reached every lane.
 #[derive(Debug, Default)]
@@ -33,23 +39,38 @@ pub struct Settled(Mutex<BTreeSet<(u8, String)>>);
 
 impl Lanes {
     /// One watch pass (see the module docs): the claims scanned, and every tombstone not
-    /// settled yet repaired. Returns the tags deleted on some lane by this pass.
-    pub async fn watch_pass(&self, settled: &Settled) -> Vec<(u8, String)> {
-        if let Some(claims) = self.claims() {
-            let _ = claims.scan(WATCH_WAIT).await;
-        }
-        let mut fresh = Vec::new();
+    /// settled yet repaired. Returns the tags deleted on some lane by this pass, and when to run
+    /// the next one ([`WATCH_INTERVAL_APART`] while a lane did not answer).
+    pub async fn watch_pass(&self, settled: &Settled) -> (Vec<(u8, String)>, Duration) {
+        // The claims and every lane's tombstones read at once: a lane that does not answer
+        // costs the pass one wait, not one per read.
+        let scan = async {
+            if let Some(claims) = self.claims() {
+                let _ = claims.scan(WATCH_WAIT).await;
+            }
+        };
+        let mut reads = tokio::task::JoinSet::new();
         for lane in self.in_order() {
-            let listed = tokio::time::timeout(WATCH_WAIT, lane.engine.store().list_tombstones());
-            let Ok(Ok(names)) = listed.await else {
+            let (slot, store) = (lane.slot, lane.engine.store().clone());
+            reads.spawn(async move {
+                let listed = tokio::time::timeout(WATCH_WAIT, store.list_tombstones()).await;
+                (slot, listed)
+            });
+        }
+        let ((), listed) = tokio::join!(scan, reads.join_all());
+        let mut fresh = Vec::new();
+        let mut next = WATCH_INTERVAL;
+        for (slot, listed) in listed {
+            let Ok(Ok(names)) = listed else {
+                next = WATCH_INTERVAL_APART;
                 continue;
             };
             let known = settled.0.lock().unwrap_or_else(|p| p.into_inner());
             fresh.extend(
                 names
                     .into_iter()
-                    .filter(|n| !known.contains(&(lane.slot, n.clone())))
-                    .map(|n| (lane.slot, n)),
+                    .filter(|n| !known.contains(&(slot, n.clone())))
+                    .map(|n| (slot, n)),
             );
         }
         let mut deleted = Vec::new();
@@ -65,6 +86,6 @@ impl Lanes {
                     .insert((slot, name));
             }
         }
-        deleted
+        (deleted, next)
     }
 }

@@ -145,6 +145,7 @@ fn any_format() -> impl Strategy<Value = TagFormat> {
                 time_zone: ["UTC", "Europe/Berlin", "America/Santiago"][z].to_owned(),
                 permute: None,
                 gaps: None,
+                request_share: None,
             }
         })
 }

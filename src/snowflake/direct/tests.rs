@@ -37,8 +37,12 @@ fn ids_strictly_increase_and_decode_to_the_clock() {
 #[test]
 fn sequence_wrap_waits_for_the_next_tick() {
     let (clock, g) = gen_at(small_seq(), EPOCH + 5_000);
-    let mut ids = Vec::new();
-    g.next_ids(1024, &mut ids).unwrap();
+    // The tick starts at its random sequence: the rest of it, then one more.
+    let first = g.next_id().unwrap();
+    let left = 1023 - g.layout().decompose(first).sequence;
+    let mut ids = vec![first];
+    g.next_ids(left as usize, &mut ids).unwrap();
+    assert_eq!(g.layout().decompose(*ids.last().unwrap()).sequence, 1023);
     assert_eq!(clock.sleep_count(), 0);
     let next = g.next_id().unwrap();
     assert!(clock.sleep_count() >= 1, "must have waited");
@@ -55,8 +59,16 @@ fn batch_spans_ticks_and_matches_single_ids() {
     g.next_ids(3_000, &mut ids).unwrap();
     assert_eq!(ids.len(), 3_000);
     assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    // Tick 1 from its random start `r`, tick 2 from 0 (entered by the wrap), then tick 3.
+    let r = g.layout().decompose(ids[0]).sequence;
+    assert!(r < 1 << spread_bits(10), "{r}");
     let last = g.layout().decompose(ids[2_999]);
-    assert_eq!((last.time_delta, last.sequence), (3, 3_000 - 2 * 1024 - 1));
+    assert_eq!(
+        (last.time_delta, last.sequence),
+        (3, 3_000 - 2 * 1024 - 1 + r)
+    );
+    let second = g.layout().decompose(ids[(1024 - r) as usize]);
+    assert_eq!((second.time_delta, second.sequence), (2, 0));
 }
 
 #[test]
@@ -124,11 +136,18 @@ fn time_past_the_field_is_time_bits_exhausted_never_a_wrapped_id() {
     let layout = BitLayout::new(0, 0, 8, 45, 10, TimeUnit::Seconds, EPOCH).unwrap();
     let (clock, g) = gen_at(layout, EPOCH + 255_000);
     let mut ids = Vec::new();
-    g.next_ids(1024, &mut ids).unwrap();
+    // The rest of the last tick from its random start; the error comes once it is used up.
+    assert_eq!(
+        g.next_ids(1024, &mut ids),
+        Err(SnowflakeError::TimeBitsExhausted)
+    );
+    let r = layout.decompose(ids[0]).sequence;
+    assert_eq!(ids.len() as u64, 1024 - r);
     assert!(
         ids.iter()
             .all(|&id| (id as i64) > 0 && layout.decompose(id).time_delta == 255)
     );
+    assert_eq!(layout.decompose(*ids.last().unwrap()).sequence, 1023);
     // The last tick's sequence is used up and there is no next tick.
     assert_eq!(g.next_id(), Err(SnowflakeError::TimeBitsExhausted));
     clock.advance(10_000);
@@ -157,8 +176,10 @@ fn before_epoch_is_an_error() {
 fn a_stalled_coarse_tick_issues_from_an_older_tick_then_reads_the_clock() {
     let (clock, g) = gen_at(small_seq(), EPOCH + 100_400);
     g.set_coarse_tick(Some(98));
-    let mut ids = Vec::new();
-    g.next_ids(1024, &mut ids).unwrap();
+    // Tick 98 from its random start, to its end.
+    let mut ids = vec![g.next_id().unwrap()];
+    let left = 1023 - g.layout().decompose(ids[0]).sequence;
+    g.next_ids(left as usize, &mut ids).unwrap();
     assert!(
         ids.iter()
             .all(|&id| g.layout().decompose(id).time_delta == 98)
@@ -254,9 +275,10 @@ proptest::proptest! {
 
     #[test]
     fn ids_increase_whatever_the_clock_does(
-        steps in proptest::collection::vec((-40i64..60, 1usize..40), 1..60)
+        steps in proptest::collection::vec((-40i64..60, 1usize..40), 1..60),
+        spread in proptest::bool::ANY,
     ) {
-        let (clock, g) = gen_at(small_seq_millis(), EPOCH + 1_000_000);
+        let (clock, g) = gen_at(millis_layout(spread), EPOCH + 1_000_000);
         let mut last = 0u64;
         for (step, batch) in steps {
             if step >= 0 { clock.advance(step as u64) } else { clock.rewind((-step) as u64) }
@@ -281,8 +303,9 @@ proptest::proptest! {
     fn ids_increase_and_never_run_ahead_with_a_lagging_coarse_tick(
         steps in proptest::collection::vec((-40i64..60, 1usize..40, proptest::bool::ANY), 1..60),
         one_by_one in proptest::bool::ANY,
+        spread in proptest::bool::ANY,
     ) {
-        let (clock, g) = gen_at(small_seq_millis(), EPOCH + 1_000_000);
+        let (clock, g) = gen_at(millis_layout(spread), EPOCH + 1_000_000);
         let layout = *g.layout();
         let mut reached = layout.delta_at(clock.now_unix_ms()).unwrap();
         let mut last = 0u64;
@@ -347,7 +370,136 @@ proptest::proptest! {
     }
 }
 
-/// Millisecond layout with only 4 sequence bits, so batches wrap ticks often.
-fn small_seq_millis() -> BitLayout {
-    BitLayout::new(0, 0, 41, 18, 4, TimeUnit::Millis, EPOCH).unwrap()
+/// Millisecond layout with few sequence bits, so batches wrap ticks often: 4 (no random start)
+/// or, with `spread`, 5 (a new tick starts at sequence 0 or 1 at random).
+fn millis_layout(spread: bool) -> BitLayout {
+    let seq_bits = if spread { 5 } else { 4 };
+    BitLayout::new(0, 0, 41, 22 - seq_bits, seq_bits, TimeUnit::Millis, EPOCH).unwrap()
+}
+
+#[test]
+fn spread_bits_stop_at_8_and_leave_fifteen_sixteenths_of_a_tick() {
+    let table: Vec<(u8, u8)> = [1u8, 4, 5, 8, 12, 13, 14, 22]
+        .iter()
+        .map(|&s| (s, spread_bits(s)))
+        .collect();
+    assert_eq!(
+        table,
+        [
+            (1, 0),
+            (4, 0),
+            (5, 1),
+            (8, 4),
+            (12, 8),
+            (13, 8),
+            (14, 8),
+            (22, 8)
+        ]
+    );
+    for s in 1u8..=22 {
+        let layout = BitLayout::new(0, 0, 63 - 10 - s, 10, s, TimeUnit::Millis, EPOCH).unwrap();
+        let full = 1u64 << s;
+        let least = min_ids_in_a_tick(&layout);
+        assert_eq!(least, full - (1 << spread_bits(s)) + 1);
+        assert!(16 * least > 15 * full, "{s} bits: {least} of {full}");
+    }
+    assert_eq!(min_ids_in_a_tick(&BitLayout::twitter()), 3841);
+}
+
+/// One id per tick (a quiet caller): each tick's sequence starts at its own random value below
+/// `2^8`, so `id % 16` and `id % 2` spread evenly; both paths (the cached tick and a clock
+/// reading) are taken. On the old code every id had sequence 0: one shard held them all.
+#[test]
+fn one_id_per_tick_spreads_over_id_mod_16_on_both_paths() {
+    let (clock, g) = gen_at(BitLayout::twitter(), 1_700_000_000_000);
+    let layout = *g.layout();
+    let (mut mod16, mut mod2) = ([0u32; 16], [0u32; 2]);
+    let mut last = 0;
+    const N: u32 = 4_096;
+    for i in 0..N {
+        clock.advance(1 + u64::from(i % 3));
+        let now = layout.delta_at(clock.now_unix_ms()).unwrap();
+        g.set_coarse_tick((i % 2 == 0).then_some(now));
+        let id = g.next_id().unwrap();
+        assert!(id > last);
+        last = id;
+        let d = layout.decompose(id);
+        assert_eq!(d.time_delta, now);
+        assert!(d.sequence < 256, "{d:?}");
+        mod16[(id % 16) as usize] += 1;
+        mod2[(id % 2) as usize] += 1;
+    }
+    // 256 expected per shard of 16 (sd 15.5): 128 away would be 8 sd.
+    assert!(mod16.iter().all(|&n| (128..=384).contains(&n)), "{mod16:?}");
+    assert!(mod2.iter().all(|&n| n * 100 <= N * 55), "{mod2:?}");
+}
+
+/// The same seed gives the same starts (the offset is a function of the seed and the tick);
+/// another seed gives other starts.
+#[test]
+fn a_ticks_start_is_a_function_of_the_seed_and_the_tick() {
+    let starts = |seed: u64| {
+        let (clock, g) = gen_at(small_seq(), EPOCH + 1_000);
+        let g = g.with_spread_seed(seed);
+        (0..64)
+            .map(|_| {
+                clock.advance(1_000);
+                g.layout().decompose(g.next_id().unwrap()).sequence
+            })
+            .collect::<Vec<_>>()
+    };
+    let a = starts(1);
+    assert_eq!(a, starts(1));
+    assert_ne!(a, starts(2));
+    let expected: Vec<u64> = (2..66)
+        .map(|tick| tick_offset(1, tick, (1 << spread_bits(10)) - 1))
+        .collect();
+    assert_eq!(a, expected);
+}
+
+/// A tick the state reached by a wrap keeps its sequence 0, whichever path serves it: a
+/// sustained burst loses no sequence, only the first tick of a burst starts at random.
+#[test]
+fn a_tick_entered_by_a_wrap_starts_at_zero_on_both_paths() {
+    for coarse in [false, true] {
+        let (clock, g) = gen_at(small_seq(), EPOCH + 20_000);
+        let mut ids = vec![g.next_id().unwrap()];
+        let left = 1023 - g.layout().decompose(ids[0]).sequence;
+        g.next_ids(left as usize, &mut ids).unwrap();
+        clock.advance(1_000);
+        if coarse {
+            g.set_coarse_tick(Some(21));
+        }
+        let d = g.layout().decompose(g.next_id().unwrap());
+        assert_eq!((d.time_delta, d.sequence), (21, 0), "coarse {coarse}");
+    }
+}
+
+/// A step back beyond the tolerance moves to the next clock-back value at the clock's tick,
+/// from a random start too: ids of the new value spread, and none repeats an earlier one.
+#[test]
+fn a_new_clock_back_value_starts_its_ticks_at_random_too() {
+    let layout = BitLayout::twitter().with_clock_back_bits(2).unwrap();
+    let (clock, g) = gen_at(layout, 1_700_000_000_000);
+    let mut ids = Vec::new();
+    for _ in 0..50 {
+        clock.advance(1);
+        ids.push(g.next_id().unwrap());
+    }
+    clock.rewind(1_000);
+    let mut starts = std::collections::BTreeSet::new();
+    for _ in 0..200 {
+        let id = g.next_id().unwrap();
+        let d = layout.decompose(id);
+        assert_eq!(d.clock_back, 1);
+        assert!(d.sequence < 256);
+        starts.insert(d.sequence);
+        ids.push(id);
+        clock.advance(1);
+    }
+    assert!(starts.len() > 100, "{} distinct starts", starts.len());
+    let n = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), n);
 }

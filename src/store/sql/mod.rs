@@ -13,6 +13,7 @@
 //! - `formats`: `leafid_tag_format`, the formats of formatted tags.
 //! - `keys`: `leafid_shape_key`, the check value of each key id's key.
 //! - `lanes`: `leafid_lane`, the lane slot of a database, and tombstone reads.
+//! - `quota`: `leafid_quota_use`, the ids of a period granted to each caller token.
 //! - `tags`: the `leaf_alloc` reads, the give-back of unused ids, and the row types.
 //! - `workers`: the worker-id store.
 //! - `store`: [`DialectStore`], and `SegmentStore`/`WorkerStore` for every one.
@@ -22,6 +23,7 @@ mod driver;
 mod formats;
 mod keys;
 mod lanes;
+mod quota;
 mod session;
 mod statement;
 mod store;

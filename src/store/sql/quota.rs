@@ -1,0 +1,107 @@
+//! `leafid_quota_use`: the ids of a formatted tag's period granted to each caller token by every
+//! server together ([`QuotaStore`]). The same statements on every database.
+
+use async_trait::async_trait;
+
+use super::dialect::Dialect;
+use super::session::{Session, Sessions, write_once_racing, write_one};
+use super::statement::Statement;
+use super::store::DialectStore;
+use crate::segment::StoreError;
+use crate::service::quota::{QuotaKey, QuotaStore};
+use crate::store::errors::unavailable;
+
+/// The row of a token, tag and period, where there is none (the derived one-row table keeps the
+/// statement the same on MySQL, PostgreSQL and SQLite, as `leafid_shape_key`'s insert).
+static INSERT_ROW: Statement = Statement::new(
+    "INSERT INTO leafid_quota_use (token_name, biz_tag, period, used) SELECT ?, ?, ?, 0 \
+     FROM (SELECT 1 AS one) AS o WHERE NOT EXISTS (SELECT 1 FROM leafid_quota_use \
+     WHERE token_name = ? AND biz_tag = ? AND period = ?)",
+);
+
+static SELECT_USED: Statement = Statement::new(
+    "SELECT used FROM leafid_quota_use WHERE token_name = ? AND biz_tag = ? AND period = ?",
+);
+
+/// The grant: a compare-and-set on `used`, so a grant read against a stale `used` changes no
+/// row and is read again.
+static GRANT: Statement = Statement::new(
+    "UPDATE leafid_quota_use SET used = ? \
+     WHERE token_name = ? AND biz_tag = ? AND period = ? AND used = ?",
+);
+
+/// Compare-and-set tries before the grant answers `Unavailable` (other servers won each one).
+const GRANT_TRIES: u32 = 16;
+
+async fn used<D: Dialect>(db: Sessions<'_, D>, key: &QuotaKey<'_>) -> Result<i64, StoreError> {
+    let mut s = Session::open(db).await.map_err(unavailable)?;
+    let row = sqlx::query_as::<D::Driver, (i64,)>(SELECT_USED.text::<D>())
+        .persistent(db.persistent())
+        .bind(key.token)
+        .bind(key.tag)
+        .bind(key.period)
+        .fetch_optional(s.conn())
+        .await
+        .map_err(unavailable)?;
+    s.finish().await.map_err(unavailable)?;
+    row.map(|(u,)| u).ok_or_else(|| {
+        StoreError::Unavailable("leafid_quota_use has no row after the insert".into())
+    })
+}
+
+/// [`QuotaStore::grant`] on any SQL database.
+pub(crate) async fn grant<D: Dialect>(
+    db: Sessions<'_, D>,
+    key: &QuotaKey<'_>,
+    want: u64,
+    limit: u64,
+) -> Result<u64, StoreError> {
+    let insert = || {
+        sqlx::query::<D::Driver>(INSERT_ROW.text::<D>())
+            .persistent(db.persistent())
+            .bind(key.token)
+            .bind(key.tag)
+            .bind(key.period)
+            .bind(key.token)
+            .bind(key.tag)
+            .bind(key.period)
+    };
+    write_once_racing(db, insert).await.map_err(unavailable)?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let want = i64::try_from(want).unwrap_or(i64::MAX);
+    for _ in 0..GRANT_TRIES {
+        let before = used(db, key).await?;
+        let granted = want.min(limit.saturating_sub(before)).max(0);
+        if granted == 0 {
+            return Ok(0);
+        }
+        // Safe: the row moves from `before` to `before + granted <= limit` only if no other
+        // server moved it since the read; every grant is such a committed move, so the grants
+        // of all servers add up to at most `limit`.
+        let set = sqlx::query::<D::Driver>(GRANT.text::<D>())
+            .persistent(db.persistent())
+            .bind(before + granted)
+            .bind(key.token)
+            .bind(key.tag)
+            .bind(key.period)
+            .bind(before);
+        let done = write_one(db, set).await.map_err(unavailable)?;
+        if D::rows_affected(&done) == 1 {
+            return Ok(granted as u64);
+        }
+    }
+    Err(StoreError::Unavailable(
+        "quota grant: every compare-and-set lost to another server".into(),
+    ))
+}
+
+#[async_trait]
+impl<S, D> QuotaStore for S
+where
+    S: DialectStore<Dialect = D>,
+    D: Dialect,
+{
+    async fn grant(&self, key: &QuotaKey<'_>, want: u64, limit: u64) -> Result<u64, StoreError> {
+        grant(self.sessions(), key, want, limit).await
+    }
+}
