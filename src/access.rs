@@ -4,8 +4,10 @@
 //! the peer address off the request; a CLI or gRPC door builds its own), and asks the policy
 //! about an [`Action`]. The policy answers `Ok` or the refusal ([`Error::Unauthorized`]), so the
 //! rules live here once: admin writes, monitor reads, taking a tag's ids, decoding a permuted
-//! tag, reading a permuted tag's volume. Caller tokens scoped to tags plug in at
-//! [`Action::TakeIds`].
+//! tag, reading a permuted tag's volume, taking a tag's ids. Caller tokens scoped to tags
+//! ([`callers`]) answer [`Action::TakeIds`] and [`Action::Decode`]: the admin credential is no
+//! caller token and a caller token no admin credential, but `admin.token` takes any tag's ids
+//! (an operator debugging a tag needs no token of its own).
 //!
 //! Closed by default, whatever sits in front: an admin write needs the bearer token
 //! `admin.token`. The peer address is not a credential: behind a same-host reverse proxy or a
@@ -14,10 +16,14 @@
 //! rule for a box with no proxy on it. The monitor pages are open by default (Leaf's `/cache`
 //! and `/db` are) and need the admin credential with `admin.protect_reads = true`.
 
+pub mod callers;
+
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use crate::config::Secret;
 use crate::error::Error;
+use callers::Callers;
 
 /// What a caller presents. Read lazily: an action that needs no credential reads nothing (the
 /// id routes' hot path stays free of header lookups).
@@ -79,8 +85,12 @@ pub enum Action<'a> {
     AdminWrite,
     /// Read the monitor pages and tag lists (`/cache`, `/db`, `GET /api/v1/tags`, `/metrics`).
     MonitorRead,
-    /// Take ids of this tag (segment or formatted), or snowflake ids (`None`).
+    /// Take ids of this tag (segment or formatted), or snowflake ids (`None`): the caller
+    /// token's scope ([`callers`]).
     TakeIds(Option<&'a str>),
+    /// Read an id of this (unpermuted formatted) tag back into its period and sequence: the
+    /// tag's scope, as for its ids, or the admin credential.
+    Decode(&'a str),
     /// Read a permuted tag's id back into its sequence (what the permutation hides).
     DecodePermuted(&'a str),
     /// Read a permuted tag's volume on a monitor read: its next id, leased `max_id`, buffer
@@ -99,16 +109,28 @@ pub struct AccessPolicy {
     pub trust_loopback: bool,
     /// `admin.protect_reads`: the monitor pages need the same credential as writes.
     pub protect_reads: bool,
+    /// `[callers]`: the caller tokens and the mode. `None` admits every id request (tools and
+    /// tests that build a policy by hand; a server always has one).
+    pub callers: Option<Arc<Callers>>,
 }
 
 impl AccessPolicy {
     /// `Ok` if `who` may do `action`, else the refusal naming the credential it needs.
     pub fn admit(&self, who: &dyn Credentials, action: Action<'_>) -> Result<(), Error> {
         match action {
-            // Every caller may take ids today (caller tokens come with their own issue). First:
-            // the id routes' answer costs no call through `who`.
-            Action::TakeIds(_) => Ok(()),
+            // First: the id routes' answer. Without a token presented, one header lookup and
+            // one relaxed load (`Callers::admit`).
+            Action::TakeIds(target) => match &self.callers {
+                None => Ok(()),
+                Some(c) => c.admit(who, target, self.token.as_ref()),
+            },
             _ if who.is_operator() => Ok(()),
+            Action::Decode(tag) => match &self.callers {
+                None => Ok(()),
+                Some(c) => c
+                    .admit(who, Some(tag), self.token.as_ref())
+                    .or_else(|e| self.admin(who, "").map_err(|_| e)),
+            },
             Action::MonitorRead if !self.protect_reads => Ok(()),
             Action::MonitorRead => self.admin(
                 who,
@@ -163,6 +185,7 @@ mod tests {
             token: Some(Secret::new("s3cret")),
             trust_loopback: true,
             protect_reads,
+            callers: None,
         }
     }
 
@@ -271,6 +294,34 @@ mod tests {
                 .admit(&who(None, [127, 0, 0, 1]), Action::ReadVolume)
                 .is_ok()
         );
+    }
+
+    /// With caller tokens required, a plain decode needs the tag's scope or the admin
+    /// credential (here a trusted loopback peer); ids need a token or `admin.token`.
+    #[test]
+    fn a_decode_takes_the_tags_scope_or_the_admin_credential() {
+        let callers = Callers::new(callers::CallerMode::Tokens, false);
+        callers.install(&[]);
+        let p = AccessPolicy {
+            callers: Some(callers),
+            ..with_token(false)
+        };
+        let stranger = who(None, [10, 0, 0, 1]);
+        assert!(p.admit(&stranger, Action::Decode("t")).is_err());
+        assert!(p.admit(&stranger, Action::TakeIds(Some("t"))).is_err());
+        let admin = who(Some("s3cret"), [10, 0, 0, 1]);
+        assert!(p.admit(&admin, Action::Decode("t")).is_ok());
+        assert!(p.admit(&admin, Action::TakeIds(Some("t"))).is_ok());
+        assert!(p.admit(&admin, Action::TakeIds(None)).is_ok());
+        // Without `admin.token`, a trusted loopback peer decodes but takes no ids: ids need a
+        // token (behind a same-host proxy every peer is loopback).
+        let loopback = AccessPolicy {
+            token: None,
+            ..p.clone()
+        };
+        let local = who(None, [127, 0, 0, 1]);
+        assert!(loopback.admit(&local, Action::Decode("t")).is_ok());
+        assert!(loopback.admit(&local, Action::TakeIds(Some("t"))).is_err());
     }
 
     #[test]

@@ -169,6 +169,24 @@ pub enum Error {
     /// 401 `unauthorized`.
     #[error("{0}")]
     Unauthorized(&'static str),
+    /// 403 `forbidden`: a valid caller token whose scope does not cover the tag (or snowflake
+    /// ids). Names the token's name and the target, never the token.
+    #[error(
+        "caller token \"{token}\" is not scoped to {target}: an admin widens its tags or issues another token"
+    )]
+    Forbidden {
+        /// The token's name.
+        token: String,
+        /// The tag (quoted) or `snowflake ids`.
+        target: String,
+    },
+    /// 409 `token_exists`: a caller token of this name exists, or existed and was revoked (a
+    /// name is never reused silently).
+    #[error("{0}")]
+    TokenExists(String),
+    /// 404 `unknown_token`: no caller token of this name.
+    #[error("no caller token named {0:?}")]
+    UnknownToken(String),
     /// 404 `not_found`: no such route.
     #[error("no route for {0}")]
     NotFound(String),
@@ -228,6 +246,9 @@ impl Error {
             Self::TimeBitsExhausted => "time_bits_exhausted",
             Self::SnowflakeNotReady(_) => "snowflake_not_ready",
             Self::Unauthorized(_) => "unauthorized",
+            Self::Forbidden { .. } => "forbidden",
+            Self::TokenExists(_) => "token_exists",
+            Self::UnknownToken(_) => "unknown_token",
             Self::NotFound(_) => "not_found",
             Self::EngineDisabled(_) => "engine_disabled",
             Self::NotReady(_) => "not_ready",
@@ -271,6 +292,9 @@ impl Error {
             | Self::NotReady(_)
             | Self::KeyUnavailable(_) => ErrorClass::Unavailable,
             Self::Unauthorized(_) => ErrorClass::Unauthenticated,
+            Self::Forbidden { .. } => ErrorClass::Denied,
+            Self::TokenExists(_) => ErrorClass::Conflict,
+            Self::UnknownToken(_) => ErrorClass::NotFound,
             Self::Internal => ErrorClass::Internal,
         }
     }
@@ -498,6 +522,12 @@ impl Error {
             Self::KeyUnavailable("key".into()),
             Self::Internal,
             Self::LaneMismatch("slot".into()),
+            Self::Forbidden {
+                token: "pay".into(),
+                target: "\"orders\"".into(),
+            },
+            Self::TokenExists("pay".into()),
+            Self::UnknownToken("pay".into()),
         ]
     }
 
@@ -538,11 +568,14 @@ impl Error {
             Self::KeyUnavailable(_) => 28,
             Self::Internal => 29,
             Self::LaneMismatch(_) => 30,
+            Self::Forbidden { .. } => 31,
+            Self::TokenExists(_) => 32,
+            Self::UnknownToken(_) => 33,
         }
     }
 
     /// How many variants there are.
-    pub const VARIANTS: usize = 31;
+    pub const VARIANTS: usize = 34;
 }
 
 /// `e` and every error beneath it (its `source()` chain) as one line: `e: source: ...`. A

@@ -1,7 +1,8 @@
 //! The `leafid` binary: `serve` (the default) runs the server; `layout {decode, bounds, plan,
 //! check}` are the migration teams' tools ([`cli`]), which need neither the server nor a database;
 //! `tags {list, show, create, set-step}` are the DBAs' tools on the configured database;
-//! `keys check` checks the permutation keys against it; `healthcheck` probes `/health/live` for
+//! `keys check` checks the permutation keys against it; `tokens {create, list, revoke}` manages
+//! caller tokens on it; `healthcheck` probes `/health/live` for
 //! a container's HEALTHCHECK.
 
 mod cli;
@@ -67,6 +68,14 @@ enum Command {
         #[command(subcommand)]
         command: cli::keys::KeysCommand,
     },
+    /// Caller tokens on the configured database: `create NAME --tags 'orders*,pay'`, `list`,
+    /// `revoke NAME`. A token is printed once, at creation.
+    ///
+    /// Exit codes: 0 ok, 1 a name taken or unknown, or the database unreachable, 2 bad input.
+    Tokens {
+        #[command(subcommand)]
+        command: cli::tokens::TokensCommand,
+    },
     /// GET /health/live on 127.0.0.1 (for a container HEALTHCHECK). Exit 0 live, 1 not.
     Healthcheck {
         /// The port; server.port of the configuration by default.
@@ -108,6 +117,7 @@ async fn main() -> ExitCode {
             tags(&command, cli.config.as_deref()).await
         }
         Command::Keys { command } => keys(&command, cli.config.as_deref()).await,
+        Command::Tokens { command } => tokens(&command, cli.config.as_deref()).await,
         Command::Healthcheck { port } => healthcheck(port, cli.config.as_deref()),
     }
 }
@@ -219,6 +229,33 @@ async fn keys(command: &cli::keys::KeysCommand, config: Option<&Path>) -> ExitCo
     on.close().await;
     match result {
         Ok(exit) => ExitCode::from(exit.code()),
+        Err(e) => fail(&e),
+    }
+}
+
+/// Runs a token command on the configured database (the own one: with lanes, each region's
+/// database holds its own tokens).
+async fn tokens(command: &cli::tokens::TokensCommand, config: Option<&Path>) -> ExitCode {
+    let settings = match Settings::load(config) {
+        Ok(s) => s,
+        Err(e) => return fail(&cli::CliError::BadInput(format!("{e:#}"))),
+    };
+    let db = match Database::connect(&settings.db_options()).await {
+        Ok(db) => db,
+        Err(e) => {
+            return fail(&cli::CliError::Database(format!(
+                "{} unreachable: {e:#}",
+                redact(&settings.database.url)
+            )));
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let result = cli::tokens::run(command, &*db.token_store(), &mut out)
+        .await
+        .and_then(|()| out.flush().map_err(cli::CliError::from));
+    db.close().await;
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
     }
 }

@@ -34,6 +34,8 @@
 //! | `leafid_http_request_duration_seconds` | histogram | `method`, `route` | time to answer |
 //! | `leafid_database_lossy_setting` | gauge | `setting`, `value` | 1 per database setting that can lose a committed lease in a crash (none when commits are durable; [`crate::store::durability`]) |
 //! | `leafid_lane_refused` | gauge | | 1 while this server's own lane is refused: `lane_mismatch` (a slot mismatch, or two lane databases recording one slot; [`crate::segment::lanes::claims`]) |
+//! | `leafid_caller_requests_total` | counter | `token` | id requests admitted by a caller token, by name (at most 1,000 names, the rest `~other`; [`crate::access::callers`]) |
+//! | `leafid_caller_refused_total` | counter | `reason` | id requests refused: `unauthenticated` or `forbidden` |
 //! | `leafid_log_lines_dropped_total` | counter | | log lines lost: stderr full, closed or blocked ([`crate::telemetry::sink`]) |
 
 use std::sync::Arc;

@@ -11,6 +11,7 @@ use anyhow::Context;
 use tracing::{info, warn};
 
 use crate::access::AccessPolicy;
+use crate::access::callers::{CallerMode, Callers};
 use crate::background::Background;
 use crate::config::Settings;
 use crate::http::{self, AppState};
@@ -173,10 +174,17 @@ impl Application {
                 .register(claims.collector())
                 .context("registering the lane metric")?;
         }
+        let callers = start_callers(&settings, &db, &background).await;
+        for c in callers.collectors() {
+            metrics
+                .register(c)
+                .context("registering the caller metrics")?;
+        }
         let access = AccessPolicy {
             token: settings.admin.token.clone(),
             trust_loopback: settings.admin.trust_loopback,
             protect_reads: settings.admin.protect_reads,
+            callers: Some(callers),
         };
         let state = AppState {
             ids: IdService::new(segment, snowflake, access),
@@ -505,6 +513,43 @@ fn worker_cache(
             None
         }
     }
+}
+
+/// The caller-token check (`crate::access::callers`): loaded from the own database now (a
+/// database down at start leaves it unloaded: closed where tokens may be required), refreshed
+/// every `callers.refresh_secs`, and one line at start when the server is bound beyond loopback
+/// and refuses anonymous callers, or serves them by choice.
+async fn start_callers(
+    settings: &Settings,
+    db: &Database,
+    background: &Background,
+) -> Arc<Callers> {
+    let mode = settings.callers.mode;
+    let beyond_loopback = !crate::config::is_loopback_host(&settings.server.host);
+    let callers = Callers::new(mode, beyond_loopback);
+    let store = db.token_store();
+    match callers.reload(&*store).await {
+        Ok(tokens) => info!(tokens, "caller tokens loaded"),
+        Err(e) => warn!(
+            error = %e,
+            "caller tokens not loaded: id requests that may need one answer not_ready until the              database answers"
+        ),
+    }
+    if mode == CallerMode::Auto && beyond_loopback {
+        warn!(
+            host = %settings.server.host,
+            "server.host is beyond loopback and callers.mode is \"auto\": id requests without a \
+             caller token are refused (401); create tokens (`leafid tokens create NAME --tags \
+             TAGS`) for the callers, or set callers.mode = \"open\" to serve anonymous callers"
+        );
+    }
+    callers.warn_if_open();
+    background.spawn(callers.clone().refresh_every(
+        store,
+        Duration::from_secs(settings.callers.refresh_secs),
+        background.token(),
+    ));
+    callers
 }
 
 /// This machine's host name (stored with worker ids), at most 64 characters.

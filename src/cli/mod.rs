@@ -2,7 +2,8 @@
 //! teams' tools (they never start the server and need no database: they are the pure functions of
 //! [`leafid::layout_plan`] with flags in front and text or JSON behind); `leafid tags
 //! {list, show, create, set-step}`, the DBAs' tools on the configured database ([`tags`]);
-//! `leafid keys check`, the permutation keys against the database ([`keys`]); and
+//! `leafid keys check`, the permutation keys against the database ([`keys`]); `leafid tokens
+//! {create, list, revoke}`, caller tokens on the database ([`tokens`]); and
 //! `leafid healthcheck`, the container probe ([`healthcheck`]).
 //!
 //! # Exit codes (stable: scripts rely on them)
@@ -10,7 +11,7 @@
 //! | code | meaning |
 //! | --- | --- |
 //! | 0 | done: decoded, bounded, planned, the layout checked is safe, the tag command done, the server live |
-//! | 1 | the answer is no: the plan is impossible (the message names the need) or the check failed (a layout, or a key the database records another key for); an unknown tag, a tag that exists, a database that cannot be reached; a server not live; also when the output could not be written |
+//! | 1 | the answer is no: the plan is impossible (the message names the need) or the check failed (a layout, or a key the database records another key for); an unknown tag, a tag that exists, a token name taken or unknown, a database that cannot be reached; a server not live; also when the output could not be written |
 //! | 2 | bad input: an id, layout, epoch, unit, time range, biz_tag, step, configuration or flag that does not parse or fit (clap's usage errors exit 2 too) |
 //!
 //! Results go to stdout; errors are one line on stderr, `leafid: ...`.
@@ -19,6 +20,7 @@ pub mod healthcheck;
 pub mod keys;
 pub mod layout;
 pub mod tags;
+pub mod tokens;
 
 /// The exit code of a command that ran to its end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +81,9 @@ pub enum CliError {
     /// Exit 1: the server did not answer `/health/live` with 200.
     #[error("not live: {0}")]
     NotLive(String),
+    /// Exit 1: the database refused the command as asked (a token name taken or unknown).
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl CliError {
@@ -92,7 +97,8 @@ impl CliError {
             | CliError::TagExists(_)
             | CliError::MaxIdBelowDeleted { .. }
             | CliError::Database(_)
-            | CliError::NotLive(_) => 1,
+            | CliError::NotLive(_)
+            | CliError::Refused(_) => 1,
         }
     }
 }

@@ -56,6 +56,9 @@ pub struct Settings {
     /// Admin access.
     #[serde(default)]
     pub admin: AdminSettings,
+    /// Caller tokens: whether id requests need one.
+    #[serde(default)]
+    pub callers: CallersSettings,
     /// Clock tolerance.
     pub clock: ClockSettings,
     /// Log output.
@@ -229,6 +232,42 @@ pub struct AdminSettings {
     pub protect_reads: bool,
 }
 
+/// `[callers]`: caller tokens scoped to tags (`crate::access::callers`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct CallersSettings {
+    /// `auto` (default: tokens required once any exists, and always beyond loopback), `open`
+    /// or `tokens`.
+    #[serde(default, deserialize_with = "parsed")]
+    pub mode: crate::access::callers::CallerMode,
+    /// How often the token list is read again from the database (a revocation reaches the
+    /// other servers within this).
+    #[serde(default = "default_callers_refresh")]
+    pub refresh_secs: u64,
+}
+
+fn default_callers_refresh() -> u64 {
+    5
+}
+
+impl Default for CallersSettings {
+    fn default() -> Self {
+        Self {
+            mode: crate::access::callers::CallerMode::Auto,
+            refresh_secs: default_callers_refresh(),
+        }
+    }
+}
+
+/// Whether `host` (`server.host`) is a loopback address or `localhost`: a server bound there is
+/// reached only from its own machine.
+pub fn is_loopback_host(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.eq_ignore_ascii_case("localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|a| a.is_loopback())
+}
+
 /// `[log]`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct LogSettings {
@@ -337,7 +376,7 @@ impl Settings {
         let (sv, db, s) = (&self.server, &self.database, &self.segment);
         let (worker, cached) = (&self.snowflake.worker, &self.snowflake.cached);
         // (key, value, smallest, largest)
-        let ranges: [(&str, u64, u64, u64); 18] = [
+        let ranges: [(&str, u64, u64, u64); 19] = [
             ("server.workers", sv.workers as u64, 0, MAX_WORKERS as u64),
             (
                 "server.max_body_bytes",
@@ -416,6 +455,7 @@ impl Settings {
                 0,
                 u64::MAX,
             ),
+            ("callers.refresh_secs", self.callers.refresh_secs, 1, 3_600),
         ];
         if let Some((key, v, lo, hi)) = ranges.iter().find(|(_, v, lo, hi)| v < lo || v > hi) {
             bail!("invalid configuration: {key} = {v} is outside {lo}..={hi}");

@@ -21,16 +21,53 @@ pub struct RequestCredentials<'a>(pub &'a HttpRequest);
 
 impl Credentials for RequestCredentials<'_> {
     fn bearer(&self) -> Option<&str> {
-        self.0
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(bearer_credentials)
+        header_token(self.0)
     }
 
     fn peer(&self) -> Option<IpAddr> {
         self.0.peer_addr().map(|a| a.ip())
     }
+}
+
+impl<'a> RequestCredentials<'a> {
+    /// The credentials of a request on one of Leaf's two routes, whose callers may not be able
+    /// to set a header: the `Authorization` header, else the `access_token` query parameter
+    /// (RFC 6750 §2.3). Never logged: the request span records the path without the query
+    /// (`super::middleware`), the metrics the route's template.
+    pub fn leaf(req: &'a HttpRequest) -> LeafCredentials<'a> {
+        LeafCredentials(req)
+    }
+}
+
+/// [`RequestCredentials`] that also read `?access_token=` ([`RequestCredentials::leaf`]).
+pub struct LeafCredentials<'a>(&'a HttpRequest);
+
+impl Credentials for LeafCredentials<'_> {
+    fn bearer(&self) -> Option<&str> {
+        header_token(self.0).or_else(|| query_token(self.0.query_string()))
+    }
+
+    fn peer(&self) -> Option<IpAddr> {
+        self.0.peer_addr().map(|a| a.ip())
+    }
+}
+
+/// The token of the request's `Authorization: Bearer` header.
+fn header_token(req: &HttpRequest) -> Option<&str> {
+    req.headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer_credentials)
+}
+
+/// The value of the first `access_token` parameter of a query string, taken as written: a
+/// token is `lid_` and base64url, which needs no percent-encoding (an encoded one matches no
+/// token, and is refused as unknown). `None` when absent or empty.
+pub fn query_token(query: &str) -> Option<&str> {
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("access_token="))
+        .filter(|t| !t.is_empty())
 }
 
 /// The credentials of an `Authorization: Bearer <token>` value. The scheme is matched
@@ -109,7 +146,16 @@ fn guard(req: &HttpRequest, action: Action<'_>) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::bearer_credentials;
+    use super::{bearer_credentials, query_token};
+
+    #[test]
+    fn the_access_token_parameter_is_read_exactly() {
+        assert_eq!(query_token("access_token=lid_x"), Some("lid_x"));
+        assert_eq!(query_token("a=1&access_token=lid_x&b=2"), Some("lid_x"));
+        assert_eq!(query_token("xaccess_token=lid_x"), None);
+        assert_eq!(query_token("access_token="), None);
+        assert_eq!(query_token(""), None);
+    }
 
     #[test]
     fn the_bearer_scheme_is_case_insensitive() {

@@ -8,6 +8,7 @@
 //! - [`segment`]: Leaf's `/api/segment/get/{biz_tag}` and the v1 batch route.
 //! - [`snowflake`]: Leaf's `/api/snowflake/get/{key}` and decoder, the v1 batch and decode routes.
 //! - [`tags`]: tag administration for DBAs (`/api/v1/tags`), guarded by [`admin::AdminAuth`].
+//! - [`tokens`]: caller tokens for admins (`/api/v1/tokens`), guarded by [`admin::AdminAuth`].
 //! - [`admin`]: a request's credentials for `crate::access`, and the guards of the admin surface.
 //! - [`monitor`]: Leaf's `/cache` and `/db` pages and `/api/v1/cache`.
 //! - [`health`]: liveness and readiness.
@@ -45,6 +46,7 @@ pub mod request;
 pub mod segment;
 pub mod snowflake;
 pub mod tags;
+pub mod tokens;
 
 use actix_web::web;
 
@@ -91,6 +93,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, max_body_bytes: usize) {
     .configure(segment::routes)
     .configure(snowflake::routes)
     .configure(tags::routes)
+    .configure(tokens::routes)
     .configure(monitor::routes)
     .configure(health::routes)
     .configure(layouts::routes)

@@ -8,7 +8,9 @@ use actix_web::{HttpResponse, web};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{dashboard, error, health, layouts, metrics, monitor, segment, snowflake, tags};
+use super::{
+    dashboard, error, health, layouts, metrics, monitor, segment, snowflake, tags, tokens,
+};
 
 /// The document: paths, schemas, tags and the admin bearer scheme.
 #[derive(OpenApi)]
@@ -35,6 +37,9 @@ use super::{dashboard, error, health, layouts, metrics, monitor, segment, snowfl
         tags::show,
         tags::update,
         tags::delete,
+        tokens::create,
+        tokens::list,
+        tokens::revoke,
         monitor::cache_page,
         monitor::db_page,
         monitor::cache_json,
@@ -56,6 +61,7 @@ use super::{dashboard, error, health, layouts, metrics, monitor, segment, snowfl
     tags(
         (name = "segment", description = "Leaf-segment ids: leased from leaf_alloc in segments"),
         (name = "snowflake", description = "Snowflake ids: time, worker id and sequence"),
+        (name = "tokens", description = "Caller tokens scoped to tags, for admins: the id routes take them as Authorization: Bearer"),
         (name = "tags", description = "leaf_alloc rows for DBAs; writes need the admin token or a loopback client"),
         (name = "monitor", description = "Leaf's monitor pages and their JSON form"),
         (name = "layouts", description = "Bit-layout migration planner and decoder"),
@@ -64,7 +70,8 @@ use super::{dashboard, error, health, layouts, metrics, monitor, segment, snowfl
 )]
 pub struct ApiDoc;
 
-/// Adds the `admin_token` bearer scheme that the admin writes name.
+/// Adds the `admin_token` bearer scheme that the admin writes name, and the `caller_token`
+/// scheme of the id routes.
 struct AdminToken;
 
 impl Modify for AdminToken {
@@ -72,6 +79,10 @@ impl Modify for AdminToken {
         let components = doc.components.get_or_insert_with(Default::default);
         components.add_security_scheme(
             "admin_token",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
+        components.add_security_scheme(
+            "caller_token",
             SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
         );
     }
@@ -117,6 +128,8 @@ mod tests {
             "/decodeSnowflakeId",
             "/api/v1/tags",
             "/api/v1/tags/{biz_tag}",
+            "/api/v1/tokens",
+            "/api/v1/tokens/{name}",
             "/cache",
             "/db",
             "/api/v1/cache",

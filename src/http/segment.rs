@@ -63,14 +63,17 @@ pub const BATCH_ROUTE: &str = "/api/v1/segment/{biz_tag:.*}/ids";
     get,
     path = "/api/segment/get/{biz_tag}",
     tag = "segment",
+    security((), ("caller_token" = [])),
     params(("biz_tag" = String, Path, description = "The business tag (a `leaf_alloc` row)", pattern = "^[A-Za-z0-9._:-]{1,128}$")),
     responses(
         (status = 200, description = "The next id, in decimal", content_type = "text/plain", body = String),
         (status = 400, description = "`invalid_biz_tag`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: no caller token where one is required (`Authorization: Bearer <token>`, or `?access_token=<token>` on this Leaf route), or one unknown or revoked", body = ErrorBody),
+        (status = 403, description = "`forbidden`: the caller token is not scoped to the tag", body = ErrorBody),
         (status = 404, description = "`unknown_biz_tag`, `engine_disabled`", body = ErrorBody),
         (status = 409, description = "`biz_tag_exhausted`", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 503, description = "`segments_not_ready`, `database_unavailable`, `lossy_database` (with `Retry-After`)", body = ErrorBody),
+        (status = 503, description = "`segments_not_ready`, `database_unavailable`, `lossy_database` (with `Retry-After`), `not_ready` (caller tokens not loaded yet)", body = ErrorBody),
     )
 )]
 pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, Error> {
@@ -78,15 +81,14 @@ pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, Error> {
     let state = app_state(&req)?;
     let tag = path_tail(&req)?;
     BizTag::validate(&tag)?;
-    // Numbers first: a plain tag with ids in memory never looks at formats.
-    if let Some(id) = state.ids.try_next_id(&tag) {
+    // The caller once (Leaf's route also takes `?access_token=`), then numbers first: a plain
+    // tag with ids in memory never looks at formats.
+    let who = RequestCredentials::leaf(&req);
+    let admitted = state.ids.admit_ids(&who, &tag)?;
+    if let Some(id) = state.ids.try_next_id(&admitted) {
         return Ok(plain_id(id));
     }
-    match state
-        .ids
-        .next_ids(&RequestCredentials(&req), &tag, 1)
-        .await?
-    {
+    match state.ids.next_ids_admitted(&who, admitted, 1).await? {
         Ids::Numbers(ids) => Ok(plain_id(*ids.first().ok_or(Error::Internal)?)),
         Ids::Texts(f) => Ok(plain_text(f.first().ok_or(Error::Internal)?)),
     }
@@ -111,14 +113,17 @@ pub struct BatchBody<'a> {
     get,
     path = "/api/v1/segment/{biz_tag}/ids",
     tag = "segment",
+    security((), ("caller_token" = [])),
     params(("biz_tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9._:-]{1,128}$"), BatchQuery),
     responses(
         (status = 200, description = "`count` increasing ids; fewer only when the tag runs out (`i64::MAX`) or its next segment does not come within the wait, and then the next call answers the error", body = BatchBody),
         (status = 400, description = "`invalid_biz_tag`, `invalid_count`, `invalid_request`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: no caller token where one is required (`Authorization: Bearer <token>`), or one unknown or revoked", body = ErrorBody),
+        (status = 403, description = "`forbidden`: the caller token is not scoped to the tag", body = ErrorBody),
         (status = 404, description = "`unknown_biz_tag`, `engine_disabled`", body = ErrorBody),
         (status = 409, description = "`biz_tag_exhausted`", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 503, description = "`segments_not_ready`, `database_unavailable`, `lossy_database` (with `Retry-After`)", body = ErrorBody),
+        (status = 503, description = "`segments_not_ready`, `database_unavailable`, `lossy_database` (with `Retry-After`), `not_ready` (caller tokens not loaded yet)", body = ErrorBody),
     )
 )]
 pub async fn get_batch(
@@ -189,14 +194,17 @@ pub struct SegmentRangesBody<'a> {
     get,
     path = "/api/v1/segment/{biz_tag}/ranges",
     tag = "segment",
+    security((), ("caller_token" = [])),
     params(("biz_tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9._:-]{1,128}$"), RangeQuery),
     responses(
         (status = 200, description = "Runs holding `count` increasing ids; fewer only when the tag runs out (`i64::MAX`) or its next segment does not come within the wait, and then the next call answers the error", body = SegmentRangesBody),
         (status = 400, description = "`invalid_biz_tag`, `invalid_count`, `invalid_request`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: no caller token where one is required (`Authorization: Bearer <token>`), or one unknown or revoked", body = ErrorBody),
+        (status = 403, description = "`forbidden`: the caller token is not scoped to the tag", body = ErrorBody),
         (status = 404, description = "`unknown_biz_tag`, `engine_disabled`", body = ErrorBody),
         (status = 409, description = "`biz_tag_exhausted`", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 503, description = "`segments_not_ready`, `database_unavailable`, `lossy_database` (with `Retry-After`)", body = ErrorBody),
+        (status = 503, description = "`segments_not_ready`, `database_unavailable`, `lossy_database` (with `Retry-After`), `not_ready` (caller tokens not loaded yet)", body = ErrorBody),
     )
 )]
 pub async fn get_ranges(
@@ -254,13 +262,15 @@ pub struct DecodedBody {
     get,
     path = "/api/v1/segment/{biz_tag}/decode",
     tag = "segment",
+    security((), ("caller_token" = [])),
     params(("biz_tag" = String, Path, description = "A formatted tag", pattern = "^[A-Za-z0-9._:-]{1,128}$"), DecodeQuery),
     responses(
         (status = 200, description = "The id's period and sequence", body = DecodedBody),
         (status = 400, description = "`invalid_biz_tag`, `invalid_id` (not an id of the tag's format), `formatted_tag`... `invalid_request` (a plain tag: its ids are numbers)", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: a permuted tag without `Authorization: Bearer <admin.token>`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: no caller token where one is required (`Authorization: Bearer <token>`), or one unknown or revoked; a permuted tag without `Authorization: Bearer <admin.token>`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: the caller token is not scoped to the tag", body = ErrorBody),
         (status = 404, description = "`unknown_biz_tag` (no formatted tag of that name), `engine_disabled`", body = ErrorBody),
-        (status = 503, description = "`database_unavailable`, `key_unavailable` (a permuted tag whose key this server lacks)", body = ErrorBody),
+        (status = 503, description = "`database_unavailable`, `key_unavailable` (a permuted tag whose key this server lacks), `not_ready` (caller tokens not loaded yet)", body = ErrorBody),
     )
 )]
 pub async fn get_decode(

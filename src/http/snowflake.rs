@@ -57,12 +57,15 @@ pub const RANGES_ROUTE: &str = "/api/v1/snowflake/ranges";
     get,
     path = "/api/snowflake/get/{key}",
     tag = "snowflake",
+    security((), ("caller_token" = [])),
     params(("key" = String, Path, description = "Any text; only logged (as in Leaf)")),
     responses(
         (status = 200, description = "The next id, in decimal", content_type = "text/plain", body = String),
+        (status = 401, description = "`unauthorized`: no caller token where one is required (`Authorization: Bearer <token>`, or `?access_token=<token>` on this Leaf route), or one unknown or revoked", body = ErrorBody),
+        (status = 403, description = "`forbidden`: the caller token is not scoped to snowflake ids", body = ErrorBody),
         (status = 404, description = "`engine_disabled`", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 503, description = "`clock_moved_backwards`, `time_bits_exhausted`, `snowflake_not_ready`, `lossy_database`", body = ErrorBody),
+        (status = 503, description = "`clock_moved_backwards`, `time_bits_exhausted`, `snowflake_not_ready`, `lossy_database`, `not_ready` (caller tokens not loaded yet)", body = ErrorBody),
     )
 )]
 pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, Error> {
@@ -71,7 +74,7 @@ pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, Error> {
     tracing::debug!(key = %crate::telemetry::ClientText(&key), "snowflake id requested");
     let id = state
         .ids
-        .next_snowflake_id(&RequestCredentials(&req))
+        .next_snowflake_id(&RequestCredentials::leaf(&req))
         .await?;
     Ok(plain_id(id))
 }
@@ -90,13 +93,16 @@ pub struct IdsBody {
     get,
     path = "/api/v1/snowflake/ids",
     tag = "snowflake",
+    security((), ("caller_token" = [])),
     params(BatchQuery),
     responses(
         (status = 200, description = "`count` increasing ids", body = IdsBody),
         (status = 400, description = "`invalid_count`, `invalid_request`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: no caller token where one is required (`Authorization: Bearer <token>`), or one unknown or revoked", body = ErrorBody),
+        (status = 403, description = "`forbidden`: the caller token is not scoped to snowflake ids", body = ErrorBody),
         (status = 404, description = "`engine_disabled`", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 503, description = "`clock_moved_backwards`, `time_bits_exhausted`, `snowflake_not_ready`, `lossy_database`", body = ErrorBody),
+        (status = 503, description = "`clock_moved_backwards`, `time_bits_exhausted`, `snowflake_not_ready`, `lossy_database`, `not_ready` (caller tokens not loaded yet)", body = ErrorBody),
     )
 )]
 pub async fn get_batch(
@@ -132,13 +138,16 @@ pub struct SnowflakeRangesBody<'a> {
     get,
     path = "/api/v1/snowflake/ranges",
     tag = "snowflake",
+    security((), ("caller_token" = [])),
     params(BatchQuery),
     responses(
         (status = 200, description = "Runs holding `count` increasing ids", body = SnowflakeRangesBody),
         (status = 400, description = "`invalid_count`, `invalid_request`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: no caller token where one is required (`Authorization: Bearer <token>`), or one unknown or revoked", body = ErrorBody),
+        (status = 403, description = "`forbidden`: the caller token is not scoped to snowflake ids", body = ErrorBody),
         (status = 404, description = "`engine_disabled`", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 503, description = "`clock_moved_backwards`, `time_bits_exhausted`, `snowflake_not_ready`, `lossy_database`", body = ErrorBody),
+        (status = 503, description = "`clock_moved_backwards`, `time_bits_exhausted`, `snowflake_not_ready`, `lossy_database`, `not_ready` (caller tokens not loaded yet)", body = ErrorBody),
     )
 )]
 pub async fn get_ranges(

@@ -13,6 +13,7 @@
 //!
 //! - [`segment`]: segment and formatted ids, runs, decode.
 //! - [`tags`]: tag administration, mirrored across lanes.
+//! - [`tokens`]: caller tokens: create, list, revoke (the server's own database).
 //! - [`snowflake`]: snowflake ids, decode and bounds.
 //! - [`offload`]: CPU-bound work (a permuted batch's FF1) off the request threads.
 
@@ -21,6 +22,7 @@ pub mod quota;
 pub mod segment;
 pub mod snowflake;
 pub mod tags;
+pub mod tokens;
 
 use std::sync::Arc;
 
@@ -30,7 +32,7 @@ use crate::segment::SegmentAllocator;
 use crate::segment::lanes::{LaneClaims, Lanes};
 use crate::snowflake::engine::SnowflakeEngine;
 
-pub use segment::{Ids, MAX_COUNT, MAX_RANGE_COUNT};
+pub use segment::{Admitted, Ids, MAX_COUNT, MAX_RANGE_COUNT};
 pub use tags::Mirrored;
 
 /// Where a server's segment requests go: its own engine, and with lanes

@@ -51,12 +51,41 @@ pub fn check_count(count: u64, max: u64) -> Result<(), Error> {
     }
 }
 
+/// Proof that the caller was admitted to take ids of one tag ([`IdService::admit_ids`]):
+/// what Leaf's route holds between its fast path and the full request, so the caller is asked
+/// about once (one hash for a token) and no id leaves without the check. Made only by
+/// `admit_ids`.
+#[derive(Debug, Clone, Copy)]
+pub struct Admitted<'a> {
+    tag: &'a str,
+}
+
+impl Admitted<'_> {
+    /// The tag the caller was admitted for.
+    pub fn tag(&self) -> &str {
+        self.tag
+    }
+}
+
 impl IdService {
-    /// The next id of a plain tag from the own engine's memory, without waiting; `None` when
-    /// the tag is not cached, is formatted, or its buffers are empty (then [`Self::next_ids`]).
-    /// Leaf's route tries this first.
+    /// Asks the policy whether `who` may take ids of `tag` ([`Action::TakeIds`]): the caller
+    /// token's scope (`crate::access::callers`).
     #[inline]
-    pub fn try_next_id(&self, tag: &str) -> Option<i64> {
+    pub fn admit_ids<'a>(
+        &self,
+        who: &dyn Credentials,
+        tag: &'a str,
+    ) -> Result<Admitted<'a>, Error> {
+        self.access.admit(who, Action::TakeIds(Some(tag)))?;
+        Ok(Admitted { tag })
+    }
+
+    /// The next id of a plain tag from the own engine's memory, without waiting; `None` when
+    /// the tag is not cached, is formatted, or its buffers are empty (then
+    /// [`Self::next_ids_admitted`]). Leaf's route tries this first, once the caller is admitted.
+    #[inline]
+    pub fn try_next_id(&self, admitted: &Admitted<'_>) -> Option<i64> {
+        let tag = admitted.tag;
         let route = self.segment.as_ref()?;
         // A refused own lane serves not even buffered ids: `None` sends the caller to
         // `next_ids`, which answers `lane_mismatch` (one relaxed load while it serves).
@@ -79,14 +108,7 @@ impl IdService {
     /// What every segment id request passes before an engine is asked: the caller admitted for
     /// the tag, `count` within `1..=max`, the engine enabled, and the own lane not refused (a
     /// refused own lane hands out nothing, buffered ids included: `lane_mismatch`).
-    fn route_for(
-        &self,
-        who: &dyn Credentials,
-        tag: &str,
-        count: u64,
-        max: u64,
-    ) -> Result<&super::SegmentRoute, Error> {
-        self.access.admit(who, Action::TakeIds(Some(tag)))?;
+    fn route_for(&self, count: u64, max: u64) -> Result<&super::SegmentRoute, Error> {
         check_count(count, max)?;
         let route = self.segment_route()?;
         if let Some(why) = route.refused() {
@@ -104,7 +126,20 @@ impl IdService {
         tag: &str,
         count: usize,
     ) -> Result<Ids, Error> {
-        let route = self.route_for(who, tag, count as u64, MAX_COUNT)?;
+        let admitted = self.admit_ids(who, tag)?;
+        self.next_ids_admitted(who, admitted, count).await
+    }
+
+    /// [`Self::next_ids`] for a caller admitted already (`who`: its credentials, read again
+    /// only for a formatted tag's request above the format's cap).
+    pub async fn next_ids_admitted(
+        &self,
+        who: &dyn Credentials,
+        admitted: Admitted<'_>,
+        count: usize,
+    ) -> Result<Ids, Error> {
+        let tag = admitted.tag;
+        let route = self.route_for(count as u64, MAX_COUNT)?;
         if route.own().cached_spec(tag).is_none() {
             let numbers = match route.lane_set() {
                 Some(lanes) => lanes.next_ids(tag, count).await,
@@ -158,7 +193,8 @@ impl IdService {
         tag: &str,
         count: u64,
     ) -> Result<IdRuns, Error> {
-        let route = self.route_for(who, tag, count, MAX_RANGE_COUNT)?;
+        self.admit_ids(who, tag)?;
+        let route = self.route_for(count, MAX_RANGE_COUNT)?;
         if route.own().cached_spec(tag).is_some() {
             return Err(SegmentError::Formatted(BizTag::parse(tag)?).into());
         }
@@ -177,6 +213,9 @@ impl IdService {
         tag: &BizTag,
         id: &str,
     ) -> Result<Decoded, Error> {
+        // The tag's scope first, before anything about the tag is read: a caller without it
+        // learns nothing, not even whether the tag exists.
+        self.access.admit(who, Action::Decode(tag.as_str()))?;
         let engine = self.segment_route()?.home();
         let Some(spec) = engine.spec_of(tag).await? else {
             return Err(match engine.get_tag(tag).await? {
@@ -320,7 +359,9 @@ mod tests {
         let before = s.lane_reports()[0].served;
         let mut fast = 0;
         for _ in 0..20 {
-            if s.try_next_id("plain").is_some() {
+            if s.try_next_id(&s.admit_ids(&anyone(), "plain").unwrap())
+                .is_some()
+            {
                 fast += 1;
             }
         }
@@ -361,7 +402,7 @@ mod tests {
         };
         assert_eq!(ids, vec![1, 2]);
         assert_eq!(
-            s.try_next_id("t"),
+            s.try_next_id(&s.admit_ids(&anyone(), "t").unwrap()),
             Some(3),
             "buffered ids served from memory"
         );
@@ -369,7 +410,7 @@ mod tests {
             slot: 0,
             detail: "two databases".into(),
         });
-        assert_eq!(s.try_next_id("t"), None);
+        assert_eq!(s.try_next_id(&s.admit_ids(&anyone(), "t").unwrap()), None);
         for e in [
             s.next_ids(&anyone(), "t", 1).await.err().unwrap(),
             s.next_runs(&anyone(), "t", 1).await.unwrap_err(),

@@ -188,6 +188,15 @@ impl Database {
         }
     }
 
+    /// The caller-token store over this database (`crate::store::tokens`).
+    pub fn token_store(&self) -> Arc<dyn super::tokens::CallerTokenStore> {
+        match self {
+            Self::MySql(s) => Arc::new(s.clone()),
+            Self::Sqlite(s) => Arc::new(s.clone()),
+            Self::Postgres(s) => Arc::new(s.clone()),
+        }
+    }
+
     /// The caller quotas' store over this database (`crate::service::quota`).
     pub fn quota_store(&self) -> Arc<dyn crate::service::quota::QuotaStore> {
         match self {

@@ -36,6 +36,7 @@ mod options;
 pub mod postgres;
 pub(crate) mod sql;
 pub mod sqlite;
+pub mod tokens;
 
 pub use database::{Database, DeferredMigration};
 pub use options::{DbOptions, redact};

@@ -29,6 +29,18 @@ type LeaseRow = (i64, i64, i64, String);
 /// A tag and its text, as `SELECT biz_tag, format` reads it.
 type TextRow = (String, String);
 
+/// A caller-token row as `crate::store::sql`'s `tokens` reads it.
+pub(crate) type TokenRow = (
+    String,
+    String,
+    String,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    i64,
+    Option<i64>,
+);
+
 /// A sqlx driver that runs the shared statements: it executes on a pooled connection, binds
 /// `&str`, `Option<&str>` and `i64`, caches prepared statements, and decodes `(String,)`, `(i64,)`, `(String, String)`
 /// and a worker-lease row. Every driver that can is one (the blanket impl below); the two lines per
@@ -46,6 +58,8 @@ pub(crate) trait SqlDriver:
     + for<'a> Same<Option<&'a str>, Is: Encode<'a, Self> + Type<Self>>
     + Same<i64, Is = i64>
     + for<'a> Same<i64, Is: Encode<'a, Self> + Type<Self>>
+    + Same<Option<i64>, Is = Option<i64>>
+    + for<'a> Same<Option<i64>, Is: Encode<'a, Self> + Type<Self>>
     + Same<(String,), Is = (String,)>
     + for<'r> Same<(String,), Is: FromRow<'r, <Self as Database>::Row>>
     + Same<(i64,), Is = (i64,)>
@@ -54,6 +68,8 @@ pub(crate) trait SqlDriver:
     + for<'r> Same<LeaseRow, Is: FromRow<'r, <Self as Database>::Row>>
     + Same<TextRow, Is = TextRow>
     + for<'r> Same<TextRow, Is: FromRow<'r, <Self as Database>::Row>>
+    + Same<TokenRow, Is = TokenRow>
+    + for<'r> Same<TokenRow, Is: FromRow<'r, <Self as Database>::Row>>
 {
 }
 
@@ -64,9 +80,11 @@ where
     for<'a> &'a str: Encode<'a, DB> + Type<DB>,
     for<'a> Option<&'a str>: Encode<'a, DB> + Type<DB>,
     for<'a> i64: Encode<'a, DB> + Type<DB>,
+    for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
     (String,): for<'r> FromRow<'r, DB::Row>,
     (i64,): for<'r> FromRow<'r, DB::Row>,
     LeaseRow: for<'r> FromRow<'r, DB::Row>,
     TextRow: for<'r> FromRow<'r, DB::Row>,
+    TokenRow: for<'r> FromRow<'r, DB::Row>,
 {
 }

@@ -15,6 +15,7 @@
 //! - `lanes`: `leafid_lane`, the lane slot of a database, and tombstone reads.
 //! - `quota`: `leafid_quota_use`, the ids of a period granted to each caller token.
 //! - `tags`: the `leaf_alloc` reads, the give-back of unused ids, and the row types.
+//! - `tokens`: `leafid_caller_token`, the caller tokens (`crate::store::tokens`).
 //! - `workers`: the worker-id store.
 //! - `store`: [`DialectStore`], and `SegmentStore`/`WorkerStore` for every one.
 
@@ -28,6 +29,7 @@ mod session;
 mod statement;
 mod store;
 mod tags;
+mod tokens;
 mod workers;
 
 pub(crate) use dialect::{Dialect, OnDriver};
