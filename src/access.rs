@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use crate::config::Secret;
 use crate::error::Error;
+use crate::service::quota::Caller;
 use callers::Callers;
 
 /// What a caller presents. Read lazily: an action that needs no credential reads nothing (the
@@ -120,15 +121,13 @@ impl AccessPolicy {
         match action {
             // First: the id routes' answer. Without a token presented, one header lookup and
             // one relaxed load (`Callers::admit`).
-            Action::TakeIds(target) => match &self.callers {
-                None => Ok(()),
-                Some(c) => c.admit(who, target, self.token.as_ref()),
-            },
+            Action::TakeIds(target) => self.admit_ids(who, target).map(|_| ()),
             _ if who.is_operator() => Ok(()),
             Action::Decode(tag) => match &self.callers {
                 None => Ok(()),
                 Some(c) => c
                     .admit(who, Some(tag), self.token.as_ref())
+                    .map(|_| ())
                     .or_else(|e| self.admin(who, "").map_err(|_| e)),
             },
             Action::MonitorRead if !self.protect_reads => Ok(()),
@@ -139,6 +138,20 @@ impl AccessPolicy {
             Action::AdminWrite | Action::DecodePermuted(_) | Action::ReadVolume => {
                 self.admin(who, "admin writes need Authorization: Bearer <admin.token>")
             }
+        }
+    }
+
+    /// [`Action::TakeIds`] of `target` (a tag; `None`: snowflake ids), with the caller whose
+    /// quotas the request is charged to (`None`: no limits apply).
+    #[inline]
+    pub fn admit_ids(
+        &self,
+        who: &dyn Credentials,
+        target: Option<&str>,
+    ) -> Result<Option<Arc<Caller>>, Error> {
+        match &self.callers {
+            None => Ok(None),
+            Some(c) => c.admit(who, target, self.token.as_ref()),
         }
     }
 

@@ -40,6 +40,9 @@ pub enum ErrorClass {
     Unauthenticated,
     /// A valid credential that does not cover the action (HTTP 403).
     Denied,
+    /// The caller's quota is spent for now: retry after the time given (HTTP 429 with
+    /// `Retry-After`), here, not elsewhere: every server shares it.
+    Throttled,
     /// A quota or a period's sequence is used up until a known time: retry after it (HTTP 503
     /// with `Retry-After`).
     Exhausted,
@@ -184,6 +187,16 @@ pub enum Error {
     /// name is never reused silently).
     #[error("{0}")]
     TokenExists(String),
+    /// 429 `quota_exhausted` with `Retry-After`: the caller token's quota for this tag is spent
+    /// for now (its rate) or for the period (its share of a formatted tag's period;
+    /// `crate::service::quota`). Names the token's name, the tag and the limit.
+    #[error("{message}")]
+    QuotaExhausted {
+        /// What is spent and until when.
+        message: String,
+        /// Seconds until the quota allows an id again.
+        retry_after_secs: u64,
+    },
     /// 404 `unknown_token`: no caller token of this name.
     #[error("no caller token named {0:?}")]
     UnknownToken(String),
@@ -247,6 +260,7 @@ impl Error {
             Self::SnowflakeNotReady(_) => "snowflake_not_ready",
             Self::Unauthorized(_) => "unauthorized",
             Self::Forbidden { .. } => "forbidden",
+            Self::QuotaExhausted { .. } => "quota_exhausted",
             Self::TokenExists(_) => "token_exists",
             Self::UnknownToken(_) => "unknown_token",
             Self::NotFound(_) => "not_found",
@@ -293,6 +307,7 @@ impl Error {
             | Self::KeyUnavailable(_) => ErrorClass::Unavailable,
             Self::Unauthorized(_) => ErrorClass::Unauthenticated,
             Self::Forbidden { .. } => ErrorClass::Denied,
+            Self::QuotaExhausted { .. } => ErrorClass::Throttled,
             Self::TokenExists(_) => ErrorClass::Conflict,
             Self::UnknownToken(_) => ErrorClass::NotFound,
             Self::Internal => ErrorClass::Internal,
@@ -339,6 +354,9 @@ impl Error {
             Self::SegmentsNotReady { retry_after_secs }
             | Self::SequenceExhausted {
                 retry_after_secs, ..
+            }
+            | Self::QuotaExhausted {
+                retry_after_secs, ..
             } => Some(*retry_after_secs),
             Self::DatabaseUnavailable | Self::SnowflakeNotReady(_) | Self::NotReady(_) => Some(1),
             Self::ClockMovedBackwards { by_ms } => Some(by_ms.div_ceil(1000).max(1)),
@@ -347,6 +365,20 @@ impl Error {
             // A configuration changes when an operator changes it.
             Self::LaneMismatch(_) => Some(5),
             _ => None,
+        }
+    }
+}
+
+impl From<crate::service::quota::QuotaError> for Error {
+    fn from(e: crate::service::quota::QuotaError) -> Self {
+        use crate::service::quota::QuotaError;
+        match e {
+            // The quota table did not answer: the database's failure, not the caller's.
+            QuotaError::Store(_) => Self::DatabaseUnavailable,
+            e => Self::QuotaExhausted {
+                retry_after_secs: e.retry_after_secs(),
+                message: e.to_string(),
+            },
         }
     }
 }
@@ -528,6 +560,10 @@ impl Error {
             },
             Self::TokenExists("pay".into()),
             Self::UnknownToken("pay".into()),
+            Self::QuotaExhausted {
+                message: "quota".into(),
+                retry_after_secs: 1,
+            },
         ]
     }
 
@@ -571,11 +607,12 @@ impl Error {
             Self::Forbidden { .. } => 31,
             Self::TokenExists(_) => 32,
             Self::UnknownToken(_) => 33,
+            Self::QuotaExhausted { .. } => 34,
         }
     }
 
     /// How many variants there are.
-    pub const VARIANTS: usize = 34;
+    pub const VARIANTS: usize = 35;
 }
 
 /// `e` and every error beneath it (its `source()` chain) as one line: `e: source: ...`. A

@@ -186,8 +186,16 @@ impl Application {
             protect_reads: settings.admin.protect_reads,
             callers: Some(callers),
         };
+        // Caller quotas: each grant of a period share bounded like a lease.
+        let quotas = Arc::new(crate::service::quota::Quotas::new(
+            db.quota_store(),
+            settings.segment_config().load_timeout,
+        ));
+        metrics
+            .register(quotas.collector())
+            .context("registering the quota metric")?;
         let state = AppState {
-            ids: IdService::new(segment, snowflake, access),
+            ids: IdService::new(segment, snowflake, access).with_quotas(quotas),
             db,
             metrics: Arc::new(metrics),
             durability,

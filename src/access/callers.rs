@@ -33,6 +33,7 @@ use super::Credentials;
 use crate::config::Secret;
 use crate::error::Error;
 use crate::segment::{BizTag, StoreError};
+use crate::service::quota::{Caller, Limits};
 use crate::store::tokens::{CallerTokenRow, CallerTokenStore};
 use crate::telemetry::LogLimiter;
 
@@ -243,6 +244,8 @@ impl Scopes {
 struct Entry {
     name: Arc<str>,
     scopes: Scopes,
+    /// The token's limits, when it has any (`crate::service::quota`).
+    caller: Option<Arc<Caller>>,
     /// Its series of `leafid_caller_requests_total`.
     taken: IntCounter,
 }
@@ -481,6 +484,7 @@ impl Callers {
             by_hash.insert(
                 hash,
                 Arc::new(Entry {
+                    caller: Caller::limited(name.clone(), limits_of(row)),
                     name,
                     scopes: Scopes::from_stored(&row.tags),
                     taken,
@@ -548,17 +552,19 @@ impl Callers {
     /// `forbidden` (a token not scoped to the target), `not_ready` (tokens may be required and
     /// were never loaded). `admin` is `admin.token`: the admin credential takes any tag's ids,
     /// so an operator can debug with it; it is compared only after the set misses.
+    ///
+    /// Admitted by a token with limits: `Some(caller)`, whose quotas the service charges.
     pub fn admit(
         &self,
         who: &dyn Credentials,
         target: Option<&str>,
         admin: Option<&Secret>,
-    ) -> Result<(), Error> {
+    ) -> Result<Option<Arc<Caller>>, Error> {
         let Some(token) = who.bearer() else {
             // No hashing, one relaxed load: the open server's hot path.
             return match self.anonymous.load(Ordering::Relaxed) {
-                ANON_ADMITTED => Ok(()),
-                _ if who.is_operator() => Ok(()),
+                ANON_ADMITTED => Ok(None),
+                _ if who.is_operator() => Ok(None),
                 ANON_NOT_LOADED => Err(not_loaded()),
                 _ => {
                     let why = if self.mode == CallerMode::Auto && self.beyond_loopback {
@@ -581,7 +587,7 @@ impl Callers {
                 entry.map(|entry| {
                     if entry.scopes.covers(target) {
                         entry.taken.inc();
-                        return Ok(());
+                        return Ok(entry.caller.clone());
                     }
                     self.refused_forbidden.inc();
                     let e = Error::Forbidden {
@@ -600,7 +606,7 @@ impl Callers {
         if let Some(admin) = admin
             && super::constant_time_eq(token.as_bytes(), admin.expose().as_bytes())
         {
-            return Ok(());
+            return Ok(None);
         }
         if set.is_none() {
             return Err(not_loaded());
@@ -613,6 +619,16 @@ impl Callers {
         let e = Error::Unauthorized(why);
         log_refusal("caller refused: unauthenticated", &e);
         e
+    }
+}
+
+/// A row's limits, as the quotas read them (a negative value, written by hand, is no limit).
+fn limits_of(row: &CallerTokenRow) -> Limits {
+    let positive = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok()).filter(|v| *v > 0);
+    Limits {
+        rate_per_sec: positive(row.rate_per_sec),
+        burst: positive(row.burst),
+        period_share_ppm: positive(row.period_share_ppm),
     }
 }
 

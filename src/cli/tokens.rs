@@ -37,13 +37,13 @@ pub struct CreateArgs {
     /// Scope, comma-separated: tags, prefixes (`orders*`), `*` (every tag), `snowflake`.
     #[arg(long)]
     pub tags: String,
-    /// Ids per second (stored, not enforced yet).
+    /// Ids per second.
     #[arg(long)]
     pub rate: Option<i64>,
-    /// Burst of the rate (stored, not enforced yet).
+    /// Burst of the rate.
     #[arg(long)]
     pub burst: Option<i64>,
-    /// Share of a formatted tag's period, above 0 and at most 1 (stored, not enforced yet).
+    /// Share of a formatted tag's period, above 0 and at most 1.
     #[arg(long)]
     pub period_share: Option<f64>,
     #[command(flatten)]

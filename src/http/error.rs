@@ -32,6 +32,7 @@ pub fn status_of(class: ErrorClass) -> StatusCode {
         ErrorClass::Conflict => StatusCode::CONFLICT,
         ErrorClass::Unauthenticated => StatusCode::UNAUTHORIZED,
         ErrorClass::Denied => StatusCode::FORBIDDEN,
+        ErrorClass::Throttled => StatusCode::TOO_MANY_REQUESTS,
         ErrorClass::Exhausted | ErrorClass::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorClass::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }

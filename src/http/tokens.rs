@@ -32,14 +32,13 @@ pub struct CreateToken {
     /// Scope entries (1 to 64): tag names, a tag's start followed by `*` (`orders*`), `*`
     /// (every tag), `snowflake` (snowflake ids).
     pub tags: Vec<String>,
-    /// Ids per second (stored and shown; not enforced yet).
+    /// Ids per second.
     #[serde(default)]
     pub rate_per_sec: Option<i64>,
-    /// Burst of the rate (stored and shown; not enforced yet).
+    /// Burst of the rate.
     #[serde(default)]
     pub burst: Option<i64>,
-    /// Share of a formatted tag's period, above 0 and at most 1 (stored and shown; not
-    /// enforced yet).
+    /// Share of each period of a formatted tag, above 0 and at most 1, over every server.
     #[serde(default)]
     pub period_share: Option<f64>,
 }

@@ -118,6 +118,8 @@ pub struct IdService {
     segment: Option<SegmentRoute>,
     snowflake: Option<Arc<SnowflakeEngine>>,
     access: AccessPolicy,
+    /// The callers' quotas (`quota`): `None` charges nothing (the CLI, tests).
+    quotas: Option<Arc<quota::Quotas>>,
 }
 
 impl IdService {
@@ -132,7 +134,14 @@ impl IdService {
             segment,
             snowflake,
             access,
+            quotas: None,
         }
+    }
+
+    /// This service, charging callers with limits to `quotas`.
+    pub fn with_quotas(mut self, quotas: Arc<quota::Quotas>) -> Self {
+        self.quotas = Some(quotas);
+        self
     }
 
     /// Who may do what.

@@ -57,6 +57,25 @@ pub trait QuotaStore: Send + Sync + 'static {
     async fn grant(&self, key: &QuotaKey<'_>, want: u64, limit: u64) -> Result<u64, StoreError>;
 }
 
+/// A caller admitted by a token that has limits: its name and its limits (a token without
+/// limits admits with no `Caller`, and its requests cost nothing here).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Caller {
+    /// The token's name.
+    pub name: Arc<str>,
+    /// Its limits.
+    pub limits: Limits,
+}
+
+impl Caller {
+    /// The caller of a token named `name` with these limits, `None` when it has none.
+    pub fn limited(name: Arc<str>, limits: Limits) -> Option<Arc<Self>> {
+        let any = limits.rate_per_sec.is_some_and(|r| r > 0)
+            || limits.period_share_ppm.is_some_and(|p| p > 0);
+        any.then(|| Arc::new(Self { name, limits }))
+    }
+}
+
 /// A token's limits (`None`: no such limit).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Limits {
@@ -147,6 +166,8 @@ struct Bucket {
 
 /// The per-server ledger of every token's quotas.
 pub struct Quotas {
+    /// `leafid_quota_refused_total{kind}`: requests refused by a spent rate or share.
+    refused: prometheus::IntCounterVec,
     buckets: Mutex<HashMap<TokenTag, Bucket>>,
     /// (token, tag) -> the current period's chunk. An async lock: it is held across the
     /// database's grant, so one server asks for one chunk at a time (no stampede at a chunk's
@@ -180,12 +201,40 @@ pub fn share_of(capacity: u64, ppm: u64) -> u64 {
 impl Quotas {
     /// A ledger whose period shares are granted by `store`, each grant within `within`.
     pub fn new(store: Arc<dyn QuotaStore>, within: Duration) -> Self {
+        let refused = prometheus::IntCounterVec::new(
+            prometheus::Opts::new(
+                "leafid_quota_refused_total",
+                "Id requests refused 429 quota_exhausted: kind rate (a token's bucket empty) or                  period (its share of a formatted tag's period spent)",
+            ),
+            &["kind"],
+        )
+        .expect("valid metric");
         Self {
+            refused,
             buckets: Mutex::default(),
             chunks: tokio::sync::Mutex::default(),
             store,
             within,
         }
+    }
+
+    /// `leafid_quota_refused_total`, for the server's registry.
+    pub fn collector(&self) -> Box<dyn prometheus::core::Collector> {
+        Box::new(self.refused.clone())
+    }
+
+    /// Counts a refusal and logs it once per cause per interval (never per request).
+    fn refused(&self, e: QuotaError) -> QuotaError {
+        let (kind, cause) = match &e {
+            QuotaError::Rate { .. } => ("rate", "caller refused: rate quota spent"),
+            QuotaError::Period { .. } => ("period", "caller refused: period share spent"),
+            QuotaError::Store(_) => return e,
+        };
+        self.refused.with_label_values(&[kind]).inc();
+        if let Some(held_back) = crate::telemetry::LogLimiter::global().allow(cause) {
+            tracing::warn!(held_back, "{cause}: {e}");
+        }
+        e
     }
 
     /// How many of `want` ids `token` may take of `tag` now under its rate (`want` when the
@@ -198,6 +247,7 @@ impl Quotas {
         want: u64,
     ) -> Result<u64, QuotaError> {
         self.take_rate_at(token, tag, limits, want, Instant::now())
+            .map_err(|e| self.refused(e))
     }
 
     fn take_rate_at(
@@ -300,13 +350,13 @@ impl Quotas {
             }
         }
         if chunk.left == 0 {
-            return Err(QuotaError::Period {
+            return Err(self.refused(QuotaError::Period {
                 token: token.to_string(),
                 tag: tag.to_owned(),
                 period: period.to_owned(),
                 limit,
                 retry_after_secs,
-            });
+            }));
         }
         let taken = want.min(chunk.left);
         chunk.left -= taken;

@@ -7,9 +7,12 @@
 //! a lane that fails is asked of the next lane only when the first answered an error, so no id
 //! of the first was taken (`segment::lanes::router`).
 
+use std::sync::Arc;
+
 use crate::access::{Action, Credentials};
 use crate::error::Error;
-use crate::segment::{BizTag, DecodeError, FormattedIds, IdRuns, SegmentError};
+use crate::segment::{BizTag, DecodeError, FormattedIds, IdRuns, SegmentError, TagSpec};
+use crate::service::quota::{Caller, share_of};
 use crate::shapes::Decoded;
 
 use super::IdService;
@@ -31,6 +34,14 @@ pub const MAX_PERMUTED_COUNT: usize = 10_000;
 /// A permuted batch of at most this many ids is written on the request thread (under 0.1 ms of
 /// FF1); a larger one is computed in [`super::offload`] first.
 pub const PERMUTE_INLINE: usize = 16;
+
+/// Ids of a period charged to a caller's share: what [`IdService::charge_period`] took.
+struct PeriodCharge {
+    /// The period's key.
+    period: String,
+    /// Ids taken of the share.
+    taken: u64,
+}
 
 /// Ids of a plain tag (numbers) or of a formatted one (text).
 pub enum Ids {
@@ -55,9 +66,11 @@ pub fn check_count(count: u64, max: u64) -> Result<(), Error> {
 /// what Leaf's route holds between its fast path and the full request, so the caller is asked
 /// about once (one hash for a token) and no id leaves without the check. Made only by
 /// `admit_ids`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Admitted<'a> {
     tag: &'a str,
+    /// The caller whose quotas the request is charged to (`None`: no limits).
+    caller: Option<Arc<Caller>>,
 }
 
 impl Admitted<'_> {
@@ -76,8 +89,69 @@ impl IdService {
         who: &dyn Credentials,
         tag: &'a str,
     ) -> Result<Admitted<'a>, Error> {
-        self.access.admit(who, Action::TakeIds(Some(tag)))?;
-        Ok(Admitted { tag })
+        let caller = self.access.admit_ids(who, Some(tag))?;
+        Ok(Admitted { tag, caller })
+    }
+
+    /// Charges `count` ids of `target` to the caller's rate (`crate::service::quota`): what it
+    /// may take now (a shorter batch), or `quota_exhausted`. Free without limits.
+    pub(super) fn charge_rate(
+        &self,
+        caller: Option<&Arc<Caller>>,
+        target: &str,
+        count: u64,
+    ) -> Result<u64, Error> {
+        match (caller, &self.quotas) {
+            (Some(c), Some(q)) => Ok(q.take_rate(&c.name, target, &c.limits, count)?),
+            _ => Ok(count),
+        }
+    }
+
+    /// Charges `count` ids of a formatted tag's current period to the caller's share of it
+    /// (`period_share`, over every server): the ids it may take (a shorter batch), or
+    /// `quota_exhausted` until the next period. `None` without a share.
+    async fn charge_period(
+        &self,
+        caller: Option<&Arc<Caller>>,
+        spec: &TagSpec,
+        count: u64,
+    ) -> Result<Option<PeriodCharge>, Error> {
+        let (Some(c), Some(q)) = (caller, &self.quotas) else {
+            return Ok(None);
+        };
+        let (Some(ppm), Some(format)) = (c.limits.period_share_ppm, spec.format()) else {
+            return Ok(None);
+        };
+        let now = jiff::Timestamp::now();
+        // A stored spec's zone and period are checked when it is read: no error here but a
+        // calendar out of range, which the engine answers the same way.
+        let period = spec.period_at(now).map_err(|e| {
+            Error::from(SegmentError::BadFormat {
+                tag: spec.tag().clone(),
+                why: e,
+            })
+        })?;
+        let limit = share_of(format.max_sequence(), ppm);
+        let to_next = period
+            .end
+            .as_second()
+            .saturating_sub(now.as_second())
+            .max(1) as u64;
+        let tag = spec.tag().as_str();
+        let taken = q
+            .take_period(&c.name, tag, &period.key, limit, count, to_next)
+            .await?;
+        Ok(Some(PeriodCharge {
+            period: period.key,
+            taken,
+        }))
+    }
+
+    /// Gives back to the caller's rate `unused` ids charged and not handed out.
+    pub(super) fn refund_rate(&self, caller: Option<&Arc<Caller>>, target: &str, unused: u64) {
+        if let (Some(c), Some(q), true) = (caller, &self.quotas, unused > 0) {
+            q.give_back_rate(&c.name, target, &c.limits, unused);
+        }
     }
 
     /// The next id of a plain tag from the own engine's memory, without waiting; `None` when
@@ -90,6 +164,11 @@ impl IdService {
         // A refused own lane serves not even buffered ids: `None` sends the caller to
         // `next_ids`, which answers `lane_mismatch` (one relaxed load while it serves).
         if route.is_refused() {
+            return None;
+        }
+        // A caller with limits takes the full path, which charges its quotas once; without
+        // limits this is one `None` check.
+        if admitted.caller.is_some() {
             return None;
         }
         let id = route.own().try_next_id(tag)?;
@@ -138,13 +217,18 @@ impl IdService {
         admitted: Admitted<'_>,
         count: usize,
     ) -> Result<Ids, Error> {
-        let tag = admitted.tag;
+        let (tag, caller) = (admitted.tag, admitted.caller.as_ref());
         let route = self.route_for(count as u64, MAX_COUNT)?;
         if route.own().cached_spec(tag).is_none() {
+            // The caller's rate first: a shorter batch when it holds fewer (ids charged and not
+            // handed out are given back).
+            let charged = self.charge_rate(caller, tag, count as u64)?;
             let numbers = match route.lane_set() {
-                Some(lanes) => lanes.next_ids(tag, count).await,
-                None => route.own().next_ids(tag, count).await,
+                Some(lanes) => lanes.next_ids(tag, charged as usize).await,
+                None => route.own().next_ids(tag, charged as usize).await,
             };
+            let served = numbers.as_ref().map_or(0, |ids| ids.len() as u64);
+            self.refund_rate(caller, tag, charged - served);
             match numbers {
                 Ok(ids) => return Ok(Ids::Numbers(ids)),
                 // Found formatted on the way (a first request): served as text below.
@@ -162,19 +246,39 @@ impl IdService {
         // most that much of a period per request, as a shorter batch (every client takes one,
         // as at a period's end). The credential is read only for a request above the cap.
         let cap = spec.format().map_or(u64::MAX, |f| f.request_cap());
-        let count = match count as u64 > cap {
+        let mut count = match count as u64 > cap {
             true if self.access.admit(who, Action::AdminWrite).is_err() => cap as usize,
             _ => count,
         };
-        if spec.ordered() {
-            return Ok(Ids::Texts(engine.next_texts(&spec, count as u64).await?));
+        if !spec.ordered() {
+            // A permuted tag: at most `MAX_PERMUTED_COUNT` ids (a shorter batch, which every
+            // client takes, as at a period's end).
+            count = count.min(MAX_PERMUTED_COUNT);
         }
-        // A permuted tag: at most `MAX_PERMUTED_COUNT` ids (a shorter batch, which every
-        // client takes, as at a period's end), and a batch above `PERMUTE_INLINE` computed off
-        // the request threads, so FF1 never holds an HTTP worker for long.
-        let mut texts = engine
-            .next_texts(&spec, count.min(MAX_PERMUTED_COUNT) as u64)
-            .await?;
+        // The caller's rate, then its share of the period (held over every server by the
+        // database, `crate::service::quota`); what is not handed out is given back to both.
+        let charged = self.charge_rate(caller, tag.as_str(), count as u64)?;
+        let share = match self.charge_period(caller, &spec, charged).await {
+            Ok(share) => share,
+            Err(e) => {
+                self.refund_rate(caller, tag.as_str(), charged);
+                return Err(e);
+            }
+        };
+        let asked = share.as_ref().map_or(charged, |s| s.taken);
+        let texts = engine.next_texts(&spec, asked).await;
+        let served = texts.as_ref().map_or(0, |t| t.len() as u64);
+        self.refund_rate(caller, tag.as_str(), charged - served);
+        if let (Some(share), Some(c), Some(q)) = (share, caller, &self.quotas) {
+            q.give_back_period(&c.name, tag.as_str(), &share.period, share.taken - served)
+                .await;
+        }
+        let mut texts = texts?;
+        if spec.ordered() {
+            return Ok(Ids::Texts(texts));
+        }
+        // A batch above `PERMUTE_INLINE` computed off the request threads, so FF1 never holds
+        // an HTTP worker for long.
         if texts.len() > PERMUTE_INLINE {
             texts = super::offload::run(move || {
                 texts.permute_now();
@@ -193,15 +297,22 @@ impl IdService {
         tag: &str,
         count: u64,
     ) -> Result<IdRuns, Error> {
-        self.admit_ids(who, tag)?;
+        let admitted = self.admit_ids(who, tag)?;
+        let caller = admitted.caller.as_ref();
         let route = self.route_for(count, MAX_RANGE_COUNT)?;
         if route.own().cached_spec(tag).is_some() {
             return Err(SegmentError::Formatted(BizTag::parse(tag)?).into());
         }
-        Ok(match route.lane_set() {
-            Some(lanes) => lanes.next_runs(tag, count).await?,
-            None => route.own().next_runs(tag, count).await?,
-        })
+        let charged = self.charge_rate(caller, tag, count)?;
+        let runs = match route.lane_set() {
+            Some(lanes) => lanes.next_runs(tag, charged).await,
+            None => route.own().next_runs(tag, charged).await,
+        };
+        let served = runs
+            .as_ref()
+            .map_or(0, |r| r.runs().iter().map(|run| run.len()).sum());
+        self.refund_rate(caller, tag, charged.saturating_sub(served));
+        Ok(runs?)
     }
 
     /// A formatted id of `tag` read back into its period and sequence, by the format of the

@@ -3,23 +3,32 @@
 
 use std::sync::Arc;
 
-use crate::access::{Action, Credentials};
+use crate::access::Credentials;
 use crate::error::Error;
 use crate::snowflake::engine::SnowflakeEngine;
 
 use super::IdService;
+
+/// The target snowflake ids are charged under in a caller's quotas (as its scope entry).
+const SNOWFLAKE: &str = "snowflake";
 use super::segment::{MAX_COUNT, check_count};
 
 impl IdService {
     /// The next snowflake id: from memory at once when it can, else on the blocking pool (a
     /// generator that waits for the next tick or a ring refill never holds an async worker).
     pub async fn next_snowflake_id(&self, who: &dyn Credentials) -> Result<u64, Error> {
-        self.access.admit(who, Action::TakeIds(None))?;
+        let caller = self.access.admit_ids(who, None)?;
         let engine = self.snowflake()?;
-        if let Some(id) = engine.try_next_id() {
-            return Ok(id?);
+        // A caller with limits pays its id under the target `snowflake`.
+        self.charge_rate(caller.as_ref(), SNOWFLAKE, 1)?;
+        let id = match engine.try_next_id() {
+            Some(id) => id.map_err(Error::from),
+            None => blocking(engine, SnowflakeEngine::next_id_blocking).await,
+        };
+        if id.is_err() {
+            self.refund_rate(caller.as_ref(), SNOWFLAKE, 1);
         }
-        blocking(engine, SnowflakeEngine::next_id_blocking).await
+        id
     }
 
     /// `count` increasing snowflake ids of this server's generator.
@@ -32,9 +41,13 @@ impl IdService {
         if count == 1 {
             return Ok(vec![self.next_snowflake_id(who).await?]);
         }
-        self.access.admit(who, Action::TakeIds(None))?;
+        let caller = self.access.admit_ids(who, None)?;
         let engine = self.snowflake()?;
-        blocking(engine, move |e| e.next_ids_blocking(count)).await
+        let charged = self.charge_rate(caller.as_ref(), SNOWFLAKE, count as u64)?;
+        let ids = blocking(engine, move |e| e.next_ids_blocking(charged as usize)).await;
+        let served = ids.as_ref().map_or(0, |ids| ids.len() as u64);
+        self.refund_rate(caller.as_ref(), SNOWFLAKE, charged - served);
+        ids
     }
 
     /// The smallest and largest id any worker can issue in `[from_ms, to_ms)` under this

@@ -21,9 +21,9 @@ pub struct NewToken {
     pub name: String,
     /// The scope entries.
     pub tags: Vec<String>,
-    /// Ids per second (stored, not enforced yet).
+    /// Ids per second.
     pub rate_per_sec: Option<i64>,
-    /// Burst of the rate (stored, not enforced yet).
+    /// Burst of the rate.
     pub burst: Option<i64>,
     /// Share of a formatted tag's period, `0 < share <= 1` (stored in parts per million, not
     /// enforced yet).

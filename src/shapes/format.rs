@@ -92,7 +92,7 @@ impl<'de> Deserialize<'de> for Share {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let x = f64::deserialize(d)?;
         let ppm = (x * 1e6).round();
-        if !(x > 0.0 && x <= 1.0) || !(1.0..=1e6).contains(&ppm) {
+        if !(x > 0.0 && x <= 1.0 && (1.0..=1e6).contains(&ppm)) {
             return Err(serde::de::Error::custom(format!(
                 "request_share {x}: a fraction above 0 and at most 1, in steps of 0.000001"
             )));

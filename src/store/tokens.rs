@@ -21,11 +21,11 @@ pub struct CallerTokenRow {
     pub token_hash: String,
     /// The scope list as stored: entries joined by `,`.
     pub tags: String,
-    /// Ids per second (not enforced yet).
+    /// Ids per second, per tag, per server (`crate::service::quota`).
     pub rate_per_sec: Option<i64>,
-    /// Burst of the rate (not enforced yet).
+    /// Burst of the rate (default: one second of it).
     pub burst: Option<i64>,
-    /// Share of a formatted tag's period, in parts per million (not enforced yet).
+    /// Share of each period of a formatted tag, in parts per million, over every server.
     pub period_share_ppm: Option<i64>,
     /// When it was created, ms since the Unix epoch.
     pub created_at_ms: i64,

@@ -1,5 +1,6 @@
 //! Caller quotas on the real stores (issue 44): the period share's grants
-//! (`leafid_quota_use`, `QuotaStore::grant`) hold over several servers racing on one database.
+//! (`leafid_quota_use`, `QuotaStore::grant`) hold over several servers racing on one database,
+//! through three servers over HTTP, and a token's rate per server.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,8 +34,8 @@ async fn a_period_share_holds_over_three_servers_on_one_database(db: Db) {
     }
     let limit = share_of(999_999, 10_000);
     let mut tasks = Vec::new();
-    for s in 0..3 {
-        let store = databases[s].quota_store();
+    for (s, database) in databases.iter().enumerate() {
+        let store = database.quota_store();
         tasks.push(tokio::spawn(async move {
             let q = Quotas::new(store, Duration::from_secs(10));
             let token: Arc<str> = "team-a".into();
@@ -113,3 +114,183 @@ async fn a_period_share_holds_over_three_servers_on_one_database(db: Db) {
     drop(dir);
 }
 crate::on_both_databases!(a_period_share_holds_over_three_servers_on_one_database);
+
+/// Creates a caller token with `body`'s fields through the admin API (the test servers trust
+/// loopback for admin writes); the secret.
+async fn token(app: &crate::support::TestApp, body: serde_json::Value) -> String {
+    let r = app.post("/api/v1/tokens", &body.to_string()).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    r.json()["token"].as_str().unwrap().to_owned()
+}
+
+/// Issue 44's bound: a token with a quota of 1% of a width-6 daily tag's period (9,999 of
+/// 999,999) takes at most that many of the day's numbers through three servers on one
+/// database, asking 1,000 at a time round the servers until refused; then each server answers
+/// `429 quota_exhausted` with `Retry-After` up to the next period, and another token still gets
+/// the day's numbers. No number is handed out twice.
+async fn a_token_s_share_of_a_period_holds_through_three_servers(db: Db) {
+    use std::collections::HashSet;
+    let (url, _dir) = fresh_db(db).await;
+    let mut servers = Vec::new();
+    for _ in 0..3 {
+        servers.push(
+            crate::support::spawn_on(&url, |s| {
+                s.callers.refresh_secs = 1;
+                s.snowflake.enabled = false;
+            })
+            .await,
+        );
+    }
+    let r = servers[0]
+        .post(
+            "/api/v1/tags",
+            r#"{"biz_tag":"orders","step":1000,"format":{"date":"yyyyMMdd","width":6,"reset":"daily","time_zone":"UTC"}}"#,
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let limited = token(
+        &servers[0],
+        serde_json::json!({"name": "team-a", "tags": ["orders"], "period_share": 0.01}),
+    )
+    .await;
+    let other = token(
+        &servers[0],
+        serde_json::json!({"name": "team-b", "tags": ["orders"]}),
+    )
+    .await;
+    // Every server knows the tokens (within its refresh).
+    for app in &servers {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = app
+                .send(
+                    reqwest::Method::GET,
+                    "/api/v1/segment/orders/ids?count=1",
+                    None,
+                    Some(&other),
+                )
+                .await;
+            if r.status == 200 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{}", r.text);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let mut seen = HashSet::new();
+    let (mut taken, mut refusals) = (0u64, 0);
+    for round in 0..300 {
+        let app = &servers[round % 3];
+        let r = app
+            .send(
+                reqwest::Method::GET,
+                "/api/v1/segment/orders/ids?count=1000",
+                None,
+                Some(&limited),
+            )
+            .await;
+        match r.status {
+            200 => {
+                for t in r.json()["ids"].as_array().unwrap() {
+                    assert!(seen.insert(t.as_str().unwrap().to_owned()), "{t} twice");
+                    taken += 1;
+                }
+            }
+            429 => {
+                assert_eq!(r.json()["code"], "quota_exhausted", "{}", r.text);
+                let retry: u64 = r.retry_after.as_deref().unwrap().parse().unwrap();
+                assert!((1..=86_400).contains(&retry), "Retry-After {retry}");
+                refusals += 1;
+                if refusals >= 6 {
+                    break;
+                }
+            }
+            s => panic!("{s}: {}", r.text),
+        }
+    }
+    let limit = share_of(999_999, 10_000);
+    assert!(
+        taken <= limit,
+        "{taken} numbers taken past the share of {limit}"
+    );
+    assert!(
+        taken + 3 * chunk_of(limit) >= limit,
+        "only {taken} of {limit}: more than a chunk per server lost"
+    );
+    assert!(refusals >= 6, "never refused after {taken}");
+    // The rest of the day is there for the others.
+    let r = servers[1]
+        .send(
+            reqwest::Method::GET,
+            "/api/v1/segment/orders/ids?count=500",
+            None,
+            Some(&other),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    for t in r.json()["ids"].as_array().unwrap() {
+        assert!(seen.insert(t.as_str().unwrap().to_owned()), "{t} twice");
+    }
+    crate::support::record_figure(
+        "quota.period_share",
+        &format!(
+            "{db:?}: a token with 1% of a width-6 day ({limit}) took {taken} through three servers, then 429"
+        ),
+    );
+    for app in &servers {
+        app.stop().await;
+    }
+}
+crate::on_both_databases!(a_token_s_share_of_a_period_holds_through_three_servers);
+
+/// A token's rate (ids per second with a burst, per server): a request for more than the bucket
+/// holds gets what it holds, an empty bucket answers `429 quota_exhausted` with `Retry-After`,
+/// and it refills; a token without limits is not slowed; Leaf's route and the range and
+/// snowflake routes are charged alike.
+#[tokio::test]
+async fn a_token_s_rate_shortens_then_refuses_then_refills() {
+    let (url, _dir) = fresh_db(Db::Sqlite).await;
+    let app = crate::support::spawn_on(&url, |_| {}).await;
+    app.create_tag("plain", 1000, 1).await;
+    let slow = token(
+        &app,
+        serde_json::json!({"name": "slow", "tags": ["plain", "snowflake"], "rate_per_sec": 100, "burst": 50}),
+    )
+    .await;
+    let free = token(&app, serde_json::json!({"name": "free", "tags": ["*"]})).await;
+    let get = |path: &'static str, t: &str| {
+        let t = t.to_owned();
+        let app = &app;
+        async move { app.send(reqwest::Method::GET, path, None, Some(&t)).await }
+    };
+    let r = get("/api/v1/segment/plain/ids?count=1000", &slow).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["ids"].as_array().unwrap().len(), 50, "the burst");
+    for path in [
+        "/api/v1/segment/plain/ids?count=10",
+        "/api/segment/get/plain",
+        "/api/v1/segment/plain/ranges?count=10",
+    ] {
+        let r = get(path, &slow).await;
+        assert_eq!(r.status, 429, "{path}: {}", r.text);
+        assert_eq!(r.json()["code"], "quota_exhausted", "{}", r.text);
+        assert_eq!(r.retry_after.as_deref(), Some("1"));
+    }
+    let refused =
+        crate::support::metric_value(&app.address, r#"leafid_quota_refused_total{kind="rate"}"#)
+            .await;
+    assert_eq!(refused, Some(3.0));
+    let r = get("/api/v1/segment/plain/ids?count=1000", &free).await;
+    assert_eq!(
+        r.json()["ids"].as_array().unwrap().len(),
+        1000,
+        "{}",
+        r.text
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = get("/api/v1/segment/plain/ids?count=1000", &slow).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let n = r.json()["ids"].as_array().unwrap().len();
+    assert!((20..=50).contains(&n), "{n} ids after 300 ms at 100/s");
+    app.stop().await;
+}
