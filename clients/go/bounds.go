@@ -72,7 +72,7 @@ func (c *Client) SnowflakeBounds(ctx context.Context, from, to time.Time) (Bound
 	var last *ServerFault
 	for failures := 1; ; failures++ {
 		var got Bounds
-		srv, rejected, fault := c.servers.call(ctx, func(ctx context.Context, srv *server) (*RejectedError, *ServerFault) {
+		srv, rejected, fault := c.servers.call(ctx, func(ctx context.Context, srv *server) (error, *ServerFault) {
 			body, rejected, fault := c.servers.get(ctx, srv, srv.base+path)
 			if rejected != nil || fault != nil {
 				return rejected, fault

@@ -86,6 +86,14 @@ type Config struct {
 	// WaitTimeout is the longest NextID waits for ids when the local ones are spent (default
 	// 5 s); then it returns an *UnavailableError.
 	WaitTimeout time.Duration
+	// Token is the caller token (lid_..., made by an admin with POST /api/v1/tokens), sent as
+	// "Authorization: Bearer <token>" on every batch and bounds request (not on the health probe,
+	// which needs none). Empty: no credentials (a server in open mode). Printing a Config or a
+	// Client never shows it (Token's String and GoString redact it). leafid's 401 unauthorized
+	// and 403 forbidden are a *RejectedError with that code, never a failover (every server
+	// reads the same tokens); a 429 quota_exhausted is waited out for its Retry-After on the
+	// same server, or is a *ThrottledError when that wait would pass WaitTimeout.
+	Token Token
 	// BackoffMin and BackoffMax bound the health probes of a down server: the first comes
 	// BackoffMin after the failure, the wait doubling with each failure up to BackoffMax
 	// (defaults 50 ms and 5 s).
@@ -161,6 +169,11 @@ func New(cfg Config) (*Client, error) {
 	if len(cfg.Servers) == 0 {
 		return nil, &ConfigError{"no server given"}
 	}
+	for _, b := range []byte(cfg.Token) {
+		if b <= ' ' || b > '~' {
+			return nil, &ConfigError{"the token must be printable ASCII without spaces"}
+		}
+	}
 	if cfg.Batch == 0 {
 		cfg.Batch = DefaultBatch
 	}
@@ -215,6 +228,14 @@ func New(cfg Config) (*Client, error) {
 		cfg:       cfg,
 		transport: transport,
 		servers:   newServers(bases, &http.Client{Transport: transport}, cfg.RequestTimeout, cfg.BackoffMin, cfg.BackoffMax),
+	}
+	c.servers.wait = cfg.WaitTimeout
+	if cfg.Token != "" {
+		auth := "Bearer " + string(cfg.Token)
+		c.servers.authorization = &auth
+		// The client keeps it only behind a pointer (servers.authorization): a Client printed
+		// with %+v shows cfg's fields as they are, methods aside.
+		c.cfg.Token = ""
 	}
 	c.stop, c.cancelStop = context.WithCancel(context.Background())
 	c.segments.Store(&map[string]*supply{})

@@ -32,8 +32,10 @@ func (e *ConfigError) Error() string { return "leafid: invalid configuration: " 
 // RejectedError: a server refused the request itself with a 4xx whose code holds on every server
 // (they share one database): unknown_biz_tag, invalid_biz_tag, biz_tag_exhausted, invalid_count,
 // invalid_request, formatted_tag; for a formatted supply also not_formatted (a plain tag's 200)
-// and sequence_exhausted (a 503); for SnowflakeBounds invalid_time_range. No other server was
-// asked.
+// and sequence_exhausted (a 503); for SnowflakeBounds invalid_time_range; and the caller token
+// refused by leafid: 401 unauthorized (missing, unknown or revoked) and 403 forbidden (not scoped
+// to the tag), since every server reads the same tokens. No other server was asked. (A proxy's
+// 401/403/429 without leafid's code is that server's failure: the next server is asked.)
 type RejectedError struct {
 	// Server is the base URL of the server that answered.
 	Server string
@@ -47,6 +49,42 @@ type RejectedError struct {
 
 func (e *RejectedError) Error() string {
 	return fmt.Sprintf("leafid: %s refused the request (%d %s): %s", e.Server, e.Status, e.Code, e.Message)
+}
+
+// ThrottledError: the caller token's quota is spent. leafid answered 429 quota_exhausted (the
+// token's rate for now, or a formatted tag's share of its period) with a Retry-After that ends
+// past the wait timeout. A shorter Retry-After is waited out by the client, which then asks the
+// same server again: every server shares the quota, so the client never fails over for it.
+type ThrottledError struct {
+	// Server is the base URL of the server that answered.
+	Server string
+	// Status is the HTTP status (429).
+	Status int
+	// Code is the body's stable code, "quota_exhausted".
+	Code string
+	// Message is the body's human-readable message.
+	Message string
+	// RetryAfter is the server's Retry-After: when asking again may succeed.
+	RetryAfter time.Duration
+}
+
+func (e *ThrottledError) Error() string {
+	return fmt.Sprintf("leafid: %s throttled the request (%d %s, retry after %v): %s", e.Server, e.Status, e.Code,
+		e.RetryAfter, e.Message)
+}
+
+// copyFinal gives each waiting caller its own copy of a final error (*RejectedError or
+// *ThrottledError), so that one caller changing it cannot change another's.
+func copyFinal(err error) error {
+	switch e := err.(type) {
+	case *RejectedError:
+		c := *e
+		return &c
+	case *ThrottledError:
+		c := *e
+		return &c
+	}
+	return err
 }
 
 // UnavailableError: no ids arrived within the wait timeout: every server failed or is down, or
@@ -122,3 +160,13 @@ func (f *ServerFault) Error() string {
 		return fmt.Sprintf("%s: %s", f.Server, f.Detail)
 	}
 }
+
+// Token is a caller token. Its String and GoString never show it, so that a Config printed
+// to a log (%v, %+v, %#v) does not leak the credential.
+type Token string
+
+// String redacts the token.
+func (Token) String() string { return "<redacted>" }
+
+// GoString redacts the token.
+func (Token) GoString() string { return `"<redacted>"` }

@@ -159,7 +159,7 @@ type formattedSupply struct {
 	floor    string
 	hasFloor bool
 	// refused is the refusal of the last refill; waiting callers return it.
-	refused *RejectedError
+	refused error
 	// lastFault is the last server failure of the refills, for UnavailableError.
 	lastFault *ServerFault
 	// wake is closed (and replaced) when a refill ends.
@@ -332,9 +332,9 @@ func (s *formattedSupply) nextSlow(ctx context.Context, b *textBatch, n int64) (
 			return text, nil
 		}
 		if waited && s.refused != nil {
-			err := *s.refused
+			err := copyFinal(s.refused)
 			s.mu.Unlock()
-			return "", &err
+			return "", err
 		}
 		if !waited && s.batches.Load() > 0 {
 			s.starved = true

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,13 @@ type servers struct {
 	backoffMax time.Duration
 	// failovers counts requests that went to another server because the one asked failed.
 	failovers atomic.Uint64
+	// authorization is "Bearer <token>" sent on every batch and bounds request (never on the
+	// health probe), or nil without a token. A pointer, so that printing the client with %+v
+	// shows an address, never the token.
+	authorization *string
+	// wait bounds the waits for 429 quota_exhausted in one call (the client's wait timeout): a
+	// Retry-After ending past it reaches the caller as a *ThrottledError.
+	wait time.Duration
 	// wentDown wakes the health loop when a server is marked down (buffered: one pending wake
 	// is enough, the loop rereads every server).
 	wentDown chan struct{}
@@ -98,8 +106,9 @@ type fetchResult struct {
 	unordered bool
 	// server is the base URL of the server that sent runs or texts.
 	server string
-	// rejected is set when a server refused the request itself (final).
-	rejected *RejectedError
+	// rejected is set when a server refused the request itself (a *RejectedError), or the caller
+	// token's quota is spent past the wait timeout (a *ThrottledError): final.
+	rejected error
 	// fault is the last server failure when no server delivered (nil if none could be asked).
 	fault *ServerFault
 }
@@ -124,12 +133,38 @@ var finalCodes = map[string]bool{
 // clients/conformance/vectors/errors.json.
 func refusalIsFinal(status int, code string) bool {
 	switch {
+	// The caller token refused by leafid itself: every server reads the same tokens.
+	case status == http.StatusUnauthorized:
+		return code == "unauthorized"
+	case status == http.StatusForbidden:
+		return code == "forbidden"
 	case status >= 400 && status < 500:
 		return finalCodes[code]
 	case status == http.StatusServiceUnavailable:
 		return code == "sequence_exhausted"
 	}
 	return false
+}
+
+// isQuotaWait reports whether an error answer is leafid's 429 quota_exhausted: the caller token's
+// quota is spent on every server (they share it), so the client waits Retry-After and asks the
+// same server again; a proxy's 429 (rate_limited, or no code) is a failover.
+// clients/conformance/vectors/errors.json (action "wait").
+func isQuotaWait(status int, code string) bool {
+	return status == http.StatusTooManyRequests && code == "quota_exhausted"
+}
+
+// retryAfter reads a Retry-After of whole seconds (leafid sends an integer >= 1): 1 s when absent
+// or unreadable, so that a quota wait is never zero (no busy loop).
+func retryAfter(h http.Header) time.Duration {
+	n, err := strconv.ParseInt(strings.TrimSpace(h.Get("Retry-After")), 10, 64)
+	if err != nil || n < 1 {
+		n = 1
+	}
+	if n > 1<<31 {
+		n = 1 << 31
+	}
+	return time.Duration(n) * time.Second
 }
 
 func newServers(bases []string, httpClient *http.Client, requestTimeout, backoffMin, backoffMax time.Duration) *servers {
@@ -151,8 +186,8 @@ func newServers(bases []string, httpClient *http.Client, requestTimeout, backoff
 // first refusal of the request itself.
 func (s *servers) fetch(ctx context.Context, req *request, count int) fetchResult {
 	var got fetchResult
-	srv, rejected, fault := s.call(ctx, func(ctx context.Context, srv *server) (*RejectedError, *ServerFault) {
-		var rejected *RejectedError
+	srv, rejected, fault := s.call(ctx, func(ctx context.Context, srv *server) (error, *ServerFault) {
+		var rejected error
 		var fault *ServerFault
 		got, rejected, fault = s.ask(ctx, srv, req, count)
 		return rejected, fault
@@ -175,8 +210,10 @@ func (s *servers) fetch(ctx context.Context, req *request, count int) fetchResul
 // the server that answered (nil if none did), the refusal, or the last fault (nil if no server
 // could be asked). Batch requests (fetch) and the bounds helper share it, so both fail over
 // alike.
-func (s *servers) call(ctx context.Context, ask func(ctx context.Context, srv *server) (*RejectedError, *ServerFault)) (*server, *RejectedError, *ServerFault) {
+func (s *servers) call(ctx context.Context, ask func(ctx context.Context, srv *server) (error, *ServerFault)) (*server, error, *ServerFault) {
 	n := len(s.list)
+	// A wait for 429 quota_exhausted ends by this instant or not at all.
+	deadline := time.Now().Add(s.wait)
 	start := int(s.preferred.Load()) % n
 	tried := make([]bool, n)
 	var last *ServerFault
@@ -196,6 +233,28 @@ func (s *servers) call(ctx context.Context, ask func(ctx context.Context, srv *s
 			tried[i] = true
 			seen := s.list[i].downCount()
 			rejected, fault := ask(ctx, s.list[i])
+			// 429 quota_exhausted: the same server again after its Retry-After, never another
+			// (every server shares the quota) and no failover counted; a wait that would end past
+			// the deadline is the caller's *ThrottledError. Bounded: each round sleeps at least
+			// 1 s and the deadline ends the loop.
+			for {
+				var th *ThrottledError
+				if !errors.As(rejected, &th) {
+					break
+				}
+				s.preferred.Store(int64(i))
+				if time.Now().Add(th.RetryAfter).After(deadline) {
+					return nil, rejected, nil
+				}
+				t := time.NewTimer(th.RetryAfter)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return nil, nil, last
+				case <-t.C:
+				}
+				rejected, fault = ask(ctx, s.list[i])
+			}
 			switch {
 			case fault != nil:
 				if ctx.Err() != nil {
@@ -239,7 +298,7 @@ type errorBody struct {
 
 // ask sends one batch request for count ids to one server: the runs (or texts) of a valid body,
 // or a refusal, or that server's fault.
-func (s *servers) ask(ctx context.Context, srv *server, req *request, count int) (fetchResult, *RejectedError, *ServerFault) {
+func (s *servers) ask(ctx context.Context, srv *server, req *request, count int) (fetchResult, error, *ServerFault) {
 	var none fetchResult
 	url := srv.base + req.route + "?count=" + strconv.Itoa(count)
 	if !req.formatted {
@@ -270,7 +329,7 @@ func (s *servers) ask(ctx context.Context, srv *server, req *request, count int)
 // get sends GET url to srv, bounded by the request timeout, and sorts the answer: the body of a
 // 200 (at most maxBodyBytes); a refusal of the request itself (refusalIsFinal); or that
 // server's fault (no answer, a 5xx, a 4xx with another code, a body too large).
-func (s *servers) get(ctx context.Context, srv *server, url string) ([]byte, *RejectedError, *ServerFault) {
+func (s *servers) get(ctx context.Context, srv *server, url string) ([]byte, error, *ServerFault) {
 	ctx, cancel := context.WithTimeout(ctx, s.requestTimeout)
 	defer cancel()
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -278,6 +337,9 @@ func (s *servers) get(ctx context.Context, srv *server, url string) ([]byte, *Re
 		return nil, nil, srv.fault(FaultTransport, 0, "", err.Error())
 	}
 	hreq.Header.Set("Accept", "application/json")
+	if s.authorization != nil {
+		hreq.Header.Set("Authorization", *s.authorization)
+	}
 	resp, err := s.http.Do(hreq)
 	if err != nil {
 		return nil, nil, srv.fault(FaultTransport, 0, "", err.Error())
@@ -292,6 +354,10 @@ func (s *servers) get(ctx context.Context, srv *server, url string) ([]byte, *Re
 		_ = json.Unmarshal(body, &eb)
 		if refusalIsFinal(resp.StatusCode, eb.Code) {
 			return nil, &RejectedError{Server: srv.base, Status: resp.StatusCode, Code: eb.Code, Message: eb.Message}, nil
+		}
+		if isQuotaWait(resp.StatusCode, eb.Code) {
+			return nil, &ThrottledError{Server: srv.base, Status: resp.StatusCode, Code: eb.Code, Message: eb.Message,
+				RetryAfter: retryAfter(resp.Header)}, nil
 		}
 		return nil, nil, srv.fault(FaultStatus, resp.StatusCode, eb.Code, "")
 	}

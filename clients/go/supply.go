@@ -120,7 +120,7 @@ type supply struct {
 	floor int64
 	// refused is the refusal of the last refill; waiting callers return it. Cleared when a new
 	// refill starts.
-	refused *RejectedError
+	refused error
 	// lastFault is the last server failure of the refills, for UnavailableError; cleared by a
 	// delivered batch.
 	lastFault *ServerFault
@@ -253,9 +253,9 @@ func (s *supply) nextIDSlow(ctx context.Context, r *span, n int64) (int64, error
 			return id, nil
 		}
 		if waited && s.refused != nil {
-			err := *s.refused
+			err := copyFinal(s.refused)
 			s.mu.Unlock()
-			return 0, &err
+			return 0, err
 		}
 		if !waited && s.batches.Load() > 0 {
 			// Both batches spent while the callers took ids: the next request doubles.

@@ -74,9 +74,15 @@ func TestVectorsErrors(t *testing.T) {
 		if status == 200 { // not_formatted: made by parseFormatted, not by this table
 			continue
 		}
-		want := c.str(t, "action") == "reject"
-		if got := refusalIsFinal(status, c.str(t, "code")); got != want {
-			t.Errorf("%s: final %v, want %v", c.name(), got, want)
+		code := c.str(t, "code")
+		got := "failover"
+		if refusalIsFinal(status, code) {
+			got = "reject"
+		} else if isQuotaWait(status, code) {
+			got = "wait"
+		}
+		if want := c.str(t, "action"); got != want {
+			t.Errorf("%s: %s, want %s", c.name(), got, want)
 		}
 	}
 }

@@ -28,6 +28,15 @@ export interface ClientOptions<Ids extends 'bigint' | 'string' = 'bigint'> {
    * Read once per formatted id handed out: cheap, never throwing. E.g. `() => Date.now() + offsetMs`.
    */
   clock?: () => number;
+  /**
+   * The caller token (`lid_...`, made by an admin with `POST /api/v1/tokens`), sent as
+   * `Authorization: Bearer <token>` on every batch and bounds request (not on the health probe).
+   * Never shown by `util.inspect`/`console.log`/`JSON.stringify` of the client. leafid's 401
+   * `unauthorized` and 403 `forbidden` reject with `RejectedError` (never a failover); a 429
+   * `quota_exhausted` is waited out for its `Retry-After` on the same server, or rejects with
+   * `ThrottledError` when that wait would pass the wait timeout.
+   */
+  token?: string;
 }
 
 /** Per-call options of `nextId`. */
@@ -162,7 +171,7 @@ export declare function isValidTag(tag: unknown): tag is string;
 
 /** Base of every error the client throws. */
 export declare class LeafidError extends Error {
-  readonly kind: 'rejected' | 'unavailable' | 'invalid_tag' | 'config' | 'closed';
+  readonly kind: 'rejected' | 'throttled' | 'unavailable' | 'invalid_tag' | 'config' | 'closed';
 }
 /** The tag was refused locally; no request sent. */
 export declare class InvalidTagError extends LeafidError {
@@ -181,6 +190,17 @@ export declare class RejectedError extends LeafidError {
   /** `unknown_biz_tag`, `invalid_biz_tag`, `biz_tag_exhausted`, `invalid_count`, `invalid_request`, `invalid_time_range` (`snowflakeBounds`: a range the servers refuse), `formatted_tag` (a formatted tag asked for numbers), `not_formatted` (a plain tag asked for text) or `sequence_exhausted` (a formatted tag's period ran out of its width, until the next period). */
   readonly code: string;
   readonly serverMessage: string;
+}
+/** The caller token's quota is spent (429 `quota_exhausted`) past the wait timeout; shorter waits are waited out on the same server. */
+export declare class ThrottledError extends LeafidError {
+  readonly kind: 'throttled';
+  readonly server: string;
+  readonly status: 429;
+  /** `quota_exhausted`. */
+  readonly code: string;
+  readonly serverMessage: string;
+  /** The server's `Retry-After`, in milliseconds. */
+  readonly retryAfterMs: number;
 }
 /** No ids within the wait: every server failed or is down, or the request for ids was not answered yet. */
 export declare class UnavailableError extends LeafidError {

@@ -20,8 +20,9 @@ function answer(v) {
  * @param {unknown} e
  */
 function classify(e) {
-  if (e instanceof LeafidError && ['rejected', 'unavailable', 'invalid_tag', 'config'].includes(e.kind)) {
-    return { kind: e.kind, code: e.kind === 'rejected' ? /** @type {any} */ (e).code : '' };
+  if (e instanceof LeafidError && ['rejected', 'throttled', 'unavailable', 'invalid_tag', 'config'].includes(e.kind)) {
+    const coded = e.kind === 'rejected' || e.kind === 'throttled';
+    return { kind: e.kind, code: coded ? /** @type {any} */ (e).code : '' };
   }
   return { kind: 'internal', code: '' };
 }
@@ -58,6 +59,7 @@ async function open(cmd) {
     ...(cmd.target_lifetime_ms !== undefined ? { targetLifetimeMs: cmd.target_lifetime_ms } : {}),
     // The period rule's wall clock through the client's public hook: the system clock + O ms.
     ...(cmd.clock_offset_ms !== undefined ? { clock: offsetClock(cmd.clock_offset_ms) } : {}),
+    ...(typeof cmd.token === 'string' ? { token: cmd.token } : {}),
     ids: 'string',
   });
   return { ok: true };

@@ -63,6 +63,11 @@ export class Client {
    *   no id of a period that ended by it. Set it when the process clock is not the one to trust
    *   (a known offset, a time source of your own) or in tests; it is read once per id handed
    *   out by a formatted supply, so it must be cheap and must not throw.
+   * @param {string} [options.token] the caller token (`lid_...`), sent as
+   *   `Authorization: Bearer <token>` on every batch and bounds request (not on the health
+   *   probe); never shown. leafid's 401 `unauthorized` and 403 `forbidden` reject with
+   *   `RejectedError` (no failover); a 429 `quota_exhausted` is waited out for its `Retry-After`
+   *   on the same server, or rejects with `ThrottledError` past the wait timeout.
    */
   constructor(options) {
     const o = { ...DEFAULTS, ...(options ?? {}) };
@@ -88,6 +93,9 @@ export class Client {
     if (o.ids !== 'bigint' && o.ids !== 'string') {
       throw new ConfigError(`ids must be "bigint" or "string" (got ${JSON.stringify(o.ids)})`);
     }
+    if (o.token !== undefined && (typeof o.token !== 'string' || !/^[\x21-\x7e]+$/.test(o.token))) {
+      throw new ConfigError('token must be a non-empty string of printable ASCII without spaces');
+    }
     if (typeof o.clock !== 'function') {
       throw new ConfigError(`clock must be a function returning milliseconds since the epoch (got ${typeof o.clock})`);
     }
@@ -99,7 +107,11 @@ export class Client {
       backoffMinMs: o.backoffMinMs,
       backoffMaxMs: o.backoffMaxMs,
     };
-    this._servers = new Servers(bases, this._timing, this._stopper.signal);
+    // The token lives only inside Servers (out of sight of util.inspect and JSON.stringify).
+    this._servers = new Servers(bases, this._timing, this._stopper.signal, {
+      token: o.token,
+      waitTimeoutMs: o.waitTimeoutMs,
+    });
     this._batch = o.batch;
     this._maxBatch = o.maxBatch;
     this._targetLifetimeMs = o.targetLifetimeMs;

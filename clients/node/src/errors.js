@@ -50,8 +50,10 @@ export class ConfigError extends LeafidError {
  * `biz_tag_exhausted`, `invalid_count`, `invalid_request`, `formatted_tag`; for
  * `snowflakeBounds` `invalid_time_range`; for a formatted
  * supply also a 200 with numbers and no `period_end`, `not_formatted`, and 503
- * `sequence_exhausted`). The servers share one database, so no other server was asked: it would
- * answer the same.
+ * `sequence_exhausted`; and the caller token refused by leafid: 401 `unauthorized` (missing,
+ * unknown or revoked) and 403 `forbidden` (not scoped to the tag)). The servers share one
+ * database and one set of tokens, so no other server was asked: it would answer the same. (A
+ * proxy's 401/403/429 without leafid's `code` is that server's failure: the next one is asked.)
  */
 export class RejectedError extends LeafidError {
   /**
@@ -70,6 +72,34 @@ export class RejectedError extends LeafidError {
     this.code = code;
     /** The server's message. */
     this.serverMessage = serverMessage;
+  }
+}
+
+/**
+ * The caller token's quota is spent: leafid answered 429 `quota_exhausted` (the token's rate for
+ * now, or a formatted tag's share of its period) with a `Retry-After` that ends past the wait
+ * timeout. A shorter `Retry-After` is waited out by the client, which then asks the same server
+ * again: every server shares the quota, so the client never fails over for it.
+ */
+export class ThrottledError extends LeafidError {
+  /**
+   * @param {string} server base URL of the server that answered
+   * @param {string} code the body's stable `code` (`quota_exhausted`)
+   * @param {string} serverMessage the body's `message`
+   * @param {number} retryAfterMs the server's `Retry-After`, in milliseconds
+   */
+  constructor(server, code, serverMessage, retryAfterMs) {
+    super('throttled', `${server} throttled the request (429 ${code}, retry after ${retryAfterMs / 1000} s): ${serverMessage}`);
+    /** The server that answered. */
+    this.server = server;
+    /** The HTTP status (429). */
+    this.status = 429;
+    /** The server's stable error code, `quota_exhausted`. */
+    this.code = code;
+    /** The server's message. */
+    this.serverMessage = serverMessage;
+    /** The server's `Retry-After` in milliseconds: when asking again may succeed. */
+    this.retryAfterMs = retryAfterMs;
   }
 }
 

@@ -19,6 +19,7 @@ export {
   InvalidTagError,
   ConfigError,
   RejectedError,
+  ThrottledError,
   UnavailableError,
   ClosedError,
   ServerFault,

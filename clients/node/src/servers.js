@@ -15,7 +15,7 @@
 import http from 'node:http';
 import https from 'node:https';
 
-import { RejectedError, ServerFault } from './errors.js';
+import { RejectedError, ServerFault, ThrottledError } from './errors.js';
 
 /** Most ids one segment range request may ask for (the route's limit). */
 export const MAX_SEGMENT_BATCH = 1_000_000;
@@ -61,8 +61,65 @@ export const REFUSAL_CODES = new Set([
  * @returns {boolean}
  */
 export function refusalIsFinal(status, code) {
+  // The caller token refused by leafid itself: every server reads the same tokens.
+  if (status === 401) return code === 'unauthorized';
+  if (status === 403) return code === 'forbidden';
   if (status >= 400 && status < 500) return REFUSAL_CODES.has(code);
   return status === 503 && code === 'sequence_exhausted';
+}
+
+/**
+ * Whether an error answer is leafid's 429 `quota_exhausted`: the caller token's quota is spent
+ * on every server (they share it), so the client waits `Retry-After` and asks the same server
+ * again (never another, never a failover); a proxy's 429 is a failover (action `wait` in
+ * `clients/conformance/vectors/errors.json`).
+ * @param {number} status
+ * @param {string} code the body's code (`''` if none)
+ * @returns {boolean}
+ */
+export function isQuotaWait(status, code) {
+  return status === 429 && code === 'quota_exhausted';
+}
+
+/**
+ * A `Retry-After` of whole seconds (leafid sends an integer >= 1) in milliseconds: 1000 when
+ * absent or unreadable, so that a quota wait is never zero (no busy loop).
+ * @param {string | string[] | undefined} header
+ * @returns {number}
+ */
+export function retryAfterMs(header) {
+  const text = Array.isArray(header) ? header[0] : header;
+  const n = /^\s*[0-9]{1,9}\s*$/.test(text ?? '') ? Number(text) : 1;
+  return Math.max(1, n) * 1000;
+}
+
+/**
+ * The caller token's `Authorization` value per `Servers`: kept out of the object, so that
+ * `util.inspect`, `console.log` and `JSON.stringify` of a client never show it.
+ * @type {WeakMap<object, string>}
+ */
+const AUTHORIZATION = new WeakMap();
+
+/**
+ * Waits `ms`, or less if `stop` aborts first. Leaves no timer.
+ * @param {number} ms
+ * @param {AbortSignal} stop
+ * @returns {Promise<void>}
+ */
+function pause(ms, stop) {
+  return new Promise((resolve) => {
+    if (stop.aborted) {
+      resolve();
+      return;
+    }
+    const done = () => {
+      clearTimeout(timer);
+      stop.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    stop.addEventListener('abort', done, { once: true });
+  });
 }
 
 /** Most ids one request of the list route (a formatted supply's) may ask for. */
@@ -164,9 +221,10 @@ export function validateRanges(body, request) {
  * @param {http.Agent} agent
  * @param {number} timeoutMs
  * @param {AbortSignal} stop
- * @returns {Promise<{status: number, body: string}>}
+ * @param {string} [authorization] the `Authorization` header, if any
+ * @returns {Promise<{status: number, body: string, retryAfter: string | string[] | undefined}>}
  */
-function get(url, agent, timeoutMs, stop) {
+function get(url, agent, timeoutMs, stop, authorization) {
   return new Promise((resolve, reject) => {
     if (stop.aborted) {
       reject(new Error('client closed'));
@@ -191,7 +249,10 @@ function get(url, agent, timeoutMs, stop) {
     };
     const onStop = () => fail(new Error('client closed'));
     const mod = url.startsWith('https:') ? https : http;
-    const req = mod.get(url, { agent, headers: { accept: 'application/json' } }, (res) => {
+    /** @type {Record<string, string>} */
+    const headers = { accept: 'application/json' };
+    if (authorization !== undefined) headers.authorization = authorization;
+    const req = mod.get(url, { agent, headers }, (res) => {
       let body = '';
       let size = 0;
       res.setEncoding('utf8');
@@ -200,7 +261,7 @@ function get(url, agent, timeoutMs, stop) {
         if (size > MAX_BODY_BYTES) fail(new Error(`body larger than ${MAX_BODY_BYTES} bytes`));
         else body += chunk;
       });
-      res.on('end', () => finish(() => resolve({ status: res.statusCode ?? 0, body })));
+      res.on('end', () => finish(() => resolve({ status: res.statusCode ?? 0, body, retryAfter: res.headers['retry-after'] })));
       res.on('error', (e) => finish(() => reject(e)));
       res.on('close', () => finish(() => reject(new Error('connection closed before the body ended'))));
     });
@@ -250,8 +311,14 @@ export class Servers {
    * @param {string[]} bases base URLs, checked by the client
    * @param {{requestTimeoutMs: number, probeTimeoutMs: number, backoffMinMs: number, backoffMaxMs: number}} timing
    * @param {AbortSignal} stop aborted by `close()`: in-flight requests are destroyed
+   * @param {{token?: string, waitTimeoutMs?: number}} [auth] the caller token sent on every
+   *   batch and bounds request (never on the health probe), and the longest a fetch waits out
+   *   429 `quota_exhausted` answers (the client's wait timeout)
    */
-  constructor(bases, timing, stop) {
+  constructor(bases, timing, stop, auth) {
+    if (auth?.token !== undefined) AUTHORIZATION.set(this, `Bearer ${auth.token}`);
+    /** The longest one fetch waits for 429 `quota_exhausted`, in milliseconds. */
+    this.quotaWaitMs = auth?.waitTimeoutMs ?? 0;
     /** The servers, in the order given: the first is preferred at start. */
     this.list = bases.map((b) => new Server(b));
     /** Index of the server that answered last: asked first. */
@@ -276,10 +343,12 @@ export class Servers {
    * @template [B={runs: Run[], count: number}]
    * @param {Request<B>} request the route (no query), the tag, and how its body is read
    * @param {number} count ids asked for
-   * @returns {Promise<(B & {server: string}) | {rejected: RejectedError} | {fault: ServerFault | null}>}
+   * @returns {Promise<(B & {server: string}) | {rejected: RejectedError | ThrottledError} | {fault: ServerFault | null}>}
    */
   async fetch(request, count) {
     const n = this.list.length;
+    // A wait for 429 quota_exhausted ends by this instant or not at all.
+    const deadline = performance.now() + this.quotaWaitMs;
     const start = this.preferred % n;
     const tried = new Array(n).fill(false);
     /** @type {ServerFault | null} */
@@ -293,7 +362,19 @@ export class Servers {
         tried[i] = true;
         if (last !== null) this.failovers++;
         const seen = server.downs;
-        const outcome = await this.ask(server, request, count);
+        let outcome = await this.ask(server, request, count);
+        // 429 quota_exhausted: the same server again after its Retry-After, never another
+        // (every server shares the quota) and no failover counted; a wait that would end past
+        // the deadline is the caller's ThrottledError. Bounded: each round waits at least 1 s and
+        // the deadline ends the loop.
+        while ('throttled' in outcome) {
+          this.preferred = i;
+          const th = outcome.throttled;
+          if (performance.now() + th.retryAfterMs > deadline) return { rejected: th };
+          await pause(th.retryAfterMs, this.stop);
+          if (this.stop.aborted) return { fault: last };
+          outcome = await this.ask(server, request, count);
+        }
         if ('rejected' in outcome) return outcome;
         if ('fault' in outcome) {
           if (!this.stop.aborted) this.markDown(server);
@@ -313,14 +394,14 @@ export class Servers {
    * @param {Server} server
    * @param {Request<B>} request
    * @param {number} count
-   * @returns {Promise<(B & {server: string}) | {rejected: RejectedError} | {fault: ServerFault}>}
+   * @returns {Promise<(B & {server: string}) | {rejected: RejectedError} | {throttled: ThrottledError} | {fault: ServerFault}>}
    */
   async ask(server, request, count) {
     const url = server.base + (request.target ?? `${request.path}?count=${count}${request.query ?? '&stringify_ids=true'}`);
     let res;
     for (let attempt = 0; ; attempt++) {
       try {
-        res = await get(url, this.agentFor(url), this.timing.requestTimeoutMs, this.stop);
+        res = await get(url, this.agentFor(url), this.timing.requestTimeoutMs, this.stop, AUTHORIZATION.get(this));
         break;
       } catch (e) {
         // A reused keep-alive socket that turned out closed (the server's idle timeout raced
@@ -334,6 +415,9 @@ export class Servers {
       const { code, message } = parseErrorBody(res.body);
       if (refusalIsFinal(res.status, code)) {
         return { rejected: new RejectedError(server.base, res.status, code, message) };
+      }
+      if (isQuotaWait(res.status, code)) {
+        return { throttled: new ThrottledError(server.base, code, message, retryAfterMs(res.retryAfter)) };
       }
       return { fault: new ServerFault(server.base, 'status', `${res.status}${code ? ` ${code}` : ''}`) };
     }

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import { rfc3339, readBounds } from '../src/bounds.js';
 import { isValidTag } from '../src/client.js';
 import { parseRfc3339, readFormatted } from '../src/formatted.js';
-import { Refusal, refusalIsFinal, validateRanges } from '../src/servers.js';
+import { Refusal, isQuotaWait, refusalIsFinal, validateRanges } from '../src/servers.js';
 import { nextBatchSize } from '../src/sizing.js';
 import { catchUpCount } from '../src/supply.js';
 
@@ -38,7 +38,8 @@ function parsed(body) {
 test('vectors: errors', () => {
   for (const c of cases('errors.json')) {
     if (c.status === 200) continue; // not_formatted: made by the formatted reader
-    assert.equal(refusalIsFinal(c.status, c.code), c.action === 'reject', c.name);
+    const got = refusalIsFinal(c.status, c.code) ? 'reject' : isQuotaWait(c.status, c.code) ? 'wait' : 'failover';
+    assert.equal(got, c.action, c.name);
   }
 });
 

@@ -30,6 +30,7 @@ from leafid_client import (  # noqa: E402
     InvalidTagError,
     RejectedError,
     Stats,
+    ThrottledError,
     UnavailableError,
 )
 
@@ -38,6 +39,8 @@ def kind_of(e: BaseException) -> Tuple[str, str]:
     """The protocol's error kind and code of an exception."""
     if isinstance(e, RejectedError):
         return "rejected", e.code
+    if isinstance(e, ThrottledError):
+        return "throttled", e.code
     if isinstance(e, UnavailableError):
         return "unavailable", ""
     if isinstance(e, InvalidTagError):
@@ -69,6 +72,8 @@ def settings(cmd: Dict[str, Any]) -> Dict[str, Any]:
         backoff_min=ms("backoff_min_ms", 50),
         backoff_max=ms("backoff_max_ms", 5000),
     )
+    if isinstance(cmd.get("token"), str):
+        out["token"] = cmd["token"]
     offset_ms = cmd.get("clock_offset_ms")
     if offset_ms is not None:
         # The client's public clock hook: the system clock plus the offset.

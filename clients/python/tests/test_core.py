@@ -125,7 +125,8 @@ def test_only_refusals_of_the_request_itself_are_final() -> None:
     for status, raw in [
         (404, body(code="engine_disabled", message="m")),
         (404, b"<html>not found</html>"),
-        (401, body(code="unauthorized", message="m")),
+        (401, b"<html>login</html>"),
+        (403, body(code="unauthorized", message="m")),
         (429, body(code="rate_limited")),
         (503, body(code="segments_not_ready", message="m")),
         (500, b""),

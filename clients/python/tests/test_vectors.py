@@ -18,6 +18,7 @@ from leafid_client._wire import (
     parse_bounds,
     parse_formatted,
     parse_ranges,
+    quota_wait,
     refusal_is_final,
     rfc3339_unix_ms,
     valid_tag,
@@ -36,7 +37,13 @@ def cases(file: str) -> list:
 def test_errors(c: dict) -> None:
     if c["status"] == 200:
         pytest.skip("not_formatted: made by parse_formatted, not by the refusal table")
-    assert refusal_is_final(c["status"], c["code"]) == (c["action"] == "reject")
+    if refusal_is_final(c["status"], c["code"]):
+        got = "reject"
+    elif quota_wait(c["status"], c["code"]):
+        got = "wait"
+    else:
+        got = "failover"
+    assert got == c["action"]
 
 
 @pytest.mark.parametrize("c", cases("tags.json"))

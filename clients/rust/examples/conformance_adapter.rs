@@ -118,6 +118,9 @@ fn open(cmd: &Value, client: &mut Option<Client>, rt: &tokio::runtime::Handle) -
         builder = builder.backoff(a, b);
     }
     // The period rule's wall clock: the system clock plus the offset, through the public hook.
+    if let Some(token) = cmd["token"].as_str() {
+        builder = builder.token(token);
+    }
     if let Some(offset) = cmd["clock_offset_ms"].as_i64() {
         let shift = Duration::from_millis(offset.unsigned_abs());
         builder = builder.clock(Arc::new(move || {
@@ -305,6 +308,7 @@ fn parse_instant(s: &str) -> Option<SystemTime> {
 fn kind_code(e: &Error) -> (&'static str, String) {
     match e {
         Error::Rejected { code, .. } => ("rejected", code.clone()),
+        Error::Throttled { code, .. } => ("throttled", code.clone()),
         Error::Unavailable { .. } => ("unavailable", String::new()),
         Error::InvalidTag(_) => ("invalid_tag", String::new()),
         Error::Config(_) => ("config", String::new()),

@@ -33,6 +33,18 @@ pub struct ClientBuilder {
     timing: Timing,
     connect_timeout: Duration,
     clock: Clock,
+    token: Option<Token>,
+}
+
+/// A caller token: its `Debug` never shows it (a builder or client printed to a log must not
+/// leak the credential).
+#[derive(Clone)]
+struct Token(String);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
 }
 
 impl Default for ClientBuilder {
@@ -51,6 +63,7 @@ impl Default for ClientBuilder {
             },
             connect_timeout: Duration::from_millis(500),
             clock: Clock(None),
+            token: None,
         }
     }
 }
@@ -141,6 +154,21 @@ impl ClientBuilder {
         self
     }
 
+    /// The caller token (`lid_...`, made by an admin with `POST /api/v1/tokens`), sent as
+    /// `Authorization: Bearer <token>` on every batch and bounds request (not on the health
+    /// probe, which needs none). Never shown: `Debug` of the builder and the client print
+    /// `<redacted>`. Without it the client sends no credentials (a server in open mode).
+    ///
+    /// leafid's `401 unauthorized` (missing, unknown or revoked token) and `403 forbidden`
+    /// (not scoped to the tag) are [`Error::Rejected`] with that code, never a failover (every
+    /// server reads the same tokens); a `429 quota_exhausted` is waited out for its
+    /// `Retry-After` on the same server, or is [`Error::Throttled`] when that wait would pass
+    /// the wait timeout.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(Token(token.into()));
+        self
+    }
+
     /// The client. Must run inside a tokio runtime: refills and health probes are tasks of
     /// that runtime.
     pub fn build(self) -> Result<Client, Error> {
@@ -185,7 +213,13 @@ impl ClientBuilder {
             .connect_timeout(self.connect_timeout)
             .build()
             .map_err(|e| Error::Config(format!("HTTP client: {e}")))?;
-        let servers = Arc::new(Servers::new(bases, http, self.timing));
+        let servers = Arc::new(Servers::new(
+            bases,
+            http,
+            self.timing,
+            self.token.as_ref().map(|t| t.0.as_str()),
+            self.wait_timeout,
+        )?);
         let stop = CancellationToken::new();
         runtime.spawn(servers.clone().run_health_checks(stop.clone()));
         Ok(Client {

@@ -22,10 +22,12 @@ pub enum Error {
     /// `server` empty when the client refused it without a request); a 503 `sequence_exhausted` (a
     /// formatted tag's period ran out of its width: until the next period); or, on a formatted
     /// supply, a 200 with numeric ids and no `period_end` (`code` `not_formatted`, status 200:
-    /// the tag is plain). The servers share one database, so asking another would not help; no
-    /// other server was asked. (Any
-    /// other 4xx, such as `engine_disabled`, `not_found` or `unauthorized`, is that server's
-    /// failure: the next server is asked, see [`Fault::Refused`].)
+    /// the tag is plain); or the caller token refused by leafid: `401 unauthorized` (missing,
+    /// unknown or revoked) or `403 forbidden` (not scoped to the tag). The servers share one
+    /// database, so asking another would not help; no other server was asked. (Any
+    /// other 4xx, such as `engine_disabled`, `not_found`, or a proxy's 401/403/429 without
+    /// leafid's `code`, is that server's failure: the next server is asked, see
+    /// [`Fault::Refused`].)
     #[error("{server} refused the request ({status} {code}): {message}")]
     Rejected {
         /// The server that answered.
@@ -36,6 +38,21 @@ pub enum Error {
         code: String,
         /// The body's `message`.
         message: String,
+    },
+    /// The caller token's quota is spent (`429 quota_exhausted`: its rate for now, or a
+    /// formatted tag's share of the period) and the server's `Retry-After` ends past the wait
+    /// timeout. Shorter waits are waited out by the client, asking the same server again (every
+    /// server shares the quota: no failover). `code` is `quota_exhausted`.
+    #[error("{server} throttled the request ({code}, retry after {} s): {message}", retry_after.as_secs())]
+    Throttled {
+        /// The server that answered.
+        server: String,
+        /// The body's stable `code` (`quota_exhausted`).
+        code: String,
+        /// The body's `message`.
+        message: String,
+        /// The server's `Retry-After`: when asking again may succeed.
+        retry_after: Duration,
     },
     /// No batch arrived within the wait timeout: every server failed or is down, or (no
     /// failure yet) the batch asked for had not come back in time.
@@ -72,7 +89,7 @@ pub enum Fault {
     /// A 5xx (503 `segments_not_ready`, `database_unavailable`...).
     Status(u16),
     /// A 4xx that is not a refusal of the request itself (see [`Error::Rejected`]):
-    /// `engine_disabled`, `not_found`, `unauthorized`, a rate limit...
+    /// `engine_disabled`, `not_found`, a proxy's 401/403/429 without leafid's `code`...
     Refused {
         /// The HTTP status.
         status: u16,

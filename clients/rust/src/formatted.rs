@@ -669,7 +669,9 @@ mod tests {
         match Texts::parse(json.as_bytes(), &req(asked), "http://s") {
             Ok(t) => Ok(t.ids),
             Err(Outcome::Fault(f)) => Err(format!("fault {f:?}")),
-            Err(Outcome::Rejected(e)) => Err(format!("rejected {e}")),
+            Err(Outcome::Rejected(e) | Outcome::Throttled { error: e, .. }) => {
+                Err(format!("rejected {e}"))
+            }
         }
     }
 

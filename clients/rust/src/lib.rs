@@ -44,6 +44,8 @@ mod servers;
 mod sizing;
 mod supply;
 #[cfg(test)]
+mod tokens_tests;
+#[cfg(test)]
 mod vectors;
 
 pub use bounds::IdBounds;

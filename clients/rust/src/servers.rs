@@ -47,6 +47,12 @@ pub(crate) struct Servers {
     http: reqwest::Client,
     /// Timeouts and backoff.
     timing: Timing,
+    /// `Authorization: Bearer <token>` sent on every batch and bounds request (never on the
+    /// health probe), marked sensitive so that reqwest never shows it. `None`: no token.
+    auth: Option<reqwest::header::HeaderValue>,
+    /// The longest a fetch waits out `429 quota_exhausted` answers (the client's wait
+    /// timeout): a `Retry-After` that would end past it is the caller's [`Error::Throttled`].
+    wait: Duration,
 }
 
 /// One server.
@@ -80,6 +86,26 @@ pub(crate) enum Outcome {
     Fault(Fault),
     /// It refused (a 4xx that holds on every server): final, the servers share one database.
     Rejected(Error),
+    /// `429 quota_exhausted`: the caller token's quota is spent on every server (they share
+    /// it): wait `retry_after` and ask the same server again; never a failover.
+    Throttled {
+        /// The server's `Retry-After` (1 s when absent or unreadable).
+        retry_after: Duration,
+        /// The error the caller gets when the wait would pass the wait timeout.
+        error: Error,
+    },
+}
+
+/// What the client does with an error answer (`clients/conformance/vectors/errors.json`'s
+/// `action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Final: the same on every server; reaches the caller, no other server asked.
+    Reject,
+    /// That server's failure: mark it down, ask the next.
+    Failover,
+    /// `429 quota_exhausted`: wait `Retry-After`, ask the same server again.
+    Wait,
 }
 
 /// Why a fetch brought no batch.
@@ -233,7 +259,22 @@ impl Request {
 
 impl Servers {
     /// Servers from base URLs (already checked by the builder).
-    pub fn new(bases: Vec<String>, http: reqwest::Client, timing: Timing) -> Self {
+    pub fn new(
+        bases: Vec<String>,
+        http: reqwest::Client,
+        timing: Timing,
+        token: Option<&str>,
+        wait: Duration,
+    ) -> Result<Self, Error> {
+        let auth = match token {
+            None => None,
+            Some(t) => {
+                let mut v = reqwest::header::HeaderValue::from_str(&format!("Bearer {t}"))
+                    .map_err(|_| Error::Config("the token is not a valid header value".into()))?;
+                v.set_sensitive(true);
+                Some(v)
+            }
+        };
         let now = Instant::now();
         let list = bases
             .into_iter()
@@ -247,12 +288,14 @@ impl Servers {
                 }),
             })
             .collect();
-        Self {
+        Ok(Self {
             list,
             preferred: AtomicUsize::new(0),
             http,
             timing,
-        }
+            auth,
+            wait,
+        })
     }
 
     /// Base URL of the server asked first, and whether it is up.
@@ -286,6 +329,8 @@ impl Servers {
         let start = self.preferred.load(Ordering::Relaxed) % n;
         let mut tried = vec![false; n];
         let mut last = None;
+        // A quota wait (429 quota_exhausted) ends by this instant or not at all.
+        let deadline = Instant::now() + self.wait;
         for last_resort in [false, true] {
             for k in 0..n {
                 let i = (start + k) % n;
@@ -297,7 +342,24 @@ impl Servers {
                     failovers.fetch_add(1, Ordering::Relaxed);
                 }
                 let seen = self.list[i].health().downs;
-                match self.ask::<T>(i, req).await {
+                // Asked again after each quota wait: the same server, never another (they
+                // share the quota) and no failover counted. Bounded: every round sleeps at
+                // least 1 s and the deadline ends the loop.
+                let answer = loop {
+                    match self.ask::<T>(i, req).await {
+                        Err(Outcome::Throttled { retry_after, error }) => {
+                            // The server answered: it is up, and asked first next time.
+                            self.preferred.store(i, Ordering::Relaxed);
+                            let wake = Instant::now() + retry_after;
+                            if wake > deadline {
+                                return Err(FetchError::Rejected(error));
+                            }
+                            tokio::time::sleep_until(wake).await;
+                        }
+                        other => break other,
+                    }
+                };
+                match answer {
                     Ok(runs) => {
                         if self.list[i].mark_up_unless_down_since(seen) {
                             self.preferred.store(i, Ordering::Relaxed);
@@ -305,6 +367,9 @@ impl Servers {
                         return Ok((runs, &self.list[i].base));
                     }
                     Err(Outcome::Rejected(e)) => return Err(FetchError::Rejected(e)),
+                    Err(Outcome::Throttled { error, .. }) => {
+                        return Err(FetchError::Rejected(error));
+                    }
                     Err(Outcome::Fault(fault)) => {
                         self.list[i].mark_down(&self.timing);
                         last = Some(ServerFault {
@@ -322,23 +387,39 @@ impl Servers {
     async fn ask<T: Answer>(&self, i: usize, req: &Request) -> Result<T, Outcome> {
         let server = &self.list[i];
         let url = format!("{}{}", server.base, req.path);
-        let resp = self
-            .http
-            .get(&url)
-            .timeout(self.timing.request_timeout)
+        let mut get = self.http.get(&url).timeout(self.timing.request_timeout);
+        if let Some(auth) = &self.auth {
+            get = get.header(reqwest::header::AUTHORIZATION, auth.clone());
+        }
+        let resp = get
             .send()
             .await
             .map_err(|e| Outcome::Fault(Fault::Transport(transport_cause(&e))))?;
         let status = resp.status();
         if status != reqwest::StatusCode::OK {
+            let retry_after = retry_after(resp.headers());
             let body: ErrorBody = resp.json().await.unwrap_or_default();
-            if refusal_is_final(status.as_u16(), &body.code) {
-                return Err(Outcome::Rejected(Error::Rejected {
-                    server: server.base.clone(),
-                    status: status.as_u16(),
-                    code: body.code,
-                    message: body.message,
-                }));
+            match action(status.as_u16(), &body.code) {
+                Action::Reject => {
+                    return Err(Outcome::Rejected(Error::Rejected {
+                        server: server.base.clone(),
+                        status: status.as_u16(),
+                        code: body.code,
+                        message: body.message,
+                    }));
+                }
+                Action::Wait => {
+                    return Err(Outcome::Throttled {
+                        retry_after,
+                        error: Error::Throttled {
+                            server: server.base.clone(),
+                            code: body.code,
+                            message: body.message,
+                            retry_after,
+                        },
+                    });
+                }
+                Action::Failover => {}
             }
             if status.is_client_error() {
                 return Err(Outcome::Fault(Fault::Refused {
@@ -428,17 +509,45 @@ impl Server {
     }
 }
 
+/// What the client does with an error answer: final ([`refusal_is_final`]), a quota wait
+/// (`429 quota_exhausted`, leafid's own code under its own status), or a failover (all else,
+/// a proxy's 429 `rate_limited` included); `clients/conformance/vectors/errors.json`.
+pub(crate) fn action(status: u16, code: &str) -> Action {
+    if status == 429 && code == "quota_exhausted" {
+        Action::Wait
+    } else if refusal_is_final(status, code) {
+        Action::Reject
+    } else {
+        Action::Failover
+    }
+}
+
+/// The `Retry-After` of a `429 quota_exhausted` in whole seconds (leafid sends an integer
+/// `>= 1`); 1 s when absent or unreadable, so that a wait is never zero (no busy loop).
+pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Duration {
+    let secs = headers
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(1)
+        .max(1);
+    Duration::from_secs(secs)
+}
+
 /// Whether an error answer is the same on every server (final: it reaches the caller) or only
 /// this one's (ask the next); `clients/conformance/vectors/errors.json`.
 ///
 /// The servers share one database and one layout, so leafid's refusals of the request itself
-/// hold everywhere: a 4xx whose code is one of [`REQUEST_REFUSALS`], and a 503
-/// `sequence_exhausted` (a formatted tag's period ran out of its width until the next one).
-/// Every other answer is this server's: an engine switched off on it (`engine_disabled`), a
-/// route it does not have (`not_found`), `unauthorized`, a proxy's page without leafid's
-/// `code`, any other 5xx.
+/// hold everywhere: a 4xx whose code is one of [`REQUEST_REFUSALS`], a 503
+/// `sequence_exhausted` (a formatted tag's period ran out of its width until the next one),
+/// and the caller token's refusals, leafid's `401 unauthorized` and `403 forbidden` (every
+/// server reads the same tokens: the credentials are wrong everywhere). Every other answer is
+/// this server's: an engine switched off on it (`engine_disabled`), a route it does not have
+/// (`not_found`), a proxy's 401/403/429 or any page without leafid's `code`, any other 5xx.
 pub(crate) fn refusal_is_final(status: u16, code: &str) -> bool {
     match status {
+        401 => code == "unauthorized",
+        403 => code == "forbidden",
         400..=499 => REQUEST_REFUSALS.contains(&code),
         503 => code == "sequence_exhausted",
         _ => false,

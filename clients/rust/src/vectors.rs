@@ -10,7 +10,7 @@ use crate::bounds::{self, IdBounds};
 use crate::client::valid_tag;
 use crate::error::Error;
 use crate::formatted::{Texts, parse_rfc3339};
-use crate::servers::{Answer, Outcome, Request, Run, refusal_is_final};
+use crate::servers::{Action, Answer, Outcome, Request, Run, action};
 use crate::sizing::{Sizing, Usage};
 use crate::supply::catch_up_count;
 
@@ -43,15 +43,16 @@ fn errors() {
     for c in cases("errors.json") {
         let status = u16::try_from(u(&c, "status")).unwrap();
         let want = match c["action"].as_str().unwrap() {
-            "reject" => true,
-            "failover" => false,
+            "reject" => Action::Reject,
+            "failover" => Action::Failover,
+            "wait" => Action::Wait,
             other => panic!("{}: action {other}", name(&c)),
         };
         // A 200 refusal (not_formatted) is made by the formatted parser, not this table.
         if status == 200 {
             continue;
         }
-        let got = refusal_is_final(status, c["code"].as_str().unwrap());
+        let got = action(status, c["code"].as_str().unwrap());
         assert_eq!(got, want, "{}", name(&c));
     }
 }
@@ -155,7 +156,9 @@ fn responses() {
                         assert_eq!(got, want, "{}", name(&c));
                     }
                     Err(Outcome::Fault(_)) => assert!(!valid, "{}: refused", name(&c)),
-                    Err(Outcome::Rejected(e)) => panic!("{}: rejected {e}", name(&c)),
+                    Err(Outcome::Rejected(e) | Outcome::Throttled { error: e, .. }) => {
+                        panic!("{}: rejected {e}", name(&c))
+                    }
                 }
             }
             "bounds" => {
@@ -167,7 +170,9 @@ fn responses() {
                         assert_eq!(b.max_id.to_string(), text(&c["max_id"]), "{}", name(&c));
                     }
                     Err(Outcome::Fault(_)) => assert!(!valid, "{}: refused", name(&c)),
-                    Err(Outcome::Rejected(e)) => panic!("{}: rejected {e}", name(&c)),
+                    Err(Outcome::Rejected(e) | Outcome::Throttled { error: e, .. }) => {
+                        panic!("{}: rejected {e}", name(&c))
+                    }
                 }
             }
             other => panic!("{}: kind {other}", name(&c)),

@@ -36,6 +36,8 @@ type command struct {
 	PauseMs        int64    `json:"pause_ms"`
 	// ClockOffset (open, optional): the client's period clock reads the system clock plus this.
 	ClockOffset *int64 `json:"clock_offset_ms"`
+	// Token (open, optional): the caller token the client sends.
+	Token string `json:"token"`
 	// From and To (bounds): RFC 3339 instants.
 	From string `json:"from"`
 	To   string `json:"to"`
@@ -58,12 +60,15 @@ type errorCount struct {
 // classify maps a client error to the protocol's kind and code.
 func classify(err error) errorInfo {
 	var rej *leafid.RejectedError
+	var th *leafid.ThrottledError
 	var un *leafid.UnavailableError
 	var inv *leafid.InvalidTagError
 	var cfg *leafid.ConfigError
 	switch {
 	case errors.As(err, &rej):
 		return errorInfo{"rejected", rej.Code, err.Error()}
+	case errors.As(err, &th):
+		return errorInfo{"throttled", th.Code, err.Error()}
 	case errors.As(err, &un):
 		return errorInfo{"unavailable", "", err.Error()}
 	case errors.As(err, &inv):
@@ -100,6 +105,7 @@ func (a *adapter) open(c *command) map[string]any {
 		TargetLifetime: ms(c.TargetLifetime),
 		RequestTimeout: ms(c.RequestTimeout),
 		WaitTimeout:    ms(c.WaitTimeout),
+		Token:          leafid.Token(c.Token),
 		BackoffMin:     ms(c.BackoffMin),
 		BackoffMax:     ms(c.BackoffMax),
 	})

@@ -43,6 +43,7 @@ from .errors import (
     LeafidError,
     RejectedError,
     ServerFault,
+    ThrottledError,
     UnavailableError,
 )
 
@@ -68,6 +69,7 @@ __all__ = [
     "ServerFault",
     "SnowflakeSupply",
     "Stats",
+    "ThrottledError",
     "UnavailableError",
     "valid_tag",
 ]

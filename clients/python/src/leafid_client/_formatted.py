@@ -46,11 +46,11 @@ import bisect
 import math
 import operator
 import time
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Callable, Iterator, List, Optional, Tuple, Union
 
 from ._supply import PRELOAD_FRACTION, Stats, next_size
 from ._wire import FormattedBatch
-from .errors import RejectedError, ServerFault
+from .errors import RejectedError, ServerFault, ThrottledError
 
 Piece = Tuple[Iterator[str], float]
 """Texts being handed out and the end of their period (seconds since the epoch)."""
@@ -128,7 +128,7 @@ class FormattedCore:
         self.floor = ""
         """The largest text accepted into a batch ("" before the first: ids are non-empty)."""
         self.refilling = False
-        self.refused: Optional[RejectedError] = None
+        self.refused: Optional[Union[RejectedError, ThrottledError]] = None
         self.last_fault: Optional[ServerFault] = None
         self.served_before = 0
         """Texts taken from the pieces before ``current`` (handed out, late or drained)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 from ._servers import Endpoint
 from ._wire import MAX_SEGMENT_COUNT
@@ -12,6 +12,17 @@ from .errors import ConfigError
 MAX_BATCH = MAX_SEGMENT_COUNT
 """Largest ``batch``/``max_batch``: the segment range route's limit (a snowflake supply never
 asks for more than 100,000, its route's limit)."""
+
+
+def check_token(token: object) -> Optional[str]:
+    """The ``Authorization`` value (``Bearer <token>``) of the ``token`` setting, or ``None``
+    without one; :class:`ConfigError` unless it is printable ASCII without spaces. The value is
+    never logged nor shown in a ``repr``."""
+    if token is None:
+        return None
+    if not isinstance(token, str) or not token or any(not ("!" <= ch <= "~") for ch in token):
+        raise ConfigError("token must be a non-empty str of printable ASCII without spaces")
+    return f"Bearer {token}"
 
 
 def check_clock(clock: object) -> Callable[[], float]:

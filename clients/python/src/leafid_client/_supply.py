@@ -44,10 +44,10 @@ import operator
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Iterator, List, Optional, Union
 
 from ._wire import Run
-from .errors import RejectedError, ServerFault
+from .errors import RejectedError, ServerFault, ThrottledError
 
 LOCK_FREE = bool(getattr(sys, "_is_gil_enabled", lambda: True)())
 """Whether the GIL makes ``next()`` on a shared counter atomic (false on a free-threaded build
@@ -190,7 +190,7 @@ class SupplyCore:
         """The largest id accepted into a batch (0 before the first: ids are positive)."""
         self.refilling = False
         """True while a refill runs (single flight)."""
-        self.refused: Optional[RejectedError] = None
+        self.refused: Optional[Union[RejectedError, ThrottledError]] = None
         """The refusal of the last refill; cleared when a refill starts."""
         self.last_fault: Optional[ServerFault] = None
         """The last server failure of the refills; cleared by a batch."""

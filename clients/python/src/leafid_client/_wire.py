@@ -15,7 +15,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import List, NamedTuple, Optional, Protocol, Tuple, TypeVar, Union
 
-from .errors import InvalidTagError, RejectedError, ServerFault
+from .errors import InvalidTagError, RejectedError, ServerFault, ThrottledError
 
 MAX_ID = (1 << 63) - 1
 """Largest id a body may hold (ids are positive i64)."""
@@ -53,11 +53,42 @@ every server answers the same until the next period."""
 def refusal_is_final(status: int, code: str) -> bool:
     """Whether an error answer holds on every server (it reaches the caller as
     :class:`RejectedError`) or is only this server's (the next one is asked): a 4xx whose code
-    is in :data:`REFUSAL_CODES`, or a 503 in :data:`REFUSAL_503_CODES`
-    (``clients/conformance/vectors/errors.json``)."""
+    is in :data:`REFUSAL_CODES`, a 503 in :data:`REFUSAL_503_CODES`, or the caller token refused
+    by leafid itself, 401 ``unauthorized`` and 403 ``forbidden`` (every server reads the same
+    tokens) (``clients/conformance/vectors/errors.json``)."""
+    if status == 401:
+        return code == "unauthorized"
+    if status == 403:
+        return code == "forbidden"
     if 400 <= status < 500:
         return code in REFUSAL_CODES
     return status == 503 and code in REFUSAL_503_CODES
+
+def quota_wait(status: int, code: str) -> bool:
+    """Whether an error answer is leafid's 429 ``quota_exhausted``: the caller token's quota is
+    spent on every server (they share it), so the client waits ``Retry-After`` and asks the same
+    server again (never another, never a failover); a proxy's 429 is a failover (action
+    ``wait`` in ``clients/conformance/vectors/errors.json``)."""
+    return status == 429 and code == "quota_exhausted"
+
+
+def throttled(
+    server: str, status: int, body: bytes, retry_after: Optional[str]
+) -> Optional[ThrottledError]:
+    """The :class:`ThrottledError` of a 429 ``quota_exhausted`` answer, else ``None``. Its
+    ``retry_after`` is the header's whole seconds, 1 when absent or unreadable (a wait is never
+    zero: no busy loop)."""
+    if status != 429:
+        return None
+    code, message = _error_body(body)
+    if not quota_wait(status, code):
+        return None
+    try:
+        seconds = max(1, int((retry_after or "").strip()))
+    except ValueError:
+        seconds = 1
+    return ThrottledError(server, code, message, float(seconds))
+
 
 NOT_FORMATTED = "not_formatted"
 """The code of the refusal a formatted supply raises when its tag is plain (a 200 list body

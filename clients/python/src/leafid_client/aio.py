@@ -31,7 +31,7 @@ from typing import (
 )
 
 from ._servers import Endpoint, ServerSet, backoff
-from ._settings import Settings, check_clock
+from ._settings import Settings, check_clock, check_token
 from ._formatted import FormattedCore
 from ._supply import Stats, SupplyCore
 from ._wire import (
@@ -45,12 +45,14 @@ from ._wire import (
     Request,
     ServerFailure,
     check_tag,
+    throttled,
 )
 from .client import _tls_context
 from .errors import (
     ClientClosedError,
     RejectedError,
     ServerFault,
+    ThrottledError,
     UnavailableError,
 )
 
@@ -82,17 +84,23 @@ class _StaleConnection(ConnectionError):
 class _AsyncHttp:
     """Keep-alive HTTP/1.1 connections per server over asyncio streams."""
 
-    def __init__(self) -> None:
+    def __init__(self, authorization: Optional[str] = None) -> None:
         self._idle: Dict[Endpoint, List[_Conn]] = {}
         self._closed = False
+        self._auth_line = "" if authorization is None else f"Authorization: {authorization}\r\n"
+        """The ``Authorization`` header line of every request but the health probe, or empty."""
 
-    async def get(self, ep: Endpoint, path: str, timeout: float) -> Tuple[int, bytes]:
-        """``GET`` ``path`` on ``ep``: status and body, all of it within ``timeout`` seconds."""
+    async def get(
+        self, ep: Endpoint, path: str, timeout: float
+    ) -> Tuple[int, bytes, Optional[str]]:
+        """``GET`` ``path`` on ``ep``: status, body and ``Retry-After``, all of it within
+        ``timeout`` seconds."""
         return await asyncio.wait_for(self._get(ep, path), timeout)
 
-    async def _get(self, ep: Endpoint, path: str) -> Tuple[int, bytes]:
+    async def _get(self, ep: Endpoint, path: str) -> Tuple[int, bytes, Optional[str]]:
+        auth = "" if path == "/health/ready" else self._auth_line
         request = (
-            f"GET {ep.prefix}{path} HTTP/1.1\r\nHost: {ep.host_header}\r\n"
+            f"GET {ep.prefix}{path} HTTP/1.1\r\nHost: {ep.host_header}\r\n{auth}"
             "Accept: application/json\r\nUser-Agent: leafid-client-python\r\n\r\n"
         ).encode("ascii")
         for attempt in (0, 1):
@@ -114,7 +122,7 @@ class _AsyncHttp:
                     if reused:
                         raise _StaleConnection("connection closed before the request") from None
                     raise
-                status, body, keep = await _read_response(reader, reused)
+                status, body, keep, retry_after = await _read_response(reader, reused)
             except _StaleConnection:
                 writer.close()
                 if attempt == 0:
@@ -127,7 +135,7 @@ class _AsyncHttp:
                 self._idle[ep].append(conn)
             else:
                 writer.close()
-            return status, body
+            return status, body, retry_after
         raise AssertionError("unreachable")
 
     def forget(self, ep: Endpoint) -> None:
@@ -149,8 +157,11 @@ class _AsyncHttp:
                 pass
 
 
-async def _read_response(reader: asyncio.StreamReader, reused: bool) -> Tuple[int, bytes, bool]:
-    """Status, body and whether the connection may be reused."""
+async def _read_response(
+    reader: asyncio.StreamReader, reused: bool
+) -> Tuple[int, bytes, bool, Optional[str]]:
+    """Status, body, whether the connection may be reused, and the ``Retry-After``."""
+    retry_after: Optional[str] = None
     try:
         line = await reader.readline()
     except ConnectionError:
@@ -185,6 +196,8 @@ async def _read_response(reader: asyncio.StreamReader, reused: bool) -> Tuple[in
             chunked = True
         elif name == b"connection":
             keep = value == b"keep-alive" or (keep and value != b"close")
+        elif name == b"retry-after":
+            retry_after = value.decode("latin-1")
     if chunked:
         chunks = []
         total = 0
@@ -216,7 +229,7 @@ async def _read_response(reader: asyncio.StreamReader, reused: bool) -> Tuple[in
             chunks.append(chunk)
         body = b"".join(chunks)
         keep = False
-    return status, body, keep
+    return status, body, keep, retry_after
 
 
 class _AsyncDriver:
@@ -243,7 +256,7 @@ class _AsyncDriver:
 
     if TYPE_CHECKING:  # the core's surface, as the driver uses it
         refilling: bool
-        refused: Optional[RejectedError]
+        refused: Optional[Union[RejectedError, ThrottledError]]
         last_fault: Optional[ServerFault]
         failed_rounds: int
         count: int
@@ -337,7 +350,7 @@ class _AsyncDriver:
             while not client._closed:
                 try:
                     batch, server = await client._fetch(request)
-                except RejectedError as e:
+                except (RejectedError, ThrottledError) as e:
                     self.refused = e
                     return
                 except AllFailed as e:
@@ -509,7 +522,8 @@ class AsyncSnowflakeSupply(_AsyncSupply):
 class AsyncClient:
     """The asyncio leafid client; same settings as :class:`~leafid_client.Client`
     (``request_timeout`` bounds the whole request here; ``clock``, the formatted supplies'
-    wall clock, is a callable returning unix seconds). Use it from one event loop; the
+    wall clock, is a callable returning unix seconds; ``token``, the caller token, is never
+    shown and raises the same errors). Use it from one event loop; the
     constructor needs no loop, tasks start on first use.
 
     ::
@@ -530,8 +544,10 @@ class AsyncClient:
         backoff_min: float = 0.05,
         backoff_max: float = 5.0,
         clock: Callable[[], float] = time.time,
+        token: Optional[str] = None,
     ) -> None:
         self._clock = check_clock(clock)
+        authorization = check_token(token)
         self._settings = Settings.build(
             servers,
             batch,
@@ -548,7 +564,7 @@ class AsyncClient:
             self._settings.backoff_max,
             on_down=self._on_down,
         )
-        self._http = _AsyncHttp()
+        self._http = _AsyncHttp(authorization)
         self._segments: Dict[str, AsyncSegmentSupply] = {}
         self._formatted: Dict[str, AsyncFormattedSupply] = {}
         self._snowflake: Optional[AsyncSnowflakeSupply] = None
@@ -699,13 +715,28 @@ class AsyncClient:
         blocking client's)."""
         s = self._settings
         last: Optional[ServerFault] = None
+        loop = asyncio.get_running_loop()
+        # A wait for 429 quota_exhausted ends by this instant or not at all.
+        deadline = loop.time() + s.wait_timeout
         for i in self._servers.plan():
             if last is not None:
                 self._servers.failovers += 1
             ep = self._servers.servers[i].endpoint
             seen = self._servers.servers[i].downs
             try:
-                status, body = await self._get(ep, req.path, s.request_timeout)
+                status, body, retry_after = await self._get(ep, req.path, s.request_timeout)
+                # 429 quota_exhausted: the same server again after its Retry-After (see the
+                # blocking client's): never another server, no failover counted.
+                th = throttled(ep.url, status, body, retry_after)
+                while th is not None:
+                    self._servers.preferred = i
+                    if loop.time() + th.retry_after > deadline:
+                        raise th
+                    await asyncio.sleep(th.retry_after)
+                    if self._closed:
+                        raise AllFailed(last)
+                    status, body, retry_after = await self._get(ep, req.path, s.request_timeout)
+                    th = throttled(ep.url, status, body, retry_after)
                 value = req.interpret(ep.url, status, body)
             except ServerFailure as f:
                 last = f.fault
@@ -718,7 +749,9 @@ class AsyncClient:
             self._servers.mark_down(i, last)
         raise AllFailed(last)
 
-    async def _get(self, ep: Endpoint, path: str, timeout: float) -> Tuple[int, bytes]:
+    async def _get(
+        self, ep: Endpoint, path: str, timeout: float
+    ) -> Tuple[int, bytes, Optional[str]]:
         try:
             return await self._http.get(ep, path, timeout)
         except asyncio.TimeoutError:
@@ -742,7 +775,7 @@ class AsyncClient:
                 ep = self._servers.servers[i].endpoint
                 seen = self._servers.servers[i].downs
                 try:
-                    status, _ = await self._http.get(
+                    status, _, _ = await self._http.get(
                         ep, "/health/ready", self._settings.request_timeout
                     )
                     ok = status == 200

@@ -18,10 +18,10 @@ import ssl
 import threading
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar, Union
 
 from ._servers import Endpoint, ServerSet, backoff
-from ._settings import Settings, check_clock
+from ._settings import Settings, check_clock, check_token
 from ._formatted import FormattedCore
 from ._supply import LOCK_FREE, Stats, SupplyCore
 from ._wire import (
@@ -35,10 +35,12 @@ from ._wire import (
     Request,
     ServerFailure,
     check_tag,
+    throttled,
 )
 from .errors import (
     ClientClosedError,
     RejectedError,
+    ThrottledError,
     ServerFault,
     UnavailableError,
 )
@@ -67,14 +69,16 @@ class _HttpPool:
     """Keep-alive ``http.client`` connections per server. :meth:`abort` shuts down the sockets
     of requests in flight, so :meth:`Client.close` need not wait for a hung server."""
 
-    def __init__(self) -> None:
+    def __init__(self, authorization: Optional[str] = None) -> None:
+        self._authorization = authorization
+        """``Bearer <token>`` for every request but the health probe, or ``None``."""
         self._lock = threading.Lock()
         self._idle: Dict[Endpoint, List[http.client.HTTPConnection]] = {}
         self._active: Set[http.client.HTTPConnection] = set()
         self._closed = False
 
-    def get(self, ep: Endpoint, path: str, timeout: float) -> Tuple[int, bytes]:
-        """``GET`` ``path`` on ``ep``: status and body. ``timeout`` bounds the connect, then
+    def get(self, ep: Endpoint, path: str, timeout: float) -> Tuple[int, bytes, Optional[str]]:
+        """``GET`` ``path`` on ``ep``: status, body and ``Retry-After``. ``timeout`` bounds the connect, then
         the head and the body are each given the time left (a server that trickles bytes
         can stretch the body's read). A kept-alive connection the server closed meanwhile is
         retried once on a new one (that is not the server's failure)."""
@@ -82,7 +86,10 @@ class _HttpPool:
         for attempt in (0, 1):
             conn, reused = self._checkout(ep, timeout)
             try:
-                conn.request("GET", ep.prefix + path, headers={"Accept": "application/json"})
+                headers = {"Accept": "application/json"}
+                if self._authorization is not None and path != "/health/ready":
+                    headers["Authorization"] = self._authorization
+                conn.request("GET", ep.prefix + path, headers=headers)
                 _time_left(conn, deadline)
                 resp = conn.getresponse()
                 _time_left(conn, deadline)
@@ -102,7 +109,7 @@ class _HttpPool:
                 conn.close()
             else:
                 self._checkin(ep, conn)
-            return resp.status, body
+            return resp.status, body, resp.getheader("Retry-After")
         raise AssertionError("unreachable")
 
     def _checkout(self, ep: Endpoint, timeout: float) -> Tuple[http.client.HTTPConnection, bool]:
@@ -186,7 +193,7 @@ class _Driver:
 
     if TYPE_CHECKING:  # the core's surface, as the driver uses it
         refilling: bool
-        refused: Optional[RejectedError]
+        refused: Optional[Union[RejectedError, ThrottledError]]
         last_fault: Optional[ServerFault]
         failed_rounds: int
         count: int
@@ -267,7 +274,7 @@ class _Driver:
             while not client._closed:
                 try:
                     batch, server = client._fetch(request)
-                except RejectedError as e:
+                except (RejectedError, ThrottledError) as e:
                     with self._lock:
                         self.refused = e
                     return
@@ -485,6 +492,12 @@ class Client:
         then :class:`UnavailableError`.
     :param backoff_min: first wait (seconds) before probing a down server; doubles per failure.
     :param backoff_max: longest wait between two probes of a down server.
+    :param token: the caller token (``lid_...``, made by an admin with ``POST /api/v1/tokens``),
+        sent as ``Authorization: Bearer <token>`` on every batch and bounds request (not on the
+        health probe). Never shown (``repr`` leaves it out). ``None``: no credentials. leafid's
+        401 ``unauthorized`` and 403 ``forbidden`` raise :class:`RejectedError` with that code,
+        never a failover; a 429 ``quota_exhausted`` is waited out for its ``Retry-After`` on the
+        same server, or raises :class:`ThrottledError` when that wait would pass the wait timeout.
     :param clock: the wall clock the formatted supplies' period rule reads: a callable
         returning seconds since the epoch (unix seconds, ``float``), like ``time.time`` (the
         default). Every formatted ``next_id`` calls it once, so keep it cheap. A batch whose
@@ -504,8 +517,10 @@ class Client:
         backoff_min: float = 0.05,
         backoff_max: float = 5.0,
         clock: Callable[[], float] = time.time,
+        token: Optional[str] = None,
     ) -> None:
         self._clock = check_clock(clock)
+        authorization = check_token(token)
         self._settings = Settings.build(
             servers,
             batch,
@@ -525,7 +540,7 @@ class Client:
             self._settings.backoff_max,
             on_down=self._on_down_locked,
         )
-        self._http = _HttpPool()
+        self._http = _HttpPool(authorization)
         self._segments: Dict[str, SegmentSupply] = {}
         self._formatted: Dict[str, FormattedSupply] = {}
         self._snowflake: Optional[SnowflakeSupply] = None
@@ -724,6 +739,8 @@ class Client:
         refusal; AllFailed when every server failed."""
         s = self._settings
         last: Optional[ServerFault] = None
+        # A wait for 429 quota_exhausted ends by this instant or not at all.
+        deadline = time.monotonic() + s.wait_timeout
         with self._lock:
             plan = self._servers.plan()
         while True:
@@ -736,7 +753,21 @@ class Client:
                 ep = self._servers.servers[i].endpoint
                 seen = self._servers.servers[i].downs
             try:
-                status, body = self._get(ep, req.path, s.request_timeout)
+                status, body, retry_after = self._get(ep, req.path, s.request_timeout)
+                # 429 quota_exhausted: the same server again after its Retry-After, never
+                # another (every server shares the quota) and no failover counted; a wait that
+                # would end past the deadline is the caller's ThrottledError. Bounded: each
+                # round sleeps at least 1 s and the deadline ends the loop.
+                th = throttled(ep.url, status, body, retry_after)
+                while th is not None:
+                    with self._lock:
+                        self._servers.preferred = i
+                    if time.monotonic() + th.retry_after > deadline:
+                        raise th
+                    if self._stop.wait(th.retry_after):
+                        raise AllFailed(last)
+                    status, body, retry_after = self._get(ep, req.path, s.request_timeout)
+                    th = throttled(ep.url, status, body, retry_after)
                 value = req.interpret(ep.url, status, body)
             except ServerFailure as f:
                 last = f.fault
@@ -750,7 +781,7 @@ class Client:
             with self._lock:
                 self._servers.mark_down(i, last)
 
-    def _get(self, ep: Endpoint, path: str, timeout: float) -> Tuple[int, bytes]:
+    def _get(self, ep: Endpoint, path: str, timeout: float) -> Tuple[int, bytes, Optional[str]]:
         try:
             return self._http.get(ep, path, timeout)
         except (OSError, http.client.HTTPException) as e:
@@ -775,7 +806,7 @@ class Client:
                     ep = self._servers.servers[i].endpoint
                     seen = self._servers.servers[i].downs
                 try:
-                    status, _ = self._http.get(ep, "/health/ready", self._settings.request_timeout)
+                    status, _, _ = self._http.get(ep, "/health/ready", self._settings.request_timeout)
                     ok = status == 200
                 except (OSError, http.client.HTTPException):
                     ok = False

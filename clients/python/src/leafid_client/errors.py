@@ -5,6 +5,9 @@ Every error is a :class:`LeafidError`. A caller usually handles two of them:
 - :class:`RejectedError`: a server refused the request itself (an unknown or exhausted tag...).
   Every server shares the database and would answer the same, so no other server was asked.
 - :class:`UnavailableError`: no ids within the wait timeout; every server failed or is down.
+
+With a caller token, :class:`ThrottledError` too: the token's quota is spent for longer than the
+wait timeout.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ __all__ = [
     "ConfigError",
     "RejectedError",
     "UnavailableError",
+    "ThrottledError",
     "ClientClosedError",
     "ServerFault",
 ]
@@ -74,7 +78,10 @@ class RejectedError(LeafidError):
     ``formatted_tag`` (a numeric supply on a formatted tag), or ``invalid_time_range`` (a range
     :meth:`~leafid_client.Client.snowflake_bounds` cannot answer); a 503 ``sequence_exhausted`` (a
     formatted tag's period ran out of its width); or, on a formatted supply, a 200 list of
-    numbers without ``period_end`` (``status`` 200, ``code`` ``not_formatted``: the tag is plain).
+    numbers without ``period_end`` (``status`` 200, ``code`` ``not_formatted``: the tag is plain);
+    or the caller token refused by leafid: 401 ``unauthorized`` (missing, unknown or revoked) or
+    403 ``forbidden`` (not scoped to the tag). (A proxy's 401/403/429 without leafid's ``code`` is
+    that server's failure: the next one is asked.)
 
     Not a failover: the servers share one database, so asking another would not help.
     """
@@ -93,6 +100,32 @@ class RejectedError(LeafidError):
     def copy(self) -> "RejectedError":
         """A fresh instance (one refusal is raised to every caller that waited for it)."""
         return RejectedError(self.server, self.status, self.code, self.message)
+
+
+class ThrottledError(LeafidError):
+    """The caller token's quota is spent: leafid answered 429 ``quota_exhausted`` (the token's
+    rate for now, or a formatted tag's share of its period) with a ``Retry-After`` that ends past
+    the wait timeout. A shorter ``Retry-After`` is waited out by the client, which then asks the
+    same server again: every server shares the quota, so the client never fails over for it."""
+
+    def __init__(self, server: str, code: str, message: str, retry_after: float) -> None:
+        super().__init__(
+            f"{server} throttled the request (429 {code}, retry after {retry_after:g} s): {message}"
+        )
+        self.server = server
+        """The server that answered."""
+        self.status = 429
+        """The HTTP status."""
+        self.code = code
+        """The body's stable ``code`` (``quota_exhausted``)."""
+        self.message = message
+        """The body's ``message``."""
+        self.retry_after = retry_after
+        """The server's ``Retry-After`` in seconds: when asking again may succeed."""
+
+    def copy(self) -> "ThrottledError":
+        """A fresh instance (raised to every caller that waited for it)."""
+        return ThrottledError(self.server, self.code, self.message, self.retry_after)
 
 
 class UnavailableError(LeafidError):

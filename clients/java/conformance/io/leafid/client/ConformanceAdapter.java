@@ -116,6 +116,9 @@ public final class ConformanceAdapter {
         if (cmd.containsKey("backoff_min_ms") || cmd.containsKey("backoff_max_ms")) {
             b.backoff(Duration.ofMillis(num(cmd, "backoff_min_ms")), Duration.ofMillis(num(cmd, "backoff_max_ms")));
         }
+        if (cmd.get("token") instanceof String) {
+            b.token((String) cmd.get("token"));
+        }
         if (cmd.containsKey("clock_offset_ms")) {
             // The period rule's wall clock: the system clock plus the offset, through the public hook.
             b.clock(Clock.offset(Clock.systemUTC(), Duration.ofMillis(num(cmd, "clock_offset_ms"))));
@@ -262,6 +265,9 @@ public final class ConformanceAdapter {
         if (e instanceof RejectedException) {
             return "rejected";
         }
+        if (e instanceof ThrottledException) {
+            return "throttled";
+        }
         if (e instanceof UnavailableException) {
             return "unavailable";
         }
@@ -275,6 +281,9 @@ public final class ConformanceAdapter {
     }
 
     static String code(LeafidException e) {
+        if (e instanceof ThrottledException) {
+            return ((ThrottledException) e).code();
+        }
         return e instanceof RejectedException ? ((RejectedException) e).code() : "";
     }
 

@@ -154,7 +154,7 @@ public final class FormattedSupply {
     /** True while one refill runs (single flight). */
     private boolean refilling;
     /** Set when the last refill was refused; cleared when a new refill starts. */
-    private RejectedException refused;
+    private LeafidException refused;
     /** The last server failure of the refills; a success clears it. */
     private ServerFault lastFault;
     /** Ids of the batches left (handed out; the rest were discarded). */
@@ -227,6 +227,7 @@ public final class FormattedSupply {
      * @throws RejectedException a server refused the request ({@code unknown_biz_tag},
      *     {@code not_formatted} for a plain tag, {@code sequence_exhausted} until the next
      *     period...)
+     * @throws ThrottledException the caller token\'s quota is spent past the wait timeout
      * @throws UnavailableException no ids within the wait timeout
      * @throws ClosedException the client is closed, or the thread was interrupted while waiting
      */
@@ -250,6 +251,7 @@ public final class FormattedSupply {
      * @param maxWait the longest wait for a batch
      * @return the id, as the server wrote it
      * @throws RejectedException a server refused the request
+     * @throws ThrottledException the caller token\'s quota is spent past the wait timeout
      * @throws UnavailableException no ids within {@code maxWait}
      * @throws ClosedException the client is closed, or the thread was interrupted while waiting
      */
@@ -403,7 +405,7 @@ public final class FormattedSupply {
                     return id;
                 }
                 if (waited && refused != null) {
-                    throw refused.copy();
+                    throw Servers.copyOf(refused);
                 }
                 if (!waited) {
                     noteStarvedLocked();

@@ -148,7 +148,7 @@ public final class IdSupply {
     /** True while one refill runs (single flight). */
     private boolean refilling;
     /** Set when the last refill was refused; cleared when a new refill starts. */
-    private RejectedException refused;
+    private LeafidException refused;
     /** The last server failure of the refills, for {@link UnavailableException}; a success clears it. */
     private ServerFault lastFault;
     /** Async callers waiting for the refill to end: each retries once run. */
@@ -248,6 +248,7 @@ public final class IdSupply {
      *
      * @return the id (positive)
      * @throws RejectedException a server refused the request (unknown tag, exhausted tag...)
+     * @throws ThrottledException the caller token\'s quota is spent past the wait timeout
      * @throws UnavailableException no ids within the wait timeout: every server failed or is down
      * @throws ClosedException the client is closed, or the thread was interrupted while waiting
      *     (its interrupt flag is set again)
@@ -283,6 +284,7 @@ public final class IdSupply {
      * @param maxWait the longest wait for a batch when both local batches are spent
      * @return the id (positive)
      * @throws RejectedException a server refused the request
+     * @throws ThrottledException the caller token\'s quota is spent past the wait timeout
      * @throws UnavailableException no ids within {@code maxWait}
      * @throws ClosedException the client is closed, or the thread was interrupted while waiting
      */
@@ -482,7 +484,7 @@ public final class IdSupply {
                 }
                 // A refusal counts only from a refill this call waited for, not one from before.
                 if (waited && refused != null) {
-                    throw refused.copy();
+                    throw Servers.copyOf(refused);
                 }
                 if (!waited) {
                     noteStarvedLocked();
@@ -532,7 +534,7 @@ public final class IdSupply {
                 return;
             }
             if (waited && refused != null) {
-                result.completeExceptionally(refused.copy());
+                result.completeExceptionally(Servers.copyOf(refused));
                 return;
             }
             if (!waited) {

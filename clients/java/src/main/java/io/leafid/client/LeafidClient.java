@@ -155,7 +155,7 @@ public final class LeafidClient implements AutoCloseable {
                 .executor(workers)
                 .build();
         Servers.Timing timing = new Servers.Timing(b.requestTimeout, b.backoffMin, b.backoffMax);
-        Servers servers = new Servers(bases, http, timing, b.connectTimeout);
+        Servers servers = new Servers(bases, http, timing, b.connectTimeout, b.token, b.waitTimeout);
         this.shared = new Shared(servers, timing, b.waitTimeout, b.targetLifetime.toNanos(), workers, timer,
                 b.wallClock);
         this.batchSize = b.batchSize;
@@ -298,6 +298,7 @@ public final class LeafidClient implements AutoCloseable {
      * @throws RejectedException a server refused the range itself: code
      *     {@code invalid_time_range} (empty, before the layout's epoch, or past the end of its
      *     time field) or {@code invalid_request}; no other server is asked
+     * @throws ThrottledException the caller token\'s quota is spent past the wait timeout
      * @throws UnavailableException no server answered within the wait timeout
      * @throws ClosedException the client is closed, or the thread was interrupted
      * @throws NullPointerException {@code from} or {@code to} is null
@@ -534,6 +535,8 @@ public final class LeafidClient implements AutoCloseable {
         private Duration backoffMax = Duration.ofSeconds(5);
         /** The wall clock of the period rule, epoch milliseconds ({@link #clock(Clock)}). */
         private LongSupplier wallClock = SYSTEM_CLOCK;
+        /** The caller token, or null: never shown ({@link #toString()}). */
+        private String token;
 
         /** Use {@link LeafidClient#builder()}. */
         private Builder() {}
@@ -610,6 +613,40 @@ public final class LeafidClient implements AutoCloseable {
         public Builder waitTimeout(Duration d) {
             this.waitTimeout = d;
             return this;
+        }
+
+        /**
+         * The caller token ({@code lid_...}, made by an admin with {@code POST /api/v1/tokens}),
+         * sent as {@code Authorization: Bearer <token>} on every batch and bounds request (not on
+         * the health probe, which needs none). Never shown: {@link #toString()} prints
+         * {@code <redacted>}. Without it the client sends no credentials (a server in open mode).
+         * leafid's {@code 401 unauthorized} and {@code 403 forbidden} are a
+         * {@link RejectedException} with that code, never a failover (every server reads the
+         * same tokens); a {@code 429 quota_exhausted} is waited out for its {@code Retry-After}
+         * on the same server, or is a {@link ThrottledException} when that wait would pass the
+         * wait timeout.
+         *
+         * @param token the caller token, not null nor empty
+         * @return this builder
+         */
+        public Builder token(String token) {
+            if (token == null || token.isEmpty() || token.chars().anyMatch(ch -> ch <= ' ' || ch > '~')) {
+                throw new ConfigException("token must be non-empty printable ASCII without spaces");
+            }
+            this.token = token;
+            return this;
+        }
+
+        /**
+         * The settings, for humans; the token shows as {@code <redacted>}.
+         *
+         * @return the settings
+         */
+        @Override
+        public String toString() {
+            return "LeafidClient.Builder{servers=" + servers + ", batchSize=" + batchSize + ", maxBatch="
+                    + maxBatch + ", waitTimeout=" + waitTimeout + ", requestTimeout=" + requestTimeout
+                    + ", token=" + (token == null ? "none" : "<redacted>") + "}";
         }
 
         /**
@@ -727,6 +764,7 @@ public final class LeafidClient implements AutoCloseable {
             b.backoffMin = backoffMin;
             b.backoffMax = backoffMax;
             b.wallClock = wallClock;
+            b.token = token;
             return b;
         }
 

@@ -4,7 +4,7 @@ package io.leafid.client;
  * Base of every error the client raises. Unchecked: a caller that cannot get an id usually has
  * nothing better to do than fail its own request. Catch a subclass to tell the cases apart:
  * {@link RejectedException}, {@link UnavailableException}, {@link InvalidTagException},
- * {@link ConfigException}, {@link ClosedException}.
+ * {@link ConfigException}, {@link ClosedException}, {@link ThrottledException}.
  */
 public class LeafidException extends RuntimeException {
     /** Serialization version. */

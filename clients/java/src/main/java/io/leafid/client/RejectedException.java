@@ -6,7 +6,9 @@ package io.leafid.client;
  * {@code invalid_request} or {@code formatted_tag} (a numeric supply of a formatted tag); a 503
  * {@code sequence_exhausted} (a formatted tag's period ran out of its width, until the next
  * period); or, for a {@link FormattedSupply}, a 200 with numeric ids and no {@code period_end}
- * (status 200, code {@code not_formatted}: the tag is plain). Every server shares one database
+ * (status 200, code {@code not_formatted}: the tag is plain); or the caller token refused by
+ * leafid: {@code 401 unauthorized} (missing, unknown or revoked) or {@code 403 forbidden} (not
+ * scoped to the tag). Every server shares one database
  * and would answer the same, so no other server was asked (not a failover).
  */
 public final class RejectedException extends LeafidException {

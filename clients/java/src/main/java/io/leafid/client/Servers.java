@@ -183,8 +183,11 @@ final class Servers {
         final Texts texts;
         /** The ids of a valid 200 body of the bounds route, or null. */
         final IdBounds bounds;
-        /** The refusal that holds on every server, or null. */
-        final RejectedException rejected;
+        /**
+         * The refusal that holds on every server ({@link RejectedException}), or the caller
+         * token's spent quota past the wait timeout ({@link ThrottledException}), or null.
+         */
+        final LeafidException rejected;
         /** With none: the last server failure (null if no server could be asked). */
         final ServerFault fault;
         /** Servers asked after the one before them failed, in this fetch. */
@@ -206,7 +209,7 @@ final class Servers {
             this.ranges = o.ranges;
             this.texts = o.texts;
             this.bounds = o.bounds;
-            this.rejected = o.rejected;
+            this.rejected = o.rejected != null ? o.rejected : o.throttled;
             this.fault = o.fault;
             this.failovers = failovers;
             this.serverIndex = serverIndex;
@@ -335,6 +338,13 @@ final class Servers {
     private final int connectTimeoutMillis;
     /** Set by {@link #close}: no request starts after it. */
     private volatile boolean closed;
+    /**
+     * {@code Bearer <token>} sent as {@code Authorization} on every batch and bounds request
+     * (never on the health probe), or null without a token. Never logged nor shown.
+     */
+    private final String authorization;
+    /** The longest a fetch waits out {@code 429 quota_exhausted} answers, in nanoseconds. */
+    private final long waitNanos;
 
     /**
      * The servers, all up.
@@ -345,6 +355,23 @@ final class Servers {
      * @param connectTimeout bound of opening a connection
      */
     Servers(List<String> bases, HttpClient http, Timing timing, Duration connectTimeout) {
+        this(bases, http, timing, connectTimeout, null, Duration.ZERO);
+    }
+
+    /**
+     * The servers, all up, with a caller token.
+     *
+     * @param bases base URLs, the first preferred
+     * @param http the HTTP client
+     * @param timing timeouts and backoff
+     * @param connectTimeout bound of opening a connection
+     * @param token the caller token sent on every batch and bounds request, or null
+     * @param wait the longest a fetch waits out {@code 429 quota_exhausted} answers
+     */
+    Servers(List<String> bases, HttpClient http, Timing timing, Duration connectTimeout, String token,
+            Duration wait) {
+        this.authorization = token == null ? null : "Bearer " + token;
+        this.waitNanos = wait.toNanos();
         this.list = new Server[bases.size()];
         for (int k = 0; k < list.length; k++) {
             list[k] = new Server(bases.get(k));
@@ -370,16 +397,38 @@ final class Servers {
         final int status;
         /** The body (the error body for a 4xx or 5xx), empty if none. */
         final String body;
+        /** Its {@code Retry-After} in whole seconds (1 when absent or unreadable). */
+        final long retryAfter;
 
         /**
          * A reply.
          *
          * @param status the HTTP status
          * @param body the body
+         * @param retryAfter its Retry-After in seconds
          */
-        Reply(int status, String body) {
+        Reply(int status, String body, long retryAfter) {
             this.status = status;
             this.body = body;
+            this.retryAfter = retryAfter;
+        }
+    }
+
+    /**
+     * A {@code Retry-After} of whole seconds (leafid sends an integer of at least 1): 1 when
+     * absent or unreadable, so that a quota wait is never zero (no busy loop).
+     *
+     * @param header the header's value, or null
+     * @return the seconds, at least 1
+     */
+    static long retryAfterSeconds(String header) {
+        if (header == null) {
+            return 1;
+        }
+        try {
+            return Math.max(1, Long.parseLong(header.trim()));
+        } catch (NumberFormatException e) {
+            return 1;
         }
     }
 
@@ -402,12 +451,16 @@ final class Servers {
         c.setInstanceFollowRedirects(false);
         c.setUseCaches(false);
         c.setRequestProperty("Accept", "application/json");
+        if (authorization != null && !url.endsWith("/health/ready")) {
+            c.setRequestProperty("Authorization", authorization);
+        }
         inFlight.add(c);
         try {
             if (closed) {
                 throw new IOException("client closed");
             }
             int status = c.getResponseCode();
+            long retryAfter = retryAfterSeconds(c.getHeaderField("Retry-After"));
             byte[] bytes;
             try (InputStream in = status >= 400 ? c.getErrorStream() : c.getInputStream()) {
                 bytes = in == null ? new byte[0] : in.readAllBytes();
@@ -418,7 +471,7 @@ final class Servers {
                 throw new SocketTimeoutException("answered after " + TimeUnit.NANOSECONDS.toMillis(took)
                         + " ms, over the " + ms + " ms request timeout");
             }
-            return new Reply(status, new String(bytes, StandardCharsets.UTF_8));
+            return new Reply(status, new String(bytes, StandardCharsets.UTF_8), retryAfter);
         } finally {
             inFlight.remove(c);
         }
@@ -475,6 +528,7 @@ final class Servers {
         boolean[] tried = new boolean[n];
         ServerFault last = null;
         int failovers = 0;
+        long deadline = System.nanoTime() + waitNanos;
         for (int pass = 0; pass < 2; pass++) {
             boolean lastResort = pass == 1;
             for (int k = 0; k < n; k++) {
@@ -488,6 +542,19 @@ final class Servers {
                 }
                 long seen = list[i].downs();
                 Outcome o = ask(list[i], req);
+                // 429 quota_exhausted: the same server again after its Retry-After, never another
+                // (every server shares the quota) and no failover counted; a wait that would end
+                // past the wait timeout is the caller's ThrottledException. Bounded: each round
+                // sleeps at least 1 s and the deadline ends the loop.
+                while (o.throttled != null) {
+                    preferred.set(i);
+                    long sleep = TimeUnit.SECONDS.toNanos(o.throttled.retryAfter().getSeconds());
+                    if (System.nanoTime() + sleep - deadline > 0) {
+                        return new FetchResult(o, failovers, -1, null);
+                    }
+                    TimeUnit.NANOSECONDS.sleep(sleep);
+                    o = ask(list[i], req);
+                }
                 if (o.ranges != null || o.texts != null || o.bounds != null) {
                     if (list[i].markUpUnlessDownSince(seen)) {
                         preferred.set(i);
@@ -531,6 +598,8 @@ final class Servers {
         final IdBounds bounds;
         /** A refusal that holds on every server, or null. */
         final RejectedException rejected;
+        /** A {@code 429 quota_exhausted} (wait, then ask this server again), or null. */
+        final ThrottledException throttled;
         /** This server's failure, or null. */
         final ServerFault fault;
 
@@ -544,6 +613,22 @@ final class Servers {
          * @param fault a failure
          */
         Outcome(Ranges ranges, Texts texts, IdBounds bounds, RejectedException rejected, ServerFault fault) {
+            this(ranges, texts, bounds, rejected, null, fault);
+        }
+
+        /**
+         * An outcome (one argument non-null).
+         *
+         * @param ranges a valid batch
+         * @param texts a valid batch of texts
+         * @param bounds valid bounds
+         * @param rejected a refusal
+         * @param throttled a spent quota
+         * @param fault a failure
+         */
+        Outcome(Ranges ranges, Texts texts, IdBounds bounds, RejectedException rejected,
+                ThrottledException throttled, ServerFault fault) {
+            this.throttled = throttled;
             this.ranges = ranges;
             this.texts = texts;
             this.bounds = bounds;
@@ -598,6 +683,10 @@ final class Servers {
             // would answer the same until the next period.
             if (refusalIsFinal(status, code)) {
                 return new Outcome(null, null, null, new RejectedException(s.base, status, code, message), null);
+            }
+            if (isQuotaWait(status, code)) {
+                return new Outcome(null, null, null, null,
+                        new ThrottledException(s.base, code, message, Duration.ofSeconds(resp.retryAfter)), null);
             }
             return fault(s, ServerFault.Kind.STATUS, status + (code.isEmpty() ? "" : " " + code));
         }
@@ -659,8 +748,7 @@ final class Servers {
      * (ask the next). The servers share one database, so leafid's refusals of the request itself
      * hold everywhere ({@code invalid_time_range}: a bounds range that is empty or outside the
      * layout's time span, the same layout on every server); any other code
-     * ({@code engine_disabled}, {@code not_found},
-     * {@code unauthorized}, none at all...) is this server's.
+     * ({@code engine_disabled}, {@code not_found}, none at all...) is this server's.
      *
      * @param code the 4xx body's code ({@code ""} if none)
      * @return whether every server would refuse the same
@@ -677,10 +765,43 @@ final class Servers {
      * @return whether the answer reaches the caller
      */
     static boolean refusalIsFinal(int status, String code) {
+        // The caller token refused by leafid itself: every server reads the same tokens.
+        if (status == 401 || status == 403) {
+            return code.equals(status == 401 ? "unauthorized" : "forbidden");
+        }
         if (status >= 400 && status < 500) {
             return refusalHoldsOnEveryServer(code);
         }
         return status == 503 && code.equals("sequence_exhausted");
+    }
+
+    /**
+     * Whether an error answer is leafid's {@code 429 quota_exhausted}: the caller token's quota is
+     * spent on every server (they share it), so the client waits {@code Retry-After} and asks the
+     * same server again; a proxy's 429 ({@code rate_limited}, no code) is a failover.
+     *
+     * @param status the HTTP status
+     * @param code the body's code ({@code ""} if none)
+     * @return whether the client waits instead of failing over
+     */
+    static boolean isQuotaWait(int status, String code) {
+        return status == 429 && code.equals("quota_exhausted");
+    }
+
+    /**
+     * A copy of a final error for one more caller (each caller gets its own stack trace).
+     *
+     * @param e a {@link RejectedException} or a {@link ThrottledException}
+     * @return its copy (any other exception as it is)
+     */
+    static LeafidException copyOf(LeafidException e) {
+        if (e instanceof RejectedException) {
+            return ((RejectedException) e).copy();
+        }
+        if (e instanceof ThrottledException) {
+            return ((ThrottledException) e).copy();
+        }
+        return e;
     }
 
     /**

@@ -58,7 +58,10 @@ class VectorsTest {
             if (status == 200) {
                 continue; // not_formatted: made by Texts.parse, not by the refusal table
             }
-            assertEquals(text(c, "action").equals("reject"), Servers.refusalIsFinal(status, text(c, "code")), name(c));
+            String code = text(c, "code");
+            String got = Servers.refusalIsFinal(status, code) ? "reject"
+                    : Servers.isQuotaWait(status, code) ? "wait" : "failover";
+            assertEquals(text(c, "action"), got, name(c));
         }
     }
 
