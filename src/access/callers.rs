@@ -59,35 +59,7 @@ pub const OTHER_LABEL: &str = "~other";
 /// How often `callers.mode = "open"` on a server bound beyond loopback is logged again.
 pub const OPEN_WARN_INTERVAL: Duration = Duration::from_secs(600);
 
-/// `callers.mode`: whether id requests need a caller token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CallerMode {
-    /// Required as soon as the database holds an unrevoked token, and on a server bound
-    /// beyond loopback always.
-    #[default]
-    Auto,
-    /// Never required (a presented token is still checked).
-    Open,
-    /// Always required.
-    Tokens,
-}
-
-impl std::str::FromStr for CallerMode {
-    type Err = crate::config::UnknownValue;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "auto" => Ok(Self::Auto),
-            "open" => Ok(Self::Open),
-            "tokens" => Ok(Self::Tokens),
-            other => Err(crate::config::UnknownValue {
-                key: "callers.mode",
-                accepted: r#""auto", "open" or "tokens""#,
-                got: other.to_owned(),
-            }),
-        }
-    }
-}
+pub use crate::config::CallerMode;
 
 /// A new caller token: [`TOKEN_PREFIX`] and 32 bytes from the thread's CSPRNG (ChaCha, seeded
 /// from the OS) as 43 characters of unpadded base64url.

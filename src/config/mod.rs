@@ -30,7 +30,7 @@ mod values;
 
 pub use crate::snowflake::layout::Preset;
 pub use snowflake::{CachedSettings, SnowflakeSettings, WorkerSettings};
-pub use values::{LogFormat, Secret, UnknownValue};
+pub use values::{CallerMode, LogFormat, Secret, UnknownValue};
 
 /// Most HTTP worker threads (`server.workers`): actix-web's own limit, which it enforces with a
 /// panic.
@@ -238,7 +238,7 @@ pub struct CallersSettings {
     /// `auto` (default: tokens required once any exists, and always beyond loopback), `open`
     /// or `tokens`.
     #[serde(default, deserialize_with = "parsed")]
-    pub mode: crate::access::callers::CallerMode,
+    pub mode: CallerMode,
     /// How often the token list is read again from the database (a revocation reaches the
     /// other servers within this).
     #[serde(default = "default_callers_refresh")]
@@ -252,7 +252,7 @@ fn default_callers_refresh() -> u64 {
 impl Default for CallersSettings {
     fn default() -> Self {
         Self {
-            mode: crate::access::callers::CallerMode::Auto,
+            mode: CallerMode::Auto,
             refresh_secs: default_callers_refresh(),
         }
     }

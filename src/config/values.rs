@@ -124,3 +124,33 @@ impl fmt::Display for Secret {
         f.write_str("***")
     }
 }
+
+/// `callers.mode`: whether id requests need a caller token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CallerMode {
+    /// Required as soon as the database holds an unrevoked token, and on a server bound
+    /// beyond loopback always.
+    #[default]
+    Auto,
+    /// Never required (a presented token is still checked).
+    Open,
+    /// Always required.
+    Tokens,
+}
+
+impl std::str::FromStr for CallerMode {
+    type Err = UnknownValue;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "open" => Ok(Self::Open),
+            "tokens" => Ok(Self::Tokens),
+            other => Err(UnknownValue {
+                key: "callers.mode",
+                accepted: r#""auto", "open" or "tokens""#,
+                got: other.to_owned(),
+            }),
+        }
+    }
+}

@@ -4,7 +4,7 @@
 //! - **a delete made on one side**: a tag deleted in region B while region A's database was
 //!   cut off still has its row in A's database, and region A's servers, asking their own lane
 //!   first, would serve it until the repair. Each pass reads every lane's tombstone names; a
-//!   name new to this watch is repaired at once ([`Lanes::repair_tags`]: a lane that lacks the
+//!   name new to this watch is repaired at once (`Lanes::repair_tags`: a lane that lacks the
 //!   tag and holds its tombstone deletes it on every lane that still holds it, the tombstone
 //!   wins). The router already refuses to pass such a tag on from the lane that deleted it
 //!   (`router`), so after this pass no lane this server reaches serves it.
