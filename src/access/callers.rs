@@ -34,6 +34,7 @@ use crate::config::Secret;
 use crate::error::Error;
 use crate::segment::{BizTag, StoreError};
 use crate::service::quota::{Caller, Limits};
+use crate::shapes::format::Share;
 use crate::store::tokens::{CallerTokenRow, CallerTokenStore};
 use crate::telemetry::LogLimiter;
 
@@ -608,7 +609,10 @@ fn limits_of(row: &CallerTokenRow) -> Limits {
     Limits {
         rate_per_sec: positive(row.rate_per_sec),
         burst: positive(row.burst),
-        period_share_ppm: positive(row.period_share_ppm),
+        period_share: row
+            .period_share_ppm
+            .and_then(|p| u32::try_from(p).ok())
+            .and_then(Share::from_ppm),
     }
 }
 

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 
 use crate::segment::StoreError;
+use crate::shapes::format::Share;
 
 /// The most (token, tag) buckets or chunks a server keeps; past it, full buckets are dropped.
 pub const MAX_KEYS: usize = 100_000;
@@ -70,8 +71,7 @@ pub struct Caller {
 impl Caller {
     /// The caller of a token named `name` with these limits, `None` when it has none.
     pub fn limited(name: Arc<str>, limits: Limits) -> Option<Arc<Self>> {
-        let any = limits.rate_per_sec.is_some_and(|r| r > 0)
-            || limits.period_share_ppm.is_some_and(|p| p > 0);
+        let any = limits.rate_per_sec.is_some_and(|r| r > 0) || limits.period_share.is_some();
         any.then(|| Arc::new(Self { name, limits }))
     }
 }
@@ -83,8 +83,9 @@ pub struct Limits {
     pub rate_per_sec: Option<u64>,
     /// The bucket's size (default: one second of the rate).
     pub burst: Option<u64>,
-    /// The share of each period of a formatted tag, in millionths.
-    pub period_share_ppm: Option<u64>,
+    /// The share of each period of a formatted tag (the ids of a period are
+    /// `share.of(capacity)`, the rule of a format's `request_share`).
+    pub period_share: Option<Share>,
 }
 
 /// A spent quota: how long until it allows an id again.
@@ -189,13 +190,6 @@ impl std::fmt::Debug for Quotas {
 /// leaves at most a twentieth unspent.
 pub fn chunk_of(limit: u64) -> u64 {
     (limit / 20).max(1)
-}
-
-/// The ids per period of a share (millionths) of a period's `capacity`, at least 1 for any
-/// share above 0.
-pub fn share_of(capacity: u64, ppm: u64) -> u64 {
-    let n = (u128::from(capacity) * u128::from(ppm) / 1_000_000) as u64;
-    if ppm > 0 { n.max(1) } else { 0 }
 }
 
 impl Quotas {
@@ -440,7 +434,7 @@ mod tests {
         let table = Arc::new(Table::default());
         let servers = [quotas(&table), quotas(&table), quotas(&table)];
         let t: Arc<str> = "team".into();
-        let limit = share_of(999_999, 10_000);
+        let limit = Share::from_ppm(10_000).unwrap().of(999_999);
         assert_eq!(limit, 9_999);
         let mut taken = 0u64;
         let mut refused = 0;
@@ -488,9 +482,10 @@ mod tests {
 
     #[test]
     fn shares_round_down_but_never_to_zero() {
-        assert_eq!(share_of(999_999, 10_000), 9_999);
-        assert_eq!(share_of(99, 10_000), 1);
-        assert_eq!(share_of(99, 0), 0);
-        assert_eq!(share_of(u64::MAX, 1_000_000), u64::MAX);
+        let share = |ppm| Share::from_ppm(ppm).unwrap();
+        assert_eq!(share(10_000).of(999_999), 9_999);
+        assert_eq!(share(10_000).of(99), 1);
+        assert!(Share::from_ppm(0).is_none());
+        assert_eq!(share(1_000_000).of(u64::MAX), u64::MAX);
     }
 }

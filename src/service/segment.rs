@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::access::{Action, Credentials};
 use crate::error::Error;
 use crate::segment::{BizTag, DecodeError, FormattedIds, IdRuns, SegmentError, TagSpec};
-use crate::service::quota::{Caller, share_of};
+use crate::service::quota::Caller;
 use crate::shapes::Decoded;
 
 use super::IdService;
@@ -119,7 +119,7 @@ impl IdService {
         let (Some(c), Some(q)) = (caller, &self.quotas) else {
             return Ok(None);
         };
-        let (Some(ppm), Some(format)) = (c.limits.period_share_ppm, spec.format()) else {
+        let (Some(share), Some(format)) = (c.limits.period_share, spec.format()) else {
             return Ok(None);
         };
         let now = jiff::Timestamp::now();
@@ -131,7 +131,7 @@ impl IdService {
                 why: e,
             })
         })?;
-        let limit = share_of(format.max_sequence(), ppm);
+        let limit = share.of(format.max_sequence());
         let to_next = period
             .end
             .as_second()

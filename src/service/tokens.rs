@@ -25,8 +25,7 @@ pub struct NewToken {
     pub rate_per_sec: Option<i64>,
     /// Burst of the rate.
     pub burst: Option<i64>,
-    /// Share of a formatted tag's period, `0 < share <= 1` (stored in parts per million, not
-    /// enforced yet).
+    /// Share of a formatted tag's period, `0 < share <= 1` (stored in parts per million).
     pub period_share: Option<f64>,
 }
 
