@@ -338,4 +338,26 @@ mod tests {
         assert!(region_a.watch_pass(&settled).await.0.is_empty());
         assert!(region_a.next_ids("orders", 5).await.is_ok());
     }
+
+    /// A delete whose repair missed a lane (down) is carried there once that lane answers
+    /// again, and not repaired on every pass meanwhile.
+    #[tokio::test]
+    async fn a_delete_that_missed_a_lane_is_carried_when_it_answers() {
+        let a_db = Arc::new(MemoryStore::with_rows(&[("gone", 1, 100)]));
+        let b_db = Arc::new(MemoryStore::with_rows(&[("gone", 1, 100)]));
+        let region_a = Lanes::new(lane(&a_db, 0, true), vec![lane(&b_db, 1, false)]);
+        let settled = crate::segment::lanes::watch::Settled::default();
+        let tag = BizTag::parse("gone").unwrap();
+        b_db.failing.store(true, Ordering::Relaxed);
+        region_a.own().engine.delete_tag(&tag).await.unwrap();
+        for _ in 0..3 {
+            let (deleted, _) = region_a.watch_pass(&settled).await;
+            assert!(deleted.is_empty());
+        }
+        b_db.failing.store(false, Ordering::Relaxed);
+        let (deleted, _) = region_a.watch_pass(&settled).await;
+        assert_eq!(deleted, vec![(1, "gone".to_owned())]);
+        assert!(b_db.get_tag("gone").await.unwrap().is_none());
+        assert!(region_a.watch_pass(&settled).await.0.is_empty());
+    }
 }

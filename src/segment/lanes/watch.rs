@@ -13,9 +13,12 @@
 //!
 //! Cost per pass: one small query per lane for its tombstone names (a set bounded by the tags
 //! ever deleted) and one per lane for its claim. A name is repaired once: it is remembered as
-//! settled when the repair reached every lane, and tried again next pass otherwise.
+//! settled when the repair reached every lane. One that missed a lane is tried again only once
+//! a lane it missed answers (a lane down for hours costs no repair per pass), and a pass
+//! repairs at most [`REPAIRS_PER_PASS`] names (a server starting beside thousands of old
+//! tombstones settles them over a few passes, not in one burst).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -33,9 +36,20 @@ pub const WATCH_INTERVAL_APART: Duration = Duration::from_millis(100);
 /// next pass; a slow one is read by the repair pass, which waits longer).
 pub const WATCH_WAIT: Duration = Duration::from_millis(300);
 
-/// The tombstones a watch has settled: (slot, name) pairs whose repair reached every lane.
+/// Most names one pass repairs.
+pub const REPAIRS_PER_PASS: usize = 64;
+
+/// What a watch knows of the tombstones it read.
 #[derive(Debug, Default)]
-pub struct Settled(Mutex<BTreeSet<(u8, String)>>);
+pub struct Settled(Mutex<Known>);
+
+#[derive(Debug, Default)]
+struct Known {
+    /// (slot, name) pairs whose repair reached every lane.
+    done: BTreeSet<(u8, String)>,
+    /// Pairs whose repair missed lanes: the slots it missed.
+    missed: BTreeMap<(u8, String), BTreeSet<u8>>,
+}
 
 impl Lanes {
     /// One watch pass (see the module docs): the claims scanned, and every tombstone not
@@ -58,32 +72,51 @@ impl Lanes {
             });
         }
         let ((), listed) = tokio::join!(scan, reads.join_all());
-        let mut fresh = Vec::new();
         let mut next = WATCH_INTERVAL;
+        let mut names_of = Vec::new();
+        let mut answered = BTreeSet::new();
         for (slot, listed) in listed {
-            let Ok(Ok(names)) = listed else {
-                next = WATCH_INTERVAL_APART;
-                continue;
-            };
-            let known = settled.0.lock().unwrap_or_else(|p| p.into_inner());
-            fresh.extend(
-                names
-                    .into_iter()
-                    .filter(|n| !known.contains(&(slot, n.clone())))
-                    .map(|n| (slot, n)),
-            );
+            match listed {
+                Ok(Ok(names)) => {
+                    answered.insert(slot);
+                    names_of.push((slot, names));
+                }
+                _ => next = WATCH_INTERVAL_APART,
+            }
         }
+        let fresh: Vec<(u8, String)> = {
+            let known = settled.0.lock().unwrap_or_else(|p| p.into_inner());
+            names_of
+                .into_iter()
+                .flat_map(|(slot, names)| names.into_iter().map(move |n| (slot, n)))
+                .filter(|key| !known.done.contains(key))
+                // Missed lanes before: again only once one of them answers.
+                .filter(|key| {
+                    known
+                        .missed
+                        .get(key)
+                        .is_none_or(|m| m.iter().any(|s| answered.contains(s)))
+                })
+                .take(REPAIRS_PER_PASS)
+                .collect()
+        };
         let mut deleted = Vec::new();
-        for (slot, name) in fresh {
-            let repair = tokio::time::timeout(WATCH_WAIT * 4, self.repair_tags(Some(&name)));
-            let Ok(r) = repair.await else { continue };
-            deleted.extend(r.deleted);
-            if r.unreached.is_empty() {
-                settled
-                    .0
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert((slot, name));
+        for key in fresh {
+            let repair = tokio::time::timeout(WATCH_WAIT * 4, self.repair_tags(Some(&key.1)));
+            let missed = match repair.await {
+                Ok(r) => {
+                    deleted.extend(r.deleted);
+                    r.unreached
+                }
+                // No answer in time: every lane but those that answered may have missed it.
+                Err(_) => self.in_order().map(|l| l.slot).collect(),
+            };
+            let mut known = settled.0.lock().unwrap_or_else(|p| p.into_inner());
+            if missed.is_empty() {
+                known.missed.remove(&key);
+                known.done.insert(key);
+            } else {
+                known.missed.insert(key, missed);
             }
         }
         (deleted, next)
