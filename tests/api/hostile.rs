@@ -379,10 +379,10 @@ async fn stalled_bodies_are_closed_within_the_body_timeout_on_every_route() {
         );
     }
     let took = started.elapsed();
-    // Every connection closed by the deadline (a generous margin for a loaded machine); the
-    // 15 s read timeout above is what a connection left open would hit.
+    // Every connection closed by the deadline and actix's 1 s linger (a generous margin for a
+    // loaded machine); the 15 s read timeout above is what a connection left open would hit.
     assert!(
-        took < Duration::from_millis(TIMEOUT_MS + 4_000),
+        took < Duration::from_millis(TIMEOUT_MS + 9_000),
         "stalled bodies closed only after {took:?}"
     );
     eprintln!(
@@ -668,6 +668,8 @@ async fn a_range_caller_cannot_turn_each_request_into_a_log_line() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 201, "{}", r.text().await.unwrap());
     const REQUESTS: usize = 200;
+    // The reference before the first request: at most one line per 10 s of the whole run.
+    let started = Instant::now();
     for _ in 0..REQUESTS {
         let r = client
             .get(format!(
@@ -694,10 +696,10 @@ async fn a_range_caller_cannot_turn_each_request_into_a_log_line() {
         loads >= REQUESTS as f64,
         "only {loads} loads: the test leased too little"
     );
-    // The requests took well under 30 s: at most one line per 10 s, and the first.
+    let allowed = 2 + (started.elapsed().as_secs() / 10) as usize;
     assert!(
-        lines <= 4,
-        "{lines} `segment loaded` lines for {loads} loads"
+        lines <= allowed,
+        "{lines} `segment loaded` lines for {loads} loads (at most {allowed})"
     );
     eprintln!("range caller: {REQUESTS} requests, {loads} loads, {lines} `segment loaded` lines");
     assert_no_panic(&server.all_logs());

@@ -376,7 +376,7 @@ mod tests {
         let (region_b, claims_b) = region(&b, 0, &a, 1);
         // The caller waits the segment wait (200 ms here) while the lease waits for the peer:
         // `not_ready` until the refusal, never an id.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
             let e = region_b.next_ids("t", 5).await.unwrap_err();
             if is_refused(&e) {
