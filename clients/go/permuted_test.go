@@ -47,7 +47,8 @@ func TestAPermutedTagsCodesAreHandedOutAsReceived(t *testing.T) {
 	createFormattedTag(t, a.URL, "codes", 200, permutedFormat)
 	var late atomic.Bool
 	var end time.Time
-	c := newClient(t, Config{Servers: []string{a.URL, b.URL}, Batch: 50, RequestTimeout: 500 * time.Millisecond,
+	// MaxBatch 50: a grown batch could hold the rest before the kill and no request would fail over.
+	c := newClient(t, Config{Servers: []string{a.URL, b.URL}, Batch: 50, MaxBatch: 50, RequestTimeout: 500 * time.Millisecond,
 		WaitTimeout: 500 * time.Millisecond, BackoffMin: 10 * time.Millisecond,
 		Clock: func() time.Time {
 			if late.Load() {

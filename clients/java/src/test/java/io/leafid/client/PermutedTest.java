@@ -128,7 +128,9 @@ class PermutedTest {
         LeafidServer b = server(db, env); // started after the tag exists: it knows the format
         String raw = a.get("/api/v1/segment/codes/ids?count=3").body();
         assertTrue(raw.contains("\"ordered\":false"), "the server marks the answer unordered: " + raw);
-        LeafidClient c = LeafidClient.builder().servers(a.url(), b.url()).batchSize(50)
+        // maxBatch(50): a grown batch could hold the rest before the kill, so no request would
+        // fail over and the test would not test a failover.
+        LeafidClient c = LeafidClient.builder().servers(a.url(), b.url()).batchSize(50).maxBatch(50)
                 .requestTimeout(Duration.ofMillis(1000)).waitTimeout(Duration.ofSeconds(5))
                 .backoff(Duration.ofMillis(20), Duration.ofMillis(200)).build();
         cleanup.add(c);
