@@ -108,6 +108,19 @@ impl StrictService {
         tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
+    /// What this server knows of `tag`'s owner, if it was asked for the tag: whether it owns
+    /// it, and the owner row it last read (no database read).
+    pub fn status(&self, tag: &str) -> Option<StrictStatus> {
+        let entry = self.tags.lock().unwrap_or_else(|p| p.into_inner()).get(tag)?.clone();
+        let here = entry.ownership().is_some_and(|o| boot_now() < o.deadline);
+        let seen = entry.seen();
+        Some(StrictStatus {
+            here,
+            epoch: seen.as_ref().map_or(0, |s| s.row.epoch),
+            owner_address: seen.and_then(|s| s.row.address),
+        })
+    }
+
     /// Up to `count` ids of the strict `tag` (its spec checked by the caller): from this server
     /// if it owns the tag (or takes it over), else from the owner through one hop. Waits at
     /// most `wait` (the segment wait) for an owner, then `segments_not_ready`.
@@ -388,7 +401,11 @@ impl StrictService {
         count: usize,
         until: Instant,
     ) -> Result<Vec<i64>, Forward> {
-        let within = until.saturating_duration_since(Instant::now());
+        // At most half a lease: an owner that stopped answering (paused, cut off) must not
+        // hold the request past the moment this server may take the tag over.
+        let within = until
+            .saturating_duration_since(Instant::now())
+            .min(self.timing.lease / 2);
         if within.is_zero() {
             return Err(Forward::Retry);
         }
@@ -498,6 +515,17 @@ impl StrictService {
             }
         }
     }
+}
+
+/// What a server knows of a strict tag's owner ([`StrictService::status`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct StrictStatus {
+    /// Whether this server owns the tag now (and its hold has not ended).
+    pub here: bool,
+    /// The owner row's epoch, as last read here.
+    pub epoch: i64,
+    /// Where the owner is reached, as last read here.
+    pub owner_address: Option<String>,
 }
 
 /// Why a hop gave no ids.
