@@ -158,10 +158,7 @@ fn view_for(
         used,
         volume_hidden: !shown,
         order,
-        strict_owner: state
-            .ids
-            .strict()
-            .and_then(|s| s.status(&row_tag)),
+        strict_owner: state.ids.strict().and_then(|s| s.status(&row_tag)),
     }
 }
 

@@ -111,7 +111,12 @@ impl StrictService {
     /// What this server knows of `tag`'s owner, if it was asked for the tag: whether it owns
     /// it, and the owner row it last read (no database read).
     pub fn status(&self, tag: &str) -> Option<StrictStatus> {
-        let entry = self.tags.lock().unwrap_or_else(|p| p.into_inner()).get(tag)?.clone();
+        let entry = self
+            .tags
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tag)?
+            .clone();
         let here = entry.ownership().is_some_and(|o| boot_now() < o.deadline);
         let seen = entry.seen();
         Some(StrictStatus {
@@ -182,7 +187,11 @@ impl StrictService {
         let entry = self.entry(tag);
         match entry.ownership() {
             Some(own) if constant_time_eq(own.peer_key.as_bytes(), key.as_bytes()) => {}
-            Some(_) => return Err(Error::Unauthorized("wrong peer key for a forwarded request")),
+            Some(_) => {
+                return Err(Error::Unauthorized(
+                    "wrong peer key for a forwarded request",
+                ));
+            }
             None => {
                 return Err(Error::SegmentsNotReady {
                     retry_after_secs: 1,
@@ -292,7 +301,10 @@ impl StrictService {
             Ok(()) => Ok(()),
             Err(Refused::Stale) => Ok(()),
             Err(Refused::Regressed { end, leased_to }) => {
-                if LogLimiter::global().allow("strict lease below the last").is_some() {
+                if LogLimiter::global()
+                    .allow("strict lease below the last")
+                    .is_some()
+                {
                     warn!(biz_tag = %tag, max_id = end, leased_to, "strict tag: the database leased a range at or below one it leased before (a restored backup or a stale replica?); refused, nothing served from it");
                 }
                 Err(Error::SegmentsNotReady {
@@ -311,7 +323,10 @@ impl StrictService {
         let row = match read.await {
             Ok(Ok(row)) => row,
             Ok(Err(e)) => {
-                if LogLimiter::global().allow("strict owner row unreadable").is_some() {
+                if LogLimiter::global()
+                    .allow("strict owner row unreadable")
+                    .is_some()
+                {
                     warn!(biz_tag = %tag, error = %e, "strict tag: the owner row could not be read");
                 }
                 return false;
@@ -363,7 +378,10 @@ impl StrictService {
             }
             Ok(Ok(None)) => false,
             Ok(Err(e)) => {
-                if LogLimiter::global().allow("strict takeover failed").is_some() {
+                if LogLimiter::global()
+                    .allow("strict takeover failed")
+                    .is_some()
+                {
                     warn!(biz_tag = %tag, error = %e, "strict tag: takeover failed");
                 }
                 false
@@ -384,7 +402,10 @@ impl StrictService {
                 info!(biz_tag = %tag, epoch, "strict tag lost: another server holds it");
             }
             Ok(Err(e)) => {
-                if LogLimiter::global().allow("strict renewal failed").is_some() {
+                if LogLimiter::global()
+                    .allow("strict renewal failed")
+                    .is_some()
+                {
                     warn!(biz_tag = %tag, error = %e, "strict tag: renewal failed");
                 }
             }
@@ -473,8 +494,7 @@ impl StrictService {
                 }
                 None if entry.seen().is_some() => {
                     if let Ok(Ok(row)) =
-                        tokio::time::timeout(self.timing.lease, self.owners.read_owner(&name))
-                            .await
+                        tokio::time::timeout(self.timing.lease, self.owners.read_owner(&name)).await
                     {
                         entry.observe(row, boot_now());
                     }
@@ -511,7 +531,9 @@ impl StrictService {
             let release = self.owners.release(&name, own.epoch, &self.me);
             match tokio::time::timeout(self.timing.lease, release).await {
                 Ok(Ok(_)) => info!(biz_tag = %name, epoch = own.epoch, "strict tag released"),
-                _ => warn!(biz_tag = %name, "strict tag not released: another server takes it over after the lease"),
+                _ => {
+                    warn!(biz_tag = %name, "strict tag not released: another server takes it over after the lease")
+                }
             }
         }
     }

@@ -129,7 +129,10 @@ impl Load {
             if let Some(end) = self.history.first_sent_after(at) {
                 return end - at;
             }
-            assert!(Instant::now() < deadline, "no strict id 30 s after the fault");
+            assert!(
+                Instant::now() < deadline,
+                "no strict id 30 s after the fault"
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
@@ -214,7 +217,12 @@ enum Fault {
 /// Three servers on `urls` (one per server: the same database, or Galera's nodes, or each
 /// through its own fault proxy), six callers, `rounds` rounds of `fault` on the owner. Returns
 /// the checker's verdict and each round's failover gap.
-async fn run(urls: Vec<String>, proxies: Vec<FaultProxy>, fault: Fault, rounds: usize) -> (Verdict, Vec<Duration>) {
+async fn run(
+    urls: Vec<String>,
+    proxies: Vec<FaultProxy>,
+    fault: Fault,
+    rounds: usize,
+) -> (Verdict, Vec<Duration>) {
     let tag = "msgs";
     let client = reqwest::Client::new();
     let clock_files: Vec<tempfile::NamedTempFile> = (0..urls.len())
@@ -240,8 +248,9 @@ async fn run(urls: Vec<String>, proxies: Vec<FaultProxy>, fault: Fault, rounds: 
             ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_owned()),
         ])
     };
-    let mut servers: Vec<Option<ServerProcess>> =
-        (0..urls.len()).map(|i| Some(start(&urls[i], &env_of(i)))).collect();
+    let mut servers: Vec<Option<ServerProcess>> = (0..urls.len())
+        .map(|i| Some(start(&urls[i], &env_of(i))))
+        .collect();
     let addresses = Arc::new(RwLock::new(
         servers
             .iter()
@@ -266,7 +275,9 @@ async fn run(urls: Vec<String>, proxies: Vec<FaultProxy>, fault: Fault, rounds: 
             }
             Fault::Graceful => {
                 let s = servers[i].take().unwrap();
-                let status = tokio::task::spawn_blocking(move || s.terminate()).await.unwrap();
+                let status = tokio::task::spawn_blocking(move || s.terminate())
+                    .await
+                    .unwrap();
                 assert!(status.success(), "a graceful stop exits 0: {status}");
                 gaps.push(load.gap_after(at).await);
                 let s = start(&urls[i], &env_of(i));
@@ -294,7 +305,11 @@ async fn run(urls: Vec<String>, proxies: Vec<FaultProxy>, fault: Fault, rounds: 
             }
             Fault::ClockSteps => {
                 let other = (i + 1) % urls.len();
-                let (fwd, back) = if round % 2 == 0 { ("+3600", "-3600") } else { ("-7200", "+7200") };
+                let (fwd, back) = if round % 2 == 0 {
+                    ("+3600", "-3600")
+                } else {
+                    ("-7200", "+7200")
+                };
                 std::fs::write(clock_files[i].path(), format!("{fwd}\n")).unwrap();
                 std::fs::write(clock_files[other].path(), format!("{back}\n")).unwrap();
                 load.flowing(100).await;
@@ -330,7 +345,11 @@ fn assert_held(name: &str, verdict: &Verdict, gaps: &[Duration]) {
         "{name}: real-time order broken: {:?}",
         verdict.first
     );
-    assert!(verdict.ops > 200, "{name}: too few requests served ({})", verdict.ops);
+    assert!(
+        verdict.ops > 200,
+        "{name}: too few requests served ({})",
+        verdict.ops
+    );
     assert!(longest < GAP_BOUND, "{name}: a failover took {longest:?}");
 }
 
@@ -365,7 +384,10 @@ async fn the_checker_catches_two_plain_servers_and_passes_a_strict_tag() {
         let v = check(&history.ops());
         assert_eq!(v.duplicates, 0, "{tag}: {v:?}");
         if plain {
-            assert!(v.violations > 0, "the checker must catch two servers interleaving: {v:?}");
+            assert!(
+                v.violations > 0,
+                "the checker must catch two servers interleaving: {v:?}"
+            );
         } else {
             assert_eq!(v.violations, 0, "{tag}: {:?}", v.first);
         }
@@ -377,12 +399,22 @@ async fn the_checker_catches_two_plain_servers_and_passes_a_strict_tag() {
             r#"{"biz_tag":"strict2","step":10,"order":"strict","format":{"width":6,"reset":"never"}}"#,
         )
         .await;
-    assert_eq!((r.status, r.code()), (400, "invalid_request".to_owned()), "{}", r.text);
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "invalid_request".to_owned()),
+        "{}",
+        r.text
+    );
     let r = a
         .send(reqwest::Method::DELETE, "/api/v1/tags/strict", None, None)
         .await;
     assert_eq!(r.status, 204, "{}", r.text);
-    let r = a.post("/api/v1/tags", r#"{"biz_tag":"strict","step":10,"max_id":1000}"#).await;
+    let r = a
+        .post(
+            "/api/v1/tags",
+            r#"{"biz_tag":"strict","step":10,"max_id":1000}"#,
+        )
+        .await;
     assert_eq!(r.status, 409, "a strict name keeps its order: {}", r.text);
     a.stop().await;
     b.stop().await;

@@ -44,7 +44,6 @@ static RELEASE: Statement = Statement::new(
      version = version + 1 WHERE biz_tag = ? AND epoch = ? AND owner = ?",
 );
 
-
 async fn select<D: Dialect>(
     db: Sessions<'_, D>,
     biz_tag: &str,
@@ -58,13 +57,15 @@ async fn select<D: Dialect>(
         .map_err(unavailable)?;
     s.finish().await.map_err(unavailable)?;
     let some = |s: String| (!s.is_empty()).then_some(s);
-    Ok(row.map(|(owner, address, peer_key, epoch, version)| OwnerRow {
-        owner: some(owner),
-        address: some(address),
-        peer_key: some(peer_key),
-        epoch,
-        version,
-    }))
+    Ok(
+        row.map(|(owner, address, peer_key, epoch, version)| OwnerRow {
+            owner: some(owner),
+            address: some(address),
+            peer_key: some(peer_key),
+            epoch,
+            version,
+        }),
+    )
 }
 
 #[async_trait]

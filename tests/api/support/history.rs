@@ -135,7 +135,11 @@ mod tests {
     fn the_checker_finds_an_id_below_one_already_answered_and_allows_overlaps() {
         let t0 = Instant::now();
         // Overlapping requests may come back in any order.
-        let fine = [op(t0, 0, 10, &[5]), op(t0, 1, 5, &[7]), op(t0, 20, 21, &[8, 9])];
+        let fine = [
+            op(t0, 0, 10, &[5]),
+            op(t0, 1, 5, &[7]),
+            op(t0, 20, 21, &[8, 9]),
+        ];
         let v = check(&fine);
         assert_eq!((v.violations, v.duplicates), (0, 0), "{v:?}");
         // 6 was asked after 7 came back.

@@ -25,7 +25,11 @@ fn nothing_is_served_by_a_server_that_does_not_own_the_tag() {
     owned(&tag, 1, Duration::from_secs(5));
     lease(&tag, 1..11);
     tag.lost(1);
-    assert_eq!(tag.take(1), Take::NotOwner, "a lost tag serves nothing held");
+    assert_eq!(
+        tag.take(1),
+        Take::NotOwner,
+        "a lost tag serves nothing held"
+    );
 }
 
 #[test]
@@ -46,7 +50,11 @@ fn ids_are_handed_out_in_order_and_a_range_below_the_last_is_refused() {
     let Take::Ids(ids, ahead) = tag.take(10) else {
         panic!("held ids are served");
     };
-    assert_eq!(ids, [3, 4], "3 from the first range, 4 from the trimmed second");
+    assert_eq!(
+        ids,
+        [3, 4],
+        "3 from the first range, 4 from the trimmed second"
+    );
     let ticket = ahead.expect("nothing left: lease ahead");
     assert_eq!(tag.take(1), Take::WaitLease, "one lease at a time");
     assert_eq!(
@@ -90,9 +98,17 @@ fn ids_taken_past_the_deadline_are_dropped_and_a_renewal_resumes() {
     let Take::Ids(ids, _) = tag.take(1) else {
         panic!("renewed: served again");
     };
-    assert_eq!(ids, [4], "the three taken past the deadline are a gap, never handed out");
+    assert_eq!(
+        ids,
+        [4],
+        "the three taken past the deadline are a gap, never handed out"
+    );
     // A renewal for another epoch moves nothing.
-    tag.renewed(7, boot_now() + Duration::from_secs(100), Duration::from_secs(100));
+    tag.renewed(
+        7,
+        boot_now() + Duration::from_secs(100),
+        Duration::from_secs(100),
+    );
     assert!(tag.ownership().unwrap().deadline < boot_now() + Duration::from_secs(6));
 }
 
@@ -108,8 +124,16 @@ fn an_observed_row_keeps_its_first_instant_until_it_moves() {
     };
     let t0 = Duration::from_secs(10);
     assert_eq!(tag.observe(row(1), t0).since, t0);
-    assert_eq!(tag.observe(row(1), t0 * 2).since, t0, "the same version: since unchanged");
-    assert_eq!(tag.observe(row(2), t0 * 3).since, t0 * 3, "a renewal restarts it");
+    assert_eq!(
+        tag.observe(row(1), t0 * 2).since,
+        t0,
+        "the same version: since unchanged"
+    );
+    assert_eq!(
+        tag.observe(row(2), t0 * 3).since,
+        t0 * 3,
+        "a renewal restarts it"
+    );
 }
 
 /// Four threads take ids while a fifth installs ranges, loses and regains the tag: every id is
@@ -164,7 +188,10 @@ fn threads_taking_while_the_tag_moves_never_repeat_or_go_back() {
     let mut all = Vec::new();
     for t in takers {
         let mine = t.join().unwrap();
-        assert!(mine.windows(2).all(|w| w[0] < w[1]), "a thread's ids increase");
+        assert!(
+            mine.windows(2).all(|w| w[0] < w[1]),
+            "a thread's ids increase"
+        );
         all.extend(mine);
     }
     let n = all.len();
