@@ -229,11 +229,12 @@ impl StrictService {
                 Take::NotOwner => return Ok(None),
                 Take::Lease(ticket) => match self.lease(engine, tag, entry, ticket).await {
                     Ok(()) => {}
-                    Err(
-                        e @ (Error::BizTagExhausted
-                        | Error::LossyDatabase(_)
-                        | Error::UnknownBizTag(_)),
-                    ) => return Err(e),
+                    Err(e @ (Error::BizTagExhausted | Error::LossyDatabase(_))) => return Err(e),
+                    Err(e @ Error::UnknownBizTag(_)) => {
+                        // The tag was deleted: nothing is owned or renewed for it here.
+                        self.give_up(tag.as_str()).await;
+                        return Err(e);
+                    }
                     Err(_) => {
                         let left = until.saturating_duration_since(Instant::now());
                         tokio::time::sleep(RETRY_PAUSE.min(left)).await;
@@ -518,6 +519,36 @@ impl StrictService {
                 }
             }
         });
+    }
+
+    /// The strict `tag` was deleted: its owner row goes (so the owner, here or elsewhere,
+    /// fails its next renewal and stops serving within `L / 4`), and this server serves
+    /// nothing of it from memory again.
+    pub async fn forget(&self, tag: &str) {
+        let entry = self.tags.lock().unwrap_or_else(|p| p.into_inner()).remove(tag);
+        if let Some(own) = entry.and_then(|e| {
+            let own = e.ownership();
+            own.inspect(|o| e.lost(o.epoch))
+        }) {
+            info!(biz_tag = %tag, epoch = own.epoch, "strict tag deleted: no longer served here");
+        }
+        match tokio::time::timeout(self.timing.lease, self.owners.remove(tag)).await {
+            Ok(Ok(())) => {}
+            _ => warn!(biz_tag = %tag, "strict tag deleted, its owner row not removed: its owner serves what it holds until it runs out"),
+        }
+    }
+
+    /// Stops owning `tag` here (its entry goes) and releases its row.
+    async fn give_up(&self, tag: &str) {
+        let entry = self.tags.lock().unwrap_or_else(|p| p.into_inner()).remove(tag);
+        let Some(own) = entry.as_ref().and_then(|e| e.ownership()) else {
+            return;
+        };
+        if let Some(e) = &entry {
+            e.lost(own.epoch);
+        }
+        let release = self.owners.release(tag, own.epoch, &self.me);
+        let _ = tokio::time::timeout(self.timing.lease, release).await;
     }
 
     /// A graceful stop: every tag owned here stops serving first, then its row is released, so

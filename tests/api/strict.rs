@@ -490,3 +490,43 @@ async fn kill9_and_sigstop_on_galera() {
         assert_held(&format!("{fault:?}-galera").to_lowercase(), &v, &gaps);
     }
 }
+
+/// A strict tag deleted on a server that does not own it stops being served by its owner
+/// within a renewal period (the owner row goes; the owner's next renewal fails), then answers
+/// 404 everywhere.
+#[tokio::test]
+async fn a_deleted_strict_tag_stops_being_served_by_its_owner() {
+    let (url, _dir) = fresh_db(Db::Sqlite).await;
+    let tweak = |s: &mut leafid::config::Settings| s.segment.strict_lease_ms = LEASE_MS;
+    let a = spawn_on(&url, tweak).await;
+    let b = spawn_on(&url, tweak).await;
+    create_strict(&a.client, &a.address, "gone", 1000).await;
+    let first = a.leaf_id("gone").await;
+    assert!(b.leaf_id("gone").await > first, "b forwards to a, the owner");
+    let deleted = Instant::now();
+    let r = b
+        .send(reqwest::Method::DELETE, "/api/v1/tags/gone", None, None)
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    let mut served_after = Duration::ZERO;
+    loop {
+        let r = a.get("/api/segment/get/gone").await;
+        if r.status == 404 {
+            break;
+        }
+        assert_eq!(r.status, 200, "{}", r.text);
+        served_after = deleted.elapsed();
+        assert!(
+            served_after < Duration::from_millis(LEASE_MS),
+            "the owner served a deleted tag {served_after:?} after the delete"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(b.get("/api/segment/get/gone").await.status, 404);
+    record_figure(
+        "strict-delete",
+        &format!("strict delete: the owner served the deleted tag up to {served_after:?} after the delete"),
+    );
+    a.stop().await;
+    b.stop().await;
+}
