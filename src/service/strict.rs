@@ -452,9 +452,8 @@ impl StrictService {
                 Ok::<_, reqwest::Error>((status, body))
             })
             .await;
-        let (status, body) = match answer {
-            Ok(Ok(a)) => a,
-            _ => return Err(Forward::Retry),
+        let Ok(Ok((status, body))) = answer else {
+            return Err(Forward::Retry);
         };
         let Ok(body) = body else {
             return Err(Forward::Retry);
@@ -525,7 +524,11 @@ impl StrictService {
     /// fails its next renewal and stops serving within `L / 4`), and this server serves
     /// nothing of it from memory again.
     pub async fn forget(&self, tag: &str) {
-        let entry = self.tags.lock().unwrap_or_else(|p| p.into_inner()).remove(tag);
+        let entry = self
+            .tags
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(tag);
         if let Some(own) = entry.and_then(|e| {
             let own = e.ownership();
             own.inspect(|o| e.lost(o.epoch))
@@ -534,13 +537,19 @@ impl StrictService {
         }
         match tokio::time::timeout(self.timing.lease, self.owners.remove(tag)).await {
             Ok(Ok(())) => {}
-            _ => warn!(biz_tag = %tag, "strict tag deleted, its owner row not removed: its owner serves what it holds until it runs out"),
+            _ => {
+                warn!(biz_tag = %tag, "strict tag deleted, its owner row not removed: its owner serves what it holds until it runs out");
+            }
         }
     }
 
     /// Stops owning `tag` here (its entry goes) and releases its row.
     async fn give_up(&self, tag: &str) {
-        let entry = self.tags.lock().unwrap_or_else(|p| p.into_inner()).remove(tag);
+        let entry = self
+            .tags
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(tag);
         let Some(own) = entry.as_ref().and_then(|e| e.ownership()) else {
             return;
         };
@@ -563,7 +572,7 @@ impl StrictService {
             match tokio::time::timeout(self.timing.lease, release).await {
                 Ok(Ok(_)) => info!(biz_tag = %name, epoch = own.epoch, "strict tag released"),
                 _ => {
-                    warn!(biz_tag = %name, "strict tag not released: another server takes it over after the lease")
+                    warn!(biz_tag = %name, "strict tag not released: another server takes it over after the lease");
                 }
             }
         }
