@@ -370,7 +370,7 @@ impl StrictService {
                 };
                 entry.acquired(Ownership {
                     epoch,
-                    deadline: sent + self.timing.hold(),
+                    deadline: sent.saturating_add(self.timing.hold()),
                     peer_key: key,
                 });
                 entry.observe(row, boot_now());
@@ -482,26 +482,32 @@ impl StrictService {
     /// Renews every tag this server owns, and reads the row of every tag it forwards (so a
     /// takeover after an owner's death waits from the owner's last write, not from the first
     /// failed hop). Every `L / 4`.
-    pub async fn tend(&self) {
+    ///
+    /// The tags are tended concurrently: a slow write for one does not let another's hold end.
+    pub async fn tend(self: &Arc<Self>) {
+        let mut all = tokio::task::JoinSet::new();
         for (name, entry) in self.entries() {
             let Ok(tag) = BizTag::parse(&name) else {
                 continue;
             };
-            match entry.ownership() {
-                Some(own) => {
-                    let within = self.timing.hold();
-                    self.renew_one(&tag, &entry, own.epoch, within).await;
-                }
-                None if entry.seen().is_some() => {
-                    if let Ok(Ok(row)) =
-                        tokio::time::timeout(self.timing.lease, self.owners.read_owner(&name)).await
-                    {
-                        entry.observe(row, boot_now());
+            let svc = self.clone();
+            all.spawn(async move {
+                match entry.ownership() {
+                    Some(own) => {
+                        let within = svc.timing.hold();
+                        svc.renew_one(&tag, &entry, own.epoch, within).await;
                     }
+                    None if entry.seen().is_some() => {
+                        let read = svc.owners.read_owner(tag.as_str());
+                        if let Ok(Ok(row)) = tokio::time::timeout(svc.timing.lease, read).await {
+                            entry.observe(row, boot_now());
+                        }
+                    }
+                    None => {}
                 }
-                None => {}
-            }
+            });
         }
+        while all.join_next().await.is_some() {}
     }
 
     /// Runs [`Self::tend`] every `L / 4` until the background stops.
