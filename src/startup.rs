@@ -203,6 +203,9 @@ impl Application {
             advertised(&settings, port),
         );
         strict.spawn_tending(&background);
+        metrics
+            .register(strict.collector())
+            .context("registering the strict-tag metric")?;
         let state = AppState {
             ids: IdService::new(segment, snowflake, access)
                 .with_quotas(quotas)

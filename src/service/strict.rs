@@ -53,6 +53,36 @@ pub struct StrictService {
     /// The runtime the hops and the leases ahead run on (the server's main one, which outlives
     /// every HTTP worker).
     runtime: tokio::runtime::Handle,
+    /// `leafid_strict_events_total{event}`: takeovers, losses, releases, hops and their
+    /// failures (a fixed set of labels).
+    events: prometheus::IntCounterVec,
+}
+
+/// The events counted in `leafid_strict_events_total` (the only label values).
+#[derive(Debug, Clone, Copy)]
+enum Event {
+    /// This server took a tag over.
+    TakeOver,
+    /// This server lost a tag (another holds it, or it was deleted).
+    Lost,
+    /// A request passed to the owner and answered by it.
+    Hop,
+    /// A hop that gave no ids (owner gone, slow, or no longer the owner).
+    HopFailed,
+    /// A renewal that did not reach the database.
+    RenewFailed,
+}
+
+impl Event {
+    fn label(self) -> &'static str {
+        match self {
+            Self::TakeOver => "takeover",
+            Self::Lost => "lost",
+            Self::Hop => "hop",
+            Self::HopFailed => "hop_failed",
+            Self::RenewFailed => "renew_failed",
+        }
+    }
 }
 
 /// A random lowercase hex string of `bytes` bytes.
@@ -82,7 +112,25 @@ impl StrictService {
             address,
             http,
             runtime: tokio::runtime::Handle::current(),
+            events: prometheus::IntCounterVec::new(
+                prometheus::Opts::new(
+                    "leafid_strict_events_total",
+                    "Strict tags on this server: takeover, lost, hop (a request answered by the \
+                     owner), hop_failed, renew_failed",
+                ),
+                &["event"],
+            )
+            .expect("a valid metric"),
         })
+    }
+
+    /// `leafid_strict_events_total`, for the server's registry.
+    pub fn collector(&self) -> Box<dyn prometheus::core::Collector> {
+        Box::new(self.events.clone())
+    }
+
+    fn count(&self, e: Event) {
+        self.events.with_label_values(&[e.label()]).inc();
     }
 
     /// This server's instance id in the owner rows.
@@ -153,9 +201,12 @@ impl StrictService {
                     {
                         forwarded_to = Some(seen.row.clone());
                         match self.forward(address, key, tag, count, until).await {
-                            Ok(ids) => return Ok(ids),
+                            Ok(ids) => {
+                                self.count(Event::Hop);
+                                return Ok(ids);
+                            }
                             Err(Forward::Final(e)) => return Err(e),
-                            Err(Forward::Retry) => {}
+                            Err(Forward::Retry) => self.count(Event::HopFailed),
                         }
                     }
                     if !self.look_at_row(tag, &entry).await {
@@ -374,6 +425,7 @@ impl StrictService {
                     peer_key: key,
                 });
                 entry.observe(row, boot_now());
+                self.count(Event::TakeOver);
                 info!(biz_tag = %tag, epoch, previous = ?seen.owner, "strict tag taken over");
                 true
             }
@@ -400,9 +452,11 @@ impl StrictService {
             Ok(Ok(true)) => entry.renewed(epoch, sent, self.timing.hold()),
             Ok(Ok(false)) => {
                 entry.lost(epoch);
+                self.count(Event::Lost);
                 info!(biz_tag = %tag, epoch, "strict tag lost: another server holds it");
             }
             Ok(Err(e)) => {
+                self.count(Event::RenewFailed);
                 if LogLimiter::global()
                     .allow("strict renewal failed")
                     .is_some()
@@ -410,7 +464,7 @@ impl StrictService {
                     warn!(biz_tag = %tag, error = %e, "strict tag: renewal failed");
                 }
             }
-            Err(_) => {}
+            Err(_) => self.count(Event::RenewFailed),
         }
     }
 
