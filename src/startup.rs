@@ -194,8 +194,19 @@ impl Application {
         metrics
             .register(quotas.collector())
             .context("registering the quota metric")?;
+        // Strict tags: their owner rows on the database, this server's address for the hops.
+        let strict = crate::service::strict::StrictService::new(
+            db.owner_store(),
+            crate::segment::strict::StrictTiming::new(Duration::from_millis(
+                settings.segment.strict_lease_ms,
+            )),
+            advertised(&settings, port),
+        );
+        strict.spawn_tending(&background);
         let state = AppState {
-            ids: IdService::new(segment, snowflake, access).with_quotas(quotas),
+            ids: IdService::new(segment, snowflake, access)
+                .with_quotas(quotas)
+                .with_strict(strict),
             db,
             metrics: Arc::new(metrics),
             durability,
@@ -270,6 +281,11 @@ impl Application {
         signals.abort();
         self.background.shutdown(Duration::from_secs(5)).await;
         // Requests are over: each tag closes and gives its unused ids back (if configured).
+        // Strict tags owned here stop being served, then are released: another server takes
+        // them over at once rather than after the lease.
+        if let Some(strict) = self.state.ids.strict() {
+            strict.release_all().await;
+        }
         if let Some(engine) = self.state.ids.segment_engine() {
             engine.shutdown().await;
         }
@@ -278,6 +294,25 @@ impl Application {
         }
         self.state.db.close().await;
         result
+    }
+}
+
+/// Where peers reach this server: `server.advertise_url`, else `http://host:port` when the
+/// host is one address (not `0.0.0.0` or `::`), else none (the server forwards strict tags but
+/// never owns one).
+fn advertised(settings: &Settings, port: u16) -> Option<String> {
+    let url = settings.server.advertise_url.trim();
+    if !url.is_empty() {
+        return Some(url.trim_end_matches('/').to_owned());
+    }
+    let host = settings.server.host.as_str();
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) if ip.is_unspecified() => {
+            info!("server.advertise_url is empty and server.host is every address: this server forwards strict tags and never owns one");
+            None
+        }
+        Ok(std::net::IpAddr::V6(ip)) => Some(format!("http://[{ip}]:{port}")),
+        _ => Some(format!("http://{host}:{port}")),
     }
 }
 

@@ -148,6 +148,10 @@ pub struct ServerSettings {
     pub shutdown_timeout_secs: u64,
     /// Readiness answers 503 for this long after SIGTERM before the listener closes.
     pub drain_secs: u64,
+    /// Where peers reach this server (strict tags' hops); empty: `http://host:port` when
+    /// `host` is one address.
+    #[serde(default)]
+    pub advertise_url: String,
 }
 
 /// `[database]`. Its `Debug` shows the URL with the password redacted.
@@ -208,6 +212,13 @@ pub struct SegmentSettings {
     pub max_step: i64,
     /// On a stop, give each tag's unused leased ids back to `leaf_alloc` (compare-and-set).
     pub return_unused_on_shutdown: bool,
+    /// How long a strict tag's owner holds it after each write (`crate::segment::strict`).
+    #[serde(default = "default_strict_lease_ms")]
+    pub strict_lease_ms: u64,
+}
+
+fn default_strict_lease_ms() -> u64 {
+    2000
 }
 
 /// `[clock]`.

@@ -45,6 +45,7 @@ pub mod openapi;
 pub mod request;
 pub mod segment;
 pub mod snowflake;
+pub mod strict;
 pub mod tags;
 pub mod tokens;
 
@@ -93,6 +94,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, max_body_bytes: usize) {
     .configure(segment::routes)
     .configure(snowflake::routes)
     .configure(tags::routes)
+    .configure(strict::routes)
     .configure(tokens::routes)
     .configure(monitor::routes)
     .configure(health::routes)

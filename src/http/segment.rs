@@ -89,7 +89,7 @@ pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, Error> {
         return Ok(plain_id(id));
     }
     match state.ids.next_ids_admitted(&who, admitted, 1).await? {
-        Ids::Numbers(ids) => Ok(plain_id(*ids.first().ok_or(Error::Internal)?)),
+        Ids::Numbers(ids) | Ids::Strict(ids) => Ok(plain_id(*ids.first().ok_or(Error::Internal)?)),
         Ids::Texts(f) => Ok(plain_text(f.first().ok_or(Error::Internal)?)),
     }
 }
@@ -103,6 +103,10 @@ pub struct BatchBody<'a> {
     /// The ids, increasing: numbers, or decimal strings with `stringify_ids=true`.
     #[schema(schema_with = ids_schema)]
     pub ids: JsonIds<i64>,
+    /// `true` for a strict tag (increasing across every server in real-time order): hand these
+    /// ids to the one call that asked, never buffer them. Absent for other tags.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
 }
 
 /// `GET /api/v1/segment/{biz_tag}/ids?count=N[&stringify_ids=true]`: `{"biz_tag", "ids": [..]}`,
@@ -144,6 +148,12 @@ pub async fn get_batch(
         Ids::Numbers(ids) => Ok(HttpResponse::Ok().json(BatchBody {
             biz_tag: &tag,
             ids: JsonIds { ids, format },
+            strict: None,
+        })),
+        Ids::Strict(ids) => Ok(HttpResponse::Ok().json(BatchBody {
+            biz_tag: &tag,
+            ids: JsonIds { ids, format },
+            strict: Some(true),
         })),
         Ids::Texts(f) => Ok(HttpResponse::Ok().json(FormattedBatchBody {
             biz_tag: &tag,
@@ -184,6 +194,10 @@ pub struct SegmentRangesBody<'a> {
     /// The ids as runs of consecutive ids, increasing.
     #[schema(schema_with = runs_schema)]
     pub ranges: JsonRuns<'a>,
+    /// `true` for a strict tag: hand these ids to the one call that asked, never buffer them
+    /// (at most 100000 ids an answer). Absent for other tags.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
 }
 
 /// `GET /api/v1/segment/{biz_tag}/ranges?count=N[&stringify_ids=true]`: the same ids as the
@@ -228,6 +242,7 @@ pub async fn get_ranges(
             runs: runs.runs(),
             format,
         },
+        strict: runs.is_strict().then_some(true),
     }))
 }
 

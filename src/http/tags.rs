@@ -95,6 +95,10 @@ pub struct TagView {
     /// without the admin credential (`docs/shapes.md`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub volume_hidden: bool,
+    /// How the tag's ids are ordered across servers: `per_server` (Leaf's trend) or `strict`
+    /// (increasing across every server in real-time order, `docs/guarantees.md`).
+    #[schema(value_type = String, example = "per_server")]
+    pub order: &'static str,
 }
 
 /// The live state of the engine's tags, read once per request (a formatted tag's periods folded
@@ -140,6 +144,7 @@ fn view_for(
     let shape = state.ids.known_format(&row.biz_tag);
     let period = activity.and_then(|a| a.period.clone());
     let used = activity.and_then(|a| a.used).filter(|_| shown);
+    let order = state.ids.known_order(&row.biz_tag).as_str();
     TagView {
         row: TagRowBody::new(row, format),
         buffer,
@@ -147,6 +152,7 @@ fn view_for(
         period,
         used,
         volume_hidden: !shown,
+        order,
     }
 }
 
@@ -321,6 +327,21 @@ pub struct CreateTag {
     /// sequence starts (default 1).
     #[schema(value_type = Option<Object>)]
     pub format: Option<TagFormat>,
+    /// `"strict"`: ids increasing across every server in real-time order (one owner serves
+    /// the tag, the others forward to it; `docs/guarantees.md`), numbers only, kept for the
+    /// name for good. `"per_server"` (the default): Leaf's order.
+    #[schema(value_type = Option<String>, example = "strict")]
+    pub order: Option<OrderWord>,
+}
+
+/// The `order` of a new tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderWord {
+    /// Leaf's order (the default).
+    PerServer,
+    /// Strictly increasing across every server.
+    Strict,
 }
 
 /// Body of `PATCH /api/v1/tags/{biz_tag}`: at least one field.
@@ -390,7 +411,15 @@ pub async fn create(
     let step = parse_step(body.step.as_ref().unwrap_or(&Value::Null))?;
     let max_id = body.max_id.as_ref().map(parse_max_id).transpose()?;
     let new = NewTag::new(tag.clone(), step, max_id, body.description)?;
-    let done = state.ids.create_tag(&new, body.format.as_ref()).await?;
+    let done = match (body.order, &body.format) {
+        (Some(OrderWord::Strict), Some(_)) => {
+            return Err(Error::InvalidRequest(
+                "a strict tag's ids are numbers: \"order\": \"strict\" takes no format".into(),
+            ));
+        }
+        (Some(OrderWord::Strict), None) => state.ids.create_strict_tag(&new).await?,
+        _ => state.ids.create_tag(&new, body.format.as_ref()).await?,
+    };
     let mut res = HttpResponse::Created();
     unreached_header(&mut res, &done.unreached);
     let mut shown = view(&state, done.value, format);

@@ -17,6 +17,8 @@
 //!   folded into it), and whose counts are secret (a permuted tag's).
 //! - [`lanes`]: several independent databases (regions), each a lane mapped into its own
 //!   blocks of the id space, and the router that asks them in turn.
+//! - [`strict`]: strict tags, increasing across every server in real-time order (one owner
+//!   at a time, the others forward).
 //! - `high_water`: the regression guard: no id at or below the highest this server leased for
 //!   a tag, whatever the database says after a failover.
 //!
@@ -34,6 +36,7 @@ mod slot;
 pub mod spec;
 pub mod step;
 pub mod store;
+pub mod strict;
 mod tag_map;
 pub mod tag_rules;
 mod tickets;
@@ -47,8 +50,8 @@ pub use buffer::{BufferSnapshot, SegmentBuffer};
 pub use error::SegmentError;
 pub use runs::{IdRun, IdRuns, IdSink};
 pub use spec::{
-    DecodeError, KeyVerdict, OrderMode, PeriodRow, Shape, SpecError, TagSpec, TextShape,
-    same_format,
+    DecodeError, KeyVerdict, OrderMode, PeriodRow, STRICT_SPEC, Shape, SpecError, TagSpec,
+    TextShape, is_strict_spec, same_format,
 };
 pub use step::StepPolicy;
 pub use store::{

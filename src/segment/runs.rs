@@ -51,6 +51,7 @@ impl IdRun {
 pub struct IdRuns {
     runs: Vec<IdRun>,
     taken: u64,
+    strict: bool,
 }
 
 impl IdRuns {
@@ -62,6 +63,22 @@ impl IdRuns {
     /// The runs, increasing.
     pub fn runs(&self) -> &[IdRun] {
         &self.runs
+    }
+
+    /// The ids of a strict tag (`super::strict`), as runs: the answer says so, and a client
+    /// hands them out to the one call that asked (it must not buffer them).
+    pub fn strict(ids: &[i64]) -> Self {
+        let mut runs = Self::new();
+        for &id in ids {
+            runs.push_run(id, 1);
+        }
+        runs.strict = true;
+        runs
+    }
+
+    /// Whether these are a strict tag's ids.
+    pub fn is_strict(&self) -> bool {
+        self.strict
     }
 }
 

@@ -37,11 +37,48 @@ pub use error::SpecError;
 /// How a tag's ids are ordered across servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OrderMode {
-    /// Increasing per server, trending upwards across servers (Leaf's guarantee): every tag
-    /// today. A strictly increasing mode across servers (one owner, the others forward) is a
-    /// later issue's, and is set here, in the spec, and nowhere else.
+    /// Increasing per server, trending upwards across servers (Leaf's guarantee): a plain or
+    /// formatted tag.
     #[default]
     PerServer,
+    /// Increasing across every server in real-time order: one owner serves the tag, the
+    /// others forward to it (`super::strict`). A plain (numbers) tag only; stored as the spec
+    /// [`STRICT_SPEC`].
+    Strict,
+}
+
+impl OrderMode {
+    /// The mode's name in the API (`"per_server"`, `"strict"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PerServer => "per_server",
+            Self::Strict => "strict",
+        }
+    }
+}
+
+/// The stored spec of a strict tag (in `leafid_tag_format`, where a formatted tag's format is):
+/// kept for good like a format, so the name never comes back as a plain tag, and refused (not
+/// served as a plain tag) by a server that predates strict tags, which cannot read it as a
+/// format.
+pub const STRICT_SPEC: &str = r#"{"order":"strict"}"#;
+
+/// The JSON of [`STRICT_SPEC`], parsed (any spacing or field order).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StrictSpec {
+    order: StrictWord,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum StrictWord {
+    Strict,
+}
+
+/// Whether a stored spec's JSON is a strict tag's.
+pub fn is_strict_spec(json: &str) -> bool {
+    serde_json::from_str::<StrictSpec>(json).is_ok_and(|s| matches!(s.order, StrictWord::Strict))
 }
 
 /// The separator of a period row's name: outside the tag alphabet, so no tag a user can create
@@ -114,7 +151,7 @@ pub enum DecodeError {
 /// whose JSON is spelt differently (field order, spacing) is still the same. JSON that does not
 /// parse is equal only to the same text.
 pub fn same_format(stored: &str, asked: &str) -> bool {
-    if stored == asked {
+    if stored == asked || (is_strict_spec(stored) && is_strict_spec(asked)) {
         return true;
     }
     let parse = |j: &str| TagSpec::stored_format(j).ok();
@@ -202,6 +239,13 @@ impl TagSpec {
         keys: &KeyRing,
         bindings: &KeyBindings,
     ) -> Result<Self, SpecError> {
+        if is_strict_spec(json) {
+            return Ok(Self {
+                tag,
+                shape: Shape::Plain,
+                ordering: OrderMode::Strict,
+            });
+        }
         let format = Self::stored_format(json)?;
         format.validate()?;
         let tz = zone(&format.time_zone)?;
@@ -288,6 +332,11 @@ impl TagSpec {
     /// How the tag's ids are ordered across servers.
     pub fn ordering(&self) -> OrderMode {
         self.ordering
+    }
+
+    /// Whether the tag is strict ([`OrderMode::Strict`]): its ids are numbers from its owner.
+    pub fn is_strict(&self) -> bool {
+        self.ordering == OrderMode::Strict
     }
 
     /// Whether the ids come in issue order (all but a permuted tag's).

@@ -15,12 +15,14 @@
 //! - [`tags`]: tag administration, mirrored across lanes.
 //! - [`tokens`]: caller tokens: create, list, revoke (the server's own database).
 //! - [`snowflake`]: snowflake ids, decode and bounds.
+//! - [`strict`]: strict tags, served by their owner and forwarded to it by the others.
 //! - [`offload`]: CPU-bound work (a permuted batch's FF1) off the request threads.
 
 pub mod offload;
 pub mod quota;
 pub mod segment;
 pub mod snowflake;
+pub mod strict;
 pub mod tags;
 pub mod tokens;
 
@@ -120,6 +122,8 @@ pub struct IdService {
     access: AccessPolicy,
     /// The callers' quotas (`quota`): `None` charges nothing (the CLI, tests).
     quotas: Option<Arc<quota::Quotas>>,
+    /// Strict tags (`strict`): `None` serves none (`invalid_request`).
+    strict: Option<Arc<strict::StrictService>>,
 }
 
 impl IdService {
@@ -135,7 +139,19 @@ impl IdService {
             snowflake,
             access,
             quotas: None,
+            strict: None,
         }
+    }
+
+    /// This service, serving strict tags through `strict`.
+    pub fn with_strict(mut self, strict: Arc<strict::StrictService>) -> Self {
+        self.strict = Some(strict);
+        self
+    }
+
+    /// The strict tags' service, if this server serves them.
+    pub fn strict(&self) -> Option<&Arc<strict::StrictService>> {
+        self.strict.as_ref()
     }
 
     /// This service, charging callers with limits to `quotas`.

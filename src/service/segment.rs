@@ -49,6 +49,9 @@ pub enum Ids {
     Numbers(Vec<i64>),
     /// A formatted tag's ids, of one period.
     Texts(FormattedIds),
+    /// A strict tag's ids, increasing across every server (`crate::segment::strict`): the
+    /// answer says so, so that a client hands them to the one call that asked.
+    Strict(Vec<i64>),
 }
 
 /// `count` within `1..=max`, or `invalid_count`.
@@ -242,6 +245,12 @@ impl IdService {
             .spec_of(&tag)
             .await?
             .ok_or_else(|| Error::unknown_tag(&tag))?;
+        if spec.is_strict() {
+            return self
+                .strict_ids(caller, route, &tag, count)
+                .await
+                .map(Ids::Strict);
+        }
         // The format's request share (issue 44): a caller without the admin credential gets at
         // most that much of a period per request, as a shorter batch (every client takes one,
         // as at a period's end). The credential is read only for a request above the cap.
@@ -300,19 +309,87 @@ impl IdService {
         let admitted = self.admit_ids(who, tag)?;
         let caller = admitted.caller.as_ref();
         let route = self.route_for(count, MAX_RANGE_COUNT)?;
-        if route.own().cached_spec(tag).is_some() {
-            return Err(SegmentError::Formatted(BizTag::parse(tag)?).into());
+        if route.own().cached_spec(tag).is_none() {
+            let charged = self.charge_rate(caller, tag, count)?;
+            let runs = match route.lane_set() {
+                Some(lanes) => lanes.next_runs(tag, charged).await,
+                None => route.own().next_runs(tag, charged).await,
+            };
+            let served = runs
+                .as_ref()
+                .map_or(0, |r| r.runs().iter().map(|run| run.len()).sum());
+            self.refund_rate(caller, tag, charged.saturating_sub(served));
+            match runs {
+                Ok(runs) => return Ok(runs),
+                // Found with a spec on the way (a first request): strict or formatted, below.
+                Err(SegmentError::Formatted(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
-        let charged = self.charge_rate(caller, tag, count)?;
-        let runs = match route.lane_set() {
-            Some(lanes) => lanes.next_runs(tag, charged).await,
-            None => route.own().next_runs(tag, charged).await,
+        let tag = BizTag::parse(tag)?;
+        let spec = route
+            .home()
+            .spec_of(&tag)
+            .await?
+            .ok_or_else(|| Error::unknown_tag(&tag))?;
+        if !spec.is_strict() {
+            return Err(SegmentError::Formatted(tag).into());
+        }
+        // A strict tag's ids are taken one by one by its owner: at most `MAX_COUNT` a request
+        // (a shorter batch, which every client takes).
+        let count = count.min(MAX_COUNT) as usize;
+        let ids = self.strict_ids(caller, route, &tag, count).await?;
+        Ok(IdRuns::strict(&ids))
+    }
+
+    /// Up to `count` ids of the strict `tag`, charged to the caller's rate: from its owner,
+    /// this server or another through one hop (`super::strict`). Refused with lanes: a strict
+    /// order over several regions' databases would need one owner over all of them, and every
+    /// region would wait on it (`docs/guarantees.md`).
+    async fn strict_ids(
+        &self,
+        caller: Option<&Arc<Caller>>,
+        route: &super::SegmentRoute,
+        tag: &BizTag,
+        count: usize,
+    ) -> Result<Vec<i64>, Error> {
+        if route.lane_set().is_some() {
+            return Err(Error::InvalidRequest(format!(
+                "biz_tag \"{tag}\" is strict: strict tags are not served by servers with lanes"
+            )));
+        }
+        let Some(strict) = &self.strict else {
+            return Err(Error::InvalidRequest(format!(
+                "biz_tag \"{tag}\" is strict, and this server does not serve strict tags"
+            )));
         };
-        let served = runs
-            .as_ref()
-            .map_or(0, |r| r.runs().iter().map(|run| run.len()).sum());
-        self.refund_rate(caller, tag, charged.saturating_sub(served));
-        Ok(runs?)
+        let charged = self.charge_rate(caller, tag.as_str(), count as u64)?;
+        let engine = route.own();
+        let wait = engine.config().wait_timeout;
+        let ids = strict.ids(engine, tag, charged as usize, wait).await;
+        let served = ids.as_ref().map_or(0, |v| v.len() as u64);
+        self.refund_rate(caller, tag.as_str(), charged - served);
+        ids
+    }
+
+    /// A request forwarded by another server to this one, the owner of the strict `tag`
+    /// (`super::strict`): served only with the owner row's key; no caller check (the entry
+    /// server made it) and never forwarded again.
+    pub async fn strict_forwarded(
+        &self,
+        tag: &BizTag,
+        count: u64,
+        peer_key: &str,
+    ) -> Result<Vec<i64>, Error> {
+        let route = self.route_for(count, MAX_COUNT)?;
+        let Some(strict) = &self.strict else {
+            return Err(Error::NotFound("a strict hop on a server without strict tags".into()));
+        };
+        let engine = route.own();
+        let wait = engine.config().wait_timeout;
+        strict
+            .serve_forwarded(engine, tag, count as usize, peer_key, wait)
+            .await
     }
 
     /// A formatted id of `tag` read back into its period and sequence, by the format of the

@@ -179,6 +179,43 @@ impl IdService {
             })
     }
 
+    /// Creates a strict tag (`crate::segment::strict`): a plain row with the strict spec, in
+    /// one transaction, kept for the name for good like a format. Refused with lanes (a strict
+    /// order over several regions would need one owner over all of them).
+    pub async fn create_strict_tag(&self, new: &NewTag) -> Result<Mirrored<TagRow>, Error> {
+        let tag = BizTag::parse(&new.biz_tag)?;
+        let route = self.segment_route()?;
+        if route.lane_set().is_some() {
+            return Err(Error::InvalidRequest(
+                "strict tags are not served by servers with lanes: one owner over every \
+                 region's database would make every region wait on it (docs/guarantees.md)"
+                    .into(),
+            ));
+        }
+        let segment = route.own();
+        let within = segment.config().load_timeout;
+        let row = tokio::time::timeout(within, segment.create_strict_tag(new))
+            .await
+            .map_err(|_| Error::DatabaseUnavailable)?
+            .map_err(|e| match e {
+                FormatConflict::Store(e) => Error::from_store(e, tag.as_str()),
+                FormatConflict::Differs(stored) => kept_format(&tag, &stored),
+                FormatConflict::Spec(why) => Error::InvalidRequest(why.to_string()),
+            })?;
+        tracing::info!(biz_tag = %tag, step = new.step, max_id = new.max_id, "strict tag created");
+        Ok(Mirrored {
+            value: row,
+            unreached: Vec::new(),
+        })
+    }
+
+    /// How `tag`'s ids are ordered, if this server knows its spec (for showing a row).
+    pub fn known_order(&self, tag: &str) -> crate::segment::OrderMode {
+        self.segment_engine()
+            .and_then(|e| e.cached_spec(tag))
+            .map_or(crate::segment::OrderMode::PerServer, |s| s.ordering())
+    }
+
     /// Changes a tag's step and/or description; `unknown_biz_tag` if it does not exist.
     pub async fn update_tag(
         &self,
@@ -251,6 +288,9 @@ fn kept_format(tag: &BizTag, stored: &str) -> Error {
 /// escaped inside the quotes of the error's tag. JSON that does not read as a format (never
 /// written by this server) is shown as "an unreadable format".
 pub(crate) fn describe_stored(json: &str) -> String {
+    if crate::segment::is_strict_spec(json) {
+        return "strict order (numbers, increasing across every server)".to_owned();
+    }
     let Ok(f) = TagSpec::stored_format(json) else {
         return "an unreadable format".to_owned();
     };

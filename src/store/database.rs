@@ -206,6 +206,15 @@ impl Database {
         }
     }
 
+    /// The strict tags' owner rows over this database (`crate::segment::strict`).
+    pub fn owner_store(&self) -> Arc<dyn crate::segment::strict::OwnerStore> {
+        match self {
+            Self::MySql(s) => Arc::new(s.clone()),
+            Self::Sqlite(s) => Arc::new(s.clone()),
+            Self::Postgres(s) => Arc::new(s.clone()),
+        }
+    }
+
     /// The worker-id store over this database.
     pub fn worker_store(&self) -> Arc<dyn WorkerStore> {
         match self {

@@ -258,6 +258,24 @@ impl SegmentAllocator {
         }
     }
 
+    /// Creates a strict tag: its row and the strict spec ([`crate::segment::STRICT_SPEC`]) in
+    /// one transaction, as a formatted tag's row and format (so the same rules hold: the name
+    /// keeps its spec for good, a plain create of it is refused, races are settled by the
+    /// row's key).
+    pub async fn create_strict_tag(
+        &self,
+        tag: &NewTag,
+    ) -> Result<crate::segment::TagRow, FormatConflict> {
+        let json = crate::segment::STRICT_SPEC;
+        match self.inner.store.create_formatted_tag(tag, json).await? {
+            FormattedCreate::Created(row) => {
+                self.remember_specs([(tag.biz_tag.clone(), json.to_owned())]);
+                Ok(row)
+            }
+            FormattedCreate::OtherFormat(stored) => Err(FormatConflict::Differs(stored)),
+        }
+    }
+
     /// Per formatted tag this server knows: its current period (by this server's clock) and
     /// the share of the period's width leased so far (0 before the period's first lease here),
     /// ordered by tag. For `/metrics` and the monitor routes.

@@ -41,6 +41,10 @@ pub(crate) type TokenRow = (
     Option<i64>,
 );
 
+/// A strict tag's owner row as `crate::store::sql`'s `strict` reads it (owner, address and key
+/// read as `''` where NULL).
+pub(crate) type OwnerRecord = (String, String, String, i64, i64);
+
 /// A sqlx driver that runs the shared statements: it executes on a pooled connection, binds
 /// `&str`, `Option<&str>` and `i64`, caches prepared statements, and decodes `(String,)`, `(i64,)`, `(String, String)`
 /// and a worker-lease row. Every driver that can is one (the blanket impl below); the two lines per
@@ -70,6 +74,8 @@ pub(crate) trait SqlDriver:
     + for<'r> Same<TextRow, Is: FromRow<'r, <Self as Database>::Row>>
     + Same<TokenRow, Is = TokenRow>
     + for<'r> Same<TokenRow, Is: FromRow<'r, <Self as Database>::Row>>
+    + Same<OwnerRecord, Is = OwnerRecord>
+    + for<'r> Same<OwnerRecord, Is: FromRow<'r, <Self as Database>::Row>>
 {
 }
 
@@ -86,5 +92,6 @@ where
     LeaseRow: for<'r> FromRow<'r, DB::Row>,
     TextRow: for<'r> FromRow<'r, DB::Row>,
     TokenRow: for<'r> FromRow<'r, DB::Row>,
+    OwnerRecord: for<'r> FromRow<'r, DB::Row>,
 {
 }

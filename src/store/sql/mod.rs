@@ -14,6 +14,7 @@
 //! - `keys`: `leafid_shape_key`, the check value of each key id's key.
 //! - `lanes`: `leafid_lane`, the lane slot of a database, and tombstone reads.
 //! - `quota`: `leafid_quota_use`, the ids of a period granted to each caller token.
+//! - `strict`: `leafid_strict_owner`, the owner of each strict tag.
 //! - `tags`: the `leaf_alloc` reads, the give-back of unused ids, and the row types.
 //! - `tokens`: `leafid_caller_token`, the caller tokens (`crate::store::tokens`).
 //! - `workers`: the worker-id store.
@@ -28,6 +29,7 @@ mod quota;
 mod session;
 mod statement;
 mod store;
+mod strict;
 mod tags;
 mod tokens;
 mod workers;
