@@ -308,7 +308,9 @@ fn advertised(settings: &Settings, port: u16) -> Option<String> {
     let host = settings.server.host.as_str();
     match host.parse::<std::net::IpAddr>() {
         Ok(ip) if ip.is_unspecified() => {
-            info!("server.advertise_url is empty and server.host is every address: this server forwards strict tags and never owns one");
+            info!(
+                "server.advertise_url is empty and server.host is every address: this server forwards strict tags and never owns one"
+            );
             None
         }
         Ok(std::net::IpAddr::V6(ip)) => Some(format!("http://[{ip}]:{port}")),

@@ -55,6 +55,11 @@ pub enum TagsCommand {
         /// is then where each period's sequence starts. Fixed for the name for good.
         #[arg(long, value_name = "JSON")]
         format: Option<String>,
+        /// `--order strict`: ids increasing across every server in real-time order (one owner
+        /// serves the tag, the others forward to it; docs/guarantees.md#strict-tags). Numbers
+        /// only (no --format); kept for the name for good. Default: per_server.
+        #[arg(long, value_name = "ORDER", value_parser = ["per_server", "strict"])]
+        order: Option<String>,
         #[command(flatten)]
         output: OutputFlags,
     },
@@ -94,8 +99,8 @@ pub enum Checked {
     List,
     /// `tags show`.
     Show(BizTag),
-    /// `tags create`, with a format for a formatted tag.
-    Create(NewTag, Option<TagFormat>),
+    /// `tags create`, with a format for a formatted tag, or strict (`true`).
+    Create(NewTag, Option<TagFormat>, bool),
     /// `tags decode` / `ids decode`.
     Decode(BizTag, String),
     /// `tags set-step`.
@@ -125,9 +130,16 @@ impl TagsCommand {
                 max_id,
                 description,
                 format,
+                order,
                 ..
             } => {
                 let tag = parse_tag(biz_tag)?;
+                let strict = order.as_deref() == Some("strict");
+                if strict && format.is_some() {
+                    return Err(CliError::BadInput(
+                        "a strict tag's ids are numbers: --order strict takes no --format".into(),
+                    ));
+                }
                 let format = format
                     .as_deref()
                     .map(|json| -> Result<TagFormat, CliError> {
@@ -150,7 +162,7 @@ impl TagsCommand {
                 // Every value passed above: a refusal here would be a rule the checks missed.
                 let new = NewTag::new(tag, step, max_id, description.clone())
                     .map_err(|e| CliError::BadInput(format!("invalid tag: {e}")))?;
-                Checked::Create(new, format)
+                Checked::Create(new, format, strict)
             }
             Self::Decode { biz_tag, id, .. } => Checked::Decode(parse_tag(biz_tag)?, id.clone()),
             Self::SetStep { biz_tag, step, .. } => {
@@ -207,17 +219,18 @@ pub async fn run(
             }
             None => return Err(CliError::UnknownTag(tag.to_string())),
         },
-        Checked::Create(new, format) => {
-            let done = ids
-                .create_tag(new, format.as_ref())
-                .await
-                .map_err(|e| match e {
-                    // Another format under the name: the input, not the database (exit 2).
-                    Error::BizTagExists(why) if format.is_some() && why != new.biz_tag => {
-                        CliError::BadInput(format!("biz_tag {why} exists already"))
-                    }
-                    e => cli_error(e),
-                })?;
+        Checked::Create(new, format, strict) => {
+            let done = match strict {
+                true => ids.create_strict_tag(new).await,
+                false => ids.create_tag(new, format.as_ref()).await,
+            }
+            .map_err(|e| match e {
+                // Another format under the name: the input, not the database (exit 2).
+                Error::BizTagExists(why) if format.is_some() && why != new.biz_tag => {
+                    CliError::BadInput(format!("biz_tag {why} exists already"))
+                }
+                e => cli_error(e),
+            })?;
             write_row(out, &done.value, json)?;
             unreached = done.unreached;
         }

@@ -387,7 +387,7 @@ impl Settings {
         let (sv, db, s) = (&self.server, &self.database, &self.segment);
         let (worker, cached) = (&self.snowflake.worker, &self.snowflake.cached);
         // (key, value, smallest, largest)
-        let ranges: [(&str, u64, u64, u64); 19] = [
+        let ranges: [(&str, u64, u64, u64); 20] = [
             ("server.workers", sv.workers as u64, 0, MAX_WORKERS as u64),
             (
                 "server.max_body_bytes",
@@ -417,6 +417,7 @@ impl Settings {
             ),
             ("segment.wait_timeout_ms", s.wait_timeout_ms, 1, 600_000),
             ("segment.load_timeout_ms", s.load_timeout_ms, 1, 600_000),
+            ("segment.strict_lease_ms", s.strict_lease_ms, 100, 600_000),
             (
                 "segment.max_concurrent_loads",
                 s.max_concurrent_loads as u64,

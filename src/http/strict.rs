@@ -41,7 +41,9 @@ async fn forwarded(
         .headers()
         .get(PEER_KEY_HEADER)
         .and_then(|v| v.to_str().ok())
-        .ok_or(Error::Unauthorized("a forwarded request without its peer key"))?;
+        .ok_or(Error::Unauthorized(
+            "a forwarded request without its peer key",
+        ))?;
     let ids = state.ids.strict_forwarded(&tag, query.count, key).await?;
     Ok(HttpResponse::Ok().json(ForwardBody { ids }))
 }

@@ -99,6 +99,10 @@ pub struct TagView {
     /// (increasing across every server in real-time order, `docs/guarantees.md`).
     #[schema(value_type = String, example = "per_server")]
     pub order: &'static str,
+    /// A strict tag's owner as this server knows it (once it was asked for the tag): whether it
+    /// is this server, the epoch, and where the owner is reached.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strict_owner: Option<crate::service::strict::StrictStatus>,
 }
 
 /// The live state of the engine's tags, read once per request (a formatted tag's periods folded
@@ -145,6 +149,7 @@ fn view_for(
     let period = activity.and_then(|a| a.period.clone());
     let used = activity.and_then(|a| a.used).filter(|_| shown);
     let order = state.ids.known_order(&row.biz_tag).as_str();
+    let row_tag = row.biz_tag.clone();
     TagView {
         row: TagRowBody::new(row, format),
         buffer,
@@ -153,6 +158,7 @@ fn view_for(
         used,
         volume_hidden: !shown,
         order,
+        strict_owner: state.ids.strict().and_then(|s| s.status(&row_tag)),
     }
 }
 

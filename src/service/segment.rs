@@ -383,7 +383,9 @@ impl IdService {
     ) -> Result<Vec<i64>, Error> {
         let route = self.route_for(count, MAX_COUNT)?;
         let Some(strict) = &self.strict else {
-            return Err(Error::NotFound("a strict hop on a server without strict tags".into()));
+            return Err(Error::NotFound(
+                "a strict hop on a server without strict tags".into(),
+            ));
         };
         let engine = route.own();
         let wait = engine.config().wait_timeout;
@@ -557,6 +559,34 @@ mod tests {
         assert_eq!(s.lane_reports()[0].served, before + fast);
         let e = s.next_runs(&anyone(), "inv", 5).await.unwrap_err();
         assert_eq!(e.code(), "formatted_tag");
+    }
+
+    /// Strict tags and lanes do not mix: a create is refused, and a strict tag found on a lane
+    /// database (written by hand, or before lanes were configured) serves nothing.
+    #[tokio::test]
+    async fn a_server_with_lanes_neither_creates_nor_serves_a_strict_tag() {
+        let a = Arc::new(MemoryStore::default());
+        let b = Arc::new(MemoryStore::default());
+        let lanes = Lanes::new(lane(&a, 0, true), vec![lane(&b, 1, false)]);
+        let s = service(SegmentRoute::lanes(Arc::new(lanes)));
+        let new = NewTag {
+            biz_tag: "msgs".into(),
+            step: 10,
+            max_id: 1,
+            description: None,
+        };
+        let e = s.create_strict_tag(&new).await.unwrap_err();
+        assert_eq!(e.code(), "invalid_request", "{e}");
+        a.create_formatted_tag(&new, crate::segment::STRICT_SPEC)
+            .await
+            .unwrap();
+        for e in [
+            s.next_ids(&anyone(), "msgs", 1).await.err().unwrap(),
+            s.next_runs(&anyone(), "msgs", 1).await.unwrap_err(),
+        ] {
+            assert_eq!(e.code(), "invalid_request", "{e}");
+            assert!(e.to_string().contains("strict"), "{e}");
+        }
     }
 
     #[tokio::test]

@@ -108,6 +108,24 @@ impl StrictService {
         tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
+    /// What this server knows of `tag`'s owner, if it was asked for the tag: whether it owns
+    /// it, and the owner row it last read (no database read).
+    pub fn status(&self, tag: &str) -> Option<StrictStatus> {
+        let entry = self
+            .tags
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tag)?
+            .clone();
+        let here = entry.ownership().is_some_and(|o| boot_now() < o.deadline);
+        let seen = entry.seen();
+        Some(StrictStatus {
+            here,
+            epoch: seen.as_ref().map_or(0, |s| s.row.epoch),
+            owner_address: seen.and_then(|s| s.row.address),
+        })
+    }
+
     /// Up to `count` ids of the strict `tag` (its spec checked by the caller): from this server
     /// if it owns the tag (or takes it over), else from the owner through one hop. Waits at
     /// most `wait` (the segment wait) for an owner, then `segments_not_ready`.
@@ -169,7 +187,11 @@ impl StrictService {
         let entry = self.entry(tag);
         match entry.ownership() {
             Some(own) if constant_time_eq(own.peer_key.as_bytes(), key.as_bytes()) => {}
-            Some(_) => return Err(Error::Unauthorized("wrong peer key for a forwarded request")),
+            Some(_) => {
+                return Err(Error::Unauthorized(
+                    "wrong peer key for a forwarded request",
+                ));
+            }
             None => {
                 return Err(Error::SegmentsNotReady {
                     retry_after_secs: 1,
@@ -207,11 +229,12 @@ impl StrictService {
                 Take::NotOwner => return Ok(None),
                 Take::Lease(ticket) => match self.lease(engine, tag, entry, ticket).await {
                     Ok(()) => {}
-                    Err(
-                        e @ (Error::BizTagExhausted
-                        | Error::LossyDatabase(_)
-                        | Error::UnknownBizTag(_)),
-                    ) => return Err(e),
+                    Err(e @ (Error::BizTagExhausted | Error::LossyDatabase(_))) => return Err(e),
+                    Err(e @ Error::UnknownBizTag(_)) => {
+                        // The tag was deleted: nothing is owned or renewed for it here.
+                        self.give_up(tag.as_str()).await;
+                        return Err(e);
+                    }
                     Err(_) => {
                         let left = until.saturating_duration_since(Instant::now());
                         tokio::time::sleep(RETRY_PAUSE.min(left)).await;
@@ -279,7 +302,10 @@ impl StrictService {
             Ok(()) => Ok(()),
             Err(Refused::Stale) => Ok(()),
             Err(Refused::Regressed { end, leased_to }) => {
-                if LogLimiter::global().allow("strict lease below the last").is_some() {
+                if LogLimiter::global()
+                    .allow("strict lease below the last")
+                    .is_some()
+                {
                     warn!(biz_tag = %tag, max_id = end, leased_to, "strict tag: the database leased a range at or below one it leased before (a restored backup or a stale replica?); refused, nothing served from it");
                 }
                 Err(Error::SegmentsNotReady {
@@ -298,7 +324,10 @@ impl StrictService {
         let row = match read.await {
             Ok(Ok(row)) => row,
             Ok(Err(e)) => {
-                if LogLimiter::global().allow("strict owner row unreadable").is_some() {
+                if LogLimiter::global()
+                    .allow("strict owner row unreadable")
+                    .is_some()
+                {
                     warn!(biz_tag = %tag, error = %e, "strict tag: the owner row could not be read");
                 }
                 return false;
@@ -350,7 +379,10 @@ impl StrictService {
             }
             Ok(Ok(None)) => false,
             Ok(Err(e)) => {
-                if LogLimiter::global().allow("strict takeover failed").is_some() {
+                if LogLimiter::global()
+                    .allow("strict takeover failed")
+                    .is_some()
+                {
                     warn!(biz_tag = %tag, error = %e, "strict tag: takeover failed");
                 }
                 false
@@ -371,7 +403,10 @@ impl StrictService {
                 info!(biz_tag = %tag, epoch, "strict tag lost: another server holds it");
             }
             Ok(Err(e)) => {
-                if LogLimiter::global().allow("strict renewal failed").is_some() {
+                if LogLimiter::global()
+                    .allow("strict renewal failed")
+                    .is_some()
+                {
                     warn!(biz_tag = %tag, error = %e, "strict tag: renewal failed");
                 }
             }
@@ -388,7 +423,11 @@ impl StrictService {
         count: usize,
         until: Instant,
     ) -> Result<Vec<i64>, Forward> {
-        let within = until.saturating_duration_since(Instant::now());
+        // At most half a lease: an owner that stopped answering (paused, cut off) must not
+        // hold the request past the moment this server may take the tag over.
+        let within = until
+            .saturating_duration_since(Instant::now())
+            .min(self.timing.lease / 2);
         if within.is_zero() {
             return Err(Forward::Retry);
         }
@@ -456,8 +495,7 @@ impl StrictService {
                 }
                 None if entry.seen().is_some() => {
                     if let Ok(Ok(row)) =
-                        tokio::time::timeout(self.timing.lease, self.owners.read_owner(&name))
-                            .await
+                        tokio::time::timeout(self.timing.lease, self.owners.read_owner(&name)).await
                     {
                         entry.observe(row, boot_now());
                     }
@@ -483,6 +521,36 @@ impl StrictService {
         });
     }
 
+    /// The strict `tag` was deleted: its owner row goes (so the owner, here or elsewhere,
+    /// fails its next renewal and stops serving within `L / 4`), and this server serves
+    /// nothing of it from memory again.
+    pub async fn forget(&self, tag: &str) {
+        let entry = self.tags.lock().unwrap_or_else(|p| p.into_inner()).remove(tag);
+        if let Some(own) = entry.and_then(|e| {
+            let own = e.ownership();
+            own.inspect(|o| e.lost(o.epoch))
+        }) {
+            info!(biz_tag = %tag, epoch = own.epoch, "strict tag deleted: no longer served here");
+        }
+        match tokio::time::timeout(self.timing.lease, self.owners.remove(tag)).await {
+            Ok(Ok(())) => {}
+            _ => warn!(biz_tag = %tag, "strict tag deleted, its owner row not removed: its owner serves what it holds until it runs out"),
+        }
+    }
+
+    /// Stops owning `tag` here (its entry goes) and releases its row.
+    async fn give_up(&self, tag: &str) {
+        let entry = self.tags.lock().unwrap_or_else(|p| p.into_inner()).remove(tag);
+        let Some(own) = entry.as_ref().and_then(|e| e.ownership()) else {
+            return;
+        };
+        if let Some(e) = &entry {
+            e.lost(own.epoch);
+        }
+        let release = self.owners.release(tag, own.epoch, &self.me);
+        let _ = tokio::time::timeout(self.timing.lease, release).await;
+    }
+
     /// A graceful stop: every tag owned here stops serving first, then its row is released, so
     /// another server takes it over at once instead of after the lease.
     pub async fn release_all(&self) {
@@ -494,10 +562,23 @@ impl StrictService {
             let release = self.owners.release(&name, own.epoch, &self.me);
             match tokio::time::timeout(self.timing.lease, release).await {
                 Ok(Ok(_)) => info!(biz_tag = %name, epoch = own.epoch, "strict tag released"),
-                _ => warn!(biz_tag = %name, "strict tag not released: another server takes it over after the lease"),
+                _ => {
+                    warn!(biz_tag = %name, "strict tag not released: another server takes it over after the lease")
+                }
             }
         }
     }
+}
+
+/// What a server knows of a strict tag's owner ([`StrictService::status`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct StrictStatus {
+    /// Whether this server owns the tag now (and its hold has not ended).
+    pub here: bool,
+    /// The owner row's epoch, as last read here.
+    pub epoch: i64,
+    /// Where the owner is reached, as last read here.
+    pub owner_address: Option<String>,
 }
 
 /// Why a hop gave no ids.

@@ -244,6 +244,11 @@ impl IdService {
         if !bounded_about(segment, tag, segment.delete_tag(tag)).await? {
             return Err(Error::unknown_tag(tag));
         }
+        // A strict tag's owner row goes too, so its owner stops serving what it holds (any
+        // tag: this server may never have read the tag's spec; a plain tag has no row).
+        if let Some(s) = &self.strict {
+            s.forget(tag.as_str()).await;
+        }
         tracing::info!(biz_tag = %tag, "tag deleted");
         Ok(self.mirror((), tag, Mirror::Delete).await)
     }

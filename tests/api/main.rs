@@ -50,6 +50,7 @@ mod snowflake;
 mod spread;
 mod store_contract;
 mod store_faults;
+mod strict;
 mod tokens;
 mod volume;
 pub(crate) mod wall_clock;

@@ -58,4 +58,8 @@ pub trait OwnerStore: Send + Sync + 'static {
 
     /// Gives the tag up (owner cleared, version bumped), only if `owner` holds it at `epoch`.
     async fn release(&self, biz_tag: &str, epoch: i64, owner: &str) -> Result<bool, StoreError>;
+
+    /// Removes the tag's row (the tag was deleted): the owner's next renewal fails, so it stops
+    /// serving from memory within a renewal period.
+    async fn remove(&self, biz_tag: &str) -> Result<(), StoreError>;
 }

@@ -151,7 +151,7 @@ impl StrictTag {
             });
         }
         let left: i64 = st.ranges.iter().map(|r| r.end - r.start).sum();
-        let low_water = st.last_len / 10 * 9;
+        let low_water = st.last_len - st.last_len / 10;
         let ahead = (left < low_water && !st.leasing).then(|| {
             st.leasing = true;
             LeaseTicket {

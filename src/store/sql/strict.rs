@@ -13,6 +13,9 @@ use crate::segment::StoreError;
 use crate::segment::strict::{Claim, OwnerRow, OwnerStore};
 use crate::store::errors::unavailable;
 
+/// A deleted tag's row.
+static REMOVE: Statement = Statement::new("DELETE FROM leafid_strict_owner WHERE biz_tag = ?");
+
 /// A tag's row where it has none: no owner, epoch and version 0 (the derived one-row table
 /// keeps the statement the same on MySQL, PostgreSQL and SQLite).
 static INSERT_ROW: Statement = Statement::new(
@@ -44,7 +47,6 @@ static RELEASE: Statement = Statement::new(
      version = version + 1 WHERE biz_tag = ? AND epoch = ? AND owner = ?",
 );
 
-
 async fn select<D: Dialect>(
     db: Sessions<'_, D>,
     biz_tag: &str,
@@ -58,13 +60,15 @@ async fn select<D: Dialect>(
         .map_err(unavailable)?;
     s.finish().await.map_err(unavailable)?;
     let some = |s: String| (!s.is_empty()).then_some(s);
-    Ok(row.map(|(owner, address, peer_key, epoch, version)| OwnerRow {
-        owner: some(owner),
-        address: some(address),
-        peer_key: some(peer_key),
-        epoch,
-        version,
-    }))
+    Ok(
+        row.map(|(owner, address, peer_key, epoch, version)| OwnerRow {
+            owner: some(owner),
+            address: some(address),
+            peer_key: some(peer_key),
+            epoch,
+            version,
+        }),
+    )
 }
 
 #[async_trait]
@@ -128,5 +132,14 @@ where
             .bind(owner);
         let done = write_one(db, q).await.map_err(unavailable)?;
         Ok(D::rows_affected(&done) == 1)
+    }
+
+    async fn remove(&self, biz_tag: &str) -> Result<(), StoreError> {
+        let db = self.sessions();
+        let q = sqlx::query::<D::Driver>(REMOVE.text::<D>())
+            .persistent(db.persistent())
+            .bind(biz_tag);
+        write_one(db, q).await.map_err(unavailable)?;
+        Ok(())
     }
 }

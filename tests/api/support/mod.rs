@@ -7,6 +7,7 @@
 
 pub mod galera;
 pub mod haproxy;
+pub mod history;
 pub mod mysql;
 pub mod netns;
 pub mod patroni;
