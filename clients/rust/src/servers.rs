@@ -213,12 +213,6 @@ pub(crate) trait Answer: Sized {
     fn parse(bytes: &[u8], req: &Request, server: &str) -> Result<Self, Outcome>;
 }
 
-impl Answer for Vec<Run> {
-    fn parse(bytes: &[u8], req: &Request, server: &str) -> Result<Self, Outcome> {
-        Ranges::parse(bytes, req, server).map(|r| r.runs)
-    }
-}
-
 /// The runs of one valid range answer, and whether it marked the tag strict.
 #[derive(Debug)]
 pub(crate) struct Ranges {
