@@ -1092,6 +1092,7 @@ def tokens(sc: Scenario) -> None:
 # callers per process.
 STRICT_ROUNDS = 10
 STRICT_PER_CALLER = 150
+STRICT_WAIT_MS = 8000
 
 
 def strict(sc: Scenario) -> None:
@@ -1103,9 +1104,13 @@ def strict(sc: Scenario) -> None:
     taken before (the driver's "ids increase across takes"). A client that buffered would fail
     here: process 1's second id would come from the batch it fetched before process 2's. Then
     each process takes 2 x STRICT_PER_CALLER ids with two callers: per caller increasing, none
-    twice, above every earlier take; and its stats show no buffering: at least one answer per id
-    served (`batches >= ids_served`), and the ids of the answer that revealed the tag strict
-    discarded (`discarded_ids >= 1`). Skipped (not passed) when the server refuses `order` in
+    twice, above every earlier take. Then the tag's owner (the server whose tag view says
+    `strict_owner.here`) is killed (-9) while the process preferring it takes 2 x 100: no error
+    (the other server takes the tag over once the lease ran out, within the wait timeout), at
+    least one failover, every id above all before; then three more alternating rounds. Each
+    process's stats show no buffering: at least one answer per id served (`batches >=
+    ids_served`), and the ids of the answer that revealed the tag strict discarded
+    (`discarded_ids >= 1`). Skipped (not passed) when the server refuses `order` in
     the create body (400 naming an unknown field): a server before strict tags."""
     a, b = sc.cluster.start(2)
     tag = sc.tag("msgs")
@@ -1118,22 +1123,44 @@ def strict(sc: Scenario) -> None:
     if status != 200 or row.get("order") != "strict":
         raise SetupError(f"the tag does not read as strict on the other server: {status} {row}")
 
-    sc.open([a.url, b.url], adapter="-1", batch=100)
+    # A wait that covers the move of the tag to the other server after its owner is killed
+    # (the lease plus its margin and a renewal period, 2.7 s by default).
+    sc.open([a.url, b.url], adapter="-1", batch=100, wait_timeout_ms=STRICT_WAIT_MS)
     first = sc.adapter
     second = None
     try:
-        sc.open([b.url, a.url], adapter="-2", batch=100)
+        sc.open([b.url, a.url], adapter="-2", batch=100, wait_timeout_ms=STRICT_WAIT_MS)
         second = sc.adapter
         served = {id(first): 0, id(second): 0}
-        for _ in range(STRICT_ROUNDS):
-            for adapter in (first, second):
-                sc.adapter = adapter
-                got = sc.take("segment", tag, callers=1, per_caller=1)
-                served[id(adapter)] += sum(len(x) for x in got)
+
+        def alternate(rounds: int) -> None:
+            for _ in range(rounds):
+                for adapter in (first, second):
+                    sc.adapter = adapter
+                    got = sc.take("segment", tag, callers=1, per_caller=1)
+                    served[id(adapter)] += sum(len(x) for x in got)
+
+        alternate(STRICT_ROUNDS)
         for adapter in (first, second):
             sc.adapter = adapter
             got = sc.take("segment", tag, callers=2, per_caller=STRICT_PER_CALLER)
             served[id(adapter)] += sum(len(x) for x in got)
+
+        # The owner killed (-9) while the process that prefers it takes: the other server takes
+        # the tag over once the lease has run out; no caller sees an error, every id stays above
+        # all before; then both processes in turn again.
+        owner = None
+        for server in (a, b):
+            status, row = server.request("GET", f"/api/v1/tags/{tag}")
+            if status == 200 and (row.get("strict_owner") or {}).get("here") is True:
+                owner = server
+        if owner is None:
+            raise SetupError(f"neither server says it owns the strict tag: {row}")
+        killed = first if owner is a else second
+        sc.adapter = killed
+        got = sc.take("segment", tag, callers=2, per_caller=100, pause_ms=2, actions=[(0.2, owner.kill)])
+        served[id(killed)] += sum(len(x) for x in got)
+        alternate(3)
         for n, adapter in enumerate((first, second), 1):
             s = adapter.call({"op": "stats"})
             sc.log(f"stats of process {n}: {s}")
@@ -1151,7 +1178,10 @@ def strict(sc: Scenario) -> None:
             if s["discarded_ids"] < 1:
                 raise Failure("no local buffer for a strict tag",
                               f"process {n}: the ids of the answer that revealed the tag strict were not discarded")
-        sc.outcome.note = f"{STRICT_ROUNDS} alternating rounds over 2 processes"
+        s = killed.call({"op": "stats"})
+        if s["failovers"] < 1:
+            raise Failure("failover counted", f"the strict tag's owner killed under load, failovers = {s['failovers']}")
+        sc.outcome.note = f"{STRICT_ROUNDS} + 3 alternating rounds over 2 processes, the owner killed"
         for adapter in (first, second):
             sc.adapter = adapter
             adapter.close()
