@@ -461,7 +461,24 @@ mod tests {
             "--description",
             &fits,
         ]);
-        assert!(matches!(ok.check(), Ok(Checked::Create(n, None)) if n.step == 1_000_000_000));
+        assert!(
+            matches!(ok.check(), Ok(Checked::Create(n, None, false)) if n.step == 1_000_000_000)
+        );
+        let strict = cmd(&["create", "m", "--step", "10", "--order", "strict"]);
+        assert!(matches!(strict.check(), Ok(Checked::Create(_, None, true))));
+        assert_eq!(
+            refused(&[
+                "create",
+                "m",
+                "--step",
+                "10",
+                "--order",
+                "strict",
+                "--format",
+                r#"{"width":6}"#
+            ]),
+            "a strict tag's ids are numbers: --order strict takes no --format"
+        );
     }
 
     #[tokio::test]

@@ -370,7 +370,7 @@ impl StrictService {
                 };
                 entry.acquired(Ownership {
                     epoch,
-                    deadline: sent + self.timing.hold(),
+                    deadline: sent.saturating_add(self.timing.hold()),
                     peer_key: key,
                 });
                 entry.observe(row, boot_now());
@@ -452,9 +452,8 @@ impl StrictService {
                 Ok::<_, reqwest::Error>((status, body))
             })
             .await;
-        let (status, body) = match answer {
-            Ok(Ok(a)) => a,
-            _ => return Err(Forward::Retry),
+        let Ok(Ok((status, body))) = answer else {
+            return Err(Forward::Retry);
         };
         let Ok(body) = body else {
             return Err(Forward::Retry);
@@ -483,26 +482,32 @@ impl StrictService {
     /// Renews every tag this server owns, and reads the row of every tag it forwards (so a
     /// takeover after an owner's death waits from the owner's last write, not from the first
     /// failed hop). Every `L / 4`.
-    pub async fn tend(&self) {
+    ///
+    /// The tags are tended concurrently: a slow write for one does not let another's hold end.
+    pub async fn tend(self: &Arc<Self>) {
+        let mut all = tokio::task::JoinSet::new();
         for (name, entry) in self.entries() {
             let Ok(tag) = BizTag::parse(&name) else {
                 continue;
             };
-            match entry.ownership() {
-                Some(own) => {
-                    let within = self.timing.hold();
-                    self.renew_one(&tag, &entry, own.epoch, within).await;
-                }
-                None if entry.seen().is_some() => {
-                    if let Ok(Ok(row)) =
-                        tokio::time::timeout(self.timing.lease, self.owners.read_owner(&name)).await
-                    {
-                        entry.observe(row, boot_now());
+            let svc = self.clone();
+            all.spawn(async move {
+                match entry.ownership() {
+                    Some(own) => {
+                        let within = svc.timing.hold();
+                        svc.renew_one(&tag, &entry, own.epoch, within).await;
                     }
+                    None if entry.seen().is_some() => {
+                        let read = svc.owners.read_owner(tag.as_str());
+                        if let Ok(Ok(row)) = tokio::time::timeout(svc.timing.lease, read).await {
+                            entry.observe(row, boot_now());
+                        }
+                    }
+                    None => {}
                 }
-                None => {}
-            }
+            });
         }
+        while all.join_next().await.is_some() {}
     }
 
     /// Runs [`Self::tend`] every `L / 4` until the background stops.
@@ -525,7 +530,11 @@ impl StrictService {
     /// fails its next renewal and stops serving within `L / 4`), and this server serves
     /// nothing of it from memory again.
     pub async fn forget(&self, tag: &str) {
-        let entry = self.tags.lock().unwrap_or_else(|p| p.into_inner()).remove(tag);
+        let entry = self
+            .tags
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(tag);
         if let Some(own) = entry.and_then(|e| {
             let own = e.ownership();
             own.inspect(|o| e.lost(o.epoch))
@@ -534,13 +543,19 @@ impl StrictService {
         }
         match tokio::time::timeout(self.timing.lease, self.owners.remove(tag)).await {
             Ok(Ok(())) => {}
-            _ => warn!(biz_tag = %tag, "strict tag deleted, its owner row not removed: its owner serves what it holds until it runs out"),
+            _ => {
+                warn!(biz_tag = %tag, "strict tag deleted, its owner row not removed: its owner serves what it holds until it runs out");
+            }
         }
     }
 
     /// Stops owning `tag` here (its entry goes) and releases its row.
     async fn give_up(&self, tag: &str) {
-        let entry = self.tags.lock().unwrap_or_else(|p| p.into_inner()).remove(tag);
+        let entry = self
+            .tags
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(tag);
         let Some(own) = entry.as_ref().and_then(|e| e.ownership()) else {
             return;
         };
@@ -563,7 +578,7 @@ impl StrictService {
             match tokio::time::timeout(self.timing.lease, release).await {
                 Ok(Ok(_)) => info!(biz_tag = %name, epoch = own.epoch, "strict tag released"),
                 _ => {
-                    warn!(biz_tag = %name, "strict tag not released: another server takes it over after the lease")
+                    warn!(biz_tag = %name, "strict tag not released: another server takes it over after the lease");
                 }
             }
         }

@@ -257,7 +257,8 @@ async fn run(
             .map(|s| s.as_ref().unwrap().address.clone())
             .collect::<Vec<_>>(),
     ));
-    create_strict(&client, &addresses.read().unwrap()[0], tag, 50).await;
+    let first = addresses.read().unwrap()[0].clone();
+    create_strict(&client, &first, tag, 50).await;
     let load = Load::start(addresses.clone(), tag, 6);
     load.flowing(50).await;
     let mut gaps = Vec::new();
@@ -502,7 +503,10 @@ async fn a_deleted_strict_tag_stops_being_served_by_its_owner() {
     let b = spawn_on(&url, tweak).await;
     create_strict(&a.client, &a.address, "gone", 1000).await;
     let first = a.leaf_id("gone").await;
-    assert!(b.leaf_id("gone").await > first, "b forwards to a, the owner");
+    assert!(
+        b.leaf_id("gone").await > first,
+        "b forwards to a, the owner"
+    );
     let deleted = Instant::now();
     let r = b
         .send(reqwest::Method::DELETE, "/api/v1/tags/gone", None, None)
@@ -525,7 +529,9 @@ async fn a_deleted_strict_tag_stops_being_served_by_its_owner() {
     assert_eq!(b.get("/api/segment/get/gone").await.status, 404);
     record_figure(
         "strict-delete",
-        &format!("strict delete: the owner served the deleted tag up to {served_after:?} after the delete"),
+        &format!(
+            "strict delete: the owner served the deleted tag up to {served_after:?} after the delete"
+        ),
     );
     a.stop().await;
     b.stop().await;

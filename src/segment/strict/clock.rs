@@ -15,11 +15,12 @@ pub fn boot_now() -> Duration {
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_BOOTTIME exists on every Linux since
-    // 2.6.39. On failure (it cannot fail with these arguments) the fallback below is 0, which
-    // only makes every lease look expired: the safe side.
+    // 2.6.39. On failure (it cannot fail with these arguments) the answer is `Duration::MAX`,
+    // the safe side everywhere: every hold has ended (`now >= deadline`, the deadlines being
+    // saturating sums), and no version has been seen for long (`now - since` saturates to 0).
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
     if rc != 0 {
-        return Duration::ZERO;
+        return Duration::MAX;
     }
     Duration::new(
         ts.tv_sec.max(0) as u64,

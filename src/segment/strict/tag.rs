@@ -228,7 +228,7 @@ impl StrictTag {
     pub fn renewed(&self, epoch: i64, sent: Duration, hold: Duration) {
         let mut st = self.lock();
         if let Some(own) = st.owner.as_mut().filter(|o| o.epoch == epoch) {
-            own.deadline = own.deadline.max(sent + hold);
+            own.deadline = own.deadline.max(sent.saturating_add(hold));
         }
     }
 
