@@ -4,7 +4,7 @@
     clients/conformance/run.py [CLIENT...]      CLIENT: rust java go python node (default: every
                                                 clients/<name> with a conformance-adapter)
 
-For each client it runs the fourteen scenarios of PROTOCOL.md against real leafid servers on a
+For each client it runs the fifteen scenarios of PROTOCOL.md against real leafid servers on a
 fresh MariaDB database (and a second one, for far_behind's lagging server): it starts the servers a scenario needs (on free loopback ports, read
 from their JSON "listening" log line), starts the client's adapter, drives it, kills, stops and
 continues servers from another thread while a `take` runs, and checks every id the client
@@ -589,7 +589,7 @@ class Scenario:
 
 
 # ---------------------------------------------------------------------------------------------
-# The fourteen scenarios
+# The fifteen scenarios
 
 
 def kill9(sc: Scenario) -> None:
@@ -1088,6 +1088,110 @@ def tokens(sc: Scenario) -> None:
             pass
 
 
+# The strict scenario (issue 45): rounds of one call per client process, alternating, then two
+# callers per process.
+STRICT_ROUNDS = 10
+STRICT_PER_CALLER = 150
+STRICT_WAIT_MS = 8000
+
+
+def strict(sc: Scenario) -> None:
+    """A strict tag (issue 45: every id greater than every id whose answer was complete before
+    the request was sent, across servers) taken through two client processes of one client, the
+    first preferring server A, the second server B (two servers on one database: one owns the
+    tag, the other forwards to it). Each round, process 1 takes one id, then process 2 takes
+    one: each take begins after the one before it returned, so its id must lie above every id
+    taken before (the driver's "ids increase across takes"). A client that buffered would fail
+    here: process 1's second id would come from the batch it fetched before process 2's. Then
+    each process takes 2 x STRICT_PER_CALLER ids with two callers: per caller increasing, none
+    twice, above every earlier take. Then the tag's owner (the server whose tag view says
+    `strict_owner.here`) is killed (-9) while the process preferring it takes 2 x 100: no error
+    (the other server takes the tag over once the lease ran out, within the wait timeout), at
+    least one failover, every id above all before; then three more alternating rounds. Each
+    process's stats show no buffering: at least one answer per id served (`batches >=
+    ids_served`), and the ids of the answer that revealed the tag strict discarded
+    (`discarded_ids >= 1`). Skipped (not passed) when the server refuses `order` in
+    the create body (400 naming an unknown field): a server before strict tags."""
+    a, b = sc.cluster.start(2)
+    tag = sc.tag("msgs")
+    status, body = a.request("POST", "/api/v1/tags", {"biz_tag": tag, "step": 1000, "order": "strict"})
+    if status == 400 and "unknown field" in json.dumps(body):
+        raise Skipped(f"the server refuses a strict tag: {status} {body.get('message', body)}")
+    if status != 201:
+        raise SetupError(f"creating strict tag {tag}: {status} {body}")
+    status, row = b.request("GET", f"/api/v1/tags/{tag}")
+    if status != 200 or row.get("order") != "strict":
+        raise SetupError(f"the tag does not read as strict on the other server: {status} {row}")
+
+    # A wait that covers the move of the tag to the other server after its owner is killed
+    # (the lease plus its margin and a renewal period, 2.7 s by default).
+    sc.open([a.url, b.url], adapter="-1", batch=100, wait_timeout_ms=STRICT_WAIT_MS)
+    first = sc.adapter
+    second = None
+    try:
+        sc.open([b.url, a.url], adapter="-2", batch=100, wait_timeout_ms=STRICT_WAIT_MS)
+        second = sc.adapter
+        served = {id(first): 0, id(second): 0}
+
+        def alternate(rounds: int) -> None:
+            for _ in range(rounds):
+                for adapter in (first, second):
+                    sc.adapter = adapter
+                    got = sc.take("segment", tag, callers=1, per_caller=1)
+                    served[id(adapter)] += sum(len(x) for x in got)
+
+        alternate(STRICT_ROUNDS)
+        for adapter in (first, second):
+            sc.adapter = adapter
+            got = sc.take("segment", tag, callers=2, per_caller=STRICT_PER_CALLER)
+            served[id(adapter)] += sum(len(x) for x in got)
+
+        # The owner killed (-9) while the process that prefers it takes: the other server takes
+        # the tag over once the lease has run out; no caller sees an error, every id stays above
+        # all before; then both processes in turn again.
+        owner = None
+        for server in (a, b):
+            status, row = server.request("GET", f"/api/v1/tags/{tag}")
+            if status == 200 and (row.get("strict_owner") or {}).get("here") is True:
+                owner = server
+        if owner is None:
+            raise SetupError(f"neither server says it owns the strict tag: {row}")
+        killed = first if owner is a else second
+        sc.adapter = killed
+        got = sc.take("segment", tag, callers=2, per_caller=100, pause_ms=2, actions=[(0.2, owner.kill)])
+        served[id(killed)] += sum(len(x) for x in got)
+        alternate(3)
+        for n, adapter in enumerate((first, second), 1):
+            s = adapter.call({"op": "stats"})
+            sc.log(f"stats of process {n}: {s}")
+            for k in ("ids_served", "batches", "failovers", "discarded_ids"):
+                if not isinstance(s.get(k), int) or s[k] < 0:
+                    raise Failure("protocol", f"stats: {k} is not a count: {s!r}")
+            sc.outcome.failovers += s["failovers"]
+            sc.outcome.discarded += s["discarded_ids"]
+            if s["ids_served"] != served[id(adapter)]:
+                raise Failure("stats", f"process {n}: ids_served {s['ids_served']}, but its callers received "
+                              f"{served[id(adapter)]} ids")
+            if s["batches"] < s["ids_served"]:
+                raise Failure("no local buffer for a strict tag",
+                              f"process {n}: {s['ids_served']} ids served from {s['batches']} answers")
+            if s["discarded_ids"] < 1:
+                raise Failure("no local buffer for a strict tag",
+                              f"process {n}: the ids of the answer that revealed the tag strict were not discarded")
+        s = killed.call({"op": "stats"})
+        if s["failovers"] < 1:
+            raise Failure("failover counted", f"the strict tag's owner killed under load, failovers = {s['failovers']}")
+        sc.outcome.note = f"{STRICT_ROUNDS} + 3 alternating rounds over 2 processes, the owner killed"
+        for adapter in (first, second):
+            sc.adapter = adapter
+            adapter.close()
+    finally:
+        # cleanup() kills sc.adapter; the other process too.
+        for adapter in (first, second):
+            if adapter is not None and adapter is not sc.adapter:
+                adapter.kill()
+
+
 SCENARIOS = [
     ("kill9", kill9),
     ("sigstop", sigstop),
@@ -1103,6 +1207,7 @@ SCENARIOS = [
     ("bounds", bounds),
     ("regions", regions),
     ("tokens", tokens),
+    ("strict", strict),
 ]
 
 

@@ -99,6 +99,9 @@ type idRun struct {
 type fetchResult struct {
 	// runs of a valid 200 body, increasing, not overlapping.
 	runs []idRun
+	// strict: the range body said "strict": true (issue 45): the tag is strict, its supply
+	// turns to pass-through (supply.goStrictLocked).
+	strict bool
 	// texts and periodEnd are a valid formatted body (request.formatted).
 	texts     []string
 	periodEnd time.Time
@@ -282,6 +285,9 @@ type rangesBody struct {
 	BizTag *string       `json:"biz_tag"`
 	Count  *int64        `json:"count"`
 	Ranges []rangeOfBody `json:"ranges"`
+	// Strict is "strict": true on a strict tag's answers (absent for other tags). Only a JSON
+	// true counts (as in the other clients); anything else reads as not strict.
+	Strict json.RawMessage `json:"strict"`
 }
 
 // rangeOfBody is one run of a body, both ends included.
@@ -319,11 +325,11 @@ func (s *servers) ask(ctx context.Context, srv *server, req *request, count int)
 		}
 		return fetchResult{texts: b.texts, periodEnd: b.periodEnd, unordered: b.unordered}, nil, nil
 	}
-	runs, err := parseRanges(body, req.tag, count)
+	runs, strict, err := parseRangesBody(body, req.tag, count)
 	if err != nil {
 		return none, nil, srv.fault(FaultBadResponse, 0, "", err.Error())
 	}
-	return fetchResult{runs: runs}, nil, nil
+	return fetchResult{runs: runs, strict: strict}, nil, nil
 }
 
 // get sends GET url to srv, bounded by the request timeout, and sorts the answer: the body of a
@@ -394,56 +400,62 @@ func parseID(s *string) (int64, error) {
 // body's count, at least 1 and at most the count asked, and (segment) it names the tag asked.
 // Anything else is the server's fault and none of its ids is used.
 func parseRanges(body []byte, wantTag string, asked int) ([]idRun, error) {
+	runs, _, err := parseRangesBody(body, wantTag, asked)
+	return runs, err
+}
+
+// parseRangesBody is parseRanges that also says whether the body marked the tag strict.
+func parseRangesBody(body []byte, wantTag string, asked int) ([]idRun, bool, error) {
 	var b rangesBody
 	if err := json.Unmarshal(body, &b); err != nil {
-		return nil, fmt.Errorf("not a ranges body: %v", err)
+		return nil, false, fmt.Errorf("not a ranges body: %v", err)
 	}
 	if wantTag != "" {
 		if b.BizTag == nil {
-			return nil, errors.New("no biz_tag in the body")
+			return nil, false, errors.New("no biz_tag in the body")
 		}
 		if *b.BizTag != wantTag {
-			return nil, fmt.Errorf("asked for tag %q, got %q", wantTag, *b.BizTag)
+			return nil, false, fmt.Errorf("asked for tag %q, got %q", wantTag, *b.BizTag)
 		}
 	}
 	if b.Count == nil {
-		return nil, errors.New("no count in the body")
+		return nil, false, errors.New("no count in the body")
 	}
 	count := *b.Count
 	if count < 1 || count > int64(asked) {
-		return nil, fmt.Errorf("count %d for %d ids asked", count, asked)
+		return nil, false, fmt.Errorf("count %d for %d ids asked", count, asked)
 	}
 	if len(b.Ranges) == 0 {
-		return nil, errors.New("no ranges in the body")
+		return nil, false, errors.New("no ranges in the body")
 	}
 	runs := make([]idRun, len(b.Ranges))
 	var sum int64
 	for i, r := range b.Ranges {
 		first, err := parseID(r.First)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		last, err := parseID(r.Last)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if last < first {
-			return nil, fmt.Errorf("run %d..%d ends before it starts", first, last)
+			return nil, false, fmt.Errorf("run %d..%d ends before it starts", first, last)
 		}
 		if i > 0 && first <= runs[i-1].last {
-			return nil, fmt.Errorf("run %d..%d does not lie above %d..%d", first, last, runs[i-1].first, runs[i-1].last)
+			return nil, false, fmt.Errorf("run %d..%d does not lie above %d..%d", first, last, runs[i-1].first, runs[i-1].last)
 		}
 		// last-first < 2^63 and sum <= count before the add: no overflow.
 		if last-first+1 > count-sum {
-			return nil, fmt.Errorf("runs hold more ids than the count %d", count)
+			return nil, false, fmt.Errorf("runs hold more ids than the count %d", count)
 		}
 		sum += last - first + 1
 		runs[i] = idRun{first, last}
 	}
 	if sum != count {
-		return nil, fmt.Errorf("runs hold %d ids, the count says %d", sum, count)
+		return nil, false, fmt.Errorf("runs hold %d ids, the count says %d", sum, count)
 	}
-	return runs, nil
+	return runs, string(b.Strict) == "true", nil
 }
 
 // healthLoop probes each down server once its backoff has passed, until ctx is done. It sleeps

@@ -97,6 +97,20 @@ func (b *batch) used(r *span) int64 { return r.before + r.served() }
 //     so B sees S or a later span: a larger n in S, or an id above all of S.
 //   - No id after Close returned: Close puts an empty span in place under mu, and the slow path
 //     checks closed under mu before it switches, so no span is published after that.
+//
+// Strict tags (issue 45): pass-through. A strict tag's ids are in real-time order across
+// servers: every id is greater than every id whose answer was complete before its request was
+// sent. A local buffer would break that between two client processes (P1 holds 100..150 and
+// hands out 100; P2 gets 200; P1 then hands out 101 to a call that began after P2's answer). So
+// the first answer with "strict": true switches the supply to pass-through for good
+// (goStrictLocked): the ids it holds and that answer's (they may have been fetched before some
+// waiting call began) are dropped and counted in DiscardedIDs; an empty span is published, so
+// every later call takes the slow path; no refill starts again (startRefill); each call sends
+// its own request for one id (passThrough). Safe: the id a call returns was issued after the
+// call began, so the server's order covers it; dropping ids never breaks a rule. As a second
+// line, a call refuses (discards, and asks again) an id at or below the floor it read before
+// sending: every id accepted before was complete before its request was sent, so a correct
+// server never answers one, and one that did (an older server) never reaches a caller.
 type supply struct {
 	// current is the *span being served: replaced only under mu (publish), once spent (or by
 	// Close). An unsafe.Pointer read by atomic.LoadPointer rather than an atomic.Pointer[span]:
@@ -134,6 +148,11 @@ type supply struct {
 	// starved is set by a caller that had to wait because both batches were spent; the next
 	// sizing doubles the size and clears it.
 	starved bool
+	// strict is pass-through (a strict tag, see above): no local batch, one request per id. Set
+	// for good by goStrictLocked.
+	strict bool
+	// passed counts the ids handed out by passThrough.
+	passed atomic.Int64
 
 	// batches counts accepted batches (at least one id above the floor).
 	batches atomic.Uint64
@@ -252,6 +271,12 @@ func (s *supply) nextIDSlow(ctx context.Context, r *span, n int64) (int64, error
 			}
 			return id, nil
 		}
+		if s.strict {
+			// Pass-through: this call's own request, sent after the call began.
+			floor := s.floor
+			s.mu.Unlock()
+			return s.passThrough(ctx, floor)
+		}
 		if waited && s.refused != nil {
 			err := copyFinal(s.refused)
 			s.mu.Unlock()
@@ -286,14 +311,119 @@ func (s *supply) nextIDSlow(ctx context.Context, r *span, n int64) (int64, error
 	}
 }
 
-// startRefill starts the refill goroutine unless one runs, the next batch is already there, or
-// the client is closed.
+// passThrough is a strict supply's call: one request for one id, sent now (after the call
+// began), through the usual server order and failover; a refusal reaches the caller; failed
+// rounds are retried with backoff within the wait timeout. The id is handed out only when above
+// floor, the supply's floor read before the request was sent (see "Strict tags" above). The
+// request runs on the client's context (Close ends it); ctx bounds the wait between rounds.
+func (s *supply) passThrough(ctx context.Context, floor int64) (int64, error) {
+	c := s.client
+	started := time.Now()
+	deadline := started.Add(c.cfg.WaitTimeout)
+	failures := 0
+	for {
+		if c.closed.Load() {
+			return 0, ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		res := c.servers.fetch(c.stop, s.req, 1)
+		var wait time.Duration
+		switch {
+		case res.runs != nil:
+			var got int64
+			for _, r := range res.runs {
+				got += r.last - r.first + 1
+			}
+			s.received.Add(uint64(got))
+			s.batches.Add(1)
+			id := res.runs[0].first
+			s.mu.Lock()
+			if id > floor {
+				// One call, one id: any further id of the answer (never more than asked) is
+				// dropped.
+				s.discarded.Add(uint64(got - 1))
+				if id > s.floor {
+					s.floor = id
+				}
+				s.lastFault = nil
+				s.passed.Add(1)
+				s.mu.Unlock()
+				return id, nil
+			}
+			s.discarded.Add(uint64(got))
+			s.lastFault = &ServerFault{Server: res.server, Kind: FaultBehind,
+				Detail: fmt.Sprintf("its id %d lies at or below an id handed out before (%d)", id, floor)}
+			s.mu.Unlock()
+		case res.rejected != nil:
+			return 0, res.rejected
+		default:
+			s.mu.Lock()
+			if res.fault != nil {
+				s.lastFault = res.fault
+			}
+			s.mu.Unlock()
+			failures++
+			wait = c.servers.backoff(failures)
+		}
+		if c.closed.Load() {
+			return 0, ErrClosed
+		}
+		if !time.Now().Add(wait).Before(deadline) {
+			s.mu.Lock()
+			last := s.lastFault
+			s.mu.Unlock()
+			return 0, &UnavailableError{Waited: time.Since(started), Last: last}
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return 0, ctx.Err()
+			case <-c.stop.Done():
+				t.Stop()
+				return 0, ErrClosed
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// goStrictLocked (under mu) turns the supply to pass-through for good after an answer of got
+// ids up to last marked strict: that answer's ids and every id held locally are dropped
+// (counted in DiscardedIDs: never handed out, never reused by a server), an empty span is
+// published (every later call takes the slow path, which sees strict), the floor rises to last.
+func (s *supply) goStrictLocked(got, last int64) {
+	r := s.load()
+	held := r.size - r.served()
+	if b := r.batch; b != nil {
+		for _, later := range b.spans[r.index+1:] {
+			held += later.size
+		}
+	}
+	if s.next != nil {
+		held += s.next.total
+	}
+	s.discarded.Add(uint64(got + held))
+	s.retired += r.served()
+	s.publish(&span{})
+	s.next = nil
+	if last > s.floor {
+		s.floor = last
+	}
+	s.strict = true
+}
+
+// startRefill starts the refill goroutine unless one runs, the next batch is already there,
+// the supply is strict (no id is fetched ahead of its call), or the client is closed.
 func (s *supply) startRefill() {
 	if s.req == nil || s.refilling.Swap(true) {
 		return
 	}
 	s.mu.Lock()
-	if s.next != nil {
+	if s.next != nil || s.strict {
 		s.mu.Unlock()
 		s.refilling.Store(false)
 		return
@@ -375,6 +505,11 @@ func (s *supply) refill(ctx context.Context) {
 			s.received.Add(uint64(got))
 			last := runs[len(runs)-1].last
 			s.mu.Lock()
+			if res.strict {
+				s.goStrictLocked(got, last)
+				s.mu.Unlock()
+				break
+			}
 			floor := s.floor
 			// Runs increase: the ids at or below the floor are a prefix (a part of a run too).
 			cut := int64(0)
@@ -499,7 +634,7 @@ func (s *supply) remaining() int64 {
 // stats adds this supply's counters to st.
 func (s *supply) stats(st *Stats) {
 	s.mu.Lock()
-	served := s.retired + s.load().served()
+	served := s.retired + s.load().served() + s.passed.Load()
 	size := s.size
 	s.mu.Unlock()
 	st.IDsServed += uint64(served)

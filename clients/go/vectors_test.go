@@ -142,12 +142,19 @@ func TestVectorsResponses(t *testing.T) {
 			if tag != nil {
 				wantTag = *tag
 			}
-			runs, err := parseRanges(body, wantTag, int(c.int64(t, "asked")))
+			runs, strict, err := parseRangesBody(body, wantTag, int(c.int64(t, "asked")))
 			if (err == nil) != valid {
 				t.Errorf("%s: error %v", c.name(), err)
 				continue
 			}
 			if valid {
+				wantStrict := false
+				if _, ok := c["strict"]; ok {
+					wantStrict = c.bool(t, "strict")
+				}
+				if strict != wantStrict {
+					t.Errorf("%s: strict %v, want %v", c.name(), strict, wantStrict)
+				}
 				var want [][2]string
 				c.get(t, "runs", &want)
 				got := make([][2]string, len(runs))

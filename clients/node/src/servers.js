@@ -211,7 +211,9 @@ export function validateRanges(body, request) {
     prev = last;
   }
   if (total !== BigInt(count)) throw `runs hold ${total} ids, count says ${count}`;
-  return { runs, count };
+  // `"strict": true` (issue 45): the tag is strict, its supply turns to pass-through. Only a
+  // JSON true counts (the field is absent for other tags).
+  return /** @type {{strict?: unknown}} */ (b).strict === true ? { runs, count, strict: true } : { runs, count };
 }
 
 /**

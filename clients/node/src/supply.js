@@ -49,6 +49,19 @@
 // accepted so far): runs at or below it are dropped, a run across it trimmed; the ids cut are
 // counted in `discardedIds` and never handed out. A batch cut to nothing starts the catch-up
 // (`catchUpCount`): the next request follows at once and asks for enough ids to pass the floor.
+//
+// Strict tags (issue 45): pass-through. A strict tag's ids are in real-time order across servers:
+// every id is greater than every id whose answer was complete before its request was sent. A
+// local buffer would break that between two client processes (P1 holds 100..150 and hands out
+// 100; P2 gets 200; P1 then hands out 101 to a call that began after P2's answer). So the first
+// answer with `"strict": true` switches the supply to pass-through for good (`_goStrict`): the
+// ids it holds and that answer's (they may have been fetched before some waiting call began) are
+// dropped and counted in `discardedIds`; no refill or preload starts again (`_startRefill`); each
+// later `nextId` sends its own request for one id (`_passThrough`). Safe: the id a call returns
+// was issued after the call began, so the server's order covers it; dropping ids never breaks a
+// rule. As a second line, a call refuses (discards, and asks again) an id at or below the floor
+// it read before sending: every id accepted before was complete before its request was sent, so
+// a correct server never answers one, and one that did (an older server) never reaches a caller.
 
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -152,6 +165,8 @@ export class IdSupply {
     this._lastFault = null;
     /** Callers waiting for a refill to end. @type {Set<() => void>} */
     this._waiters = new Set();
+    /** Pass-through (a strict tag, see above): no local batch, one request per id. For good. */
+    this._strict = false;
     /** Counters (statistics only; ids served are counted per run, not per id). */
     this._stats = { batches: 0, idsReceived: 0, discardedIds: 0, failedRounds: 0 };
     if (o.runs && o.runs.length > 0) {
@@ -324,6 +339,7 @@ export class IdSupply {
       if (this._halt.aborted) throw new ClosedError();
       const id = this.tryNextId(); // promotes the next batch if there is one
       if (id !== undefined) return id;
+      if (this._strict) return this._passThrough(signal, started, deadline, waitMs);
       if (waited && this._refused !== null) throw this._refused;
       // Both batches spent after the first one came: a starved supply (the demand rule doubles).
       if (!waited && this._stats.batches > 0) this._starved = true;
@@ -374,9 +390,94 @@ export class IdSupply {
     for (const w of ws) w();
   }
 
-  /** Starts the refill unless one runs, the next batch is there, or there is no server. */
+  /**
+   * A strict supply's call: one request for one id, sent now (after the call began), through the
+   * usual server order and failover; a refusal reaches the caller; failed rounds are retried with
+   * backoff until `deadline`. The id is handed out only when above the floor read before the
+   * request was sent (see "Strict tags" above).
+   * @param {AbortSignal | undefined} signal
+   * @param {number} started
+   * @param {number} deadline
+   * @param {number} waitMs
+   * @returns {Promise<bigint | string>}
+   */
+  async _passThrough(signal, started, deadline, waitMs) {
+    const servers = /** @type {import('./servers.js').Servers} */ (this._servers);
+    const floor = this._floor;
+    let failures = 0;
+    for (;;) {
+      if (this._halt.aborted) throw new ClosedError();
+      if (signal?.aborted) throw signal.reason;
+      const got = await servers.fetch(this._request, 1);
+      if (this._halt.aborted) throw new ClosedError();
+      let wait = 0;
+      if ('rejected' in got) {
+        throw got.rejected;
+      } else if (!('fault' in got)) {
+        this._stats.idsReceived += got.count;
+        this._stats.batches++;
+        const id = got.runs[0].first;
+        if (id > floor) {
+          // One call, one id: any further id of the answer (never more than asked) is dropped.
+          this._stats.discardedIds += got.count - 1;
+          if (id > this._floor) this._floor = id;
+          this._servedDone++;
+          this._lastFault = null;
+          return this._asString ? String(id) : id;
+        }
+        this._stats.discardedIds += got.count;
+        this._lastFault = new ServerFault(got.server, 'behind', `its id ${id} lies at or below an id handed out before (${floor})`);
+      } else {
+        this._stats.failedRounds++;
+        this._lastFault = got.fault;
+        failures++;
+        wait = backoff(this._timing, failures);
+      }
+      if (now() + wait >= deadline) throw new UnavailableError(waitMs, now() - started, this._lastFault, false);
+      if (wait > 0) {
+        try {
+          await sleep(wait, undefined, { signal: this._halt });
+        } catch {
+          throw new ClosedError();
+        }
+      }
+    }
+  }
+
+  /**
+   * Turns the supply to pass-through for good after an answer marked strict: that answer's ids
+   * and every id held locally are dropped (counted in `discardedIds`; never handed out, never
+   * reused by a server), the floor rises to the answer's last id. Synchronous, so no caller
+   * takes an id between the count and the drop.
+   * @param {{runs: Run[], count: number}} got
+   */
+  _goStrict(got) {
+    let held = 0;
+    const at = this._base + BigInt(this._off);
+    if (at <= this._runLast) held += Number(this._runLast - at + 1n);
+    for (let i = this._runIdx + 1; i < this._runs.length; i++) {
+      held += Number(this._runs[i].last - this._runs[i].first + 1n);
+    }
+    if (this._next !== null) held += this._next.size;
+    this._stats.discardedIds += got.count + held;
+    const last = got.runs[got.runs.length - 1].last;
+    if (last > this._floor) this._floor = last;
+    this._strict = true;
+    this._servedDone += this._off;
+    this._base = 1n;
+    this._off = 0;
+    this._endOff = -1;
+    this._runLast = 0n;
+    this._preload = 0n;
+    this._runs = [];
+    this._runIdx = 0;
+    this._next = null;
+  }
+
+  /** Starts the refill unless one runs, the next batch is there, or there is no server; never
+   * for a strict supply (no id is fetched ahead of its call). */
   _startRefill() {
-    if (this._refilling || this._next !== null || this._servers === null || this._halt.aborted) return;
+    if (this._strict || this._refilling || this._next !== null || this._servers === null || this._halt.aborted) return;
     this._refilling = true;
     this._refused = null;
     this._track(this._refill());
@@ -422,6 +523,10 @@ export class IdSupply {
           break;
         } else if (!('fault' in got)) {
           this._stats.idsReceived += got.count;
+          if (got.strict === true) {
+            this._goStrict(got);
+            break;
+          }
           const again = this._accept(got, count);
           if (again === null) {
             this._lastFault = null;

@@ -84,8 +84,10 @@ test('vectors: responses', () => {
         assert.throws(read, c.name);
         continue;
       }
-      const got = read().runs.map((r) => [String(r.first), String(r.last)]);
+      const batch = read();
+      const got = batch.runs.map((r) => [String(r.first), String(r.last)]);
       assert.deepEqual(got, c.runs, c.name);
+      assert.equal(batch.strict === true, c.strict === true, `${c.name}: strict`);
     } else {
       assert.equal(c.kind, 'bounds', c.name);
       if (!c.valid) {

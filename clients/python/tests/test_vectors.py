@@ -90,7 +90,9 @@ def test_responses(c: dict) -> None:
     if c["kind"] == "ranges":
         req = BatchRequest("/r", c["asked"], c["tag"])
         if c["valid"]:
-            assert parse_ranges(body, req) == [(int(a), int(b)) for a, b in c["runs"]]
+            got = parse_ranges(body, req)
+            assert got == [(int(a), int(b)) for a, b in c["runs"]]
+            assert got.strict is c.get("strict", False)
         else:
             with pytest.raises(ValueError):
                 parse_ranges(body, req)

@@ -42,6 +42,8 @@ mod formatted;
 mod local;
 mod servers;
 mod sizing;
+#[cfg(test)]
+mod strict_tests;
 mod supply;
 #[cfg(test)]
 mod tokens_tests;

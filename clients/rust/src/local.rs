@@ -146,6 +146,21 @@ impl Cursor {
         ticket.min(LIMIT).saturating_sub(LIMIT - len)
     }
 
+    /// Ends the range in use (of `len` ids): the next generation, with no valid ticket and no
+    /// slot, is published, so every later take is `Spent` until a `switch` (a strict supply
+    /// never makes one). Returns the tickets of the ended range that were taken (at most
+    /// `len`), exactly: the swap is the last change of that generation's counter. A take that
+    /// got a valid ticket before still reads its slot, which is left as it was. Only under the
+    /// supply's lock.
+    pub(crate) fn retire(&self, len: u64) -> u64 {
+        let current = self.state.load(Ordering::Relaxed) >> TICKET_BITS;
+        let generation = (current + 1) & GEN_MASK;
+        let old = self
+            .state
+            .swap((generation << TICKET_BITS) | LIMIT, Ordering::AcqRel);
+        (old & TICKET_MASK).min(LIMIT).saturating_sub(LIMIT - len)
+    }
+
     /// Installs the range `first ..= first + len - 1` as the next generation; returns it.
     /// Only under the supply's lock (one writer), and only once the range in use is spent.
     pub(crate) fn switch(&self, first: i64, len: u64) -> u64 {
@@ -186,6 +201,20 @@ mod tests {
         c.switch(i64::MAX, 1);
         assert_eq!(c.take(), Take::Id(i64::MAX));
         assert_eq!(c.take(), Take::Spent);
+    }
+
+    #[test]
+    fn a_retired_range_is_spent_and_its_taken_tickets_counted() {
+        let c = Cursor::new();
+        c.switch(10, 5);
+        assert_eq!([c.take(), c.take()], [Take::Id(10), Take::Id(11)]);
+        assert_eq!(c.retire(5), 2);
+        assert_eq!([c.take(), c.take()], [Take::Spent, Take::Spent]);
+        assert_eq!(c.taken(0), 0);
+        assert_eq!(c.retire(0), 0);
+        // A later switch still works (a new generation).
+        c.switch(100, 1);
+        assert_eq!(c.take(), Take::Id(100));
     }
 
     #[test]

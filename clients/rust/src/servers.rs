@@ -141,6 +141,10 @@ struct RangesBody {
     biz_tag: Option<String>,
     count: u64,
     ranges: Vec<RangeBody>,
+    /// `"strict": true` on a strict tag's answers (issue 45), absent for other tags. Only a
+    /// JSON true counts (as in the other clients); any other value reads as not strict.
+    #[serde(default)]
+    strict: serde_json::Value,
 }
 
 /// One run of a body: decimal strings (the client asks with `stringify_ids=true`).
@@ -209,11 +213,23 @@ pub(crate) trait Answer: Sized {
     fn parse(bytes: &[u8], req: &Request, server: &str) -> Result<Self, Outcome>;
 }
 
-impl Answer for Vec<Run> {
+/// The runs of one valid range answer, and whether it marked the tag strict.
+#[derive(Debug)]
+pub(crate) struct Ranges {
+    /// Increasing, disjoint, at least one id.
+    pub runs: Vec<Run>,
+    /// The answer said `"strict": true` (issue 45): the tag is strict, its supply turns to
+    /// pass-through (`supply.rs`).
+    pub strict: bool,
+}
+
+impl Answer for Ranges {
     fn parse(bytes: &[u8], req: &Request, _server: &str) -> Result<Self, Outcome> {
         let body: RangesBody = serde_json::from_slice(bytes)
             .map_err(|e| Outcome::Fault(Fault::BadResponse(e.to_string())))?;
-        validate(body, req).map_err(|e| Outcome::Fault(Fault::BadResponse(e)))
+        let strict = body.strict == serde_json::Value::Bool(true);
+        let runs = validate(body, req).map_err(|e| Outcome::Fault(Fault::BadResponse(e)))?;
+        Ok(Self { runs, strict })
     }
 }
 

@@ -34,6 +34,23 @@
 //! above the floor (the largest id accepted so far for this supply); the ids cut are counted in
 //! [`SupplyStats::discarded_ids`] and never handed out. An answer cut to nothing is followed at
 //! once by a catch-up request (`catch_up_count`).
+//!
+//! # Strict tags: pass-through
+//!
+//! A strict tag's ids (issue 45) are in real-time order across servers: every id is greater
+//! than every id whose answer was complete before its request was sent. A local buffer would
+//! break that between two client processes (P1 holds 100..150 and hands out 100; P2 gets 200;
+//! P1 then hands out 101 to a call that began after P2's answer). So the first answer with
+//! `"strict": true` turns the supply to pass-through for good (`go_strict`): the ids it holds
+//! and that answer's (they may have been fetched before some waiting call began) are dropped
+//! and counted in `discarded_ids`; the cursor is retired (every take is `Spent`); no refill
+//! starts again (`start_refill`); each later `next_id` sends its own request for one id
+//! (`pass_through`), and `try_next_id` finds nothing. Safe: the id a call returns was issued
+//! after the call began, so the server's order covers it; dropping ids never breaks a rule.
+//! As a second line, a call refuses (discards, and asks again) an id at or below the floor it
+//! read before sending: every id accepted before was complete before its request was sent, so
+//! a correct server never answers one, and one that did (an older server) never reaches a
+//! caller.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -46,7 +63,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Fault, ServerFault};
 use crate::local::{Cursor, Take};
-use crate::servers::{FetchError, Request, Run, Servers, Timing, backoff};
+use crate::servers::{FetchError, Ranges, Request, Run, Servers, Timing, backoff};
 use crate::sizing::{Sizing, Usage};
 
 /// Generations remembered for callers whose slot was reused before they read it.
@@ -167,6 +184,9 @@ struct Pending {
     starved: bool,
     /// A preload piece was installed: a refill is due even if one was running then.
     wants_refill: bool,
+    /// Pass-through (a strict tag, see the module doc): no local batch, one request per id.
+    /// Set for good by `go_strict`.
+    strict: bool,
 }
 
 impl Pending {
@@ -424,6 +444,14 @@ impl Supply {
             if let Some(id) = self.take_local() {
                 return Ok(id);
             }
+            let strict_floor = {
+                let p = self.lock_pending();
+                p.strict.then_some(p.floor)
+            };
+            if let Some(floor) = strict_floor {
+                // Pass-through: this call's own request, sent after the call began.
+                return self.pass_through(floor, deadline).await;
+            }
             {
                 let mut p = self.lock_pending();
                 if let (true, Some(e)) = (waited, &p.refused) {
@@ -449,7 +477,100 @@ impl Supply {
         }
     }
 
-    /// Starts the refill task unless one runs or the next batch is already there.
+    /// A strict supply's call: one request for one id, sent now (after the call began),
+    /// through the usual server order and failover; a refusal reaches the caller; failed
+    /// rounds are retried with backoff until `deadline`. The id is handed out only when above
+    /// `floor`, the floor read before the request was sent (see the module doc).
+    async fn pass_through(self: &Arc<Self>, floor: i64, deadline: Instant) -> Result<i64, Error> {
+        let Source::Remote {
+            servers,
+            request,
+            timing,
+            ..
+        } = &self.source
+        else {
+            unreachable!("only a remote supply turns strict")
+        };
+        let one = request.with_count(1);
+        let mut failures = 0;
+        loop {
+            let wait = match servers
+                .fetch::<Ranges>(&one, &self.counters.failovers)
+                .await
+            {
+                Ok((answer, server)) => {
+                    let received: u64 = answer.runs.iter().map(Run::len).sum();
+                    let c = &self.counters;
+                    c.ids_received.fetch_add(received, Ordering::Relaxed);
+                    c.batches.fetch_add(1, Ordering::Relaxed);
+                    let id = answer.runs[0].first;
+                    let mut p = self.lock_pending();
+                    if id > floor {
+                        // One call, one id: any further id of the answer (never more than
+                        // asked) is dropped.
+                        c.discarded_ids.fetch_add(received - 1, Ordering::Relaxed);
+                        p.floor = p.floor.max(id);
+                        p.served_before += 1;
+                        p.last_fault = None;
+                        return Ok(id);
+                    }
+                    c.discarded_ids.fetch_add(received, Ordering::Relaxed);
+                    p.last_fault = Some(ServerFault {
+                        server: server.to_owned(),
+                        fault: Fault::Behind { last: id, floor },
+                    });
+                    Duration::ZERO
+                }
+                Err(FetchError::Rejected(e)) => return Err(e),
+                Err(FetchError::Unavailable(fault)) => {
+                    self.counters.failed_rounds.fetch_add(1, Ordering::Relaxed);
+                    self.lock_pending().last_fault = fault;
+                    failures += 1;
+                    backoff(timing, failures)
+                }
+            };
+            let unavailable = || Error::Unavailable {
+                waited: self.wait_timeout,
+                last: self.lock_pending().last_fault.clone(),
+            };
+            let wake = Instant::now() + wait;
+            if wake >= deadline {
+                return Err(unavailable());
+            }
+            if !wait.is_zero() {
+                tokio::select! {
+                    () = self.stop.cancelled() => return Err(unavailable()),
+                    () = tokio::time::sleep_until(wake) => {}
+                }
+            }
+        }
+    }
+
+    /// Under the lock: turns the supply to pass-through for good after an answer of
+    /// `received` ids up to `last` marked strict. Its ids and every id held locally are
+    /// dropped (counted in `discarded_ids`: never handed out, never reused by a server); the
+    /// cursor is retired, so every later take is `Spent` and the slow path sees `strict`; the
+    /// floor rises to `last`.
+    fn go_strict(&self, p: &mut Pending, received: u64, last: i64) {
+        let taken = self.cursor.retire(p.installed_len);
+        let mut held = p.installed_len - taken;
+        held += p.rest.iter().map(|piece| piece.len).sum::<u64>();
+        if let Some(next) = p.next.take() {
+            held += next.size;
+        }
+        p.served_before += taken;
+        p.installed_len = 0;
+        p.rest.clear();
+        p.current = None;
+        p.floor = p.floor.max(last);
+        p.strict = true;
+        self.counters
+            .discarded_ids
+            .fetch_add(received + held, Ordering::Relaxed);
+    }
+
+    /// Starts the refill task unless one runs, the next batch is already there, or the supply
+    /// is strict (no id is fetched ahead of its call).
     fn start_refill(self: &Arc<Self>) {
         let Source::Remote { runtime, .. } = &self.source else {
             return;
@@ -459,7 +580,7 @@ impl Supply {
         }
         {
             let mut p = self.lock_pending();
-            if p.next.is_some() {
+            if p.next.is_some() || p.strict {
                 drop(p);
                 self.refilling.store(false, Ordering::Release);
                 return;
@@ -510,16 +631,21 @@ impl Supply {
         let mut asked = sized.clone();
         while !self.stop.is_cancelled() {
             let wait = match servers
-                .fetch::<Vec<Run>>(&asked, &self.counters.failovers)
+                .fetch::<Ranges>(&asked, &self.counters.failovers)
                 .await
             {
-                Ok((runs, server)) => {
+                Ok((answer, server)) => {
+                    let runs = answer.runs;
                     let mut p = self.lock_pending();
                     let received: u64 = runs.iter().map(Run::len).sum();
                     self.counters
                         .ids_received
                         .fetch_add(received, Ordering::Relaxed);
                     let last = runs.last().expect("a valid body has a run").last;
+                    if answer.strict {
+                        self.go_strict(&mut p, received, last);
+                        break;
+                    }
                     let (kept, discarded) = cut(runs, p.floor);
                     self.counters
                         .discarded_ids

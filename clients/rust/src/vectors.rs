@@ -10,7 +10,7 @@ use crate::bounds::{self, IdBounds};
 use crate::client::valid_tag;
 use crate::error::Error;
 use crate::formatted::{Texts, parse_rfc3339};
-use crate::servers::{Action, Answer, Outcome, Request, Run, action};
+use crate::servers::{Action, Answer, Outcome, Ranges, Request, action};
 use crate::sizing::{Sizing, Usage};
 use crate::supply::catch_up_count;
 
@@ -140,9 +140,11 @@ fn responses() {
                 let tag = c["tag"].as_str().map(str::to_owned);
                 let asked = usize::try_from(u(&c, "asked")).unwrap();
                 let req = Request::new("/r".into(), asked, 1_000_000, tag);
-                match <Vec<Run> as Answer>::parse(body, &req, "http://s") {
-                    Ok(runs) => {
+                match <Ranges as Answer>::parse(body, &req, "http://s") {
+                    Ok(Ranges { runs, strict }) => {
                         assert!(valid, "{}: accepted", name(&c));
+                        let want_strict = c.get("strict").and_then(Value::as_bool).unwrap_or(false);
+                        assert_eq!(strict, want_strict, "{}: strict", name(&c));
                         let got: Vec<[String; 2]> = runs
                             .iter()
                             .map(|r| [r.first.to_string(), r.last.to_string()])

@@ -73,6 +73,9 @@ class FormattedCore:
     doc); every method runs under the blocking supply's lock, or on the asyncio loop. Its surface
     is the numeric :class:`~._supply.SupplyCore`'s, so both clients drive either one."""
 
+    strict = False
+    """Formatted tags are never strict (a strict tag is numbers only): never pass-through."""
+
     __slots__ = (
         "current",
         "current_size",

@@ -36,6 +36,20 @@ are not ordered relative to what this client already received (after a failover 
 may still serve a lower segment; another snowflake worker may be behind in time). Every batch is
 cut to its ids above the floor; the cut ids count in ``discarded_ids``. An answer wholly at or
 below the floor starts the catch-up (:func:`catch_up_count`).
+
+**Strict tags (issue 45): pass-through.** A strict tag's ids are in real-time order across
+servers: every id is greater than every id whose answer was complete before its request was
+sent. A local buffer would break that between two client processes (P1 holds 100..150 and hands
+out 100; P2 gets 200; P1 then hands out 101 to a call that began after P2's answer). So the
+first answer with ``"strict": true`` switches the supply to pass-through for good
+(:meth:`SupplyCore.go_strict`): every id it holds, and the ids of that answer (they may have
+been fetched before some waiting call began), are dropped and counted in ``discarded_ids``; no
+refill or preload starts again (:meth:`SupplyCore.begin_refill`); each later call sends its own
+request for one id (:meth:`SupplyCore.pass_through`). Why that keeps the rule: the id a call
+returns was issued by the server after that call began, so the server's order covers it. As a
+second line, a call refuses (discards, and asks again) an id at or below the floor it read when
+it began: every id accepted before that was complete before its request was sent, so a correct
+server never answers such an id, and one that did (an older server) never reaches the caller.
 """
 
 from __future__ import annotations
@@ -168,6 +182,7 @@ class SupplyCore:
         "starved",
         "chunk",
         "clock",
+        "strict",
     )
 
     def __init__(
@@ -222,6 +237,9 @@ class SupplyCore:
         many ids: the asyncio client's, so a caller that never awaits still yields to the refill
         now and then (between two pieces)."""
         self.clock = clock
+        self.strict = False
+        """Pass-through (a strict tag, see the module's doc): no local buffer, one request per
+        id. Set for good by :meth:`go_strict`."""
 
     def advance(self) -> "tuple[bool, bool]":
         """Called when ``current`` is spent: makes the next piece current, from the current
@@ -279,7 +297,9 @@ class SupplyCore:
     def begin_refill(self) -> bool:
         """Whether a refill should start now (none runs and no next batch); if so, marks one
         running, clears the last refusal, and sizes its request (:func:`next_size`)."""
-        if self.refilling or self.ahead is not None:
+        if self.strict or self.refilling or self.ahead is not None:
+            # A strict supply never fetches ahead: a buffered id could be below one another
+            # client handed out after it was fetched.
             return False
         self.refilling = True
         self.refused = None
@@ -310,9 +330,14 @@ class SupplyCore:
     def accept(self, runs: List[Run]) -> Optional[int]:
         """Takes a validated batch as the next one, cut to its ids above the floor. Returns
         ``None`` when kept, else the batch's last id: none lay above the floor, that server is
-        behind (the caller asks again, :func:`catch_up_count`)."""
+        behind (the caller asks again, :func:`catch_up_count`). An answer marked strict is not
+        kept: the supply turns to pass-through (:meth:`go_strict`) and ``None`` is returned (the
+        refill ends; the waiting callers each fetch their own id)."""
         floor = self.floor
         got = sum(last - first + 1 for first, last in runs)
+        if getattr(runs, "strict", False):
+            self.go_strict(got, runs[-1][1])
+            return None
         self.received += got
         if runs[-1][1] <= floor:
             self.discarded += got
@@ -342,6 +367,44 @@ class SupplyCore:
             f"its ids (up to {behind}) lie at or below the last id received ({self.floor})",
         )
         return catch_up_count(self.floor, behind, self.count, self.limit), False
+
+    def go_strict(self, got: int, last: int) -> None:
+        """Turns the supply to pass-through for good, after an answer of ``got`` ids up to
+        ``last`` marked strict: that answer's ids and every id held locally are dropped (counted
+        in ``discarded_ids``: never handed out, and never reused by a server); the floor rises
+        to ``last``. Safe: dropping ids never breaks a rule, and from now on :meth:`take` finds
+        nothing (no piece, no next batch) and :meth:`begin_refill` starts nothing."""
+        held = operator.length_hint(self.current) + sum(b - a + 1 for a, b in self.rest)
+        if self.ahead is not None:
+            held += sum(b - a + 1 for a, b in self.ahead)
+        self.received += got
+        self.discarded += got + held
+        self.floor = max(self.floor, last)
+        self.strict = True
+        self.drop()
+
+    def pass_through(self, server: str, runs: List[Run], floor: int) -> Optional[int]:
+        """The id of one pass-through answer (a request for one id sent after the call read
+        ``floor``, the supply's floor when it began), counted as served; ``None`` when the
+        answer lies at or below ``floor`` (an id whose answer was complete before this call's
+        request was sent: a correct strict server never gives one, so it is discarded and the
+        call asks again). A longer answer than asked cannot pass validation; ids past the first
+        would be discarded all the same (one call, one id)."""
+        got = sum(last - first + 1 for first, last in runs)
+        self.received += got
+        self.batches += 1
+        first = runs[0][0]
+        if first <= floor:
+            self.discarded += got
+            self.last_fault = ServerFault(
+                server, "behind", f"its id {first} lies at or below an id handed out before ({floor})"
+            )
+            return None
+        self.discarded += got - 1
+        self.floor = max(self.floor, first)
+        self.served_before += 1
+        self.last_fault = None
+        return first
 
     def drop(self) -> None:
         """Drops the local batches (a closed client hands out nothing more): the local path

@@ -113,7 +113,15 @@ class FormattedBatch:
     out in the order received, with no floor (uniqueness is the server's)."""
 
 
-Batch = Union[List[Run], FormattedBatch]
+class Ranges(List[Run]):
+    """The runs of one range answer, in order, and whether the answer carried ``"strict":
+    true`` (issue 45: the tag is strict, every id is greater than every id whose answer was
+    complete before its request was sent; a client must not buffer its ids)."""
+
+    strict: bool = False
+
+
+Batch = Union[Ranges, FormattedBatch]
 """What one valid answer holds: runs of ids (segment, snowflake) or texts (formatted)."""
 
 _TAG = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -332,7 +340,7 @@ def _id(value: object) -> int:
     return n
 
 
-def parse_ranges(body: bytes, req: BatchRequest) -> List[Run]:
+def parse_ranges(body: bytes, req: BatchRequest) -> Ranges:
     """The runs of a 200 body, if it is a range batch: JSON ``{"count": n, "ranges":
     [{"first": a, "last": b}, ...]}`` (plus ``"biz_tag"`` equal to the tag asked, on the segment
     route) where every run has ``0 < first <= last <= 2^63-1``, the runs increase without
@@ -351,7 +359,10 @@ def parse_ranges(body: bytes, req: BatchRequest) -> List[Run]:
     count = doc.get("count")
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= req.count:
         raise ValueError(f"count {count!r} for a request of {req.count}")
-    runs: List[Run] = []
+    runs = Ranges()
+    # Only a JSON true marks the tag strict (absent on every other tag); anything else is read
+    # as not strict, which at worst keeps the buffering the client did before strict tags.
+    runs.strict = doc.get("strict") is True
     total = 0
     previous = 0
     for item in doc["ranges"]:

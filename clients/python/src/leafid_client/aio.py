@@ -260,6 +260,8 @@ class _AsyncDriver:
         last_fault: Optional[ServerFault]
         failed_rounds: int
         count: int
+        strict: bool
+        floor: Any
         chunk: int
 
         def take(self) -> Tuple[Any, bool]: ...
@@ -268,6 +270,7 @@ class _AsyncDriver:
         def accept(self, batch: Any) -> Any: ...
         def retry(self, server: str, answer: Any) -> Tuple[int, bool]: ...
         def drop(self) -> None: ...
+        def pass_through(self, server: str, runs: Any, floor: Any) -> Any: ...
 
     def _setup(
         self, client: "AsyncClient", request_for: Callable[[int], BatchRequest], name: str
@@ -314,6 +317,9 @@ class _AsyncDriver:
                 self._start_refill()
             if id_ is not None:
                 return id_
+            if self.strict:
+                # Pass-through (a strict tag): this call's own request.
+                return await self._pass_through(self.floor, started, deadline, wait)
             if waited and self.refused is not None:
                 raise self.refused.copy()
             if not waited:
@@ -330,6 +336,36 @@ class _AsyncDriver:
                 await asyncio.wait_for(event.wait(), remaining)
             except asyncio.TimeoutError:
                 pass
+
+    async def _pass_through(self, floor: Any, started: float, deadline: float, wait: float) -> Any:
+        """A strict supply's call (see :mod:`leafid_client._supply`): one request for one id,
+        sent now, after the call began, through the usual server order and failover; a refusal
+        reaches the caller; failed rounds are retried with backoff until ``deadline``. The id is
+        handed out only when above ``floor`` (the floor when the call began)."""
+        client = self._client
+        s = client._settings
+        loop = asyncio.get_running_loop()
+        request = self._request_for(1)
+        failures = 0
+        while True:
+            if client._closed:
+                raise ClientClosedError("the client is closed")
+            try:
+                runs, server = await client._fetch(request)
+            except AllFailed as e:
+                self.failed_rounds += 1
+                self.last_fault = e.last
+                failures += 1
+                pause = backoff(s.backoff_min, s.backoff_max, failures)
+            else:
+                id_ = self.pass_through(server, runs, floor)
+                if id_ is not None:
+                    return id_
+                pause = 0.0
+            if loop.time() + pause >= deadline:
+                raise UnavailableError(loop.time() - started, self.last_fault, wait)
+            if pause:
+                await asyncio.sleep(pause)
 
     def _start_refill(self) -> None:
         if self.begin_refill():

@@ -197,6 +197,8 @@ class _Driver:
         last_fault: Optional[ServerFault]
         failed_rounds: int
         count: int
+        strict: bool
+        floor: Any
 
         def take(self) -> Tuple[Any, bool]: ...
         def begin_refill(self) -> bool: ...
@@ -204,6 +206,7 @@ class _Driver:
         def accept(self, batch: Any) -> Any: ...
         def retry(self, server: str, answer: Any) -> Tuple[int, bool]: ...
         def drop(self) -> None: ...
+        def pass_through(self, server: str, runs: Any, floor: Any) -> Any: ...
 
     def _setup(self, client: "Client", request_for: Callable[[int], BatchRequest], name: str) -> None:
         self._client = client
@@ -241,6 +244,10 @@ class _Driver:
                     self._start_refill_locked()
                 if id_ is not None:
                     return id_
+                if self.strict:
+                    # Pass-through (a strict tag): this call's own request, outside the lock.
+                    floor = self.floor
+                    break
                 if waited and self.refused is not None:
                     raise self.refused.copy()
                 if not waited:
@@ -251,6 +258,38 @@ class _Driver:
                 if remaining <= 0:
                     raise UnavailableError(time.monotonic() - started, self.last_fault, wait)
                 self._cond.wait(remaining)
+        return self._pass_through(floor, started, deadline, wait)
+
+    def _pass_through(self, floor: int, started: float, deadline: float, wait: float) -> Any:
+        """A strict supply's call (see :mod:`leafid_client._supply`): one request for one id,
+        sent now, after the call began, through the usual server order and failover; a refusal
+        reaches the caller; failed rounds are retried with backoff until ``deadline``. The id is
+        handed out only when above ``floor`` (the floor when the call began)."""
+        client = self._client
+        s = client._settings
+        request = self._request_for(1)
+        failures = 0
+        while True:
+            if client._closed:
+                raise ClientClosedError("the client is closed")
+            try:
+                runs, server = client._fetch(request)
+            except AllFailed as e:
+                with self._lock:
+                    self.failed_rounds += 1
+                    self.last_fault = e.last
+                failures += 1
+                pause = backoff(s.backoff_min, s.backoff_max, failures)
+            else:
+                with self._lock:
+                    id_ = self.pass_through(server, runs, floor)
+                if id_ is not None:
+                    return id_
+                pause = 0.0
+            if time.monotonic() + pause >= deadline:
+                raise UnavailableError(time.monotonic() - started, self.last_fault, wait)
+            if pause and client._stop.wait(pause):
+                raise ClientClosedError("the client is closed")
 
     def late(self) -> None:
         """Counts a text the local path took after its period ended (formatted supplies)."""

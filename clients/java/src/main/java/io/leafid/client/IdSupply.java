@@ -48,6 +48,21 @@ import java.util.concurrent.locks.ReentrantLock;
  *       {@link Stats#discardedIds()}, never handed out); after an answer cut to nothing the next
  *       request follows at once and asks for enough ids to pass the floor (the catch-up).
  * </ul>
+ *
+ * <h2>Strict tags: pass-through</h2>
+ * A strict tag's ids (issue 45) are in real-time order across servers: every id is greater than
+ * every id whose answer was complete before its request was sent. A local buffer would break that
+ * between two client processes (P1 holds 100..150 and hands out 100; P2 gets 200; P1 then hands
+ * out 101 to a call that began after P2's answer). So the first answer with
+ * {@code "strict": true} turns the supply to pass-through for good: the ids it holds and that
+ * answer's (they may have been fetched before some waiting call began) are dropped and counted in
+ * {@link Stats#discardedIds()}; no refill or preload starts again; each later call sends its own
+ * request for one id ({@code count=1}, through the usual server order, failover and retries), and
+ * {@link #tryNextId()} finds nothing. Safe: the id a call returns was issued after the call
+ * began, so the server's order covers it; dropping ids never breaks a rule. As a second line, a
+ * call refuses (discards, and asks again) an id at or below the floor it read before sending:
+ * every id accepted before was complete before its request was sent, so a correct server never
+ * answers one, and one that did (an older server) never reaches a caller.
  */
 public final class IdSupply {
     /**
@@ -153,8 +168,11 @@ public final class IdSupply {
     private ServerFault lastFault;
     /** Async callers waiting for the refill to end: each retries once run. */
     private List<Runnable> waiters = new ArrayList<>();
-    /** Ids of the runs switched away from (all handed out: a run is left once spent). */
+    /** Ids of the runs switched away from (all handed out: a run is left once spent), and the
+     * ids handed out by pass-through. */
     private long retiredServed;
+    /** Pass-through (a strict tag, see above): no local batch, one request per id. For good. */
+    private boolean strict;
 
     /** Batches accepted. Statistics only. */
     private final AtomicLong batches = new AtomicLong();
@@ -472,6 +490,7 @@ public final class IdSupply {
     private long nextIdSlow(long started, long waitNanos) {
         long deadline = started + waitNanos;
         boolean waited = false;
+        long passFloor;
         lock.lock();
         try {
             while (true) {
@@ -481,6 +500,11 @@ public final class IdSupply {
                 long id = takeLocked();
                 if (id > 0) {
                     return id;
+                }
+                if (strict) {
+                    // Pass-through: this call's own request, outside the lock.
+                    passFloor = floor;
+                    break;
                 }
                 // A refusal counts only from a refill this call waited for, not one from before.
                 if (waited && refused != null) {
@@ -505,6 +529,105 @@ public final class IdSupply {
         } finally {
             lock.unlock();
         }
+        return passThrough(started, waitNanos, passFloor);
+    }
+
+    /**
+     * A strict supply's call: one request for one id, sent now (after the call began), through
+     * the usual server order and failover; a refusal reaches the caller; failed rounds are
+     * retried with backoff until the wait ends. The id is handed out only when above
+     * {@code passFloor}, the floor read before the request was sent (see the class doc).
+     *
+     * @param started when the call started ({@link System#nanoTime()})
+     * @param waitNanos the longest wait
+     * @param passFloor the floor when the call decided to pass through
+     * @return the id
+     */
+    private long passThrough(long started, long waitNanos, long passFloor) {
+        long deadline = started + waitNanos;
+        Servers.Request req = new Servers.Request(route, 1, tag);
+        int failures = 0;
+        try {
+            while (true) {
+                if (shared.closed) {
+                    throw new ClosedException("client closed");
+                }
+                Servers.FetchResult r = shared.servers.fetch(req);
+                failovers.addAndGet(r.failovers);
+                long wait = 0;
+                if (r.ranges != null) {
+                    batches.incrementAndGet();
+                    long id = r.ranges.firsts[0];
+                    lock.lock();
+                    try {
+                        if (id > passFloor) {
+                            // One call, one id: any further id of the answer (never more than
+                            // asked) is dropped.
+                            if (r.ranges.count > 1) {
+                                discarded.addAndGet(r.ranges.count - 1);
+                            }
+                            floor = Math.max(floor, id);
+                            retiredServed++;
+                            lastFault = null;
+                            return id;
+                        }
+                        discarded.addAndGet(r.ranges.count);
+                        lastFault = new ServerFault(r.server, ServerFault.Kind.BEHIND, "its id " + id
+                                + " lies at or below an id handed out before, " + passFloor);
+                    } finally {
+                        lock.unlock();
+                    }
+                } else if (r.rejected != null) {
+                    throw r.rejected;
+                } else {
+                    lock.lock();
+                    try {
+                        if (r.fault != null) {
+                            lastFault = r.fault;
+                        }
+                    } finally {
+                        lock.unlock();
+                    }
+                    failures++;
+                    wait = shared.timing.backoff(failures);
+                }
+                if (System.nanoTime() + wait - deadline >= 0) {
+                    throw unavailable(started, waitNanos);
+                }
+                if (wait > 0) {
+                    TimeUnit.NANOSECONDS.sleep(wait);
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new ClosedException("interrupted while waiting for ids");
+        }
+    }
+
+    /**
+     * Under the lock: turns the supply to pass-through for good after {@code ranges}, an answer
+     * marked strict. Its ids and every id held locally are dropped (counted as discarded: never
+     * handed out, never reused by a server); an empty run is put in place, so every later call
+     * takes the slow path, which sees {@link #strict}; the floor rises to the answer's last id.
+     *
+     * @param ranges the answer marked strict
+     */
+    private void goStrictLocked(Ranges ranges) {
+        Run r = current;
+        long held = r.size - r.served();
+        if (using != null) {
+            held += using.count - usingCut;
+        }
+        if (next != null) {
+            held += next.count;
+        }
+        discarded.addAndGet(ranges.count + held);
+        retiredServed += r.served();
+        current = new Run(1, 0, false);
+        using = null;
+        next = null;
+        floor = Math.max(floor, ranges.last());
+        strict = true;
     }
 
     /**
@@ -531,6 +654,22 @@ public final class IdSupply {
             if (id > 0) {
                 // If the future was cancelled or timed out meanwhile, this id is dropped (a gap).
                 result.complete(id);
+                return;
+            }
+            if (strict) {
+                // Pass-through, on a client thread: this call's own request.
+                long passFloor = floor;
+                try {
+                    shared.workers.execute(() -> {
+                        try {
+                            result.complete(passThrough(started, waitNanos, passFloor));
+                        } catch (LeafidException e) {
+                            result.completeExceptionally(e);
+                        }
+                    });
+                } catch (RejectedExecutionException e) {
+                    result.completeExceptionally(new ClosedException("client closed"));
+                }
                 return;
             }
             if (waited && refused != null) {
@@ -584,7 +723,8 @@ public final class IdSupply {
      * its request from the batch in use (demand) first.
      */
     private void startRefillLocked() {
-        if (refilling || next != null || shared.closed || shared.servers == null) {
+        // Never for a strict supply: no id is fetched ahead of its call.
+        if (strict || refilling || next != null || shared.closed || shared.servers == null) {
             return;
         }
         long batchIds = 0;
@@ -622,6 +762,15 @@ public final class IdSupply {
                 Servers.FetchResult r = shared.servers.fetch(req);
                 failovers.addAndGet(r.failovers);
                 long wait;
+                if (r.ranges != null && r.ranges.strict) {
+                    lock.lock();
+                    try {
+                        goStrictLocked(r.ranges);
+                    } finally {
+                        lock.unlock();
+                    }
+                    return;
+                }
                 if (r.ranges != null) {
                     long behind = accept(r.ranges, r.server);
                     if (behind == 0) {

@@ -11,18 +11,36 @@ final class Ranges {
     final long[] lasts;
     /** Ids in all runs together (at least 1). */
     final long count;
+    /**
+     * The answer said {@code "strict": true} (issue 45): the tag is strict, and its supply turns
+     * to pass-through (see {@link IdSupply}).
+     */
+    final boolean strict;
 
     /**
-     * Runs as given (not checked here: {@link Servers#parseBatch} validates a body).
+     * Runs as given (not checked here: {@link Servers#parseBatch} validates a body), not strict.
      *
      * @param firsts the first id of each run
      * @param lasts the last id of each run
      * @param count the ids in all runs
      */
     Ranges(long[] firsts, long[] lasts, long count) {
+        this(firsts, lasts, count, false);
+    }
+
+    /**
+     * Runs as given, of an answer marked strict or not.
+     *
+     * @param firsts the first id of each run
+     * @param lasts the last id of each run
+     * @param count the ids in all runs
+     * @param strict whether the answer said {@code "strict": true}
+     */
+    Ranges(long[] firsts, long[] lasts, long count, boolean strict) {
         this.firsts = firsts;
         this.lasts = lasts;
         this.count = count;
+        this.strict = strict;
     }
 
     /**

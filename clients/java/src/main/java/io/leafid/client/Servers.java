@@ -902,7 +902,8 @@ final class Servers {
         if (sum != count) {
             throw new BadBatch("ranges hold " + sum + " ids, count says " + count);
         }
-        return new Ranges(firsts, lasts, count);
+        // Only a JSON true marks the tag strict (the field is absent for other tags).
+        return new Ranges(firsts, lasts, count, Boolean.TRUE.equals(m.get("strict")));
     }
 
     /**

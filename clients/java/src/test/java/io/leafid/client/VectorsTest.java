@@ -112,6 +112,7 @@ class VectorsTest {
                     continue;
                 }
                 Ranges got = Servers.parseBatch(body, req);
+                assertEquals(Boolean.TRUE.equals(c.get("strict")), got.strict, name(c) + ": strict");
                 List<?> want = (List<?>) c.get("runs");
                 assertEquals(want.size(), got.firsts.length, name(c));
                 for (int k = 0; k < want.size(); k++) {
