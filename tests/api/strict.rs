@@ -507,6 +507,21 @@ async fn a_deleted_strict_tag_stops_being_served_by_its_owner() {
         b.leaf_id("gone").await > first,
         "b forwards to a, the owner"
     );
+    let events = |app: &crate::support::TestApp, event: &'static str| {
+        let address = app.address.clone();
+        async move {
+            let series = format!(r#"leafid_strict_events_total{{event="{event}"}}"#);
+            crate::support::metric_value(&address, &series)
+                .await
+                .unwrap_or(0.0)
+        }
+    };
+    assert_eq!(
+        events(&a, "takeover").await,
+        1.0,
+        "a took the tag over once"
+    );
+    assert_eq!(events(&b, "hop").await, 1.0, "b passed one request to a");
     let deleted = Instant::now();
     let r = b
         .send(reqwest::Method::DELETE, "/api/v1/tags/gone", None, None)
