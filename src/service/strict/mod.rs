@@ -28,11 +28,10 @@ use crate::segment::strict::{
 use crate::segment::{BizTag, SegmentAllocator, SegmentError};
 use crate::telemetry::LogLimiter;
 
-/// The header a forwarded request carries: the owner row's key.
-pub const PEER_KEY_HEADER: &str = "leafid-peer-key";
+mod hop;
 
-/// The owner's route for forwarded requests (not in the public API).
-pub const FORWARD_ROUTE: &str = "/internal/v1/strict/{biz_tag}/ids";
+pub use hop::{FORWARD_ROUTE, PEER_KEY_HEADER};
+use hop::{Forward, constant_time_eq};
 
 /// How long a server waits between two looks at an owner that does not answer.
 const RETRY_PAUSE: Duration = Duration::from_millis(25);
@@ -468,71 +467,6 @@ impl StrictService {
         }
     }
 
-    /// One hop to the owner at `address`.
-    async fn forward(
-        &self,
-        address: &str,
-        key: &str,
-        tag: &BizTag,
-        count: usize,
-        until: Instant,
-    ) -> Result<Vec<i64>, Forward> {
-        // At most half a lease: an owner that stopped answering (paused, cut off) must not
-        // hold the request past the moment this server may take the tag over.
-        let within = until
-            .saturating_duration_since(Instant::now())
-            .min(self.timing.lease / 2);
-        if within.is_zero() {
-            return Err(Forward::Retry);
-        }
-        let url = format!(
-            "{}{}?count={count}",
-            address.trim_end_matches('/'),
-            FORWARD_ROUTE.replace("{biz_tag}", tag.as_str())
-        );
-        let request = self
-            .http
-            .post(url)
-            .header(PEER_KEY_HEADER, key)
-            .timeout(within)
-            .send();
-        // On the main runtime: the client's connections outlive any one HTTP worker.
-        let answer = self
-            .runtime
-            .spawn(async move {
-                let r = request.await?;
-                let status = r.status();
-                let body = r.json::<ForwardAnswer>().await;
-                Ok::<_, reqwest::Error>((status, body))
-            })
-            .await;
-        let Ok(Ok((status, body))) = answer else {
-            return Err(Forward::Retry);
-        };
-        let Ok(body) = body else {
-            return Err(Forward::Retry);
-        };
-        if status.is_success() {
-            let ids = body.ids.unwrap_or_default();
-            // The owner is a peer, but its answer is still checked: increasing, positive, at
-            // most `count`, at least one.
-            let fine = !ids.is_empty()
-                && ids.len() <= count
-                && ids[0] > 0
-                && ids.windows(2).all(|w| w[0] < w[1]);
-            return if fine { Ok(ids) } else { Err(Forward::Retry) };
-        }
-        // The owner's final answers are the caller's; any other is a reason to look again.
-        Err(match body.code.as_deref() {
-            Some("biz_tag_exhausted") => Forward::Final(Error::BizTagExhausted),
-            Some("unknown_biz_tag") => Forward::Final(Error::unknown_tag(tag)),
-            Some("lossy_database") => {
-                Forward::Final(Error::LossyDatabase(body.message.unwrap_or_default()))
-            }
-            _ => Forward::Retry,
-        })
-    }
-
     /// Renews every tag this server owns, and reads the row of every tag it forwards (so a
     /// takeover after an owner's death waits from the owner's last write, not from the first
     /// failed hop). Every `L / 4`.
@@ -648,25 +582,4 @@ pub struct StrictStatus {
     pub epoch: i64,
     /// Where the owner is reached, as last read here.
     pub owner_address: Option<String>,
-}
-
-/// Why a hop gave no ids.
-enum Forward {
-    /// An answer to pass on to the caller.
-    Final(Error),
-    /// Look at the row again.
-    Retry,
-}
-
-/// The owner's answer to a hop: its ids, or the error body's code.
-#[derive(serde::Deserialize)]
-struct ForwardAnswer {
-    ids: Option<Vec<i64>>,
-    code: Option<String>,
-    message: Option<String>,
-}
-
-/// Compares two keys in time independent of where they differ.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
