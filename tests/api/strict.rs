@@ -551,3 +551,45 @@ async fn a_deleted_strict_tag_stops_being_served_by_its_owner() {
     a.stop().await;
     b.stop().await;
 }
+
+/// The owner's door for hops refuses a caller without the owner row's key: 401 on the owner
+/// with a wrong key, 503 on a server that owns nothing (for any name, existing or not).
+#[tokio::test]
+async fn the_hop_door_refuses_callers_without_the_peer_key() {
+    let (url, _dir) = fresh_db(Db::Sqlite).await;
+    let a = spawn_on(&url, |_| {}).await;
+    create_strict(&a.client, &a.address, "door", 100).await;
+    a.leaf_id("door").await;
+    let hop = |tag: String, key: &'static str| {
+        let (client, address) = (a.client.clone(), a.address.clone());
+        async move {
+            let r = client
+                .post(format!("{address}/internal/v1/strict/{tag}/ids?count=5"))
+                .header("leafid-peer-key", key)
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            let body: serde_json::Value = r.json().await.unwrap();
+            (status, body["code"].as_str().unwrap_or_default().to_owned())
+        }
+    };
+    assert_eq!(
+        hop("door".into(), "guess").await,
+        (401, "unauthorized".to_owned())
+    );
+    for i in 0..200 {
+        assert_eq!(
+            hop(format!("nope{i}"), "guess").await,
+            (503, "segments_not_ready".to_owned())
+        );
+    }
+    let r = a
+        .client
+        .post(format!("{}/internal/v1/strict/door/ids?count=5", a.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401, "no key at all");
+    a.stop().await;
+}

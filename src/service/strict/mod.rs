@@ -234,8 +234,15 @@ impl StrictService {
         wait: Duration,
     ) -> Result<Vec<i64>, Error> {
         let until = Instant::now() + wait;
-        let entry = self.entry(tag);
-        match entry.ownership() {
+        // Only a tag this server already holds an entry for: a hop names any tag it likes, and
+        // must not grow the map (a caller without the key is refused before anything else).
+        let entry = self
+            .tags
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tag.as_str())
+            .cloned();
+        match entry.as_ref().and_then(|e| e.ownership()) {
             Some(own) if constant_time_eq(own.peer_key.as_bytes(), key.as_bytes()) => {}
             Some(_) => {
                 return Err(Error::Unauthorized(
@@ -248,6 +255,11 @@ impl StrictService {
                 });
             }
         }
+        let Some(entry) = entry else {
+            return Err(Error::SegmentsNotReady {
+                retry_after_secs: 1,
+            });
+        };
         self.serve_here(engine, tag, &entry, count, until)
             .await?
             .ok_or(Error::SegmentsNotReady {
