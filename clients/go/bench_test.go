@@ -249,7 +249,7 @@ func fixedFormattedSupply(n int) (*formattedSupply, []string) {
 	for i := range texts {
 		texts[i] = fmt.Sprintf("ORD-20261127%08d", i+1)
 	}
-	s.publish(newTextBatch(texts, time.Now().Add(24*time.Hour)))
+	s.publish(s.newTextBatch(texts, time.Now().Add(24*time.Hour)))
 	return s, texts
 }
 
@@ -279,7 +279,7 @@ func BenchmarkLocal(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			if i%len(texts) == 0 && i > 0 {
 				b.StopTimer()
-				s.publish(newTextBatch(texts, s.load().periodEnd))
+				s.publish(s.newTextBatch(texts, s.load().periodEnd))
 				b.StartTimer()
 			}
 			if _, err := f.NextID(ctx); err != nil {
@@ -298,7 +298,7 @@ func BenchmarkLocal(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			if i%len(texts) == 0 && i > 0 {
 				b.StopTimer()
-				s.publish(newTextBatch(texts, s.load().periodEnd))
+				s.publish(s.newTextBatch(texts, s.load().periodEnd))
 				b.StartTimer()
 			}
 			if _, err := f.NextID(ctx); err != nil {
