@@ -39,9 +39,9 @@ import java.util.function.LongSupplier;
  *       <p>With the default (system) clock no clock is read per id (issue 47: a clock read is a
  *       system call where the VM's vDSO falls back to it, about 110 ns on the bench machine,
  *       many times the rest of the local path). At receipt the batch's deadline is
- *       {@code period_end - System.currentTimeMillis()} on the monotonic clock of a scheduler
- *       thread, which then sets the batch's volatile {@code ended} flag; the local path reads the
- *       flag. <b>Bound</b>: the flag is set at most the scheduler's latency (a millisecond or so
+ *       {@code period_end - System.currentTimeMillis()} on the monotonic clock of the client's
+ *       timer thread, which then sets the batch's volatile {@code ended} flag; the local path
+ *       reads the flag. <b>Bound</b>: the flag is set at most the scheduler's latency (a millisecond or so
  *       under load) after {@code period_end} by the wall clock as it ran at receipt, and a
  *       volatile read sees it from then on. A wall clock stepped forward by D after receipt is
  *       not seen by the timer: ids may be handed out up to D after {@code period_end} by the
@@ -132,26 +132,6 @@ public final class FormattedSupply {
         }
     }
 
-    /**
-     * The deadline timers of every supply: one daemon thread, created on first use; a cancelled
-     * timer leaves its queue at once.
-     */
-    private static final class Deadlines {
-        /** The scheduler. */
-        static final ScheduledThreadPoolExecutor EXEC;
-
-        static {
-            EXEC = new ScheduledThreadPoolExecutor(1, r -> {
-                Thread t = new Thread(r, "leafid-period-deadlines");
-                t.setDaemon(true);
-                return t;
-            });
-            EXEC.setRemoveOnCancelPolicy(true);
-        }
-
-        private Deadlines() {}
-    }
-
     /** No ids: the start and closed marker. */
     private static final String[] NONE = new String[0];
 
@@ -240,8 +220,24 @@ public final class FormattedSupply {
      * @return the supply
      */
     static FormattedSupply fixed(String[] ids, long periodEnd, Duration waitTimeout, LongSupplier clock) {
+        return fixed(ids, periodEnd, waitTimeout, clock, null);
+    }
+
+    /**
+     * A fixed supply whose deadlines (default clock) run on {@code timer}; without one, nothing
+     * is armed and the period is taken as never ending (benches).
+     *
+     * @param ids the texts, increasing
+     * @param periodEnd the period's end, epoch milliseconds
+     * @param waitTimeout the wait once they are spent
+     * @param clock the wall clock
+     * @param timer the deadline scheduler, or null
+     * @return the supply
+     */
+    static FormattedSupply fixed(String[] ids, long periodEnd, Duration waitTimeout, LongSupplier clock,
+            ScheduledThreadPoolExecutor timer) {
         FormattedSupply s = new FormattedSupply(
-                new LeafidClient.Shared(null, null, waitTimeout, 0, null, null, clock), "fixed", 1, 1);
+                new LeafidClient.Shared(null, null, waitTimeout, 0, null, timer, clock), "fixed", 1, 1);
         s.lock.lock();
         try {
             s.floor = ids[ids.length - 1];
@@ -395,15 +391,16 @@ public final class FormattedSupply {
 
     /**
      * Arms {@code b}'s deadline with the default clock: its {@code ended} flag is set
-     * {@code periodEnd - wallNow} ms from now (at once if that is not positive). The timer holds
-     * the batch weakly, so an unretired batch is never kept alive by it. With an injected clock
-     * nothing is armed: that clock is read per id.
+     * {@code periodEnd - wallNow} ms from now (at once if that is not positive), on the client's
+     * timer thread (shut down by close, which ends every deadline with it). The task holds the
+     * batch weakly, so a batch is never kept alive by it; retiring the batch cancels it. With an
+     * injected clock nothing is armed: that clock is read per id.
      *
      * @param b a batch just accepted
      * @param wallNow the wall clock at its receipt, epoch milliseconds
      */
     void arm(Batch b, long wallNow) {
-        if (!systemClock || b.size == 0) {
+        if (!systemClock || b.size == 0 || shared.timer == null) {
             return;
         }
         if (b.deadline != null) {
@@ -415,12 +412,16 @@ public final class FormattedSupply {
             return;
         }
         WeakReference<Batch> ref = new WeakReference<>(b);
-        b.deadline = Deadlines.EXEC.schedule(() -> {
-            Batch x = ref.get();
-            if (x != null) {
-                x.ended = true;
-            }
-        }, left, TimeUnit.MILLISECONDS);
+        try {
+            b.deadline = shared.timer.schedule(() -> {
+                Batch x = ref.get();
+                if (x != null) {
+                    x.ended = true;
+                }
+            }, left, TimeUnit.MILLISECONDS);
+        } catch (RejectedExecutionException e) {
+            // The client is closed: nothing more is handed out, so no deadline is needed.
+        }
     }
 
     /**

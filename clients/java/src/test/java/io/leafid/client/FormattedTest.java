@@ -15,6 +15,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterAll;
@@ -308,7 +309,20 @@ class FormattedTest {
     void the_deadline_passes_between_two_ids() throws InterruptedException {
         String[] ids = {"A-1", "A-2", "A-3"};
         long end = System.currentTimeMillis() + 400;
-        FormattedSupply s = FormattedSupply.fixed(ids, end, Duration.ofMillis(10), LeafidClient.SYSTEM_CLOCK);
+        ScheduledThreadPoolExecutor timer = new ScheduledThreadPoolExecutor(1, r -> {
+            Thread t = new Thread(r, "leafid-test-deadlines");
+            t.setDaemon(true);
+            return t;
+        });
+        FormattedSupply s = FormattedSupply.fixed(ids, end, Duration.ofMillis(10), LeafidClient.SYSTEM_CLOCK, timer);
+        try {
+            deadlinePassesBetweenTwoIds(s, end);
+        } finally {
+            timer.shutdownNow();
+        }
+    }
+
+    private static void deadlinePassesBetweenTwoIds(FormattedSupply s, long end) throws InterruptedException {
         assertEquals(Optional.of("A-1"), s.tryNextId());
         long giveUp = System.nanoTime() + 5_000_000_000L;
         while (!s.currentEnded()) {
