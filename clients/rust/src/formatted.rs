@@ -478,10 +478,15 @@ impl Formatted {
     /// monotonic clock (tokio's timer on the client's runtime; a thread for a fixed supply,
     /// which has none). With an injected clock nothing is armed: that clock is read per text.
     fn arm_next(&self, wall_now: SystemTime) {
+        self.arm_next_locked(&mut self.lock(), wall_now);
+    }
+
+    /// [`arm_next`](Self::arm_next) under the lock already held: the refill arms the batch it
+    /// just stored before releasing the lock, so no caller can promote it unarmed.
+    fn arm_next_locked(&self, st: &mut State, wall_now: SystemTime) {
         if self.clock.0.is_some() {
             return;
         }
-        let mut st = self.lock();
         let Some(b) = st.next.as_mut() else {
             return;
         };
@@ -684,8 +689,7 @@ impl Formatted {
                     match st.accept(texts, now) {
                         Accepted::Taken => {
                             st.last_fault = None;
-                            drop(st);
-                            self.arm_next(now);
+                            self.arm_next_locked(&mut st, now);
                             break;
                         }
                         Accepted::Ended { last } => {
