@@ -224,6 +224,54 @@ func TestABatchWhosePeriodEndedIsNeverHandedOut(t *testing.T) {
 	}
 }
 
+// The default clock's period check (issue 47): no clock read per text, a deadline timer armed at
+// receipt sets the batch's ended flag. Here the deadline passes between two texts (the timer of
+// the batch in use re-armed to fire in 20 ms, as it would at period_end): the first text is
+// handed out, the second is not taken from that batch (its 99 texts left are discarded) but
+// from a new answer, above the first.
+func TestTheDeadlinePassesBetweenTwoTexts(t *testing.T) {
+	srv := startServer(t, database(t), 0)
+	createFormattedTag(t, srv.URL, "orders", 100, orderFormat)
+	c := newClient(t, Config{Servers: []string{srv.URL}, Batch: 100, WaitTimeout: 2 * time.Second})
+	f, err := c.Formatted("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := f.NextID(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.s.mu.Lock()
+	b := f.s.load()
+	if b.ended.Load() || b.deadline == nil {
+		f.s.mu.Unlock()
+		t.Fatalf("a fresh batch of the default clock: ended %v, timer %v", b.ended.Load(), b.deadline)
+	}
+	b.armDeadline(20 * time.Millisecond)
+	f.s.mu.Unlock()
+	deadline := time.Now().Add(2 * time.Second)
+	for !b.ended.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the deadline timer never fired")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	second, err := f.NextID(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second <= first {
+		t.Fatalf("%q after %q", second, first)
+	}
+	st := c.Stats()
+	if st.IDsServed != 2 || st.DiscardedIDs != 99 || st.Batches != 2 {
+		t.Fatalf("want 2 served, 99 discarded (the ended batch), 2 batches: %+v", st)
+	}
+	if f.s.load() == b {
+		t.Fatal("the ended batch is still in use")
+	}
+}
+
 func TestAPlainTagOnTheFormattedSupplyIsNotFormatted(t *testing.T) {
 	srv := startServer(t, database(t), 0)
 	createTag(t, srv.URL, "plain", 100, "")

@@ -8,16 +8,28 @@
 // (`readFormatted`), its texts and its period's end.
 //
 // The local path: `tryNextId` is one compare of an index with the end of the list (or the
-// preload mark), one read of the wall clock compared with the batch's `period_end`, and one
-// array read: no lock (JavaScript runs one call at a time between awaits, and neither
-// `tryNextId` nor `_switch` awaits), no allocation (the text handed out is the one received).
+// preload mark), the period check, and one array read: no lock (JavaScript runs one call at a
+// time between awaits, and neither `tryNextId` nor `_switch` awaits), no allocation (the text
+// handed out is the one received). The period check, with the default clock (`Date.now`), reads
+// no clock: it loads the batch's ended bit, which a worker thread sets at the batch's deadline
+// (`period_end - Date.now()` at receipt, on the worker's monotonic clock: src/deadlines.js);
+// with an injected `clock` option it is that clock compared with `period_end`, as before (tests
+// move a period's end with it).
 //
 // Rules, and why they hold:
-// - Never yesterday's number today: every id is handed out only after `clock() < periodEnd` was
-//   checked in the same synchronous step; a batch found past its period's end is dropped whole
+// - Never yesterday's number today: every id is handed out only after the period check passed
+//   in the same synchronous step; a batch found past its period's end is dropped whole
 //   (its ids not yet handed out count in `discardedIds`), the next batch is checked the same way.
 //   An answer already past its end when it arrives is dropped the same way and asked again after
 //   the backoff (the server's clock is behind ours: it serves the next period within a moment).
+//   Bound with the default clock: the ended bit is set at most the worker's timer latency (about
+//   a millisecond; it does nothing else) after `period_end` by the wall clock as it ran at
+//   receipt, and it is shared memory, so even a synchronous loop sees it at its next id. A wall
+//   clock stepped forward by D after receipt is not seen by the deadline: ids may be handed out
+//   up to D after `period_end` by the stepped clock, until the next batch is promoted (`_promote`
+//   reads the wall clock) or the next answer (each answer's deadline is computed from the wall
+//   clock at its receipt). A clock stepped back only sets the bit early (ids dropped, never
+//   late). The server never issues ids of an ended period; this is the client's second guard.
 // - No id twice and strictly increasing (byte order): texts of one format sort as byte strings in
 //   issue order; every answer is cut to the texts above the floor (the last text accepted), so
 //   each batch lies wholly above the one before, and ids are taken in list order, batch after
@@ -35,6 +47,7 @@
 
 import { InvalidTagError, ServerFault } from './errors.js';
 import { MAX_FORMATTED_BATCH, Refusal } from './servers.js';
+import { arm, end, ended, FLAGS, release } from './deadlines.js';
 import { IdSupply } from './supply.js';
 
 /** The subset of RFC 3339 the server writes: upper-case `T` and `Z`, offsets `+HH:MM`. */
@@ -138,6 +151,8 @@ class TextBatch {
     this.ids = ids;
     this.periodEnd = periodEnd;
     this.size = ids.length;
+    /** The batch's deadline slot in `FLAGS` (src/deadlines.js), -1: none (the clock is read). */
+    this.slot = -1;
   }
 }
 
@@ -186,13 +201,17 @@ export class FormattedSupply extends IdSupply {
     this._preloadIdx = -1;
     /** The wall clock (replaceable by tests through the client's `clock` option). */
     this._clock = o.clock;
+    /** The default clock: batches get deadlines (src/deadlines.js) and no clock is read per id. */
+    this._deadlines = o.clock === Date.now;
+    /** The current batch's deadline slot, -1: none (the clock is read per id). */
+    this._slot = -1;
     /** The last text accepted (''  before the first: every id is above it). */
     this._textFloor = '';
     /** Answers dropped in a row because their period had already ended (their backoff). */
     this._endedInRow = 0;
     if (o.first && o.first.ids.length > 0) {
       this._textFloor = o.first.ids[o.first.ids.length - 1];
-      this._promote(new TextBatch(o.first.ids, o.first.periodEnd));
+      this._promote(this._batch(o.first.ids, o.first.periodEnd, Date.now()));
     }
   }
 
@@ -204,7 +223,7 @@ export class FormattedSupply extends IdSupply {
    */
   tryNextId() {
     const i = this._idx;
-    if (i < this._end && this._clock() < this._periodEnd) {
+    if (i < this._end && (this._slot >= 0 ? (Atomics.load(FLAGS, this._slot) & 1) === 0 : this._clock() < this._periodEnd)) {
       this._idx = i + 1;
       return this._ids[i];
     }
@@ -221,7 +240,7 @@ export class FormattedSupply extends IdSupply {
   nextId(options) {
     if (options === undefined) {
       const i = this._idx;
-      if (i < this._end && this._clock() < this._periodEnd) {
+      if (i < this._end && (this._slot >= 0 ? (Atomics.load(FLAGS, this._slot) & 1) === 0 : this._clock() < this._periodEnd)) {
         this._idx = i + 1;
         return Promise.resolve(this._ids[i]);
       }
@@ -240,7 +259,7 @@ export class FormattedSupply extends IdSupply {
       const i = this._idx;
       const ids = this._ids;
       if (i < ids.length) {
-        if (this._clock() >= this._periodEnd) {
+        if (this._slot >= 0 ? ended(this._slot) : this._clock() >= this._periodEnd) {
           // The period ended: drop the rest of the batch, never hand it out.
           const left = ids.length - i;
           this._stats.discardedIds += left;
@@ -276,6 +295,11 @@ export class FormattedSupply extends IdSupply {
    * @param {any} batch a `TextBatch`
    */
   _promote(batch) {
+    release(this._slot);
+    this._slot = batch.slot;
+    // Off the local path, once per batch: the wall clock too, so a wall clock stepped forward
+    // since receipt is caught here (the bound at the top).
+    if (batch.slot >= 0 && Date.now() >= batch.periodEnd) end(batch.slot);
     this._servedDone += this._idx;
     this._servedBefore = this._servedDone;
     this._batchIds = batch.size;
@@ -285,6 +309,19 @@ export class FormattedSupply extends IdSupply {
     this._idx = 0;
     this._preloadIdx = Math.floor(batch.size / 10);
     this._end = this._preloadIdx;
+  }
+
+  /**
+   * A batch received at wall time `now`, its deadline armed with the default clock.
+   * @param {string[]} ids
+   * @param {number} periodEnd
+   * @param {number} now
+   * @returns {TextBatch}
+   */
+  _batch(ids, periodEnd, now) {
+    const b = new TextBatch(ids, periodEnd);
+    if (this._deadlines) b.slot = arm(periodEnd - now);
+    return b;
   }
 
   /** Ids handed out so far. */
@@ -306,7 +343,8 @@ export class FormattedSupply extends IdSupply {
   _accept(got, count) {
     /** @type {string[]} */
     const ids = got.ids;
-    if (this._clock() >= got.periodEnd) {
+    const now = this._clock();
+    if (now >= got.periodEnd) {
       this._stats.discardedIds += ids.length;
       this._endedInRow++;
       const wait = Math.min(this._timing.backoffMinMs * 2 ** Math.min(this._endedInRow - 1, 30), this._timing.backoffMaxMs);
@@ -319,7 +357,7 @@ export class FormattedSupply extends IdSupply {
     this._endedInRow = 0;
     if (got.ordered === false) {
       // No floor: the order of a permuted tag's texts is hidden on purpose (see the top).
-      this._next = /** @type {any} */ (new TextBatch(ids, got.periodEnd));
+      this._next = /** @type {any} */ (this._batch(ids, got.periodEnd, now));
       return null;
     }
     const floor = this._textFloor;
@@ -335,12 +373,15 @@ export class FormattedSupply extends IdSupply {
     }
     const kept = k > 0 ? ids.slice(k) : ids;
     this._textFloor = kept[kept.length - 1];
-    this._next = /** @type {any} */ (new TextBatch(kept, got.periodEnd));
+    this._next = /** @type {any} */ (this._batch(kept, got.periodEnd, now));
     return null;
   }
 
   /** Drops the local batches and wakes every waiter (the client is closing). */
   _close() {
+    release(this._slot);
+    this._slot = -1;
+    if (this._next !== null) release(/** @type {any} */ (this._next).slot);
     this._servedDone += this._idx;
     this._ids = [];
     this._idx = 0;

@@ -8,6 +8,7 @@ import { after, before, test } from 'node:test';
 
 import { Client, FormattedSupply, RejectedError, UnavailableError } from '../src/index.js';
 import { compareBytes, readFormatted } from '../src/formatted.js';
+import { ended, moveDeadline } from '../src/deadlines.js';
 import { Refusal } from '../src/servers.js';
 import { assertUnique, runCallers } from './support/ids.js';
 import { createFormattedTag, createTag, getJson, LeafidServer, tempDatabase } from './support/server.js';
@@ -49,6 +50,7 @@ before(async () => {
   await createFormattedTag(a.address, 'tiny', 10, { date: 'yyyyMMdd', width: 2, reset: 'daily', time_zone: 'UTC' });
   await createFormattedTag(a.address, 'moved', 100, ORDERS);
   await createFormattedTag(a.address, 'hooked', 100, ORDERS);
+  await createFormattedTag(a.address, 'deadline', 100, ORDERS);
   await createTag(a.address, 'plain', 100);
 });
 
@@ -78,6 +80,29 @@ test('formatted ids are the texts as received, increasing, with stats', T, async
   assert.equal(st.discardedIds, 0);
   assert.equal(st.failovers, 0);
   assert.equal(await c.nextFormattedId('orders').then((x) => ORD.test(x)), true);
+});
+
+test('the default clock: the deadline passes between two ids, seen even by a synchronous loop', T, async () => {
+  // No clock read per id (issue 47): a worker thread sets the batch's ended bit at its deadline.
+  // The deadline of the batch in use is moved to 20 ms from now (as the worker does at
+  // period_end); the main thread spins without yielding: the bit still arrives (shared memory),
+  // no further id of that batch leaves, and the next id comes from a new answer.
+  const c = track(new Client({ servers: [a.address], batch: 100, maxBatch: 100, waitTimeoutMs: 2000 }));
+  const f = c.formatted('deadline');
+  const first = await f.nextId();
+  const slot = f._slot;
+  assert.ok(slot >= 0 && !ended(slot), `a live deadline slot: ${slot}`);
+  moveDeadline(slot, 20);
+  const giveUp = performance.now() + 2000;
+  while (!ended(slot) && performance.now() < giveUp) {
+    // a synchronous loop: the main thread's event loop never turns here
+  }
+  assert.ok(ended(slot), 'the deadline never fired');
+  assert.equal(f.tryNextId(), undefined, 'no id of the ended batch');
+  const second = await f.nextId();
+  assert.ok(compareBytes(second, first) > 0, `${second} after ${first}`);
+  const st = c.stats();
+  assert.deepEqual([st.idsServed, st.discardedIds, st.batches], [2, 99, 2]);
 });
 
 test('a batch whose period ended by the injected clock is never handed out, and is counted', T, async () => {

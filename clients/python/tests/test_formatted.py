@@ -443,6 +443,47 @@ def test_a_text_taken_as_its_period_ends_is_discarded(
         assert taken == sorted(taken)
 
 
+def test_the_deadline_passes_between_two_texts(
+    servers: Callable[..., LeafidServer], new_tag: Callable[[], str]
+) -> None:
+    """The default clock (issue 47): no clock read per text; the deadline thread sets the
+    period's ended flag. Here the period's deadline is moved to 20 ms from now (armed again on
+    the same flag, as the thread does at ``period_end``) between two texts: the first is handed
+    out, the second comes from a new answer (the ended batch dropped whole, its 99 texts left
+    counted as discarded), above the first."""
+    from leafid_client._formatted import DEADLINES
+
+    a = servers()
+    tag = new_tag()
+    a.create_tag(tag, step=1000, format=DAILY)
+    with Client([a.url], **fast([], batch=100, wait_timeout=2.0)) as c:
+        supply = c.formatted(tag)
+        first = supply.next_id()
+        flag = supply.current[1]
+        assert isinstance(flag, list) and flag == [False], "the default clock: a flag"
+        DEADLINES.arm(0.02, flag)
+        asyncio.run(settle(lambda: flag[0], within=5.0))
+        second = supply.next_id()
+        assert second > first
+        s = c.stats()
+        assert (s.ids_served, s.discarded_ids, s.batches) == (2, 99, 2), s
+
+
+def test_the_core_drops_a_batch_at_its_deadline_without_reading_the_clock() -> None:
+    """The core alone, default clock: a batch whose period ends 0.4 s after receipt; one text
+    before the deadline, none after it (the rest discarded), then the next answer's texts."""
+    core = FormattedCore(2, 100, limit=100_000)
+    assert core.accept(FormattedBatch(["a1", "a2", "a3"], "", time.time() + 0.4)) is None
+    assert core.take()[0] == "a1"
+    flag = core.current[1]
+    asyncio.run(settle(lambda: flag[0], within=5.0))
+    assert core.take()[0] is None
+    assert core.stats().discarded_ids == 2
+    assert core.accept(FormattedBatch(["b1", "b2"], "", time.time() + 86_400)) is None
+    assert core.take()[0] == "b1"
+    core.drop()  # cancels the period's deadline: the deadline thread ends
+
+
 def test_a_plain_tag_on_the_formatted_supply_is_refused(
     shared_pair: List[LeafidServer],
 ) -> None:

@@ -19,17 +19,31 @@
 //!   locally (each text is moved out of its batch once); across batches and clients it is the
 //!   server's guarantee, as for every id. The period rule applies as above. The local path is
 //!   the same for both kinds: the flag is read once per answer, in `State::accept`.
-//! - **Never yesterday's number today.** Before a text is handed out, the batch's
-//!   `period_end` is compared with the client's wall clock (the builder's
-//!   [`clock`](crate::ClientBuilder::clock)): a batch whose period has ended is dropped whole,
-//!   its texts counted in `discarded_ids`. A batch received already ended by this clock is
-//!   dropped the same way, and the refill asks again after a backoff.
+//! - **Never yesterday's number today.** Before a text is handed out, its batch's period is
+//!   checked: a batch whose period has ended is dropped whole, its texts counted in
+//!   `discarded_ids`. A batch received already ended by the client's wall clock is dropped the
+//!   same way, and the refill asks again after a backoff. With an injected
+//!   [`clock`](crate::ClientBuilder::clock) the check is that clock, read per text, against
+//!   `period_end` (tests move a period's end with it). With the default clock no clock is read
+//!   per text (issue 47: a clock read is a system call where the VM's vDSO falls back to it,
+//!   about 110 ns on the bench machine against a few ns for the rest of the path): at receipt
+//!   the batch's deadline is `period_end - SystemTime::now()` on the monotonic clock, and a
+//!   timer (a task on the client's runtime; a thread for a fixed supply) sets the batch's
+//!   `ended` flag then; the local path loads the flag. **Bound**: the flag is set at most the
+//!   timer's latency (tokio's 1 ms wheel plus scheduling) after `period_end` by the wall clock
+//!   as it ran at receipt, and the flag is read under the supply's lock, so no text is handed
+//!   out after that. A wall clock stepped forward by D after receipt is not seen by the timer:
+//!   texts may be handed out up to D after `period_end` by the stepped clock, until the next
+//!   batch promotion (which reads the wall clock) or the next answer (each answer's deadline is
+//!   computed from the wall clock read at its receipt). A clock stepped back only makes the
+//!   flag fire early (texts dropped, never late). The server never issues texts of an ended
+//!   period; this check is the client's second guard, for texts held across a period's end.
 //!
-//! The local path is a step through the batch's list under a std mutex (held for a clock read
-//! and a move of one `String`, never across an await): a text cannot be produced by an
-//! increment, and the period rule needs the clock per id anyway.
+//! The local path is a step through the batch's list under a std mutex (held for a load of the
+//! `ended` flag and a move of one `String`, never across an await): a text cannot be produced
+//! by an increment.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -42,6 +56,10 @@ use crate::error::{Error, Fault, ServerFault};
 use crate::servers::{Answer, FetchError, Outcome, Request, Servers, Timing, backoff};
 use crate::sizing::{Sizing, Usage};
 use crate::supply::SupplyStats;
+
+/// A deadline this far off is never armed on a thread of its own (a fixed supply's period that
+/// never ends in practice).
+const NEVER: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// Most texts one request may ask for (the list route's limit).
 pub const MAX_FORMATTED_BATCH: usize = 100_000;
@@ -267,6 +285,31 @@ struct Batch {
     ids: std::vec::IntoIter<String>,
     period_end: SystemTime,
     size: u64,
+    /// Set when the period has ended by the default clock ([`Formatted::arm`]'s timer).
+    ended: Arc<AtomicBool>,
+    /// The timer task that sets `ended`, aborted when the batch is dropped (it holds only the
+    /// flag, so it never keeps texts alive).
+    timer: Option<tokio::task::AbortHandle>,
+}
+
+impl Batch {
+    fn new(ids: Vec<String>, period_end: SystemTime) -> Self {
+        Self {
+            size: ids.len() as u64,
+            ids: ids.into_iter(),
+            period_end,
+            ended: Arc::default(),
+            timer: None,
+        }
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        if let Some(t) = self.timer.take() {
+            t.abort();
+        }
+    }
 }
 
 /// Where batches come from.
@@ -353,11 +396,7 @@ impl State {
             ids.drain(..cut);
             self.floor = ids.last().cloned();
         }
-        self.next = Some(Batch {
-            size: ids.len() as u64,
-            ids: ids.into_iter(),
-            period_end: texts.period_end,
-        });
+        self.next = Some(Batch::new(ids, texts.period_end));
         self.batches += 1;
         Accepted::Taken
     }
@@ -417,14 +456,10 @@ impl Formatted {
     /// fetches: benches and tests.
     pub(crate) fn fixed(ids: Vec<String>, period_end: SystemTime, clock: Clock) -> Self {
         let size = ids.len() as u64;
-        Self {
+        let s = Self {
             state: Mutex::new(State {
                 floor: ids.last().cloned(),
-                next: (size > 0).then(|| Batch {
-                    ids: ids.into_iter(),
-                    period_end,
-                    size,
-                }),
+                next: (size > 0).then(|| Batch::new(ids, period_end)),
                 ..State::default()
             }),
             notify: Notify::new(),
@@ -433,6 +468,59 @@ impl Formatted {
             wait_timeout: Duration::ZERO,
             remote: None,
             stop: CancellationToken::new(),
+        };
+        s.arm_next(SystemTime::now());
+        s
+    }
+
+    /// Arms the deadline of the batch in `next` (just accepted, received at `wall_now`), with
+    /// the default clock: its `ended` flag is set `period_end - wall_now` from now on the
+    /// monotonic clock (tokio's timer on the client's runtime; a thread for a fixed supply,
+    /// which has none). With an injected clock nothing is armed: that clock is read per text.
+    fn arm_next(&self, wall_now: SystemTime) {
+        self.arm_next_locked(&mut self.lock(), wall_now);
+    }
+
+    /// [`arm_next`](Self::arm_next) under the lock already held: the refill arms the batch it
+    /// just stored before releasing the lock, so no caller can promote it unarmed.
+    fn arm_next_locked(&self, st: &mut State, wall_now: SystemTime) {
+        if self.clock.0.is_some() {
+            return;
+        }
+        let Some(b) = st.next.as_mut() else {
+            return;
+        };
+        let left = b.period_end.duration_since(wall_now).unwrap_or_default();
+        self.arm(b, left);
+    }
+
+    /// Sets `b.ended` after `left` (at once if zero), replacing any timer armed before.
+    fn arm(&self, b: &mut Batch, left: Duration) {
+        if let Some(t) = b.timer.take() {
+            t.abort();
+        }
+        let ended = b.ended.clone();
+        if left.is_zero() {
+            ended.store(true, Ordering::Release);
+            return;
+        }
+        match &self.remote {
+            Some(r) => {
+                let task = r.runtime.spawn(async move {
+                    tokio::time::sleep(left).await;
+                    ended.store(true, Ordering::Release);
+                });
+                b.timer = Some(task.abort_handle());
+            }
+            // A fixed supply (benches, tests) has no runtime: a thread sleeps until the deadline,
+            // unless the period never ends in practice (`prefilled`'s year 9999).
+            None if left < NEVER => {
+                std::thread::spawn(move || {
+                    std::thread::sleep(left);
+                    ended.store(true, Ordering::Release);
+                });
+            }
+            None => {}
         }
     }
 
@@ -444,10 +532,16 @@ impl Formatted {
     /// and spent batches, promoting the next one; and whether a refill is to start now.
     #[inline]
     fn take(&self, st: &mut State) -> (Option<String>, bool) {
-        let now = self.clock.now();
+        // An injected clock is read once per call; the default clock is not read here (the
+        // batch's `ended` flag, set by its deadline timer: the module's comment).
+        let now = self.clock.0.as_ref().map(|f| f());
         loop {
             if let Some(b) = &mut st.current {
-                if now >= b.period_end {
+                let ended = match now {
+                    None => b.ended.load(Ordering::Acquire),
+                    Some(now) => now >= b.period_end,
+                };
+                if ended {
                     // The period rule: the whole batch goes, none of it handed out.
                     st.discarded += b.ids.len() as u64;
                     st.current = None;
@@ -470,6 +564,11 @@ impl Formatted {
             let Some(b) = st.next.take() else {
                 return (None, false);
             };
+            // Off the local path, once per batch: the wall clock too, so a wall clock stepped
+            // forward since receipt is caught here (the module's comment).
+            if now.is_none() && SystemTime::now() >= b.period_end {
+                b.ended.store(true, Ordering::Release);
+            }
             st.preload_at = Some((b.size - b.size / 10) as usize);
             st.since = Some(Instant::now());
             st.warm = true;
@@ -586,9 +685,11 @@ impl Formatted {
             let wait = match r.servers.fetch::<Texts>(&req, &self.failovers).await {
                 Ok((texts, server)) => {
                     let mut st = self.lock();
-                    match st.accept(texts, self.clock.now()) {
+                    let now = self.clock.now();
+                    match st.accept(texts, now) {
                         Accepted::Taken => {
                             st.last_fault = None;
+                            self.arm_next_locked(&mut st, now);
                             break;
                         }
                         Accepted::Ended { last } => {
@@ -937,6 +1038,40 @@ mod tests {
         assert_eq!(catch_up_count(50), 100);
         assert_eq!(catch_up_count(60_000), MAX_FORMATTED_BATCH);
         assert_eq!(catch_up_count(MAX_FORMATTED_BATCH), MAX_FORMATTED_BATCH);
+    }
+
+    /// The default clock (issue 47): no clock read per text; the deadline timer armed at receipt
+    /// sets the batch's `ended` flag. The deadline passes between two texts: the first is
+    /// handed out, the second is not (the batch dropped whole, its two texts left counted), and
+    /// the next answer, accepted and armed as a refill does, is served.
+    #[test]
+    fn the_deadline_passes_between_two_texts() {
+        let ids: Vec<String> = (1..=3).map(|k| format!("A-{k}")).collect();
+        let end = SystemTime::now() + Duration::from_millis(400);
+        let s = Arc::new(Formatted::fixed(ids, end, Clock(None)));
+        let ended = s.lock().next.as_ref().map(|b| b.ended.clone()).unwrap();
+        assert_eq!(s.try_next_id().as_deref(), Some("A-1"));
+        let give_up = std::time::Instant::now() + Duration::from_secs(5);
+        while !ended.load(Ordering::Acquire) {
+            assert!(
+                std::time::Instant::now() < give_up,
+                "the deadline never fired"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            SystemTime::now() >= end,
+            "the flag was set before period_end"
+        );
+        assert_eq!(s.try_next_id(), None);
+        let st = s.stats();
+        assert_eq!((st.ids_served, st.discarded_ids), (1, 2));
+        let now = SystemTime::now();
+        let next = texts(&["A-4", "A-5"], now + Duration::from_secs(86_400), true);
+        assert_eq!(s.lock().accept(next, now), Accepted::Taken);
+        s.arm_next(now);
+        assert_eq!(s.try_next_id().as_deref(), Some("A-4"));
+        assert_eq!(s.try_next_id().as_deref(), Some("A-5"));
     }
 
     #[test]

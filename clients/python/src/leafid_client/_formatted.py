@@ -9,10 +9,23 @@ rules are the numeric supply's (:mod:`leafid_client._supply`), for text:
   10% of the current one is used; its size follows demand (:func:`~._supply.next_size`) within
   ``batch`` and 100,000 (the route's limit).
 - **The period rule: never yesterday's number today.** Before an id is handed out, its batch's
-  ``period_end`` is compared with the client's wall clock (``wall``: the client's public
-  ``clock`` setting, ``time.time`` by default): a batch whose period has ended is dropped
-  whole, and its ids count in ``discarded_ids``. A server never answers ids of a period that ended by its own clock; this
-  covers the time a batch spends in the client.
+  period is checked: a batch whose period has ended is dropped whole, and its ids count in
+  ``discarded_ids``. A server never answers ids of a period that ended by its own clock; this
+  covers the time a batch spends in the client. With an injected ``clock`` setting (``wall``)
+  that clock is read per text and compared with ``period_end`` (tests move a period's end with
+  it). With the default (``time.time``) no clock is read per text (issue 47: a clock read is a
+  system call where the VM's vDSO falls back to it, about 180 ns for ``time.time()`` on the
+  bench machine, more than the rest of the local path): at receipt, the period's deadline is
+  ``period_end - time.time()`` on the monotonic clock, and one daemon thread
+  (:data:`DEADLINES`) sets the period's *ended flag* (a one-element list) then; the local path
+  reads ``flag[0]``. **Bound**: the flag is set at most the thread's wake-up latency after
+  ``period_end`` by the wall clock as it ran at receipt (under the GIL: up to the switch
+  interval, 5 ms, plus scheduling); a caller sees it at its next text. A wall clock stepped
+  forward by D after receipt is not seen by the deadline: texts may be handed out up to D after
+  ``period_end`` by the stepped clock, until the next batch is promoted (:meth:`advance`
+  reads the wall clock) or a new period's answer arrives (its deadline is computed from the
+  wall clock at its receipt). A clock stepped back only sets the flag early (texts dropped,
+  never late). Batches of one period share one flag (one deadline per period, not per batch).
 - **The floor** is the largest text accepted into a batch: texts of one format sort as byte
   strings in issue order (fixed widths, ASCII alphabets), so ids at or below it are cut and
   counted in ``discarded_ids``, as numbers are. (Python compares ``str`` by code point, which
@@ -29,7 +42,8 @@ rules are the numeric supply's (:mod:`leafid_client._supply`), for text:
 ``(iterator over a list of texts, period_end)``. A caller loads the tuple (one attribute load,
 atomic under the GIL, so an iterator is never paired with another batch's end), takes a text
 with ``next()`` (one C call: no two callers get the same text, and a piece hands its texts out
-in order), then compares the clock with the end. A spent piece raises ``StopIteration`` and a
+in order), then loads the piece's ended flag (``flag[0]``: no clock read with the default
+clock). A spent piece raises ``StopIteration`` and a
 caller then switches pieces under the supply's lock (:meth:`FormattedCore.take`), as in the
 numeric supply, whose module doc gives why the pieces a supply makes current strictly increase.
 
@@ -43,17 +57,102 @@ counts are exact.
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 import operator
+import threading
 import time
-from typing import Callable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Iterator, List, Optional, Tuple, Union
 
 from ._supply import PRELOAD_FRACTION, Stats, next_size
 from ._wire import FormattedBatch
 from .errors import RejectedError, ServerFault, ThrottledError
 
-Piece = Tuple[Iterator[str], float]
-"""Texts being handed out and the end of their period (seconds since the epoch)."""
+Piece = Tuple[Iterator[str], Any]
+"""Texts being handed out and their period's *ended flag*: ``flag[0]`` is true once the period
+has ended (a one-element list set by :data:`DEADLINES` with the default clock; a
+:class:`_ClockCheck` reading an injected clock otherwise)."""
+
+
+class _ClockCheck:
+    """The ended flag of a period under an injected clock: ``check[0]`` reads that clock and
+    compares it with ``period_end`` (the clock is the test's: read per text, as it asks)."""
+
+    __slots__ = ("wall", "end")
+
+    def __init__(self, wall: Callable[[], float], end: float) -> None:
+        self.wall = wall
+        self.end = end
+
+    def __getitem__(self, _: int) -> bool:
+        return self.wall() >= self.end
+
+
+class _Deadlines:
+    """One daemon thread that sets periods' ended flags at their deadlines, on the monotonic
+    clock (``threading.Condition.wait`` times out on it). Armed once per period per supply, so
+    its heap holds one entry per period in use, not one per batch. The thread runs only while
+    some deadline is armed: a closed supply cancels its own (:meth:`cancel`), and the thread
+    ends with the last one, so a closed client leaves no thread behind."""
+
+    LONGEST = 3600.0
+    """The longest single wait (a wait far in the future is taken in steps of this)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._heap: List[Tuple[float, int, List[bool]]] = []
+        self._seq = 0
+        self._thread: Optional[threading.Thread] = None
+
+    def arm(self, left: float, flag: List[bool]) -> None:
+        """Sets ``flag[0]`` ``left`` seconds from now (at once if not positive; never if not
+        finite: a period that never ends)."""
+        if left <= 0:
+            flag[0] = True
+            return
+        if not math.isfinite(left):
+            return
+        at = time.monotonic() + left
+        with self._cond:
+            heapq.heappush(self._heap, (at, self._seq, flag))
+            self._seq += 1
+            if self._thread is None or not self._thread.is_alive():  # none yet, or forked
+                self._thread = threading.Thread(
+                    target=self._run, name="leafid-period-deadlines", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+
+    def cancel(self, flag: List[bool]) -> None:
+        """Drops the deadlines armed on ``flag`` (its supply is closed); when none is left, waits
+        for the thread to end."""
+        with self._cond:
+            kept = [e for e in self._heap if e[2] is not flag]
+            if len(kept) == len(self._heap):
+                return
+            heapq.heapify(kept)
+            self._heap = kept
+            self._cond.notify()
+            thread = self._thread if not kept else None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _run(self) -> None:
+        with self._cond:
+            while self._heap:
+                now = time.monotonic()
+                while self._heap and self._heap[0][0] <= now:
+                    heapq.heappop(self._heap)[2][0] = True
+                if self._heap:
+                    self._cond.wait(min(self._heap[0][0] - now, self.LONGEST))
+            self._thread = None
+
+
+DEADLINES = _Deadlines()
+"""The period deadlines of every formatted supply of this process (default clock)."""
+
+_NEVER: List[bool] = [False]
+"""The ended flag of the empty piece (never set: the piece holds nothing)."""
 
 EXPIRED = "expired"
 """What :meth:`FormattedCore.accept` returns for an answer whose period had already ended by
@@ -62,7 +161,7 @@ the client's clock (its server's clock is behind)."""
 
 def _spent() -> Piece:
     """An empty piece: the state before the first batch and after close."""
-    return iter(()), math.inf
+    return iter(()), _NEVER
 
 
 class FormattedCore:
@@ -82,6 +181,10 @@ class FormattedCore:
         "rest",
         "rest_at",
         "rest_end",
+        "rest_flag",
+        "ahead_flag",
+        "period_flag",
+        "armed",
         "ahead",
         "floor",
         "refilling",
@@ -126,6 +229,15 @@ class FormattedCore:
         self.rest_at = 0
         self.rest_end = math.inf
         """The current batch's ``period_end``."""
+        self.rest_flag: Any = _NEVER
+        """The current batch's ended flag (see ``Piece``)."""
+        self.ahead_flag: Any = _NEVER
+        """The next batch's ended flag."""
+        self.period_flag: Tuple[float, Any] = (math.nan, _NEVER)
+        """The last period's ``period_end`` and its flag, shared by the batches of that period."""
+        self.armed: List[List[bool]] = []
+        """Flags this supply armed that may still have a deadline in :data:`DEADLINES`
+        (cancelled by :meth:`drop`)."""
         self.ahead: Optional[FormattedBatch] = None
         """The batch to serve after the current one, once fetched."""
         self.floor = ""
@@ -178,8 +290,8 @@ class FormattedCore:
 
     def expire(self) -> None:
         """Drops what is left of the current batch (its period ended) and counts it."""
-        it, end = self.current
-        if end == math.inf:
+        it, flag = self.current
+        if flag is _NEVER:
             return
         drained = len(list(it))  # one C call: no caller takes a text of it meanwhile
         self.lost += drained
@@ -191,6 +303,7 @@ class FormattedCore:
         self.rest = []
         self.rest_at = 0
         self.rest_end = math.inf
+        self.rest_flag = _NEVER
 
     def advance(self) -> Tuple[bool, bool]:
         """Called when ``current`` is spent: makes the next piece current, from the current
@@ -211,6 +324,7 @@ class FormattedCore:
                 self.rest, self.rest_at = [], 0
                 return False, True
             self.rest, self.rest_at, self.rest_end = nxt.ids, 0, nxt.period_end
+            self.rest_flag = self.ahead_flag
             self.batch_start = self.served_before
             self.batch_ids = len(nxt.ids)
             self.preload_at = self.batch_ids // PRELOAD_FRACTION
@@ -235,7 +349,7 @@ class FormattedCore:
             it = iter(rest[first:cut])
         self.rest_at = cut
         self.current_size = cut - first
-        self.current = (it, self.rest_end)
+        self.current = (it, self.rest_flag)
         return True, refill
 
     def take(self) -> Tuple[Optional[str], bool]:
@@ -243,7 +357,7 @@ class FormattedCore:
         refill: the slow path's, which the local path does inline."""
         refill = False
         while True:
-            it, end = self.current
+            it, ended = self.current
             try:
                 text = next(it)
             except StopIteration:
@@ -254,7 +368,7 @@ class FormattedCore:
                         continue  # the next batch was dropped: a refill starts
                     return None, refill
                 continue
-            if self.wall() < end:
+            if not ended[0]:
                 return text, refill
             self.late()
             self.expire()
@@ -295,9 +409,11 @@ class FormattedCore:
         is behind (the caller asks again)."""
         ids = batch.ids
         self.received += len(ids)
-        if self.wall() >= batch.period_end:
+        now = self.wall()
+        if now >= batch.period_end:
             self.discarded += len(ids)
             return EXPIRED
+        self.ahead_flag = self.flag_of(batch.period_end, now)
         if not batch.ordered:
             # A permuted tag: its texts show no order, so there is no floor to cut at; they are
             # handed out as received (uniqueness is the server's). The floor is left as it is.
@@ -320,6 +436,30 @@ class FormattedCore:
         self.last_fault = None
         self.batches += 1
         return None
+
+    def flag_of(self, period_end: float, now: float) -> Any:
+        """The ended flag of a batch of the period ending at ``period_end``, received at wall
+        time ``now``: with an injected clock a :class:`_ClockCheck`; with the default one the
+        period's shared flag, armed on first receipt for ``period_end - now`` on the monotonic
+        clock (a later answer of the same period reuses it while it is not set: one deadline
+        per period)."""
+        if self.wall is not time.time:
+            return _ClockCheck(self.wall, period_end)
+        end, flag = self.period_flag
+        # A new period, or this period's flag already set while the wall clock (read at this
+        # receipt, ``now < period_end`` here) says it has not ended (a clock stepped back, or a
+        # deadline fired early): a fresh flag, armed from this receipt.
+        if end != period_end or flag[0]:
+            flag = [False]
+            DEADLINES.arm(period_end - now, flag)
+            self.period_flag = (period_end, flag)
+            # Flags already set need their deadline no more (a flag set early may still have
+            # one armed); flags not yet set stay armed: batches of their period may be in use.
+            for old in [f for f in self.armed if f[0]]:
+                DEADLINES.cancel(old)
+                self.armed.remove(old)
+            self.armed.append(flag)
+        return flag
 
     def retry(self, server: str, answer: object) -> Tuple[int, bool]:
         """After an answer :meth:`accept` did not keep: records why, and returns the count of the
@@ -347,7 +487,12 @@ class FormattedCore:
         self.current = _spent()
         self.rest = []
         self.rest_at = 0
+        self.rest_flag = _NEVER
         self.ahead = None
+        for flag in self.armed:
+            DEADLINES.cancel(flag)
+        self.armed = []
+        self.period_flag = (math.nan, _NEVER)
 
     def stats(self) -> Stats:
         """This supply's counters (``batch_size``: what the next request asks for)."""

@@ -500,9 +500,9 @@ class AsyncFormattedSupply(_AsyncDriver, FormattedCore):
         :raises UnavailableError: no ids within the timeout: every server failed or is down.
         :raises ClientClosedError: the client is closed.
         """
-        it, end = self.current
+        it, ended = self.current
         for text in it:
-            if self.wall() < end:
+            if not ended[0]:
                 return text
             result: str = await self._next_id_slow(timeout, True)
             return result

@@ -431,7 +431,8 @@ class FormattedSupply(_Driver, FormattedCore):
 
     def next_id(self, timeout: Optional[float] = None) -> str:
         """The next id, as text. Local path: one ``next()`` on the piece in use (a list
-        iterator, in C) and one compare of the wall clock with its period's end, no lock. A text
+        iterator, in C) and one load of its period's ended flag (no clock read with the default
+        clock; see :mod:`leafid_client._formatted`), no lock. A text
         whose period has ended is never returned: its batch is dropped (counted in
         ``discarded_ids``) and the next one used or fetched. Waits at most ``timeout`` seconds
         (the client's ``wait_timeout`` when ``None``) when the local batches are spent.
@@ -442,9 +443,9 @@ class FormattedSupply(_Driver, FormattedCore):
         :raises UnavailableError: no ids within the timeout: every server failed or is down.
         :raises ClientClosedError: the client is closed.
         """
-        it, end = self.current
+        it, ended = self.current
         for text in it:
-            if self.wall() < end:
+            if not ended[0]:
                 return text
             result: str = self._next_id_slow(timeout, True)
             return result

@@ -1,11 +1,14 @@
 package io.leafid.client;
 
 import java.lang.invoke.MethodHandles;
+import java.lang.ref.WeakReference;
 import java.lang.invoke.VarHandle;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.Optional;
 import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.Condition;
@@ -33,6 +36,19 @@ import java.util.function.LongSupplier;
  *       the backoff. (A server never answers ids of a period that ended by its own clock; this
  *       covers the time a batch spends in the client, and a client clock ahead of the
  *       server's.) The clock is the builder's {@link LeafidClient.Builder#clock}.
+ *       <p>With the default (system) clock no clock is read per id (issue 47: a clock read is a
+ *       system call where the VM's vDSO falls back to it, about 110 ns on the bench machine,
+ *       many times the rest of the local path). At receipt the batch's deadline is
+ *       {@code period_end - System.currentTimeMillis()} on the monotonic clock of the client's
+ *       timer thread, which then sets the batch's volatile {@code ended} flag; the local path
+ *       reads the flag. <b>Bound</b>: the flag is set at most the scheduler's latency (a millisecond or so
+ *       under load) after {@code period_end} by the wall clock as it ran at receipt, and a
+ *       volatile read sees it from then on. A wall clock stepped forward by D after receipt is
+ *       not seen by the timer: ids may be handed out up to D after {@code period_end} by the
+ *       stepped clock, until the next batch switch (which reads the wall clock) or the next
+ *       answer (each answer's deadline is computed from the wall clock at its receipt). A clock
+ *       stepped back only makes the flag fire early (ids dropped, never late). An injected
+ *       clock is read per id, as before (tests move a period's end with it).
  *   <li><b>No id twice, only received ids.</b> An index of a batch is taken by exactly one
  *       caller; a batch is built only from a 200 body that passed validation.
  *   <li><b>Increasing</b> (every formatted tag but a permuted one). Texts of one format sort
@@ -68,6 +84,13 @@ public final class FormattedSupply {
         final long periodEnd;
         /** Taking this index starts the refill (10% of the batch). */
         final long preloadAt;
+        /**
+         * Set once the period has ended by the default clock (the deadline timer armed at
+         * receipt, {@link FormattedSupply#arm}); never set with an injected clock.
+         */
+        volatile boolean ended;
+        /** The deadline timer (null if none), cancelled when the batch is retired. */
+        ScheduledFuture<?> deadline;
         /** Indexes taken; only through {@link #TAKEN}. */
         @SuppressWarnings("unused")
         private long taken;
@@ -197,12 +220,29 @@ public final class FormattedSupply {
      * @return the supply
      */
     static FormattedSupply fixed(String[] ids, long periodEnd, Duration waitTimeout, LongSupplier clock) {
+        return fixed(ids, periodEnd, waitTimeout, clock, null);
+    }
+
+    /**
+     * A fixed supply whose deadlines (default clock) run on {@code timer}; without one, nothing
+     * is armed and the period is taken as never ending (benches).
+     *
+     * @param ids the texts, increasing
+     * @param periodEnd the period's end, epoch milliseconds
+     * @param waitTimeout the wait once they are spent
+     * @param clock the wall clock
+     * @param timer the deadline scheduler, or null
+     * @return the supply
+     */
+    static FormattedSupply fixed(String[] ids, long periodEnd, Duration waitTimeout, LongSupplier clock,
+            ScheduledThreadPoolExecutor timer) {
         FormattedSupply s = new FormattedSupply(
-                new LeafidClient.Shared(null, null, waitTimeout, 0, null, null, clock), "fixed", 1, 1);
+                new LeafidClient.Shared(null, null, waitTimeout, 0, null, timer, clock), "fixed", 1, 1);
         s.lock.lock();
         try {
             s.floor = ids[ids.length - 1];
             s.current = new Batch(ids, 0, ids.length, periodEnd);
+            s.arm(s.current, s.now());
             s.currentSince = System.nanoTime();
         } finally {
             s.lock.unlock();
@@ -233,7 +273,7 @@ public final class FormattedSupply {
      */
     public String nextId() {
         Batch b = current;
-        if (now() < b.periodEnd) {
+        if (live(b)) {
             long i = (long) TAKEN.getAndAdd(b, 1L);
             if (i < b.size) {
                 if (i == b.preloadAt) {
@@ -257,7 +297,7 @@ public final class FormattedSupply {
      */
     public String nextId(Duration maxWait) {
         Batch b = current;
-        if (now() < b.periodEnd) {
+        if (live(b)) {
             long i = (long) TAKEN.getAndAdd(b, 1L);
             if (i < b.size) {
                 if (i == b.preloadAt) {
@@ -278,7 +318,7 @@ public final class FormattedSupply {
      */
     public Optional<String> tryNextId() {
         Batch b = current;
-        if (now() < b.periodEnd) {
+        if (live(b)) {
             long i = (long) TAKEN.getAndAdd(b, 1L);
             if (i < b.size) {
                 if (i == b.preloadAt) {
@@ -330,6 +370,61 @@ public final class FormattedSupply {
     }
 
     /**
+     * The local path's period check: with the default clock, the batch's {@code ended} flag (no
+     * clock read); with an injected clock, that clock before {@code period_end}.
+     *
+     * @param b a batch
+     * @return whether its period has not ended
+     */
+    private boolean live(Batch b) {
+        return systemClock ? !b.ended : clock.getAsLong() < b.periodEnd;
+    }
+
+    /**
+     * Whether the current batch's deadline has passed (tests).
+     *
+     * @return the current batch's {@code ended} flag
+     */
+    boolean currentEnded() {
+        return current.ended;
+    }
+
+    /**
+     * Arms {@code b}'s deadline with the default clock: its {@code ended} flag is set
+     * {@code periodEnd - wallNow} ms from now (at once if that is not positive), on the client's
+     * timer thread (shut down by close, which ends every deadline with it). The task holds the
+     * batch weakly, so a batch is never kept alive by it; retiring the batch cancels it. With an
+     * injected clock nothing is armed: that clock is read per id.
+     *
+     * @param b a batch just accepted
+     * @param wallNow the wall clock at its receipt, epoch milliseconds
+     */
+    void arm(Batch b, long wallNow) {
+        if (!systemClock || b.size == 0 || shared.timer == null) {
+            return;
+        }
+        if (b.deadline != null) {
+            b.deadline.cancel(false);
+        }
+        long left = b.periodEnd - wallNow;
+        if (left <= 0) {
+            b.ended = true;
+            return;
+        }
+        WeakReference<Batch> ref = new WeakReference<>(b);
+        try {
+            b.deadline = shared.timer.schedule(() -> {
+                Batch x = ref.get();
+                if (x != null) {
+                    x.ended = true;
+                }
+            }, left, TimeUnit.MILLISECONDS);
+        } catch (RejectedExecutionException e) {
+            // The client is closed: nothing more is handed out, so no deadline is needed.
+        }
+    }
+
+    /**
      * Under the lock: an id of the current batch, leaving a spent or ended batch for the next
      * one (an ended one's ids never handed out count as discarded).
      *
@@ -338,7 +433,7 @@ public final class FormattedSupply {
     private String takeLocked() {
         while (true) {
             Batch b = current;
-            if (now() < b.periodEnd) {
+            if (live(b)) {
                 long i = (long) TAKEN.getAndAdd(b, 1L);
                 if (i < b.size) {
                     if (i == b.preloadAt) {
@@ -356,6 +451,11 @@ public final class FormattedSupply {
                 return null;
             }
             next = null;
+            // Off the local path, once per batch: the wall clock too, so a wall clock stepped
+            // forward since receipt is caught here (the class comment's bound).
+            if (systemClock && System.currentTimeMillis() >= n.periodEnd) {
+                n.ended = true;
+            }
             current = n;
             currentSince = System.nanoTime();
         }
@@ -369,6 +469,9 @@ public final class FormattedSupply {
      * @param b the current batch
      */
     private void retireLocked(Batch b) {
+        if (b.deadline != null) {
+            b.deadline.cancel(false);
+        }
         long old = (long) TAKEN.getAndAdd(b, (long) b.size + 1);
         long served = Math.min(old, b.size);
         retiredServed += served;
@@ -532,7 +635,7 @@ public final class FormattedSupply {
     }
 
     /** What {@link #accept} did with an answer. */
-    private enum Accepted {
+    enum Accepted {
         /** It became {@code next}. */
         YES,
         /** Wholly at or below the floor: dropped (a server behind). */
@@ -551,10 +654,11 @@ public final class FormattedSupply {
      * @param server the base URL of the server that sent it
      * @return what became of it
      */
-    private Accepted accept(Texts t, String server) {
+    Accepted accept(Texts t, String server) {
         lock.lock();
         try {
-            if (now() >= t.periodEndMillis) {
+            long wall = now();
+            if (wall >= t.periodEndMillis) {
                 discarded.addAndGet(t.ids.length);
                 lastFault = new ServerFault(server, ServerFault.Kind.PERIOD_ENDED, t.ids.length
                         + " ids of period \"" + t.period + "\", which ended at " + Instant.ofEpochMilli(t.periodEndMillis)
@@ -574,6 +678,7 @@ public final class FormattedSupply {
                 floor = t.ids[t.ids.length - 1];
             }
             next = new Batch(t.ids, k, t.ids.length - k, t.periodEndMillis);
+            arm(next, wall);
             lastFault = null;
             batches.incrementAndGet();
             return Accepted.YES;
@@ -598,6 +703,11 @@ public final class FormattedSupply {
         lock.lock();
         try {
             retiredServed += current.served();
+            for (Batch b : new Batch[] {current, next}) {
+                if (b != null && b.deadline != null) {
+                    b.deadline.cancel(false);
+                }
+            }
             current = new Batch(NONE, 0, 0, Long.MAX_VALUE);
             refillEnded.signalAll();
         } finally {

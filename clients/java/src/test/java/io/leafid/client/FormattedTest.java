@@ -13,7 +13,9 @@ import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterAll;
@@ -295,5 +297,46 @@ class FormattedTest {
         assertEquals("A-3", s.nextId());
         assertThrows(UnavailableException.class, s::nextId);
         assertEquals(3, s.stats().idsServed());
+    }
+
+    /**
+     * The default clock (issue 47): no clock read per id; the deadline timer armed at receipt
+     * sets the batch's ended flag. The deadline passes between two ids: the first is handed out,
+     * the second is not (the batch dropped whole, its two ids left counted as discarded), and
+     * the next answer, accepted as a refill accepts it, is served.
+     */
+    @Test
+    void the_deadline_passes_between_two_ids() throws InterruptedException {
+        String[] ids = {"A-1", "A-2", "A-3"};
+        long end = System.currentTimeMillis() + 400;
+        ScheduledThreadPoolExecutor timer = new ScheduledThreadPoolExecutor(1, r -> {
+            Thread t = new Thread(r, "leafid-test-deadlines");
+            t.setDaemon(true);
+            return t;
+        });
+        FormattedSupply s = FormattedSupply.fixed(ids, end, Duration.ofMillis(10), LeafidClient.SYSTEM_CLOCK, timer);
+        try {
+            deadlinePassesBetweenTwoIds(s, end);
+        } finally {
+            timer.shutdownNow();
+        }
+    }
+
+    private static void deadlinePassesBetweenTwoIds(FormattedSupply s, long end) throws InterruptedException {
+        assertEquals(Optional.of("A-1"), s.tryNextId());
+        long giveUp = System.nanoTime() + 5_000_000_000L;
+        while (!s.currentEnded()) {
+            assertTrue(System.nanoTime() < giveUp, "the deadline never fired");
+            Thread.sleep(5);
+        }
+        assertTrue(System.currentTimeMillis() >= end, "the flag was set before period_end");
+        assertEquals(Optional.empty(), s.tryNextId());
+        assertEquals(1, s.stats().idsServed());
+        assertEquals(2, s.stats().discardedIds());
+        long now = System.currentTimeMillis();
+        Texts t = new Texts(new String[] {"A-4", "A-5"}, "p", now + 86_400_000L, true);
+        assertEquals(FormattedSupply.Accepted.YES, s.accept(t, "test"));
+        assertEquals(Optional.of("A-4"), s.tryNextId());
+        assertEquals(Optional.of("A-5"), s.tryNextId());
     }
 }
