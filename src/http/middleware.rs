@@ -121,11 +121,17 @@ where
                 Ok::<_, actix_web::Error>(ServiceResponse::new(req, res))
             }
         });
+        // A nested resource map with no resources, as a scope registers: without it the
+        // prefix would be a leaf of the app's map, and `HttpRequest::match_pattern` would
+        // answer the bare prefix for any request under it that no service took (a `POST`, a
+        // made-up method), which must be labelled `unmatched`.
+        let rdef = actix_web::dev::ResourceDef::root_prefix(&self.prefix);
+        let nested = Rc::new(actix_web::dev::ResourceMap::new(rdef.clone()));
         config.register_service(
-            actix_web::dev::ResourceDef::root_prefix(&self.prefix),
+            rdef,
             Some(vec![Box::new(actix_web::guard::Get())]),
             service,
-            None,
+            Some(nested),
         );
     }
 }
@@ -398,6 +404,66 @@ fn route_label(req: &HttpRequest) -> Option<Cow<'static, str>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The prefix route against what could go wrong with it: the tail, the prefix alone, a
+    /// longer word that only starts with the prefix, other methods (they must fall through,
+    /// not be answered here), a handler's error (kept in the answer, where its code is read),
+    /// and the label and headers the middleware puts on every answer.
+    #[actix_web::test]
+    async fn the_prefix_route_matches_like_a_scope_and_keeps_errors_and_labels() {
+        use actix_web::test::{TestRequest, call_service, init_service, read_body};
+
+        async fn echo(req: HttpRequest) -> Result<HttpResponse, Error> {
+            match req.match_info().unprocessed() {
+                "/fail" => Err(Error::Internal),
+                tail => Ok(HttpResponse::Ok().body(format!("[{tail}]"))),
+            }
+        }
+        let metrics = Arc::new(Metrics::new(None, None).unwrap());
+        let app = init_service(
+            actix_web::App::new()
+                .wrap(Telemetry::new(
+                    metrics.clone(),
+                    std::time::Duration::from_secs(5),
+                ))
+                .service(labeled_get_prefix("/p", "/p/{rest:.*}", echo))
+                .default_service(web::to(|| async { HttpResponse::NotFound().body("next") })),
+        )
+        .await;
+        for (method, path, status, body) in [
+            (Method::GET, "/p/a%2Fb/c", 200, "[/a%2Fb/c]"),
+            (Method::GET, "/p", 200, "[]"),
+            (Method::GET, "/p/", 200, "[/]"),
+            (Method::GET, "/px", 404, "next"),
+            (Method::POST, "/p/a", 404, "next"),
+            (Method::HEAD, "/p/a", 404, "next"),
+        ] {
+            let req = TestRequest::default()
+                .method(method.clone())
+                .uri(path)
+                .to_request();
+            let res = call_service(&app, req).await;
+            assert_eq!(res.status().as_u16(), status, "{method} {path}");
+            assert!(res.headers().contains_key(REQUEST_ID_HEADER), "{path}");
+            assert_eq!(res.headers().get("cache-control").unwrap(), "no-store");
+            assert_eq!(read_body(res).await, body.as_bytes(), "{method} {path}");
+        }
+        let res = call_service(&app, TestRequest::get().uri("/p/fail").to_request()).await;
+        assert_eq!(res.status().as_u16(), 500);
+        assert!(
+            res.response().error().is_some(),
+            "the error stays in the answer"
+        );
+        let text = metrics.render().unwrap();
+        for series in [
+            r#"leafid_http_requests_total{method="GET",route="/p/{rest:.*}",status="200"} 3"#,
+            r#"leafid_http_requests_total{method="GET",route="/p/{rest:.*}",status="500"} 1"#,
+            r#"leafid_http_server_errors_total{code="internal"} 1"#,
+            r#"leafid_http_requests_total{method="POST",route="unmatched",status="404"} 1"#,
+        ] {
+            assert!(text.contains(series), "{series} in\n{text}");
+        }
+    }
 
     #[test]
     fn request_ids_format_like_before() {
