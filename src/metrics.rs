@@ -242,15 +242,15 @@ impl Metrics {
 /// themselves: the labels are the routes' static strings, the statuses and methods fixed sets.
 /// Not `Sync`: each worker thread holds its own (`crate::http::middleware`).
 #[derive(Default)]
-pub struct StaticChildren(
-    std::cell::RefCell<
-        std::collections::HashMap<
-            (usize, usize, u16, u8),
-            (IntCounter, HistogramMetric),
-            foldhash::fast::RandomState,
-        >,
-    >,
-);
+pub struct StaticChildren(std::cell::RefCell<StaticChildMap>);
+
+/// (label address, label length, status, method index) -> the request counter and the
+/// latency histogram of those labels.
+type StaticChildMap = std::collections::HashMap<
+    (usize, usize, u16, u8),
+    (IntCounter, HistogramMetric),
+    foldhash::fast::RandomState,
+>;
 
 /// The families whose series tell a tag's volume: ids issued, leases (each one a step of ids),
 /// their latency histogram (whose count is the leases), the adaptive step (it grows with the
