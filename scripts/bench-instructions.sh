@@ -7,13 +7,26 @@
 #   LEAFID_BIN=/path/to/leafid scripts/bench-instructions.sh   # another build (e.g. an older
 #                                                              # commit's), same method;
 #                                                              # HELLO_BIN likewise
+#   ROUTES="hello segment" scripts/bench-instructions.sh       # some rows only (names below;
+#                                                              # every ratio needs hello)
+#   KEEP_DIR=/tmp/cg scripts/bench-instructions.sh             # keep callgrind's files
+#                                                              # (NAME.N.callgrind) for
+#                                                              # callgrind_annotate
 #
 # Each server runs alone under `valgrind --tool=callgrind` with one worker; one keep-alive client
 # (Python's http.client, not counted) sends LOW requests to one route, then the server is stopped
 # and callgrind's total read; the same again with HIGH requests. Per request is
 # (total at HIGH - total at LOW) / (HIGH - LOW): start-up, the first lease and shutdown are in
-# both totals and cancel. Every answer must be 200, or the script stops. Traffic goes to
-# 127.0.0.1 only. Prints a Markdown table; writes it to target/instructions.md too.
+# both totals and cancel. Every answer must be 200 on the one connection, or the script stops.
+# What does not cancel: periodic background work (timers of leafid's background tasks), counted
+# pro rata of the runs' wall time; measured idle at about 67,000 instructions a second, some 20
+# to 40 per request here. Traffic goes to 127.0.0.1 only. Prints a Markdown table; writes it to
+# target/instructions.md too.
+#
+# Rows (ROUTES names): hello (the baseline, `/`), hello_path and hello_headers
+# (examples/hello_shaped.rs: the same handler at the id route's path, then with the four headers
+# every leafid answer carries: the framework's charge for the answer's shape), segment,
+# snowflake, batch1 and batch100 (the v1 batch route, count=1 and count=100).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 low="${1:-1000}"; high="${2:-4000}"
@@ -22,15 +35,17 @@ low="${1:-1000}"; high="${2:-4000}"
 if ! command -v valgrind >/dev/null; then
   (source scripts/lib/common.sh && leafid_install_packages valgrind)
 fi
-hello="${HELLO_BIN:-}"
-if [ -z "$hello" ]; then
-  cargo build --release --example hello >&2
-  hello=target/release/examples/hello
+hello="${HELLO_BIN:-}"; shaped="${SHAPED_BIN:-}"
+if [ -z "$hello" ] || [ -z "$shaped" ]; then
+  cargo build --release --example hello --example hello_shaped >&2
+  target="${CARGO_TARGET_DIR:-target}"
+  hello="${hello:-$target/release/examples/hello}"
+  shaped="${shaped:-$target/release/examples/hello_shaped}"
 fi
 bin="${LEAFID_BIN:-}"
 if [ -z "$bin" ]; then
   cargo build --release --bin leafid >&2
-  bin=target/release/leafid
+  bin="${CARGO_TARGET_DIR:-target}/release/leafid"
 fi
 
 tmp="$(mktemp -d)"
@@ -49,12 +64,18 @@ client() { # port path n
 import http.client, sys
 port, path, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+sock = None
 for i in range(n):
     conn.request("GET", path)
     r = conn.getresponse()
     body = r.read()
     if r.status != 200:
         sys.exit(f"request {i} of {path}: {r.status} {body[:200]!r}")
+    # One connection for all N: http.client would reconnect silently after a close, and a
+    # new connection's accept and set-up would be counted as the requests' cost.
+    if r.will_close or (sock is not None and conn.sock is not sock):
+        sys.exit(f"request {i} of {path}: the connection was not kept alive")
+    sock = conn.sock
 PY
 }
 
@@ -77,6 +98,14 @@ total() { # name path n
       HELLO_PORT=$port HELLO_WORKERS=1 valgrind --tool=callgrind --callgrind-out-file="$out" \
         "$hello" >"$tmp/$name.log" 2>&1 &
       ;;
+    hello_path | hello_headers)
+      # The baseline answering the id route's path, and with leafid's four headers too
+      # (examples/hello_shaped.rs): what the framework charges for the route's shape.
+      live="$path"
+      HELLO_PORT=$port HELLO_WORKERS=1 HELLO_HEADERS=$([ "$name" = hello_headers ] && echo 1 || echo 0) \
+        valgrind --tool=callgrind --callgrind-out-file="$out" \
+        "$shaped" >"$tmp/$name.log" 2>&1 &
+      ;;
     *)
       live=/health/live
       # One worker, no drain on stop, no refresh during the run: the two runs differ only in
@@ -96,19 +125,26 @@ total() { # name path n
   server=""
   # callgrind writes one file per process (threads are summed): its `totals:` line.
   awk '/^totals:/ {print $2}' "$out"
+  if [ -n "${KEEP_DIR:-}" ]; then mkdir -p "$KEEP_DIR" && cp "$out" "$KEEP_DIR/"; fi
 }
 
 rows=(
   "hello|/|examples/hello (the baseline)"
+  "hello_path|/api/segment/get/leaf-segment-test|examples/hello_shaped at the id route's path"
+  "hello_headers|/api/segment/get/leaf-segment-test|examples/hello_shaped, that path and leafid's 4 headers"
   "segment|/api/segment/get/leaf-segment-test|leafid GET /api/segment/get/{tag}"
   "snowflake|/api/snowflake/get/bench|leafid GET /api/snowflake/get/{key}"
-  "batch|/api/v1/segment/leaf-segment-test/ids?count=100|leafid GET /api/v1/segment/{tag}/ids?count=100"
+  "batch1|/api/v1/segment/leaf-segment-test/ids?count=1|leafid GET /api/v1/segment/{tag}/ids?count=1"
+  "batch100|/api/v1/segment/leaf-segment-test/ids?count=100|leafid GET /api/v1/segment/{tag}/ids?count=100"
 )
+selected=" ${ROUTES:-hello hello_path hello_headers segment snowflake batch1 batch100} "
+[[ "$selected" == *" hello "* ]] || { echo "ROUTES must include hello (the ratios' baseline)" >&2; exit 2; }
 table="| route | instructions per request | ratio to hello |
 | --- | --- | --- |"
 hello_per=""
 for row in "${rows[@]}"; do
   IFS='|' read -r name path label <<<"$row"
+  [[ "$selected" == *" $name "* ]] || continue
   a="$(total "$name" "$path" "$low")"
   b="$(total "$name" "$path" "$high")"
   per=$(( (b - a) / (high - low) ))

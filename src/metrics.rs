@@ -181,6 +181,36 @@ impl Metrics {
         });
     }
 
+    /// Counts one answered request of a route whose label is a `&'static str` (the id routes'
+    /// [`crate::http::middleware::RouteLabel`]), through `children`, one worker's cache: the
+    /// same series as [`Self::observe_http`] with the same labels, found without hashing the
+    /// route's text or touching a thread-local.
+    pub fn observe_http_static(
+        &self,
+        children: &StaticChildren,
+        method: &str,
+        route: &'static str,
+        status: u16,
+        secs: f64,
+    ) {
+        let (method_key, method) = method_label(method);
+        // The address and length of a `&'static str` name its bytes for the life of the
+        // process (static memory is never freed or reused). Two keys with equal text (two
+        // copies of one literal) are two entries holding the same series: `with_label_values`
+        // answers the same child for the same labels, so nothing is counted apart.
+        let key = (route.as_ptr() as usize, route.len(), status, method_key);
+        let mut map = children.0.borrow_mut();
+        let (count, duration) = map.entry(key).or_insert_with(|| {
+            (
+                self.http_requests
+                    .with_label_values(&[method, route, &status.to_string()]),
+                self.http_duration.with_label_values(&[method, route]),
+            )
+        });
+        count.inc();
+        duration.observe(secs);
+    }
+
     /// Counts one 5xx answer with its error code.
     pub fn count_server_error(&self, code: &'static str) {
         self.server_errors.with_label_values(&[code]).inc();
@@ -205,6 +235,22 @@ impl Metrics {
         Ok(String::from_utf8(out)?)
     }
 }
+
+/// One HTTP worker's cache of the labelled children of the HTTP families for routes labelled
+/// by a `&'static str` ([`Metrics::observe_http_static`]), keyed by the label's address and
+/// length, the status and the method's index in [`METHOD_LABELS`]. Bounded like the series
+/// themselves: the labels are the routes' static strings, the statuses and methods fixed sets.
+/// Not `Sync`: each worker thread holds its own (`crate::http::middleware`).
+#[derive(Default)]
+pub struct StaticChildren(std::cell::RefCell<StaticChildMap>);
+
+/// (label address, label length, status, method index) -> the request counter and the
+/// latency histogram of those labels.
+type StaticChildMap = std::collections::HashMap<
+    (usize, usize, u16, u8),
+    (IntCounter, HistogramMetric),
+    foldhash::fast::RandomState,
+>;
 
 /// The families whose series tell a tag's volume: ids issued, leases (each one a step of ids),
 /// their latency histogram (whose count is the leases), the adaptive step (it grows with the
@@ -600,6 +646,42 @@ mod tests {
         }
         // Methods sharing their first 8 bytes are not merged with a real one.
         assert_eq!(method_label("OPTIONSX").1, "other");
+    }
+
+    #[test]
+    fn static_routes_count_into_the_same_series_as_by_text() {
+        let m = Metrics::new(None, None).unwrap();
+        let children = StaticChildren::default();
+        // A copy of the label with another address: a second key, the same series.
+        let copy: &'static str = String::from("/static/{x}").leak();
+        m.observe_http("GET", "/static/{x}", 200, 0.001);
+        for _ in 0..3 {
+            m.observe_http_static(&children, "GET", "/static/{x}", 200, 0.001);
+        }
+        m.observe_http_static(&children, "GET", copy, 200, 0.001);
+        m.observe_http_static(&children, "Z0000001", "/static/{x}", 200, 0.001);
+        m.observe_http_static(&children, "GET", "/static/{x}", 503, 0.001);
+        let text = m.render().unwrap();
+        assert!(
+            text.contains(
+                r#"leafid_http_requests_total{method="GET",route="/static/{x}",status="200"} 5"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"method="other",route="/static/{x}",status="200"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"method="GET",route="/static/{x}",status="503"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"leafid_http_request_duration_seconds_count{method="GET",route="/static/{x}"} 6"#
+            ),
+            "{text}"
+        );
     }
 
     #[test]

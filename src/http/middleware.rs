@@ -12,19 +12,23 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use actix_web::body::{BoxBody, EitherBody, MessageBody};
+use actix_web::body::BoxBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::Method;
 use actix_web::http::header::{HeaderName, HeaderValue};
-use actix_web::{HttpRequest, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 
 use super::body_deadline::Held;
 use super::error::Error;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, StaticChildren};
 use crate::telemetry::{ClientText, LogLimiter};
 
 /// Header carrying the request id on every response.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// [`REQUEST_ID_HEADER`] as a header name, made at compile time (`HeaderName::from_static`
+/// called per request looks the name up among the standard headers each time).
+const REQUEST_ID_NAME: HeaderName = HeaderName::from_static(REQUEST_ID_HEADER);
 
 /// Route label of requests that matched no route (so raw paths never become labels).
 pub const UNMATCHED: &str = "unmatched";
@@ -52,23 +56,84 @@ where
         .route(web::get().to(handler))
 }
 
-/// A `GET` scope at the static prefix `prefix` (matched without a regex) whose requests, for
+/// A `GET` route at the static prefix `prefix` (matched without a regex) whose requests, for
 /// `prefix` and anything under `prefix/`, all go to `handler`, labelled `label` in the HTTP
 /// metrics. The handler reads the rest of the path (`req.match_info().unprocessed()`).
-pub fn labeled_get_prefix<F, Args>(
+///
+/// Registered as one service, not as a `Scope` with a default service: a scope answers
+/// through three boxed futures (its own, its default service's, the route's) and an empty
+/// router, this through the one box every app-level service has; and the handler is called
+/// with the request directly, without the extractor machinery. Matching is the scope's: the
+/// same root-prefix `ResourceDef`, the `GET` guard on the registration (other methods fall
+/// through to the next service), the label as route data ([`route_label`]).
+pub fn labeled_get_prefix<F, Fut, E>(
     prefix: &str,
     label: &'static str,
     handler: F,
-) -> actix_web::Scope
+) -> LabeledGetPrefix<F>
 where
-    F: actix_web::Handler<Args>,
-    Args: actix_web::FromRequest + 'static,
-    F::Output: actix_web::Responder + 'static,
+    F: Fn(HttpRequest) -> Fut + Clone + 'static,
+    Fut: Future<Output = Result<HttpResponse, E>> + 'static,
+    E: Into<actix_web::Error> + 'static,
 {
-    web::scope(prefix)
-        .guard(actix_web::guard::Get())
-        .app_data(RouteLabel(label))
-        .default_service(web::to(handler))
+    LabeledGetPrefix {
+        prefix: prefix.to_owned(),
+        label,
+        handler,
+    }
+}
+
+/// The service factory of [`labeled_get_prefix`].
+pub struct LabeledGetPrefix<F> {
+    prefix: String,
+    label: &'static str,
+    handler: F,
+}
+
+impl<F, Fut, E> actix_web::dev::HttpServiceFactory for LabeledGetPrefix<F>
+where
+    F: Fn(HttpRequest) -> Fut + Clone + 'static,
+    Fut: Future<Output = Result<HttpResponse, E>> + 'static,
+    E: Into<actix_web::Error> + 'static,
+{
+    fn register(self, config: &mut actix_web::dev::AppService) {
+        let mut data = actix_web::dev::Extensions::new();
+        data.insert(RouteLabel(self.label));
+        let data = Rc::new(data);
+        let handler = self.handler;
+        let service = actix_web::dev::fn_service(move |mut req: ServiceRequest| {
+            req.add_data_container(Rc::clone(&data));
+            // No extractor reads the body: the payload goes (a body's deadline and the
+            // connection's close are the middleware's, which holds the payload itself).
+            let (req, _payload) = req.into_parts();
+            // Boxed here, once: the handler's future is large (its slow path waits for a
+            // lease), and the future returned below is moved several times before actix boxes
+            // it; small, those moves cost nothing (inline, they copied kilobytes each).
+            let answer = Box::pin(handler(req.clone()));
+            async move {
+                // As `Responder for Result` answers, without mapping the body: an error is
+                // kept in the answer (`HttpResponse::from_error`), where the middleware reads
+                // its code.
+                let res = match answer.await {
+                    Ok(res) => res,
+                    Err(e) => HttpResponse::from_error(e.into()),
+                };
+                Ok::<_, actix_web::Error>(ServiceResponse::new(req, res))
+            }
+        });
+        // A nested resource map with no resources, as a scope registers: without it the
+        // prefix would be a leaf of the app's map, and `HttpRequest::match_pattern` would
+        // answer the bare prefix for any request under it that no service took (a `POST`, a
+        // made-up method), which must be labelled `unmatched`.
+        let rdef = actix_web::dev::ResourceDef::root_prefix(&self.prefix);
+        let nested = Rc::new(actix_web::dev::ResourceMap::new(rdef.clone()));
+        config.register_service(
+            rdef,
+            Some(vec![Box::new(actix_web::guard::Get())]),
+            service,
+            Some(nested),
+        );
+    }
 }
 
 /// Whether `path` is one of the id routes, where every microsecond shows in throughput.
@@ -118,6 +183,10 @@ impl RequestId {
     }
 
     /// The id as a header value (hex digits and a dash: always valid).
+    ///
+    /// Its own small allocation: cutting the values from a per-thread buffer instead (a
+    /// reference count for a `malloc` and a `free`) measured 50 instructions more per request
+    /// under callgrind (docs/benchmarks.md).
     pub fn header_value(&self) -> HeaderValue {
         let mut buf = [0u8; 25];
         HeaderValue::from_bytes(self.write(&mut buf)).expect("hex digits and a dash")
@@ -163,13 +232,12 @@ impl Telemetry {
     }
 }
 
-impl<S, B> Transform<S, ServiceRequest> for Telemetry
+impl<S> Transform<S, ServiceRequest> for Telemetry
 where
-    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    S: Service<ServiceRequest, Response = ServiceResponse<BoxBody>, Error = actix_web::Error>,
     S::Future: Unpin,
-    B: MessageBody + 'static,
 {
-    type Response = ServiceResponse<EitherBody<B, Held>>;
+    type Response = ServiceResponse<BoxBody>;
     type Error = actix_web::Error;
     type Transform = TelemetryService<S>;
     type InitError = ();
@@ -180,6 +248,7 @@ where
             service,
             worker: Rc::new(Worker {
                 metrics: self.metrics.clone(),
+                children: StaticChildren::default(),
                 body_timeout: self.body_timeout,
             }),
         }))
@@ -190,6 +259,8 @@ where
 /// cloning that per request is a plain increment, unlike an `Arc` (or `web::Data`) clone.
 struct Worker {
     metrics: Arc<Metrics>,
+    /// This worker's labelled HTTP series of the routes with a [`RouteLabel`].
+    children: StaticChildren,
     body_timeout: std::time::Duration,
 }
 
@@ -199,13 +270,12 @@ pub struct TelemetryService<S> {
     worker: Rc<Worker>,
 }
 
-impl<S, B> Service<ServiceRequest> for TelemetryService<S>
+impl<S> Service<ServiceRequest> for TelemetryService<S>
 where
-    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    S: Service<ServiceRequest, Response = ServiceResponse<BoxBody>, Error = actix_web::Error>,
     S::Future: Unpin,
-    B: MessageBody + 'static,
 {
-    type Response = ServiceResponse<EitherBody<B, Held>>;
+    type Response = ServiceResponse<BoxBody>;
     type Error = actix_web::Error;
     type Future = TelemetryFuture<S::Future>;
 
@@ -254,12 +324,11 @@ pub struct TelemetryFuture<F> {
     held: Option<Rc<std::cell::RefCell<actix_web::dev::Payload>>>,
 }
 
-impl<F, B> Future for TelemetryFuture<F>
+impl<F> Future for TelemetryFuture<F>
 where
-    F: Future<Output = Result<ServiceResponse<B>, actix_web::Error>> + Unpin,
-    B: MessageBody + 'static,
+    F: Future<Output = Result<ServiceResponse<BoxBody>, actix_web::Error>> + Unpin,
 {
-    type Output = Result<ServiceResponse<EitherBody<B, Held>>, actix_web::Error>;
+    type Output = Result<ServiceResponse<BoxBody>, actix_web::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
@@ -272,7 +341,7 @@ where
             Ok(res) => (route_label(res.request()), res.status()),
             Err(e) => (None, e.as_response_error().status_code()),
         };
-        let route = route.as_deref().unwrap_or(UNMATCHED);
+        let route = route.unwrap_or(Cow::Borrowed(UNMATCHED));
         if status.is_server_error() {
             let code = match &result {
                 Ok(res) => res
@@ -288,30 +357,37 @@ where
                 let _entered = this.span.enter();
                 tracing::error!(
                     request_id = %this.request_id, status = status.as_u16(), code,
-                    route, held_back = held,
+                    route = &*route, held_back = held,
                     "request failed (this cause is logged once per 10 s; leafid_http_server_errors_total counts every one)"
                 );
             }
         }
-        this.worker
-            .metrics
-            .observe_http(this.method.as_str(), route, status.as_u16(), secs);
+        let worker = &*this.worker;
+        match route {
+            Cow::Borrowed(route) => worker.metrics.observe_http_static(
+                &worker.children,
+                this.method.as_str(),
+                route,
+                status.as_u16(),
+                secs,
+            ),
+            Cow::Owned(route) => {
+                worker
+                    .metrics
+                    .observe_http(this.method.as_str(), &route, status.as_u16(), secs);
+            }
+        }
         if let Ok(res) = &mut result {
             let headers = res.headers_mut();
-            headers.insert(
-                HeaderName::from_static(REQUEST_ID_HEADER),
-                this.request_id.header_value(),
-            );
+            headers.insert(REQUEST_ID_NAME, this.request_id.header_value());
             super::headers::apply_defaults(headers);
         }
         // A request with a body: its payload lives until the answer is written, so a body not
         // read to its end closes the connection (`body_deadline`); the hot path, no body, is
-        // the left body, unboxed.
+        // the app's answer as it is (no `EitherBody` to map into and to poll through).
         Poll::Ready(result.map(|res| match this.held.take() {
-            None => res.map_into_left_body(),
-            Some(payload) => {
-                res.map_body(|_, body| EitherBody::right(Held::new(BoxBody::new(body), payload)))
-            }
+            None => res,
+            Some(payload) => res.map_body(|_, body| BoxBody::new(Held::new(body, payload))),
         }))
     }
 }
@@ -328,6 +404,66 @@ fn route_label(req: &HttpRequest) -> Option<Cow<'static, str>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The prefix route against what could go wrong with it: the tail, the prefix alone, a
+    /// longer word that only starts with the prefix, other methods (they must fall through,
+    /// not be answered here), a handler's error (kept in the answer, where its code is read),
+    /// and the label and headers the middleware puts on every answer.
+    #[actix_web::test]
+    async fn the_prefix_route_matches_like_a_scope_and_keeps_errors_and_labels() {
+        use actix_web::test::{TestRequest, call_service, init_service, read_body};
+
+        async fn echo(req: HttpRequest) -> Result<HttpResponse, Error> {
+            match req.match_info().unprocessed() {
+                "/fail" => Err(Error::Internal),
+                tail => Ok(HttpResponse::Ok().body(format!("[{tail}]"))),
+            }
+        }
+        let metrics = Arc::new(Metrics::new(None, None).unwrap());
+        let app = init_service(
+            actix_web::App::new()
+                .wrap(Telemetry::new(
+                    metrics.clone(),
+                    std::time::Duration::from_secs(5),
+                ))
+                .service(labeled_get_prefix("/p", "/p/{rest:.*}", echo))
+                .default_service(web::to(|| async { HttpResponse::NotFound().body("next") })),
+        )
+        .await;
+        for (method, path, status, body) in [
+            (Method::GET, "/p/a%2Fb/c", 200, "[/a%2Fb/c]"),
+            (Method::GET, "/p", 200, "[]"),
+            (Method::GET, "/p/", 200, "[/]"),
+            (Method::GET, "/px", 404, "next"),
+            (Method::POST, "/p/a", 404, "next"),
+            (Method::HEAD, "/p/a", 404, "next"),
+        ] {
+            let req = TestRequest::default()
+                .method(method.clone())
+                .uri(path)
+                .to_request();
+            let res = call_service(&app, req).await;
+            assert_eq!(res.status().as_u16(), status, "{method} {path}");
+            assert!(res.headers().contains_key(REQUEST_ID_HEADER), "{path}");
+            assert_eq!(res.headers().get("cache-control").unwrap(), "no-store");
+            assert_eq!(read_body(res).await, body.as_bytes(), "{method} {path}");
+        }
+        let res = call_service(&app, TestRequest::get().uri("/p/fail").to_request()).await;
+        assert_eq!(res.status().as_u16(), 500);
+        assert!(
+            res.response().error().is_some(),
+            "the error stays in the answer"
+        );
+        let text = metrics.render().unwrap();
+        for series in [
+            r#"leafid_http_requests_total{method="GET",route="/p/{rest:.*}",status="200"} 3"#,
+            r#"leafid_http_requests_total{method="GET",route="/p/{rest:.*}",status="500"} 1"#,
+            r#"leafid_http_server_errors_total{code="internal"} 1"#,
+            r#"leafid_http_requests_total{method="POST",route="unmatched",status="404"} 1"#,
+        ] {
+            assert!(text.contains(series), "{series} in\n{text}");
+        }
+    }
 
     #[test]
     fn request_ids_format_like_before() {
