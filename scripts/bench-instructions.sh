@@ -26,7 +26,8 @@
 # Rows (ROUTES names): hello (the baseline, `/`), hello_path and hello_headers
 # (examples/hello_shaped.rs: the same handler at the id route's path, then with the four headers
 # every leafid answer carries: the framework's charge for the answer's shape), segment,
-# snowflake, batch1 and batch100 (the v1 batch route, count=1 and count=100).
+# snowflake, strict (Leaf's route on a strict tag, through its owner), batch1 and batch100 (the
+# v1 batch route, count=1 and count=100).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 low="${1:-1000}"; high="${2:-4000}"
@@ -112,13 +113,19 @@ total() { # name path n
       # the requests.
       LEAFID__SERVER__PORT=$port LEAFID__SERVER__WORKERS=1 LEAFID__SERVER__DRAIN_SECS=0 \
         LEAFID__SEGMENT__REFRESH_INTERVAL_SECS=3600 \
-        LEAFID__DATABASE__URL="sqlite://$tmp/leafid.db" RUST_LOG=warn \
+        LEAFID__DATABASE__URL="sqlite://$tmp/leafid.db" RUST_LOG=warn LEAFID__ADMIN__TOKEN=bench \
         valgrind --tool=callgrind --callgrind-out-file="$out" \
         "$bin" >"$tmp/$name.log" 2>&1 &
       ;;
   esac
   server=$!
   wait_for "$port" "$live"
+  if [ "$name" = strict ]; then
+    # A strict tag (docs/guarantees.md#strict-tags), served by this server, its only owner.
+    curl -sf -X POST -H 'authorization: Bearer bench' -H 'content-type: application/json' \
+      -d '{"biz_tag":"strictbench","step":100000,"order":"strict"}' \
+      "http://127.0.0.1:$port/api/v1/tags" >/dev/null
+  fi
   client "$port" "$path" "$n"
   kill -INT "$server"
   wait "$server" || true
@@ -134,10 +141,11 @@ rows=(
   "hello_headers|/api/segment/get/leaf-segment-test|examples/hello_shaped, that path and leafid's 4 headers"
   "segment|/api/segment/get/leaf-segment-test|leafid GET /api/segment/get/{tag}"
   "snowflake|/api/snowflake/get/bench|leafid GET /api/snowflake/get/{key}"
+  "strict|/api/segment/get/strictbench|leafid GET /api/segment/get/{tag}, a strict tag through its owner"
   "batch1|/api/v1/segment/leaf-segment-test/ids?count=1|leafid GET /api/v1/segment/{tag}/ids?count=1"
   "batch100|/api/v1/segment/leaf-segment-test/ids?count=100|leafid GET /api/v1/segment/{tag}/ids?count=100"
 )
-selected=" ${ROUTES:-hello hello_path hello_headers segment snowflake batch1 batch100} "
+selected=" ${ROUTES:-hello hello_path hello_headers segment snowflake strict batch1 batch100} "
 [[ "$selected" == *" hello "* ]] || { echo "ROUTES must include hello (the ratios' baseline)" >&2; exit 2; }
 table="| route | instructions per request | ratio to hello |
 | --- | --- | --- |"

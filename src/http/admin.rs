@@ -64,6 +64,9 @@ fn header_token(req: &HttpRequest) -> Option<&str> {
 /// token is `lid_` and base64url, which needs no percent-encoding (an encoded one matches no
 /// token, and is refused as unknown). `None` when absent or empty.
 pub fn query_token(query: &str) -> Option<&str> {
+    if query.is_empty() {
+        return None;
+    }
     query
         .split('&')
         .find_map(|pair| pair.strip_prefix("access_token="))

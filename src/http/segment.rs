@@ -88,7 +88,9 @@ pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, Error> {
     if let Some(id) = state.ids.try_next_id(&admitted) {
         return Ok(plain_id(id));
     }
-    match state.ids.next_ids_admitted(&who, admitted, 1).await? {
+    // The slow path's future boxed on its own: the fast path above keeps the handler's future
+    // small (it is allocated and moved per request; perf: about 450 instructions a request).
+    match Box::pin(state.ids.next_ids_admitted(&who, admitted, 1)).await? {
         Ids::Numbers(ids) | Ids::Strict(ids) => Ok(plain_id(*ids.first().ok_or(Error::Internal)?)),
         Ids::Texts(f) => Ok(plain_text(f.first().ok_or(Error::Internal)?)),
     }
