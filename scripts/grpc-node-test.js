@@ -152,6 +152,29 @@ async function main() {
       assert(ids.length === 1068, `count ${ids.length}`);
       checkIds(ids);
     },
+    async pullRanges() {
+      await call(tags, 'CreateTag', { biz_tag: 'js.pull', step: 1000 }, admin());
+      const got = [];
+      await new Promise((resolve, reject) => {
+        const s = seg.PullRanges();
+        const wants = [100, 1, 250];
+        let k = 0;
+        s.on('data', (m) => {
+          if (Number(m.count) !== wants[k]) reject(new Error(`answer ${JSON.stringify(m)}`));
+          got.push(...runIds(m.ranges));
+          k++;
+          if (k < wants.length) s.write({ biz_tag: 'js.pull', count: wants[k] });
+          else s.end();
+        });
+        s.on('error', reject);
+        s.on('end', resolve);
+        s.write({ biz_tag: 'js.pull', count: wants[0] });
+      });
+      assert(got.length === 351, `pulled ${got.length}`);
+      checkIds(got);
+      const next = (await call(seg, 'NextIds', { biz_tag: 'js.pull', count: 1 })).ids.map(BigInt);
+      assert(next[0] === got[got.length - 1] + 1n, `next ${next[0]} after ${got[got.length - 1]}`);
+    },
     async exact64Bit() {
       const ids = (await call(seg, 'NextIds', { biz_tag: 'js.big', count: 3 })).ids;
       assert(JSON.stringify(ids) === JSON.stringify([ABOVE_2_53, ABOVE_2_53 + 1n, ABOVE_2_53 + 2n].map(String)), `ids ${ids}`);

@@ -204,6 +204,19 @@ def main() -> int:
         assert len(ids) == 25 + 40 + 1000 + 3
         check_ids(ids)
 
+    def test_pull_ranges_takes_only_what_was_asked():
+        tags.CreateTag(pb.CreateTagRequest(biz_tag="py.pull", step=1000), metadata=admin())
+        asks = [pb.PullRequest(biz_tag="py.pull", count=n) for n in (100, 1, 250)]
+        got = []
+        for m, want in zip(seg.PullRanges(iter(asks)), (100, 1, 250)):
+            assert m.count == want, m
+            got += run_ids(m.ranges)
+        assert len(got) == 351, len(got)
+        check_ids(got)
+        time.sleep(0.3)
+        nxt = list(seg.NextIds(pb.NextIdsRequest(biz_tag="py.pull", count=1)).ids)
+        assert nxt == [got[-1] + 1], (nxt, got[-1])
+
     def test_exact_64_bit_values():
         ids = list(seg.NextIds(pb.NextIdsRequest(biz_tag="py.big", count=3)).ids)
         assert ids == [ABOVE_2_53, ABOVE_2_53 + 1, ABOVE_2_53 + 2], ids

@@ -237,4 +237,53 @@ impl pb::segment_server::Segment for Segment {
         );
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
+
+    type PullRangesStream = Pin<Box<dyn Stream<Item = Result<pb::RangesReply, Status>> + Send>>;
+
+    /// Client-paced ranges: one `next_runs` of the service per ask, answered by one message.
+    /// Why no id is taken that the reader did not ask for: the task reads the next ask before
+    /// it takes anything, so ids are taken only for asks received; an answer the reader asked
+    /// for and never read (it went away) is a gap, never handed out again. The caller's
+    /// deadline bounds the whole call; the first error ends it.
+    async fn pull_ranges(
+        &self,
+        req: Request<tonic::Streaming<pb::PullRequest>>,
+    ) -> Result<Response<Self::PullRangesStream>, Status> {
+        let (who, limit) = (CallCredentials::of(&req), deadline(&req));
+        let until = limit.map(|d| tokio::time::Instant::now() + d);
+        let mut asks = req.into_inner();
+        let (tx, rx) = mpsc::channel(1);
+        let ids = self.door.ids().clone();
+        let span = tracing::info_span!("grpc_pull");
+        let task = move || async move {
+            loop {
+                let ask = match asks.message().await {
+                    Ok(Some(ask)) => ask,
+                    // The reader closed its side (or went away): done.
+                    Ok(None) => return,
+                    Err(status) => {
+                        let _ = tx.send(Err(status)).await;
+                        return;
+                    }
+                };
+                let limit = until.map(|u| u.saturating_duration_since(tokio::time::Instant::now()));
+                let answer = within(limit, async {
+                    BizTag::validate(&ask.biz_tag).map_err(Error::from)?;
+                    Ok(ids.next_runs(&who, &ask.biz_tag, ask.count).await?)
+                })
+                .await
+                .map(|runs| runs_reply(&ask.biz_tag, &runs));
+                let failed = answer.is_err();
+                if tx.send(answer).await.is_err() || failed {
+                    return;
+                }
+            }
+        };
+        drop(
+            self.door
+                .pool()
+                .spawn_pinned(move || task().instrument(span)),
+        );
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
 }
