@@ -856,3 +856,28 @@ async fn a_pulling_reader_takes_exactly_what_it_asked_for() {
     assert_eq!(reason(&s), (Code::InvalidArgument, "invalid_count".into()));
     app.handle.stop(true).await;
 }
+
+/// `grpc.port` and `server.port` one fixed port: refused at start-up with both keys named,
+/// before anything is bound; port 0 for both (a free port each) and the door off are fine.
+#[test]
+fn the_grpc_port_must_differ_from_the_http_port() {
+    let mut s = test_settings("sqlite://unused.db");
+    s.grpc.enabled = true;
+    s.server.port = 9191;
+    s.grpc.port = 9191;
+    let e = s.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("grpc.port = 9191") && e.contains("server.port"),
+        "{e}"
+    );
+    s.grpc.enabled = false;
+    s.validate().unwrap();
+    s.grpc.enabled = true;
+    s.grpc.port = 0;
+    s.server.port = 0;
+    s.validate().unwrap();
+    // Shipped default: off, on 9090.
+    let d = Settings::load(None).unwrap();
+    assert!(!d.grpc.enabled);
+    assert_eq!(d.grpc.port, 9090);
+}
