@@ -66,7 +66,13 @@ pub async fn serve(
         }
     };
     let router = tonic::transport::Server::builder()
-        .trace_fn(|req| tracing::info_span!("grpc", method = %req.uri().path()))
+        // Each call in a span with a request id of the same series as HTTP's
+        // (`x-request-id`) and its method (bounded: the path of a served method, or of an
+        // unknown one answered UNIMPLEMENTED at once).
+        .trace_fn(|req| {
+            let id = crate::http::middleware::RequestId::next();
+            tracing::info_span!("grpc", request_id = %id, method = %req.uri().path())
+        })
         .add_service(health)
         .add_service(pb::segment_server::SegmentServer::new(
             segment::Segment::new(door.clone()),
