@@ -12,10 +12,12 @@
 //! - [`local`]: the threads the id service's calls run on (its futures are not `Send`).
 //! - [`segment`], [`snowflake`], [`tags`]: the services.
 //! - [`health`]: the health statuses, from `/health/ready`'s verdict.
+//! - [`metrics`]: calls by method and code, in the server's registry.
 
 pub mod caller;
 pub mod health;
 pub mod local;
+pub mod metrics;
 pub mod segment;
 pub mod snowflake;
 pub mod status;
@@ -47,7 +49,15 @@ pub async fn serve(
     stop: CancellationToken,
 ) -> Result<(), tonic::transport::Error> {
     let door = local::Door::new(state.ids.clone(), threads);
+    let metered = metrics::GrpcMetrics::new(&state.metrics);
     let (reporter, health) = tonic_health::server::health_reporter();
+    // Every service known before the first call: NOT_SERVING until the first verdict (a
+    // moment later), never NOT_FOUND.
+    for name in ["", health::SEGMENT, health::SNOWFLAKE, health::TAGS] {
+        reporter
+            .set_service_status(name, tonic_health::ServingStatus::NotServing)
+            .await;
+    }
     tokio::spawn(health::follow_readiness(reporter, state, stop.clone()));
     // Reflection in both versions: v1, and v1alpha, which grpcurl falls back to and
     // grpcio-reflection's descriptor database speaks.
@@ -66,6 +76,7 @@ pub async fn serve(
         }
     };
     let router = tonic::transport::Server::builder()
+        .layer(metered)
         // Each call in a span with a request id of the same series as HTTP's
         // (`x-request-id`) and its method (bounded: the path of a served method, or of an
         // unknown one answered UNIMPLEMENTED at once).

@@ -376,6 +376,26 @@ async fn every_rpc_answers_with_the_http_apis_meaning() {
         .await
         .unwrap_err();
     assert_eq!(reason(&s), (Code::InvalidArgument, "invalid_step".into()));
+    // Every call counted by method and code, in the server's /metrics.
+    let metrics = reqwest::get(format!("{}/metrics", app.http))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let counted = |method: &str, code: &str| {
+        metrics.lines().any(|l| {
+            l.starts_with("leafid_grpc_requests_total{")
+                && l.contains(&format!("method=\"{method}\""))
+                && l.contains(&format!("code=\"{code}\""))
+        })
+    };
+    assert!(counted("/leafid.v1.Segment/NextIds", "0"), "{metrics}");
+    assert!(counted("/leafid.v1.Segment/NextIds", "5"), "{metrics}");
+    assert!(counted("/leafid.v1.Tags/CreateTag", "6"), "{metrics}");
+    assert!(metrics.contains(
+        "leafid_grpc_request_duration_seconds_bucket{method=\"/leafid.v1.Snowflake/Bounds\""
+    ));
     app.handle.stop(true).await;
 }
 
@@ -656,9 +676,21 @@ async fn health_follows_readiness_and_reflection_lists_the_services() {
     let status = |service: &str| HealthCheckRequest {
         service: service.into(),
     };
+    // Known from the start (NOT_SERVING until the first verdict, a moment later), then SERVING.
     for service in ["", "leafid.v1.Segment", "leafid.v1.Tags"] {
-        let r = health.check(status(service)).await.unwrap().into_inner();
-        assert_eq!(r.status, ServingStatus::Serving as i32, "{service:?}");
+        let start = Instant::now();
+        loop {
+            let r = health.check(status(service)).await.unwrap().into_inner();
+            if r.status == ServingStatus::Serving as i32 {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "{service:?}: {}",
+                r.status
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
     // The snowflake engine is off: its service is not serving.
     let r = health
