@@ -24,6 +24,8 @@
 //! - [`error`]: [`error::Error`], every refusal and failure with its stable code and class,
 //!   without a transport.
 //! - [`http`]: the thin HTTP adapter: routes, the error body, the status of each error class.
+//! - [`grpc`]: the gRPC door (tonic, its own port): `leafid.v1`'s services, health, reflection,
+//!   the gRPC status of each error class.
 //! - `testing` (unit tests, and feature `testing`): every fake (in-memory stores, hand-driven
 //!   clocks, the fault proxy) for tests, benches and the soak example; not in a release build.
 //! - [`metrics`]: the Prometheus families, read from the engines at scrape time.
@@ -32,6 +34,7 @@ pub mod access;
 pub mod background;
 pub mod config;
 pub mod error;
+pub mod grpc;
 pub mod http;
 pub mod layout_plan;
 pub mod lease_gate;

@@ -29,6 +29,8 @@ use crate::store::{Database, redact};
 /// A built server: bound to its port, engines started, not yet serving.
 pub struct Application {
     port: u16,
+    /// The gRPC door's bound port, when `grpc.enabled`.
+    grpc_port: Option<u16>,
     server: Server,
     state: AppState,
     /// The tag refresh and the lease heartbeat: stopped and awaited before the lease release.
@@ -223,6 +225,7 @@ impl Application {
             );
         }
         let data = web::Data::new(state.clone());
+        let data_for_grpc = data.clone();
         let telemetry = http::middleware::Telemetry::new(
             state.metrics.clone(),
             Duration::from_millis(settings.server.body_timeout_ms),
@@ -242,11 +245,17 @@ impl Application {
             server = server.workers(settings.server.workers);
         }
         info!(host = %settings.server.host, port, "listening");
+        let grpc_port = if settings.grpc.enabled {
+            Some(start_grpc(&settings, data_for_grpc, &background)?)
+        } else {
+            None
+        };
         // After "listening": a key the database does not record refuses its tags, not the start
         // (an `error!` before "listening" reads as a start that failed).
         log_key_reports(&settings, &key_reports);
         Ok(Self {
             port,
+            grpc_port,
             server: server.run(),
             state,
             background,
@@ -257,6 +266,11 @@ impl Application {
     /// The bound port.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The gRPC door's bound port, when `grpc.enabled` (`crate::grpc`).
+    pub fn grpc_port(&self) -> Option<u16> {
+        self.grpc_port
     }
 
     /// A handle to stop the server (graceful by default).
@@ -298,6 +312,62 @@ impl Application {
         self.state.db.close().await;
         result
     }
+}
+
+/// Binds `server.host:grpc.port` and serves the gRPC door (`crate::grpc`) on a runtime of
+/// its own (`server.workers` threads, else one per core, for the connections, and as many for
+/// the id service's calls, `crate::grpc::local`) in its own thread: the actix system runtime is
+/// one thread, and tonic's connections should not share it with the engines' background tasks. It stops when the background tasks do (their token), in-flight calls
+/// first, and [`Background::shutdown`] waits for it. Logs `grpc listening` with the port.
+fn start_grpc(
+    settings: &Settings,
+    data: web::Data<AppState>,
+    background: &Background,
+) -> anyhow::Result<u16> {
+    let host = settings.server.host.as_str();
+    let listener = TcpListener::bind((host, settings.grpc.port)).with_context(|| {
+        format!(
+            "binding server.host:grpc.port = {host}:{}",
+            settings.grpc.port
+        )
+    })?;
+    listener.set_nonblocking(true)?;
+    let port = listener.local_addr()?.port();
+    let threads = match settings.server.workers {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .thread_name("grpc")
+        .build()
+        .context("starting the gRPC runtime")?;
+    let stop = background.token();
+    let (done, finished) = tokio::sync::oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("grpc".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let served = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(listener) => crate::grpc::serve(listener, data, threads, stop)
+                        .await
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                if let Err(e) = served {
+                    tracing::error!(error = %e, "the gRPC door stopped");
+                }
+            });
+            drop(done);
+        })
+        .context("starting the gRPC thread")?;
+    background.spawn(async move {
+        // Returns when the gRPC thread is done (its sender dropped).
+        let _ = finished.await;
+    });
+    info!(host = %host, port, "grpc listening");
+    Ok(port)
 }
 
 /// Where peers reach this server: `server.advertise_url`, else `http://host:port` when the

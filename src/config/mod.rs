@@ -69,9 +69,37 @@ pub struct Settings {
     /// Regions: the lanes of the segment engine.
     #[serde(default)]
     pub lanes: LanesSettings,
+    /// The gRPC door (`crate::grpc`).
+    #[serde(default)]
+    pub grpc: GrpcSettings,
     /// The keys of `shapes.keys`, read from their files once by [`Settings::load`].
     #[serde(skip)]
     pub shape_keys: std::sync::Arc<crate::shapes::keys::KeyRing>,
+}
+
+/// `[grpc]`: the gRPC door (`crate::grpc`), on its own port of `server.host` (actix-web and
+/// tonic are two HTTP/2 stacks; one port would need a router in front of both).
+#[derive(Debug, Clone, Deserialize)]
+pub struct GrpcSettings {
+    /// Whether the gRPC services are served (default off: a new port opens only when asked).
+    #[serde(default)]
+    pub enabled: bool,
+    /// Its port; 0 picks a free one (logged as `grpc listening`). Default 9090.
+    #[serde(default = "default_grpc_port")]
+    pub port: u16,
+}
+
+fn default_grpc_port() -> u16 {
+    9090
+}
+
+impl Default for GrpcSettings {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            port: default_grpc_port(),
+        }
+    }
 }
 
 /// `[lanes]`: several independent databases, one per region (`crate::segment::lanes`).
@@ -474,6 +502,15 @@ impl Settings {
         }
         if sv.host.is_empty() {
             bail!("invalid configuration: server.host must not be empty");
+        }
+        // Two listeners on one fixed port: the second bind would fail after the engines
+        // started; said here, before anything is bound.
+        if self.grpc.enabled && self.grpc.port != 0 && self.grpc.port == sv.port {
+            bail!(
+                "invalid configuration: grpc.port = {} is server.port too: the gRPC door needs \
+                 a port of its own (0 picks a free one)",
+                self.grpc.port
+            );
         }
         if s.step_grow_below_secs > s.step_shrink_above_secs {
             bail!(

@@ -22,6 +22,7 @@ mod formatted;
 mod formatted_lifecycle;
 mod galera;
 mod give_back;
+mod grpc;
 mod hostile;
 mod js_safe;
 mod keys;
