@@ -1,6 +1,6 @@
 //! `leafid.v1.Segment`: a plain tag's ids as a list and as runs, a formatted tag's texts and
-//! their decode, and [`StreamRanges`](Segment::stream_ranges). Each call parses its message,
-//! asks the [`IdService`] (the same calls as `crate::http::segment`) and writes the answer:
+//! their decode, and `StreamRanges`. Each call parses its message,
+//! asks the [`IdService`](crate::service::IdService) (the same calls as `crate::http::segment`) and writes the answer:
 //! which engine, lane or format serves, and every id rule, are the service's.
 
 use std::pin::Pin;

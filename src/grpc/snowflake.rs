@@ -1,5 +1,5 @@
 //! `leafid.v1.Snowflake`: snowflake ids, as a list and as runs, an id's fields and the id
-//! bounds of a time range, through the [`IdService`] (as `crate::http::snowflake`).
+//! bounds of a time range, through the [`IdService`](crate::service::IdService) (as `crate::http::snowflake`).
 
 use tonic::{Request, Response, Status};
 

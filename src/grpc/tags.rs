@@ -1,5 +1,5 @@
 //! `leafid.v1.Tags`: the tags read (as `GET /api/v1/tags`, with the monitor pages' credential)
-//! and created (with the admin credential), through the [`IdService`] and the same access
+//! and created (with the admin credential), through the [`IdService`](crate::service::IdService) and the same access
 //! policy as `crate::http::tags`.
 
 use tonic::{Request, Response, Status};

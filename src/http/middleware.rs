@@ -65,7 +65,7 @@ where
 /// router, this through the one box every app-level service has; and the handler is called
 /// with the request directly, without the extractor machinery. Matching is the scope's: the
 /// same root-prefix `ResourceDef`, the `GET` guard on the registration (other methods fall
-/// through to the next service), the label as route data ([`route_label`]).
+/// through to the next service), the label as route data (`route_label`).
 pub fn labeled_get_prefix<F, Fut, E>(
     prefix: &str,
     label: &'static str,
