@@ -1422,6 +1422,8 @@ async fn the_tombstone_tag_column_copies_leaf_allocs_collation() {
             // Always ascii_bin: the quota table's keys are compared exactly, whatever
             // leaf_alloc's collation (a formatted tag's quota key is its stored spelling).
             ("leafid_quota_use".to_owned(), "ascii_bin".to_owned()),
+            // Always ascii_bin too: a strict tag's owner row is keyed by its stored spelling.
+            ("leafid_strict_owner".to_owned(), "ascii_bin".to_owned()),
             ("leafid_tag_format".to_owned(), "ascii_bin".to_owned()),
             ("leafid_tag_tombstone".to_owned(), "ascii_bin".to_owned()),
         ]
