@@ -31,7 +31,9 @@ RUN cargo chef cook --release --locked --bin leafid --recipe-path recipe.json
 # (copied alone, Cargo.toml + src fail: "can't find `engines` bench"). The price: editing a test
 # rebuilds this crate (only it; the dependencies stay in the cook layer above).
 # scripts/docker-check.sh builds what these COPY lines copy, and nothing else, without Docker.
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
+# The gRPC door's proto, compiled by build.rs (protox: no protoc in the image).
+COPY proto ./proto
 COPY src ./src
 COPY config ./config
 COPY migrations ./migrations
