@@ -175,8 +175,9 @@ impl AccessPolicy {
     }
 }
 
-/// Compares without an early exit, so the time taken does not reveal the matching prefix.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Compares without an early exit, so the time taken does not reveal the matching prefix (the
+/// admin token here, a strict tag's peer key in `crate::service::strict`).
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

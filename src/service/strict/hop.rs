@@ -95,8 +95,3 @@ struct ForwardAnswer {
     code: Option<String>,
     message: Option<String>,
 }
-
-/// Compares two keys in time independent of where they differ.
-pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}

@@ -30,8 +30,9 @@ use crate::telemetry::LogLimiter;
 
 mod hop;
 
+use crate::access::constant_time_eq;
+use hop::Forward;
 pub use hop::{FORWARD_ROUTE, PEER_KEY_HEADER};
-use hop::{Forward, constant_time_eq};
 
 /// How long a server waits between two looks at an owner that does not answer.
 const RETRY_PAUSE: Duration = Duration::from_millis(25);
@@ -142,8 +143,13 @@ impl StrictService {
         self.timing
     }
 
+    /// The map of tags (a panic under it cannot leave it half-written: one insert or removal).
+    fn lock_tags(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<StrictTag>>> {
+        self.tags.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn entry(&self, tag: &BizTag) -> Arc<StrictTag> {
-        let mut tags = self.tags.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tags = self.lock_tags();
         if let Some(entry) = tags.get(tag.as_str()) {
             return entry.clone();
         }
@@ -151,19 +157,14 @@ impl StrictService {
     }
 
     fn entries(&self) -> Vec<(String, Arc<StrictTag>)> {
-        let tags = self.tags.lock().unwrap_or_else(|p| p.into_inner());
+        let tags = self.lock_tags();
         tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
     /// What this server knows of `tag`'s owner, if it was asked for the tag: whether it owns
     /// it, and the owner row it last read (no database read).
     pub fn status(&self, tag: &str) -> Option<StrictStatus> {
-        let entry = self
-            .tags
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(tag)?
-            .clone();
+        let entry = self.lock_tags().get(tag)?.clone();
         let here = entry.ownership().is_some_and(|o| boot_now() < o.deadline);
         let seen = entry.seen();
         Some(StrictStatus {
@@ -236,12 +237,7 @@ impl StrictService {
         let until = Instant::now() + wait;
         // Only a tag this server already holds an entry for: a hop names any tag it likes, and
         // must not grow the map (a caller without the key is refused before anything else).
-        let entry = self
-            .tags
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(tag.as_str())
-            .cloned();
+        let entry = self.lock_tags().get(tag.as_str()).cloned();
         match entry.as_ref().and_then(|e| e.ownership()) {
             Some(own) if constant_time_eq(own.peer_key.as_bytes(), key.as_bytes()) => {}
             Some(_) => {
@@ -530,15 +526,7 @@ impl StrictService {
     /// fails its next renewal and stops serving within `L / 4`), and this server serves
     /// nothing of it from memory again.
     pub async fn forget(&self, tag: &str) {
-        let entry = self
-            .tags
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(tag);
-        if let Some(own) = entry.and_then(|e| {
-            let own = e.ownership();
-            own.inspect(|o| e.lost(o.epoch))
-        }) {
+        if let Some(own) = self.drop_entry(tag) {
             info!(biz_tag = %tag, epoch = own.epoch, "strict tag deleted: no longer served here");
         }
         match tokio::time::timeout(self.timing.lease, self.owners.remove(tag)).await {
@@ -549,19 +537,21 @@ impl StrictService {
         }
     }
 
+    /// Removes `tag`'s entry; if this server owned the tag, it stops serving it first (the
+    /// entry is lost, so a request still holding it serves nothing) and the ownership is
+    /// returned.
+    fn drop_entry(&self, tag: &str) -> Option<Ownership> {
+        let entry = self.lock_tags().remove(tag)?;
+        let own = entry.ownership()?;
+        entry.lost(own.epoch);
+        Some(own)
+    }
+
     /// Stops owning `tag` here (its entry goes) and releases its row.
     async fn give_up(&self, tag: &str) {
-        let entry = self
-            .tags
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(tag);
-        let Some(own) = entry.as_ref().and_then(|e| e.ownership()) else {
+        let Some(own) = self.drop_entry(tag) else {
             return;
         };
-        if let Some(e) = &entry {
-            e.lost(own.epoch);
-        }
         let release = self.owners.release(tag, own.epoch, &self.me);
         let _ = tokio::time::timeout(self.timing.lease, release).await;
     }
