@@ -11,5 +11,6 @@ CREATE TABLE IF NOT EXISTS leafid_strict_owner (
     address  VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NULL,
     peer_key VARCHAR(64)  CHARACTER SET ascii COLLATE ascii_bin NULL,
     epoch    BIGINT       NOT NULL,
+    lease_ms BIGINT       NOT NULL DEFAULT 0,
     version  BIGINT       NOT NULL
 ) ENGINE = InnoDB;

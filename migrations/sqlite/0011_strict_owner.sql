@@ -10,5 +10,6 @@ CREATE TABLE IF NOT EXISTS leafid_strict_owner (
     address  VARCHAR(255) NULL,
     peer_key VARCHAR(64)  NULL,
     epoch    BIGINT       NOT NULL,
+    lease_ms BIGINT       NOT NULL DEFAULT 0,
     version  BIGINT       NOT NULL
 );

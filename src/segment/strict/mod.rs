@@ -85,6 +85,14 @@ impl StrictTiming {
         self.lease + self.margin()
     }
 
+    /// The patience before taking over a tag whose row says its owner holds it for
+    /// `owner_lease_ms`: the longer of this server's and the owner's, so a server configured
+    /// with a shorter lease than the owner's still waits the owner's hold out.
+    pub fn patience_for(&self, owner_lease_ms: u64) -> Duration {
+        self.patience()
+            .max(Self::new(Duration::from_millis(owner_lease_ms)).patience())
+    }
+
     /// How often the owner renews: `L / 4`, so three renewals may fail before the hold ends.
     pub fn renew_every(&self) -> Duration {
         self.lease / 4

@@ -23,6 +23,10 @@ pub struct OwnerRow {
     pub epoch: i64,
     /// Bumped by every write (takeover, renewal, release).
     pub version: i64,
+    /// The lease of the server that took the tag over last, in ms: a taker waits out the
+    /// longer of its own and this one, so servers configured with different
+    /// `segment.strict_lease_ms` (an operator's slip) still never overlap.
+    pub lease_ms: u64,
 }
 
 /// What a server writes into the row when it takes a tag over.
@@ -34,6 +38,8 @@ pub struct Claim<'a> {
     pub address: &'a str,
     /// A fresh random key for this takeover.
     pub peer_key: &'a str,
+    /// The taker's lease (`segment.strict_lease_ms`), written for the next taker.
+    pub lease_ms: u64,
 }
 
 /// The owner rows, on the tags' database.

@@ -194,7 +194,8 @@ impl StrictService {
                     // Not owned here: the owner we know of (unless its row has not moved for
                     // the patience: then the row first, which may take the tag over), or the row.
                     if let Some(seen) = entry.seen()
-                        && boot_now().saturating_sub(seen.since) < self.timing.patience()
+                        && boot_now().saturating_sub(seen.since)
+                            < self.timing.patience_for(seen.row.lease_ms)
                         && forwarded_to.as_ref() != Some(&seen.row)
                         && seen.row.owner.as_deref().is_some_and(|o| o != self.me)
                         && let (Some(address), Some(key)) = (&seen.row.address, &seen.row.peer_key)
@@ -395,7 +396,8 @@ impl StrictService {
         // Read after the read returned: the version's write committed before this instant.
         let seen = entry.observe(row, boot_now());
         let free = seen.row.owner.is_none();
-        let stale = boot_now().saturating_sub(seen.since) >= self.timing.patience();
+        let stale =
+            boot_now().saturating_sub(seen.since) >= self.timing.patience_for(seen.row.lease_ms);
         if (free || stale) && self.take_over(tag, entry, &seen.row).await {
             return true;
         }
@@ -413,6 +415,7 @@ impl StrictService {
             owner: &self.me,
             address,
             peer_key: &key,
+            lease_ms: self.timing.lease.as_millis() as u64,
         };
         // Read before the write is sent: the hold is counted from here (`segment::strict`).
         let sent = boot_now();
@@ -425,6 +428,7 @@ impl StrictService {
                     peer_key: Some(key.clone()),
                     epoch,
                     version: seen.version + 1,
+                    lease_ms: self.timing.lease.as_millis() as u64,
                 };
                 entry.acquired(Ownership {
                     epoch,

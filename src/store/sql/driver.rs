@@ -43,7 +43,7 @@ pub(crate) type TokenRow = (
 
 /// A strict tag's owner row as `crate::store::sql`'s `strict` reads it (owner, address and key
 /// read as `''` where NULL).
-pub(crate) type OwnerRecord = (String, String, String, i64, i64);
+pub(crate) type OwnerRecord = (String, String, String, i64, i64, i64);
 
 /// A sqlx driver that runs the shared statements: it executes on a pooled connection, binds
 /// `&str`, `Option<&str>` and `i64`, caches prepared statements, and decodes `(String,)`, `(i64,)`, `(String, String)`

@@ -25,14 +25,14 @@ static INSERT_ROW: Statement = Statement::new(
 );
 
 static SELECT_ROW: Statement = Statement::new(
-    "SELECT COALESCE(owner, ''), COALESCE(address, ''), COALESCE(peer_key, ''), epoch, version \
-     FROM leafid_strict_owner WHERE biz_tag = ?",
+    "SELECT COALESCE(owner, ''), COALESCE(address, ''), COALESCE(peer_key, ''), epoch, version, \
+     lease_ms FROM leafid_strict_owner WHERE biz_tag = ?",
 );
 
 /// The takeover: only on the version the taker saw.
 static TAKE_OVER: Statement = Statement::new(
-    "UPDATE leafid_strict_owner SET owner = ?, address = ?, peer_key = ?, epoch = epoch + 1, \
-     version = version + 1 WHERE biz_tag = ? AND version = ?",
+    "UPDATE leafid_strict_owner SET owner = ?, address = ?, peer_key = ?, lease_ms = ?, \
+     epoch = epoch + 1, version = version + 1 WHERE biz_tag = ? AND version = ?",
 );
 
 /// The renewal: only by the server that holds the epoch.
@@ -60,15 +60,16 @@ async fn select<D: Dialect>(
         .map_err(unavailable)?;
     s.finish().await.map_err(unavailable)?;
     let some = |s: String| (!s.is_empty()).then_some(s);
-    Ok(
-        row.map(|(owner, address, peer_key, epoch, version)| OwnerRow {
+    Ok(row.map(
+        |(owner, address, peer_key, epoch, version, lease_ms)| OwnerRow {
             owner: some(owner),
             address: some(address),
             peer_key: some(peer_key),
             epoch,
             version,
-        }),
-    )
+            lease_ms: lease_ms.max(0) as u64,
+        },
+    ))
 }
 
 #[async_trait]
@@ -106,6 +107,7 @@ where
             .bind(claim.owner)
             .bind(claim.address)
             .bind(claim.peer_key)
+            .bind(i64::try_from(claim.lease_ms).unwrap_or(i64::MAX))
             .bind(biz_tag)
             .bind(seen.version);
         let done = write_one(db, q).await.map_err(unavailable)?;

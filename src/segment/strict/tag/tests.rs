@@ -121,6 +121,7 @@ fn an_observed_row_keeps_its_first_instant_until_it_moves() {
         peer_key: Some("k".into()),
         epoch: 1,
         version,
+        lease_ms: 2000,
     };
     let t0 = Duration::from_secs(10);
     assert_eq!(tag.observe(row(1), t0).since, t0);
@@ -199,4 +200,16 @@ fn threads_taking_while_the_tag_moves_never_repeat_or_go_back() {
     all.dedup();
     assert_eq!(all.len(), n, "no id twice");
     assert!(n > 100, "the threads were served ({n} ids)");
+}
+
+/// A server with a short lease waits out an owner configured with a longer one (two servers
+/// given different `segment.strict_lease_ms`): the row carries the owner's lease.
+#[test]
+fn a_shorter_lease_waits_out_an_owner_with_a_longer_one() {
+    let short = super::super::StrictTiming::new(Duration::from_secs(1));
+    assert_eq!(short.patience_for(0), Duration::from_millis(1100));
+    assert_eq!(short.patience_for(10_000), Duration::from_millis(11_000));
+    // The owner's hold (`L - m`) ends before the other's patience, whoever has which lease.
+    let long = super::super::StrictTiming::new(Duration::from_secs(10));
+    assert!(long.hold() < short.patience_for(10_000));
 }
