@@ -27,7 +27,11 @@
 # (examples/hello_shaped.rs: the same handler at the id route's path, then with the four headers
 # every leafid answer carries: the framework's charge for the answer's shape), segment,
 # snowflake, strict (Leaf's route on a strict tag, through its owner), batch1 and batch100 (the
-# v1 batch route, count=1 and count=100).
+# v1 batch route, count=1 and count=100); then the gRPC door: grpc_hello (examples/grpc_hello.rs,
+# tonic answering Segment.NextIds with a constant id: the gRPC baseline) and grpc_segment
+# (leafid's Segment.NextIds, count=1), each sent by examples/grpc_load.rs (`calls`: one call after
+# another on one HTTP/2 connection, not counted). A gRPC row's ratio is to grpc_hello, an HTTP
+# row's to hello.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 low="${1:-1000}"; high="${2:-4000}"
@@ -36,12 +40,19 @@ low="${1:-1000}"; high="${2:-4000}"
 if ! command -v valgrind >/dev/null; then
   (source scripts/lib/common.sh && leafid_install_packages valgrind)
 fi
-hello="${HELLO_BIN:-}"; shaped="${SHAPED_BIN:-}"
-if [ -z "$hello" ] || [ -z "$shaped" ]; then
-  cargo build --release --example hello --example hello_shaped >&2
-  target="${CARGO_TARGET_DIR:-target}"
+hello="${HELLO_BIN:-}"; shaped="${SHAPED_BIN:-}"; grpc_hello="${GRPC_HELLO_BIN:-}"
+target="${CARGO_TARGET_DIR:-target}"
+if [ -z "$hello" ] || [ -z "$shaped" ] || [ -z "$grpc_hello" ]; then
+  cargo build --release --example hello --example hello_shaped --example grpc_hello >&2
   hello="${hello:-$target/release/examples/hello}"
   shaped="${shaped:-$target/release/examples/hello_shaped}"
+  grpc_hello="${grpc_hello:-$target/release/examples/grpc_hello}"
+fi
+# The gRPC rows' client (never under callgrind): the build of this checkout.
+grpc_load="${GRPC_LOAD_BIN:-}"
+if [ -z "$grpc_load" ]; then
+  cargo build --release --example grpc_load >&2
+  grpc_load="$target/release/examples/grpc_load"
 fi
 bin="${LEAFID_BIN:-}"
 if [ -z "$bin" ]; then
@@ -57,6 +68,7 @@ cleanup() {
 }
 trap cleanup EXIT
 port=18090
+grpc_port=19092
 (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/bench.key")
 
 # N keep-alive GETs of PATH on PORT; any answer but 200 stops the script.
@@ -89,6 +101,16 @@ wait_for() { # port path
   return 1
 }
 
+# Until the gRPC port answers a call (valgrind starts slowly).
+wait_grpc() {
+  for _ in $(seq 1 600); do
+    "$grpc_load" calls "$grpc_port" hello 0 >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "the gRPC port $grpc_port did not answer" >&2
+  return 1
+}
+
 # Total instructions of one server run that answers N requests of PATH.
 total() { # name path n
   local name="$1" path="$2" n="$3" out="$tmp/$1.$3.callgrind" live
@@ -107,11 +129,17 @@ total() { # name path n
         valgrind --tool=callgrind --callgrind-out-file="$out" \
         "$shaped" >"$tmp/$name.log" 2>&1 &
       ;;
+    grpc_hello)
+      HELLO_PORT=$grpc_port HELLO_WORKERS=1 valgrind --tool=callgrind --callgrind-out-file="$out" \
+        "$grpc_hello" >"$tmp/$name.log" 2>&1 &
+      ;;
     *)
       live=/health/live
       # One worker, no drain on stop, no refresh during the run: the two runs differ only in
-      # the requests.
-      LEAFID__SERVER__PORT=$port LEAFID__SERVER__WORKERS=1 LEAFID__SERVER__DRAIN_SECS=0 \
+      # the requests. The gRPC door on for the gRPC rows only.
+      LEAFID__GRPC__ENABLED=$([[ "$name" == grpc_* ]] && echo true || echo false) \
+        LEAFID__GRPC__PORT=$grpc_port \
+        LEAFID__SERVER__PORT=$port LEAFID__SERVER__WORKERS=1 LEAFID__SERVER__DRAIN_SECS=0 \
         LEAFID__SEGMENT__REFRESH_INTERVAL_SECS=3600 \
         LEAFID__DATABASE__URL="sqlite://$tmp/leafid.db" RUST_LOG=warn LEAFID__ADMIN__TOKEN=bench \
         valgrind --tool=callgrind --callgrind-out-file="$out" \
@@ -119,14 +147,23 @@ total() { # name path n
       ;;
   esac
   server=$!
-  wait_for "$port" "$live"
+  if [ "$name" = grpc_hello ]; then
+    wait_grpc
+  else
+    wait_for "$port" "$live"
+    if [[ "$name" == grpc_* ]]; then wait_grpc; fi
+  fi
   if [ "$name" = strict ]; then
     # A strict tag (docs/guarantees.md#strict-tags), served by this server, its only owner.
     curl -sf -X POST -H 'authorization: Bearer bench' -H 'content-type: application/json' \
       -d '{"biz_tag":"strictbench","step":100000,"order":"strict"}' \
       "http://127.0.0.1:$port/api/v1/tags" >/dev/null
   fi
-  client "$port" "$path" "$n"
+  if [[ "$name" == grpc_* ]]; then
+    "$grpc_load" calls "$grpc_port" "$path" "$n" >/dev/null
+  else
+    client "$port" "$path" "$n"
+  fi
   kill -INT "$server"
   wait "$server" || true
   server=""
@@ -144,12 +181,17 @@ rows=(
   "strict|/api/segment/get/strictbench|leafid GET /api/segment/get/{tag}, a strict tag through its owner"
   "batch1|/api/v1/segment/leaf-segment-test/ids?count=1|leafid GET /api/v1/segment/{tag}/ids?count=1"
   "batch100|/api/v1/segment/leaf-segment-test/ids?count=100|leafid GET /api/v1/segment/{tag}/ids?count=100"
+  "grpc_hello|hello|examples/grpc_hello, Segment.NextIds (the gRPC baseline)"
+  "grpc_segment|leaf-segment-test|leafid gRPC Segment.NextIds, count=1"
 )
-selected=" ${ROUTES:-hello hello_path hello_headers segment snowflake strict batch1 batch100} "
+selected=" ${ROUTES:-hello hello_path hello_headers segment snowflake strict batch1 batch100 grpc_hello grpc_segment} "
 [[ "$selected" == *" hello "* ]] || { echo "ROUTES must include hello (the ratios' baseline)" >&2; exit 2; }
-table="| route | instructions per request | ratio to hello |
+if [[ "$selected" == *" grpc_segment "* && "$selected" != *" grpc_hello "* ]]; then
+  echo "ROUTES with grpc_segment must include grpc_hello (its baseline)" >&2; exit 2
+fi
+table="| route | instructions per request | ratio to its hello |
 | --- | --- | --- |"
-hello_per=""
+hello_per="" grpc_hello_per=""
 for row in "${rows[@]}"; do
   IFS='|' read -r name path label <<<"$row"
   [[ "$selected" == *" $name "* ]] || continue
@@ -157,7 +199,9 @@ for row in "${rows[@]}"; do
   b="$(total "$name" "$path" "$high")"
   per=$(( (b - a) / (high - low) ))
   [ "$name" = hello ] && hello_per="$per"
-  ratio="$(awk -v p="$per" -v h="$hello_per" 'BEGIN {printf "%.2fx", p / h}')"
+  [ "$name" = grpc_hello ] && grpc_hello_per="$per"
+  base="$hello_per"; [[ "$name" == grpc_* ]] && base="$grpc_hello_per"
+  ratio="$(awk -v p="$per" -v h="$base" 'BEGIN {printf "%.2fx", p / h}')"
   echo "$label: $a at $low, $b at $high: $per per request ($ratio)" >&2
   table+=$'\n'"| $label | $per | $ratio |"
 done

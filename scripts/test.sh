@@ -90,7 +90,8 @@ cat "${CARGO_TARGET_DIR:-target}"/tmp/sim-*.txt "${CARGO_TARGET_DIR:-target}"/tm
 # Every client in clients/ (Rust, Java, Go, Python, Node): its own tests, then the conformance
 # suite against release servers on the MariaDB above (the Rust client's tests ran just above).
 LEAFID_RUST_CLIENT_TESTED=1 scripts/clients-test.sh
-# The gRPC door from Python's grpcio and Node's @grpc/grpc-js (stubs from the proto unchanged).
+# The gRPC door from Python's grpcio, Node's @grpc/grpc-js and Java's grpc-java (Debian's
+# libgrpc-java), the stubs generated from the proto unchanged.
 scripts/grpc-clients-test.sh
 
 # The loom models of the snowflake RingBuffer and the segment seqlock/ticket windows (a tiny crate

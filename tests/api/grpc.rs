@@ -889,6 +889,57 @@ async fn a_pulling_reader_takes_exactly_what_it_asked_for() {
     app.handle.stop(true).await;
 }
 
+/// A million ids to a slow reader over `PullRanges` (issue 46's "Done when"): 40 asks of 25,000,
+/// the reader pausing now and then. After every answer the next id anyone else gets is the one
+/// after the last the reader took, however long it paused: the call takes, and holds, no id the
+/// reader did not ask for. The million are unique and increasing, each answer exactly its ask,
+/// and the call ends when the reader closes its side.
+#[tokio::test]
+async fn a_slow_puller_takes_a_million_ids_and_holds_none_it_did_not_take() {
+    const ASK: u64 = 25_000;
+    let app = GrpcApp::start(|_| {}).await;
+    app.create("g.million", 100_000).await;
+    let (asks, inbound) = tokio::sync::mpsc::channel(1);
+    let mut answers = app
+        .segment()
+        .pull_ranges(tokio_stream::wrappers::ReceiverStream::new(inbound))
+        .await
+        .unwrap()
+        .into_inner();
+    let (mut total, mut last) = (0u64, 0i64);
+    for round in 0..40 {
+        asks.send(pb::PullRequest {
+            biz_tag: "g.million".into(),
+            count: ASK,
+        })
+        .await
+        .unwrap();
+        let m = answers.message().await.unwrap().expect("an answer");
+        let mut in_answer = 0;
+        for r in &m.ranges {
+            assert!(r.first > last && r.last >= r.first, "{r:?} after {last}");
+            in_answer += (r.last - r.first + 1) as u64;
+            last = r.last;
+        }
+        assert_eq!((m.count, in_answer), (ASK, ASK), "round {round}");
+        total += in_answer;
+        if round % 8 == 7 {
+            // The reader works on what it took; the call meanwhile takes nothing.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let probe = app.ids("g.million", 1).await[0];
+        assert_eq!(probe, last + 1, "round {round}: the call held ids nobody asked for");
+        last = probe;
+    }
+    assert_eq!(total, 1_000_000);
+    drop(asks);
+    assert!(
+        answers.message().await.unwrap().is_none(),
+        "the call ends with the asks"
+    );
+    app.handle.stop(true).await;
+}
+
 /// `grpc.port` and `server.port` one fixed port: refused at start-up with both keys named,
 /// before anything is bound; port 0 for both (a free port each) and the door off are fine.
 #[test]
