@@ -928,7 +928,11 @@ async fn a_slow_puller_takes_a_million_ids_and_holds_none_it_did_not_take() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         let probe = app.ids("g.million", 1).await[0];
-        assert_eq!(probe, last + 1, "round {round}: the call held ids nobody asked for");
+        assert_eq!(
+            probe,
+            last + 1,
+            "round {round}: the call held ids nobody asked for"
+        );
         last = probe;
     }
     assert_eq!(total, 1_000_000);
