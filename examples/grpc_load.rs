@@ -164,10 +164,10 @@ fn http_ranges(port: u16, tag: &str, secs: f64, count: u64) -> Result<f64, Failu
             if header.is_empty() {
                 break;
             }
-            if let Some((name, value)) = header.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = Some(value.trim().parse::<usize>()?);
-                }
+            if let Some((name, value)) = header.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = Some(value.trim().parse::<usize>()?);
             }
         }
         let mut body = vec![0; length.ok_or("an answer without content-length")?];
