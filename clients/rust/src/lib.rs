@@ -45,6 +45,7 @@ mod sizing;
 #[cfg(test)]
 mod strict_tests;
 mod supply;
+mod text;
 #[cfg(test)]
 mod tokens_tests;
 #[cfg(test)]
@@ -58,3 +59,4 @@ pub use client::{
 pub use error::{Error, Fault, ServerFault};
 pub use formatted::{MAX_FORMATTED_BATCH, WallClock};
 pub use supply::SupplyStats;
+pub use text::{FormattedId, MAX_FORMATTED_LEN};

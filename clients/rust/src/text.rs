@@ -1,0 +1,398 @@
+//! [`FormattedId`], a formatted tag's id as text held inline (no heap allocation, nothing to
+//! free), and `TextList`, the texts of one received batch in one buffer.
+//!
+//! # Why inline
+//!
+//! A formatted supply used to hand out an owned `String` per id, moved out of the batch's
+//! `Vec<String>`: the caller's free of it (about 8 ns) alone was several times a numeric id
+//! (2 to 3 ns; issue 47, docs/clients.md). A `FormattedId` is a fixed array of
+//! [`MAX_FORMATTED_LEN`] bytes and a length, copied out of the batch's buffer by a copy of
+//! constant size: no allocation when it is made, no free when it is dropped.
+//!
+//! # The bound
+//!
+//! The longest text of a leafid format (`docs/shapes.md`, "The format"): a prefix and a suffix
+//! of at most 32 characters each, a sequence of at most 19, one check character, and the date
+//! part, `yyyy`, `MM` and `dd` at most once each (8 characters) and separators. 32 + 32 + 19 + 1
+//! + 8 = 92, which leaves 35 separators within [`MAX_FORMATTED_LEN`] = 127 (the server's
+//! `yyyy-MM-dd` has 2). A received text longer than that is refused at receipt, as that server's
+//! failure (`Fault::BadResponse`), never cut and never handed out.
+//!
+//! # Invariant
+//!
+//! `bytes[..len]` of a `FormattedId` is always the UTF-8 of one `&str`: the only ways to make
+//! one are [`FormattedId::new`] (a `&str`'s bytes) and `TextList::id` (the bytes of one text
+//! pushed whole into the list's `String`, between two boundaries recorded at the push). So
+//! [`FormattedId::as_str`] needs no validation (its `SAFETY` comment); the tests build ids from
+//! texts with multi-byte characters at the capacity's edge and compare them with `str`.
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::num::NonZeroU8;
+use std::ops::Deref;
+
+/// The longest text a [`FormattedId`] holds, in bytes: longer than any text leafid's formats
+/// produce (the module's comment); a server answering a longer one is at fault.
+pub const MAX_FORMATTED_LEN: usize = 127;
+
+/// One id of a formatted tag (`ORD-2026112700000123`), held inline: at most
+/// [`MAX_FORMATTED_LEN`] bytes, never empty, never on the heap. It reads as a `&str`
+/// ([`Deref`], [`AsRef<str>`], [`Borrow<str>`]) and compares, orders and hashes exactly as that
+/// `str` does (so a `HashSet<FormattedId>` can be asked with a `&str`); [`into_string`]
+/// (or `String::from`) makes an owned `String` when one is needed.
+///
+/// [`into_string`]: FormattedId::into_string
+#[derive(Clone, Copy)]
+pub struct FormattedId {
+    bytes: [u8; MAX_FORMATTED_LEN],
+    /// `bytes[..len]` is the text (the module's invariant).
+    len: NonZeroU8,
+}
+
+impl FormattedId {
+    /// The id of `text`; `None` if it is empty or longer than [`MAX_FORMATTED_LEN`] bytes.
+    pub fn new(text: &str) -> Option<Self> {
+        let len = NonZeroU8::new(u8::try_from(text.len()).ok()?)?;
+        if text.len() > MAX_FORMATTED_LEN {
+            return None;
+        }
+        let mut bytes = [0; MAX_FORMATTED_LEN];
+        bytes[..text.len()].copy_from_slice(text.as_bytes());
+        Some(Self { bytes, len })
+    }
+
+    /// The text.
+    #[inline]
+    pub fn as_str(&self) -> &str {
+        let text = &self.bytes[..usize::from(self.len.get())];
+        debug_assert!(std::str::from_utf8(text).is_ok());
+        // SAFETY: `bytes[..len]` is always the UTF-8 of one `&str` (the module's invariant:
+        // `new` copies a `&str`'s bytes, `TextList::id` the bytes between two boundaries of
+        // texts pushed whole into a `String`; no other code writes `bytes` or `len`).
+        unsafe { std::str::from_utf8_unchecked(text) }
+    }
+
+    /// The text as an owned `String` (one allocation).
+    pub fn into_string(self) -> String {
+        self.as_str().to_owned()
+    }
+}
+
+impl Deref for FormattedId {
+    type Target = str;
+
+    #[inline]
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for FormattedId {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<[u8]> for FormattedId {
+    fn as_ref(&self) -> &[u8] {
+        self.as_str().as_bytes()
+    }
+}
+
+impl Borrow<str> for FormattedId {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Display for FormattedId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Debug for FormattedId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl PartialEq for FormattedId {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for FormattedId {}
+
+impl PartialOrd for FormattedId {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for FormattedId {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl Hash for FormattedId {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialEq<str> for FormattedId {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for FormattedId {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for FormattedId {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl PartialEq<FormattedId> for str {
+    fn eq(&self, other: &FormattedId) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl PartialEq<FormattedId> for &str {
+    fn eq(&self, other: &FormattedId) -> bool {
+        *self == other.as_str()
+    }
+}
+
+impl PartialEq<FormattedId> for String {
+    fn eq(&self, other: &FormattedId) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl From<FormattedId> for String {
+    fn from(id: FormattedId) -> Self {
+        id.into_string()
+    }
+}
+
+/// The texts of one batch, in the order received: one `String` holding them all, followed by
+/// [`MAX_FORMATTED_LEN`] bytes of padding, and the boundaries (`bounds[i]..bounds[i + 1]` is
+/// text `i`). Two allocations per batch whatever its size, so dropping a batch is two frees,
+/// not one per text. Only [`TextList::push`] adds to it, one whole `&str` at a time.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TextList {
+    text: String,
+    /// `bounds[0] == 0`; one more entry per text. `u32`: a batch holds at most 100,000 texts of
+    /// at most 127 bytes.
+    bounds: Vec<u32>,
+    /// The padding was appended (no text may be pushed after it).
+    sealed: bool,
+}
+
+impl TextList {
+    /// An empty list with room for `texts` texts of about `bytes_each` bytes.
+    pub(crate) fn with_capacity(texts: usize, bytes_each: usize) -> Self {
+        let mut bounds = Vec::with_capacity(texts + 1);
+        bounds.push(0);
+        Self {
+            text: String::with_capacity(texts * bytes_each + MAX_FORMATTED_LEN),
+            bounds,
+            sealed: false,
+        }
+    }
+
+    /// Appends `t`; `false` (nothing appended) if it is empty, longer than
+    /// [`MAX_FORMATTED_LEN`], or the list is sealed.
+    pub(crate) fn push(&mut self, t: &str) -> bool {
+        if t.is_empty() || t.len() > MAX_FORMATTED_LEN || self.sealed {
+            return false;
+        }
+        if self.bounds.is_empty() {
+            self.bounds.push(0);
+        }
+        self.text.push_str(t);
+        // At most 100,000 texts of 127 bytes (validate's limit) fit in u32; a larger list is
+        // refused rather than wrapped.
+        match u32::try_from(self.text.len()) {
+            Ok(end) => {
+                self.bounds.push(end);
+                true
+            }
+            Err(_) => {
+                self.text.truncate(self.text.len() - t.len());
+                false
+            }
+        }
+    }
+
+    /// Appends the padding that lets [`id`](Self::id) copy a constant number of bytes from
+    /// any text's start. No text can be pushed after it.
+    pub(crate) fn seal(&mut self) {
+        if !self.sealed {
+            self.text.extend(std::iter::repeat_n('\0', MAX_FORMATTED_LEN));
+            self.sealed = true;
+        }
+    }
+
+    /// The number of texts.
+    pub(crate) fn len(&self) -> usize {
+        self.bounds.len().saturating_sub(1)
+    }
+
+    /// Text `i`, if there is one.
+    pub(crate) fn get(&self, i: usize) -> Option<&str> {
+        let (a, b) = (*self.bounds.get(i)?, *self.bounds.get(i + 1)?);
+        self.text.get(a as usize..b as usize)
+    }
+
+    /// Text `i` as a [`FormattedId`]: one copy of [`MAX_FORMATTED_LEN`] bytes from its start
+    /// (the padding keeps it within the buffer), the length set to the text's. `None` past the
+    /// end, or if the list is not sealed.
+    #[inline]
+    pub(crate) fn id(&self, i: usize) -> Option<FormattedId> {
+        let (a, b) = (*self.bounds.get(i)? as usize, *self.bounds.get(i + 1)? as usize);
+        if !self.sealed {
+            return None;
+        }
+        // A pushed text is 1..=MAX_FORMATTED_LEN bytes: never zero, always fits a u8.
+        let len = NonZeroU8::new(u8::try_from(b.checked_sub(a)?).ok()?)?;
+        let src = self.text.as_bytes().get(a..a + MAX_FORMATTED_LEN)?;
+        let mut bytes = [0; MAX_FORMATTED_LEN];
+        bytes.copy_from_slice(src);
+        // bytes[..len] is text a..b, pushed whole as one &str: the module's invariant holds.
+        Some(FormattedId { bytes, len })
+    }
+
+    /// The first index whose text is above `floor` in byte order (the texts increasing).
+    pub(crate) fn first_above(&self, floor: &str) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.get(mid).is_some_and(|t| t.as_bytes() <= floor.as_bytes()) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// The texts, in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeSet, HashSet};
+
+    fn list(texts: &[&str]) -> TextList {
+        let mut l = TextList::with_capacity(texts.len(), 8);
+        for t in texts {
+            assert!(l.push(t), "{t:?}");
+        }
+        l.seal();
+        l
+    }
+
+    #[test]
+    fn a_formatted_id_reads_compares_orders_and_hashes_as_its_str() {
+        let a = FormattedId::new("ORD-2026112700000001").unwrap();
+        let b = FormattedId::new("ORD-2026112700000002").unwrap();
+        assert_eq!(&*a, "ORD-2026112700000001");
+        assert_eq!(a.len(), 20);
+        assert_eq!(a, "ORD-2026112700000001");
+        assert_eq!(a, *"ORD-2026112700000001");
+        assert_eq!(a, String::from("ORD-2026112700000001"));
+        assert_eq!("ORD-2026112700000001", a);
+        assert_eq!(String::from("ORD-2026112700000001"), a);
+        assert_ne!(a, b);
+        assert!(a < b && b > a);
+        assert_eq!(a.cmp(&b), a.as_str().cmp(b.as_str()));
+        // A prefix sorts first, as for str (the length is compared, not the padding).
+        let short = FormattedId::new("ORD-20261127").unwrap();
+        assert!(short < a);
+        assert_eq!(a.to_string(), "ORD-2026112700000001");
+        assert_eq!(format!("{a:?}"), "\"ORD-2026112700000001\"");
+        assert_eq!(String::from(a), "ORD-2026112700000001");
+        assert_eq!(a.into_string(), "ORD-2026112700000001");
+        let set: HashSet<FormattedId> = [a, b, a].into_iter().collect();
+        assert_eq!(set.len(), 2);
+        assert!(set.contains("ORD-2026112700000002"), "Borrow<str> agrees with Hash/Eq");
+        let sorted: BTreeSet<FormattedId> = [b, a].into_iter().collect();
+        assert_eq!(sorted.iter().map(|t| t.as_str()).collect::<Vec<_>>(), [&*a, &*b]);
+        let bytes: &[u8] = a.as_ref();
+        assert_eq!(bytes, b"ORD-2026112700000001");
+    }
+
+    #[test]
+    fn a_formatted_id_holds_one_to_the_maximum_bytes_and_refuses_the_rest() {
+        assert!(FormattedId::new("").is_none());
+        let max = "x".repeat(MAX_FORMATTED_LEN);
+        assert_eq!(FormattedId::new(&max).unwrap(), max.as_str());
+        assert!(FormattedId::new(&"x".repeat(MAX_FORMATTED_LEN + 1)).is_none());
+        assert!(FormattedId::new(&"x".repeat(300)).is_none(), "no wrap at 256");
+        // Multi-byte characters up to the last byte.
+        let wide = format!("{}é", "x".repeat(MAX_FORMATTED_LEN - 2));
+        assert_eq!(FormattedId::new(&wide).unwrap(), wide.as_str());
+        assert_eq!(std::mem::size_of::<Option<FormattedId>>(), 128);
+    }
+
+    #[test]
+    fn a_text_list_hands_out_each_text_whole_from_one_buffer() {
+        let max = "z".repeat(MAX_FORMATTED_LEN);
+        let wide = format!("{}ü", "y".repeat(MAX_FORMATTED_LEN - 2));
+        let texts = ["A-1", "A-2", "ÄÖ-3", wide.as_str(), "B", max.as_str()];
+        let l = list(&texts);
+        assert_eq!(l.len(), texts.len());
+        for (i, t) in texts.iter().enumerate() {
+            assert_eq!(l.get(i), Some(*t));
+            let id = l.id(i).unwrap();
+            assert_eq!(id, *t, "text {i}");
+            assert_eq!(id.len(), t.len());
+        }
+        assert_eq!((l.get(texts.len()), l.id(texts.len())), (None, None));
+        assert_eq!(l.iter().collect::<Vec<_>>(), texts);
+    }
+
+    #[test]
+    fn a_text_list_refuses_what_an_id_cannot_hold_and_ids_need_the_seal() {
+        let mut l = TextList::with_capacity(2, 4);
+        assert!(!l.push(""));
+        assert!(!l.push(&"x".repeat(MAX_FORMATTED_LEN + 1)));
+        assert!(l.push("a"));
+        assert_eq!(l.id(0), None, "no id before the padding is there");
+        l.seal();
+        assert!(!l.push("b"), "nothing after the seal");
+        assert_eq!(l.id(0).unwrap(), "a");
+        assert_eq!(l.len(), 1);
+        let empty = TextList::default();
+        assert_eq!((empty.len(), empty.get(0), empty.id(0)), (0, None, None));
+    }
+
+    #[test]
+    fn first_above_cuts_at_the_floor_in_byte_order() {
+        let l = list(&["A-1", "A-3", "A-5", "A-7"]);
+        assert_eq!(l.first_above("A-0"), 0);
+        assert_eq!(l.first_above("A-1"), 1);
+        assert_eq!(l.first_above("A-4"), 2);
+        assert_eq!(l.first_above("A-7"), 4);
+        assert_eq!(l.first_above("B"), 4);
+        assert_eq!(TextList::default().first_above("A"), 0);
+    }
+}
