@@ -487,6 +487,16 @@ enum Accepted {
 }
 
 impl State {
+    /// Whether handing out a text that leaves `left` in the current batch starts the refill
+    /// now (the preload: 10% of the batch used, no refill running, no next batch, a remote).
+    #[inline]
+    fn preload_due(&self, left: usize, remote: bool) -> bool {
+        self.preload_at.is_some_and(|m| left <= m)
+            && !self.refilling
+            && self.next.is_none()
+            && remote
+    }
+
     /// Takes one valid answer received at `now` (the client's clock): counts it, drops it
     /// whole if its period has ended, cuts ordered texts to those above the floor (the cut
     /// ones counted), and stores what is left as the next batch. A permuted tag's answer
@@ -655,6 +665,7 @@ impl Formatted {
         }
     }
 
+    #[inline]
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -672,42 +683,54 @@ impl Formatted {
                     None => b.ended.load(Ordering::Acquire),
                     Some(now) => now >= b.period_end,
                 };
-                if ended {
-                    // The period rule: the whole batch goes, none of it handed out.
-                    st.discarded += b.left() as u64;
-                    st.current = None;
-                } else if let Some(id) = b.texts.id(b.next) {
+                if !ended && let Some(id) = b.texts.id(b.next) {
                     // Each index is passed once (`next` only grows, under the lock): no text
                     // twice.
                     b.next += 1;
+                    let left = b.left();
                     st.served += 1;
-                    let due = st.preload_at.is_some_and(|m| b.left() <= m)
-                        && !st.refilling
-                        && st.next.is_none()
-                        && self.remote.is_some();
+                    let due = st.preload_due(left, self.remote.is_some());
                     if due {
                         st.preload_at = None;
                         st.refilling = true;
                         st.refused = None;
                     }
                     return (Some(id), due);
-                } else {
-                    st.current = None;
                 }
             }
-            let Some(b) = st.next.take() else {
+            if !Self::promote(st, now) {
                 return (None, false);
-            };
-            // Off the local path, once per batch: the wall clock too, so a wall clock stepped
-            // forward since receipt is caught here (the module's comment).
-            if now.is_none() && SystemTime::now() >= b.period_end {
-                b.ended.store(true, Ordering::Release);
             }
-            st.preload_at = Some((b.size - b.size / 10) as usize);
-            st.since = Some(Instant::now());
-            st.warm = true;
-            st.current = Some(b);
         }
+    }
+
+    /// Under the lock, off the local path: drops the current batch (counting its texts left
+    /// as discarded if its period has ended: the period rule, the whole batch goes) and makes
+    /// the next one current; `false` if there is none.
+    #[cold]
+    fn promote(st: &mut State, now: Option<SystemTime>) -> bool {
+        if let Some(b) = st.current.take() {
+            let ended = match now {
+                None => b.ended.load(Ordering::Acquire),
+                Some(now) => now >= b.period_end,
+            };
+            if ended {
+                st.discarded += b.left() as u64;
+            }
+        }
+        let Some(b) = st.next.take() else {
+            return false;
+        };
+        // Once per batch: the wall clock too, so a wall clock stepped forward since receipt is
+        // caught here (the module's comment).
+        if now.is_none() && SystemTime::now() >= b.period_end {
+            b.ended.store(true, Ordering::Release);
+        }
+        st.preload_at = Some((b.size - b.size / 10) as usize);
+        st.since = Some(Instant::now());
+        st.warm = true;
+        st.current = Some(b);
+        true
     }
 
     /// Under the lock, with nothing local: whether to start a refill (marked running).
@@ -728,12 +751,38 @@ impl Formatted {
     }
 
     /// A text without waiting; `None` when both batches are spent (a refill then starts).
+    ///
+    /// The local path: under the lock, with the default clock, a current batch whose `ended`
+    /// flag is clear and that stays above its preload mark after this text, the text is copied
+    /// out and `next` moves on; everything else (an injected clock, a batch ended or spent, the
+    /// preload due) takes [`take`](Self::take) as before. The two agree: this is `take`'s first
+    /// branch for the case where it returns no refill to start.
     #[inline]
     pub(crate) fn try_next_id(self: &Arc<Self>) -> Option<FormattedId> {
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        if self.clock.0.is_none()
+            && let Some(b) = &st.current
+            && !b.ended.load(Ordering::Acquire)
+            && !st.preload_due(b.left().saturating_sub(1), self.remote.is_some())
+            && let Some(id) = b.texts.id(b.next)
+            && let Some(b) = &mut st.current
+        {
+            // Each index is passed once (`next` only grows, under the lock): no text twice.
+            b.next += 1;
+            st.served += 1;
+            return Some(id);
+        }
+        self.try_next_id_slow(guard)
+    }
+
+    /// [`try_next_id`](Self::try_next_id) off its fast path, the lock held (released here).
+    #[cold]
+    fn try_next_id_slow(self: &Arc<Self>, mut st: MutexGuard<'_, State>) -> Option<FormattedId> {
         let (id, spawn) = {
-            let mut st = self.lock();
             let (id, due) = self.take(&mut st);
             let spawn = due || (id.is_none() && self.claim_refill(&mut st));
+            drop(st);
             (id, spawn)
         };
         if spawn {

@@ -30,12 +30,15 @@ use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::num::NonZeroU8;
 use std::ops::Deref;
 
 /// The longest text a [`FormattedId`] holds, in bytes: longer than any text leafid's formats
 /// produce (the module's comment); a server answering a longer one is at fault.
 pub const MAX_FORMATTED_LEN: usize = 127;
+
+/// The bytes of a [`FormattedId`]: its length, then its text. 128: eight 16-byte moves, the
+/// most a copy is inlined as (more is a `memcpy` call).
+const RAW: usize = MAX_FORMATTED_LEN + 1;
 
 /// One id of a formatted tag (`ORD-2026112700000123`), held inline: at most
 /// [`MAX_FORMATTED_LEN`] bytes, never empty, never on the heap. It reads as a `&str`
@@ -46,31 +49,38 @@ pub const MAX_FORMATTED_LEN: usize = 127;
 /// [`into_string`]: FormattedId::into_string
 #[derive(Clone, Copy)]
 pub struct FormattedId {
-    bytes: [u8; MAX_FORMATTED_LEN],
-    /// `bytes[..len]` is the text (the module's invariant).
-    len: NonZeroU8,
+    /// `raw[0]` is the text's length `len` (1 to [`MAX_FORMATTED_LEN`]), `raw[1..=len]` the
+    /// text (the module's invariant); the rest is whatever followed it in its batch. One array,
+    /// so that it is made by one copy of 128 bytes and no other store (a byte stored apart
+    /// into a 16-byte chunk makes the next move of the id wait for it: store forwarding).
+    raw: [u8; RAW],
 }
 
 impl FormattedId {
     /// The id of `text`; `None` if it is empty or longer than [`MAX_FORMATTED_LEN`] bytes.
     pub fn new(text: &str) -> Option<Self> {
-        let len = NonZeroU8::new(u8::try_from(text.len()).ok()?)?;
-        if text.len() > MAX_FORMATTED_LEN {
+        if text.is_empty() || text.len() > MAX_FORMATTED_LEN {
             return None;
         }
-        let mut bytes = [0; MAX_FORMATTED_LEN];
-        bytes[..text.len()].copy_from_slice(text.as_bytes());
-        Some(Self { bytes, len })
+        let mut raw = [0; RAW];
+        raw[0] = u8::try_from(text.len()).ok()?;
+        raw[1..=text.len()].copy_from_slice(text.as_bytes());
+        Some(Self { raw })
     }
 
     /// The text.
     #[inline]
     pub fn as_str(&self) -> &str {
-        let text = &self.bytes[..usize::from(self.len.get())];
+        // `raw[0]` is at most 127 (the invariant), so this is never empty by a miss.
+        let text = self
+            .raw
+            .get(1..=usize::from(self.raw[0]))
+            .unwrap_or_default();
         debug_assert!(std::str::from_utf8(text).is_ok());
-        // SAFETY: `bytes[..len]` is always the UTF-8 of one `&str` (the module's invariant:
-        // `new` copies a `&str`'s bytes, `TextList::id` the bytes between two boundaries of
-        // texts pushed whole into a `String`; no other code writes `bytes` or `len`).
+        // SAFETY: `raw[1..=raw[0]]` is always the UTF-8 of one `&str` (the module's invariant:
+        // `new` copies a `&str`'s bytes after its length, `TextList::id` an entry that
+        // `TextList::push` wrote as the length and one whole `&str`; no other code writes
+        // `raw`).
         unsafe { std::str::from_utf8_unchecked(text) }
     }
 
@@ -188,15 +198,16 @@ impl From<FormattedId> for String {
     }
 }
 
-/// The texts of one batch, in the order received: one `String` holding them all, followed by
-/// [`MAX_FORMATTED_LEN`] bytes of padding, and the boundaries (`bounds[i]..bounds[i + 1]` is
-/// text `i`). Two allocations per batch whatever its size, so dropping a batch is two frees,
-/// not one per text. Only [`TextList::push`] adds to it, one whole `&str` at a time.
+/// The texts of one batch, in the order received, in one `String`: each as an entry of its
+/// length (one byte, 1 to 127: an ASCII character) and its text, the entries followed by
+/// [`MAX_FORMATTED_LEN`] bytes of padding; `bounds[i]..bounds[i + 1]` is entry `i`. Two
+/// allocations per batch whatever its size, so dropping a batch is two frees, not one per text.
+/// Only [`TextList::push`] adds to it, one whole `&str` at a time.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TextList {
     text: String,
     /// `bounds[0] == 0`; one more entry per text. `u32`: a batch holds at most 100,000 texts of
-    /// at most 127 bytes.
+    /// at most 128 bytes with their length.
     bounds: Vec<u32>,
     /// The padding was appended (no text may be pushed after it).
     sealed: bool,
@@ -208,7 +219,7 @@ impl TextList {
         let mut bounds = Vec::with_capacity(texts + 1);
         bounds.push(0);
         Self {
-            text: String::with_capacity(texts * bytes_each + MAX_FORMATTED_LEN),
+            text: String::with_capacity(texts * (bytes_each + 1) + MAX_FORMATTED_LEN),
             bounds,
             sealed: false,
         }
@@ -217,14 +228,20 @@ impl TextList {
     /// Appends `t`; `false` (nothing appended) if it is empty, longer than
     /// [`MAX_FORMATTED_LEN`], or the list is sealed.
     pub(crate) fn push(&mut self, t: &str) -> bool {
+        let Ok(len) = u8::try_from(t.len()) else {
+            return false;
+        };
         if t.is_empty() || t.len() > MAX_FORMATTED_LEN || self.sealed {
             return false;
         }
         if self.bounds.is_empty() {
             self.bounds.push(0);
         }
+        let at = self.text.len();
+        // 1..=127: one ASCII character, so the buffer stays a `String`.
+        self.text.push(char::from(len));
         self.text.push_str(t);
-        // At most 100,000 texts of 127 bytes (validate's limit) fit in u32; a larger list is
+        // At most 100,000 entries of 128 bytes (validate's limit) fit in u32; a larger list is
         // refused rather than wrapped.
         match u32::try_from(self.text.len()) {
             Ok(end) => {
@@ -232,14 +249,14 @@ impl TextList {
                 true
             }
             Err(_) => {
-                self.text.truncate(self.text.len() - t.len());
+                self.text.truncate(at);
                 false
             }
         }
     }
 
     /// Appends the padding that lets [`id`](Self::id) copy a constant number of bytes from
-    /// any text's start. No text can be pushed after it.
+    /// any entry's start. No text can be pushed after it.
     pub(crate) fn seal(&mut self) {
         if !self.sealed {
             self.text.extend(std::iter::repeat_n('\0', MAX_FORMATTED_LEN));
@@ -255,25 +272,23 @@ impl TextList {
     /// Text `i`, if there is one.
     pub(crate) fn get(&self, i: usize) -> Option<&str> {
         let (a, b) = (*self.bounds.get(i)?, *self.bounds.get(i + 1)?);
-        self.text.get(a as usize..b as usize)
+        self.text.get(a as usize + 1..b as usize)
     }
 
-    /// Text `i` as a [`FormattedId`]: one copy of [`MAX_FORMATTED_LEN`] bytes from its start
-    /// (the padding keeps it within the buffer), the length set to the text's. `None` past the
-    /// end, or if the list is not sealed.
+    /// Text `i` as a [`FormattedId`]: one copy of the 128 bytes from its entry's start (its
+    /// length, its text, then whatever follows: the padding keeps it within the buffer).
+    /// `None` past the end, or if the list is not sealed.
     #[inline]
     pub(crate) fn id(&self, i: usize) -> Option<FormattedId> {
-        let (a, b) = (*self.bounds.get(i)? as usize, *self.bounds.get(i + 1)? as usize);
-        if !self.sealed {
+        let a = *self.bounds.get(i)? as usize;
+        if !self.sealed || i + 1 >= self.bounds.len() {
             return None;
         }
-        // A pushed text is 1..=MAX_FORMATTED_LEN bytes: never zero, always fits a u8.
-        let len = NonZeroU8::new(u8::try_from(b.checked_sub(a)?).ok()?)?;
-        let src = self.text.as_bytes().get(a..a + MAX_FORMATTED_LEN)?;
-        let mut bytes = [0; MAX_FORMATTED_LEN];
-        bytes.copy_from_slice(src);
-        // bytes[..len] is text a..b, pushed whole as one &str: the module's invariant holds.
-        Some(FormattedId { bytes, len })
+        let src = self.text.as_bytes().get(a..a + RAW)?;
+        let mut raw = [0; RAW];
+        raw.copy_from_slice(src);
+        // raw[0] and raw[1..=raw[0]] are the entry `push` wrote: the module's invariant holds.
+        Some(FormattedId { raw })
     }
 
     /// The first index whose text is above `floor` in byte order (the texts increasing).
@@ -350,7 +365,7 @@ mod tests {
         // Multi-byte characters up to the last byte.
         let wide = format!("{}é", "x".repeat(MAX_FORMATTED_LEN - 2));
         assert_eq!(FormattedId::new(&wide).unwrap(), wide.as_str());
-        assert_eq!(std::mem::size_of::<Option<FormattedId>>(), 128);
+        assert_eq!(std::mem::size_of::<FormattedId>(), 128);
     }
 
     #[test]
