@@ -10,10 +10,10 @@ use tokio_util::sync::CancellationToken;
 use crate::bounds::{self, IdBounds};
 use crate::error::{Error, ServerFault};
 use crate::formatted::{Clock, Formatted, MAX_FORMATTED_BATCH, WallClock};
-use crate::text::FormattedId;
 use crate::servers::{FetchError, Request, Servers, Timing, backoff};
 use crate::sizing::Sizing;
 use crate::supply::{Supply, SupplyStats};
+use crate::text::FormattedId;
 
 /// Most ids one segment request may ask for (the range route's limit), and the default
 /// `max_batch`.

@@ -173,11 +173,17 @@ impl<'de> Deserialize<'de> for Elem<'de> {
             fn visit_unit<E>(self) -> Result<Elem<'de>, E> {
                 Ok(Elem::Other("null"))
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Elem<'de>, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Elem<'de>, A::Error> {
                 while a.next_element::<serde::de::IgnoredAny>()?.is_some() {}
                 Ok(Elem::Other("an array"))
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Elem<'de>, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Elem<'de>, A::Error> {
                 while a
                     .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
                     .is_some()
@@ -216,7 +222,9 @@ impl<'de> Deserialize<'de> for IdList {
                         // Past the route's limit nothing more is kept (the count is checked
                         // against the request's anyway).
                         Elem::Text(_) if out.count > MAX_FORMATTED_BATCH => None,
-                        Elem::Text(t) => (!out.texts.push(&t)).then(|| format!("id {t:?} not kept")),
+                        Elem::Text(t) => {
+                            (!out.texts.push(&t)).then(|| format!("id {t:?} not kept"))
+                        }
                         Elem::Number => {
                             out.numbers += 1;
                             Some("an id that is a number, not a string".to_owned())
@@ -1273,24 +1281,35 @@ mod tests {
         };
         let longest = format!("A{}", "9".repeat(MAX_FORMATTED_LEN - 1));
         let over = format!("B{}", "9".repeat(MAX_FORMATTED_LEN));
-        assert_eq!(parse(&body(std::slice::from_ref(&longest)), 1).unwrap(), [longest.clone()]);
-        for texts in [vec![over.clone()], vec![longest.clone(), over.clone()], vec![
-            "A".to_owned(),
-            "X".repeat(100_000),
-        ]] {
+        assert_eq!(
+            parse(&body(std::slice::from_ref(&longest)), 1).unwrap(),
+            [longest.as_str()]
+        );
+        for texts in [
+            vec![over.clone()],
+            vec![longest.clone(), over.clone()],
+            vec!["A".to_owned(), "X".repeat(100_000)],
+        ] {
             let r = parse(&body(&texts), 5);
-            assert!(r.as_ref().is_err_and(|e| e.contains("longer than")), "{r:?}");
+            assert!(
+                r.as_ref().is_err_and(|e| e.contains("longer than")),
+                "{r:?}"
+            );
         }
         // Escaped text (no borrowed str from the body) is read the same; a number, null, an
         // array or an object among the texts is that server's failure, not a plain tag.
-        let escaped = r#"{"biz_tag":"orders","ids":["A-1","A-é"],"period_end":"2026-11-28T00:00:00Z"}"#;
+        let escaped =
+            r#"{"biz_tag":"orders","ids":["A-1","A-é"],"period_end":"2026-11-28T00:00:00Z"}"#;
         assert_eq!(parse(escaped, 2).unwrap(), ["A-1", "A-é"]);
         for other in ["1", "null", "true", "[\"a\"]", r#"{"a":"b"}"#] {
             let json = format!(
                 r#"{{"biz_tag":"orders","ids":["A-1",{other},"A-3"],"period_end":"2026-11-28T00:00:00Z"}}"#
             );
             let r = parse(&json, 5);
-            assert!(r.as_ref().is_err_and(|e| e.starts_with("fault")), "{json}: {r:?}");
+            assert!(
+                r.as_ref().is_err_and(|e| e.starts_with("fault")),
+                "{json}: {r:?}"
+            );
         }
     }
 
@@ -1313,13 +1332,19 @@ mod tests {
         });
         let mut seen = std::collections::HashSet::new();
         for caller in &got {
-            assert!(caller.windows(2).all(|w| w[0] < w[1]), "a caller's texts do not increase");
+            assert!(
+                caller.windows(2).all(|w| w[0] < w[1]),
+                "a caller's texts do not increase"
+            );
             for t in caller {
                 assert!(seen.insert(*t), "{t} handed out twice");
             }
         }
         assert_eq!(seen.len(), N);
-        assert!(ids.iter().all(|t| seen.contains(t.as_str())), "only the batch's texts");
+        assert!(
+            ids.iter().all(|t| seen.contains(t.as_str())),
+            "only the batch's texts"
+        );
         let st = s.stats();
         assert_eq!((st.ids_served, st.discarded_ids), (N as u64, 0));
     }

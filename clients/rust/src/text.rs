@@ -5,26 +5,28 @@
 //!
 //! A formatted supply used to hand out an owned `String` per id, moved out of the batch's
 //! `Vec<String>`: the caller's free of it (about 8 ns) alone was several times a numeric id
-//! (2 to 3 ns; issue 47, docs/clients.md). A `FormattedId` is a fixed array of
-//! [`MAX_FORMATTED_LEN`] bytes and a length, copied out of the batch's buffer by a copy of
-//! constant size: no allocation when it is made, no free when it is dropped.
+//! (2 to 3 ns; issue 47, docs/clients.md). A `FormattedId` is 128 bytes, its length and up to
+//! [`MAX_FORMATTED_LEN`] bytes of text, made by one copy of constant size out of the batch's
+//! buffer: no allocation when it is made, no free when it is dropped.
 //!
 //! # The bound
 //!
-//! The longest text of a leafid format (`docs/shapes.md`, "The format"): a prefix and a suffix
-//! of at most 32 characters each, a sequence of at most 19, one check character, and the date
-//! part, `yyyy`, `MM` and `dd` at most once each (8 characters) and separators. 32 + 32 + 19 + 1
-//! + 8 = 92, which leaves 35 separators within [`MAX_FORMATTED_LEN`] = 127 (the server's
-//! `yyyy-MM-dd` has 2). A received text longer than that is refused at receipt, as that server's
-//! failure (`Fault::BadResponse`), never cut and never handed out.
+//! The longest text of a leafid format (`docs/shapes.md`, "The format") is a prefix and a
+//! suffix of at most 32 characters each, a sequence of at most 19, one check character, and the
+//! date part: `yyyy`, `MM` and `dd` at most once each (8 characters) and separators, which the
+//! server does not count. That is 92 characters and the separators, so
+//! [`MAX_FORMATTED_LEN`] = 127 leaves room for 35 of them (`yyyy-MM-dd` has 2). A received
+//! text longer than that is refused at receipt, the whole answer that server's failure
+//! (`Fault::BadResponse`): no text is ever cut short or handed out in part.
 //!
 //! # Invariant
 //!
-//! `bytes[..len]` of a `FormattedId` is always the UTF-8 of one `&str`: the only ways to make
-//! one are [`FormattedId::new`] (a `&str`'s bytes) and `TextList::id` (the bytes of one text
-//! pushed whole into the list's `String`, between two boundaries recorded at the push). So
-//! [`FormattedId::as_str`] needs no validation (its `SAFETY` comment); the tests build ids from
-//! texts with multi-byte characters at the capacity's edge and compare them with `str`.
+//! `raw[0]` of a `FormattedId` is a length `len` in 1..=127 and `raw[1..=len]` is always the
+//! UTF-8 of one `&str`: the only ways to make one are [`FormattedId::new`] (a `&str`'s length
+//! and bytes) and `TextList::id` (a copy of an entry that `TextList::push` wrote as one length
+//! byte and one whole `&str`). So [`FormattedId::as_str`] needs no validation (its `SAFETY`
+//! comment); the tests build ids from texts with multi-byte characters at the capacity's edge
+//! and compare them with `str`.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
@@ -48,6 +50,8 @@ const RAW: usize = MAX_FORMATTED_LEN + 1;
 ///
 /// [`into_string`]: FormattedId::into_string
 #[derive(Clone, Copy)]
+// 16: each of the eight 16-byte moves of an id stays within one cache line.
+#[repr(align(16))]
 pub struct FormattedId {
     /// `raw[0]` is the text's length `len` (1 to [`MAX_FORMATTED_LEN`]), `raw[1..=len]` the
     /// text (the module's invariant); the rest is whatever followed it in its batch. One array,
@@ -259,7 +263,8 @@ impl TextList {
     /// any entry's start. No text can be pushed after it.
     pub(crate) fn seal(&mut self) {
         if !self.sealed {
-            self.text.extend(std::iter::repeat_n('\0', MAX_FORMATTED_LEN));
+            self.text
+                .extend(std::iter::repeat_n('\0', MAX_FORMATTED_LEN));
             self.sealed = true;
         }
     }
@@ -296,7 +301,10 @@ impl TextList {
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.get(mid).is_some_and(|t| t.as_bytes() <= floor.as_bytes()) {
+            if self
+                .get(mid)
+                .is_some_and(|t| t.as_bytes() <= floor.as_bytes())
+            {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -337,7 +345,8 @@ mod tests {
         assert_eq!("ORD-2026112700000001", a);
         assert_eq!(String::from("ORD-2026112700000001"), a);
         assert_ne!(a, b);
-        assert!(a < b && b > a);
+        assert!(a < b);
+        assert!(b > a);
         assert_eq!(a.cmp(&b), a.as_str().cmp(b.as_str()));
         // A prefix sorts first, as for str (the length is compared, not the padding).
         let short = FormattedId::new("ORD-20261127").unwrap();
@@ -348,9 +357,15 @@ mod tests {
         assert_eq!(a.into_string(), "ORD-2026112700000001");
         let set: HashSet<FormattedId> = [a, b, a].into_iter().collect();
         assert_eq!(set.len(), 2);
-        assert!(set.contains("ORD-2026112700000002"), "Borrow<str> agrees with Hash/Eq");
+        assert!(
+            set.contains("ORD-2026112700000002"),
+            "Borrow<str> agrees with Hash/Eq"
+        );
         let sorted: BTreeSet<FormattedId> = [b, a].into_iter().collect();
-        assert_eq!(sorted.iter().map(|t| t.as_str()).collect::<Vec<_>>(), [&*a, &*b]);
+        assert_eq!(
+            sorted.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
+            [&*a, &*b]
+        );
         let bytes: &[u8] = a.as_ref();
         assert_eq!(bytes, b"ORD-2026112700000001");
     }
@@ -361,7 +376,10 @@ mod tests {
         let max = "x".repeat(MAX_FORMATTED_LEN);
         assert_eq!(FormattedId::new(&max).unwrap(), max.as_str());
         assert!(FormattedId::new(&"x".repeat(MAX_FORMATTED_LEN + 1)).is_none());
-        assert!(FormattedId::new(&"x".repeat(300)).is_none(), "no wrap at 256");
+        assert!(
+            FormattedId::new(&"x".repeat(300)).is_none(),
+            "no wrap at 256"
+        );
         // Multi-byte characters up to the last byte.
         let wide = format!("{}é", "x".repeat(MAX_FORMATTED_LEN - 2));
         assert_eq!(FormattedId::new(&wide).unwrap(), wide.as_str());

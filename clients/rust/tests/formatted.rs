@@ -230,10 +230,7 @@ fn plain_and_formatted_tags_refuse_the_other_supply_without_failover() {
     }
     let numeric = client.segment("orders").unwrap();
     for _ in 0..2 {
-        assert_eq!(
-            code(rt.block_on(numeric.next_id())),
-            "formatted_tag"
-        );
+        assert_eq!(code(rt.block_on(numeric.next_id())), "formatted_tag");
     }
     let tiny = client.formatted("tiny").unwrap();
     let mut texts = Vec::new();
