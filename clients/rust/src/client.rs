@@ -619,11 +619,11 @@ pub struct FormattedSupply {
 }
 
 impl FormattedSupply {
-    /// The next id of the tag (`ORD-2026112700000123`). Local path: a step through the batch
-    /// in use under the supply's lock, after comparing the batch's `period_end` with the wall
-    /// clock (a batch whose period ended is dropped whole, counted in
-    /// [`SupplyStats::discarded_ids`]). When both batches are spent it waits for the refill,
-    /// at most the wait timeout.
+    /// The next id of the tag (`ORD-2026112700000123`), as a [`FormattedId`]: the text
+    /// inline, read as a `&str`, nothing on the heap. Local path: a step through the batch in
+    /// use under the supply's lock, after checking that the batch's period has not ended (a
+    /// batch whose period ended is dropped whole, counted in [`SupplyStats::discarded_ids`]).
+    /// When both batches are spent it waits for the refill, at most the wait timeout.
     #[inline]
     pub async fn next_id(&self) -> Result<FormattedId, Error> {
         self.supply.next_id().await
