@@ -512,7 +512,10 @@ impl State {
     /// and it does not move the floor (its order is hidden on purpose; uniqueness is the
     /// server's, as for every id), so `discarded_ids` counts only texts of an ended period.
     fn accept(&mut self, texts: Texts, now: SystemTime) -> Accepted {
-        let ids = texts.ids;
+        let mut ids = texts.ids;
+        // `validate` sealed it already; sealing is idempotent, and `id` (the floor, the local
+        // path) answers only on a sealed list.
+        ids.seal();
         let n = ids.len();
         self.received += n as u64;
         let last = || {
@@ -1347,6 +1350,73 @@ mod tests {
         );
         let st = s.stats();
         assert_eq!((st.ids_served, st.discarded_ids), (N as u64, 0));
+    }
+
+    /// Four threads taking while a feeder stores batch after batch as a refill would (each
+    /// above the floor, one at a time into `next`): the fast path and the promotions race.
+    /// Every text handed out once, each caller's texts increasing, none lost.
+    #[test]
+    fn threads_across_batch_switches_get_each_text_once_in_increasing_order() {
+        const BATCHES: usize = 200;
+        const PER: usize = 250;
+        let end = SystemTime::now() + Duration::from_secs(3600);
+        let text = |k: usize| format!("ORD-20261127{k:08}");
+        let first: Vec<String> = (0..PER).map(text).collect();
+        let s = Arc::new(Formatted::fixed(&first, end, Clock(None)));
+        let fed = AtomicBool::new(false);
+        let got: Vec<Vec<FormattedId>> = std::thread::scope(|scope| {
+            let feeder = scope.spawn(|| {
+                for b in 1..BATCHES {
+                    let ids: Vec<String> = (b * PER..(b + 1) * PER).map(text).collect();
+                    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+                    loop {
+                        let mut st = s.lock();
+                        if st.next.is_none() {
+                            let got = st.accept(texts(&refs, end, true), SystemTime::now());
+                            assert_eq!(got, Accepted::Taken);
+                            break;
+                        }
+                        drop(st);
+                        std::thread::yield_now();
+                    }
+                }
+                fed.store(true, Ordering::Release);
+            });
+            let takers: Vec<_> = (0..4)
+                .map(|_| {
+                    let (s, fed) = (s.clone(), &fed);
+                    scope.spawn(move || {
+                        let mut out = Vec::new();
+                        loop {
+                            let done = fed.load(Ordering::Acquire);
+                            match s.try_next_id() {
+                                Some(t) => out.push(t),
+                                None if done => break out,
+                                None => std::thread::yield_now(),
+                            }
+                        }
+                    })
+                })
+                .collect();
+            feeder.join().unwrap();
+            takers.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut seen = std::collections::HashSet::new();
+        for caller in &got {
+            assert!(
+                caller.windows(2).all(|w| w[0] < w[1]),
+                "a caller's texts do not increase"
+            );
+            for t in caller {
+                assert!(seen.insert(*t), "{t} handed out twice");
+            }
+        }
+        assert_eq!(seen.len(), BATCHES * PER, "every text handed out");
+        let st = s.stats();
+        assert_eq!(
+            (st.ids_served, st.discarded_ids, st.batches),
+            ((BATCHES * PER) as u64, 0, BATCHES as u64 - 1)
+        );
     }
 
     #[test]
