@@ -9,8 +9,9 @@
 //!   [`validate`]; its texts sit in one buffer (`TextList`, see `text.rs`) and the batch's
 //!   `next` index passes each of them once, under the supply's lock (it only grows), each
 //!   copied out as a [`FormattedId`]. A text a `FormattedId` cannot hold (longer than
-//!   [`MAX_FORMATTED_LEN`], which no leafid format reaches) makes the whole answer that
-//!   server's failure: no text is ever cut short.
+//!   [`MAX_FORMATTED_LEN`], which a leafid format reaches only with more than 35 separators in
+//!   its date part: `text.rs`) makes the whole answer that server's failure: no text is ever
+//!   cut short.
 //! - **Increasing (byte order).** Texts of one format sort as byte strings in issue order
 //!   (`docs/shapes.md`). Every accepted batch is cut to the texts above the *floor* (the
 //!   largest text accepted so far); the texts cut count in `discarded_ids`; an answer cut to
@@ -44,8 +45,8 @@
 //!   period; this check is the client's second guard, for texts held across a period's end.
 //!
 //! The local path is a step through the batch's list under a std mutex (held for a load of the
-//! `ended` flag, an increment of `next` and a copy of 127 bytes into the caller's
-//! [`FormattedId`], never across an await): no allocation, and nothing for the caller to free
+//! `ended` flag, an increment of `next` and one copy of 128 bytes, the text's length and text,
+//! into the caller's [`FormattedId`], never across an await): no allocation, and nothing for the caller to free
 //! (issue 47: the caller's free of a `String` per id cost more than the rest of the path).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -425,6 +426,11 @@ impl Batch {
             timer: None,
         }
     }
+
+    /// Texts not yet handed out.
+    fn left(&self) -> usize {
+        self.texts.len().saturating_sub(self.next)
+    }
 }
 
 impl Drop for Batch {
@@ -432,13 +438,6 @@ impl Drop for Batch {
         if let Some(t) = self.timer.take() {
             t.abort();
         }
-    }
-}
-
-impl Batch {
-    /// Texts not yet handed out.
-    fn left(&self) -> usize {
-        self.texts.len().saturating_sub(self.next)
     }
 }
 
