@@ -188,7 +188,9 @@ fn take(cmd: &Value, client: &Client, rt: &tokio::runtime::Handle) -> Value {
                         match client.formatted(tag) {
                             Ok(supply) => {
                                 for _ in 0..per_caller {
-                                    record(timed(&mut || rt.block_on(supply.next_id())));
+                                    record(timed(&mut || {
+                                        rt.block_on(supply.next_id()).map(String::from)
+                                    }));
                                     if !pause.is_zero() {
                                         std::thread::sleep(pause);
                                     }

@@ -4,8 +4,8 @@
 //!   against `AtomicI64::fetch_add(1, Relaxed)`, the same number of ids in the same thread,
 //!   warmed, median of 7 rounds, subject and baseline alternated.
 //! - `formatted_local`: a formatted supply's `try_next_id` (a step through its batch of texts
-//!   under the lock, the period's end checked on the wall clock, the `String` moved out and
-//!   dropped by the caller) on a prefilled batch of `ORD-...` texts, against the numeric
+//!   under the lock, the batch's `ended` flag loaded, the text copied out as a `FormattedId`,
+//!   which the caller drops without a free) on a prefilled batch of `ORD-...` texts, against the numeric
 //!   `try_next_id` on a prefilled range (the `local` path) as the baseline: the same number of
 //!   ids in the same thread, warmed, median of 7 rounds, subject and baseline alternated.
 //! - `sustained_1`: one thread calling `try_next_id` (else `next_id`) on a fresh client with the
@@ -27,7 +27,8 @@ use leafid_client::{Client, FormattedSupply, SegmentSupply};
 /// Ids per round of the local case.
 const LOCAL_IDS: i64 = 20_000_000;
 const ROUNDS: usize = 7;
-/// Ids per round of the formatted case (each a `String` made before the timed part).
+/// Ids per round of the formatted case (the texts made and put in the batch before the timed
+/// part).
 const FORMATTED_IDS: i64 = 1_000_000;
 
 fn main() {

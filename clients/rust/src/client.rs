@@ -13,6 +13,7 @@ use crate::formatted::{Clock, Formatted, MAX_FORMATTED_BATCH, WallClock};
 use crate::servers::{FetchError, Request, Servers, Timing, backoff};
 use crate::sizing::Sizing;
 use crate::supply::{Supply, SupplyStats};
+use crate::text::FormattedId;
 
 /// Most ids one segment request may ask for (the range route's limit), and the default
 /// `max_batch`.
@@ -618,20 +619,20 @@ pub struct FormattedSupply {
 }
 
 impl FormattedSupply {
-    /// The next id of the tag (`ORD-2026112700000123`). Local path: a step through the batch
-    /// in use under the supply's lock, after comparing the batch's `period_end` with the wall
-    /// clock (a batch whose period ended is dropped whole, counted in
-    /// [`SupplyStats::discarded_ids`]). When both batches are spent it waits for the refill,
-    /// at most the wait timeout.
+    /// The next id of the tag (`ORD-2026112700000123`), as a [`FormattedId`]: the text
+    /// inline, read as a `&str`, nothing on the heap. Local path: a step through the batch in
+    /// use under the supply's lock, after checking that the batch's period has not ended (a
+    /// batch whose period ended is dropped whole, counted in [`SupplyStats::discarded_ids`]).
+    /// When both batches are spent it waits for the refill, at most the wait timeout.
     #[inline]
-    pub async fn next_id(&self) -> Result<String, Error> {
+    pub async fn next_id(&self) -> Result<FormattedId, Error> {
         self.supply.next_id().await
     }
 
     /// The next id if a local batch has one, without a future (see
     /// [`SegmentSupply::try_next_id`]).
     #[inline]
-    pub fn try_next_id(&self) -> Option<String> {
+    pub fn try_next_id(&self) -> Option<FormattedId> {
         self.supply.try_next_id()
     }
 
@@ -640,17 +641,25 @@ impl FormattedSupply {
         self.supply.stats()
     }
 
-    /// A supply of exactly `ids` (increasing in byte order) of a period that never ends, that
-    /// never contacts a server: for benches and tests of code that takes ids.
+    /// A supply of exactly `ids` (increasing in byte order, each 1 to [`MAX_FORMATTED_LEN`]
+    /// bytes) of a period that never ends, that never contacts a server: for benches and tests
+    /// of code that takes ids.
+    ///
+    /// [`MAX_FORMATTED_LEN`]: crate::MAX_FORMATTED_LEN
     #[doc(hidden)]
     pub fn prefilled(ids: Vec<String>) -> Self {
         assert!(
             ids.windows(2).all(|w| w[0].as_bytes() < w[1].as_bytes()),
             "increasing texts"
         );
+        assert!(
+            ids.iter()
+                .all(|t| (1..=crate::MAX_FORMATTED_LEN).contains(&t.len())),
+            "texts of 1 to MAX_FORMATTED_LEN bytes"
+        );
         Self {
             supply: Arc::new(Formatted::fixed(
-                ids,
+                &ids,
                 SystemTime::UNIX_EPOCH + Duration::from_secs(253_402_300_799),
                 Clock(None),
             )),

@@ -6,7 +6,12 @@
 //! # Invariants
 //!
 //! - **Only received texts, none twice.** A batch comes only from a 200 body that passed
-//!   [`validate`]; each text is moved out of its batch once, under the supply's lock.
+//!   [`validate`]; its texts sit in one buffer (`TextList`, see `text.rs`) and the batch's
+//!   `next` index passes each of them once, under the supply's lock (it only grows), each
+//!   copied out as a [`FormattedId`]. A text a `FormattedId` cannot hold (longer than
+//!   [`MAX_FORMATTED_LEN`], which a leafid format reaches only with more than 35 separators in
+//!   its date part: `text.rs`) makes the whole answer that server's failure: no text is ever
+//!   cut short.
 //! - **Increasing (byte order).** Texts of one format sort as byte strings in issue order
 //!   (`docs/shapes.md`). Every accepted batch is cut to the texts above the *floor* (the
 //!   largest text accepted so far); the texts cut count in `discarded_ids`; an answer cut to
@@ -16,7 +21,7 @@
 //! - **Permuted tags: no order.** An answer with `"ordered": false` (a permuted tag,
 //!   `T-9F3K2Q`) is in no order on purpose: it is taken without the byte-order check and
 //!   without the floor, and handed out in the order received. No text twice still holds
-//!   locally (each text is moved out of its batch once); across batches and clients it is the
+//!   locally (each index of its batch is passed once); across batches and clients it is the
 //!   server's guarantee, as for every id. The period rule applies as above. The local path is
 //!   the same for both kinds: the flag is read once per answer, in `State::accept`.
 //! - **Never yesterday's number today.** Before a text is handed out, its batch's period is
@@ -40,8 +45,9 @@
 //!   period; this check is the client's second guard, for texts held across a period's end.
 //!
 //! The local path is a step through the batch's list under a std mutex (held for a load of the
-//! `ended` flag and a move of one `String`, never across an await): a text cannot be produced
-//! by an increment.
+//! `ended` flag, an increment of `next` and one copy of 128 bytes, the text's length and text,
+//! into the caller's [`FormattedId`], never across an await): no allocation, and nothing for the caller to free
+//! (issue 47: the caller's free of a `String` per id cost more than the rest of the path).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -56,6 +62,7 @@ use crate::error::{Error, Fault, ServerFault};
 use crate::servers::{Answer, FetchError, Outcome, Request, Servers, Timing, backoff};
 use crate::sizing::{Sizing, Usage};
 use crate::supply::SupplyStats;
+use crate::text::{FormattedId, MAX_FORMATTED_LEN, TextList};
 
 /// A deadline this far off is never armed on a thread of its own (a fixed supply's period that
 /// never ends in practice).
@@ -96,7 +103,8 @@ impl std::fmt::Debug for Clock {
 /// One valid answer of the list route.
 #[derive(Debug)]
 pub(crate) struct Texts {
-    pub(crate) ids: Vec<String>,
+    /// The texts in the order received, in one buffer (`TextList`), sealed.
+    pub(crate) ids: TextList,
     pub(crate) period_end: SystemTime,
     /// `false` for a permuted tag's answer (`"ordered": false`): its texts are in no order, so
     /// neither the byte-order check nor the floor applies to them.
@@ -109,12 +117,130 @@ pub(crate) struct Texts {
 struct IdsBody {
     #[serde(default)]
     biz_tag: Option<String>,
-    ids: Vec<serde_json::Value>,
+    ids: IdList,
     #[serde(default)]
     period_end: Option<String>,
     /// Absent: ordered (every answer before permuted tags).
     #[serde(default)]
     ordered: Option<bool>,
+}
+
+/// The `ids` array as read: its strings appended to one `TextList` as they are parsed (no
+/// `String` per text, none when the text has no escape), the rest only described.
+#[derive(Debug, Default)]
+struct IdList {
+    texts: TextList,
+    /// Elements read.
+    count: usize,
+    /// Elements that are JSON numbers.
+    numbers: usize,
+    /// The first element that is not a text this list can hold: why.
+    first_bad: Option<String>,
+}
+
+/// One element of `ids`, as its visitor saw it.
+enum Elem<'de> {
+    Text(std::borrow::Cow<'de, str>),
+    Number,
+    Other(&'static str),
+}
+
+impl<'de> Deserialize<'de> for Elem<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Elem<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an id")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Elem<'de>, E> {
+                Ok(Elem::Text(v.into()))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Elem<'de>, E> {
+                Ok(Elem::Text(v.to_owned().into()))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Elem<'de>, E> {
+                Ok(Elem::Number)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Elem<'de>, E> {
+                Ok(Elem::Number)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Elem<'de>, E> {
+                Ok(Elem::Number)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Elem<'de>, E> {
+                Ok(Elem::Other("a boolean"))
+            }
+            fn visit_unit<E>(self) -> Result<Elem<'de>, E> {
+                Ok(Elem::Other("null"))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Elem<'de>, A::Error> {
+                while a.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Elem::Other("an array"))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Elem<'de>, A::Error> {
+                while a
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(Elem::Other("an object"))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for IdList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = IdList;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of ids")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<IdList, A::Error> {
+                // Room for the texts the body announces, up to the route's limit (a length hint
+                // is the sender's word: it sizes, it never bounds).
+                let hint = a.size_hint().unwrap_or(0).min(MAX_FORMATTED_BATCH);
+                let mut out = IdList {
+                    texts: TextList::with_capacity(hint, 24),
+                    ..IdList::default()
+                };
+                while let Some(e) = a.next_element::<Elem<'de>>()? {
+                    out.count += 1;
+                    let bad = match e {
+                        Elem::Text(t) if t.is_empty() => Some("an empty id".to_owned()),
+                        Elem::Text(t) if t.len() > MAX_FORMATTED_LEN => Some(format!(
+                            "an id of {} bytes, longer than any format's ({MAX_FORMATTED_LEN})",
+                            t.len()
+                        )),
+                        // Past the route's limit nothing more is kept (the count is checked
+                        // against the request's anyway).
+                        Elem::Text(_) if out.count > MAX_FORMATTED_BATCH => None,
+                        Elem::Text(t) => {
+                            (!out.texts.push(&t)).then(|| format!("id {t:?} not kept"))
+                        }
+                        Elem::Number => {
+                            out.numbers += 1;
+                            Some("an id that is a number, not a string".to_owned())
+                        }
+                        Elem::Other(what) => Some(format!("an id that is {what}, not a string")),
+                    };
+                    if out.first_bad.is_none() {
+                        out.first_bad = bad;
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_seq(V)
+    }
 }
 
 impl Answer for Texts {
@@ -125,11 +251,12 @@ impl Answer for Texts {
     }
 }
 
-/// A body is a batch only if `ids` is a non-empty list of non-empty strings, no longer than
-/// asked, increasing as byte strings (unless the body says `"ordered": false`: a permuted
-/// tag's texts are in no order, but none twice), with a `period_end` that parses as an RFC 3339
-/// instant, naming the tag asked (`vectors/formats.json`). Numbers without `period_end` are a plain tag's answer: `not_formatted`,
-/// final. Anything else is that server's failure.
+/// A body is a batch only if `ids` is a non-empty list of non-empty strings of at most
+/// [`MAX_FORMATTED_LEN`] bytes, no longer than asked, increasing as byte strings (unless the
+/// body says `"ordered": false`: a permuted tag's texts are in no order, but none twice), with
+/// a `period_end` that parses as an RFC 3339 instant, naming the tag asked
+/// (`vectors/formats.json`). Numbers without `period_end` are a plain tag's answer:
+/// `not_formatted`, final. Anything else is that server's failure.
 fn validate(body: IdsBody, req: &Request, server: &str) -> Result<Texts, Outcome> {
     let bad = |m: String| Outcome::Fault(Fault::BadResponse(m));
     let ordered = body.ordered.unwrap_or(true);
@@ -141,10 +268,8 @@ fn validate(body: IdsBody, req: &Request, server: &str) -> Result<Texts, Outcome
             body.biz_tag
         )));
     }
-    if body.period_end.is_none()
-        && !body.ids.is_empty()
-        && body.ids.iter().all(serde_json::Value::is_number)
-    {
+    let list = body.ids;
+    if body.period_end.is_none() && list.count > 0 && list.numbers == list.count {
         return Err(Outcome::Rejected(Error::Rejected {
             server: server.to_owned(),
             status: 200,
@@ -160,33 +285,27 @@ fn validate(body: IdsBody, req: &Request, server: &str) -> Result<Texts, Outcome
     };
     let period_end =
         parse_rfc3339(end).ok_or_else(|| bad(format!("period_end {end:?} is not RFC 3339")))?;
-    if body.ids.is_empty() || body.ids.len() > req.count {
+    if list.count == 0 || list.count > req.count {
         return Err(bad(format!(
             "{} ids for a request of {}",
-            body.ids.len(),
-            req.count
+            list.count, req.count
         )));
     }
-    let mut ids: Vec<String> = Vec::with_capacity(body.ids.len());
-    for v in body.ids {
-        let serde_json::Value::String(text) = v else {
-            return Err(bad(format!("id {v} is not a string")));
-        };
-        if text.is_empty() {
-            return Err(bad("an empty id".to_owned()));
-        }
-        if ordered
-            && let Some(prev) = ids.last()
-            && prev.as_bytes() >= text.as_bytes()
-        {
-            return Err(bad(format!("id {text:?} is not above {prev:?}")));
-        }
-        ids.push(text);
+    if let Some(why) = list.first_bad {
+        return Err(bad(why));
     }
-    // Unordered texts have no order to check: a text twice is caught here instead.
-    if !ordered && ids.iter().collect::<std::collections::HashSet<_>>().len() != ids.len() {
+    let mut ids = list.texts;
+    if ordered {
+        for (prev, text) in ids.iter().zip(ids.iter().skip(1)) {
+            if prev.as_bytes() >= text.as_bytes() {
+                return Err(bad(format!("id {text:?} is not above {prev:?}")));
+            }
+        }
+    } else if ids.iter().collect::<std::collections::HashSet<_>>().len() != ids.len() {
+        // Unordered texts have no order to check: a text twice is caught here instead.
         return Err(bad("a text twice in one answer".to_owned()));
     }
+    ids.seal();
     Ok(Texts {
         ids,
         period_end,
@@ -282,7 +401,10 @@ fn catch_up_count(size: usize) -> usize {
 /// One accepted batch.
 #[derive(Debug)]
 struct Batch {
-    ids: std::vec::IntoIter<String>,
+    /// The texts, sealed; those before `next` were handed out or cut.
+    texts: TextList,
+    /// The index of the next text to hand out.
+    next: usize,
     period_end: SystemTime,
     size: u64,
     /// Set when the period has ended by the default clock ([`Formatted::arm`]'s timer).
@@ -293,14 +415,21 @@ struct Batch {
 }
 
 impl Batch {
-    fn new(ids: Vec<String>, period_end: SystemTime) -> Self {
+    /// The batch of `texts` (sealed) from index `first` on.
+    fn new(texts: TextList, first: usize, period_end: SystemTime) -> Self {
         Self {
-            size: ids.len() as u64,
-            ids: ids.into_iter(),
+            size: texts.len().saturating_sub(first) as u64,
+            texts,
+            next: first,
             period_end,
             ended: Arc::default(),
             timer: None,
         }
+    }
+
+    /// Texts not yet handed out.
+    fn left(&self) -> usize {
+        self.texts.len().saturating_sub(self.next)
     }
 }
 
@@ -331,7 +460,7 @@ struct State {
     /// The batch to serve after it, once fetched.
     next: Option<Batch>,
     /// The largest text accepted so far.
-    floor: Option<String>,
+    floor: Option<FormattedId>,
     /// The refill starts once the current batch has at most this many texts left (10% used).
     preload_at: Option<usize>,
     /// A refill task runs (single flight).
@@ -365,6 +494,16 @@ enum Accepted {
 }
 
 impl State {
+    /// Whether handing out a text that leaves `left` in the current batch starts the refill
+    /// now (the preload: 10% of the batch used, no refill running, no next batch, a remote).
+    #[inline]
+    fn preload_due(&self, left: usize, remote: bool) -> bool {
+        self.preload_at.is_some_and(|m| left <= m)
+            && !self.refilling
+            && self.next.is_none()
+            && remote
+    }
+
     /// Takes one valid answer received at `now` (the client's clock): counts it, drops it
     /// whole if its period has ended, cuts ordered texts to those above the floor (the cut
     /// ones counted), and stores what is left as the next batch. A permuted tag's answer
@@ -372,31 +511,36 @@ impl State {
     /// and it does not move the floor (its order is hidden on purpose; uniqueness is the
     /// server's, as for every id), so `discarded_ids` counts only texts of an ended period.
     fn accept(&mut self, texts: Texts, now: SystemTime) -> Accepted {
-        let n = texts.ids.len() as u64;
-        self.received += n;
         let mut ids = texts.ids;
+        // `validate` sealed it already; sealing is idempotent, and `id` (the floor, the local
+        // path) answers only on a sealed list.
+        ids.seal();
+        let n = ids.len();
+        self.received += n as u64;
+        let last = || {
+            n.checked_sub(1)
+                .and_then(|i| ids.get(i))
+                .unwrap_or_default()
+                .to_owned()
+        };
         if now >= texts.period_end {
-            self.discarded += n;
-            return Accepted::Ended {
-                last: ids.pop().unwrap_or_default(),
-            };
+            self.discarded += n as u64;
+            return Accepted::Ended { last: last() };
         }
+        let mut cut = 0;
         if texts.ordered {
-            let cut = match &self.floor {
-                Some(f) => ids.partition_point(|t| t.as_bytes() <= f.as_bytes()),
-                None => 0,
-            };
+            cut = self.floor.map_or(0, |f| ids.first_above(&f));
             self.discarded += cut as u64;
-            if cut == ids.len() {
+            if cut == n {
                 return Accepted::Behind {
-                    last: ids.pop().unwrap_or_default(),
-                    floor: self.floor.clone().unwrap_or_default(),
+                    last: last(),
+                    floor: self.floor.map(FormattedId::into_string).unwrap_or_default(),
                 };
             }
-            ids.drain(..cut);
-            self.floor = ids.last().cloned();
+            // The last text is one a FormattedId holds (validate, TextList::push).
+            self.floor = n.checked_sub(1).and_then(|i| ids.id(i));
         }
-        self.next = Some(Batch::new(ids, texts.period_end));
+        self.next = Some(Batch::new(ids, cut, texts.period_end));
         self.batches += 1;
         Accepted::Taken
     }
@@ -454,12 +598,19 @@ impl Formatted {
 
     /// A supply of exactly `ids` (increasing) in a period ending at `period_end`, which never
     /// fetches: benches and tests.
-    pub(crate) fn fixed(ids: Vec<String>, period_end: SystemTime, clock: Clock) -> Self {
-        let size = ids.len() as u64;
+    /// Texts that a `TextList` cannot hold (empty, longer than [`MAX_FORMATTED_LEN`]) are
+    /// left out.
+    pub(crate) fn fixed(ids: &[String], period_end: SystemTime, clock: Clock) -> Self {
+        let mut texts = TextList::with_capacity(ids.len(), ids.first().map_or(0, String::len));
+        for t in ids {
+            texts.push(t);
+        }
+        texts.seal();
+        let size = texts.len();
         let s = Self {
             state: Mutex::new(State {
-                floor: ids.last().cloned(),
-                next: (size > 0).then(|| Batch::new(ids, period_end)),
+                floor: size.checked_sub(1).and_then(|i| texts.id(i)),
+                next: (size > 0).then(|| Batch::new(texts, 0, period_end)),
                 ..State::default()
             }),
             notify: Notify::new(),
@@ -524,6 +675,7 @@ impl Formatted {
         }
     }
 
+    #[inline]
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -531,7 +683,7 @@ impl Formatted {
     /// Under the lock: the next text of a batch whose period has not ended, dropping ended
     /// and spent batches, promoting the next one; and whether a refill is to start now.
     #[inline]
-    fn take(&self, st: &mut State) -> (Option<String>, bool) {
+    fn take(&self, st: &mut State) -> (Option<FormattedId>, bool) {
         // An injected clock is read once per call; the default clock is not read here (the
         // batch's `ended` flag, set by its deadline timer: the module's comment).
         let now = self.clock.0.as_ref().map(|f| f());
@@ -541,39 +693,54 @@ impl Formatted {
                     None => b.ended.load(Ordering::Acquire),
                     Some(now) => now >= b.period_end,
                 };
-                if ended {
-                    // The period rule: the whole batch goes, none of it handed out.
-                    st.discarded += b.ids.len() as u64;
-                    st.current = None;
-                } else if let Some(id) = b.ids.next() {
+                if !ended && let Some(id) = b.texts.id(b.next) {
+                    // Each index is passed once (`next` only grows, under the lock): no text
+                    // twice.
+                    b.next += 1;
+                    let left = b.left();
                     st.served += 1;
-                    let due = st.preload_at.is_some_and(|m| b.ids.len() <= m)
-                        && !st.refilling
-                        && st.next.is_none()
-                        && self.remote.is_some();
+                    let due = st.preload_due(left, self.remote.is_some());
                     if due {
                         st.preload_at = None;
                         st.refilling = true;
                         st.refused = None;
                     }
                     return (Some(id), due);
-                } else {
-                    st.current = None;
                 }
             }
-            let Some(b) = st.next.take() else {
+            if !Self::promote(st, now) {
                 return (None, false);
-            };
-            // Off the local path, once per batch: the wall clock too, so a wall clock stepped
-            // forward since receipt is caught here (the module's comment).
-            if now.is_none() && SystemTime::now() >= b.period_end {
-                b.ended.store(true, Ordering::Release);
             }
-            st.preload_at = Some((b.size - b.size / 10) as usize);
-            st.since = Some(Instant::now());
-            st.warm = true;
-            st.current = Some(b);
         }
+    }
+
+    /// Under the lock, off the local path: drops the current batch (counting its texts left
+    /// as discarded if its period has ended: the period rule, the whole batch goes) and makes
+    /// the next one current; `false` if there is none.
+    #[cold]
+    fn promote(st: &mut State, now: Option<SystemTime>) -> bool {
+        if let Some(b) = st.current.take() {
+            let ended = match now {
+                None => b.ended.load(Ordering::Acquire),
+                Some(now) => now >= b.period_end,
+            };
+            if ended {
+                st.discarded += b.left() as u64;
+            }
+        }
+        let Some(b) = st.next.take() else {
+            return false;
+        };
+        // Once per batch: the wall clock too, so a wall clock stepped forward since receipt is
+        // caught here (the module's comment).
+        if now.is_none() && SystemTime::now() >= b.period_end {
+            b.ended.store(true, Ordering::Release);
+        }
+        st.preload_at = Some((b.size - b.size / 10) as usize);
+        st.since = Some(Instant::now());
+        st.warm = true;
+        st.current = Some(b);
+        true
     }
 
     /// Under the lock, with nothing local: whether to start a refill (marked running).
@@ -594,12 +761,38 @@ impl Formatted {
     }
 
     /// A text without waiting; `None` when both batches are spent (a refill then starts).
+    ///
+    /// The local path: under the lock, with the default clock, a current batch whose `ended`
+    /// flag is clear and that stays above its preload mark after this text, the text is copied
+    /// out and `next` moves on; everything else (an injected clock, a batch ended or spent, the
+    /// preload due) takes [`take`](Self::take) as before. The two agree: this is `take`'s first
+    /// branch for the case where it returns no refill to start.
     #[inline]
-    pub(crate) fn try_next_id(self: &Arc<Self>) -> Option<String> {
+    pub(crate) fn try_next_id(self: &Arc<Self>) -> Option<FormattedId> {
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        if self.clock.0.is_none()
+            && let Some(b) = &st.current
+            && !b.ended.load(Ordering::Acquire)
+            && !st.preload_due(b.left().saturating_sub(1), self.remote.is_some())
+            && let Some(id) = b.texts.id(b.next)
+            && let Some(b) = &mut st.current
+        {
+            // Each index is passed once (`next` only grows, under the lock): no text twice.
+            b.next += 1;
+            st.served += 1;
+            return Some(id);
+        }
+        self.try_next_id_slow(guard)
+    }
+
+    /// [`try_next_id`](Self::try_next_id) off its fast path, the lock held (released here).
+    #[cold]
+    fn try_next_id_slow(self: &Arc<Self>, mut st: MutexGuard<'_, State>) -> Option<FormattedId> {
         let (id, spawn) = {
-            let mut st = self.lock();
             let (id, due) = self.take(&mut st);
             let spawn = due || (id.is_none() && self.claim_refill(&mut st));
+            drop(st);
             (id, spawn)
         };
         if spawn {
@@ -609,7 +802,7 @@ impl Formatted {
     }
 
     /// A text: the local batches, else wait for the refill (at most the wait timeout).
-    pub(crate) async fn next_id(self: &Arc<Self>) -> Result<String, Error> {
+    pub(crate) async fn next_id(self: &Arc<Self>) -> Result<FormattedId, Error> {
         if let Some(id) = self.try_next_id() {
             return Ok(id);
         }
@@ -617,7 +810,7 @@ impl Formatted {
     }
 
     #[cold]
-    async fn wait_for_batch(self: &Arc<Self>) -> Result<String, Error> {
+    async fn wait_for_batch(self: &Arc<Self>) -> Result<FormattedId, Error> {
         let deadline = Instant::now() + self.wait_timeout;
         let mut waited = false;
         loop {
@@ -671,7 +864,7 @@ impl Formatted {
             let mut st = self.lock();
             let usage = st.current.as_ref().zip(st.since).map(|(b, since)| Usage {
                 size: b.size,
-                used: b.size - b.ids.len() as u64,
+                used: b.size.saturating_sub(b.left() as u64),
                 elapsed: since.elapsed(),
             });
             let size = r.sizing.next(st.size, usage, st.starved);
@@ -768,7 +961,7 @@ mod tests {
 
     fn parse(json: &str, asked: usize) -> Result<Vec<String>, String> {
         match Texts::parse(json.as_bytes(), &req(asked), "http://s") {
-            Ok(t) => Ok(t.ids),
+            Ok(t) => Ok(t.ids.iter().map(str::to_owned).collect()),
             Err(Outcome::Fault(f)) => Err(format!("fault {f:?}")),
             Err(Outcome::Rejected(e) | Outcome::Throttled { error: e, .. }) => {
                 Err(format!("rejected {e}"))
@@ -880,8 +1073,13 @@ mod tests {
     }
 
     fn texts(ids: &[&str], period_end: SystemTime, ordered: bool) -> Texts {
+        let mut list = TextList::with_capacity(ids.len(), 4);
+        for t in ids {
+            assert!(list.push(t), "{t:?}");
+        }
+        list.seal();
         Texts {
-            ids: ids.iter().map(|t| (*t).to_owned()).collect(),
+            ids: list,
             period_end,
             ordered,
         }
@@ -963,7 +1161,7 @@ mod tests {
             let now = now.clone();
             Clock(Some(Arc::new(move || at(now.load(Ordering::Relaxed)))))
         };
-        let s = Arc::new(Formatted::fixed(Vec::new(), at(200), clock));
+        let s = Arc::new(Formatted::fixed(&[], at(200), clock));
         // An ordered batch first: the floor is its last text.
         assert_eq!(
             s.lock()
@@ -980,7 +1178,7 @@ mod tests {
         );
         assert_eq!(got, Accepted::Taken);
         assert_eq!(s.lock().floor.as_deref(), Some("T-6"));
-        let out: Vec<String> = std::iter::from_fn(|| s.try_next_id()).collect();
+        let out: Vec<String> = std::iter::from_fn(|| s.try_next_id().map(String::from)).collect();
         assert_eq!(out, ["T-Q", "T-1", "T-7", "T-3"]);
         let st = s.stats();
         assert_eq!((st.ids_served, st.discarded_ids, st.batches), (6, 0, 2));
@@ -1048,7 +1246,7 @@ mod tests {
     fn the_deadline_passes_between_two_texts() {
         let ids: Vec<String> = (1..=3).map(|k| format!("A-{k}")).collect();
         let end = SystemTime::now() + Duration::from_millis(400);
-        let s = Arc::new(Formatted::fixed(ids, end, Clock(None)));
+        let s = Arc::new(Formatted::fixed(&ids, end, Clock(None)));
         let ended = s.lock().next.as_ref().map(|b| b.ended.clone()).unwrap();
         assert_eq!(s.try_next_id().as_deref(), Some("A-1"));
         let give_up = std::time::Instant::now() + Duration::from_secs(5);
@@ -1075,6 +1273,152 @@ mod tests {
     }
 
     #[test]
+    fn a_text_longer_than_a_formatted_id_refuses_the_whole_answer() {
+        let body = |texts: &[String]| {
+            let ids: Vec<String> = texts.iter().map(|t| format!("{t:?}")).collect();
+            format!(
+                r#"{{"biz_tag":"orders","ids":[{}],"period_end":"2026-11-28T00:00:00Z"}}"#,
+                ids.join(",")
+            )
+        };
+        let longest = format!("A{}", "9".repeat(MAX_FORMATTED_LEN - 1));
+        let over = format!("B{}", "9".repeat(MAX_FORMATTED_LEN));
+        assert_eq!(
+            parse(&body(std::slice::from_ref(&longest)), 1).unwrap(),
+            [longest.as_str()]
+        );
+        for texts in [
+            vec![over.clone()],
+            vec![longest.clone(), over.clone()],
+            vec!["A".to_owned(), "X".repeat(100_000)],
+        ] {
+            let r = parse(&body(&texts), 5);
+            assert!(
+                r.as_ref().is_err_and(|e| e.contains("longer than")),
+                "{r:?}"
+            );
+        }
+        // Escaped text (no borrowed str from the body) is read the same; a number, null, an
+        // array or an object among the texts is that server's failure, not a plain tag.
+        let escaped =
+            r#"{"biz_tag":"orders","ids":["A-1","A-é"],"period_end":"2026-11-28T00:00:00Z"}"#;
+        assert_eq!(parse(escaped, 2).unwrap(), ["A-1", "A-é"]);
+        for other in ["1", "null", "true", "[\"a\"]", r#"{"a":"b"}"#] {
+            let json = format!(
+                r#"{{"biz_tag":"orders","ids":["A-1",{other},"A-3"],"period_end":"2026-11-28T00:00:00Z"}}"#
+            );
+            let r = parse(&json, 5);
+            assert!(
+                r.as_ref().is_err_and(|e| e.starts_with("fault")),
+                "{json}: {r:?}"
+            );
+        }
+    }
+
+    /// Four threads on one batch: every text handed out once, each caller's texts increasing,
+    /// none lost (the counters agree).
+    #[test]
+    fn threads_on_one_batch_get_each_text_once_in_increasing_order() {
+        const N: usize = 40_000;
+        let ids: Vec<String> = (0..N).map(|k| format!("ORD-20261127{k:08}")).collect();
+        let end = SystemTime::now() + Duration::from_secs(3600);
+        let s = Arc::new(Formatted::fixed(&ids, end, Clock(None)));
+        let got: Vec<Vec<FormattedId>> = std::thread::scope(|scope| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| {
+                    let s = s.clone();
+                    scope.spawn(move || std::iter::from_fn(|| s.try_next_id()).collect())
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut seen = std::collections::HashSet::new();
+        for caller in &got {
+            assert!(
+                caller.windows(2).all(|w| w[0] < w[1]),
+                "a caller's texts do not increase"
+            );
+            for t in caller {
+                assert!(seen.insert(*t), "{t} handed out twice");
+            }
+        }
+        assert_eq!(seen.len(), N);
+        assert!(
+            ids.iter().all(|t| seen.contains(t.as_str())),
+            "only the batch's texts"
+        );
+        let st = s.stats();
+        assert_eq!((st.ids_served, st.discarded_ids), (N as u64, 0));
+    }
+
+    /// Four threads taking while a feeder stores batch after batch as a refill would (each
+    /// above the floor, one at a time into `next`): the fast path and the promotions race.
+    /// Every text handed out once, each caller's texts increasing, none lost.
+    #[test]
+    fn threads_across_batch_switches_get_each_text_once_in_increasing_order() {
+        const BATCHES: usize = 200;
+        const PER: usize = 250;
+        let end = SystemTime::now() + Duration::from_secs(3600);
+        let text = |k: usize| format!("ORD-20261127{k:08}");
+        let first: Vec<String> = (0..PER).map(text).collect();
+        let s = Arc::new(Formatted::fixed(&first, end, Clock(None)));
+        let fed = AtomicBool::new(false);
+        let got: Vec<Vec<FormattedId>> = std::thread::scope(|scope| {
+            let feeder = scope.spawn(|| {
+                for b in 1..BATCHES {
+                    let ids: Vec<String> = (b * PER..(b + 1) * PER).map(text).collect();
+                    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+                    loop {
+                        let mut st = s.lock();
+                        if st.next.is_none() {
+                            let got = st.accept(texts(&refs, end, true), SystemTime::now());
+                            assert_eq!(got, Accepted::Taken);
+                            break;
+                        }
+                        drop(st);
+                        std::thread::yield_now();
+                    }
+                }
+                fed.store(true, Ordering::Release);
+            });
+            let takers: Vec<_> = (0..4)
+                .map(|_| {
+                    let (s, fed) = (s.clone(), &fed);
+                    scope.spawn(move || {
+                        let mut out = Vec::new();
+                        loop {
+                            let done = fed.load(Ordering::Acquire);
+                            match s.try_next_id() {
+                                Some(t) => out.push(t),
+                                None if done => break out,
+                                None => std::thread::yield_now(),
+                            }
+                        }
+                    })
+                })
+                .collect();
+            feeder.join().unwrap();
+            takers.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut seen = std::collections::HashSet::new();
+        for caller in &got {
+            assert!(
+                caller.windows(2).all(|w| w[0] < w[1]),
+                "a caller's texts do not increase"
+            );
+            for t in caller {
+                assert!(seen.insert(*t), "{t} handed out twice");
+            }
+        }
+        assert_eq!(seen.len(), BATCHES * PER, "every text handed out");
+        let st = s.stats();
+        assert_eq!(
+            (st.ids_served, st.discarded_ids, st.batches),
+            ((BATCHES * PER) as u64, 0, BATCHES as u64 - 1)
+        );
+    }
+
+    #[test]
     fn a_batch_whose_period_ended_by_the_clock_is_dropped_whole_and_counted() {
         let now = Arc::new(AtomicU64::new(100));
         let clock = {
@@ -1082,7 +1426,7 @@ mod tests {
             Clock(Some(Arc::new(move || at(now.load(Ordering::Relaxed)))))
         };
         let ids: Vec<String> = (1..=5).map(|k| format!("D1-{k}")).collect();
-        let s = Arc::new(Formatted::fixed(ids, at(200), clock));
+        let s = Arc::new(Formatted::fixed(&ids, at(200), clock));
         assert_eq!(s.try_next_id().as_deref(), Some("D1-1"));
         assert_eq!(s.try_next_id().as_deref(), Some("D1-2"));
         now.store(199, Ordering::Relaxed);

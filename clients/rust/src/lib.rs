@@ -7,7 +7,7 @@
 //! the same way. [`SegmentSupply::try_next_id`] (and the fast path of `next_id`) is one
 //! `fetch_add` and one compare on the range in use; the size of each request follows demand
 //! (see [`ClientBuilder::target_lifetime`]). A formatted tag's ids are text
-//! ([`FormattedSupply`], `client.formatted(tag)?`): the same double buffer and failover over
+//! ([`FormattedSupply`], `client.formatted(tag)?`), each a [`FormattedId`] held inline: the same double buffer and failover over
 //! the list route, with the period rule (a batch whose period ended by the client's clock is
 //! dropped whole; its wall clock is [`ClientBuilder::clock`]) and a floor in byte order, except
 //! for a permuted tag's answers (`"ordered": false`), handed out as received.
@@ -28,6 +28,7 @@
 //! - `local.rs`: the local path, a `fetch_add` on a packed (generation, offset) word and
 //!   a seqlock-read slot per range; why it hands no id twice and keeps ids increasing.
 //! - `supply.rs`: the double buffer of ranges, the single-flight refill, the floor.
+//! - `text.rs`: [`FormattedId`] (a text inline, no heap) and the one buffer of a batch's texts.
 //! - `formatted.rs`: the formatted supply: texts with their `period_end`, the period rule
 //!   (the wall clock: [`ClientBuilder::clock`]), permuted tags' unordered answers.
 //! - `bounds.rs`: [`Client::snowflake_bounds`], the ids of a time range.
@@ -45,6 +46,7 @@ mod sizing;
 #[cfg(test)]
 mod strict_tests;
 mod supply;
+mod text;
 #[cfg(test)]
 mod tokens_tests;
 #[cfg(test)]
@@ -58,3 +60,4 @@ pub use client::{
 pub use error::{Error, Fault, ServerFault};
 pub use formatted::{MAX_FORMATTED_BATCH, WallClock};
 pub use supply::SupplyStats;
+pub use text::{FormattedId, MAX_FORMATTED_LEN};

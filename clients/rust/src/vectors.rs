@@ -216,7 +216,7 @@ fn formats() {
                     .iter()
                     .map(|v| v.as_str().unwrap())
                     .collect();
-                assert_eq!(t.ids, ids, "{}", name(&c));
+                assert_eq!(t.ids.iter().collect::<Vec<_>>(), ids, "{}", name(&c));
                 assert_eq!(t.ordered, c["ordered"].as_bool().unwrap(), "{}", name(&c));
                 let ms = t.period_end.duration_since(UNIX_EPOCH).unwrap().as_millis();
                 assert_eq!(ms, u128::from(u(&c, "period_end_ms")), "{}", name(&c));

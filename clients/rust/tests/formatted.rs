@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use leafid_client::{Client, Error, Fault};
+use leafid_client::{Client, Error, Fault, FormattedId};
 use support::{Server, create_database, create_formatted_tag, create_formatted_tag_at, create_tag};
 
 const ORDERS: &str =
@@ -49,7 +49,7 @@ fn threads_on_a_formatted_tag_get_unique_increasing_texts() {
     };
     let supply = client.formatted("orders").unwrap();
     // Each call: (start, end, text), on the monotonic clock.
-    let calls: Vec<Vec<(Instant, Instant, String)>> = std::thread::scope(|scope| {
+    let calls: Vec<Vec<(Instant, Instant, FormattedId)>> = std::thread::scope(|scope| {
         let hs: Vec<_> = (0..4)
             .map(|t| {
                 let (supply, rt) = (&supply, &rt);
@@ -81,7 +81,7 @@ fn threads_on_a_formatted_tag_get_unique_increasing_texts() {
         );
         for (_, _, id) in caller {
             assert!(is_order_number(id), "{id}");
-            assert!(seen.insert(id.clone()), "{id} handed out twice");
+            assert!(seen.insert(*id), "{id} handed out twice");
         }
     }
     // A call that started after another returned got a larger text.
@@ -218,20 +218,19 @@ fn plain_and_formatted_tags_refuse_the_other_supply_without_failover() {
             .build()
             .unwrap()
     };
-    let code = |r: Result<String, Error>| match r {
-        Err(Error::Rejected { code, .. }) => code,
-        other => panic!("not a rejection: {other:?}"),
-    };
+    fn code<T: std::fmt::Debug>(r: Result<T, Error>) -> String {
+        match r {
+            Err(Error::Rejected { code, .. }) => code,
+            other => panic!("not a rejection: {other:?}"),
+        }
+    }
     let plain = client.formatted("plain").unwrap();
     for _ in 0..3 {
         assert_eq!(code(rt.block_on(plain.next_id())), "not_formatted");
     }
     let numeric = client.segment("orders").unwrap();
     for _ in 0..2 {
-        assert_eq!(
-            code(rt.block_on(numeric.next_id()).map(|i| i.to_string())),
-            "formatted_tag"
-        );
+        assert_eq!(code(rt.block_on(numeric.next_id())), "formatted_tag");
     }
     let tiny = client.formatted("tiny").unwrap();
     let mut texts = Vec::new();
@@ -243,7 +242,7 @@ fn plain_and_formatted_tags_refuse_the_other_supply_without_failover() {
     };
     assert_eq!(texts.len(), 9, "{texts:?}");
     assert!(texts.windows(2).all(|w| w[0] < w[1]));
-    assert_eq!(code(Err(refused)), "sequence_exhausted");
+    assert_eq!(code::<()>(Err(refused)), "sequence_exhausted");
     assert_eq!(client.stats().failovers, 0, "a refusal is not a failover");
     assert!(client.down_servers().is_empty());
 }
@@ -275,7 +274,7 @@ fn a_server_behind_in_text_is_cut_at_the_floor_and_caught_up() {
     let supply = client.formatted("orders").unwrap();
     let take = |n: usize| -> Vec<String> {
         (0..n)
-            .map(|_| rt.block_on(supply.next_id()).unwrap())
+            .map(|_| rt.block_on(supply.next_id()).unwrap().into_string())
             .collect()
     };
     let before = take(200);
@@ -374,7 +373,7 @@ fn a_permuted_tag_is_handed_out_as_received_with_no_floor_across_a_failover() {
                     let (supply, rt) = (&supply, &rt);
                     scope.spawn(move || {
                         (0..n)
-                            .map(|_| rt.block_on(supply.next_id()).unwrap())
+                            .map(|_| rt.block_on(supply.next_id()).unwrap().into_string())
                             .collect::<Vec<_>>()
                     })
                 })

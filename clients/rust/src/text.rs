@@ -1,0 +1,431 @@
+//! [`FormattedId`], a formatted tag's id as text held inline (no heap allocation, nothing to
+//! free), and `TextList`, the texts of one received batch in one buffer.
+//!
+//! # Why inline
+//!
+//! A formatted supply used to hand out an owned `String` per id, moved out of the batch's
+//! `Vec<String>`: the caller's free of it (about 8 ns) alone was several times a numeric id
+//! (2 to 3 ns; issue 47, docs/clients.md). A `FormattedId` is 128 bytes, its length and up to
+//! [`MAX_FORMATTED_LEN`] bytes of text, made by one copy of constant size out of the batch's
+//! buffer: no allocation when it is made, no free when it is dropped.
+//!
+//! # The bound
+//!
+//! The longest text of a leafid format (`docs/shapes.md`, "The format") is a prefix and a
+//! suffix of at most 32 characters each, a sequence of at most 19, one check character, and the
+//! date part: `yyyy`, `MM` and `dd` at most once each (8 characters) and separators, which the
+//! server does not count. That is 92 characters and the separators, so
+//! [`MAX_FORMATTED_LEN`] = 127 leaves room for 35 of them (`yyyy-MM-dd` has 2). A received
+//! text longer than that is refused at receipt, the whole answer that server's failure
+//! (`Fault::BadResponse`): no text is ever cut short or handed out in part.
+//!
+//! # Invariant
+//!
+//! `raw[0]` of a `FormattedId` is a length `len` in 1..=127 and `raw[1..=len]` is always the
+//! UTF-8 of one `&str`: the only ways to make one are [`FormattedId::new`] (a `&str`'s length
+//! and bytes) and `TextList::id` (a copy of an entry that `TextList::push` wrote as one length
+//! byte and one whole `&str`). So [`FormattedId::as_str`] needs no validation (its `SAFETY`
+//! comment); the tests build ids from texts with multi-byte characters at the capacity's edge
+//! and compare them with `str`.
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::ops::Deref;
+
+/// The longest text a [`FormattedId`] holds, in bytes: longer than any text leafid's formats
+/// produce (the module's comment); a server answering a longer one is at fault.
+pub const MAX_FORMATTED_LEN: usize = 127;
+
+/// The bytes of a [`FormattedId`]: its length, then its text. 128: eight 16-byte moves, the
+/// most a copy is inlined as (more is a `memcpy` call).
+const RAW: usize = MAX_FORMATTED_LEN + 1;
+
+/// One id of a formatted tag (`ORD-2026112700000123`), held inline: at most
+/// [`MAX_FORMATTED_LEN`] bytes, never empty, never on the heap. It reads as a `&str`
+/// ([`Deref`], [`AsRef<str>`], [`Borrow<str>`]) and compares, orders and hashes exactly as that
+/// `str` does (so a `HashSet<FormattedId>` can be asked with a `&str`); [`into_string`]
+/// (or `String::from`) makes an owned `String` when one is needed.
+///
+/// [`into_string`]: FormattedId::into_string
+#[derive(Clone, Copy)]
+// 16: each of the eight 16-byte moves of an id stays within one cache line.
+#[repr(align(16))]
+pub struct FormattedId {
+    /// `raw[0]` is the text's length `len` (1 to [`MAX_FORMATTED_LEN`]), `raw[1..=len]` the
+    /// text (the module's invariant); the rest is whatever followed it in its batch. One array,
+    /// so that it is made by one copy of 128 bytes and no other store (a byte stored apart
+    /// into a 16-byte chunk makes the next move of the id wait for it: store forwarding).
+    raw: [u8; RAW],
+}
+
+impl FormattedId {
+    /// The id of `text`; `None` if it is empty or longer than [`MAX_FORMATTED_LEN`] bytes.
+    pub fn new(text: &str) -> Option<Self> {
+        if text.is_empty() || text.len() > MAX_FORMATTED_LEN {
+            return None;
+        }
+        let mut raw = [0; RAW];
+        raw[0] = u8::try_from(text.len()).ok()?;
+        raw[1..=text.len()].copy_from_slice(text.as_bytes());
+        Some(Self { raw })
+    }
+
+    /// The text.
+    #[inline]
+    pub fn as_str(&self) -> &str {
+        // `raw[0]` is at most 127 (the invariant), so this is never empty by a miss.
+        let text = self
+            .raw
+            .get(1..=usize::from(self.raw[0]))
+            .unwrap_or_default();
+        debug_assert!(std::str::from_utf8(text).is_ok());
+        // SAFETY: `raw[1..=raw[0]]` is always the UTF-8 of one `&str` (the module's invariant:
+        // `new` copies a `&str`'s bytes after its length, `TextList::id` an entry that
+        // `TextList::push` wrote as the length and one whole `&str`; no other code writes
+        // `raw`).
+        unsafe { std::str::from_utf8_unchecked(text) }
+    }
+
+    /// The text as an owned `String` (one allocation).
+    pub fn into_string(self) -> String {
+        self.as_str().to_owned()
+    }
+}
+
+impl Deref for FormattedId {
+    type Target = str;
+
+    #[inline]
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for FormattedId {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<[u8]> for FormattedId {
+    fn as_ref(&self) -> &[u8] {
+        self.as_str().as_bytes()
+    }
+}
+
+impl Borrow<str> for FormattedId {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Display for FormattedId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Debug for FormattedId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl PartialEq for FormattedId {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for FormattedId {}
+
+impl PartialOrd for FormattedId {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for FormattedId {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl Hash for FormattedId {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialEq<str> for FormattedId {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for FormattedId {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for FormattedId {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl PartialEq<FormattedId> for str {
+    fn eq(&self, other: &FormattedId) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl PartialEq<FormattedId> for &str {
+    fn eq(&self, other: &FormattedId) -> bool {
+        *self == other.as_str()
+    }
+}
+
+impl PartialEq<FormattedId> for String {
+    fn eq(&self, other: &FormattedId) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl From<FormattedId> for String {
+    fn from(id: FormattedId) -> Self {
+        id.into_string()
+    }
+}
+
+/// The texts of one batch, in the order received, in one `String`: each as an entry of its
+/// length (one byte, 1 to 127: an ASCII character) and its text, the entries followed by
+/// [`MAX_FORMATTED_LEN`] bytes of padding; `bounds[i]..bounds[i + 1]` is entry `i`. Two
+/// allocations per batch whatever its size, so dropping a batch is two frees, not one per text.
+/// Only [`TextList::push`] adds to it, one whole `&str` at a time.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TextList {
+    text: String,
+    /// `bounds[0] == 0`; one more entry per text. `u32`: a batch holds at most 100,000 texts of
+    /// at most 128 bytes with their length.
+    bounds: Vec<u32>,
+    /// The padding was appended (no text may be pushed after it).
+    sealed: bool,
+}
+
+impl TextList {
+    /// An empty list with room for `texts` texts of about `bytes_each` bytes.
+    pub(crate) fn with_capacity(texts: usize, bytes_each: usize) -> Self {
+        let mut bounds = Vec::with_capacity(texts + 1);
+        bounds.push(0);
+        Self {
+            text: String::with_capacity(texts * (bytes_each + 1) + MAX_FORMATTED_LEN),
+            bounds,
+            sealed: false,
+        }
+    }
+
+    /// Appends `t`; `false` (nothing appended) if it is empty, longer than
+    /// [`MAX_FORMATTED_LEN`], or the list is sealed.
+    pub(crate) fn push(&mut self, t: &str) -> bool {
+        let Ok(len) = u8::try_from(t.len()) else {
+            return false;
+        };
+        if t.is_empty() || t.len() > MAX_FORMATTED_LEN || self.sealed {
+            return false;
+        }
+        if self.bounds.is_empty() {
+            self.bounds.push(0);
+        }
+        let at = self.text.len();
+        // 1..=127: one ASCII character, so the buffer stays a `String`.
+        self.text.push(char::from(len));
+        self.text.push_str(t);
+        // At most 100,000 entries of 128 bytes (validate's limit) fit in u32; a larger list is
+        // refused rather than wrapped.
+        match u32::try_from(self.text.len()) {
+            Ok(end) => {
+                self.bounds.push(end);
+                true
+            }
+            Err(_) => {
+                self.text.truncate(at);
+                false
+            }
+        }
+    }
+
+    /// Appends the padding that lets [`id`](Self::id) copy a constant number of bytes from
+    /// any entry's start. No text can be pushed after it.
+    pub(crate) fn seal(&mut self) {
+        if !self.sealed {
+            self.text
+                .extend(std::iter::repeat_n('\0', MAX_FORMATTED_LEN));
+            self.sealed = true;
+        }
+    }
+
+    /// The number of texts.
+    pub(crate) fn len(&self) -> usize {
+        self.bounds.len().saturating_sub(1)
+    }
+
+    /// Text `i`, if there is one.
+    pub(crate) fn get(&self, i: usize) -> Option<&str> {
+        let (a, b) = (*self.bounds.get(i)?, *self.bounds.get(i + 1)?);
+        self.text.get(a as usize + 1..b as usize)
+    }
+
+    /// Text `i` as a [`FormattedId`]: one copy of the 128 bytes from its entry's start (its
+    /// length, its text, then whatever follows: the padding keeps it within the buffer).
+    /// `None` past the end, or if the list is not sealed.
+    #[inline]
+    pub(crate) fn id(&self, i: usize) -> Option<FormattedId> {
+        let a = *self.bounds.get(i)? as usize;
+        if !self.sealed || i + 1 >= self.bounds.len() {
+            return None;
+        }
+        let src = self.text.as_bytes().get(a..a + RAW)?;
+        let mut raw = [0; RAW];
+        raw.copy_from_slice(src);
+        // raw[0] and raw[1..=raw[0]] are the entry `push` wrote: the module's invariant holds.
+        Some(FormattedId { raw })
+    }
+
+    /// The first index whose text is above `floor` in byte order (the texts increasing).
+    pub(crate) fn first_above(&self, floor: &str) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self
+                .get(mid)
+                .is_some_and(|t| t.as_bytes() <= floor.as_bytes())
+            {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// The texts, in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeSet, HashSet};
+
+    fn list(texts: &[&str]) -> TextList {
+        let mut l = TextList::with_capacity(texts.len(), 8);
+        for t in texts {
+            assert!(l.push(t), "{t:?}");
+        }
+        l.seal();
+        l
+    }
+
+    #[test]
+    fn a_formatted_id_reads_compares_orders_and_hashes_as_its_str() {
+        let a = FormattedId::new("ORD-2026112700000001").unwrap();
+        let b = FormattedId::new("ORD-2026112700000002").unwrap();
+        assert_eq!(&*a, "ORD-2026112700000001");
+        assert_eq!(a.len(), 20);
+        assert_eq!(a, "ORD-2026112700000001");
+        assert_eq!(a, *"ORD-2026112700000001");
+        assert_eq!(a, String::from("ORD-2026112700000001"));
+        assert_eq!("ORD-2026112700000001", a);
+        assert_eq!(String::from("ORD-2026112700000001"), a);
+        assert_ne!(a, b);
+        assert!(a < b);
+        assert!(b > a);
+        assert_eq!(a.cmp(&b), a.as_str().cmp(b.as_str()));
+        // A prefix sorts first, as for str (the length is compared, not the padding).
+        let short = FormattedId::new("ORD-20261127").unwrap();
+        assert!(short < a);
+        assert_eq!(a.to_string(), "ORD-2026112700000001");
+        assert_eq!(format!("{a:?}"), "\"ORD-2026112700000001\"");
+        assert_eq!(String::from(a), "ORD-2026112700000001");
+        assert_eq!(a.into_string(), "ORD-2026112700000001");
+        let set: HashSet<FormattedId> = [a, b, a].into_iter().collect();
+        assert_eq!(set.len(), 2);
+        assert!(
+            set.contains("ORD-2026112700000002"),
+            "Borrow<str> agrees with Hash/Eq"
+        );
+        let sorted: BTreeSet<FormattedId> = [b, a].into_iter().collect();
+        assert_eq!(
+            sorted.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
+            [&*a, &*b]
+        );
+        let bytes: &[u8] = a.as_ref();
+        assert_eq!(bytes, b"ORD-2026112700000001");
+    }
+
+    #[test]
+    fn a_formatted_id_holds_one_to_the_maximum_bytes_and_refuses_the_rest() {
+        assert!(FormattedId::new("").is_none());
+        let max = "x".repeat(MAX_FORMATTED_LEN);
+        assert_eq!(FormattedId::new(&max).unwrap(), max.as_str());
+        assert!(FormattedId::new(&"x".repeat(MAX_FORMATTED_LEN + 1)).is_none());
+        assert!(
+            FormattedId::new(&"x".repeat(300)).is_none(),
+            "no wrap at 256"
+        );
+        // Multi-byte characters up to the last byte.
+        let wide = format!("{}é", "x".repeat(MAX_FORMATTED_LEN - 2));
+        assert_eq!(FormattedId::new(&wide).unwrap(), wide.as_str());
+        assert_eq!(std::mem::size_of::<FormattedId>(), 128);
+    }
+
+    #[test]
+    fn a_text_list_hands_out_each_text_whole_from_one_buffer() {
+        let max = "z".repeat(MAX_FORMATTED_LEN);
+        let wide = format!("{}ü", "y".repeat(MAX_FORMATTED_LEN - 2));
+        let texts = ["A-1", "A-2", "ÄÖ-3", wide.as_str(), "B", max.as_str()];
+        let l = list(&texts);
+        assert_eq!(l.len(), texts.len());
+        for (i, t) in texts.iter().enumerate() {
+            assert_eq!(l.get(i), Some(*t));
+            let id = l.id(i).unwrap();
+            assert_eq!(id, *t, "text {i}");
+            assert_eq!(id.len(), t.len());
+        }
+        assert_eq!((l.get(texts.len()), l.id(texts.len())), (None, None));
+        assert_eq!(l.iter().collect::<Vec<_>>(), texts);
+    }
+
+    #[test]
+    fn a_text_list_refuses_what_an_id_cannot_hold_and_ids_need_the_seal() {
+        let mut l = TextList::with_capacity(2, 4);
+        assert!(!l.push(""));
+        assert!(!l.push(&"x".repeat(MAX_FORMATTED_LEN + 1)));
+        assert!(l.push("a"));
+        assert_eq!(l.id(0), None, "no id before the padding is there");
+        l.seal();
+        assert!(!l.push("b"), "nothing after the seal");
+        assert_eq!(l.id(0).unwrap(), "a");
+        assert_eq!(l.len(), 1);
+        let empty = TextList::default();
+        assert_eq!((empty.len(), empty.get(0), empty.id(0)), (0, None, None));
+    }
+
+    #[test]
+    fn first_above_cuts_at_the_floor_in_byte_order() {
+        let l = list(&["A-1", "A-3", "A-5", "A-7"]);
+        assert_eq!(l.first_above("A-0"), 0);
+        assert_eq!(l.first_above("A-1"), 1);
+        assert_eq!(l.first_above("A-4"), 2);
+        assert_eq!(l.first_above("A-7"), 4);
+        assert_eq!(l.first_above("B"), 4);
+        assert_eq!(TextList::default().first_above("A"), 0);
+    }
+}
