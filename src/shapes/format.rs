@@ -181,6 +181,13 @@ impl DatePiece {
 }
 
 fn parse_date(pattern: &str) -> Result<Vec<DatePiece>, FormatError> {
+    // As long as a literal at most: the longest text stays bounded (32 + 32 + 19 + 1 + 32 =
+    // 116 characters), which clients may hold inline.
+    if pattern.len() > MAX_LITERAL {
+        return Err(FormatError::Invalid(format!(
+            "date pattern: at most {MAX_LITERAL} characters"
+        )));
+    }
     let mut out = Vec::new();
     let mut rest = pattern;
     while !rest.is_empty() {

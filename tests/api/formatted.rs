@@ -528,3 +528,21 @@ async fn one_request_takes_at_most_the_tag_s_request_share_of_a_period() {
     assert_eq!(r.status, 400, "{}", r.text);
     app.stop().await;
 }
+
+/// A width of 19 digits (every positive `i64`) serves: its lease cap's end saturates at
+/// `i64::MAX` (it overflowed, and a debug server panicked at the first request), and its ids are
+/// 19 digits, increasing, none twice, on Leaf's route and the batch route.
+#[tokio::test]
+async fn a_nineteen_digit_width_serves() {
+    let (db, _dir) = fresh_db(Db::Sqlite).await;
+    let app = spawn_on(&db, |_| {}).await;
+    let r = create(&app, "wide", r#"{"width":19}"#).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let r = app.get("/api/v1/segment/wide/ids?count=5").await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let mut ids: Vec<String> = serde_json::from_value(r.json()["ids"].clone()).unwrap();
+    ids.push(leaf(&app, "wide").await);
+    assert!(ids.iter().all(|id| id.len() == 19), "{ids:?}");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    app.stop().await;
+}

@@ -452,8 +452,10 @@ impl SegmentAllocator {
                 Err(e) => return Err(SegmentError::from_store(e, row.as_biz_tag())),
             }
         }
+        // The exclusive end: one past the largest sequence, saturating at `i64::MAX` (a width of
+        // 19 digits allows every positive `i64`; `+ 1` past it would overflow).
         let end = spec.format().map_or(i64::MAX, |f| {
-            i64::try_from(f.max_sequence()).unwrap_or(i64::MAX - 1) + 1
+            i64::try_from(f.max_sequence()).map_or(i64::MAX, |m| m.saturating_add(1))
         });
         let cap = LeaseCap::new(start, end, parent.step);
         self.cache_row(row.as_biz_tag(), Some(cap))?;

@@ -66,12 +66,18 @@ fn formats_that_would_repeat_an_id_are_refused() {
         (r#"{"width":20}"#, "width"),
         (r#"{"prefix":"a b","width":6}"#, "prefix"),
         (r#"{"width":6,"time_zone":"Mars/Base"}"#, "time zone"),
+        (
+            r#"{"date":"yyyy-----------------------------MM-dd","width":6,"reset":"daily"}"#,
+            "at most 32",
+        ),
     ] {
         let f: TagFormat = serde_json::from_str(json).unwrap();
         let e = f.validate().unwrap_err().to_string();
         assert!(e.contains(why), "{json}: {e}");
     }
     assert!(serde_json::from_str::<TagFormat>(r#"{"width":6,"widht":7}"#).is_err());
+    // 32 characters of date pattern are fine.
+    fmt(r#"{"date":"yyyy-----------------------MM-dd","width":6,"reset":"daily"}"#);
 }
 
 #[test]
