@@ -315,9 +315,10 @@ impl Application {
 }
 
 /// Binds `server.host:grpc.port` and serves the gRPC door (`crate::grpc`) on a runtime of
-/// its own (`server.workers` threads, else one per core, for the connections, and as many for
-/// the id service's calls, `crate::grpc::local`) in its own thread: the actix system runtime is
-/// one thread, and tonic's connections should not share it with the engines' background tasks. It stops when the background tasks do (their token), in-flight calls
+/// its own (`server.workers` threads, else one per core, for the connections and the id
+/// service's calls, `crate::grpc::door`) in its own thread: the actix system runtime is one
+/// thread, and tonic's connections should not share it with the engines' background tasks. It
+/// stops when the background tasks do (their token), in-flight calls
 /// first, and [`Background::shutdown`] waits for it. Logs `grpc listening` with the port.
 fn start_grpc(
     settings: &Settings,
@@ -350,7 +351,7 @@ fn start_grpc(
         .spawn(move || {
             runtime.block_on(async move {
                 let served = match tokio::net::TcpListener::from_std(listener) {
-                    Ok(listener) => crate::grpc::serve(listener, data, threads, stop)
+                    Ok(listener) => crate::grpc::serve(listener, data, stop)
                         .await
                         .map_err(|e| e.to_string()),
                     Err(e) => Err(e.to_string()),

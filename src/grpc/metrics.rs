@@ -43,35 +43,71 @@ const CODES: [&str; 17] = [
 
 /// The `method` label of a request path.
 pub fn method_label(path: &str) -> &'static str {
-    METHODS
-        .iter()
-        .find(|m| **m == path)
-        .copied()
-        .unwrap_or("other")
+    method_index(path).map_or("other", |i| METHODS[i])
+}
+
+/// The index of `path` in [`METHODS`] (`None`: `other`).
+fn method_index(path: &str) -> Option<usize> {
+    METHODS.iter().position(|m| *m == path)
 }
 
 /// The `code` label of a `grpc-status` value (absent: `0`).
 pub fn code_label(status: Option<&[u8]>) -> &'static str {
-    let Some(v) = status else { return CODES[0] };
-    CODES
-        .iter()
-        .find(|c| c.as_bytes() == v)
-        .copied()
-        .unwrap_or("other")
+    code_index(status).map_or("other", |i| CODES[i])
 }
 
-/// The two families.
-#[derive(Clone)]
+/// The index of a `grpc-status` value in [`CODES`] (absent: `0`; `None`: `other`).
+fn code_index(status: Option<&[u8]>) -> Option<usize> {
+    let Some(v) = status else { return Some(0) };
+    CODES.iter().position(|c| c.as_bytes() == v)
+}
+
+/// The `grpc-status` header, parsed once at compile time (a `&str` key is parsed per lookup).
+const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
+
+/// One method's series, each made on its first use and kept: a call then costs no label
+/// hashing or registry lookup (`with_label_values`, some 400 instructions a call). Bounded as
+/// the labels are: one cell per method of [`METHODS`] and `other`, per code of [`CODES`],
+/// `other` and `transport`.
+#[derive(Default)]
+struct Cells {
+    calls: [std::sync::OnceLock<prometheus::IntCounter>; CODES.len() + 2],
+    duration: std::sync::OnceLock<prometheus::Histogram>,
+}
+
 struct Families {
     calls: IntCounterVec,
     duration: HistogramVec,
+    /// By method index, `other` last.
+    cells: Box<[Cells]>,
+}
+
+impl Families {
+    /// Counts one answered call of the method at `method` (an index, `METHODS.len()`: other)
+    /// with the code at `code` (an index of `CODES`, then `other`, then `transport`).
+    fn count(&self, method: usize, code: usize, seconds: f64) {
+        let label = METHODS.get(method).copied().unwrap_or("other");
+        let cells = &self.cells[method];
+        let code_label = CODES.get(code).copied().unwrap_or(if code == CODES.len() {
+            "other"
+        } else {
+            "transport"
+        });
+        cells.calls[code]
+            .get_or_init(|| self.calls.with_label_values(&[label, code_label]))
+            .inc();
+        cells
+            .duration
+            .get_or_init(|| self.duration.with_label_values(&[label]))
+            .observe(seconds);
+    }
 }
 
 /// The families (none when they could not be registered: the calls are then not counted,
 /// never refused); a tower layer over the door's services ([`Metered`]).
 #[derive(Clone)]
 pub struct GrpcMetrics {
-    families: Option<Families>,
+    families: Option<std::sync::Arc<Families>>,
 }
 
 impl GrpcMetrics {
@@ -79,6 +115,7 @@ impl GrpcMetrics {
     /// name: a programming error) is logged, and the door serves uncounted.
     pub fn new(metrics: &crate::metrics::Metrics) -> Self {
         let families = Families::new(metrics)
+            .map(std::sync::Arc::new)
             .inspect_err(|e| tracing::error!(error = %e, "grpc metrics not registered"))
             .ok();
         Self { families }
@@ -109,7 +146,12 @@ impl Families {
         .map_err(crate::metrics::MetricsError::from)?;
         metrics.register(Box::new(calls.clone()))?;
         metrics.register(Box::new(duration.clone()))?;
-        Ok(Self { calls, duration })
+        let cells = (0..=METHODS.len()).map(|_| Cells::default()).collect();
+        Ok(Self {
+            calls,
+            duration,
+            cells,
+        })
     }
 }
 
@@ -146,7 +188,7 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let method = method_label(req.uri().path());
+        let method = method_index(req.uri().path()).unwrap_or(METHODS.len());
         let metrics = self.metrics.clone();
         let start = Instant::now();
         let answer = self.inner.call(req);
@@ -154,13 +196,11 @@ where
             let res = answer.await;
             if let Some(f) = &metrics.families {
                 let code = match &res {
-                    Ok(r) => code_label(r.headers().get("grpc-status").map(|v| v.as_bytes())),
-                    Err(_) => "transport",
+                    Ok(r) => code_index(r.headers().get(&GRPC_STATUS).map(|v| v.as_bytes()))
+                        .unwrap_or(CODES.len()),
+                    Err(_) => CODES.len() + 1,
                 };
-                f.calls.with_label_values(&[method, code]).inc();
-                f.duration
-                    .with_label_values(&[method])
-                    .observe(start.elapsed().as_secs_f64());
+                f.count(method, code, start.elapsed().as_secs_f64());
             }
             res
         })

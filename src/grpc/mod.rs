@@ -9,14 +9,14 @@
 //!
 //! - [`status`]: the one mapping of `crate::error::Error` to a gRPC status.
 //! - [`caller`]: credentials from metadata, the caller's deadline.
-//! - [`local`]: the threads the id service's calls run on (its futures are not `Send`).
+//! - [`door`]: the id service as every service holds it, and how a call runs it.
 //! - [`segment`], [`snowflake`], [`tags`]: the services.
 //! - [`health`]: the health statuses, from `/health/ready`'s verdict.
 //! - [`metrics`]: calls by method and code, in the server's registry.
 
 pub mod caller;
+pub mod door;
 pub mod health;
-pub mod local;
 pub mod metrics;
 pub mod segment;
 pub mod snowflake;
@@ -40,15 +40,14 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/leafid_v1_descriptor.bin"));
 
 /// Serves every gRPC service on `listener` until `stop` is cancelled; in-flight calls finish
-/// first (tonic's graceful shutdown). The id service's calls run on `threads` threads of their
-/// own ([`local`]).
+/// first (tonic's graceful shutdown). The id service's calls run on the runtime this runs on
+/// ([`door`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: web::Data<AppState>,
-    threads: usize,
     stop: CancellationToken,
 ) -> Result<(), tonic::transport::Error> {
-    let door = local::Door::new(state.ids.clone(), threads);
+    let door = door::Door::new(state.ids.clone());
     let metered = metrics::GrpcMetrics::new(&state.metrics);
     let (reporter, health) = tonic_health::server::health_reporter();
     // Every service known before the first call: NOT_SERVING until the first verdict (a

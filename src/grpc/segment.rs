@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use super::caller::{CallCredentials, deadline, within};
-use super::local::Door;
+use super::door::Door;
 use super::pb;
 use crate::error::Error;
 use crate::segment::{BizTag, IdRuns, IdSink};
@@ -66,12 +66,10 @@ impl pb::segment_server::Segment for Segment {
         BizTag::validate(&m.biz_tag).map_err(Error::from)?;
         // u32 -> usize never truncates on the 32- and 64-bit targets this builds for; the
         // service bounds the count (1..=100000, else `invalid_count`).
-        let (tag, count) = (m.biz_tag.clone(), m.count as usize);
+        let count = m.count as usize;
         let ids = self
             .door
-            .run(limit, move |s| async move {
-                s.next_ids(&who, &tag, count).await
-            })
+            .within(limit, self.door.ids().next_ids(&who, &m.biz_tag, count))
             .await?;
         let (ids, strict) = match ids {
             Ids::Numbers(ids) => (ids, false),
@@ -198,8 +196,7 @@ impl pb::segment_server::Segment for Segment {
         let span = tracing::info_span!("grpc_stream", biz_tag = %m.biz_tag, count = m.count, chunk);
         // The caller's deadline is the whole stream's: each chunk waits at most what is left.
         let until = limit.map(|d| tokio::time::Instant::now() + d);
-        // Built on the door's thread (the service's futures are not `Send`, `super::local`).
-        let task = move || async move {
+        let task = async move {
             let tag = m.biz_tag;
             let mut left = m.count;
             while left > 0 {
@@ -229,12 +226,8 @@ impl pb::segment_server::Segment for Segment {
                 }
             }
         };
-        // On the door's threads; detached: it ends with the stream.
-        drop(
-            self.door
-                .pool()
-                .spawn_pinned(move || task().instrument(span)),
-        );
+        // Detached: it ends with the stream.
+        drop(tokio::spawn(task.instrument(span)));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
@@ -255,7 +248,7 @@ impl pb::segment_server::Segment for Segment {
         let (tx, rx) = mpsc::channel(1);
         let ids = self.door.ids().clone();
         let span = tracing::info_span!("grpc_pull");
-        let task = move || async move {
+        let task = async move {
             loop {
                 let ask = match asks.message().await {
                     Ok(Some(ask)) => ask,
@@ -279,11 +272,7 @@ impl pb::segment_server::Segment for Segment {
                 }
             }
         };
-        drop(
-            self.door
-                .pool()
-                .spawn_pinned(move || task().instrument(span)),
-        );
+        drop(tokio::spawn(task.instrument(span)));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 }

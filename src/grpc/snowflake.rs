@@ -4,7 +4,7 @@
 use tonic::{Request, Response, Status};
 
 use super::caller::{CallCredentials, deadline};
-use super::local::Door;
+use super::door::Door;
 use super::pb;
 use crate::error::Error;
 use crate::http::decode::decode_body;

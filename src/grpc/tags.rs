@@ -5,7 +5,7 @@
 use tonic::{Request, Response, Status};
 
 use super::caller::{CallCredentials, deadline};
-use super::local::Door;
+use super::door::Door;
 use super::pb;
 use crate::access::Action;
 use crate::error::Error;

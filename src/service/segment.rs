@@ -204,7 +204,7 @@ impl IdService {
     /// they are all there is (the engine's rule).
     pub async fn next_ids(
         &self,
-        who: &dyn Credentials,
+        who: &impl Credentials,
         tag: &str,
         count: usize,
     ) -> Result<Ids, Error> {
@@ -216,7 +216,7 @@ impl IdService {
     /// only for a formatted tag's request above the format's cap).
     pub async fn next_ids_admitted(
         &self,
-        who: &dyn Credentials,
+        who: &impl Credentials,
         admitted: Admitted<'_>,
         count: usize,
     ) -> Result<Ids, Error> {
@@ -302,7 +302,7 @@ impl IdService {
     /// `formatted_tag` (its ids are text).
     pub async fn next_runs(
         &self,
-        who: &dyn Credentials,
+        who: &impl Credentials,
         tag: &str,
         count: u64,
     ) -> Result<IdRuns, Error> {
@@ -399,7 +399,7 @@ impl IdService {
     /// ([`Action::DecodePermuted`]): the sequence is what the permutation hides.
     pub async fn decode(
         &self,
-        who: &dyn Credentials,
+        who: &impl Credentials,
         tag: &BizTag,
         id: &str,
     ) -> Result<Decoded, Error> {

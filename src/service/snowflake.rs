@@ -16,7 +16,7 @@ use super::segment::{MAX_COUNT, check_count};
 impl IdService {
     /// The next snowflake id: from memory at once when it can, else on the blocking pool (a
     /// generator that waits for the next tick or a ring refill never holds an async worker).
-    pub async fn next_snowflake_id(&self, who: &dyn Credentials) -> Result<u64, Error> {
+    pub async fn next_snowflake_id(&self, who: &impl Credentials) -> Result<u64, Error> {
         let caller = self.access.admit_ids(who, None)?;
         let engine = self.snowflake()?;
         // A caller with limits pays its id under the target `snowflake`.
@@ -34,7 +34,7 @@ impl IdService {
     /// `count` increasing snowflake ids of this server's generator.
     pub async fn next_snowflake_ids(
         &self,
-        who: &dyn Credentials,
+        who: &impl Credentials,
         count: usize,
     ) -> Result<Vec<u64>, Error> {
         check_count(count as u64, MAX_COUNT)?;
