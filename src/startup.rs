@@ -334,6 +334,7 @@ fn start_grpc(
     })?;
     listener.set_nonblocking(true)?;
     let port = listener.local_addr()?.port();
+    let max_message = settings.server.max_body_bytes;
     let threads = match settings.server.workers {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
@@ -351,7 +352,7 @@ fn start_grpc(
         .spawn(move || {
             runtime.block_on(async move {
                 let served = match tokio::net::TcpListener::from_std(listener) {
-                    Ok(listener) => crate::grpc::serve(listener, data, stop)
+                    Ok(listener) => crate::grpc::serve(listener, data, max_message, stop)
                         .await
                         .map_err(|e| e.to_string()),
                     Err(e) => Err(e.to_string()),

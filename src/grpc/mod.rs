@@ -39,12 +39,19 @@ pub mod pb {
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/leafid_v1_descriptor.bin"));
 
+/// Streams one connection may have open at once: hyper's own default, which tonic replaces
+/// with no bound unless told. A client asking for more waits for one to end (HTTP/2's
+/// `SETTINGS_MAX_CONCURRENT_STREAMS`); no caller can make a connection hold unbounded calls.
+pub const MAX_STREAMS_PER_CONNECTION: u32 = 200;
+
 /// Serves every gRPC service on `listener` until `stop` is cancelled; in-flight calls finish
 /// first (tonic's graceful shutdown). The id service's calls run on the runtime this runs on
-/// ([`door`]).
+/// ([`door`]). A request message longer than `max_message` bytes (HTTP's
+/// `server.max_body_bytes`) is refused before it is decoded (`OUT_OF_RANGE`, tonic's answer).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: web::Data<AppState>,
+    max_message: usize,
     stop: CancellationToken,
 ) -> Result<(), tonic::transport::Error> {
     let door = door::Door::new(state.ids.clone());
@@ -75,6 +82,7 @@ pub async fn serve(
         }
     };
     let router = tonic::transport::Server::builder()
+        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
         .layer(metered)
         // Each call in a span with a request id of the same series as HTTP's
         // (`x-request-id`) and its method (bounded: the path of a served method, or of an
@@ -83,14 +91,19 @@ pub async fn serve(
             let id = crate::http::middleware::RequestId::next();
             tracing::info_span!("grpc", request_id = %id, method = %req.uri().path())
         })
-        .add_service(health)
-        .add_service(pb::segment_server::SegmentServer::new(
-            segment::Segment::new(door.clone()),
-        ))
-        .add_service(pb::snowflake_server::SnowflakeServer::new(
-            snowflake::Snowflake::new(door.clone()),
-        ))
-        .add_service(pb::tags_server::TagsServer::new(tags::Tags::new(door)))
+        .add_service(health.max_decoding_message_size(max_message))
+        .add_service(
+            pb::segment_server::SegmentServer::new(segment::Segment::new(door.clone()))
+                .max_decoding_message_size(max_message),
+        )
+        .add_service(
+            pb::snowflake_server::SnowflakeServer::new(snowflake::Snowflake::new(door.clone()))
+                .max_decoding_message_size(max_message),
+        )
+        .add_service(
+            pb::tags_server::TagsServer::new(tags::Tags::new(door))
+                .max_decoding_message_size(max_message),
+        )
         .add_optional_service(v1)
         .add_optional_service(v1alpha);
     router

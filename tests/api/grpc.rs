@@ -944,6 +944,42 @@ async fn a_slow_puller_takes_a_million_ids_and_holds_none_it_did_not_take() {
     app.handle.stop(true).await;
 }
 
+/// HTTP's body limit bounds a gRPC request message too (`server.max_body_bytes`): a longer one
+/// is refused before it is decoded, on the id services and health alike, and takes nothing.
+#[tokio::test]
+async fn a_message_over_the_body_limit_is_refused_undecoded() {
+    let app = GrpcApp::start(|s| s.server.max_body_bytes = 1024).await;
+    app.create("g.limit", 100).await;
+    let first = app.ids("g.limit", 1).await[0];
+    let long = "a".repeat(2000);
+    let s = app
+        .segment()
+        .next_ids(pb::NextIdsRequest {
+            biz_tag: long.clone(),
+            count: 1,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(s.code(), Code::OutOfRange, "{s:?}");
+    let s = app
+        .tags()
+        .get_tag(pb::GetTagRequest {
+            biz_tag: long.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(s.code(), Code::OutOfRange, "{s:?}");
+    let mut health = tonic_health::pb::health_client::HealthClient::new(app.channel.clone());
+    let s = health
+        .check(tonic_health::pb::HealthCheckRequest { service: long })
+        .await
+        .unwrap_err();
+    assert_eq!(s.code(), Code::OutOfRange, "{s:?}");
+    // Under the limit all is as before, and the refusals took no id.
+    assert_eq!(app.ids("g.limit", 1).await, [first + 1]);
+    app.handle.stop(true).await;
+}
+
 /// `grpc.port` and `server.port` one fixed port: refused at start-up with both keys named,
 /// before anything is bound; port 0 for both (a free port each) and the door off are fine.
 #[test]
