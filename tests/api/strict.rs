@@ -641,3 +641,60 @@ async fn admins_racing_to_create_one_name_strict_and_plain_get_one_kind() {
     a.stop().await;
     b.stop().await;
 }
+
+/// An operator's slip: two servers given one `server.advertise_url` (here b is given a's). Once
+/// b owns the tag, a finds the owner row naming its own address: it sends no hop, answers
+/// `segments_not_ready` at once (not after the segment wait), counts `address_clash` and logs
+/// it; b goes on serving, and no id is handed out twice or out of order. When b stops
+/// (releasing the tag), a takes it over and serves above everything b handed out.
+#[tokio::test]
+async fn two_servers_given_one_advertised_address_never_mix_their_ids() {
+    let (url, _dir) = fresh_db(Db::Sqlite).await;
+    let tweak = |s: &mut leafid::config::Settings| s.segment.strict_lease_ms = LEASE_MS;
+    let a = spawn_on(&url, tweak).await;
+    let a_address = a.address.clone();
+    let b = spawn_on(&url, move |s| {
+        tweak(s);
+        s.server.advertise_url = a_address;
+    })
+    .await;
+    create_strict(&b.client, &b.address, "clash", 1000).await;
+    let mut last = 0;
+    for _ in 0..20 {
+        let id = b.leaf_id("clash").await;
+        assert!(id > last, "{id} after {last}");
+        last = id;
+    }
+    for _ in 0..5 {
+        let asked = Instant::now();
+        let r = a.get("/api/segment/get/clash").await;
+        assert_eq!(r.status, 503, "{}", r.text);
+        assert_eq!(r.json()["code"], "segments_not_ready", "{}", r.text);
+        // The segment wait is 1.5 s by default; the refusal comes without it.
+        assert!(
+            asked.elapsed() < Duration::from_millis(1000),
+            "{:?}",
+            asked.elapsed()
+        );
+        let id = b.leaf_id("clash").await;
+        assert!(id > last, "{id} after {last}");
+        last = id;
+    }
+    let series = r#"leafid_strict_events_total{event="address_clash"}"#;
+    let clashes = crate::support::metric_value(&a.address, series).await;
+    assert_eq!(clashes, Some(5.0), "counted on a");
+    b.stop().await;
+    let mut after = None;
+    let until = Instant::now() + GAP_BOUND;
+    while after.is_none() && Instant::now() < until {
+        let r = a.get("/api/segment/get/clash").await;
+        if r.status == 200 {
+            after = r.text.parse::<i64>().ok();
+        } else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let after = after.expect("a takes the tag over once b released it");
+    assert!(after > last, "{after} after {last}");
+    a.stop().await;
+}

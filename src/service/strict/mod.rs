@@ -71,6 +71,10 @@ enum Event {
     HopFailed,
     /// A renewal that did not reach the database.
     RenewFailed,
+    /// Another server holds the tag under this server's own address (two servers given one
+    /// `server.advertise_url`, or a load balancer's): no hop is sent, the request answers
+    /// `segments_not_ready`.
+    AddressClash,
 }
 
 impl Event {
@@ -81,6 +85,7 @@ impl Event {
             Self::Hop => "hop",
             Self::HopFailed => "hop_failed",
             Self::RenewFailed => "renew_failed",
+            Self::AddressClash => "address_clash",
         }
     }
 }
@@ -116,7 +121,8 @@ impl StrictService {
                 prometheus::Opts::new(
                     "leafid_strict_events_total",
                     "Strict tags on this server: takeover, lost, hop (a request answered by the \
-                     owner), hop_failed, renew_failed",
+                     owner), hop_failed, renew_failed, address_clash (another server holds a \
+                     tag under this server's advertised address)",
                 ),
                 &["event"],
             )
@@ -200,6 +206,9 @@ impl StrictService {
                         && seen.row.owner.as_deref().is_some_and(|o| o != self.me)
                         && let (Some(address), Some(key)) = (&seen.row.address, &seen.row.peer_key)
                     {
+                        if self.address.as_deref() == Some(address.as_str()) {
+                            return Err(self.address_clash(tag, address));
+                        }
                         forwarded_to = Some(seen.row.clone());
                         match self.forward(address, key, tag, count, until).await {
                             Ok(ids) => {
@@ -222,6 +231,30 @@ impl StrictService {
                     retry_after_secs: 1,
                 });
             }
+        }
+    }
+
+    /// Another server owns `tag` under this server's own advertised `address`: an operator's
+    /// slip (one `server.advertise_url` for two servers, or a load balancer's address). A hop
+    /// would reach this server or a random one, never reliably the owner; safety does not
+    /// depend on it (a hop is served only by the owner holding its takeover's key), but the
+    /// tag's requests through this server would wait out the segment wait for nothing. So:
+    /// `segments_not_ready` at once, counted (`address_clash`) and logged once per interval
+    /// naming the setting.
+    fn address_clash(&self, tag: &BizTag, address: &str) -> Error {
+        self.count(Event::AddressClash);
+        if let Some(held) = crate::telemetry::LogLimiter::global().allow("strict_address_clash") {
+            tracing::error!(
+                biz_tag = %tag,
+                address,
+                held_back = held,
+                "another server owns this strict tag under this server's own address: give each \
+                 server its own server.advertise_url (never a load balancer's); this server \
+                 forwards nothing until then"
+            );
+        }
+        Error::SegmentsNotReady {
+            retry_after_secs: 1,
         }
     }
 
