@@ -698,3 +698,85 @@ async fn two_servers_given_one_advertised_address_never_mix_their_ids() {
     assert!(after > last, "{after} after {last}");
     a.stop().await;
 }
+
+/// `count=1000` of the tag `paced` with the caller token `t`.
+async fn paced_batch(app: &crate::support::TestApp, t: &str) -> crate::support::Reply {
+    app.send(
+        reqwest::Method::GET,
+        "/api/v1/segment/paced/ids?count=1000",
+        None,
+        Some(t),
+    )
+    .await
+}
+
+/// One caller's burst on a strict tag: its token's rate is charged by the server it reached,
+/// before the hop (one bucket per server, as for every tag), so a token with a burst of 20 gets
+/// 20 ids from the owner through the other server, then `429 quota_exhausted`; the hop itself is
+/// not charged again at the owner; another token goes on, its ids above every earlier one.
+#[tokio::test]
+async fn a_burst_on_a_strict_tag_is_charged_where_it_arrives() {
+    let (url, _dir) = fresh_db(Db::Sqlite).await;
+    let tweak = |s: &mut leafid::config::Settings| s.segment.strict_lease_ms = LEASE_MS;
+    let a = spawn_on(&url, tweak).await;
+    create_strict(&a.client, &a.address, "paced", 1000).await;
+    let mut last = a.leaf_id("paced").await; // a owns the tag
+    let token = |body: serde_json::Value| {
+        let a = &a;
+        async move {
+            let r = a.post("/api/v1/tokens", &body.to_string()).await;
+            assert_eq!(r.status, 201, "{}", r.text);
+            r.json()["token"].as_str().unwrap().to_owned()
+        }
+    };
+    let slow = token(
+        serde_json::json!({"name": "slow", "tags": ["paced"], "rate_per_sec": 1, "burst": 20}),
+    )
+    .await;
+    let free = token(serde_json::json!({"name": "free", "tags": ["*"]})).await;
+    // Started after the tokens: it reads them at its start (a running server within the
+    // tokens' refresh interval).
+    let b = spawn_on(&url, tweak).await;
+    let mut taken = 0;
+    for (server, app) in [("b, through the hop", &b), ("a, the owner", &a)] {
+        let r = paced_batch(app, &slow).await;
+        assert_eq!(r.status, 200, "{server}: {}", r.text);
+        assert_eq!(r.json()["strict"], true, "{}", r.text);
+        let ids: Vec<i64> = serde_json::from_value(r.json()["ids"].clone()).unwrap();
+        assert_eq!(ids.len(), 20, "{server}: the burst");
+        assert!(
+            ids[0] > last && ids.windows(2).all(|w| w[0] < w[1]),
+            "{server}: {ids:?} after {last}"
+        );
+        last = *ids.last().unwrap();
+        taken += ids.len();
+        // At 1 id/s a slow machine may let one more id through; then the bucket is empty.
+        let mut tries = 0;
+        let r = loop {
+            let r = paced_batch(app, &slow).await;
+            if r.status != 200 || tries == 3 {
+                break r;
+            }
+            let ids: Vec<i64> = serde_json::from_value(r.json()["ids"].clone()).unwrap();
+            assert!(ids[0] > last, "{server}: {ids:?} after {last}");
+            last = *ids.last().unwrap();
+            taken += ids.len();
+            tries += 1;
+        };
+        assert_eq!(r.status, 429, "{server}: {}", r.text);
+        assert_eq!(r.json()["code"], "quota_exhausted", "{}", r.text);
+        let r = paced_batch(app, &free).await;
+        assert_eq!(r.status, 200, "{server}: {}", r.text);
+        let ids: Vec<i64> = serde_json::from_value(r.json()["ids"].clone()).unwrap();
+        assert!(
+            ids.len() > 20 && ids[0] > last,
+            "{server}: {} ids from {} after {last}",
+            ids.len(),
+            ids[0]
+        );
+        last = *ids.last().unwrap();
+    }
+    assert!(taken <= 2 * 20 + 6, "the slow token took {taken}");
+    a.stop().await;
+    b.stop().await;
+}
