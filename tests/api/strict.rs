@@ -780,3 +780,72 @@ async fn a_burst_on_a_strict_tag_is_charged_where_it_arrives() {
     a.stop().await;
     b.stop().await;
 }
+
+/// Hops coalesced: 24 callers at once on a server that does not own the tag, each asking 15
+/// times (Leaf's route and the batch route in turn) while callers on the owner ask too. Every
+/// request is answered, the history checker finds no id twice and none out of real-time order
+/// across both servers, and the forwarding server sent fewer HTTP hops than it forwarded
+/// requests (requests that arrived while a hop was on its way went together in the next).
+#[tokio::test]
+async fn concurrent_requests_through_another_server_share_hops_and_keep_order() {
+    let (url, _dir) = fresh_db(Db::Sqlite).await;
+    let tweak = |s: &mut leafid::config::Settings| s.segment.strict_lease_ms = LEASE_MS;
+    let a = spawn_on(&url, tweak).await;
+    let b = spawn_on(&url, tweak).await;
+    create_strict(&a.client, &a.address, "shared", 1000).await;
+    a.leaf_id("shared").await; // a owns the tag
+    let history = History::default();
+    let mut tasks = Vec::new();
+    for k in 0..28 {
+        // 24 callers on b, 4 on the owner.
+        let (server, address) = if k < 24 { (1, b.address.clone()) } else { (0, a.address.clone()) };
+        let history = history.clone();
+        tasks.push(tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            for turn in 0..15 {
+                let start = Instant::now();
+                let ids = ask(&client, &address, "shared", turn + k)
+                    .await
+                    .unwrap_or_else(|| panic!("caller {k} turn {turn}: no ids"));
+                history.record(Op {
+                    start,
+                    end: Instant::now(),
+                    server,
+                    ids,
+                });
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let verdict = check(&history.ops());
+    assert_eq!(verdict.ops, 28 * 15);
+    assert_eq!(
+        (verdict.duplicates, verdict.violations),
+        (0, 0),
+        "{:?}",
+        verdict.first
+    );
+    let metric = |event: &'static str| {
+        let address = b.address.clone();
+        async move {
+            let series = format!(r#"leafid_strict_events_total{{event="{event}"}}"#);
+            crate::support::metric_value(&address, &series)
+                .await
+                .unwrap_or(0.0)
+        }
+    };
+    let (forwarded, sent) = (metric("hop").await, metric("hop_sent").await);
+    assert_eq!(forwarded, 24.0 * 15.0, "every request on b went to the owner");
+    assert!(
+        sent < forwarded,
+        "{sent} hops for {forwarded} requests: none shared"
+    );
+    record_figure(
+        "strict-coalesced",
+        &format!("strict hops coalesced: {forwarded} requests through another server in {sent} hops"),
+    );
+    a.stop().await;
+    b.stop().await;
+}

@@ -70,10 +70,10 @@ impl StrictService {
         }
         // The owner's final answers are the caller's; any other is a reason to look again.
         Err(match body.code.as_deref() {
-            Some("biz_tag_exhausted") => Forward::Final(Error::BizTagExhausted),
-            Some("unknown_biz_tag") => Forward::Final(Error::unknown_tag(tag)),
+            Some("biz_tag_exhausted") => Forward::Final(Refusal::Exhausted),
+            Some("unknown_biz_tag") => Forward::Final(Refusal::Unknown),
             Some("lossy_database") => {
-                Forward::Final(Error::LossyDatabase(body.message.unwrap_or_default()))
+                Forward::Final(Refusal::Lossy(body.message.unwrap_or_default()))
             }
             _ => Forward::Retry,
         })
@@ -81,11 +81,34 @@ impl StrictService {
 }
 
 /// Why a hop gave no ids.
+#[derive(Debug, Clone)]
 pub(super) enum Forward {
-    /// An answer to pass on to the caller.
-    Final(Error),
+    /// An answer to pass on to every caller of the hop.
+    Final(Refusal),
     /// Look at the row again.
     Retry,
+}
+
+/// The owner's final answers, passed on to the callers.
+#[derive(Debug, Clone)]
+pub(super) enum Refusal {
+    /// `biz_tag_exhausted`.
+    Exhausted,
+    /// `unknown_biz_tag`.
+    Unknown,
+    /// `lossy_database`, with the owner's message.
+    Lossy(String),
+}
+
+impl Refusal {
+    /// The caller's error for `tag`.
+    pub(super) fn into_error(self, tag: &BizTag) -> Error {
+        match self {
+            Self::Exhausted => Error::BizTagExhausted,
+            Self::Unknown => Error::unknown_tag(tag),
+            Self::Lossy(message) => Error::LossyDatabase(message),
+        }
+    }
 }
 
 /// The owner's answer to a hop: its ids, or the error body's code.

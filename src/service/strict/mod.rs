@@ -28,6 +28,7 @@ use crate::segment::strict::{
 use crate::segment::{BizTag, SegmentAllocator, SegmentError};
 use crate::telemetry::LogLimiter;
 
+mod coalesce;
 mod hop;
 
 use crate::access::constant_time_eq;
@@ -43,6 +44,8 @@ pub struct StrictService {
     /// The strict tags this server was asked for: only tags whose stored spec is strict get an
     /// entry, so a caller cannot grow it beyond the database's strict tags.
     tags: Mutex<HashMap<String, Arc<StrictTag>>>,
+    /// The queues of hops, one per tag of `tags` that was forwarded (`coalesce`).
+    hops: Mutex<HashMap<String, Arc<coalesce::HopQueue>>>,
     owners: Arc<dyn OwnerStore>,
     timing: StrictTiming,
     /// This process's instance id in the owner rows (new at every start).
@@ -69,6 +72,8 @@ enum Event {
     Hop,
     /// A hop that gave no ids (owner gone, slow, or no longer the owner).
     HopFailed,
+    /// An HTTP hop sent to an owner, for one or more requests (`coalesce`).
+    HopSent,
     /// A renewal that did not reach the database.
     RenewFailed,
     /// Another server holds the tag under this server's own address (two servers given one
@@ -84,6 +89,7 @@ impl Event {
             Self::Lost => "lost",
             Self::Hop => "hop",
             Self::HopFailed => "hop_failed",
+            Self::HopSent => "hop_sent",
             Self::RenewFailed => "renew_failed",
             Self::AddressClash => "address_clash",
         }
@@ -111,6 +117,7 @@ impl StrictService {
             .unwrap_or_default();
         Arc::new(Self {
             tags: Mutex::default(),
+            hops: Mutex::default(),
             owners,
             timing,
             me: random_hex(8),
@@ -121,7 +128,8 @@ impl StrictService {
                 prometheus::Opts::new(
                     "leafid_strict_events_total",
                     "Strict tags on this server: takeover, lost, hop (a request answered by the \
-                     owner), hop_failed, renew_failed, address_clash (another server holds a \
+                     owner), hop_failed, hop_sent (an HTTP hop, for one or more requests), \
+                     renew_failed, address_clash (another server holds a \
                      tag under this server's advertised address)",
                 ),
                 &["event"],
@@ -210,12 +218,12 @@ impl StrictService {
                             return Err(self.address_clash(tag, address));
                         }
                         forwarded_to = Some(seen.row.clone());
-                        match self.forward(address, key, tag, count, until).await {
+                        match self.forward_coalesced(address, key, tag, count, until).await {
                             Ok(ids) => {
                                 self.count(Event::Hop);
                                 return Ok(ids);
                             }
-                            Err(Forward::Final(e)) => return Err(e),
+                            Err(Forward::Final(refusal)) => return Err(refusal.into_error(tag)),
                             Err(Forward::Retry) => self.count(Event::HopFailed),
                         }
                     }
@@ -577,7 +585,20 @@ impl StrictService {
     /// Removes `tag`'s entry; if this server owned the tag, it stops serving it first (the
     /// entry is lost, so a request still holding it serves nothing) and the ownership is
     /// returned.
+    /// The queue of hops of `tag`, made on its first hop; `None` for a tag without an entry
+    /// (so the queues never outnumber the entries).
+    fn hop_queue(&self, tag: &BizTag) -> Option<Arc<coalesce::HopQueue>> {
+        let tags = self.lock_tags();
+        tags.get(tag.as_str())?;
+        let mut hops = self.hops.lock().unwrap_or_else(|p| p.into_inner());
+        Some(hops.entry(tag.as_str().to_owned()).or_default().clone())
+    }
+
     fn drop_entry(&self, tag: &str) -> Option<Ownership> {
+        self.hops
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(tag);
         let entry = self.lock_tags().remove(tag)?;
         let own = entry.ownership()?;
         entry.lost(own.epoch);
