@@ -798,7 +798,11 @@ async fn concurrent_requests_through_another_server_share_hops_and_keep_order() 
     let mut tasks = Vec::new();
     for k in 0..28 {
         // 24 callers on b, 4 on the owner.
-        let (server, address) = if k < 24 { (1, b.address.clone()) } else { (0, a.address.clone()) };
+        let (server, address) = if k < 24 {
+            (1, b.address.clone())
+        } else {
+            (0, a.address.clone())
+        };
         let history = history.clone();
         tasks.push(tokio::spawn(async move {
             let client = reqwest::Client::new();
@@ -837,14 +841,20 @@ async fn concurrent_requests_through_another_server_share_hops_and_keep_order() 
         }
     };
     let (forwarded, sent) = (metric("hop").await, metric("hop_sent").await);
-    assert_eq!(forwarded, 24.0 * 15.0, "every request on b went to the owner");
+    assert_eq!(
+        forwarded,
+        24.0 * 15.0,
+        "every request on b went to the owner"
+    );
     assert!(
         sent < forwarded,
         "{sent} hops for {forwarded} requests: none shared"
     );
     record_figure(
         "strict-coalesced",
-        &format!("strict hops coalesced: {forwarded} requests through another server in {sent} hops"),
+        &format!(
+            "strict hops coalesced: {forwarded} requests through another server in {sent} hops"
+        ),
     );
     a.stop().await;
     b.stop().await;

@@ -145,7 +145,11 @@ impl StrictService {
         let _unwinding = Unwinding(queue);
         while let Some(batch) = queue.next_batch() {
             let asked: usize = batch.iter().map(|w| w.count).sum();
-            let until = batch.iter().map(|w| w.until).max().unwrap_or_else(Instant::now);
+            let until = batch
+                .iter()
+                .map(|w| w.until)
+                .max()
+                .unwrap_or_else(Instant::now);
             let (address, key) = (&batch[0].address, &batch[0].key);
             self.count(Event::HopSent);
             let answer = self.forward(address, key, tag, asked, until).await;
@@ -185,7 +189,10 @@ fn split(batch: Vec<Waiting>, answer: Result<Vec<i64>, Forward>) {
 mod tests {
     use super::*;
 
-    fn waiting(count: usize, address: &str) -> (Waiting, oneshot::Receiver<Result<Vec<i64>, Forward>>) {
+    fn waiting(
+        count: usize,
+        address: &str,
+    ) -> (Waiting, oneshot::Receiver<Result<Vec<i64>, Forward>>) {
         let (answer, rx) = oneshot::channel();
         let w = Waiting {
             address: address.into(),
@@ -212,12 +219,22 @@ mod tests {
     fn a_batch_holds_one_owner_and_at_most_a_hop_s_ids() {
         let q = HopQueue::default();
         let mut keep = Vec::new();
-        for (count, address) in [(60_000, "x"), (10, "y"), (30_000, "x"), (20_000, "x"), (5, "x")] {
+        for (count, address) in [
+            (60_000, "x"),
+            (10, "y"),
+            (30_000, "x"),
+            (20_000, "x"),
+            (5, "x"),
+        ] {
             let (w, rx) = waiting(count, address);
             keep.push(rx);
             q.lock().waiting.push(w);
         }
-        let counts = |b: Vec<Waiting>| b.iter().map(|w| (w.count, w.address.clone())).collect::<Vec<_>>();
+        let counts = |b: Vec<Waiting>| {
+            b.iter()
+                .map(|w| (w.count, w.address.clone()))
+                .collect::<Vec<_>>()
+        };
         assert_eq!(
             counts(q.next_batch().unwrap()),
             [(60_000, "x".into()), (30_000, "x".into()), (5, "x".into())]

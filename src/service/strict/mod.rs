@@ -218,7 +218,10 @@ impl StrictService {
                             return Err(self.address_clash(tag, address));
                         }
                         forwarded_to = Some(seen.row.clone());
-                        match self.forward_coalesced(address, key, tag, count, until).await {
+                        match self
+                            .forward_coalesced(address, key, tag, count, until)
+                            .await
+                        {
                             Ok(ids) => {
                                 self.count(Event::Hop);
                                 return Ok(ids);
