@@ -783,7 +783,17 @@ async fn a_name_is_created_once_across_regions() {
     a_to_b.heal();
     let mut texts = HashSet::new();
     for app in [&a, &b] {
-        let r = app.get("/api/v1/segment/codes/ids?count=5").await;
+        // Region B's leases failed during the partition and back off (50 ms doubling to 5 s,
+        // docs/guarantees.md): its first ids after the heal come within one backoff and a
+        // lease, so `segments_not_ready` is waited out here (the format is what is checked).
+        let healed = Instant::now();
+        let r = loop {
+            let r = app.get("/api/v1/segment/codes/ids?count=5").await;
+            if r.status != 503 || healed.elapsed() > Duration::from_secs(15) {
+                break r;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
         assert_eq!(r.status, 200, "{}", r.text);
         for t in r.json()["ids"].as_array().unwrap() {
             let t = t.as_str().unwrap().to_owned();
