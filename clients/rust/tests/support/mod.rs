@@ -69,7 +69,13 @@ pub fn create_database() -> String {
     let status = Command::new("mariadb")
         .args(["-h", host, "-P", port, "-u", user])
         .arg(format!("-p{password}"))
-        .args(["-e", &format!("CREATE DATABASE {name}")])
+        // The name is this process's id and a counter: a database left by an earlier run
+        // whose process had the same id (a MariaDB kept between runs) is dropped first; no
+        // live process shares the id.
+        .args([
+            "-e",
+            &format!("DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"),
+        ])
         .status()
         .expect("run the mariadb client");
     assert!(status.success(), "CREATE DATABASE {name} failed");
