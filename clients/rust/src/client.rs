@@ -657,12 +657,15 @@ impl FormattedSupply {
                 .all(|t| (1..=crate::MAX_FORMATTED_LEN).contains(&t.len())),
             "texts of 1 to MAX_FORMATTED_LEN bytes"
         );
+        let supply = Formatted::fixed(
+            &ids,
+            SystemTime::UNIX_EPOCH + Duration::from_secs(253_402_300_799),
+            Clock(None),
+        );
+        // Installed now, as the numeric `prefilled` installs its run: the first take is local.
+        supply.warm_up();
         Self {
-            supply: Arc::new(Formatted::fixed(
-                &ids,
-                SystemTime::UNIX_EPOCH + Duration::from_secs(253_402_300_799),
-                Clock(None),
-            )),
+            supply: Arc::new(supply),
             _owner: Arc::new(Owner {
                 stop: CancellationToken::new(),
             }),

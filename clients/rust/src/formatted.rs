@@ -6,9 +6,11 @@
 //! # Invariants
 //!
 //! - **Only received texts, none twice.** A batch comes only from a 200 body that passed
-//!   [`validate`]; its texts sit in one buffer (`TextList`, see `text.rs`) and the batch's
-//!   `next` index passes each of them once, under the supply's lock (it only grows), each
-//!   copied out as a [`FormattedId`]. A text a `FormattedId` cannot hold (longer than
+//!   [`validate`]; its texts sit in one buffer (`TextList`, see `text.rs`). With the default
+//!   clock the batch is installed once in the lock-free cursor (`textcursor.rs`), whose tickets
+//!   map one to one onto its texts (one `fetch_add` each: no ticket twice); with an injected
+//!   clock the batch's `next` index passes each text once, under the supply's lock (it only
+//!   grows). Each is copied out as a [`FormattedId`]. A text a `FormattedId` cannot hold (longer than
 //!   [`MAX_FORMATTED_LEN`], which a leafid format reaches only with more than 35 separators in
 //!   its date part: `text.rs`) makes the whole answer that server's failure: no text is ever
 //!   cut short.
@@ -16,8 +18,10 @@
 //!   (`docs/shapes.md`). Every accepted batch is cut to the texts above the *floor* (the
 //!   largest text accepted so far); the texts cut count in `discarded_ids`; an answer cut to
 //!   nothing is followed at once by a request for twice the size. Batches are handed
-//!   out in the order they were accepted, each text under the lock, so a call that starts after
-//!   another returned gets a larger text.
+//!   out in the order they were accepted, each text by a ticket of the cursor (the proof is in
+//!   `textcursor.rs`: a later `fetch_add` gets a later ticket of the same batch or a later
+//!   batch) or under the lock, so a call that starts after another returned gets a larger
+//!   text.
 //! - **Permuted tags: no order.** An answer with `"ordered": false` (a permuted tag,
 //!   `T-9F3K2Q`) is in no order on purpose: it is taken without the byte-order check and
 //!   without the floor, and handed out in the order received. No text twice still holds
@@ -34,21 +38,32 @@
 //!   about 110 ns on the bench machine against a few ns for the rest of the path): at receipt
 //!   the batch's deadline is `period_end - SystemTime::now()` on the monotonic clock, and a
 //!   timer (a task on the client's runtime; a thread for a fixed supply) sets the batch's
-//!   `ended` flag then; the local path loads the flag. **Bound**: the flag is set at most the
-//!   timer's latency (tokio's 1 ms wheel plus scheduling) after `period_end` by the wall clock
-//!   as it ran at receipt, and the flag is read under the supply's lock, so no text is handed
-//!   out after that. A wall clock stepped forward by D after receipt is not seen by the timer:
+//!   `ended` flag then (and the cursor's ended word of the batch's number, `textcursor.rs`);
+//!   the local path loads it after claiming a text and before handing it out. **Bound**: the
+//!   flag is set at most the timer's latency (tokio's 1 ms wheel plus scheduling) after
+//!   `period_end` by the wall clock as it ran at receipt, and every take checks it (Acquire)
+//!   after its claim, so no text is handed out by a take that checks after that; a take that
+//!   claimed a text of an ended batch drops it (counted in `discarded_ids`), and the batch
+//!   leaves the cursor under the lock, its unclaimed texts counted too. A wall clock stepped forward by D after receipt is not seen by the timer:
 //!   texts may be handed out up to D after `period_end` by the stepped clock, until the next
 //!   batch promotion (which reads the wall clock) or the next answer (each answer's deadline is
 //!   computed from the wall clock read at its receipt). A clock stepped back only makes the
 //!   flag fire early (texts dropped, never late). The server never issues texts of an ended
 //!   period; this check is the client's second guard, for texts held across a period's end.
 //!
-//! The local path is a step through the batch's list under a std mutex (held for a load of the
-//! `ended` flag, an increment of `next` and one copy of 128 bytes, the text's length and text,
-//! into the caller's [`FormattedId`], never across an await): no allocation, and nothing for the caller to free
-//! (issue 47: the caller's free of a `String` per id cost more than the rest of the path).
+//! The local path, with the default clock, is lock-free (issue 47: the mutex's two locked
+//! instructions per text kept it at 0.24x of the numeric path): one `fetch_add` on the cursor's
+//! state word claims a text of the installed batch, and one copy of its 128-byte window (its
+//! length and text) out of a seqlocked slot of atomic words becomes the caller's
+//! [`FormattedId`], after the seqlock check and the ended check (`textcursor.rs`). No lock, no
+//! allocation, nothing for the caller to free. The slow part (a batch spent or ended, the
+//! next one installed, the preload's refill started, a take whose slot was reused answered
+//! from the `history` of recent batches or counted as discarded) is under the supply's std
+//! mutex (never held across an await). With an injected clock the local path is a step
+//! through the batch's list under that mutex (a clock read, an increment of `next` and the
+//! copy).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -62,11 +77,18 @@ use crate::error::{Error, Fault, ServerFault};
 use crate::servers::{Answer, FetchError, Outcome, Request, Servers, Timing, backoff};
 use crate::sizing::{Sizing, Usage};
 use crate::supply::SupplyStats;
-use crate::text::{FormattedId, MAX_FORMATTED_LEN, TextList};
+use crate::text::{FormattedId, IdWindow, MAX_FORMATTED_LEN, TextList};
+use crate::textcursor::{LIMIT, Take, TextCursor, WindowSink};
 
 /// A deadline this far off is never armed on a thread of its own (a fixed supply's period that
 /// never ends in practice).
 const NEVER: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// Batches kept for a take whose slot was reused before it read it (`Recent`): at most this
+/// many, and
+const HISTORY: usize = 1024;
+/// at most this many bytes of their texts (the newest one kept whatever its size).
+const HISTORY_BYTES: usize = 4 << 20;
 
 /// Most texts one request may ask for (the list route's limit).
 pub const MAX_FORMATTED_BATCH: usize = 100_000;
@@ -412,11 +434,14 @@ struct Batch {
     /// The timer task that sets `ended`, aborted when the batch is dropped (it holds only the
     /// flag, so it never keeps texts alive).
     timer: Option<tokio::task::AbortHandle>,
+    /// Its number (1, 2, ... in acceptance order): the lock-free path's period rule
+    /// (`textcursor.rs`).
+    number: u64,
 }
 
 impl Batch {
-    /// The batch of `texts` (sealed) from index `first` on.
-    fn new(texts: TextList, first: usize, period_end: SystemTime) -> Self {
+    /// The batch of `texts` (sealed) from index `first` on, numbered `number`.
+    fn new(texts: TextList, first: usize, period_end: SystemTime, number: u64) -> Self {
         Self {
             size: texts.len().saturating_sub(first) as u64,
             texts,
@@ -424,6 +449,7 @@ impl Batch {
             period_end,
             ended: Arc::default(),
             timer: None,
+            number,
         }
     }
 
@@ -449,6 +475,27 @@ struct Remote {
     sizing: Sizing,
     timing: Timing,
     runtime: tokio::runtime::Handle,
+}
+
+/// The batch in the lock-free cursor: its texts `start..start + n` of the current batch are
+/// its tickets `LIMIT - n..LIMIT` of generation `generation`.
+#[derive(Debug, Clone, Copy)]
+struct Installed {
+    generation: u64,
+    n: u64,
+    start: usize,
+    /// The ticket that starts the refill, if any.
+    preload: Option<u64>,
+}
+
+/// A batch that left the cursor, kept for takes whose slot was reused before they read it
+/// (they get their ticket's text from here, under the lock).
+#[derive(Debug)]
+struct Recent {
+    installed: Installed,
+    texts: TextList,
+    number: u64,
+    period_end: SystemTime,
 }
 
 /// Everything but the failover counter, under one std mutex (never held across an await).
@@ -480,6 +527,21 @@ struct State {
     received: u64,
     discarded: u64,
     failed_rounds: u64,
+    /// The number of the last batch accepted.
+    numbered: u64,
+    /// The lock-free path (default clock): the current batch as installed in the cursor.
+    installed: Option<Installed>,
+    /// Batches that left the cursor, oldest first, and the bytes of their texts.
+    history: VecDeque<Recent>,
+    history_bytes: usize,
+    /// Tickets taken of batches that left the cursor.
+    cursor_served: u64,
+    /// Tickets taken but not handed out (their batch had ended, or their slot was reused and
+    /// their batch left the history): counted in `discarded` too.
+    dropped: u64,
+    /// The preload ticket was taken while a refill ran or a next batch was there: the refill
+    /// that ends without one starts another.
+    preload_pending: bool,
 }
 
 /// What became of one valid answer (see [`State::accept`]).
@@ -540,15 +602,26 @@ impl State {
             // The last text is one a FormattedId holds (validate, TextList::push).
             self.floor = n.checked_sub(1).and_then(|i| ids.id(i));
         }
-        self.next = Some(Batch::new(ids, cut, texts.period_end));
+        self.numbered += 1;
+        self.next = Some(Batch::new(ids, cut, texts.period_end, self.numbered));
         self.batches += 1;
         Accepted::Taken
+    }
+}
+
+impl WindowSink for IdWindow {
+    #[inline(always)]
+    fn put(&mut self, k: usize, pair: &[std::sync::atomic::AtomicU64]) {
+        IdWindow::put(self, k, pair);
     }
 }
 
 /// The supply of one formatted tag.
 #[derive(Debug)]
 pub(crate) struct Formatted {
+    /// The lock-free local path, with the default clock only (an injected clock is read per
+    /// text under the lock).
+    cursor: Option<TextCursor>,
     state: Mutex<State>,
     notify: Notify,
     failovers: AtomicU64,
@@ -577,6 +650,7 @@ impl Formatted {
             tag.to_owned(),
         );
         Self {
+            cursor: clock.0.is_none().then(TextCursor::new),
             state: Mutex::new(State {
                 size: sizing.min,
                 ..State::default()
@@ -608,9 +682,11 @@ impl Formatted {
         texts.seal();
         let size = texts.len();
         let s = Self {
+            cursor: clock.0.is_none().then(TextCursor::new),
             state: Mutex::new(State {
                 floor: size.checked_sub(1).and_then(|i| texts.id(i)),
-                next: (size > 0).then(|| Batch::new(texts, 0, period_end)),
+                next: (size > 0).then(|| Batch::new(texts, 0, period_end, 1)),
+                numbered: 1,
                 ..State::default()
             }),
             notify: Notify::new(),
@@ -622,6 +698,18 @@ impl Formatted {
         };
         s.arm_next(SystemTime::now());
         s
+    }
+
+    /// Makes the next batch current now (installed in the cursor, with the default clock), as
+    /// the first take would: a prefilled supply's first take is then a local one, as the
+    /// numeric supply's is (`Supply::fixed`).
+    pub(crate) fn warm_up(&self) {
+        let mut st = self.lock();
+        if let Some(c) = &self.cursor
+            && st.current.is_none()
+        {
+            self.promote_cursor(c, &mut st);
+        }
     }
 
     /// Arms the deadline of the batch in `next` (just accepted, received at `wall_now`), with
@@ -651,15 +739,23 @@ impl Formatted {
             t.abort();
         }
         let ended = b.ended.clone();
-        if left.is_zero() {
+        // The lock-free path reads the batch's end from the cursor's words (`textcursor.rs`).
+        let ender = self.cursor.as_ref().map(|c| c.ender(b.number));
+        let end = move || {
             ended.store(true, Ordering::Release);
+            if let Some(e) = &ender {
+                e.end();
+            }
+        };
+        if left.is_zero() {
+            end();
             return;
         }
         match &self.remote {
             Some(r) => {
                 let task = r.runtime.spawn(async move {
                     tokio::time::sleep(left).await;
-                    ended.store(true, Ordering::Release);
+                    end();
                 });
                 b.timer = Some(task.abort_handle());
             }
@@ -668,10 +764,18 @@ impl Formatted {
             None if left < NEVER => {
                 std::thread::spawn(move || {
                     std::thread::sleep(left);
-                    ended.store(true, Ordering::Release);
+                    end();
                 });
             }
             None => {}
+        }
+    }
+
+    /// Marks `b` ended now (both flags: the lock's and the cursor's).
+    fn mark_ended(&self, b: &Batch) {
+        b.ended.store(true, Ordering::Release);
+        if let Some(c) = &self.cursor {
+            c.ender(b.number).end();
         }
     }
 
@@ -684,6 +788,9 @@ impl Formatted {
     /// and spent batches, promoting the next one; and whether a refill is to start now.
     #[inline]
     fn take(&self, st: &mut State) -> (Option<FormattedId>, bool) {
+        if let Some(c) = &self.cursor {
+            return self.take_cursor(c, st, None);
+        }
         // An injected clock is read once per call; the default clock is not read here (the
         // batch's `ended` flag, set by its deadline timer: the module's comment).
         let now = self.clock.0.as_ref().map(|f| f());
@@ -743,6 +850,220 @@ impl Formatted {
         true
     }
 
+    /// The text of a window the cursor copied for a `Take::Text` or `Take::Preload` (only
+    /// those).
+    #[inline(always)]
+    fn id_of(window: IdWindow) -> FormattedId {
+        // SAFETY: the cursor answers `Text` or `Preload` only after it put all 8 pieces of the
+        // window (`read_window` returned `Some`) and its seqlock check passed, so the window is
+        // the whole entry its `install` wrote from one `&str` of 1 to 127 bytes: its length
+        // byte, then that `&str`'s bytes (`textcursor.rs`), which is `FormattedId`'s
+        // invariant.
+        unsafe { FormattedId::from_entry_window(window) }
+    }
+
+    /// The lock-free path's slow part, under the lock: settles `first` (a take that got no
+    /// text: `Spent`, `Ended` or `Stale`, never `Text` or `Preload`, which their callers hand
+    /// out) and takes again, installing the next batch when the one in the cursor is spent or
+    /// ended; `(text, refill due)`.
+    fn take_cursor(
+        &self,
+        c: &TextCursor,
+        st: &mut State,
+        mut first: Option<Take>,
+    ) -> (Option<FormattedId>, bool) {
+        loop {
+            let mut w = IdWindow::new();
+            let (take, given) = match first.take() {
+                Some(take) => (take, true),
+                None => (c.take(&mut w), false),
+            };
+            match take {
+                // Never (the callers hand those out): its window is not here, so its ticket is
+                // counted as dropped, as a lost one.
+                Take::Text | Take::Preload if given => {
+                    debug_assert!(false, "take_cursor given a text");
+                    st.dropped += 1;
+                    st.discarded += 1;
+                }
+                Take::Text => return (Some(Self::id_of(w)), false),
+                Take::Preload => return (Some(Self::id_of(w)), self.preload_locked(st)),
+                Take::Stale { generation, ticket } => {
+                    if let Some(got) = self.recover(st, generation, ticket) {
+                        return got;
+                    }
+                }
+                // A ticket of an ended batch: never handed out, counted.
+                Take::Ended => {
+                    st.dropped += 1;
+                    st.discarded += 1;
+                }
+                Take::Spent => {}
+            }
+            // Spent, ended or stale: take again once the batch in the cursor is one to take
+            // from. Each round either takes a text or installs the next batch (which leaves
+            // `next` empty), so this ends.
+            if let (Some(ins), Some(b)) = (st.installed, &st.current)
+                && !b.ended.load(Ordering::Acquire)
+                && !c.has_ended(b.number)
+                && c.taken(ins.n) < ins.n
+            {
+                continue;
+            }
+            if !self.promote_cursor(c, st) {
+                return (None, false);
+            }
+        }
+    }
+
+    /// Under the lock: the text of valid ticket `ticket` of `generation`, whose take found its
+    /// slot reused, from the batch kept in the history (the same text its `fetch_add` claimed:
+    /// see `textcursor.rs`); `None`, the ticket counted as dropped and discarded, if that batch
+    /// left the history or its period has ended (its timer may have been aborted with it, so
+    /// the wall clock is read too).
+    #[cold]
+    fn recover(
+        &self,
+        st: &mut State,
+        generation: u64,
+        ticket: u64,
+    ) -> Option<(Option<FormattedId>, bool)> {
+        let cursor = self.cursor.as_ref()?;
+        let current = st
+            .installed
+            .filter(|i| i.generation == generation)
+            .zip(st.current.as_ref())
+            .map(|(i, b)| (i, &b.texts, b.number, b.period_end));
+        let found = current.or_else(|| {
+            st.history
+                .iter()
+                .rev()
+                .find(|r| r.installed.generation == generation)
+                .map(|r| (r.installed, &r.texts, r.number, r.period_end))
+        });
+        let id = found.and_then(|(ins, texts, number, period_end)| {
+            let offset = ticket.checked_sub(LIMIT - ins.n)?;
+            let ended = cursor.has_ended(number) || SystemTime::now() >= period_end;
+            let id = texts.id(ins.start + usize::try_from(offset).ok()?);
+            (!ended).then_some(id)?.map(|id| (id, ins.preload == Some(ticket)))
+        });
+        match id {
+            Some((id, preload)) => {
+                let due = preload && self.preload_locked(st);
+                Some((Some(id), due))
+            }
+            None => {
+                st.dropped += 1;
+                st.discarded += 1;
+                None
+            }
+        }
+    }
+
+    /// Under the lock, the preload ticket taken: whether to start the refill now (marked
+    /// running); if one runs or a next batch is there, the refill that ends without one starts
+    /// another (`preload_pending`).
+    fn preload_locked(&self, st: &mut State) -> bool {
+        if self.remote.is_none() {
+            return false;
+        }
+        if !st.refilling && st.next.is_none() {
+            st.refilling = true;
+            st.refused = None;
+            st.preload_pending = false;
+            true
+        } else {
+            st.preload_pending = true;
+            false
+        }
+    }
+
+    /// Under the lock, the lock-free path: the batch in the cursor leaves it (retired, its
+    /// texts not taken counted as discarded, kept in the history for stale takes) and the next
+    /// batch, if any, is installed and made current; `false` if there is none.
+    #[cold]
+    fn promote_cursor(&self, c: &TextCursor, st: &mut State) -> bool {
+        let old = st.installed.take();
+        let old_n = old.map_or(0, |i| i.n);
+        let mut next = st.next.take();
+        let mut installed = None;
+        if let Some(b) = &mut next {
+            // Once per batch: the wall clock too (the module's comment).
+            if SystemTime::now() >= b.period_end {
+                self.mark_ended(b);
+            }
+            let n = b.left();
+            // Due once 10% of the batch is used, as `preload_due`: the take that makes it so.
+            let preload = self.remote.is_some().then(|| (n / 10).max(1) - 1);
+            match c.install(b.texts.iter_from(b.next), b.number, preload, old_n) {
+                Some(taken) => {
+                    let first = LIMIT - n as u64;
+                    installed = Some((
+                        taken,
+                        Installed {
+                            generation: c.generation(),
+                            n: n as u64,
+                            start: b.next,
+                            preload: preload.map(|p| first + p as u64),
+                        },
+                    ));
+                }
+                None => {
+                    // Never: a TextList holds texts of 1 to 127 bytes, at most 100,000. Such a
+                    // batch is dropped whole, counted.
+                    st.discarded += n as u64;
+                    next = None;
+                }
+            }
+        }
+        let taken = match &installed {
+            Some((taken, _)) => *taken,
+            None if old.is_some() => c.retire(old_n),
+            None => 0,
+        };
+        let previous = st.current.take();
+        if let Some(ins) = old {
+            st.cursor_served += taken;
+            // Tickets never taken are texts never handed out (an ended batch's).
+            st.discarded += ins.n.saturating_sub(taken);
+            if let Some(mut b) = previous {
+                let texts = std::mem::take(&mut b.texts);
+                st.history_bytes += texts.bytes();
+                st.history.push_back(Recent {
+                    installed: ins,
+                    texts,
+                    number: b.number,
+                    period_end: b.period_end,
+                });
+                while st.history.len() > HISTORY
+                    || (st.history.len() > 1 && st.history_bytes > HISTORY_BYTES)
+                {
+                    if let Some(r) = st.history.pop_front() {
+                        st.history_bytes -= r.texts.bytes();
+                    }
+                }
+            }
+        }
+        let (Some(b), Some((_, ins))) = (next, installed) else {
+            return false;
+        };
+        st.installed = Some(ins);
+        st.preload_at = None;
+        st.since = Some(Instant::now());
+        st.warm = true;
+        st.current = Some(b);
+        true
+    }
+
+    /// Under the lock: texts of the current batch not handed out yet (nor claimed).
+    fn current_left(&self, st: &State) -> usize {
+        match (&self.cursor, st.installed, &st.current) {
+            (Some(c), Some(ins), _) => ins.n.saturating_sub(c.taken(ins.n)) as usize,
+            (Some(_), None, _) | (None, _, None) => 0,
+            (None, _, Some(b)) => b.left(),
+        }
+    }
+
     /// Under the lock, with nothing local: whether to start a refill (marked running).
     fn claim_refill(&self, st: &mut State) -> bool {
         if st.refilling || st.next.is_some() || self.remote.is_none() {
@@ -769,6 +1090,19 @@ impl Formatted {
     /// branch for the case where it returns no refill to start.
     #[inline]
     pub(crate) fn try_next_id(self: &Arc<Self>) -> Option<FormattedId> {
+        if let Some(c) = &self.cursor {
+            // The lock-free path (`textcursor.rs`): one `fetch_add` and one window's copy.
+            let mut w = IdWindow::new();
+            return match c.take(&mut w) {
+                Take::Text => Some(Self::id_of(w)),
+                Take::Preload => {
+                    let id = Self::id_of(w);
+                    self.preload_now();
+                    Some(id)
+                }
+                other => self.try_next_id_cursor(c, other),
+            };
+        }
         let mut guard = self.lock();
         let st = &mut *guard;
         if self.clock.0.is_none()
@@ -784,6 +1118,30 @@ impl Formatted {
             return Some(id);
         }
         self.try_next_id_slow(guard)
+    }
+
+    /// [`try_next_id`](Self::try_next_id) after a lock-free take that got no plain text.
+    #[cold]
+    fn try_next_id_cursor(self: &Arc<Self>, c: &TextCursor, first: Take) -> Option<FormattedId> {
+        let (id, spawn) = {
+            let mut st = self.lock();
+            let (id, due) = self.take_cursor(c, &mut st, Some(first));
+            let spawn = due || (id.is_none() && self.claim_refill(&mut st));
+            (id, spawn)
+        };
+        if spawn {
+            self.spawn_refill();
+        }
+        id
+    }
+
+    /// The preload ticket was taken (lock-free): start the refill if due (`preload_locked`).
+    #[cold]
+    fn preload_now(self: &Arc<Self>) {
+        let due = self.preload_locked(&mut self.lock());
+        if due {
+            self.spawn_refill();
+        }
     }
 
     /// [`try_next_id`](Self::try_next_id) off its fast path, the lock held (released here).
@@ -862,9 +1220,10 @@ impl Formatted {
         let deadline = Instant::now() + self.wait_timeout;
         let sized = {
             let mut st = self.lock();
+            let left = self.current_left(&st) as u64;
             let usage = st.current.as_ref().zip(st.since).map(|(b, since)| Usage {
                 size: b.size,
-                used: b.size.saturating_sub(b.left() as u64),
+                used: b.size.saturating_sub(left),
                 elapsed: since.elapsed(),
             });
             let size = r.sizing.next(st.size, usage, st.starved);
@@ -874,6 +1233,7 @@ impl Formatted {
         };
         let mut req = sized.clone();
         let mut failures = 0;
+        let mut delivered = false;
         while !self.stop.is_cancelled() {
             let wait = match r.servers.fetch::<Texts>(&req, &self.failovers).await {
                 Ok((texts, server)) => {
@@ -883,6 +1243,7 @@ impl Formatted {
                         Accepted::Taken => {
                             st.last_fault = None;
                             self.arm_next_locked(&mut st, now);
+                            delivered = true;
                             break;
                         }
                         Accepted::Ended { last } => {
@@ -933,14 +1294,37 @@ impl Formatted {
                 () = tokio::time::sleep_until(wake) => {}
             }
         }
-        self.lock().refilling = false;
+        let again = {
+            let mut st = self.lock();
+            st.refilling = false;
+            // The preload came while this refill ran (its batch was made current meanwhile):
+            // the next one starts now, as the preload would have.
+            let again = st.preload_pending
+                && delivered
+                && st.next.is_none()
+                && !self.stop.is_cancelled();
+            st.preload_pending = false;
+            if again {
+                st.refilling = true;
+                st.refused = None;
+            }
+            again
+        };
         self.notify.notify_waiters();
+        if again {
+            self.spawn_refill();
+        }
     }
 
     pub(crate) fn stats(&self) -> SupplyStats {
         let st = self.lock();
+        // Lock-free takes are counted by the cursor's tickets, less those dropped.
+        let in_cursor = match (&self.cursor, st.installed) {
+            (Some(c), Some(ins)) => c.taken(ins.n),
+            _ => 0,
+        };
         SupplyStats {
-            ids_served: st.served,
+            ids_served: (st.served + st.cursor_served + in_cursor).saturating_sub(st.dropped),
             batches: st.batches,
             ids_received: st.received,
             discarded_ids: st.discarded,
@@ -1070,6 +1454,10 @@ mod tests {
                 "{bad}: {r:?}"
             );
         }
+    }
+
+    fn texts_at(ids: &[&str], period_end: SystemTime) -> Texts {
+        texts(ids, period_end, true)
     }
 
     fn texts(ids: &[&str], period_end: SystemTime, ordered: bool) -> Texts {
@@ -1416,6 +1804,154 @@ mod tests {
             (st.ids_served, st.discarded_ids, st.batches),
             ((BATCHES * PER) as u64, 0, BATCHES as u64 - 1)
         );
+    }
+
+    /// Takes until `None`, under no contention.
+    fn drain(s: &Arc<Formatted>) -> Vec<String> {
+        std::iter::from_fn(|| s.try_next_id().map(String::from)).collect()
+    }
+
+    /// The lock-free path (default clock): a take that claimed a ticket of batch A and read its
+    /// slot only after two more batches were installed (A's slot reused) gets A's text from
+    /// the history, not the reused slot's; one whose batch left the history gets nothing and
+    /// is counted; one whose batch's period ended meanwhile gets nothing either.
+    #[test]
+    fn a_take_whose_slot_was_reused_gets_its_own_text_or_nothing() {
+        let end = SystemTime::now() + Duration::from_secs(3600);
+        let a: Vec<String> = ["A-1", "A-2", "A-3"].map(String::from).to_vec();
+        let s = Arc::new(Formatted::fixed(&a, end, Clock(None)));
+        s.warm_up();
+        let c = s.cursor.as_ref().unwrap();
+        let stalled = c.claim(); // A-1's ticket, read later
+        assert_eq!(s.try_next_id().as_deref(), Some("A-2"));
+        let feed = |texts: &[&str]| {
+            let got = s.lock().accept(texts_at(texts, end), SystemTime::now());
+            assert_eq!(got, Accepted::Taken);
+        };
+        // Each next batch is there before the one in use is spent: installed directly, so
+        // generations 2 (B) and 3 (C, in A's slot).
+        feed(&["B-1"]);
+        assert_eq!(s.try_next_id().as_deref(), Some("A-3"));
+        assert_eq!(s.try_next_id().as_deref(), Some("B-1"));
+        feed(&["C-1", "C-2"]);
+        assert_eq!(s.try_next_id().as_deref(), Some("C-1"));
+        // A is in the history; its slot holds C now.
+        let late = c.read(stalled, &mut IdWindow::new());
+        assert!(matches!(late, Take::Stale { .. }), "{late:?}");
+        let got = s.take_cursor(c, &mut s.lock(), Some(late));
+        assert_eq!(got.0.as_deref(), Some("A-1"), "its own text, recovered");
+        assert_eq!(drain(&s), ["C-2"]);
+        let st = s.stats();
+        assert_eq!((st.ids_served, st.discarded_ids), (6, 0));
+        // A stalled take of D, whose batch leaves the history before it reads.
+        feed(&["D-1", "D-2"]);
+        let stalled = {
+            assert_eq!(s.try_next_id().as_deref(), Some("D-1"));
+            c.claim()
+        };
+        // Each E installed while the one before is in use (consecutive generations): D's slot
+        // is reused, and D leaves the history after HISTORY more batches.
+        for k in 0..=HISTORY {
+            let e = format!("E-{k:05}");
+            feed(&[e.as_str()]);
+            assert_eq!(s.try_next_id().as_deref(), Some(e.as_str()));
+        }
+        let late = c.read(stalled, &mut IdWindow::new());
+        let got = s.take_cursor(c, &mut s.lock(), Some(late));
+        assert_eq!(got.0, None, "D-2 is gone: a gap, counted");
+        let st = s.stats();
+        assert_eq!(
+            (st.ids_served, st.discarded_ids),
+            (6 + 1 + HISTORY as u64 + 1, 1)
+        );
+        // A stalled take of F, whose period ends before it reads: nothing, counted.
+        feed(&["F-1", "F-2"]);
+        assert_eq!(s.try_next_id().as_deref(), Some("F-1"));
+        let stalled = c.claim();
+        let f = s.lock().current.as_ref().map(|b| b.number).unwrap();
+        c.ender(f).end();
+        let late = c.read(stalled, &mut IdWindow::new());
+        let got = s.take_cursor(c, &mut s.lock(), Some(late));
+        assert_eq!(got.0, None);
+        assert_eq!(s.stats().discarded_ids, 2);
+    }
+
+    /// Four threads taking while a feeder stores many small batches (slots reused over and
+    /// over, stale takes likely): every text handed out at most once and only texts received,
+    /// each thread's texts increasing, and the texts handed out are exactly the received ones
+    /// less those counted as discarded.
+    #[test]
+    fn four_threads_across_many_small_batches_lose_nothing_uncounted() {
+        const BATCHES: usize = 3000;
+        let end = SystemTime::now() + Duration::from_secs(3600);
+        let text = |k: usize| format!("ORD-20261127{k:08}");
+        let s = Arc::new(Formatted::fixed(&[text(0)], end, Clock(None)));
+        let fed = AtomicBool::new(false);
+        let mut received = 1;
+        let got: Vec<Vec<FormattedId>> = std::thread::scope(|scope| {
+            let feeder = scope.spawn(|| {
+                let mut k = 1;
+                let mut received = 1;
+                for b in 1..BATCHES {
+                    let n = 1 + b % 7;
+                    let ids: Vec<String> = (k..k + n).map(text).collect();
+                    k += n;
+                    received += n;
+                    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+                    loop {
+                        let mut st = s.lock();
+                        if st.next.is_none() {
+                            let got = st.accept(texts(&refs, end, true), SystemTime::now());
+                            assert_eq!(got, Accepted::Taken);
+                            break;
+                        }
+                        drop(st);
+                        std::thread::yield_now();
+                    }
+                }
+                fed.store(true, Ordering::Release);
+                received
+            });
+            let takers: Vec<_> = (0..4)
+                .map(|_| {
+                    let (s, fed) = (s.clone(), &fed);
+                    scope.spawn(move || {
+                        let mut out = Vec::new();
+                        loop {
+                            let done = fed.load(Ordering::Acquire);
+                            match s.try_next_id() {
+                                Some(t) => out.push(t),
+                                None if done => break out,
+                                None => std::thread::yield_now(),
+                            }
+                        }
+                    })
+                })
+                .collect();
+            received = feeder.join().unwrap();
+            takers.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut seen = std::collections::HashSet::new();
+        for caller in &got {
+            assert!(
+                caller.windows(2).all(|w| w[0] < w[1]),
+                "a caller's texts do not increase"
+            );
+            for t in caller {
+                assert!(seen.insert(*t), "{t} handed out twice");
+                let k: usize = t[12..].parse().unwrap();
+                assert_eq!(t.as_str(), text(k), "only received texts");
+                assert!(k < received, "only received texts");
+            }
+        }
+        let st = s.stats();
+        assert_eq!(st.ids_received as usize + 1, received);
+        assert_eq!(
+            seen.len() as u64 + st.discarded_ids,
+            received as u64,
+            "every text handed out or counted"
+        );
+        assert_eq!(st.ids_served, seen.len() as u64);
     }
 
     #[test]

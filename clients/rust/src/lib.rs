@@ -29,6 +29,9 @@
 //!   a seqlock-read slot per range; why it hands no id twice and keeps ids increasing.
 //! - `supply.rs`: the double buffer of ranges, the single-flight refill, the floor.
 //! - `text.rs`: [`FormattedId`] (a text inline, no heap) and the one buffer of a batch's texts.
+//! - `textcursor.rs`: the formatted supply's lock-free local path (one `fetch_add` and one
+//!   copy of a text's window from a seqlocked slot); why it hands no text twice, keeps texts
+//!   increasing and frees nothing a reader may still copy from.
 //! - `formatted.rs`: the formatted supply: texts with their `period_end`, the period rule
 //!   (the wall clock: [`ClientBuilder::clock`]), permuted tags' unordered answers.
 //! - `bounds.rs`: [`Client::snowflake_bounds`], the ids of a time range.
@@ -46,7 +49,9 @@ mod sizing;
 #[cfg(test)]
 mod strict_tests;
 mod supply;
+mod sync;
 mod text;
+mod textcursor;
 #[cfg(test)]
 mod tokens_tests;
 #[cfg(test)]
