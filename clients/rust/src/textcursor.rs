@@ -861,6 +861,40 @@ mod loom_tests {
         });
     }
 
+    /// The hot path itself (`take`, whose reads come before its claim, predicted from a
+    /// plain load of `state`) against a writer installing batches 2 and 3 (3 reusing batch 1's
+    /// slot): whatever generation its claim lands in, a text it gets is that generation's
+    /// first text, whole; otherwise `Stale`.
+    #[test]
+    fn a_predicted_take_across_a_slot_reuse_gets_its_claims_text_or_stale() {
+        bounded(2).check(|| {
+            let c = Arc::new(TextCursor::new());
+            c.install(ONE.into_iter(), 1, None, 0).unwrap();
+            let writer = {
+                let c = c.clone();
+                thread::spawn(move || {
+                    c.install(["m"].into_iter(), 2, None, 2).unwrap();
+                    c.install(THREE.into_iter(), 3, None, 1).unwrap();
+                })
+            };
+            let mut w = [0; WINDOW];
+            let (got, s) = c.take_traced(&mut w);
+            writer.join().unwrap();
+            let generation = s >> TICKET_BITS;
+            let want = match generation {
+                1 => ONE[0],
+                2 => "m",
+                3 => THREE[0],
+                other => panic!("generation {other}"),
+            };
+            match got {
+                Take::Text => assert_eq!(text_of(&w), want, "claim {s:#x}: {w:?}"),
+                Take::Stale { generation: g, .. } => assert_eq!(g, generation),
+                other => panic!("{other:?}"),
+            }
+        });
+    }
+
     /// A timer ending batch 1 while a reader takes: the reader's text is batch 1's, or `Ended`.
     #[test]
     fn a_take_racing_the_timer_is_whole_or_ended() {
