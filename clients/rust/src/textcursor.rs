@@ -15,20 +15,28 @@
 //! first published), then the texts' offsets (word indexes, two `u32` to a word), then the
 //! texts, each as an *entry*: its length byte (1 to `BYTES - 1`) and its bytes, starting on a
 //! word boundary (so a window is `WINDOW` whole words: no byte shifting), and `WINDOW` words of
-//! padding at the end, so the window of the last text never runs off the buffer. One batch is
+//! padding at the end, so the window of the last text never runs off the buffer. When every
+//! entry of the batch has the same number of words (one format's texts have one length), the
+//! slot's `stride` says so and text `i` is at `entries_at + i * stride`, without reading its
+//! offset (one dependent load less per take); otherwise the offset is read. One batch is
 //! one generation: its preload point (10% used, as `supply.rs`'s split pieces) is the ticket
 //! stored in the slot as `preload`; the one take that gets it also starts the refill
 //! (`Take::Preload`), everyone else compares and moves on.
 //!
 //! # A take
 //!
-//! `s = state.fetch_add(1, Acquire)`; a ticket at or above `LIMIT` is `Spent` (the supply
-//! switches under its lock). Otherwise the slot of `s`'s generation is read as a seqlock: tag
-//! (Acquire), the slot's fields and the window (Relaxed loads, every index checked against the
-//! buffer's own length: a torn read may index anywhere, never outside the buffer),
+//! The claim is `s = state.fetch_add(1, Acquire)`; a ticket at or above `LIMIT` is `Spent` (the
+//! supply switches under its lock). The text is read from the slot of `s`'s generation as a
+//! seqlock: tag (Acquire), the slot's fields and the window (Relaxed loads, every index checked
+//! against the buffer's own length: a torn read may index anywhere, never outside the buffer),
 //! `fence(Acquire)`, tag again (Relaxed). Both tags equal to the generation: every load read
 //! that generation's write (below), so the window is the whole entry `install` wrote from one
-//! `&str`. Otherwise the slot was reused (the reader stalled across `SLOTS` installs): `Stale`,
+//! `&str`. The hot path ([`TextCursor::take`]) does the tag, fields and window loads *before*
+//! the claim, for the value a plain load of `state` just saw (what the claim returns unless
+//! another take comes first), and the fence and second tag load after it; if the claim
+//! returns another value the read is done again for it. A seqlock read is valid whenever it is
+//! made (it does not depend on the claim); the claim only says which ticket is this take's.
+//! (`state` returns to a value it had only after 2^24 installs.) Otherwise the slot was reused (the reader stalled across `SLOTS` installs): `Stale`,
 //! and **nothing of the copy is used** (the supply recovers the text from its own copy of the
 //! batch under its lock, or counts the ticket as discarded: a gap). Only a window that passed
 //! the check becomes a [`FormattedId`](crate::FormattedId) (its invariant: `raw[0]` in 1..=127
@@ -67,7 +75,11 @@
 //!   publishes the slot with the generation; readers' `fetch_add`s continue its release
 //!   sequence.
 //! - `take`: as above. On x86 the Acquire parts cost nothing beyond the `lock xadd` itself;
-//!   the rest is plain loads from two or three lines of the buffer and one of the slot.
+//!   the rest is plain loads from one line of the slot and two or three of the buffer. The
+//!   window is read by a [`WindowSink`], two words at a time: the supply's (`IdWindow`,
+//!   `text.rs`) reads each pair with one 16-byte load on x86-64 (inline assembly: Rust has no
+//!   16-byte atomic load, and pairing two 8-byte loads in a register cost more than the rest of
+//!   the path), elsewhere and in the models with two Relaxed loads.
 //!
 //! # Memory, and why nothing is freed under a reader
 //!
