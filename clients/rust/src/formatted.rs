@@ -945,7 +945,9 @@ impl Formatted {
             let offset = ticket.checked_sub(LIMIT - ins.n)?;
             let ended = cursor.has_ended(number) || SystemTime::now() >= period_end;
             let id = texts.id(ins.start + usize::try_from(offset).ok()?);
-            (!ended).then_some(id)?.map(|id| (id, ins.preload == Some(ticket)))
+            (!ended)
+                .then_some(id)?
+                .map(|id| (id, ins.preload == Some(ticket)))
         });
         match id {
             Some((id, preload)) => {
@@ -1299,10 +1301,8 @@ impl Formatted {
             st.refilling = false;
             // The preload came while this refill ran (its batch was made current meanwhile):
             // the next one starts now, as the preload would have.
-            let again = st.preload_pending
-                && delivered
-                && st.next.is_none()
-                && !self.stop.is_cancelled();
+            let again =
+                st.preload_pending && delivered && st.next.is_none() && !self.stop.is_cancelled();
             st.preload_pending = false;
             if again {
                 st.refilling = true;

@@ -176,8 +176,12 @@ impl IdWindow {
                 pair[0].load(std::sync::atomic::Ordering::Relaxed),
                 pair[1].load(std::sync::atomic::Ordering::Relaxed),
             );
-            raw.add(16 * k).cast::<[u8; 8]>().write_unaligned(lo.to_ne_bytes());
-            raw.add(16 * k + 8).cast::<[u8; 8]>().write_unaligned(hi.to_ne_bytes());
+            raw.add(16 * k)
+                .cast::<[u8; 8]>()
+                .write_unaligned(lo.to_ne_bytes());
+            raw.add(16 * k + 8)
+                .cast::<[u8; 8]>()
+                .write_unaligned(hi.to_ne_bytes());
         }
     }
 }

@@ -384,7 +384,8 @@ impl TextCursor {
         let tag = slot.tag.load(Ordering::Acquire);
         let fields = slot.fields();
         let ticket = seen & TICKET_MASK;
-        let copied = ticket < LIMIT && read_window(&fields, ticket.wrapping_sub(fields.first), out).is_some();
+        let copied = ticket < LIMIT
+            && read_window(&fields, ticket.wrapping_sub(fields.first), out).is_some();
         let s = self.state.fetch_add(1, Ordering::Acquire);
         if s != seen {
             return (self.read(s, out), s);
@@ -413,7 +414,14 @@ impl TextCursor {
     /// The rest of a take that claimed `s`, its slot's `tag` and `f` loaded: the window, the
     /// fence, the tag again, the ended check.
     #[inline(always)]
-    fn finish<S: WindowSink>(&self, s: u64, slot: &Slot, tag: u64, f: &Fields, out: &mut S) -> Take {
+    fn finish<S: WindowSink>(
+        &self,
+        s: u64,
+        slot: &Slot,
+        tag: u64,
+        f: &Fields,
+        out: &mut S,
+    ) -> Take {
         let ticket = s & TICKET_MASK;
         if ticket >= LIMIT {
             return Take::Spent;
@@ -603,7 +611,11 @@ impl TextCursor {
         let old = self
             .state
             .swap((generation << TICKET_BITS) | first, Ordering::AcqRel);
-        Some((old & TICKET_MASK).min(LIMIT).saturating_sub(LIMIT - prev_n))
+        Some(
+            (old & TICKET_MASK)
+                .min(LIMIT)
+                .saturating_sub(LIMIT - prev_n),
+        )
     }
 
     /// The generation published now (the batch in use, or a retired one).
@@ -759,13 +771,25 @@ mod tests {
         assert_eq!(text(take(&c)), "a-1");
         c.install(["b-1"].into_iter(), 2, None, 2);
         c.install(["c-1", "c-2"].into_iter(), 3, None, 1);
-        assert_eq!(c.generation() as usize % SLOTS, 1, "batch 3 reuses batch 1's slot");
+        assert_eq!(
+            c.generation() as usize % SLOTS,
+            1,
+            "batch 3 reuses batch 1's slot"
+        );
         old.end();
-        assert_eq!(text(take(&c)), "c-1", "batch 3 is not ended by batch 1's timer");
+        assert_eq!(
+            text(take(&c)),
+            "c-1",
+            "batch 3 is not ended by batch 1's timer"
+        );
         let later = 1 + ENDED as u64;
         c.install(["e-1", "e-2"].into_iter(), later, None, 2);
         old.end();
-        assert_eq!(text(take(&c)), "e-1", "nor is a batch sharing its ended word");
+        assert_eq!(
+            text(take(&c)),
+            "e-1",
+            "nor is a batch sharing its ended word"
+        );
         c.ender(later).end();
         assert_eq!(take(&c), Err(Take::Ended));
         // And an ended batch ends the older ones of its word (early: safe), not the newer.
@@ -783,14 +807,18 @@ mod tests {
             let texts: Vec<String> = (0..n)
                 .map(|k| format!("{b}-{}", "z".repeat(k % 120)))
                 .collect();
-            c.install(texts.iter().map(String::as_str), b as u64 + 1, None, prev).unwrap();
+            c.install(texts.iter().map(String::as_str), b as u64 + 1, None, prev)
+                .unwrap();
             prev = n as u64;
             for t in &texts {
                 assert_eq!(text(take(&c)), *t);
             }
             assert_eq!(take(&c), Err(Take::Spent));
         }
-        assert!(c.buffers.lock().unwrap().len() >= 3, "grown buffers are kept");
+        assert!(
+            c.buffers.lock().unwrap().len() >= 3,
+            "grown buffers are kept"
+        );
     }
 }
 
@@ -923,7 +951,11 @@ mod loom_tests {
                 Take::Ended => {}
                 other => panic!("{other:?}"),
             }
-            assert_eq!(c.take(&mut w), Take::Ended, "after the timer's end, no text");
+            assert_eq!(
+                c.take(&mut w),
+                Take::Ended,
+                "after the timer's end, no text"
+            );
         });
     }
 }
