@@ -611,10 +611,14 @@ impl State {
 
 impl WindowSink for IdWindow {
     #[inline(always)]
-    fn put(&mut self, k: usize, pair: &[std::sync::atomic::AtomicU64]) {
+    fn put(&mut self, k: usize, pair: &[std::sync::atomic::AtomicU64; 2]) {
         IdWindow::put(self, k, pair);
     }
 }
+
+// The cursor's window is one `FormattedId`'s 128 bytes: every one of its 8 pairs is put
+// (`IdWindow::from_entry_window` relies on it).
+const _: () = assert!(crate::textcursor::BYTES == 128 && crate::textcursor::BYTES / 16 == 8);
 
 /// The supply of one formatted tag.
 #[derive(Debug)]

@@ -134,8 +134,9 @@ impl IdWindow {
     }
 
     /// Bytes `16k..16k + 16` of the id: the two words of `pair`, each a Relaxed atomic load
-    /// (its native-endian bytes in memory order); `k` below 8 and `pair` two words, or
-    /// nothing is done.
+    /// (its native-endian bytes in memory order). `k` is below 8: the cursor's window is
+    /// exactly 8 pairs (`formatted.rs` asserts `BYTES == 128` at compile time); a larger one
+    /// would be ignored.
     ///
     /// On x86-64 the two loads are one `movdqu` (inline assembly) straight into a 16-byte
     /// register, stored at once. Rust has no 16-byte atomic load, and two 8-byte loads paired
@@ -147,8 +148,8 @@ impl IdWindow {
     /// read the two 8-byte-aligned words as a Relaxed load of each would (a torn read between
     /// them is possible and harmless: the seqlock check rejects any window a write overlapped).
     #[inline(always)]
-    pub(crate) fn put(&mut self, k: usize, pair: &[std::sync::atomic::AtomicU64]) {
-        if k >= RAW / 16 || pair.len() != 2 {
+    pub(crate) fn put(&mut self, k: usize, pair: &[std::sync::atomic::AtomicU64; 2]) {
+        if k >= RAW / 16 {
             return;
         }
         // The id's 128 bytes: `raw` is its only field, of its whole size, so at offset 0 and

@@ -150,15 +150,17 @@ pub(crate) type Window = [u64; WINDOW];
 /// the supply's `IdWindow` loads both with one 16-byte load on x86-64, see `text.rs`); the
 /// seqlock check after the copy says whether what it read may be used.
 pub(crate) trait WindowSink {
-    /// Reads words `2k` and `2k + 1` of the window from `pair` (two words).
-    fn put(&mut self, k: usize, pair: &[AtomicU64]);
+    /// Reads words `2k` and `2k + 1` of the window from `pair`; called for every `k` in
+    /// `0..WINDOW / 2`, in order, before a take answers `Text` or `Preload`.
+    fn put(&mut self, k: usize, pair: &[AtomicU64; 2]);
 }
 
 impl WindowSink for Window {
     #[inline(always)]
-    fn put(&mut self, k: usize, pair: &[AtomicU64]) {
-        for (j, w) in pair.iter().enumerate().take(2) {
-            self[2 * k + j] = w.load(Ordering::Relaxed);
+    fn put(&mut self, k: usize, pair: &[AtomicU64; 2]) {
+        if let Some(dst) = self.get_mut(2 * k..2 * k + 2) {
+            dst[0] = pair[0].load(Ordering::Relaxed);
+            dst[1] = pair[1].load(Ordering::Relaxed);
         }
     }
 }
@@ -330,7 +332,8 @@ fn read_window<S: WindowSink>(f: &Fields, index: u64, out: &mut S) -> Option<()>
         (pair >> ((index & 1) * 32)) as u32 as usize
     };
     let src = words.get(off..off.checked_add(WINDOW)?)?;
-    for (k, pair) in src.chunks_exact(2).enumerate() {
+    // WINDOW is even: exactly WINDOW / 2 pairs.
+    for (k, pair) in src.as_chunks::<2>().0.iter().enumerate() {
         out.put(k, pair);
     }
     Some(())
