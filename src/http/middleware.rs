@@ -65,7 +65,7 @@ where
 /// router, this through the one box every app-level service has; and the handler is called
 /// with the request directly, without the extractor machinery. Matching is the scope's: the
 /// same root-prefix `ResourceDef`, the `GET` guard on the registration (other methods fall
-/// through to the next service), the label as route data (`route_label`).
+/// through to the next service); the label reaches the middleware through `ANSWERED_BY`.
 pub fn labeled_get_prefix<F, Fut, E>(
     prefix: &str,
     label: &'static str,
@@ -97,19 +97,21 @@ where
     E: Into<actix_web::Error> + 'static,
 {
     fn register(self, config: &mut actix_web::dev::AppService) {
-        let mut data = actix_web::dev::Extensions::new();
-        data.insert(RouteLabel(self.label));
-        let data = Rc::new(data);
+        let label = self.label;
         let handler = self.handler;
-        let service = actix_web::dev::fn_service(move |mut req: ServiceRequest| {
-            req.add_data_container(Rc::clone(&data));
+        let service = actix_web::dev::fn_service(move |req: ServiceRequest| {
+            // The label goes to the middleware through its thread (`ANSWERED_BY`), not as
+            // route data: no container pushed per request, none searched by later look-ups.
+            ANSWERED_BY.set(Some(label));
             // No extractor reads the body: the payload goes (a body's deadline and the
             // connection's close are the middleware's, which holds the payload itself).
             let (req, _payload) = req.into_parts();
-            // Boxed here, once: the handler's future is large (its slow path waits for a
-            // lease), and the future returned below is moved several times before actix boxes
-            // it; small, those moves cost nothing (inline, they copied kilobytes each).
-            let answer = Box::pin(handler(req.clone()));
+            // Not boxed here: actix boxes the future returned below once, and a second box
+            // cost a `malloc` and a `free` per request. So the handler's own future must stay
+            // small, since it is moved several times before that box: Leaf's handlers box
+            // their slow paths' awaits themselves (a large future moved inline copied
+            // kilobytes per move: docs/benchmarks.md, "The segment route, step by step").
+            let answer = handler(req.clone());
             async move {
                 // As `Responder for Result` answers, without mapping the body: an error is
                 // kept in the answer (`HttpResponse::from_error`), where the middleware reads
@@ -134,6 +136,15 @@ where
             Some(nested),
         );
     }
+}
+
+thread_local! {
+    /// The label of the [`labeled_get_prefix`] route that took the request being dispatched on
+    /// this thread. Sound because actix calls the matched service synchronously inside the
+    /// middleware's `call` (the app's router picks it and calls it before returning), on the
+    /// worker's one thread: [`TelemetryService::call`] clears it before calling the app and
+    /// takes it right after, with no other request in between.
+    static ANSWERED_BY: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
 }
 
 /// Whether `path` is one of the id routes, where every microsecond shows in throughput.
@@ -189,7 +200,11 @@ impl RequestId {
     /// under callgrind (docs/benchmarks.md).
     pub fn header_value(&self) -> HeaderValue {
         let mut buf = [0u8; 25];
-        HeaderValue::from_bytes(self.write(&mut buf)).expect("hex digits and a dash")
+        let bytes = actix_web::web::Bytes::copy_from_slice(self.write(&mut buf));
+        // SAFETY: `write` writes only hex digits and one dash, all visible ASCII, which a header
+        // value may hold (RFC 9110 §5.5); the check `from_bytes` makes would only repeat that
+        // (`request_ids_are_valid_header_values` tries every digit).
+        unsafe { HeaderValue::from_maybe_shared_unchecked(bytes) }
     }
 }
 
@@ -284,6 +299,10 @@ where
     fn call(&self, mut req: ServiceRequest) -> Self::Future {
         let started = Instant::now();
         let held = super::body_deadline::apply(&mut req, self.worker.body_timeout);
+        // The connection is not idle while this request is served (`super::idle`).
+        let in_flight = req
+            .conn_data::<super::idle::Registered>()
+            .map(|r| r.conn().begin());
         let request_id = RequestId::next();
         // Disabled spans (the id routes at `info`) record nothing and format nothing.
         // Method and path are the client's: escaped and bounded (`ClientText`).
@@ -294,10 +313,12 @@ where
             tracing::info_span!("request", request_id = %request_id, method = %method, path = %path)
         };
         let method = req.method().clone();
+        ANSWERED_BY.set(None);
         let inner = {
             let _entered = span.enter();
             self.service.call(req)
         };
+        let label = ANSWERED_BY.take();
         TelemetryFuture {
             inner,
             started,
@@ -306,6 +327,8 @@ where
             method,
             worker: Rc::clone(&self.worker),
             held,
+            label,
+            _in_flight: in_flight,
         }
     }
 }
@@ -322,6 +345,10 @@ pub struct TelemetryFuture<F> {
     /// The request's payload, when it has a body: held by the answer's body
     /// ([`super::body_deadline::Held`]).
     held: Option<Rc<std::cell::RefCell<actix_web::dev::Payload>>>,
+    /// The label of the prefix route that took the request, if one did (`ANSWERED_BY`).
+    label: Option<&'static str>,
+    /// The connection's in-flight mark (`super::idle`), until this future is dropped.
+    _in_flight: Option<super::idle::InFlight>,
 }
 
 impl<F> Future for TelemetryFuture<F>
@@ -338,7 +365,12 @@ where
         };
         let secs = this.started.elapsed().as_secs_f64();
         let (route, status) = match &result {
-            Ok(res) => (route_label(res.request()), res.status()),
+            Ok(res) => (
+                this.label
+                    .map(Cow::Borrowed)
+                    .or_else(|| route_label(res.request())),
+                res.status(),
+            ),
             Err(e) => (None, e.as_response_error().status_code()),
         };
         let route = route.unwrap_or(Cow::Borrowed(UNMATCHED));
@@ -379,7 +411,9 @@ where
         }
         if let Ok(res) = &mut result {
             let headers = res.headers_mut();
-            headers.insert(REQUEST_ID_NAME, this.request_id.header_value());
+            // Appended: the request id is this middleware's alone (no handler sets it), so
+            // there is nothing to replace (an insert would hand back an empty `Removed`).
+            headers.append(REQUEST_ID_NAME, this.request_id.header_value());
             super::headers::apply_defaults(headers);
         }
         // A request with a body: its payload lives until the answer is written, so a body not
@@ -479,5 +513,38 @@ mod tests {
         }
         let (a, b) = (RequestId::next(), RequestId::next());
         assert_ne!(a.to_string(), b.to_string());
+    }
+
+    /// The prefix route does not box its handler's future: Leaf's handlers keep theirs small
+    /// (their slow paths' awaits boxed), or every request would copy it on each move.
+    #[test]
+    fn the_leaf_handlers_futures_stay_small() {
+        let req = actix_web::test::TestRequest::default().to_http_request();
+        let segment = std::mem::size_of_val(&crate::http::segment::get_leaf(req.clone()));
+        let snowflake = std::mem::size_of_val(&crate::http::snowflake::get_leaf(req));
+        assert!(segment <= 512, "segment's get_leaf future: {segment} bytes");
+        assert!(
+            snowflake <= 512,
+            "snowflake's get_leaf future: {snowflake} bytes"
+        );
+    }
+
+    /// `header_value` skips the header check: every id it can make must pass it.
+    #[test]
+    fn request_ids_are_valid_header_values() {
+        for prefix in [0, 0x0123_4567, 0x89ab_cdef, u32::MAX] {
+            for shift in 0..64 {
+                for n in [
+                    1u64 << shift,
+                    (1u64 << shift).wrapping_sub(1),
+                    u64::MAX >> shift,
+                ] {
+                    let id = RequestId { prefix, n };
+                    let v = id.header_value();
+                    assert!(HeaderValue::from_bytes(v.as_bytes()).is_ok(), "{id}");
+                    assert_eq!(v.to_str().unwrap(), id.to_string());
+                }
+            }
+        }
     }
 }

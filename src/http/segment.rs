@@ -13,7 +13,7 @@ use super::ids::{
     BatchQuery, JsonIds, JsonRuns, RangeQuery, ids_schema, plain_id, plain_text, runs_schema,
 };
 use super::middleware::{labeled_get, labeled_get_prefix};
-use super::request::{app_state, path_tail};
+use super::request::{app_state, tag_tail};
 use crate::segment::{BizTag, FormattedIds, IdSink};
 use crate::service::Ids;
 
@@ -79,8 +79,7 @@ pub const BATCH_ROUTE: &str = "/api/v1/segment/{biz_tag:.*}/ids";
 pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, Error> {
     // Borrowed from the request: no `Data` clone, no `String` for a tag that needs no decoding.
     let state = app_state(&req)?;
-    let tag = path_tail(&req)?;
-    BizTag::validate(&tag)?;
+    let tag = tag_tail(&req)?;
     // The caller once (Leaf's route also takes `?access_token=`), then numbers first: a plain
     // tag with ids in memory never looks at formats.
     let who = RequestCredentials::leaf(&req);

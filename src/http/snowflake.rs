@@ -72,10 +72,9 @@ pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, Error> {
     let key = path_tail(&req)?;
     let state = app_state(&req)?;
     tracing::debug!(key = %crate::telemetry::ClientText(&key), "snowflake id requested");
-    let id = state
-        .ids
-        .next_snowflake_id(&RequestCredentials::leaf(&req))
-        .await?;
+    // Boxed: the prefix route does not box the handler's future, so it must stay small
+    // (`labeled_get_prefix`).
+    let id = Box::pin(state.ids.next_snowflake_id(&RequestCredentials::leaf(&req))).await?;
     Ok(plain_id(id))
 }
 
