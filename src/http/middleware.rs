@@ -10,7 +10,6 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use actix_web::body::BoxBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
@@ -66,13 +65,18 @@ where
 /// with the request directly, without the extractor machinery. Matching is the scope's: the
 /// same root-prefix `ResourceDef`, the `GET` guard on the registration (other methods fall
 /// through to the next service); the label reaches the middleware through `ANSWERED_BY`.
-pub fn labeled_get_prefix<F, Fut, E>(
+///
+/// The handler gets the app's state `S` (its app data, looked up once per app instance, not per
+/// request), and must set none of the default headers of [`super::headers::apply_defaults`]:
+/// the middleware appends them to its answers without looking for the handler's own.
+pub fn labeled_get_prefix<S, F, Fut, E>(
     prefix: &str,
     label: &'static str,
     handler: F,
-) -> LabeledGetPrefix<F>
+) -> LabeledGetPrefix<S, F>
 where
-    F: Fn(HttpRequest) -> Fut + Clone + 'static,
+    S: 'static,
+    F: Fn(HttpRequest, Rc<S>) -> Fut + Clone + 'static,
     Fut: Future<Output = Result<HttpResponse, E>> + 'static,
     E: Into<actix_web::Error> + 'static,
 {
@@ -80,25 +84,31 @@ where
         prefix: prefix.to_owned(),
         label,
         handler,
+        state: std::marker::PhantomData,
     }
 }
 
 /// The service factory of [`labeled_get_prefix`].
-pub struct LabeledGetPrefix<F> {
+pub struct LabeledGetPrefix<S, F> {
     prefix: String,
     label: &'static str,
     handler: F,
+    state: std::marker::PhantomData<fn() -> S>,
 }
 
-impl<F, Fut, E> actix_web::dev::HttpServiceFactory for LabeledGetPrefix<F>
+impl<S, F, Fut, E> actix_web::dev::HttpServiceFactory for LabeledGetPrefix<S, F>
 where
-    F: Fn(HttpRequest) -> Fut + Clone + 'static,
+    S: Clone + 'static,
+    F: Fn(HttpRequest, Rc<S>) -> Fut + Clone + 'static,
     Fut: Future<Output = Result<HttpResponse, E>> + 'static,
     E: Into<actix_web::Error> + 'static,
 {
     fn register(self, config: &mut actix_web::dev::AppService) {
         let label = self.label;
         let handler = self.handler;
+        // The app's state, found on the first request: this registration belongs to one app
+        // instance (actix builds one per worker), whose app data never changes.
+        let state: Rc<std::cell::OnceCell<Option<Rc<S>>>> = Rc::default();
         let service = actix_web::dev::fn_service(move |req: ServiceRequest| {
             // The label goes to the middleware through its thread (`ANSWERED_BY`), not as
             // route data: no container pushed per request, none searched by later look-ups.
@@ -111,14 +121,21 @@ where
             // small, since it is moved several times before that box: Leaf's handlers box
             // their slow paths' awaits themselves (a large future moved inline copied
             // kilobytes per move: docs/benchmarks.md, "The segment route, step by step").
-            let answer = handler(req.clone());
+            let app = state.get_or_init(|| req.app_data::<S>().cloned().map(Rc::new));
+            let answer = app.clone().map(|app| handler(req.clone(), app));
             async move {
                 // As `Responder for Result` answers, without mapping the body: an error is
                 // kept in the answer (`HttpResponse::from_error`), where the middleware reads
                 // its code.
-                let res = match answer.await {
-                    Ok(res) => res,
-                    Err(e) => HttpResponse::from_error(e.into()),
+                let res = match answer {
+                    Some(answer) => match answer.await {
+                        Ok(res) => res,
+                        Err(e) => HttpResponse::from_error(e.into()),
+                    },
+                    None => {
+                        tracing::error!("the prefix route's app state is not registered");
+                        HttpResponse::from_error(Error::Internal)
+                    }
                 };
                 Ok::<_, actix_web::Error>(ServiceResponse::new(req, res))
             }
@@ -136,6 +153,25 @@ where
             Some(nested),
         );
     }
+}
+
+/// The monotonic clock in nanoseconds, for the latency histogram: the clock `Instant` reads,
+/// without its checked `Timespec` arithmetic (about 80 instructions a request less than
+/// `Instant::now` and `elapsed().as_secs_f64()`). 0 if the clock could not be read (never on
+/// Linux: `CLOCK_MONOTONIC` always exists).
+#[inline]
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid `timespec` for the call to write.
+    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
 }
 
 thread_local! {
@@ -160,31 +196,51 @@ fn is_id_route(path: &str) -> bool {
 /// written: into the response header from a stack buffer, or into a log line or span.
 #[derive(Clone, Copy, Debug)]
 pub struct RequestId {
-    prefix: u32,
+    /// The prefix's eight hex digits, formatted once per process.
+    prefix: [u8; 8],
     n: u64,
 }
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
 
 impl RequestId {
     /// The next id of this process.
     pub fn next() -> Self {
-        static PREFIX: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+        static PREFIX: std::sync::OnceLock<[u8; 8]> = std::sync::OnceLock::new();
         static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let prefix = *PREFIX.get_or_init(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u32 ^ std::process::id().rotate_left(16))
-                .unwrap_or_default()
+            Self::hex_prefix(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u32 ^ std::process::id().rotate_left(16))
+                    .unwrap_or_default(),
+            )
         });
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Self { prefix, n }
     }
 
+    /// The id of `prefix` and `n` (tests).
+    #[cfg(test)]
+    fn of(prefix: u32, n: u64) -> Self {
+        Self {
+            prefix: Self::hex_prefix(prefix),
+            n,
+        }
+    }
+
+    /// `prefix` as eight hex digits.
+    fn hex_prefix(prefix: u32) -> [u8; 8] {
+        let mut out = [0u8; 8];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = HEX[(prefix >> (28 - 4 * i) & 0xf) as usize];
+        }
+        out
+    }
+
     /// `{prefix:08x}-{n:x}` into `buf`; the written bytes.
     fn write<'a>(&self, buf: &'a mut [u8; 25]) -> &'a [u8] {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        for (i, b) in buf[..8].iter_mut().enumerate() {
-            *b = HEX[(self.prefix >> (28 - 4 * i) & 0xf) as usize];
-        }
+        buf[..8].copy_from_slice(&self.prefix);
         buf[8] = b'-';
         let digits = (16 - self.n.leading_zeros() as usize / 4).max(1);
         for i in 0..digits {
@@ -297,7 +353,7 @@ where
     actix_web::dev::forward_ready!(service);
 
     fn call(&self, mut req: ServiceRequest) -> Self::Future {
-        let started = Instant::now();
+        let started = monotonic_ns();
         let held = super::body_deadline::apply(&mut req, self.worker.body_timeout);
         // The connection is not idle while this request is served (`super::idle`).
         let in_flight = req
@@ -337,7 +393,8 @@ where
 /// bookkeeping. No box: the app's routing future is already one.
 pub struct TelemetryFuture<F> {
     inner: F,
-    started: Instant,
+    /// [`monotonic_ns`] when the request came in.
+    started: u64,
     request_id: RequestId,
     span: tracing::Span,
     method: Method,
@@ -363,7 +420,7 @@ where
             let _entered = this.span.enter();
             std::task::ready!(Pin::new(&mut this.inner).poll(cx))
         };
-        let secs = this.started.elapsed().as_secs_f64();
+        let secs = monotonic_ns().saturating_sub(this.started) as f64 * 1e-9;
         let (route, status) = match &result {
             Ok(res) => (
                 this.label
@@ -414,7 +471,12 @@ where
             // Appended: the request id is this middleware's alone (no handler sets it), so
             // there is nothing to replace (an insert would hand back an empty `Removed`).
             headers.append(REQUEST_ID_NAME, this.request_id.header_value());
-            super::headers::apply_defaults(headers);
+            if this.label.is_some() {
+                // A prefix route's handler sets none of the defaults (its contract).
+                super::headers::append_defaults(headers);
+            } else {
+                super::headers::apply_defaults(headers);
+            }
         }
         // A request with a body: its payload lives until the answer is written, so a body not
         // read to its end closes the connection (`body_deadline`); the hot path, no body, is
@@ -443,11 +505,28 @@ mod tests {
     /// longer word that only starts with the prefix, other methods (they must fall through,
     /// not be answered here), a handler's error (kept in the answer, where its code is read),
     /// and the label and headers the middleware puts on every answer.
+    /// The request id and the three default headers, each exactly once (the prefix route's
+    /// answers get them appended: `headers::append_defaults`).
+    fn assert_one_of_each_default(headers: &actix_web::http::header::HeaderMap, path: &str) {
+        for (name, value) in [
+            ("cache-control", Some("no-store")),
+            ("expires", Some("0")),
+            ("x-content-type-options", Some("nosniff")),
+            (REQUEST_ID_HEADER, None),
+        ] {
+            let values: Vec<_> = headers.get_all(name).collect();
+            assert_eq!(values.len(), 1, "{name} on {path}: {values:?}");
+            if let Some(v) = value {
+                assert_eq!(values[0], v, "{name} on {path}");
+            }
+        }
+    }
+
     #[actix_web::test]
     async fn the_prefix_route_matches_like_a_scope_and_keeps_errors_and_labels() {
         use actix_web::test::{TestRequest, call_service, init_service, read_body};
 
-        async fn echo(req: HttpRequest) -> Result<HttpResponse, Error> {
+        async fn echo(req: HttpRequest, _state: Rc<web::Data<u8>>) -> Result<HttpResponse, Error> {
             match req.match_info().unprocessed() {
                 "/fail" => Err(Error::Internal),
                 tail => Ok(HttpResponse::Ok().body(format!("[{tail}]"))),
@@ -460,6 +539,7 @@ mod tests {
                     metrics.clone(),
                     std::time::Duration::from_secs(5),
                 ))
+                .app_data(web::Data::new(7u8))
                 .service(labeled_get_prefix("/p", "/p/{rest:.*}", echo))
                 .default_service(web::to(|| async { HttpResponse::NotFound().body("next") })),
         )
@@ -478,12 +558,12 @@ mod tests {
                 .to_request();
             let res = call_service(&app, req).await;
             assert_eq!(res.status().as_u16(), status, "{method} {path}");
-            assert!(res.headers().contains_key(REQUEST_ID_HEADER), "{path}");
-            assert_eq!(res.headers().get("cache-control").unwrap(), "no-store");
+            assert_one_of_each_default(res.headers(), path);
             assert_eq!(read_body(res).await, body.as_bytes(), "{method} {path}");
         }
         let res = call_service(&app, TestRequest::get().uri("/p/fail").to_request()).await;
         assert_eq!(res.status().as_u16(), 500);
+        assert_one_of_each_default(res.headers(), "/p/fail");
         assert!(
             res.response().error().is_some(),
             "the error stays in the answer"
@@ -507,7 +587,7 @@ mod tests {
             (0x0123_4567, 0xabc),
             (u32::MAX, u64::MAX),
         ] {
-            let id = RequestId { prefix, n };
+            let id = RequestId::of(prefix, n);
             assert_eq!(id.to_string(), format!("{prefix:08x}-{n:x}"));
             assert_eq!(id.header_value().to_str().unwrap(), id.to_string());
         }
@@ -519,9 +599,12 @@ mod tests {
     /// (their slow paths' awaits boxed), or every request would copy it on each move.
     #[test]
     fn the_leaf_handlers_futures_stay_small() {
-        let req = actix_web::test::TestRequest::default().to_http_request();
-        let segment = std::mem::size_of_val(&crate::http::segment::get_leaf(req.clone()));
-        let snowflake = std::mem::size_of_val(&crate::http::snowflake::get_leaf(req));
+        // The size of a handler's future, from its type alone (nothing is called).
+        fn future_size<A, B, F: Future>(_: impl Fn(A, B) -> F) -> usize {
+            std::mem::size_of::<F>()
+        }
+        let segment = future_size(crate::http::segment::get_leaf);
+        let snowflake = future_size(crate::http::snowflake::get_leaf);
         assert!(segment <= 512, "segment's get_leaf future: {segment} bytes");
         assert!(
             snowflake <= 512,
@@ -539,7 +622,7 @@ mod tests {
                     (1u64 << shift).wrapping_sub(1),
                     u64::MAX >> shift,
                 ] {
-                    let id = RequestId { prefix, n };
+                    let id = RequestId::of(prefix, n);
                     let v = id.header_value();
                     assert!(HeaderValue::from_bytes(v.as_bytes()).is_ok(), "{id}");
                     assert_eq!(v.to_str().unwrap(), id.to_string());
