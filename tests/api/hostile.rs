@@ -704,3 +704,81 @@ async fn a_range_caller_cannot_turn_each_request_into_a_log_line() {
     eprintln!("range caller: {REQUESTS} requests, {loads} loads, {lines} `segment loaded` lines");
     assert_no_panic(&server.all_logs());
 }
+
+/// Idle keep-alive connections are closed by the worker's sweep (`http::idle`: actix's
+/// per-request keep-alive timer is off), within `server.keep_alive_secs` and one second more;
+/// a request still being served is never cut, however long it is silent; a connection used
+/// more often than that stays open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_close_and_requests_being_served_do_not() {
+    let (server, _dir) = start(&[("LEAFID__SERVER__KEEP_ALIVE_SECS", "1")]);
+    let addr = host_port(&server.address).to_owned();
+    let open = |addr: &str| {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        let reader = BufReader::new(s.try_clone().unwrap());
+        (s, reader)
+    };
+
+    // A connection used every 300 ms for 3 s (three times the keep-alive) stays open.
+    let (mut s, mut reader) = open(&addr);
+    for _ in 0..10 {
+        s.write_all(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let (status, ..) = read_answer(&mut reader).expect("the connection is still open");
+        assert_eq!(status, 200);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // Then silence: the server closes it within the keep-alive and the sweep's second (5 s
+    // allowed for a loaded machine), and not before the keep-alive.
+    let answered = Instant::now();
+    s.write_all(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_answer(&mut reader).unwrap().0, 200);
+    let mut rest = Vec::new();
+    let end = reader.read_to_end(&mut rest);
+    let closed_after = answered.elapsed();
+    assert!(
+        end.is_ok()
+            || end
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+        "closed, not timed out: {end:?} after {closed_after:?}"
+    );
+    assert!(rest.is_empty(), "{rest:?}");
+    assert!(
+        closed_after >= Duration::from_millis(950) && closed_after < Duration::from_secs(6),
+        "an idle connection closed after {closed_after:?} (keep-alive 1 s)"
+    );
+
+    // A request in flight, silent both ways for 2.5 s (its body held back): answered, not
+    // closed, and the connection is used again afterwards.
+    let (mut s, mut reader) = open(&addr);
+    s.write_all(
+        b"POST /api/v1/layouts/plan HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+          Content-Length: 2\r\n\r\n{",
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(2_500));
+    s.write_all(b"}").unwrap();
+    let (status, _, body) = read_answer(&mut reader).expect("an answer, not a closed connection");
+    assert_ne!(status, 408, "{}", String::from_utf8_lossy(&body));
+    s.write_all(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_answer(&mut reader).unwrap().0, 200);
+
+    let metrics = reqwest::get(format!("{}/metrics", server.address))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let closed: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(r#"leafid_http_idle_connections_total{outcome="closed"} "#))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no idle count in\n{metrics}"));
+    assert!(closed >= 1, "{closed}");
+    eprintln!("idle connection closed after {closed_after:?} (keep-alive 1 s)");
+    assert_no_panic(&server.all_logs());
+}
