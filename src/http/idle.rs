@@ -54,10 +54,9 @@ pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
 pub struct Sweep {
     conns: RefCell<Slab<Rc<Conn>>>,
     tick: Rc<Cell<u32>>,
-    /// Ticks of silence after which a connection is looked at.
+    /// Ticks (seconds) of silence after which a connection is looked at; the kernel's
+    /// timestamps are compared with the same in milliseconds.
     idle_ticks: u32,
-    /// The same, in milliseconds, for the kernel's timestamps.
-    idle_ms: u32,
     metrics: Arc<Metrics>,
 }
 
@@ -183,7 +182,6 @@ impl Sweep {
             conns: RefCell::new(Slab::new()),
             tick: Rc::new(Cell::new(0)),
             idle_ticks: secs,
-            idle_ms: secs * 1000,
             metrics,
         }
     }
@@ -212,7 +210,7 @@ impl Sweep {
             let Some(socket) = socket_state(&conn.socket) else {
                 continue;
             };
-            if is_idle(socket, self.idle_ms) {
+            if is_idle(socket, self.idle_ticks * 1000) {
                 // Ends actix's dispatcher (its next read sees the end); the entry goes when
                 // actix drops the connection.
                 // SAFETY: `shutdown` on a descriptor this `OwnedFd` owns; no memory involved.
