@@ -78,6 +78,9 @@ pub struct Metrics {
     /// `leafid_http_server_errors_total`: 5xx answers by error code (bounded: the codes are
     /// the `Error` variants' static strings).
     server_errors: IntCounterVec,
+    /// `leafid_http_idle_connections_total`: keep-alive connections the idle sweep closed, and
+    /// connections it could not watch (`crate::http::idle`).
+    idle: IntCounterVec,
     /// The segment engine, asked which tags' counts are secret at a scrape without the admin
     /// credential ([`Self::render_for`]).
     segment: Option<SegmentAllocator>,
@@ -120,6 +123,15 @@ impl Metrics {
             ),
             &["code"],
         )?;
+        let idle = IntCounterVec::new(
+            Opts::new(
+                "leafid_http_idle_connections_total",
+                "Keep-alive connections closed idle by the sweep (outcome=closed), and connections \
+                 it could not watch (outcome=unswept)",
+            ),
+            &["outcome"],
+        )?;
+        registry.register(Box::new(idle.clone()))?;
         registry.register(Box::new(server_errors.clone()))?;
         registry.register(Box::new(http_requests.clone()))?;
         registry.register(Box::new(http_duration.clone()))?;
@@ -132,6 +144,7 @@ impl Metrics {
             http_requests,
             http_duration,
             server_errors,
+            idle,
             segment,
         })
     }
@@ -214,6 +227,11 @@ impl Metrics {
     /// Counts one 5xx answer with its error code.
     pub fn count_server_error(&self, code: &'static str) {
         self.server_errors.with_label_values(&[code]).inc();
+    }
+
+    /// One connection the keep-alive sweep closed (`closed`) or could not watch (`unswept`).
+    pub fn count_idle(&self, outcome: &'static str) {
+        self.idle.with_label_values(&[outcome]).inc();
     }
 
     /// Every family in the Prometheus text format, every series included (an admin's scrape).

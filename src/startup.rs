@@ -231,12 +231,18 @@ impl Application {
             Duration::from_millis(settings.server.body_timeout_ms),
         );
         let max_body = settings.server.max_body_bytes;
+        let keep_alive = Duration::from_secs(settings.server.keep_alive_secs);
+        let sweep_metrics = state.metrics.clone();
         let mut server = HttpServer::new(move || {
             App::new()
                 .wrap(telemetry.clone())
                 .app_data(data.clone())
                 .configure(|cfg| http::configure(cfg, max_body))
         })
+        // Idle connections are closed by one sweep per worker (`http::idle`), not by a timer
+        // armed and disarmed per request.
+        .keep_alive(actix_web::http::KeepAlive::Os)
+        .on_connect(move |io, data| http::idle::on_connect(io, data, keep_alive, &sweep_metrics))
         .listen(listener)?
         .shutdown_timeout(settings.server.shutdown_timeout_secs)
         // SIGTERM/SIGINT/SIGQUIT are handled by `run_until_stopped` (drain first).

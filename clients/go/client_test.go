@@ -296,12 +296,19 @@ func TestARecoveredServerIsProbedAndUsedAgain(t *testing.T) {
 	next := func(ctx context.Context) (int64, error) { return c.NextID(ctx, seededTag) }
 	take(t, 50, next)
 
-	a.kill()
-	take(t, 50, next)
-	if down := c.DownServers(); len(down) != 1 {
-		t.Fatalf("down %v", down)
+	// Kill the server the client asks first, so its next batch finds it dead: a, unless a slow
+	// answer on a loaded machine already moved the client to b (then a is never asked again
+	// while b answers, and killing it would show nothing).
+	dying, other := a, b
+	if c.PreferredServer() == b.URL {
+		dying, other = b, a
 	}
-	a2 := startServer(t, db, a.Port) // same address, back again
+	dying.kill()
+	take(t, 50, next)
+	if down := c.DownServers(); len(down) != 1 || down[0] != dying.URL {
+		t.Fatalf("down %v, killed %s", down, dying.URL)
+	}
+	back := startServer(t, db, dying.Port) // same address, back again
 	deadline := time.Now().Add(5 * time.Second)
 	for len(c.DownServers()) > 0 {
 		if time.Now().After(deadline) {
@@ -309,9 +316,9 @@ func TestARecoveredServerIsProbedAndUsedAgain(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	b.kill()
+	other.kill()
 	take(t, 300, next)
-	if c.PreferredServer() != a2.URL {
+	if c.PreferredServer() != back.URL {
 		t.Fatalf("preferred %s", c.PreferredServer())
 	}
 }

@@ -172,6 +172,8 @@ pub struct ServerSettings {
     pub max_body_bytes: usize,
     /// A request body must arrive within this (else 408 and the connection closes).
     pub body_timeout_ms: u64,
+    /// A keep-alive connection with no traffic this long is closed (`crate::http::idle`).
+    pub keep_alive_secs: u64,
     /// Grace period after SIGTERM.
     pub shutdown_timeout_secs: u64,
     /// Readiness answers 503 for this long after SIGTERM before the listener closes.
@@ -415,7 +417,7 @@ impl Settings {
         let (sv, db, s) = (&self.server, &self.database, &self.segment);
         let (worker, cached) = (&self.snowflake.worker, &self.snowflake.cached);
         // (key, value, smallest, largest)
-        let ranges: [(&str, u64, u64, u64); 20] = [
+        let ranges: [(&str, u64, u64, u64); 21] = [
             ("server.workers", sv.workers as u64, 0, MAX_WORKERS as u64),
             (
                 "server.max_body_bytes",
@@ -424,6 +426,7 @@ impl Settings {
                 16 << 20,
             ),
             ("server.body_timeout_ms", sv.body_timeout_ms, 1, 600_000),
+            ("server.keep_alive_secs", sv.keep_alive_secs, 1, 3_600),
             (
                 "server.shutdown_timeout_secs",
                 sv.shutdown_timeout_secs,

@@ -49,6 +49,19 @@ pub fn apply_defaults(headers: &mut HeaderMap) {
     }
 }
 
+/// [`apply_defaults`] for an answer whose handler is known to set none of those headers (the
+/// prefix routes' handlers: `super::middleware::labeled_get_prefix`): each is appended, with
+/// no look-up of a value to keep (about 110 instructions a request less on Leaf's routes).
+/// The same three headers, each once (`middleware::tests`, the prefix route's answers).
+pub fn append_defaults(headers: &mut HeaderMap) {
+    headers.append(header::CACHE_CONTROL, HeaderValue::from_static(NO_STORE));
+    headers.append(header::EXPIRES, HeaderValue::from_static("0"));
+    headers.append(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+}
+
 /// Replaces the values of `name` with `values` (at least one), in their order.
 fn put_back(headers: &mut HeaderMap, name: HeaderName, values: impl Iterator<Item = HeaderValue>) {
     for (i, value) in values.enumerate() {

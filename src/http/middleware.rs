@@ -10,7 +10,6 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use actix_web::body::BoxBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
@@ -21,6 +20,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use super::body_deadline::Held;
 use super::error::Error;
 use crate::metrics::{Metrics, StaticChildren};
+use crate::segment::strict::clock::boot_now;
 use crate::telemetry::{ClientText, LogLimiter};
 
 /// Header carrying the request id on every response.
@@ -65,14 +65,19 @@ where
 /// router, this through the one box every app-level service has; and the handler is called
 /// with the request directly, without the extractor machinery. Matching is the scope's: the
 /// same root-prefix `ResourceDef`, the `GET` guard on the registration (other methods fall
-/// through to the next service), the label as route data (`route_label`).
-pub fn labeled_get_prefix<F, Fut, E>(
+/// through to the next service); the label reaches the middleware through `ANSWERED_BY`.
+///
+/// The handler gets the app's state `S` (its app data, looked up once per app instance, not per
+/// request), and must set none of the default headers of [`super::headers::apply_defaults`]:
+/// the middleware appends them to its answers without looking for the handler's own.
+pub fn labeled_get_prefix<S, F, Fut, E>(
     prefix: &str,
     label: &'static str,
     handler: F,
-) -> LabeledGetPrefix<F>
+) -> LabeledGetPrefix<S, F>
 where
-    F: Fn(HttpRequest) -> Fut + Clone + 'static,
+    S: 'static,
+    F: Fn(HttpRequest, Rc<S>) -> Fut + Clone + 'static,
     Fut: Future<Output = Result<HttpResponse, E>> + 'static,
     E: Into<actix_web::Error> + 'static,
 {
@@ -80,43 +85,58 @@ where
         prefix: prefix.to_owned(),
         label,
         handler,
+        state: std::marker::PhantomData,
     }
 }
 
 /// The service factory of [`labeled_get_prefix`].
-pub struct LabeledGetPrefix<F> {
+pub struct LabeledGetPrefix<S, F> {
     prefix: String,
     label: &'static str,
     handler: F,
+    state: std::marker::PhantomData<fn() -> S>,
 }
 
-impl<F, Fut, E> actix_web::dev::HttpServiceFactory for LabeledGetPrefix<F>
+impl<S, F, Fut, E> actix_web::dev::HttpServiceFactory for LabeledGetPrefix<S, F>
 where
-    F: Fn(HttpRequest) -> Fut + Clone + 'static,
+    S: Clone + 'static,
+    F: Fn(HttpRequest, Rc<S>) -> Fut + Clone + 'static,
     Fut: Future<Output = Result<HttpResponse, E>> + 'static,
     E: Into<actix_web::Error> + 'static,
 {
     fn register(self, config: &mut actix_web::dev::AppService) {
-        let mut data = actix_web::dev::Extensions::new();
-        data.insert(RouteLabel(self.label));
-        let data = Rc::new(data);
+        let label = self.label;
         let handler = self.handler;
-        let service = actix_web::dev::fn_service(move |mut req: ServiceRequest| {
-            req.add_data_container(Rc::clone(&data));
+        // The app's state, found on the first request: this registration belongs to one app
+        // instance (actix builds one per worker), whose app data never changes.
+        let state: Rc<std::cell::OnceCell<Option<Rc<S>>>> = Rc::default();
+        let service = actix_web::dev::fn_service(move |req: ServiceRequest| {
+            // The label goes to the middleware through its thread (`ANSWERED_BY`), not as
+            // route data: no container pushed per request, none searched by later look-ups.
+            ANSWERED_BY.set(Some(label));
             // No extractor reads the body: the payload goes (a body's deadline and the
             // connection's close are the middleware's, which holds the payload itself).
             let (req, _payload) = req.into_parts();
-            // Boxed here, once: the handler's future is large (its slow path waits for a
-            // lease), and the future returned below is moved several times before actix boxes
-            // it; small, those moves cost nothing (inline, they copied kilobytes each).
-            let answer = Box::pin(handler(req.clone()));
+            // Not boxed here: actix boxes the future returned below once, and a second box
+            // cost a `malloc` and a `free` per request. So the handler's own future must stay
+            // small, since it is moved several times before that box: Leaf's handlers box
+            // their slow paths' awaits themselves (a large future moved inline copied
+            // kilobytes per move: docs/benchmarks.md, "The segment route, step by step").
+            let app = state.get_or_init(|| req.app_data::<S>().cloned().map(Rc::new));
+            let answer = app.clone().map(|app| handler(req.clone(), app));
             async move {
                 // As `Responder for Result` answers, without mapping the body: an error is
                 // kept in the answer (`HttpResponse::from_error`), where the middleware reads
                 // its code.
-                let res = match answer.await {
-                    Ok(res) => res,
-                    Err(e) => HttpResponse::from_error(e.into()),
+                let res = match answer {
+                    Some(answer) => match answer.await {
+                        Ok(res) => res,
+                        Err(e) => HttpResponse::from_error(e.into()),
+                    },
+                    None => {
+                        tracing::error!("the prefix route's app state is not registered");
+                        HttpResponse::from_error(Error::Internal)
+                    }
                 };
                 Ok::<_, actix_web::Error>(ServiceResponse::new(req, res))
             }
@@ -136,6 +156,15 @@ where
     }
 }
 
+thread_local! {
+    /// The label of the [`labeled_get_prefix`] route that took the request being dispatched on
+    /// this thread. Sound because actix calls the matched service synchronously inside the
+    /// middleware's `call` (the app's router picks it and calls it before returning), on the
+    /// worker's one thread: [`TelemetryService::call`] clears it before calling the app and
+    /// takes it right after, with no other request in between.
+    static ANSWERED_BY: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
+}
+
 /// Whether `path` is one of the id routes, where every microsecond shows in throughput.
 fn is_id_route(path: &str) -> bool {
     path.starts_with("/api/segment/get/")
@@ -149,31 +178,51 @@ fn is_id_route(path: &str) -> bool {
 /// written: into the response header from a stack buffer, or into a log line or span.
 #[derive(Clone, Copy, Debug)]
 pub struct RequestId {
-    prefix: u32,
+    /// The prefix's eight hex digits, formatted once per process.
+    prefix: [u8; 8],
     n: u64,
 }
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
 
 impl RequestId {
     /// The next id of this process.
     pub fn next() -> Self {
-        static PREFIX: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+        static PREFIX: std::sync::OnceLock<[u8; 8]> = std::sync::OnceLock::new();
         static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let prefix = *PREFIX.get_or_init(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u32 ^ std::process::id().rotate_left(16))
-                .unwrap_or_default()
+            Self::hex_prefix(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u32 ^ std::process::id().rotate_left(16))
+                    .unwrap_or_default(),
+            )
         });
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Self { prefix, n }
     }
 
+    /// The id of `prefix` and `n` (tests).
+    #[cfg(test)]
+    fn of(prefix: u32, n: u64) -> Self {
+        Self {
+            prefix: Self::hex_prefix(prefix),
+            n,
+        }
+    }
+
+    /// `prefix` as eight hex digits.
+    fn hex_prefix(prefix: u32) -> [u8; 8] {
+        let mut out = [0u8; 8];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = HEX[(prefix >> (28 - 4 * i) & 0xf) as usize];
+        }
+        out
+    }
+
     /// `{prefix:08x}-{n:x}` into `buf`; the written bytes.
     fn write<'a>(&self, buf: &'a mut [u8; 25]) -> &'a [u8] {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        for (i, b) in buf[..8].iter_mut().enumerate() {
-            *b = HEX[(self.prefix >> (28 - 4 * i) & 0xf) as usize];
-        }
+        buf[..8].copy_from_slice(&self.prefix);
         buf[8] = b'-';
         let digits = (16 - self.n.leading_zeros() as usize / 4).max(1);
         for i in 0..digits {
@@ -189,7 +238,11 @@ impl RequestId {
     /// under callgrind (docs/benchmarks.md).
     pub fn header_value(&self) -> HeaderValue {
         let mut buf = [0u8; 25];
-        HeaderValue::from_bytes(self.write(&mut buf)).expect("hex digits and a dash")
+        let bytes = actix_web::web::Bytes::copy_from_slice(self.write(&mut buf));
+        // SAFETY: `write` writes only hex digits and one dash, all visible ASCII, which a header
+        // value may hold (RFC 9110 §5.5); the check `from_bytes` makes would only repeat that
+        // (`request_ids_are_valid_header_values` tries every digit).
+        unsafe { HeaderValue::from_maybe_shared_unchecked(bytes) }
     }
 }
 
@@ -282,8 +335,12 @@ where
     actix_web::dev::forward_ready!(service);
 
     fn call(&self, mut req: ServiceRequest) -> Self::Future {
-        let started = Instant::now();
+        let started = boot_now();
         let held = super::body_deadline::apply(&mut req, self.worker.body_timeout);
+        // The connection is not idle while this request is served (`super::idle`).
+        let in_flight = req
+            .conn_data::<super::idle::Registered>()
+            .map(|r| r.conn().begin());
         let request_id = RequestId::next();
         // Disabled spans (the id routes at `info`) record nothing and format nothing.
         // Method and path are the client's: escaped and bounded (`ClientText`).
@@ -294,10 +351,12 @@ where
             tracing::info_span!("request", request_id = %request_id, method = %method, path = %path)
         };
         let method = req.method().clone();
+        ANSWERED_BY.set(None);
         let inner = {
             let _entered = span.enter();
             self.service.call(req)
         };
+        let label = ANSWERED_BY.take();
         TelemetryFuture {
             inner,
             started,
@@ -306,6 +365,8 @@ where
             method,
             worker: Rc::clone(&self.worker),
             held,
+            label,
+            _in_flight: in_flight,
         }
     }
 }
@@ -314,7 +375,9 @@ where
 /// bookkeeping. No box: the app's routing future is already one.
 pub struct TelemetryFuture<F> {
     inner: F,
-    started: Instant,
+    /// The boot clock when the request came in (`boot_now`: one vDSO read, no checked
+    /// `Instant` arithmetic).
+    started: std::time::Duration,
     request_id: RequestId,
     span: tracing::Span,
     method: Method,
@@ -322,6 +385,10 @@ pub struct TelemetryFuture<F> {
     /// The request's payload, when it has a body: held by the answer's body
     /// ([`super::body_deadline::Held`]).
     held: Option<Rc<std::cell::RefCell<actix_web::dev::Payload>>>,
+    /// The label of the prefix route that took the request, if one did (`ANSWERED_BY`).
+    label: Option<&'static str>,
+    /// The connection's in-flight mark (`super::idle`), until this future is dropped.
+    _in_flight: Option<super::idle::InFlight>,
 }
 
 impl<F> Future for TelemetryFuture<F>
@@ -336,9 +403,14 @@ where
             let _entered = this.span.enter();
             std::task::ready!(Pin::new(&mut this.inner).poll(cx))
         };
-        let secs = this.started.elapsed().as_secs_f64();
+        let secs = boot_now().saturating_sub(this.started).as_secs_f64();
         let (route, status) = match &result {
-            Ok(res) => (route_label(res.request()), res.status()),
+            Ok(res) => (
+                this.label
+                    .map(Cow::Borrowed)
+                    .or_else(|| route_label(res.request())),
+                res.status(),
+            ),
             Err(e) => (None, e.as_response_error().status_code()),
         };
         let route = route.unwrap_or(Cow::Borrowed(UNMATCHED));
@@ -379,8 +451,15 @@ where
         }
         if let Ok(res) = &mut result {
             let headers = res.headers_mut();
-            headers.insert(REQUEST_ID_NAME, this.request_id.header_value());
-            super::headers::apply_defaults(headers);
+            // Appended: the request id is this middleware's alone (no handler sets it), so
+            // there is nothing to replace (an insert would hand back an empty `Removed`).
+            headers.append(REQUEST_ID_NAME, this.request_id.header_value());
+            if this.label.is_some() {
+                // A prefix route's handler sets none of the defaults (its contract).
+                super::headers::append_defaults(headers);
+            } else {
+                super::headers::apply_defaults(headers);
+            }
         }
         // A request with a body: its payload lives until the answer is written, so a body not
         // read to its end closes the connection (`body_deadline`); the hot path, no body, is
@@ -409,11 +488,28 @@ mod tests {
     /// longer word that only starts with the prefix, other methods (they must fall through,
     /// not be answered here), a handler's error (kept in the answer, where its code is read),
     /// and the label and headers the middleware puts on every answer.
+    /// The request id and the three default headers, each exactly once (the prefix route's
+    /// answers get them appended: `headers::append_defaults`).
+    fn assert_one_of_each_default(headers: &actix_web::http::header::HeaderMap, path: &str) {
+        for (name, value) in [
+            ("cache-control", Some("no-store")),
+            ("expires", Some("0")),
+            ("x-content-type-options", Some("nosniff")),
+            (REQUEST_ID_HEADER, None),
+        ] {
+            let values: Vec<_> = headers.get_all(name).collect();
+            assert_eq!(values.len(), 1, "{name} on {path}: {values:?}");
+            if let Some(v) = value {
+                assert_eq!(values[0], v, "{name} on {path}");
+            }
+        }
+    }
+
     #[actix_web::test]
     async fn the_prefix_route_matches_like_a_scope_and_keeps_errors_and_labels() {
         use actix_web::test::{TestRequest, call_service, init_service, read_body};
 
-        async fn echo(req: HttpRequest) -> Result<HttpResponse, Error> {
+        async fn echo(req: HttpRequest, _state: Rc<web::Data<u8>>) -> Result<HttpResponse, Error> {
             match req.match_info().unprocessed() {
                 "/fail" => Err(Error::Internal),
                 tail => Ok(HttpResponse::Ok().body(format!("[{tail}]"))),
@@ -426,6 +522,7 @@ mod tests {
                     metrics.clone(),
                     std::time::Duration::from_secs(5),
                 ))
+                .app_data(web::Data::new(7u8))
                 .service(labeled_get_prefix("/p", "/p/{rest:.*}", echo))
                 .default_service(web::to(|| async { HttpResponse::NotFound().body("next") })),
         )
@@ -444,12 +541,12 @@ mod tests {
                 .to_request();
             let res = call_service(&app, req).await;
             assert_eq!(res.status().as_u16(), status, "{method} {path}");
-            assert!(res.headers().contains_key(REQUEST_ID_HEADER), "{path}");
-            assert_eq!(res.headers().get("cache-control").unwrap(), "no-store");
+            assert_one_of_each_default(res.headers(), path);
             assert_eq!(read_body(res).await, body.as_bytes(), "{method} {path}");
         }
         let res = call_service(&app, TestRequest::get().uri("/p/fail").to_request()).await;
         assert_eq!(res.status().as_u16(), 500);
+        assert_one_of_each_default(res.headers(), "/p/fail");
         assert!(
             res.response().error().is_some(),
             "the error stays in the answer"
@@ -473,11 +570,47 @@ mod tests {
             (0x0123_4567, 0xabc),
             (u32::MAX, u64::MAX),
         ] {
-            let id = RequestId { prefix, n };
+            let id = RequestId::of(prefix, n);
             assert_eq!(id.to_string(), format!("{prefix:08x}-{n:x}"));
             assert_eq!(id.header_value().to_str().unwrap(), id.to_string());
         }
         let (a, b) = (RequestId::next(), RequestId::next());
         assert_ne!(a.to_string(), b.to_string());
+    }
+
+    /// The prefix route does not box its handler's future: Leaf's handlers keep theirs small
+    /// (their slow paths' awaits boxed), or every request would copy it on each move.
+    #[test]
+    fn the_leaf_handlers_futures_stay_small() {
+        // The size of a handler's future, from its type alone (nothing is called).
+        fn future_size<A, B, F: Future>(_: impl Fn(A, B) -> F) -> usize {
+            std::mem::size_of::<F>()
+        }
+        let segment = future_size(crate::http::segment::get_leaf);
+        let snowflake = future_size(crate::http::snowflake::get_leaf);
+        assert!(segment <= 512, "segment's get_leaf future: {segment} bytes");
+        assert!(
+            snowflake <= 512,
+            "snowflake's get_leaf future: {snowflake} bytes"
+        );
+    }
+
+    /// `header_value` skips the header check: every id it can make must pass it.
+    #[test]
+    fn request_ids_are_valid_header_values() {
+        for prefix in [0, 0x0123_4567, 0x89ab_cdef, u32::MAX] {
+            for shift in 0..64 {
+                for n in [
+                    1u64 << shift,
+                    (1u64 << shift).wrapping_sub(1),
+                    u64::MAX >> shift,
+                ] {
+                    let id = RequestId::of(prefix, n);
+                    let v = id.header_value();
+                    assert!(HeaderValue::from_bytes(v.as_bytes()).is_ok(), "{id}");
+                    assert_eq!(v.to_str().unwrap(), id.to_string());
+                }
+            }
+        }
     }
 }

@@ -36,6 +36,7 @@ pub mod decode;
 pub mod error;
 pub mod headers;
 pub mod health;
+pub mod idle;
 pub mod ids;
 pub mod layouts;
 pub mod metrics;

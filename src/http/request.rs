@@ -10,6 +10,7 @@ use super::AppState;
 use super::error::Error;
 #[cfg(doc)]
 use super::middleware::labeled_get_prefix;
+use crate::segment::BizTag;
 
 /// The app state, borrowed from the request.
 pub fn app_state(req: &HttpRequest) -> Result<&AppState, Error> {
@@ -35,6 +36,20 @@ pub fn path_tail(req: &HttpRequest) -> Result<Cow<'_, str>, Error> {
         return Ok(Cow::Borrowed(rest));
     }
     Ok(Cow::Owned(percent_decode_lossy(rest)))
+}
+
+/// [`path_tail`] as a tag, checked (`BizTag::validate`). A tail that is a valid tag as it
+/// stands holds no `%` (not in the tag alphabet), so nothing to decode: one scan of its bytes
+/// answers both questions (the id route's fast path). Anything else is decoded, then checked.
+pub fn tag_tail(req: &HttpRequest) -> Result<Cow<'_, str>, Error> {
+    if let Some(rest) = req.match_info().unprocessed().strip_prefix('/')
+        && BizTag::validate(rest).is_ok()
+    {
+        return Ok(Cow::Borrowed(rest));
+    }
+    let tag = path_tail(req)?;
+    BizTag::validate(&tag)?;
+    Ok(tag)
 }
 
 /// Decodes every `%XX`; invalid escapes stay as they are, invalid UTF-8 becomes U+FFFD (as

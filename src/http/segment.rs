@@ -13,7 +13,7 @@ use super::ids::{
     BatchQuery, JsonIds, JsonRuns, RangeQuery, ids_schema, plain_id, plain_text, runs_schema,
 };
 use super::middleware::{labeled_get, labeled_get_prefix};
-use super::request::{app_state, path_tail};
+use super::request::tag_tail;
 use crate::segment::{BizTag, FormattedIds, IdSink};
 use crate::service::Ids;
 
@@ -76,11 +76,13 @@ pub const BATCH_ROUTE: &str = "/api/v1/segment/{biz_tag:.*}/ids";
         (status = 503, description = "`segments_not_ready`, `database_unavailable`, `lossy_database` (with `Retry-After`), `not_ready` (caller tokens not loaded yet)", body = ErrorBody),
     )
 )]
-pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, Error> {
+pub async fn get_leaf(
+    req: HttpRequest,
+    state: std::rc::Rc<web::Data<AppState>>,
+) -> Result<HttpResponse, Error> {
     // Borrowed from the request: no `Data` clone, no `String` for a tag that needs no decoding.
-    let state = app_state(&req)?;
-    let tag = path_tail(&req)?;
-    BizTag::validate(&tag)?;
+    let state: &AppState = &state;
+    let tag = tag_tail(&req)?;
     // The caller once (Leaf's route also takes `?access_token=`), then numbers first: a plain
     // tag with ids in memory never looks at formats.
     let who = RequestCredentials::leaf(&req);

@@ -18,7 +18,7 @@ use super::ids::{
     plain_id, runs_schema,
 };
 use super::middleware::{labeled_get, labeled_get_prefix};
-use super::request::{app_state, path_tail};
+use super::request::path_tail;
 use crate::segment::{IdRuns, IdSink};
 use crate::snowflake::engine::{GeneratorKind, SnowflakeStatus};
 use crate::snowflake::layout::{format_unix_ms, parse_timestamp};
@@ -68,14 +68,16 @@ pub const RANGES_ROUTE: &str = "/api/v1/snowflake/ranges";
         (status = 503, description = "`clock_moved_backwards`, `time_bits_exhausted`, `snowflake_not_ready`, `lossy_database`, `not_ready` (caller tokens not loaded yet)", body = ErrorBody),
     )
 )]
-pub async fn get_leaf(req: HttpRequest) -> Result<HttpResponse, Error> {
+pub async fn get_leaf(
+    req: HttpRequest,
+    state: std::rc::Rc<web::Data<AppState>>,
+) -> Result<HttpResponse, Error> {
     let key = path_tail(&req)?;
-    let state = app_state(&req)?;
+    let state: &AppState = &state;
     tracing::debug!(key = %crate::telemetry::ClientText(&key), "snowflake id requested");
-    let id = state
-        .ids
-        .next_snowflake_id(&RequestCredentials::leaf(&req))
-        .await?;
+    // Boxed: the prefix route does not box the handler's future, so it must stay small
+    // (`labeled_get_prefix`).
+    let id = Box::pin(state.ids.next_snowflake_id(&RequestCredentials::leaf(&req))).await?;
     Ok(plain_id(id))
 }
 

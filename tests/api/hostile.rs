@@ -704,3 +704,78 @@ async fn a_range_caller_cannot_turn_each_request_into_a_log_line() {
     eprintln!("range caller: {REQUESTS} requests, {loads} loads, {lines} `segment loaded` lines");
     assert_no_panic(&server.all_logs());
 }
+
+/// Idle keep-alive connections are closed by the worker's sweep (`http::idle`: actix's
+/// per-request keep-alive timer is off), within `server.keep_alive_secs` and one second more;
+/// a request still being served is never cut, however long it is silent; a connection used
+/// more often than that stays open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_close_and_requests_being_served_do_not() {
+    let (server, _dir) = start(&[("LEAFID__SERVER__KEEP_ALIVE_SECS", "2")]);
+    let addr = host_port(&server.address).to_owned();
+    let open = |addr: &str| {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        let reader = BufReader::new(s.try_clone().unwrap());
+        (s, reader)
+    };
+
+    // A connection used every 300 ms for 3 s (longer than the keep-alive) stays open: each
+    // gap leaves 1.7 s to spare, so a slow core cannot make it look idle.
+    let (mut s, mut reader) = open(&addr);
+    for _ in 0..10 {
+        s.write_all(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let (status, ..) = read_answer(&mut reader).expect("the connection is still open");
+        assert_eq!(status, 200);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // Then silence: the server closes it within the keep-alive and the sweep's second (10 s
+    // allowed for a loaded machine), and never before the keep-alive: the reference is taken
+    // before the last request is sent, so before the server's last byte.
+    let before_last = Instant::now();
+    s.write_all(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_answer(&mut reader).unwrap().0, 200);
+    let mut rest = Vec::new();
+    let end = reader.read_to_end(&mut rest);
+    let closed_after = before_last.elapsed();
+    assert!(
+        end.is_ok()
+            || end
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+        "closed, not timed out: {end:?} after {closed_after:?}"
+    );
+    assert!(rest.is_empty(), "{rest:?}");
+    assert!(
+        closed_after >= Duration::from_millis(1_950) && closed_after < Duration::from_secs(12),
+        "an idle connection closed after {closed_after:?} (keep-alive 2 s)"
+    );
+
+    // A request in flight, silent both ways for 4.5 s (its body held back; more than the
+    // keep-alive and a sweep): answered, not closed, and the connection is used again.
+    let (mut s, mut reader) = open(&addr);
+    s.write_all(
+        b"POST /api/v1/layouts/plan HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+          Content-Length: 2\r\n\r\n{",
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(4_500));
+    s.write_all(b"}").unwrap();
+    let (status, _, body) = read_answer(&mut reader).expect("an answer, not a closed connection");
+    assert_ne!(status, 408, "{}", String::from_utf8_lossy(&body));
+    s.write_all(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_answer(&mut reader).unwrap().0, 200);
+
+    let closed = crate::support::metric_value(
+        &server.address,
+        r#"leafid_http_idle_connections_total{outcome="closed"}"#,
+    )
+    .await
+    .expect("the idle sweep's count");
+    assert!(closed >= 1.0, "{closed}");
+    eprintln!("idle connection closed after {closed_after:?} (keep-alive 2 s)");
+    assert_no_panic(&server.all_logs());
+}

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 
 use super::dialect::Dialect;
-use super::session::{Session, Sessions, write_once_racing, write_one};
+use super::session::{Session, Sessions, race_pause, write_once_racing, write_one};
 use super::statement::Statement;
 use super::store::DialectStore;
 use crate::segment::StoreError;
@@ -23,14 +23,27 @@ static SELECT_USED: Statement = Statement::new(
     "SELECT used FROM leafid_quota_use WHERE token_name = ? AND biz_tag = ? AND period = ?",
 );
 
-/// The grant: a compare-and-set on `used`, so a grant read against a stale `used` changes no
-/// row and is read again.
-static GRANT: Statement = Statement::new(
+/// The whole grant in one statement: `used` moves up by the wanted ids only where they fit
+/// under the limit (`used <= limit - want`).
+///
+/// Safe: the condition is checked against the row the update writes over, never a stale read
+/// (InnoDB's update reads the newest committed row under its row lock, PostgreSQL checks the
+/// `WHERE` again on the row a concurrent update left, SQLite runs one writer at a time), so
+/// `used` never passes the limit. It cannot lose a race: concurrent grants queue on the row.
+static GRANT_WHOLE: Statement = Statement::new(
+    "UPDATE leafid_quota_use SET used = used + ? \
+     WHERE token_name = ? AND biz_tag = ? AND period = ? AND used <= ?",
+);
+
+/// The last, partial grant: a compare-and-set on `used`, so a grant read against a stale `used`
+/// changes no row and is read again.
+static GRANT_REST: Statement = Statement::new(
     "UPDATE leafid_quota_use SET used = ? \
      WHERE token_name = ? AND biz_tag = ? AND period = ? AND used = ?",
 );
 
-/// Compare-and-set tries before the grant answers `Unavailable` (other servers won each one).
+/// Compare-and-set tries of the last, partial grant before it answers `Unavailable` (other
+/// servers won each one, though [`race_pause`] spread them).
 const GRANT_TRIES: u32 = 16;
 
 async fn used<D: Dialect>(db: Sessions<'_, D>, key: &QuotaKey<'_>) -> Result<i64, StoreError> {
@@ -69,7 +82,22 @@ pub(crate) async fn grant<D: Dialect>(
     write_once_racing(db, insert).await.map_err(unavailable)?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let want = i64::try_from(want).unwrap_or(i64::MAX);
-    for _ in 0..GRANT_TRIES {
+    // Both are at least 0, so `limit - want` does not overflow; below 0 nothing fits whole.
+    let whole = sqlx::query::<D::Driver>(GRANT_WHOLE.text::<D>())
+        .persistent(db.persistent())
+        .bind(want)
+        .bind(key.token)
+        .bind(key.tag)
+        .bind(key.period)
+        .bind(limit - want);
+    if D::rows_affected(&write_one(db, whole).await.map_err(unavailable)?) == 1 {
+        return Ok(want as u64);
+    }
+    // Fewer than `want` ids are left: take what is, racing the other servers for it.
+    for tries in 0..GRANT_TRIES {
+        if tries > 0 {
+            race_pause(tries).await;
+        }
         let before = used(db, key).await?;
         let granted = want.min(limit.saturating_sub(before)).max(0);
         if granted == 0 {
@@ -78,7 +106,7 @@ pub(crate) async fn grant<D: Dialect>(
         // Safe: the row moves from `before` to `before + granted <= limit` only if no other
         // server moved it since the read; every grant is such a committed move, so the grants
         // of all servers add up to at most `limit`.
-        let set = sqlx::query::<D::Driver>(GRANT.text::<D>())
+        let set = sqlx::query::<D::Driver>(GRANT_REST.text::<D>())
             .persistent(db.persistent())
             .bind(before + granted)
             .bind(key.token)

@@ -115,14 +115,24 @@ pub(crate) async fn write_one<D: Dialect>(
     }
 }
 
+/// The pause before the `tries`-th run of a write that lost a race to another server: 1, 2,
+/// 4 ... 64 ms, with up to as much again at random, so servers that met do not meet again.
+pub(crate) async fn race_pause(tries: u32) {
+    let base = std::time::Duration::from_millis(1 << tries.min(6));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let jitter = base.mul_f64(f64::from(nanos % 1000) / 1000.0);
+    tokio::time::sleep(base + jitter).await;
+}
+
 /// How many times [`write_once_racing`] runs a write that lost a race.
 const RACE_TRIES: u32 = 8;
 
 /// Runs a write-once insert (`INSERT ... WHERE NOT EXISTS`) built by `insert`, again after it
 /// lost a race with another server's insert of the same key
 /// ([`lost_race`](crate::store::errors::lost_race)): run again, it finds the winner's row and
-/// inserts nothing. Waits 1, 2, 4 ... ms (with up to as much again at random, so servers that
-/// met do not meet again) between tries; the last try's error is the answer.
+/// inserts nothing. Waits [`race_pause`] between tries; the last try's error is the answer.
 pub(crate) async fn write_once_racing<'q, D: Dialect>(
     db: Sessions<'_, D>,
     insert: impl Fn() -> Query<'q, D::Driver, <D::Driver as Database>::Arguments>,
@@ -132,13 +142,8 @@ pub(crate) async fn write_once_racing<'q, D: Dialect>(
         match write_one(db, insert()).await {
             Err(e) if crate::store::errors::lost_race(&e) && tries + 1 < RACE_TRIES => {
                 tries += 1;
-                let base = std::time::Duration::from_millis(1 << tries.min(6));
-                let nanos = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.subsec_nanos());
-                let jitter = base.mul_f64(f64::from(nanos % 1000) / 1000.0);
                 tracing::debug!(tries, error = %e, "write-once insert lost a race, running it again");
-                tokio::time::sleep(base + jitter).await;
+                race_pause(tries).await;
             }
             done => return done,
         }
