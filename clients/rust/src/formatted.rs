@@ -78,7 +78,7 @@ use crate::servers::{Answer, FetchError, Outcome, Request, Servers, Timing, back
 use crate::sizing::{Sizing, Usage};
 use crate::supply::SupplyStats;
 use crate::text::{FormattedId, IdWindow, MAX_FORMATTED_LEN, TextList};
-use crate::textcursor::{LIMIT, Take, TextCursor, WindowSink};
+use crate::textcursor::{Fast, LIMIT, Take, TextCursor, WindowSink};
 
 /// A deadline this far off is never armed on a thread of its own (a fixed supply's period that
 /// never ends in practice).
@@ -591,12 +591,16 @@ impl State {
         }
         let mut cut = 0;
         if texts.ordered {
-            cut = self.floor.map_or(0, |f| ids.first_above(&f));
+            cut = self.floor.as_ref().map_or(0, |f| ids.first_above(f));
             self.discarded += cut as u64;
             if cut == n {
                 return Accepted::Behind {
                     last: last(),
-                    floor: self.floor.map(FormattedId::into_string).unwrap_or_default(),
+                    floor: self
+                        .floor
+                        .as_ref()
+                        .map(|f| f.as_str().to_owned())
+                        .unwrap_or_default(),
                 };
             }
             // The last text is one a FormattedId holds (validate, TextList::push).
@@ -614,11 +618,20 @@ impl WindowSink for IdWindow {
     fn put(&mut self, k: usize, pair: &[std::sync::atomic::AtomicU64; 2]) {
         IdWindow::put(self, k, pair);
     }
+
+    #[inline(always)]
+    fn wants_rest(&self) -> bool {
+        IdWindow::wants_rest(self)
+    }
 }
 
-// The cursor's window is one `FormattedId`'s 128 bytes: every one of its 8 pairs is put
-// (`IdWindow::from_entry_window` relies on it).
-const _: () = assert!(crate::textcursor::BYTES == 128 && crate::textcursor::BYTES / 16 == 8);
+// The cursor's window is the longest entry's 128 bytes, 8 pairs, its head the 2 pairs of an
+// inline id (`IdWindow::from_entry_window` relies on both).
+const _: () = assert!(
+    crate::textcursor::BYTES == crate::text::ENTRY_MAX
+        && crate::textcursor::BYTES / 16 == 8
+        && crate::textcursor::HEAD_PAIRS * 16 == crate::text::INLINE
+);
 
 /// The supply of one formatted tag.
 #[derive(Debug)]
@@ -858,11 +871,11 @@ impl Formatted {
     /// those).
     #[inline(always)]
     fn id_of(window: IdWindow) -> FormattedId {
-        // SAFETY: the cursor answers `Text` or `Preload` only after it put all 8 pieces of the
-        // window (`read_window` returned `Some`) and its seqlock check passed, so the window is
-        // the whole entry its `install` wrote from one `&str` of 1 to 127 bytes: its length
-        // byte, then that `&str`'s bytes (`textcursor.rs`), which is `FormattedId`'s
-        // invariant.
+        // SAFETY: the cursor answers `Text` or `Preload` only after it put the window's head,
+        // and its rest when `wants_rest` said so (`read_window` returned `Some`), and its
+        // seqlock check passed, so the window is the whole entry its `install` wrote from one
+        // `&str` of 1 to 127 bytes: its length byte, then that `&str`'s bytes
+        // (`textcursor.rs`), which is `FormattedId`'s invariant.
         unsafe { FormattedId::from_entry_window(window) }
     }
 
@@ -1097,16 +1110,20 @@ impl Formatted {
     #[inline]
     pub(crate) fn try_next_id(self: &Arc<Self>) -> Option<FormattedId> {
         if let Some(c) = &self.cursor {
-            // The lock-free path (`textcursor.rs`): one `fetch_add` and one window's copy.
-            let mut w = IdWindow::new();
-            return match c.take(&mut w) {
-                Take::Text => Some(Self::id_of(w)),
-                Take::Preload => {
-                    let id = Self::id_of(w);
+            // The lock-free path (`textcursor.rs`): one `fetch_add` and a read of 32 bytes.
+            return match c.take_head() {
+                // SAFETY: `take_head` answers `Text` and `Preload` only with the whole entry of
+                // a text of up to 31 bytes, read after its seqlock check passed: the length
+                // byte and the bytes of the `&str` its `install` wrote (`FormattedId`'s
+                // invariant).
+                Fast::Text(head) => Some(unsafe { FormattedId::from_inline_entry(head) }),
+                Fast::Preload(head) => {
+                    // SAFETY: as above.
+                    let id = unsafe { FormattedId::from_inline_entry(head) };
                     self.preload_now();
                     Some(id)
                 }
-                other => self.try_next_id_cursor(c, other),
+                Fast::Other(s) => self.try_next_id_claimed(c, s),
             };
         }
         let mut guard = self.lock();
@@ -1124,6 +1141,23 @@ impl Formatted {
             return Some(id);
         }
         self.try_next_id_slow(guard)
+    }
+
+    /// [`try_next_id`](Self::try_next_id) after a lock-free claim `s` whose fast read got no
+    /// short text: the take is finished by a whole read of its window (a longer text, or what
+    /// it got instead: `textcursor.rs`'s `take_head`).
+    #[cold]
+    fn try_next_id_claimed(self: &Arc<Self>, c: &TextCursor, s: u64) -> Option<FormattedId> {
+        let mut w = IdWindow::new();
+        match c.read(s, &mut w) {
+            Take::Text => Some(Self::id_of(w)),
+            Take::Preload => {
+                let id = Self::id_of(w);
+                self.preload_now();
+                Some(id)
+            }
+            other => self.try_next_id_cursor(c, other),
+        }
     }
 
     /// [`try_next_id`](Self::try_next_id) after a lock-free take that got no plain text.
@@ -1711,8 +1745,29 @@ mod tests {
     /// none lost (the counters agree).
     #[test]
     fn threads_on_one_batch_get_each_text_once_in_increasing_order() {
-        const N: usize = 40_000;
-        let ids: Vec<String> = (0..N).map(|k| format!("ORD-20261127{k:08}")).collect();
+        threads_on_one_batch((0..40_000).map(|k| format!("ORD-20261127{k:08}")).collect());
+    }
+
+    /// The same with every seventh text longer than an inline id (32 to 52 bytes): those go
+    /// through the whole read and the heap, the others through the fast take, interleaved.
+    #[test]
+    fn threads_on_one_batch_of_short_and_long_texts_get_each_once_in_increasing_order() {
+        threads_on_one_batch(
+            (0..40_000)
+                .map(|k| {
+                    let text = format!("ORD-20261127{k:08}");
+                    if k % 7 == 0 {
+                        format!("{text}-{}", "X".repeat(12 + k % 20))
+                    } else {
+                        text
+                    }
+                })
+                .collect(),
+        );
+    }
+
+    fn threads_on_one_batch(ids: Vec<String>) {
+        let n = ids.len();
         let end = SystemTime::now() + Duration::from_secs(3600);
         let s = Arc::new(Formatted::fixed(&ids, end, Clock(None)));
         let got: Vec<Vec<FormattedId>> = std::thread::scope(|scope| {
@@ -1731,16 +1786,16 @@ mod tests {
                 "a caller's texts do not increase"
             );
             for t in caller {
-                assert!(seen.insert(*t), "{t} handed out twice");
+                assert!(seen.insert(t.clone()), "{t} handed out twice");
             }
         }
-        assert_eq!(seen.len(), N);
+        assert_eq!(seen.len(), n);
         assert!(
             ids.iter().all(|t| seen.contains(t.as_str())),
             "only the batch's texts"
         );
         let st = s.stats();
-        assert_eq!((st.ids_served, st.discarded_ids), (N as u64, 0));
+        assert_eq!((st.ids_served, st.discarded_ids), (n as u64, 0));
     }
 
     /// Four threads taking while a feeder stores batch after batch as a refill would (each
@@ -1799,7 +1854,7 @@ mod tests {
                 "a caller's texts do not increase"
             );
             for t in caller {
-                assert!(seen.insert(*t), "{t} handed out twice");
+                assert!(seen.insert(t.clone()), "{t} handed out twice");
             }
         }
         assert_eq!(seen.len(), BATCHES * PER, "every text handed out");
@@ -1942,7 +1997,7 @@ mod tests {
                 "a caller's texts do not increase"
             );
             for t in caller {
-                assert!(seen.insert(*t), "{t} handed out twice");
+                assert!(seen.insert(t.clone()), "{t} handed out twice");
                 let k: usize = t[12..].parse().unwrap();
                 assert_eq!(t.as_str(), text(k), "only received texts");
                 assert!(k < received, "only received texts");

@@ -1,13 +1,19 @@
-//! [`FormattedId`], a formatted tag's id as text held inline (no heap allocation, nothing to
-//! free), and `TextList`, the texts of one received batch in one buffer.
+//! [`FormattedId`], a formatted tag's id as text (inline up to 31 bytes: no heap allocation,
+//! nothing to free), and `TextList`, the texts of one received batch in one buffer.
 //!
-//! # Why inline
+//! # Why inline, and why 32 bytes
 //!
 //! A formatted supply used to hand out an owned `String` per id, moved out of the batch's
 //! `Vec<String>`: the caller's free of it (about 8 ns) alone was several times a numeric id
-//! (2 to 3 ns; issue 47, docs/clients.md). A `FormattedId` is 128 bytes, its length and up to
-//! [`MAX_FORMATTED_LEN`] bytes of text, made by one copy of constant size out of the batch's
-//! buffer: no allocation when it is made, no free when it is dropped.
+//! (2 to 3 ns; issue 47, docs/clients.md). Then a `FormattedId` was 128 bytes inline, and the
+//! id itself became the cost: the compiler moves a 128-byte value through the stack several
+//! times per call (an `Option` built, unwrapped, passed on), each move 8 loads and 8 stores,
+//! some of them waiting for a narrower store before them (store forwarding): 0.22x of the
+//! numeric path even with a lock-free claim. A `FormattedId` is now 32 bytes, two 16-byte
+//! registers: texts of up to [`INLINE_FORMATTED_LEN`] (31) bytes, every format without a
+//! long prefix or suffix (`ORD-2026112700000123` is 20), are held inline, made by two 16-byte
+//! moves out of the batch's buffer; a longer text, up to [`MAX_FORMATTED_LEN`], is held in a
+//! `Box<str>` (one allocation when it is made, one free when it is dropped).
 //!
 //! # The bound
 //!
@@ -21,45 +27,73 @@
 //!
 //! # Invariant
 //!
-//! `raw[0]` of a `FormattedId` is a length `len` in 1..=127 and `raw[1..=len]` is always the
-//! UTF-8 of one `&str`: the only ways to make one are [`FormattedId::new`] (a `&str`'s length
-//! and bytes), `TextList::id` (a copy of an entry that `TextList::push` wrote as one length
-//! byte and one whole `&str`) and `FormattedId::from_entry_window` (a window the lock-free
-//! path, `textcursor.rs`, copied whole from an entry its `install` wrote the same way, after
-//! its seqlock check). So [`FormattedId::as_str`] needs no validation (its `SAFETY`
-//! comment); the tests build ids from texts with multi-byte characters at the capacity's edge
-//! and compare them with `str`.
+//! Byte 0 of a `FormattedId` is its *mark*, initialised in both forms:
+//! - a length `len` in `1..=31`: the id is **inline**, all 32 bytes are initialised, and bytes
+//!   `1..=len` are the UTF-8 of one `&str`;
+//! - [`HEAP`]: the id holds a `Box<str>` of 32 to 127 bytes (`Repr::heap`).
+//!
+//! The only ways to make one are [`FormattedId::new`] (from a `&str`), `TextList::id` (a copy
+//! of an entry that `TextList::push` wrote as one length byte and one whole `&str`) and
+//! `FormattedId::from_entry_window` (a window the lock-free path, `textcursor.rs`, copied
+//! from an entry its `install` wrote the same way, after its seqlock check). So
+//! [`FormattedId::as_str`] needs no validation (its `SAFETY` comments); the tests build ids
+//! from texts with multi-byte characters at both capacities' edges and compare them with
+//! `str`.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::fmt;
 use std::hash::{Hash, Hasher};
+use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ops::Deref;
+
+use crate::textcursor::{Head, Piece};
 
 /// The longest text a [`FormattedId`] holds, in bytes: longer than any text leafid's formats
 /// produce (the module's comment); a server answering a longer one is at fault.
 pub const MAX_FORMATTED_LEN: usize = 127;
 
-/// The bytes of a [`FormattedId`]: its length, then its text. 128: eight 16-byte moves, the
-/// most a copy is inlined as (more is a `memcpy` call).
-const RAW: usize = MAX_FORMATTED_LEN + 1;
+/// The longest text a [`FormattedId`] holds inline (no heap), in bytes.
+pub const INLINE_FORMATTED_LEN: usize = 31;
 
-/// One id of a formatted tag (`ORD-2026112700000123`), held inline: at most
-/// [`MAX_FORMATTED_LEN`] bytes, never empty, never on the heap. It reads as a `&str`
-/// ([`Deref`], [`AsRef<str>`], [`Borrow<str>`]) and compares, orders and hashes exactly as that
-/// `str` does (so a `HashSet<FormattedId>` can be asked with a `&str`); [`into_string`]
-/// (or `String::from`) makes an owned `String` when one is needed.
+/// The bytes of a [`FormattedId`]: inline, its length, then its text.
+pub(crate) const INLINE: usize = INLINE_FORMATTED_LEN + 1;
+
+/// The bytes a window of the lock-free path covers: the longest entry (a length byte and
+/// [`MAX_FORMATTED_LEN`] bytes).
+pub(crate) const ENTRY_MAX: usize = MAX_FORMATTED_LEN + 1;
+
+/// The mark (byte 0) of an id whose text is on the heap: no inline length is 255.
+pub(crate) const HEAP: u8 = 0xFF;
+
+/// A text of 32 to 127 bytes, on the heap; `mark[0]` is [`HEAP`].
+#[repr(C)]
+struct Heap {
+    mark: [u8; 8],
+    text: Box<str>,
+}
+
+/// The two forms of a [`FormattedId`] (the module's invariant says which one is there).
+#[repr(C)]
+union Repr {
+    inline: [u8; INLINE],
+    /// The inline form as the lock-free path reads it (two 16-byte registers on x86-64).
+    pieces: [Piece; 2],
+    heap: ManuallyDrop<Heap>,
+}
+
+/// One id of a formatted tag (`ORD-2026112700000123`): 32 bytes, the text held inline when it
+/// has at most [`INLINE_FORMATTED_LEN`] bytes (no allocation, nothing to free), on the heap
+/// when longer (up to [`MAX_FORMATTED_LEN`]); never empty. It reads as a `&str` ([`Deref`],
+/// [`AsRef<str>`], [`Borrow<str>`]) and compares, orders and hashes exactly as that `str`
+/// does (so a `HashSet<FormattedId>` can be asked with a `&str`); [`into_string`] (or
+/// `String::from`) makes an owned `String` when one is needed.
 ///
 /// [`into_string`]: FormattedId::into_string
-#[derive(Clone, Copy)]
-// 16: each of the eight 16-byte moves of an id stays within one cache line.
-#[repr(align(16))]
+// 16: the id is two aligned 16-byte pieces.
+#[repr(C, align(16))]
 pub struct FormattedId {
-    /// `raw[0]` is the text's length `len` (1 to [`MAX_FORMATTED_LEN`]), `raw[1..=len]` the
-    /// text (the module's invariant); the rest is whatever followed it in its batch. One array,
-    /// so that it is made by one copy of 128 bytes and no other store (a byte stored apart
-    /// into a 16-byte chunk makes the next move of the id wait for it: store forwarding).
-    raw: [u8; RAW],
+    repr: Repr,
 }
 
 impl FormattedId {
@@ -68,97 +102,235 @@ impl FormattedId {
         if text.is_empty() || text.len() > MAX_FORMATTED_LEN {
             return None;
         }
-        let mut raw = [0; RAW];
-        raw[0] = u8::try_from(text.len()).ok()?;
-        raw[1..=text.len()].copy_from_slice(text.as_bytes());
-        Some(Self { raw })
+        if text.len() > INLINE_FORMATTED_LEN {
+            return Some(Self::on_heap(text));
+        }
+        let mut inline = [0; INLINE];
+        inline[0] = u8::try_from(text.len()).ok()?;
+        inline[1..=text.len()].copy_from_slice(text.as_bytes());
+        Some(Self {
+            repr: Repr { inline },
+        })
+    }
+
+    /// The id of `text` (32 to 127 bytes) on the heap.
+    #[cold]
+    fn on_heap(text: &str) -> Self {
+        let mut mark = [0; 8];
+        mark[0] = HEAP;
+        Self {
+            repr: Repr {
+                heap: ManuallyDrop::new(Heap {
+                    mark,
+                    text: Box::from(text),
+                }),
+            },
+        }
+    }
+
+    /// Byte 0: an inline length (1 to 31) or [`HEAP`]. Read as part of the first 16-byte
+    /// piece (a register on x86-64), never as a byte of memory, so the compiler keeps an id
+    /// whole on its way through the caller instead of splitting it into bytes (measured: an
+    /// id split so cost more than the rest of the local path).
+    #[inline(always)]
+    fn mark(&self) -> u8 {
+        // SAFETY: bytes 0..16 are initialised in both forms (`inline`; `heap.mark` and the
+        // box's pointer: the module's invariant), and any bytes are a valid `Piece`.
+        let first = unsafe { self.repr.pieces[0] };
+        Head([first, first]).len()
     }
 
     /// The text.
     #[inline]
     pub fn as_str(&self) -> &str {
-        // `raw[0]` is at most 127 (the invariant), so this is never empty by a miss.
-        let text = self
-            .raw
-            .get(1..=usize::from(self.raw[0]))
-            .unwrap_or_default();
+        let mark = self.mark();
+        if mark == HEAP {
+            // SAFETY: the mark says the heap form is there (the module's invariant).
+            return unsafe { &self.repr.heap.text };
+        }
+        // SAFETY: an inline id has all 32 bytes initialised (the module's invariant).
+        let inline = unsafe { &self.repr.inline };
+        // The mark is at most 31 (the invariant), so this is never empty by a miss.
+        let text = inline.get(1..=usize::from(mark)).unwrap_or_default();
         debug_assert!(std::str::from_utf8(text).is_ok());
-        // SAFETY: `raw[1..=raw[0]]` is always the UTF-8 of one `&str` (the module's invariant:
-        // `new` copies a `&str`'s bytes after its length, `TextList::id` an entry that
-        // `TextList::push` wrote as the length and one whole `&str`, `from_entry_window` a
-        // whole entry the lock-free path wrote the same way; no other code writes `raw`).
+        // SAFETY: `inline[1..=mark]` is always the UTF-8 of one `&str` (the module's
+        // invariant: `new` copies a `&str`'s bytes after its length, `TextList::id` an entry
+        // that `TextList::push` wrote as the length and one whole `&str`, `from_entry_window`
+        // a whole entry the lock-free path wrote the same way; no other code writes them).
         unsafe { std::str::from_utf8_unchecked(text) }
     }
 
-    /// The id of a window that `textcursor.rs` copied whole from one of its entries into
-    /// `window`: `raw[0]` a length `len` in 1..=127, `raw[1..=len]` the bytes of the `&str` it
-    /// installed (its `install` writes each entry as the length byte and one whole `&str`, and
-    /// its `take` answers `Text` only after its seqlock check passed: never a torn window).
+    /// The id of a window that `textcursor.rs` copied from one of its entries into `window`:
+    /// byte 0 a length `len` in 1..=127, bytes `1..=len` the bytes of the `&str` it installed
+    /// (its `install` writes each entry as the length byte and one whole `&str`, and its
+    /// `take` answers `Text` only after its seqlock check passed: never a torn window).
     ///
     /// # Safety
     ///
-    /// All 8 pieces of `window` were put (so its 128 bytes are initialised) and they are such
-    /// a window: the module's invariant ([`as_str`](Self::as_str) relies on it).
+    /// The window's head was put, and its rest too if [`IdWindow::wants_rest`] said so, and
+    /// they are such a window: the module's invariant ([`as_str`](Self::as_str) relies on it).
     #[inline(always)]
     pub(crate) unsafe fn from_entry_window(window: IdWindow) -> Self {
-        // SAFETY: the caller's promise: every byte was written.
-        let id = unsafe { window.id.assume_init() };
-        debug_assert!((1..=MAX_FORMATTED_LEN).contains(&usize::from(id.raw[0])));
-        debug_assert!(std::str::from_utf8(&id.raw[1..=usize::from(id.raw[0])]).is_ok());
+        // SAFETY: the caller's promise: the head (32 bytes) was written.
+        let head = unsafe { window.head.assume_init() };
+        if usize::from(head.0[0]) <= INLINE_FORMATTED_LEN {
+            debug_assert!(head.0[0] >= 1);
+            debug_assert!(std::str::from_utf8(&head.0[1..=usize::from(head.0[0])]).is_ok());
+            return Self {
+                repr: Repr { inline: head.0 },
+            };
+        }
+        // SAFETY: the caller's promise: the rest was written too (the head's length is above
+        // 31, so `wants_rest` said so).
+        unsafe { Self::from_long_window(head.0, &window) }
+    }
+
+    /// The id of the head of an entry that `textcursor.rs` read whole (`take_head`): byte 0 a
+    /// length `len` in 1..=31, bytes `1..=len` the bytes of the `&str` it installed.
+    ///
+    /// # Safety
+    ///
+    /// `head` is such an entry, read after its seqlock check passed (the module's invariant).
+    #[inline(always)]
+    pub(crate) unsafe fn from_inline_entry(head: Head) -> Self {
+        let id = Self {
+            repr: Repr { pieces: head.0 },
+        };
+        debug_assert!((1..=INLINE_FORMATTED_LEN).contains(&usize::from(id.mark())));
+        debug_assert!(std::str::from_utf8(id.as_str().as_bytes()).is_ok());
         id
     }
 
-    /// The text as an owned `String` (one allocation).
+    /// [`from_entry_window`](Self::from_entry_window) for a text of 32 to 127 bytes.
+    ///
+    /// # Safety
+    ///
+    /// As `from_entry_window`, with the rest of the window put.
+    #[cold]
+    unsafe fn from_long_window(head: [u8; INLINE], window: &IdWindow) -> Self {
+        // SAFETY: the caller's promise.
+        let rest = unsafe { window.rest.assume_init_ref() };
+        let mut entry = [0u8; ENTRY_MAX];
+        entry[..INLINE].copy_from_slice(&head);
+        entry[INLINE..].copy_from_slice(rest);
+        let text = entry.get(1..=usize::from(entry[0])).unwrap_or_default();
+        debug_assert!(std::str::from_utf8(text).is_ok());
+        // SAFETY: a whole entry, as `from_entry_window` says: the UTF-8 of one `&str`.
+        Self::on_heap(unsafe { std::str::from_utf8_unchecked(text) })
+    }
+
+    /// The text as an owned `String` (one allocation, none for a text already on the heap).
     pub fn into_string(self) -> String {
+        if self.mark() == HEAP {
+            let mut me = ManuallyDrop::new(self);
+            // SAFETY: the heap form is there, and `me` is never dropped, so its box is moved
+            // out once.
+            let heap = unsafe { ManuallyDrop::take(&mut me.repr.heap) };
+            return heap.text.into_string();
+        }
         self.as_str().to_owned()
     }
 }
 
-/// A [`FormattedId`] being made by the lock-free path (`textcursor.rs`), which copies the
-/// window of an entry into it word pair by word pair: each pair is stored at once as one
-/// 16-byte piece (on x86-64; two 8-byte stores elsewhere), right where the id is, so nothing
-/// is spilled or copied in between, and the id's later moves (16-byte loads) read whole
-/// stores. It is an id only once every piece was put and the seqlock check passed
-/// ([`FormattedId::from_entry_window`]).
-pub(crate) struct IdWindow {
-    id: std::mem::MaybeUninit<FormattedId>,
+impl Drop for FormattedId {
+    #[inline]
+    fn drop(&mut self) {
+        if self.mark() == HEAP {
+            self.drop_heap();
+        }
+    }
 }
+
+impl FormattedId {
+    /// Frees the heap form's text. Out of line, so the inline path never touches the heap
+    /// form's fields (which would make the compiler split an id at their bounds).
+    #[cold]
+    #[inline(never)]
+    fn drop_heap(&mut self) {
+        // SAFETY: called only when the mark says the heap form is there; dropped once, from
+        // `drop`.
+        unsafe { ManuallyDrop::drop(&mut self.repr.heap) };
+    }
+}
+
+impl Clone for FormattedId {
+    #[inline]
+    fn clone(&self) -> Self {
+        if self.mark() == HEAP {
+            return Self::on_heap(self.as_str());
+        }
+        Self {
+            // SAFETY: an inline id has all 32 bytes initialised.
+            repr: Repr {
+                inline: unsafe { self.repr.inline },
+            },
+        }
+    }
+}
+
+/// The window of an entry, as the lock-free path (`textcursor.rs`) copies it word pair by
+/// word pair: its head (two pairs, 32 bytes: the whole of an entry of up to 31 bytes of text)
+/// right where an inline [`FormattedId`] is made from it, and, only for a longer entry, its
+/// rest. Each pair is stored at once as one 16-byte piece (on x86-64; two 8-byte stores
+/// elsewhere), so the id's later moves (16-byte loads) read whole stores. It is an id only
+/// once the pieces were put and the seqlock check passed ([`FormattedId::from_entry_window`]).
+#[repr(C, align(16))]
+pub(crate) struct IdWindow {
+    head: MaybeUninit<WindowHead>,
+    rest: MaybeUninit<[u8; ENTRY_MAX - INLINE]>,
+}
+
+/// An id's 32 bytes, 16-byte aligned.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct WindowHead([u8; INLINE]);
 
 impl IdWindow {
     /// Nothing put yet.
     #[inline(always)]
     pub(crate) fn new() -> Self {
         Self {
-            id: std::mem::MaybeUninit::uninit(),
+            head: MaybeUninit::uninit(),
+            rest: MaybeUninit::uninit(),
         }
     }
 
-    /// Bytes `16k..16k + 16` of the id: the two words of `pair`, each a Relaxed atomic load
-    /// (its native-endian bytes in memory order). `k` is below 8: the cursor's window is
-    /// exactly 8 pairs (`formatted.rs` asserts `BYTES == 128` at compile time); a larger one
-    /// would be ignored.
+    /// Whether the entry is longer than the head (its length byte, put with pair 0, above
+    /// 31): then the rest of the window is to be put too. Only after pair 0 was put.
+    #[inline(always)]
+    pub(crate) fn wants_rest(&self) -> bool {
+        // SAFETY: byte 0 was written by `put(0, ..)` (the caller's order).
+        let len = unsafe { *self.head.as_ptr().cast::<u8>() };
+        usize::from(len) > INLINE_FORMATTED_LEN
+    }
+
+    /// Bytes `16k..16k + 16` of the window: the two words of `pair`, each a Relaxed atomic
+    /// load (its native-endian bytes in memory order). `k` is below 8 (a window is at most 128
+    /// bytes); a larger one is ignored.
     ///
     /// On x86-64 the two loads are one `movdqu` (inline assembly) straight into a 16-byte
     /// register, stored at once. Rust has no 16-byte atomic load, and two 8-byte loads paired
     /// in a register (`movq`, `movq`, `punpcklqdq`, all on one execution port) cost more than
-    /// the rest of the path: measured apart (`rustc -O`, one thread, a `fetch_add` and the 128
-    /// bytes of a window from 1M windows into a `black_box`ed id), 0.29x of a bare `fetch_add`
-    /// paired against 0.50x to 0.54x with `movdqu`. The assembly is opaque to the compiler, so
-    /// the read is no data race in Rust's model; what it does in x86-64's memory model is
-    /// read the two 8-byte-aligned words as a Relaxed load of each would (a torn read between
-    /// them is possible and harmless: the seqlock check rejects any window a write overlapped).
+    /// the rest of the path (measured apart: 0.29x of a bare `fetch_add` paired against 0.50x
+    /// to 0.54x with `movdqu`, for 128 bytes). The assembly is opaque to the compiler, so the
+    /// read is no data race in Rust's model; what it does in x86-64's memory model is read the
+    /// two 8-byte-aligned words as a Relaxed load of each would (a torn read between them is
+    /// possible and harmless: the seqlock check rejects any window a write overlapped).
     #[inline(always)]
     pub(crate) fn put(&mut self, k: usize, pair: &[std::sync::atomic::AtomicU64; 2]) {
-        if k >= RAW / 16 {
-            return;
-        }
-        // The id's 128 bytes: `raw` is its only field, of its whole size, so at offset 0 and
-        // 16-byte aligned.
-        let raw = self.id.as_mut_ptr().cast::<u8>();
+        let dst = match k {
+            0 | 1 => self.head.as_mut_ptr().cast::<u8>().wrapping_add(16 * k),
+            2..8 => self
+                .rest
+                .as_mut_ptr()
+                .cast::<u8>()
+                .wrapping_add(16 * (k - 2)),
+            _ => return,
+        };
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `pair` is two live, 8-byte aligned `AtomicU64` (16 bytes): the asm reads
-        // exactly those (no write, no stack, flags kept); SSE2 is in x86-64's baseline; `k < 8`
-        // keeps the 16-byte store within the id's 128 bytes.
+        // exactly those (no write, no stack, flags kept); SSE2 is in x86-64's baseline; `dst`
+        // is 16 bytes within the head (k < 2) or the rest (2 <= k < 8, 96 bytes).
         unsafe {
             use std::arch::x86_64::{__m128i, _mm_storeu_si128};
             let piece: __m128i;
@@ -168,19 +340,17 @@ impl IdWindow {
                 v = out(xmm_reg) piece,
                 options(nostack, preserves_flags, readonly)
             );
-            _mm_storeu_si128(raw.add(16 * k).cast::<__m128i>(), piece);
+            _mm_storeu_si128(dst.cast::<__m128i>(), piece);
         }
         #[cfg(not(target_arch = "x86_64"))]
-        // SAFETY: `k < 8`: both 8-byte writes are within the id's 128 bytes.
+        // SAFETY: as above: both 8-byte writes are within the head or the rest.
         unsafe {
             let (lo, hi) = (
                 pair[0].load(std::sync::atomic::Ordering::Relaxed),
                 pair[1].load(std::sync::atomic::Ordering::Relaxed),
             );
-            raw.add(16 * k)
-                .cast::<[u8; 8]>()
-                .write_unaligned(lo.to_ne_bytes());
-            raw.add(16 * k + 8)
+            dst.cast::<[u8; 8]>().write_unaligned(lo.to_ne_bytes());
+            dst.add(8)
                 .cast::<[u8; 8]>()
                 .write_unaligned(hi.to_ne_bytes());
         }
@@ -384,20 +554,27 @@ impl TextList {
         self.text.get(a as usize + 1..b as usize)
     }
 
-    /// Text `i` as a [`FormattedId`]: one copy of the 128 bytes from its entry's start (its
-    /// length, its text, then whatever follows: the padding keeps it within the buffer).
-    /// `None` past the end, or if the list is not sealed.
+    /// Text `i` as a [`FormattedId`]: up to 31 bytes, one copy of the 32 bytes from its
+    /// entry's start (its length, its text, then whatever follows: the padding keeps it
+    /// within the buffer); longer, on the heap. `None` past the end, or if the list is not
+    /// sealed.
     #[inline]
     pub(crate) fn id(&self, i: usize) -> Option<FormattedId> {
         let a = *self.bounds.get(i)? as usize;
         if !self.sealed || i + 1 >= self.bounds.len() {
             return None;
         }
-        let src = self.text.as_bytes().get(a..a + RAW)?;
-        let mut raw = [0; RAW];
-        raw.copy_from_slice(src);
-        // raw[0] and raw[1..=raw[0]] are the entry `push` wrote: the module's invariant holds.
-        Some(FormattedId { raw })
+        let src = self.text.as_bytes().get(a..a + INLINE)?;
+        if usize::from(src[0]) > INLINE_FORMATTED_LEN {
+            return FormattedId::new(self.get(i)?);
+        }
+        let mut inline = [0; INLINE];
+        inline.copy_from_slice(src);
+        // inline[0] and inline[1..=inline[0]] are the entry `push` wrote: the module's
+        // invariant holds.
+        Some(FormattedId {
+            repr: Repr { inline },
+        })
     }
 
     /// The first index whose text is above `floor` in byte order (the texts increasing).
@@ -462,15 +639,15 @@ mod tests {
         assert!(short < a);
         assert_eq!(a.to_string(), "ORD-2026112700000001");
         assert_eq!(format!("{a:?}"), "\"ORD-2026112700000001\"");
-        assert_eq!(String::from(a), "ORD-2026112700000001");
-        assert_eq!(a.into_string(), "ORD-2026112700000001");
-        let set: HashSet<FormattedId> = [a, b, a].into_iter().collect();
+        assert_eq!(String::from(a.clone()), "ORD-2026112700000001");
+        assert_eq!(a.clone().into_string(), "ORD-2026112700000001");
+        let set: HashSet<FormattedId> = [a.clone(), b.clone(), a.clone()].into_iter().collect();
         assert_eq!(set.len(), 2);
         assert!(
             set.contains("ORD-2026112700000002"),
             "Borrow<str> agrees with Hash/Eq"
         );
-        let sorted: BTreeSet<FormattedId> = [b, a].into_iter().collect();
+        let sorted: BTreeSet<FormattedId> = [b.clone(), a.clone()].into_iter().collect();
         assert_eq!(
             sorted.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
             [&*a, &*b]
@@ -492,7 +669,41 @@ mod tests {
         // Multi-byte characters up to the last byte.
         let wide = format!("{}é", "x".repeat(MAX_FORMATTED_LEN - 2));
         assert_eq!(FormattedId::new(&wide).unwrap(), wide.as_str());
-        assert_eq!(std::mem::size_of::<FormattedId>(), 128);
+        assert_eq!(std::mem::size_of::<FormattedId>(), 32);
+    }
+
+    #[test]
+    fn an_id_is_inline_up_to_31_bytes_and_on_the_heap_beyond_and_both_read_the_same() {
+        for len in [1, 2, 15, 16, 30, 31, 32, 33, 64, 126, MAX_FORMATTED_LEN] {
+            let text = "k".repeat(len);
+            let id = FormattedId::new(&text).unwrap();
+            assert_eq!(id.mark() == HEAP, len > INLINE_FORMATTED_LEN, "{len}");
+            assert_eq!(id, text.as_str(), "{len}");
+            let copy = id.clone();
+            assert_eq!(copy, id);
+            assert_ne!(
+                copy.as_str().as_ptr(),
+                id.as_str().as_ptr(),
+                "a clone is a copy"
+            );
+            drop(id);
+            assert_eq!(copy.into_string(), text);
+        }
+        // A multi-byte character ending exactly at each edge.
+        for (room, label) in [
+            (INLINE_FORMATTED_LEN, "inline"),
+            (MAX_FORMATTED_LEN, "heap"),
+        ] {
+            let text = format!("{}€", "x".repeat(room - 3));
+            assert_eq!(text.len(), room);
+            assert_eq!(FormattedId::new(&text).unwrap(), text.as_str(), "{label}");
+        }
+        // Hash and order agree across the two forms.
+        let short = FormattedId::new("A-1").unwrap();
+        let long = FormattedId::new(&format!("A-1{}", "0".repeat(40))).unwrap();
+        assert!(short < long);
+        let set: HashSet<FormattedId> = [short.clone(), long.clone()].into_iter().collect();
+        assert!(set.contains("A-1") && set.contains(long.as_str()));
     }
 
     #[test]

@@ -150,10 +150,21 @@ pub(crate) type Window = [u64; WINDOW];
 /// the supply's `IdWindow` loads both with one 16-byte load on x86-64, see `text.rs`); the
 /// seqlock check after the copy says whether what it read may be used.
 pub(crate) trait WindowSink {
-    /// Reads words `2k` and `2k + 1` of the window from `pair`; called for every `k` in
-    /// `0..WINDOW / 2`, in order, before a take answers `Text` or `Preload`.
+    /// Reads words `2k` and `2k + 1` of the window from `pair`; called for `k` in
+    /// `0..HEAD_PAIRS`, then, if [`wants_rest`](Self::wants_rest) says so, for every other `k`
+    /// below `WINDOW / 2`, in order, before a take answers `Text` or `Preload`.
     fn put(&mut self, k: usize, pair: &[AtomicU64; 2]);
+
+    /// After the head was put: whether the rest of the window is wanted too (the entry is
+    /// longer than the head). A sink that answers `false` must not use the rest.
+    fn wants_rest(&self) -> bool {
+        true
+    }
 }
+
+/// The pairs of a window read first, its *head*: 32 bytes, the whole of an entry of up to 31
+/// bytes of text (an inline `FormattedId`, `text.rs`).
+pub(crate) const HEAD_PAIRS: usize = 2;
 
 impl WindowSink for Window {
     #[inline(always)]
@@ -162,6 +173,105 @@ impl WindowSink for Window {
             dst[0] = pair[0].load(Ordering::Relaxed);
             dst[1] = pair[1].load(Ordering::Relaxed);
         }
+    }
+}
+
+/// 16 bytes of a window, as one register where there is one: `__m128i` on x86-64, two words
+/// elsewhere and under loom.
+#[cfg(all(target_arch = "x86_64", not(loom)))]
+pub(crate) type Piece = std::arch::x86_64::__m128i;
+/// 16 bytes of a window, as one register where there is one: `__m128i` on x86-64, two words
+/// elsewhere and under loom.
+#[cfg(not(all(target_arch = "x86_64", not(loom))))]
+pub(crate) type Piece = [u64; 2];
+
+/// The head of an entry's window as [`TextCursor::take_head`] read it: 32 bytes in memory
+/// order, byte 0 the entry's length (the rest whatever followed), kept as two 16-byte pieces
+/// so that it is never split into bytes on its way to the caller.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+pub(crate) struct Head(pub(crate) [Piece; HEAD_PAIRS]);
+
+impl Head {
+    /// Byte 0: the entry's text length.
+    #[inline(always)]
+    pub(crate) fn len(&self) -> u8 {
+        #[cfg(all(target_arch = "x86_64", not(loom)))]
+        {
+            // SAFETY: SSE2 is in x86-64's baseline.
+            (unsafe { std::arch::x86_64::_mm_cvtsi128_si32(self.0[0]) }) as u8
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+        {
+            self.0[0][0].to_ne_bytes()[0]
+        }
+    }
+}
+
+/// What [`TextCursor::take_head`] got.
+#[derive(Clone, Copy)]
+pub(crate) enum Fast {
+    /// A text of up to 31 bytes of the installed batch: its whole entry.
+    Text(Head),
+    /// The same, and this take is the batch's preload point: start the refill.
+    Preload(Head),
+    /// Anything else: the take that claimed state value `s` is finished by
+    /// [`TextCursor::read`].
+    Other(u64),
+}
+
+/// Reads the head of text `index`'s window from the buffer of `f` (the seqlock's data loads),
+/// or `None` where a torn read points outside the buffer (only a torn read can).
+#[inline(always)]
+fn read_head(f: &Fields, index: u64) -> Option<Head> {
+    let ptr = f.ptr;
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: as in `read_window`: a live buffer of `words[0]` words.
+    let len = unsafe { (*ptr).load(Ordering::Relaxed) } as usize;
+    // SAFETY: as above.
+    let words = unsafe { std::slice::from_raw_parts(ptr, len) };
+    let off = if f.stride != 0 {
+        usize::try_from(index.checked_mul(f.stride)?.checked_add(f.entries_at)?).ok()?
+    } else {
+        let at = usize::try_from(index >> 1).ok()?.checked_add(1)?;
+        let pair = words.get(at)?.load(Ordering::Relaxed);
+        (pair >> ((index & 1) * 32)) as u32 as usize
+    };
+    let src = words.get(off..off.checked_add(HEAD_PAIRS * 2)?)?;
+    let pairs = src.as_chunks::<2>().0;
+    Some(Head([load_piece(&pairs[0]), load_piece(&pairs[1])]))
+}
+
+/// The 16 bytes of a word pair, in memory order: on x86-64 one 16-byte load (inline
+/// assembly: Rust has no 16-byte atomic load; the assembly is opaque to the compiler, so no
+/// data race in Rust's model, and x86-64 reads the two aligned words as a Relaxed load of each
+/// would; a torn read is possible and harmless, the seqlock check rejects it), elsewhere and
+/// under loom two Relaxed loads.
+#[inline(always)]
+fn load_piece(pair: &[AtomicU64; 2]) -> Piece {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    {
+        let v: Piece;
+        // SAFETY: `pair` is two live, 8-byte aligned `AtomicU64` (16 bytes): the asm reads
+        // exactly those (no write, no stack, flags kept); SSE2 is in x86-64's baseline.
+        unsafe {
+            std::arch::asm!(
+                "movdqu {v}, xmmword ptr [{p}]",
+                p = in(reg) pair.as_ptr(),
+                v = out(xmm_reg) v,
+                options(nostack, preserves_flags, readonly)
+            );
+        }
+        v
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    {
+        [
+            pair[0].load(Ordering::Relaxed),
+            pair[1].load(Ordering::Relaxed),
+        ]
     }
 }
 
@@ -332,9 +442,17 @@ fn read_window<S: WindowSink>(f: &Fields, index: u64, out: &mut S) -> Option<()>
         (pair >> ((index & 1) * 32)) as u32 as usize
     };
     let src = words.get(off..off.checked_add(WINDOW)?)?;
-    // WINDOW is even: exactly WINDOW / 2 pairs.
-    for (k, pair) in src.as_chunks::<2>().0.iter().enumerate() {
+    // WINDOW is even: exactly WINDOW / 2 pairs. The head first; the rest only for an entry
+    // longer than it (the sink says, from the length byte it just read).
+    let pairs = src.as_chunks::<2>().0;
+    let (head, rest) = pairs.split_at(HEAD_PAIRS.min(pairs.len()));
+    for (k, pair) in head.iter().enumerate() {
         out.put(k, pair);
+    }
+    if out.wants_rest() {
+        for (k, pair) in rest.iter().enumerate() {
+            out.put(HEAD_PAIRS + k, pair);
+        }
     }
     Some(())
 }
@@ -394,6 +512,60 @@ impl TextCursor {
             return (self.read(s, out), s);
         }
         (self.check(s, slot, tag, &fields, copied.then_some(())), s)
+    }
+
+    /// The hot path of the supply (`formatted.rs`): one `fetch_add`, then a seqlock read of
+    /// the claimed text's *head* only (two word pairs, 32 bytes, kept in registers), which is
+    /// the whole entry of a text of up to 31 bytes. Anything else (no valid ticket, a torn or
+    /// stale read, an ended batch, a longer text) is `Other(s)`, and the caller finishes the
+    /// take with [`read`](Self::read)`(s, ..)`: a seqlock read is valid whenever it is made
+    /// (the claim `s` alone says which ticket is this take's), so reading again for the same
+    /// `s` answers as a take that read once, later.
+    #[inline(always)]
+    pub(crate) fn take_head(&self) -> Fast {
+        self.take_head_traced().0
+    }
+
+    /// [`take_head`](Self::take_head), and the state value its `fetch_add` returned (the
+    /// models check the text against its generation).
+    #[inline(always)]
+    pub(crate) fn take_head_traced(&self) -> (Fast, u64) {
+        let s = self.state.fetch_add(1, Ordering::Acquire);
+        (self.head_of(s), s)
+    }
+
+    /// The fast read for the take that claimed `s`.
+    #[inline(always)]
+    fn head_of(&self, s: u64) -> Fast {
+        let ticket = s & TICKET_MASK;
+        if ticket >= LIMIT {
+            return Fast::Other(s);
+        }
+        let generation = s >> TICKET_BITS;
+        let slot = &self.slots[generation as usize % SLOTS];
+        let tag = slot.tag.load(Ordering::Acquire);
+        let f = slot.fields();
+        let head = read_head(&f, ticket.wrapping_sub(f.first));
+        fence(Ordering::Acquire);
+        let again = slot.tag.load(Ordering::Relaxed);
+        match head {
+            // Both tags are this generation's: the fields and the head are the entry
+            // `install` wrote for it, and its length byte says it is all of it.
+            Some(head)
+                if tag == generation
+                    && again == generation
+                    && usize::from(head.len()) < HEAD_PAIRS * 16
+                    // The period rule, after the claim (Acquire: a timer's end is seen).
+                    && !self.ended.has_ended(f.batch) =>
+            {
+                if ticket == f.preload {
+                    Fast::Preload(head)
+                } else {
+                    Fast::Text(head)
+                }
+            }
+            _ => Fast::Other(s),
+        }
     }
 
     /// A take's claim alone (tests: a reader that stalls before its read).
@@ -823,6 +995,64 @@ mod tests {
             "grown buffers are kept"
         );
     }
+
+    /// A head's text (its length byte's bytes after it).
+    fn head_text(h: &Head) -> String {
+        // SAFETY: two pieces are 32 plain bytes.
+        let raw = unsafe { std::mem::transmute::<[Piece; HEAD_PAIRS], [u8; 32]>(h.0) };
+        String::from_utf8(raw[1..=usize::from(raw[0])].to_vec()).expect("a whole entry")
+    }
+
+    /// One fast take, finished by `read` when it is `Other`: its text, or what it got.
+    fn take_fast(c: &TextCursor) -> Result<(String, bool), Take> {
+        match c.take_head() {
+            Fast::Text(h) => Ok((head_text(&h), true)),
+            Fast::Preload(h) => Ok((head_text(&h), true)),
+            Fast::Other(s) => {
+                let mut w = [0; WINDOW];
+                match c.read(s, &mut w) {
+                    Take::Text | Take::Preload => Ok((text_of(&w), false)),
+                    other => Err(other),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_fast_take_hands_out_short_texts_whole_and_leaves_longer_ones_to_the_read() {
+        let long = format!("LONG-{}", "9".repeat(40));
+        let edge = "E".repeat(31);
+        let past = "P".repeat(32);
+        let texts = ["A-1", long.as_str(), edge.as_str(), past.as_str(), "A-5"];
+        let c = TextCursor::new();
+        c.install(texts.iter().copied(), 1, None, 0).unwrap();
+        let got: Vec<_> = (0..texts.len()).map(|_| take_fast(&c).unwrap()).collect();
+        assert_eq!(
+            got,
+            [
+                ("A-1".to_owned(), true),
+                (long.clone(), false),
+                (edge.clone(), true),
+                (past.clone(), false),
+                ("A-5".to_owned(), true)
+            ]
+        );
+        assert_eq!(take_fast(&c), Err(Take::Spent));
+    }
+
+    #[test]
+    fn the_fast_take_marks_the_preload_and_refuses_an_ended_batch() {
+        let c = TextCursor::new();
+        c.install(["A-1", "A-2", "A-3"].into_iter(), 1, Some(1), 0)
+            .unwrap();
+        assert!(matches!(c.take_head(), Fast::Text(_)));
+        assert!(matches!(c.take_head(), Fast::Preload(h) if head_text(&h) == "A-2"));
+        c.ender(1).end();
+        let Fast::Other(s) = c.take_head() else {
+            panic!("an ended batch's text went out fast");
+        };
+        assert_eq!(c.read(s, &mut [0; WINDOW]), Take::Ended);
+    }
 }
 
 #[cfg(all(test, loom))]
@@ -873,6 +1103,45 @@ mod loom_tests {
                     assert_eq!((generation, ticket), (1, LIMIT - 2));
                 }
                 other => panic!("{other:?}"),
+            }
+        });
+    }
+
+    /// The fast take (`take_head`, a claim and a 32-byte read) against a writer installing
+    /// batches 2 and 3, the last reusing batch 1's slot: a text it hands out is the whole text
+    /// of the generation and ticket it claimed; anything else is left to `read`.
+    #[test]
+    fn a_fast_take_across_a_slot_reuse_gets_its_claimed_text_or_nothing() {
+        bounded(2).check(|| {
+            let c = Arc::new(TextCursor::new());
+            c.install(ONE.into_iter(), 1, None, 0).unwrap();
+            let writer = {
+                let c = c.clone();
+                thread::spawn(move || {
+                    c.install(["m"].into_iter(), 2, None, 2).unwrap();
+                    c.install(THREE.into_iter(), 3, None, 1).unwrap();
+                })
+            };
+            let (got, s) = c.take_head_traced();
+            writer.join().unwrap();
+            let texts: &[&str] = match s >> TICKET_BITS {
+                1 => &ONE,
+                2 => &["m"],
+                _ => &THREE,
+            };
+            let index = (s & TICKET_MASK).wrapping_sub(LIMIT - texts.len() as u64) as usize;
+            match got {
+                Fast::Text(h) | Fast::Preload(h) => {
+                    // SAFETY: two pieces are 32 plain bytes.
+                    let raw = unsafe { std::mem::transmute::<[Piece; HEAD_PAIRS], [u8; 32]>(h.0) };
+                    let text = std::str::from_utf8(&raw[1..=usize::from(raw[0])]).expect("whole");
+                    assert_eq!(
+                        Some(&text),
+                        texts.get(index),
+                        "torn or another ticket's: {raw:?}"
+                    );
+                }
+                Fast::Other(_) => {}
             }
         });
     }

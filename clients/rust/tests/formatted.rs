@@ -81,7 +81,7 @@ fn threads_on_a_formatted_tag_get_unique_increasing_texts() {
         );
         for (_, _, id) in caller {
             assert!(is_order_number(id), "{id}");
-            assert!(seen.insert(*id), "{id} handed out twice");
+            assert!(seen.insert(id.clone()), "{id} handed out twice");
         }
     }
     // A call that started after another returned got a larger text.
