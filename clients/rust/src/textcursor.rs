@@ -232,10 +232,12 @@ fn read_head(f: &Fields, index: u64) -> Option<Head> {
     let len = unsafe { (*ptr).load(Ordering::Relaxed) } as usize;
     // SAFETY: as above.
     let words = unsafe { std::slice::from_raw_parts(ptr, len) };
+    // Wrapping: a torn read's index may be anything, and the `get` below refuses whatever
+    // lands outside the buffer.
     let off = if f.stride != 0 {
-        usize::try_from(index.checked_mul(f.stride)?.checked_add(f.entries_at)?).ok()?
+        index.wrapping_mul(f.stride).wrapping_add(f.entries_at) as usize
     } else {
-        let at = usize::try_from(index >> 1).ok()?.checked_add(1)?;
+        let at = ((index >> 1) as usize).wrapping_add(1);
         let pair = words.get(at)?.load(Ordering::Relaxed);
         (pair >> ((index & 1) * 32)) as u32 as usize
     };
@@ -528,24 +530,73 @@ impl TextCursor {
 
     /// [`take_head`](Self::take_head), and the state value its `fetch_add` returned (the
     /// models check the text against its generation).
+    ///
+    /// The claim is predicted, as in [`take_traced`](Self::take_traced): the slot and the
+    /// head of the ticket a plain load of `state` saw are read *before* the `fetch_add`, so
+    /// those loads do not wait for the locked instruction; if the claim returns another value
+    /// (another take came first) the head is read again for the ticket it did return. The
+    /// seqlock is the same (tag, fields, head, [claim], fence, tag again): a read that passes
+    /// it is generation `tag`'s write, whenever it was made.
     #[inline(always)]
     pub(crate) fn take_head_traced(&self) -> (Fast, u64) {
+        let seen = self.state.load(Ordering::Relaxed);
+        let slot = &self.slots[(seen >> TICKET_BITS) as usize % SLOTS];
+        let tag = slot.tag.load(Ordering::Acquire);
+        let f = slot.fields();
+        let ticket = seen & TICKET_MASK;
+        let head = if ticket < LIMIT {
+            read_head(&f, ticket.wrapping_sub(f.first))
+        } else {
+            None
+        };
+        // The ended words' address too, so that after the claim the ended check is one load.
+        let ended: &EndedBatches = &self.ended;
         let s = self.state.fetch_add(1, Ordering::Acquire);
-        (self.head_of(s), s)
+        if s != seen {
+            return (self.head_of_claimed(s), s);
+        }
+        (self.check_head(s, slot, tag, &f, head, ended), s)
     }
 
-    /// The fast read for the take that claimed `s`.
+    /// [`head_of`](Self::head_of) out of line: the read after a mispredicted claim (another
+    /// take came first), kept off the hot path's code.
+    #[cold]
+    #[inline(never)]
+    fn head_of_claimed(&self, s: u64) -> Fast {
+        self.head_of(s)
+    }
+
+    /// The fast read for the take that claimed `s`, made after the claim.
     #[inline(always)]
     fn head_of(&self, s: u64) -> Fast {
         let ticket = s & TICKET_MASK;
         if ticket >= LIMIT {
             return Fast::Other(s);
         }
-        let generation = s >> TICKET_BITS;
-        let slot = &self.slots[generation as usize % SLOTS];
+        let slot = &self.slots[(s >> TICKET_BITS) as usize % SLOTS];
         let tag = slot.tag.load(Ordering::Acquire);
         let f = slot.fields();
         let head = read_head(&f, ticket.wrapping_sub(f.first));
+        self.check_head(s, slot, tag, &f, head, &self.ended)
+    }
+
+    /// The end of a fast take that claimed `s` and read `head` after loading its slot's `tag`
+    /// and fields `f`: the fence, the tag again, the length, the ended check, the preload.
+    #[inline(always)]
+    fn check_head(
+        &self,
+        s: u64,
+        slot: &Slot,
+        tag: u64,
+        f: &Fields,
+        head: Option<Head>,
+        ended: &EndedBatches,
+    ) -> Fast {
+        let ticket = s & TICKET_MASK;
+        if ticket >= LIMIT {
+            return Fast::Other(s);
+        }
+        let generation = s >> TICKET_BITS;
         fence(Ordering::Acquire);
         let again = slot.tag.load(Ordering::Relaxed);
         match head {
@@ -556,7 +607,7 @@ impl TextCursor {
                     && again == generation
                     && usize::from(head.len()) < HEAD_PAIRS * 16
                     // The period rule, after the claim (Acquire: a timer's end is seen).
-                    && !self.ended.has_ended(f.batch) =>
+                    && !ended.has_ended(f.batch) =>
             {
                 if ticket == f.preload {
                     Fast::Preload(head)
