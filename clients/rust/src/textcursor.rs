@@ -220,27 +220,22 @@ pub(crate) enum Fast {
     Other(u64),
 }
 
-/// Reads the head of text `index`'s window from the buffer of `f` (the seqlock's data loads),
-/// or `None` where a torn read points outside the buffer (only a torn read can).
+/// Reads the head of ticket `ticket`'s window from the buffer of `f` (the seqlock's data
+/// loads), or `None` where a torn read points outside the buffer (only a torn read can) or the
+/// batch's entries have unequal strides (the whole read, `read`, looks those up).
 #[inline(always)]
-fn read_head(f: &Fields, index: u64) -> Option<Head> {
+fn read_head(f: &FastFields, ticket: u64) -> Option<Head> {
     let ptr = f.ptr;
-    if ptr.is_null() {
+    if ptr.is_null() || f.stride == 0 {
         return None;
     }
     // SAFETY: as in `read_window`: a live buffer of `words[0]` words.
     let len = unsafe { (*ptr).load(Ordering::Relaxed) } as usize;
     // SAFETY: as above.
     let words = unsafe { std::slice::from_raw_parts(ptr, len) };
-    // Wrapping: a torn read's index may be anything, and the `get` below refuses whatever
+    // Wrapping: a torn read's fields may be anything, and the `get` below refuses whatever
     // lands outside the buffer.
-    let off = if f.stride != 0 {
-        index.wrapping_mul(f.stride).wrapping_add(f.entries_at) as usize
-    } else {
-        let at = ((index >> 1) as usize).wrapping_add(1);
-        let pair = words.get(at)?.load(Ordering::Relaxed);
-        (pair >> ((index & 1) * 32)) as u32 as usize
-    };
+    let off = ticket.wrapping_mul(f.stride).wrapping_add(f.base) as usize;
     let src = words.get(off..off.checked_add(HEAD_PAIRS * 2)?)?;
     let pairs = src.as_chunks::<2>().0;
     Some(Head([load_piece(&pairs[0]), load_piece(&pairs[1])]))
@@ -349,6 +344,9 @@ struct Slot {
     /// texts have one length), so text `i` is at `entries_at + i * stride` with no look-up of
     /// its offset; 0 otherwise (the offsets are read).
     stride: AtomicU64,
+    /// With equal strides, `entries_at - first * stride` (wrapping): ticket `t`'s entry is at
+    /// word `t * stride + base`, one multiply and one add on the fast take.
+    base: AtomicU64,
 }
 
 /// A slot's fields as one take loaded them (meaningful only if the tag check passes).
@@ -374,6 +372,32 @@ impl Slot {
             ptr: self.words.load(Ordering::Acquire).cast_const(),
             entries_at: self.entries_at.load(Ordering::Relaxed),
             stride: self.stride.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The fields the fast take needs, as it loaded them (meaningful only if the tag check
+/// passes).
+#[derive(Clone, Copy)]
+struct FastFields {
+    batch: u64,
+    preload: u64,
+    ptr: *const AtomicU64,
+    stride: u64,
+    base: u64,
+}
+
+impl Slot {
+    /// The fast take's fields (the seqlock's data loads: Relaxed, the pointer with Acquire
+    /// for its buffer's initialisation).
+    #[inline(always)]
+    fn fast_fields(&self) -> FastFields {
+        FastFields {
+            batch: self.batch.load(Ordering::Relaxed),
+            preload: self.preload.load(Ordering::Relaxed),
+            ptr: self.words.load(Ordering::Acquire).cast_const(),
+            stride: self.stride.load(Ordering::Relaxed),
+            base: self.base.load(Ordering::Relaxed),
         }
     }
 }
@@ -472,6 +496,7 @@ impl TextCursor {
                 words: AtomicPtr::new(std::ptr::null_mut()),
                 entries_at: AtomicU64::new(0),
                 stride: AtomicU64::new(0),
+                base: AtomicU64::new(0),
             }),
             ended: Arc::new(EndedBatches {
                 words: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -542,10 +567,10 @@ impl TextCursor {
         let seen = self.state.load(Ordering::Relaxed);
         let slot = &self.slots[(seen >> TICKET_BITS) as usize % SLOTS];
         let tag = slot.tag.load(Ordering::Acquire);
-        let f = slot.fields();
+        let f = slot.fast_fields();
         let ticket = seen & TICKET_MASK;
         let head = if ticket < LIMIT {
-            read_head(&f, ticket.wrapping_sub(f.first))
+            read_head(&f, ticket)
         } else {
             None
         };
@@ -555,6 +580,7 @@ impl TextCursor {
         if s != seen {
             return (self.head_of_claimed(s), s);
         }
+        // `s` is `seen`: a ticket at or above `LIMIT` read no head.
         (self.check_head(s, slot, tag, &f, head, ended), s)
     }
 
@@ -575,27 +601,24 @@ impl TextCursor {
         }
         let slot = &self.slots[(s >> TICKET_BITS) as usize % SLOTS];
         let tag = slot.tag.load(Ordering::Acquire);
-        let f = slot.fields();
-        let head = read_head(&f, ticket.wrapping_sub(f.first));
+        let f = slot.fast_fields();
+        let head = read_head(&f, ticket);
         self.check_head(s, slot, tag, &f, head, &self.ended)
     }
 
-    /// The end of a fast take that claimed `s` and read `head` after loading its slot's `tag`
-    /// and fields `f`: the fence, the tag again, the length, the ended check, the preload.
+    /// The end of a fast take that claimed `s` and read `head` (`None` for a ticket at or
+    /// above `LIMIT`) after loading its slot's `tag` and fields `f`: the fence, the tag again,
+    /// the length, the ended check, the preload.
     #[inline(always)]
     fn check_head(
         &self,
         s: u64,
         slot: &Slot,
         tag: u64,
-        f: &Fields,
+        f: &FastFields,
         head: Option<Head>,
         ended: &EndedBatches,
     ) -> Fast {
-        let ticket = s & TICKET_MASK;
-        if ticket >= LIMIT {
-            return Fast::Other(s);
-        }
         let generation = s >> TICKET_BITS;
         fence(Ordering::Acquire);
         let again = slot.tag.load(Ordering::Relaxed);
@@ -609,7 +632,7 @@ impl TextCursor {
                     // The period rule, after the claim (Acquire: a timer's end is seen).
                     && !ended.has_ended(f.batch) =>
             {
-                if ticket == f.preload {
+                if s & TICKET_MASK == f.preload {
                     Fast::Preload(head)
                 } else {
                     Fast::Text(head)
@@ -824,8 +847,12 @@ impl TextCursor {
         let first = LIMIT - n as u64;
         slot.first.store(first, Ordering::Relaxed);
         slot.entries_at.store(1 + offsets as u64, Ordering::Relaxed);
-        slot.stride
-            .store(stride.unwrap_or(0) as u64, Ordering::Relaxed);
+        let stride = stride.unwrap_or(0) as u64;
+        slot.stride.store(stride, Ordering::Relaxed);
+        slot.base.store(
+            (1 + offsets as u64).wrapping_sub(first.wrapping_mul(stride)),
+            Ordering::Relaxed,
+        );
         slot.batch.store(batch, Ordering::Relaxed);
         slot.preload.store(
             preload
