@@ -1127,24 +1127,27 @@ mod tests {
 
     #[test]
     fn the_fast_take_hands_out_short_texts_whole_and_leaves_longer_ones_to_the_read() {
-        let long = format!("LONG-{}", "9".repeat(40));
+        // (texts, whether each goes out fast): equal strides of short texts, of texts at the
+        // inline edge (31 bytes) and past it (32, long), and unequal strides (all read whole).
         let edge = "E".repeat(31);
         let past = "P".repeat(32);
-        let texts = ["A-1", long.as_str(), edge.as_str(), past.as_str(), "A-5"];
+        let long = format!("LONG-{}", "9".repeat(40));
+        let cases: [(Vec<&str>, bool); 4] = [
+            (vec!["A-1", "A-2", "A-3"], true),
+            (vec![edge.as_str(), edge.as_str()], true),
+            (vec![past.as_str(), long.as_str()], false),
+            (vec!["A-1", long.as_str(), edge.as_str(), "A-4"], false),
+        ];
         let c = TextCursor::new();
-        c.install(texts.iter().copied(), 1, None, 0).unwrap();
-        let got: Vec<_> = (0..texts.len()).map(|_| take_fast(&c).unwrap()).collect();
-        assert_eq!(
-            got,
-            [
-                ("A-1".to_owned(), true),
-                (long.clone(), false),
-                (edge.clone(), true),
-                (past.clone(), false),
-                ("A-5".to_owned(), true)
-            ]
-        );
-        assert_eq!(take_fast(&c), Err(Take::Spent));
+        for (batch, (texts, fast)) in cases.iter().enumerate() {
+            let prev = texts.len() as u64;
+            c.install(texts.iter().copied(), batch as u64 + 1, None, prev)
+                .unwrap();
+            for t in texts {
+                assert_eq!(take_fast(&c), Ok(((*t).to_owned(), *fast)), "batch {batch}");
+            }
+            assert_eq!(take_fast(&c), Err(Take::Spent));
+        }
     }
 
     #[test]
