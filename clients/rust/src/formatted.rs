@@ -53,10 +53,12 @@
 //!
 //! The local path, with the default clock, is lock-free (issue 47: the mutex's two locked
 //! instructions per text kept it at 0.24x of the numeric path): one `fetch_add` on the cursor's
-//! state word claims a text of the installed batch, and one copy of its 128-byte window (its
-//! length and text) out of a seqlocked slot of atomic words becomes the caller's
-//! [`FormattedId`], after the seqlock check and the ended check (`textcursor.rs`). No lock, no
-//! allocation, nothing for the caller to free. The slow part (a batch spent or ended, the
+//! state word claims a text of the installed batch, and the 32 bytes at its entry (its length
+//! and a text of up to 31 bytes), read out of a seqlocked slot of atomic words, become the
+//! caller's [`FormattedId`], after the seqlock check and the ended check (`textcursor.rs`'s
+//! `take_head`). No lock, no allocation, nothing for the caller to free. A longer text (a
+//! heap `FormattedId`), a batch of unequal lengths, an ended batch or a reused slot finish the
+//! same claim with the whole entry's read (`read`). The slow part (a batch spent or ended, the
 //! next one installed, the preload's refill started, a take whose slot was reused answered
 //! from the `history` of recent batches or counted as discarded) is under the supply's std
 //! mutex (never held across an await). With an injected clock the local path is a step

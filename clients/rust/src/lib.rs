@@ -65,4 +65,4 @@ pub use client::{
 pub use error::{Error, Fault, ServerFault};
 pub use formatted::{MAX_FORMATTED_BATCH, WallClock};
 pub use supply::SupplyStats;
-pub use text::{FormattedId, MAX_FORMATTED_LEN};
+pub use text::{FormattedId, INLINE_FORMATTED_LEN, MAX_FORMATTED_LEN};
