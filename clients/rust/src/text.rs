@@ -66,10 +66,11 @@ pub(crate) const ENTRY_MAX: usize = MAX_FORMATTED_LEN + 1;
 /// The mark (byte 0) of an id whose text is on the heap: no inline length is 255.
 pub(crate) const HEAP: u8 = 0xFF;
 
-/// A text of 32 to 127 bytes, on the heap; `mark[0]` is [`HEAP`].
+/// A text of 32 to 127 bytes, on the heap; `mark[0]` is [`HEAP`], and the mark fills the first
+/// 16-byte piece, so reading that piece (`FormattedId::mark`) reads no pointer's bytes.
 #[repr(C)]
 struct Heap {
-    mark: [u8; 8],
+    mark: [u8; 16],
     text: Box<str>,
 }
 
@@ -116,7 +117,7 @@ impl FormattedId {
     /// The id of `text` (32 to 127 bytes) on the heap.
     #[cold]
     fn on_heap(text: &str) -> Self {
-        let mut mark = [0; 8];
+        let mut mark = [0; 16];
         mark[0] = HEAP;
         Self {
             repr: Repr {
@@ -134,8 +135,8 @@ impl FormattedId {
     /// id split so cost more than the rest of the local path).
     #[inline(always)]
     fn mark(&self) -> u8 {
-        // SAFETY: bytes 0..16 are initialised in both forms (`inline`; `heap.mark` and the
-        // box's pointer: the module's invariant), and any bytes are a valid `Piece`.
+        // SAFETY: bytes 0..16 are initialised plain bytes in both forms (`inline`;
+        // `heap.mark`: the module's invariant), and any bytes are a valid `Piece`.
         let first = unsafe { self.repr.pieces[0] };
         Head([first, first]).len()
     }
