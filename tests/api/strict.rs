@@ -865,3 +865,59 @@ async fn concurrent_requests_through_another_server_share_hops_and_keep_order() 
     a.stop().await;
     b.stop().await;
 }
+
+/// A hop that fails while it carries a coalesced batch: 24 callers, eleven in twelve of their
+/// requests on a server that does not own the tag (so its hops carry several requests each),
+/// while the owner is stopped (`SIGSTOP`) for 2.5 leases. Every request of a failed batch looks
+/// at the owner row again; the non-owner takes the tag over; the checker finds no id twice and
+/// none out of real-time order, and a failover ends within the bound. The non-owner counted
+/// more failed requests than hops sent in that time, so some failed hop carried several.
+#[tokio::test]
+async fn a_hop_failing_with_a_coalesced_batch_loses_nothing_and_keeps_order() {
+    let (url, _dir) = fresh_db(Db::Sqlite).await;
+    let a = start(&url, &env(&[]));
+    let b = start(&url, &env(&[]));
+    let client = reqwest::Client::new();
+    let tag = "batched";
+    create_strict(&client, &a.address, tag, 50).await;
+    let mut list = vec![a.address.clone()];
+    list.extend(std::iter::repeat_n(b.address.clone(), 11));
+    let addresses = Arc::new(RwLock::new(list));
+    // The owner is whoever served first: make it `a`, before `b` is asked.
+    assert!(ask(&client, &a.address, tag, 1).await.is_some());
+    assert_eq!(owner(&client, &addresses, tag).await, 0, "a owns {tag}");
+    let load = Load::start(addresses.clone(), tag, 24);
+    load.flowing(200).await;
+    let metric = |event: &'static str| {
+        let address = b.address.clone();
+        async move {
+            let series = format!(r#"leafid_strict_events_total{{event="{event}"}}"#);
+            crate::support::metric_value(&address, &series)
+                .await
+                .unwrap_or(0.0)
+        }
+    };
+    let (failed_before, sent_before) = (metric("hop_failed").await, metric("hop_sent").await);
+    let paused = a.pause();
+    let at = Instant::now();
+    tokio::time::sleep(Duration::from_millis(LEASE_MS * 5 / 2)).await;
+    paused.resume();
+    let gap = load.gap_after(at).await;
+    load.flowing(200).await;
+    let (failed, sent) = (
+        metric("hop_failed").await - failed_before,
+        metric("hop_sent").await - sent_before,
+    );
+    let verdict = load.finish().await;
+    assert_held("coalesced-pause", &verdict, &[gap]);
+    assert!(failed >= 1.0, "no hop failed while the owner was stopped");
+    assert!(
+        failed > sent,
+        "{failed} failed requests in {sent} hops: no failed hop carried a batch"
+    );
+    assert_eq!(
+        owner(&client, &addresses, tag).await,
+        1,
+        "b took the tag over"
+    );
+}
