@@ -1004,3 +1004,57 @@ fn the_grpc_port_must_differ_from_the_http_port() {
     assert!(!d.grpc.enabled);
     assert_eq!(d.grpc.port, 9090);
 }
+
+/// A connection holds at most `MAX_STREAMS_PER_CONNECTION` (200) calls at once: with 200
+/// `PullRanges` calls open and idle on one channel (each answered its headers within 10 s, so
+/// a smaller cap fails here), a 201st call on that channel waits (HTTP/2's
+/// `SETTINGS_MAX_CONCURRENT_STREAMS`, which the client obeys) until one of the 200 ends, then
+/// is answered (a larger cap or none fails the wait: tried with 300).
+#[tokio::test]
+async fn a_connection_holds_at_most_200_calls_and_the_next_waits_for_one_to_end() {
+    let app = GrpcApp::start(|_| {}).await;
+    app.create("g.cap", 1000).await;
+    let cap = leafid::grpc::MAX_STREAMS_PER_CONNECTION as usize;
+    assert_eq!(cap, 200);
+    let mut open = Vec::new();
+    for k in 0..cap {
+        let (asks, inbound) = tokio::sync::mpsc::channel::<pb::PullRequest>(1);
+        let answers = tokio::time::timeout(
+            Duration::from_secs(10),
+            app.segment()
+                .pull_ranges(tokio_stream::wrappers::ReceiverStream::new(inbound)),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("call {k} of {cap} was held: the cap is below {cap}"))
+        .unwrap()
+        .into_inner();
+        open.push((asks, answers));
+    }
+    let next = {
+        let mut segment = app.segment();
+        tokio::spawn(async move {
+            segment
+                .next_ids(pb::NextIdsRequest {
+                    biz_tag: "g.cap".into(),
+                    count: 3,
+                })
+                .await
+        })
+    };
+    // Held: not answered while the 200 are open (it would be in milliseconds otherwise).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!next.is_finished(), "a 201st call ran beside 200 open ones");
+    // One call ends (its reader closes both sides): the held one goes through.
+    drop(open.pop());
+    let ids = tokio::time::timeout(Duration::from_secs(10), next)
+        .await
+        .expect("the held call is answered once a stream ends")
+        .unwrap()
+        .unwrap()
+        .into_inner()
+        .ids;
+    assert_eq!(ids.len(), 3);
+    assert_unique_positive(&ids);
+    drop(open);
+    app.handle.stop(true).await;
+}
