@@ -79,18 +79,27 @@ pub(crate) async fn grant<D: Dialect>(
             .bind(key.tag)
             .bind(key.period)
     };
-    write_once_racing(db, insert).await.map_err(unavailable)?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let want = i64::try_from(want).unwrap_or(i64::MAX);
     // Both are at least 0, so `limit - want` does not overflow; below 0 nothing fits whole.
-    let whole = sqlx::query::<D::Driver>(GRANT_WHOLE.text::<D>())
-        .persistent(db.persistent())
-        .bind(want)
-        .bind(key.token)
-        .bind(key.tag)
-        .bind(key.period)
-        .bind(limit - want);
-    if D::rows_affected(&write_one(db, whole).await.map_err(unavailable)?) == 1 {
+    let whole = async || -> Result<bool, StoreError> {
+        let q = sqlx::query::<D::Driver>(GRANT_WHOLE.text::<D>())
+            .persistent(db.persistent())
+            .bind(want)
+            .bind(key.token)
+            .bind(key.tag)
+            .bind(key.period)
+            .bind(limit - want);
+        Ok(D::rows_affected(&write_one(db, q).await.map_err(unavailable)?) == 1)
+    };
+    // The usual grant is this one statement. No row changed: the key has no row yet (its
+    // first grant: insert it, as every racing server may, and grant again), or fewer than
+    // `want` ids are left (then the insert and the second try change nothing).
+    if whole().await? {
+        return Ok(want as u64);
+    }
+    write_once_racing(db, insert).await.map_err(unavailable)?;
+    if whole().await? {
         return Ok(want as u64);
     }
     // Fewer than `want` ids are left: take what is, racing the other servers for it.
