@@ -92,22 +92,10 @@ async fn a_period_share_holds_over_three_servers_on_one_database(db: Db) {
         token: "team-c",
         ..key
     };
-    let mut grants = Vec::new();
-    for d in &databases {
-        let store = d.quota_store();
-        grants.push(tokio::spawn(async move {
-            let key = QuotaKey {
-                token: "team-c",
-                tag: "orders",
-                period: "20261128",
-            };
-            let mut got = 0;
-            for _ in 0..40 {
-                got += store.grant(&key, 7, 500).await.unwrap();
-            }
-            got
-        }));
-    }
+    let grants: Vec<_> = databases
+        .iter()
+        .map(|d| granting(d, "team-c", 7, 500, 40))
+        .collect();
     let mut granted = 0;
     for g in grants {
         granted += g.await.unwrap();
@@ -117,24 +105,10 @@ async fn a_period_share_holds_over_three_servers_on_one_database(db: Db) {
     // Far from the limit no grant loses a race, however many ask at once: twelve tasks (four
     // per server, each on its own connection) granting 1 at a time each get every one. (A
     // compare-and-set alone lost 16 tries in a row here: CI's failure of 2026-11-29.)
-    let mut crowd = Vec::new();
-    for d in &databases {
-        for _ in 0..4 {
-            let store = d.quota_store();
-            crowd.push(tokio::spawn(async move {
-                let key = QuotaKey {
-                    token: "team-d",
-                    tag: "orders",
-                    period: "20261128",
-                };
-                let mut got = 0;
-                for _ in 0..60 {
-                    got += store.grant(&key, 1, 1_000_000).await.unwrap();
-                }
-                got
-            }));
-        }
-    }
+    let crowd: Vec<_> = databases
+        .iter()
+        .flat_map(|d| (0..4).map(move |_| granting(d, "team-d", 1, 1_000_000, 60)))
+        .collect();
     for c in crowd {
         assert_eq!(c.await.unwrap(), 60);
     }
@@ -144,6 +118,30 @@ async fn a_period_share_holds_over_three_servers_on_one_database(db: Db) {
     drop(dir);
 }
 crate::on_both_databases!(a_period_share_holds_over_three_servers_on_one_database);
+
+/// A task on `database`'s quota store granting `want` ids of `token`'s share of `orders` on
+/// 2026-11-28 (limit `limit`) `times` times, one grant after another; what it got in all.
+fn granting(
+    database: &Database,
+    token: &'static str,
+    want: u64,
+    limit: u64,
+    times: usize,
+) -> tokio::task::JoinHandle<u64> {
+    let store = database.quota_store();
+    tokio::spawn(async move {
+        let key = QuotaKey {
+            token,
+            tag: "orders",
+            period: "20261128",
+        };
+        let mut got = 0;
+        for _ in 0..times {
+            got += store.grant(&key, want, limit).await.unwrap();
+        }
+        got
+    })
+}
 
 /// Creates a caller token with `body`'s fields through the admin API (the test servers trust
 /// loopback for admin writes); the secret.

@@ -1189,6 +1189,21 @@ mod loom_tests {
         b
     }
 
+    /// A cursor with batch 1 (`ONE`) installed, and a thread installing batches 2 (`["m"]`)
+    /// and 3 (`THREE`, reusing batch 1's slot).
+    fn batch_one_and_a_writer_of_two_and_three() -> (Arc<TextCursor>, thread::JoinHandle<()>) {
+        let c = Arc::new(TextCursor::new());
+        c.install(ONE.into_iter(), 1, None, 0).unwrap();
+        let writer = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.install(["m"].into_iter(), 2, None, 2).unwrap();
+                c.install(THREE.into_iter(), 3, None, 1).unwrap();
+            })
+        };
+        (c, writer)
+    }
+
     /// Batch 1's texts and batch 3's are the same lengths and differ in every byte, so a window
     /// mixing the two writes is not a text of either.
     const ONE: [&str; 2] = ["aaaaaaaaaaaa", "bbbbbbbbbbbb"];
@@ -1228,15 +1243,7 @@ mod loom_tests {
     #[test]
     fn a_fast_take_across_a_slot_reuse_gets_its_claimed_text_or_nothing() {
         bounded(2).check(|| {
-            let c = Arc::new(TextCursor::new());
-            c.install(ONE.into_iter(), 1, None, 0).unwrap();
-            let writer = {
-                let c = c.clone();
-                thread::spawn(move || {
-                    c.install(["m"].into_iter(), 2, None, 2).unwrap();
-                    c.install(THREE.into_iter(), 3, None, 1).unwrap();
-                })
-            };
+            let (c, writer) = batch_one_and_a_writer_of_two_and_three();
             let (got, s) = c.take_head_traced();
             writer.join().unwrap();
             let texts: &[&str] = match s >> TICKET_BITS {
@@ -1288,22 +1295,14 @@ mod loom_tests {
         });
     }
 
-    /// The hot path itself (`take`, whose reads come before its claim, predicted from a
+    /// The whole take (`take`, whose reads come before its claim, predicted from a
     /// plain load of `state`) against a writer installing batches 2 and 3 (3 reusing batch 1's
     /// slot): whatever generation its claim lands in, a text it gets is that generation's
     /// first text, whole; otherwise `Stale`.
     #[test]
     fn a_predicted_take_across_a_slot_reuse_gets_its_claims_text_or_stale() {
         bounded(2).check(|| {
-            let c = Arc::new(TextCursor::new());
-            c.install(ONE.into_iter(), 1, None, 0).unwrap();
-            let writer = {
-                let c = c.clone();
-                thread::spawn(move || {
-                    c.install(["m"].into_iter(), 2, None, 2).unwrap();
-                    c.install(THREE.into_iter(), 3, None, 1).unwrap();
-                })
-            };
+            let (c, writer) = batch_one_and_a_writer_of_two_and_three();
             let mut w = [0; WINDOW];
             let (got, s) = c.take_traced(&mut w);
             writer.join().unwrap();
