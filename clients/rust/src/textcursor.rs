@@ -16,12 +16,19 @@
 //! texts, each as an *entry*: its length byte (1 to `BYTES - 1`) and its bytes, starting on a
 //! word boundary (so a window is `WINDOW` whole words: no byte shifting), and `WINDOW` words of
 //! padding at the end, so the window of the last text never runs off the buffer. When every
-//! entry of the batch has the same number of words (one format's texts have one length), the
-//! slot's `stride` says so and text `i` is at `entries_at + i * stride`, without reading its
-//! offset (one dependent load less per take); otherwise the offset is read. One batch is
-//! one generation: its preload point (10% used, as `supply.rs`'s split pieces) is the ticket
-//! stored in the slot as `preload`; the one take that gets it also starts the refill
-//! (`Take::Preload`), everyone else compares and moves on.
+//! text of the batch has at most 31 bytes (every format without a long prefix or suffix), each
+//! entry takes `HEAD_WORDS` (4) words whatever its length; otherwise, when every entry has the
+//! same number of words, the entries are that far apart; either way the slot's `layout` says
+//! so and text `i` is at `entries_at + i * stride`, without reading its offset; otherwise the
+//! offset is read. One batch is one generation: its preload point (10% used, as `supply.rs`'s
+//! split pieces) is the state value stored in the slot as `preload`; the one take that gets it
+//! also starts the refill (`Take::Preload`), everyone else compares and moves on.
+//!
+//! Beside `state`, in its cache line (`Line`), are the fields the fast take needs of the
+//! batch in use (its generation as the line's own tag, its number, its preload, its buffer,
+//! where ticket 0's entry would be and where its last entry is), written by `install` under
+//! the line's own seqlock: the fast take loads them together with `state`, none of those
+//! loads waiting for another.
 //!
 //! # A take
 //!
@@ -42,10 +49,12 @@
 //! the check becomes a [`FormattedId`](crate::FormattedId) (its invariant: `raw[0]` in 1..=127
 //! and `raw[1..=raw[0]]` the UTF-8 of one `&str`).
 //!
-//! The supply's hot path is [`TextCursor::take_head`], the same take reading only the
-//! entry's first 32 bytes (two 16-byte loads) when the batch's entries have equal strides,
-//! and leaving everything else (a text longer than 31 bytes, unequal strides, an ended batch,
-//! a failed check, a mispredicted claim) to [`TextCursor::read`] for the same claim.
+//! The supply's hot path is [`TextCursor::take_head`]: the same claim, predicted the same way,
+//! but the seqlock read is of the line's fields and of the entry's head only (its first 32
+//! bytes, two 16-byte loads: the whole entry of a text of up to 31 bytes), checked twice
+//! against the line's tag (`TextCursor::head_at`), and everything else (a batch with a longer
+//! text, a ticket past the batch, an ended batch, a failed check, a mispredicted claim) is
+//! left to [`TextCursor::read`] for the same claim.
 //!
 //! # Why no text is handed out twice
 //!
@@ -71,16 +80,22 @@
 //!
 //! # Orderings
 //!
-//! - `install`: slot tag := `WRITING` (Relaxed), `fence(Release)`, the buffer (a new one is
-//!   published with a Release store of its pointer, so its length word and zeroed words are
-//!   seen by whoever loads the pointer with Acquire), the words and fields (Relaxed), tag := `g`
-//!   (Release), then `state.swap(.., AcqRel)`. The fence keeps every later store of the write
+//! - `install`: line tag and slot tag := `WRITING` (Relaxed), `fence(Release)`, the buffer (a
+//!   new one is published with a Release store of its pointer, so its length word and zeroed
+//!   words are seen by whoever loads the pointer with Acquire), the words and the slot's fields
+//!   (Relaxed), slot tag := `g` (Release), the line's fields (Relaxed, its pointer Release),
+//!   line tag := `g` (Release), then `state.swap(.., AcqRel)`. The fence keeps every later store of the write
 //!   after the `WRITING` mark for a reader that reads one of them and then fences (fence-fence
 //!   synchronisation): its second tag load sees `WRITING` or a later tag. The Release on `state`
 //!   publishes the slot with the generation; readers' `fetch_add`s continue its release
 //!   sequence.
 //! - `take`: as above. On x86 the Acquire parts cost nothing beyond the `lock xadd` itself;
 //!   the rest is plain loads from one line of the slot and two or three of the buffer. The
+//!   fast take (`head_at`): line tag (Acquire), the line's fields (Relaxed, the pointer
+//!   Acquire), `fence(Acquire)`, line tag again (Relaxed), and only if both are the claimed
+//!   generation, the head (Relaxed), `fence(Acquire)`, line tag a third time: a head load that
+//!   read a later install's write makes that load see `WRITING` or a later tag (fence-fence
+//!   synchronisation with the install's first fence). The
 //!   window is read by a [`WindowSink`], two words at a time: the supply's (`IdWindow`,
 //!   `text.rs`) reads each pair with one 16-byte load on x86-64 (inline assembly: Rust has no
 //!   16-byte atomic load, and pairing two 8-byte loads in a register cost more than the rest of
@@ -102,13 +117,14 @@
 //! # The period rule
 //!
 //! Each batch has a number (1, 2, ..., in acceptance order); its slot carries it. A batch's
-//! timer ends it with [`Ender::end`]: `ended[number % ENDED].fetch_max(number, Release)`; a
-//! take, after its claim and check, loads `ended[number % ENDED]` (Acquire) and a value `>=
-//! number` makes it `Ended` (the supply counts the ticket as discarded and drops the batch).
-//! A timer of batch `b` only ever raises a word to `b`, so it never ends a later batch `b' >
-//! b`, in a reused slot or not (at worst a late timer of an old batch marks an older one still
-//! sharing its word, which is long gone: ending early is always safe). Bound: no text is handed
-//! out by a take whose check comes after the timer's store is visible, i.e. at most the timer's
+//! timer ends it with [`Ender::end`]: `ended.fetch_max(number, Release)` on one word; a take,
+//! after its claim and check, loads that word (Acquire) and a value `>= number` makes it
+//! `Ended` (the supply counts the ticket as discarded and drops the batch). A timer of batch
+//! `b` only ever raises the word to `b`, so it never ends a later batch `b' > b`, in a reused
+//! slot or not; it ends every earlier one, which is long gone or, if the tag's format changed
+//! to a shorter period in between (a later batch whose period ends first), ended early: ending
+//! early is always safe (texts discarded, none handed out twice). Bound: no text is handed out
+//! by a take whose check comes after the timer's store is visible, i.e. at most the timer's
 //! latency after `period_end` (`formatted.rs`), as with the lock.
 //!
 //! Tickets of failed takes keep counting past `LIMIT`; 2^39 of them within one generation
@@ -120,8 +136,6 @@
 //! (`loom_tests` below).
 
 use std::sync::Mutex;
-
-use crossbeam_utils::CachePadded;
 
 use crate::sync::{Arc, AtomicPtr, AtomicU64, Ordering, fence};
 
@@ -135,13 +149,15 @@ pub(crate) const LIMIT: u64 = 1 << (TICKET_BITS - 1);
 const GEN_MASK: u64 = (1 << (64 - TICKET_BITS)) - 1;
 /// The tag of a slot being written (no generation has it: generations are below 2^24).
 const WRITING: u64 = u64::MAX;
+/// Set in the line's tag (`Line`) for a batch the fast take does not serve (a text longer
+/// than 31 bytes): the tag is then never equal to a generation, which is all the fast take
+/// compares.
+const SLOW: u64 = 1 << 62;
 /// The words of one window: 16 (128 bytes, one `FormattedId`); 2 under loom, so that a model
 /// explores few loads.
 pub(crate) const WINDOW: usize = if cfg!(loom) { 2 } else { 16 };
 /// The bytes of one window: an entry is its length byte and at most `BYTES - 1` bytes.
 pub(crate) const BYTES: usize = WINDOW * 8;
-/// Words of ended batch numbers (a batch uses word `number % ENDED`).
-const ENDED: usize = 4;
 /// The `preload` of a batch that starts no refill.
 const NO_PRELOAD: u64 = u64::MAX;
 
@@ -170,6 +186,13 @@ pub(crate) trait WindowSink {
 /// The pairs of a window read first, its *head*: 32 bytes, the whole of an entry of up to 31
 /// bytes of text (an inline `FormattedId`, `text.rs`).
 pub(crate) const HEAD_PAIRS: usize = 2;
+/// The words of a head.
+const HEAD_WORDS: usize = HEAD_PAIRS * 2;
+/// The fewest words of a buffer: its length, an offset word, an entry and `WINDOW` words of
+/// padding (`install`), or the empty buffer a slot holds before its first install; more than a
+/// head's.
+const MIN_WORDS: usize = 1 + 1 + 1 + WINDOW;
+const _: () = assert!(MIN_WORDS > HEAD_WORDS);
 
 impl WindowSink for Window {
     #[inline(always)]
@@ -225,84 +248,42 @@ pub(crate) enum Fast {
     Other(u64),
 }
 
-/// Reads the head of ticket `ticket`'s window from the buffer of `f` (the seqlock's data
-/// loads), or `None` where a torn read points outside the buffer (only a torn read can) or the
-/// batch's entries have unequal strides (the whole read, `read`, looks those up).
+/// The head's two pieces from the two word pairs at word `off` of the buffer at `words`, in
+/// memory order: on x86-64 two 16-byte loads in one assembly block (Rust has no 16-byte
+/// atomic load; the assembly is opaque to the compiler, so no data race in Rust's model, and
+/// x86-64 reads each aligned word as a Relaxed load of it would; a torn read is possible and
+/// harmless, the seqlock check rejects it), elsewhere and under loom Relaxed loads.
+///
+/// # Safety
+///
+/// Words `off .. off + HEAD_WORDS` are within the live buffer at `words`.
 #[inline(always)]
-fn read_head(f: &FastFields, ticket: u64) -> Option<Head> {
-    let ptr = f.ptr;
-    if ptr.is_null() || f.stride == 0 {
-        return None;
-    }
-    // SAFETY: as in `read_window`: a live buffer of `words[0]` words.
-    let len = unsafe { (*ptr).load(Ordering::Relaxed) } as usize;
-    // SAFETY: as above.
-    let words = unsafe { std::slice::from_raw_parts(ptr, len) };
-    // Wrapping: a torn read's fields may be anything, and the `get` below refuses whatever
-    // lands outside the buffer.
-    let off = ticket.wrapping_mul(f.stride).wrapping_add(f.base) as usize;
-    // One compare: every buffer has at least 5 words (its length, an offset word, an entry
-    // and `WINDOW` words of padding: `install`), more than a head's 4, so this does not wrap.
-    if off > len.wrapping_sub(HEAD_PAIRS * 2) {
-        return None;
-    }
-    let src = words.get(off..off + HEAD_PAIRS * 2)?;
-    Some(load_head(src.as_chunks::<2>().0))
-}
-
-/// The head's two pieces from its two word pairs (see [`load_piece`]), on x86-64 in one
-/// assembly block from one address.
-#[inline(always)]
-fn load_head(pairs: &[[AtomicU64; 2]]) -> Head {
+unsafe fn load_head(words: *const AtomicU64, off: usize) -> Head {
     #[cfg(all(target_arch = "x86_64", not(loom)))]
-    if pairs.len() >= HEAD_PAIRS {
+    {
         let (a, b): (Piece, Piece);
-        // SAFETY: `pairs` holds at least two live, 8-byte aligned pairs of `AtomicU64` (32
-        // bytes): the asm reads exactly those (no write, no stack, flags kept); SSE2 is in
-        // x86-64's baseline. The same reading as `load_piece`, twice.
+        // SAFETY: the caller's promise: two live, 8-byte aligned pairs of `AtomicU64` (32
+        // bytes) at word `off`: the asm reads exactly those (no write, no stack, flags kept);
+        // SSE2 is in x86-64's baseline.
         unsafe {
             std::arch::asm!(
-                "movdqu {a}, xmmword ptr [{p}]",
-                "movdqu {b}, xmmword ptr [{p} + 16]",
-                p = in(reg) pairs.as_ptr(),
+                "movdqu {a}, xmmword ptr [{p} + {i} * 8]",
+                "movdqu {b}, xmmword ptr [{p} + {i} * 8 + 16]",
+                p = in(reg) words,
+                i = in(reg) off,
                 a = out(xmm_reg) a,
                 b = out(xmm_reg) b,
                 options(nostack, preserves_flags, readonly)
             );
         }
-        return Head([a, b]);
-    }
-    Head([load_piece(&pairs[0]), load_piece(&pairs[1])])
-}
-
-/// The 16 bytes of a word pair, in memory order: on x86-64 one 16-byte load (inline
-/// assembly: Rust has no 16-byte atomic load; the assembly is opaque to the compiler, so no
-/// data race in Rust's model, and x86-64 reads the two aligned words as a Relaxed load of each
-/// would; a torn read is possible and harmless, the seqlock check rejects it), elsewhere and
-/// under loom two Relaxed loads.
-#[inline(always)]
-fn load_piece(pair: &[AtomicU64; 2]) -> Piece {
-    #[cfg(all(target_arch = "x86_64", not(loom)))]
-    {
-        let v: Piece;
-        // SAFETY: `pair` is two live, 8-byte aligned `AtomicU64` (16 bytes): the asm reads
-        // exactly those (no write, no stack, flags kept); SSE2 is in x86-64's baseline.
-        unsafe {
-            std::arch::asm!(
-                "movdqu {v}, xmmword ptr [{p}]",
-                p = in(reg) pair.as_ptr(),
-                v = out(xmm_reg) v,
-                options(nostack, preserves_flags, readonly)
-            );
-        }
-        v
+        Head([a, b])
     }
     #[cfg(not(all(target_arch = "x86_64", not(loom))))]
     {
-        [
-            pair[0].load(Ordering::Relaxed),
-            pair[1].load(Ordering::Relaxed),
-        ]
+        // SAFETY: the caller's promise.
+        let src = unsafe { std::slice::from_raw_parts(words.add(off), HEAD_WORDS) };
+        let word = |k: usize| src[k].load(Ordering::Relaxed);
+        Head([[word(0), word(1)], [word(2), word(3)]])
     }
 }
 
@@ -334,13 +315,14 @@ pub(crate) enum Take {
 /// The ended batch numbers, shared with the batches' deadline timers.
 #[derive(Debug)]
 pub(crate) struct EndedBatches {
-    words: [AtomicU64; ENDED],
+    /// The highest batch number ended: every batch up to it is.
+    word: AtomicU64,
 }
 
 impl EndedBatches {
     #[inline]
     fn has_ended(&self, batch: u64) -> bool {
-        self.words[batch as usize % ENDED].load(Ordering::Acquire) >= batch
+        self.word.load(Ordering::Acquire) >= batch
     }
 }
 
@@ -352,35 +334,84 @@ pub(crate) struct Ender {
 }
 
 impl Ender {
-    /// Ends the batch: every take that checks after this is `Ended`. Never ends a later batch.
+    /// Ends the batch (and every earlier one): every take of them that checks after this is
+    /// `Ended`. Never ends a later batch.
     pub(crate) fn end(&self) {
-        self.ended.words[self.batch as usize % ENDED].fetch_max(self.batch, Ordering::Release);
+        self.ended.word.fetch_max(self.batch, Ordering::Release);
     }
 }
 
-/// One installed batch, under a seqlock. 64-byte aligned: a take reads one line of it.
+/// The installed batches, one per slot, under a seqlock each: every field an array indexed by
+/// slot (`generation % SLOTS`), so that a slot's field is at `field + 8 * slot` (one `and`
+/// makes the index; measured: the array of 64-byte slots cost a shift and two adds more per
+/// take). 64-byte aligned: the fast take's fields of both slots are in two lines.
 #[derive(Debug)]
-#[repr(align(64))]
-struct Slot {
-    /// The generation whose batch this is, or `WRITING`.
-    tag: AtomicU64,
-    /// `LIMIT - n`: ticket `t` is text `t - first`.
-    first: AtomicU64,
+#[repr(C, align(64))]
+struct Slots {
+    /// The generation whose batch a slot holds, or `WRITING`.
+    tag: [AtomicU64; SLOTS],
     /// The batch's number (the period rule).
-    batch: AtomicU64,
-    /// The ticket that starts the refill, or `NO_PRELOAD`.
-    preload: AtomicU64,
-    /// The buffer (the module doc's layout), null before the first install.
-    words: AtomicPtr<AtomicU64>,
-    /// The word where the entries start (after the offsets).
-    entries_at: AtomicU64,
-    /// Words per entry if every entry of the batch has the same (the usual case: one format's
-    /// texts have one length), so text `i` is at `entries_at + i * stride` with no look-up of
-    /// its offset; 0 otherwise (the offsets are read).
-    stride: AtomicU64,
-    /// With equal strides, `entries_at - first * stride` (wrapping): ticket `t`'s entry is at
-    /// word `t * stride + base`, one multiply and one add on the fast take.
-    base: AtomicU64,
+    batch: [AtomicU64; SLOTS],
+    /// The state value (generation and ticket) whose take starts the refill, or
+    /// `NO_PRELOAD`.
+    preload: [AtomicU64; SLOTS],
+    /// The buffer (the module doc's layout); before the first install an empty one
+    /// (`TextCursor::new`), never null.
+    words: [AtomicPtr<AtomicU64>; SLOTS],
+    /// `LIMIT - n`: ticket `t` is text `t - first`.
+    first: [AtomicU64; SLOTS],
+    /// The word where the entries start (after the offsets), in the low 32 bits; above them,
+    /// the words per entry if every entry of the batch has the same (`HEAD_WORDS` for a batch
+    /// the fast take serves, else the usual case: one format's texts have one length), so
+    /// text `i` is at `entries_at + i * stride` with no look-up of its offset, else 0 (the
+    /// offsets are read). Only the whole read uses it.
+    layout: [AtomicU64; SLOTS],
+}
+
+/// One slot of [`Slots`]: the batch of generation `g` is in slot `g % SLOTS`.
+#[derive(Clone, Copy)]
+struct Slot<'a> {
+    all: &'a Slots,
+    i: usize,
+}
+
+impl Slots {
+    /// The slot of generation `generation`.
+    #[inline(always)]
+    fn of(&self, generation: u64) -> Slot<'_> {
+        Slot {
+            all: self,
+            i: generation as usize % SLOTS,
+        }
+    }
+}
+
+impl<'a> Slot<'a> {
+    #[inline(always)]
+    fn tag(self) -> &'a AtomicU64 {
+        &self.all.tag[self.i]
+    }
+    #[inline(always)]
+    fn batch(self) -> &'a AtomicU64 {
+        &self.all.batch[self.i]
+    }
+    #[inline(always)]
+    fn preload(self) -> &'a AtomicU64 {
+        &self.all.preload[self.i]
+    }
+    #[inline(always)]
+    fn words(self) -> &'a AtomicPtr<AtomicU64> {
+        &self.all.words[self.i]
+    }
+
+    #[inline(always)]
+    fn first(self) -> &'a AtomicU64 {
+        &self.all.first[self.i]
+    }
+    #[inline(always)]
+    fn layout(self) -> &'a AtomicU64 {
+        &self.all.layout[self.i]
+    }
 }
 
 /// A slot's fields as one take loaded them (meaningful only if the tag check passes).
@@ -394,18 +425,19 @@ struct Fields {
     stride: u64,
 }
 
-impl Slot {
+impl Slot<'_> {
     /// The fields (the seqlock's data loads: Relaxed, the pointer with Acquire for its
     /// buffer's initialisation).
     #[inline(always)]
-    fn fields(&self) -> Fields {
+    fn fields(self) -> Fields {
+        let layout = self.layout().load(Ordering::Relaxed);
         Fields {
-            first: self.first.load(Ordering::Relaxed),
-            batch: self.batch.load(Ordering::Relaxed),
-            preload: self.preload.load(Ordering::Relaxed),
-            ptr: self.words.load(Ordering::Acquire).cast_const(),
-            entries_at: self.entries_at.load(Ordering::Relaxed),
-            stride: self.stride.load(Ordering::Relaxed),
+            first: self.first().load(Ordering::Relaxed),
+            batch: self.batch().load(Ordering::Relaxed),
+            preload: self.preload().load(Ordering::Relaxed),
+            ptr: self.words().load(Ordering::Acquire).cast_const(),
+            entries_at: layout & u64::from(u32::MAX),
+            stride: layout >> 32,
         }
     }
 }
@@ -416,24 +448,9 @@ impl Slot {
 struct FastFields {
     batch: u64,
     preload: u64,
+    bound: u64,
     ptr: *const AtomicU64,
-    stride: u64,
     base: u64,
-}
-
-impl Slot {
-    /// The fast take's fields (the seqlock's data loads: Relaxed, the pointer with Acquire
-    /// for its buffer's initialisation).
-    #[inline(always)]
-    fn fast_fields(&self) -> FastFields {
-        FastFields {
-            batch: self.batch.load(Ordering::Relaxed),
-            preload: self.preload.load(Ordering::Relaxed),
-            ptr: self.words.load(Ordering::Acquire).cast_const(),
-            stride: self.stride.load(Ordering::Relaxed),
-            base: self.base.load(Ordering::Relaxed),
-        }
-    }
 }
 
 /// A buffer allocated by `install`, freed only by `Drop` (see the module doc).
@@ -443,11 +460,56 @@ struct Owned(*mut [AtomicU64]);
 // `TextCursor::drop`; the words are atomics, shared between threads by design.
 unsafe impl Send for Owned {}
 
+/// The state word and, beside it in one line, the fast take's fields of the batch in use,
+/// under a seqlock of their own (`tag`): the fast take loads them with the state, none of
+/// them waiting for another (measured: fields chosen by the state's generation, a load that
+/// waits for the state's, were 7% slower).
+#[derive(Debug)]
+#[repr(C, align(128))]
+struct Line {
+    /// `(generation << 40) | ticket`.
+    state: AtomicU64,
+    /// The generation these fields describe, with `SLOW` set if the fast take does not serve
+    /// its batch, or `WRITING` (from the start of every install to its end).
+    tag: AtomicU64,
+    /// The batch's number (the period rule).
+    batch: AtomicU64,
+    /// The state value (generation and ticket) whose take starts the refill, or
+    /// `NO_PRELOAD`.
+    preload: AtomicU64,
+    /// The batch's buffer (its slot's).
+    words: AtomicPtr<AtomicU64>,
+    /// `entries_at - (generation << 40 | first) * HEAD_WORDS` (wrapping): for a batch the
+    /// fast take serves (every text at most 31 bytes, so every entry is laid out `HEAD_WORDS`
+    /// words apart), the entry of the take that claimed state value `s` is at word `s *
+    /// HEAD_WORDS + base`: one `lea`, no multiply and no stride to load.
+    base: AtomicU64,
+    /// The word of the batch's last entry: a head at a word up to it is within the buffer
+    /// (the padding follows the last entry), and every ticket past the batch's last (`LIMIT`
+    /// and above: spent) lies past it. The fast take's one compare.
+    bound: AtomicU64,
+}
+
+impl Line {
+    /// The fast take's fields (the seqlock's data loads: Relaxed, the pointer with Acquire
+    /// for its buffer's initialisation).
+    #[inline(always)]
+    fn fast_fields(&self) -> FastFields {
+        FastFields {
+            batch: self.batch.load(Ordering::Relaxed),
+            preload: self.preload.load(Ordering::Relaxed),
+            ptr: self.words.load(Ordering::Acquire).cast_const(),
+            base: self.base.load(Ordering::Relaxed),
+            bound: self.bound.load(Ordering::Relaxed),
+        }
+    }
+}
+
 /// The batch in use and the one before it.
 pub(crate) struct TextCursor {
     /// `(generation << 40) | ticket`.
-    state: CachePadded<AtomicU64>,
-    slots: [Slot; SLOTS],
+    line: Line,
+    slots: Slots,
     ended: Arc<EndedBatches>,
     /// Every buffer ever published (live and retired): freed on drop only. Written only by
     /// `install` (one writer: the supply's lock).
@@ -457,7 +519,7 @@ pub(crate) struct TextCursor {
 impl std::fmt::Debug for TextCursor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TextCursor")
-            .field("state", &self.state)
+            .field("state", &self.line.state)
             .finish_non_exhaustive()
     }
 }
@@ -473,6 +535,17 @@ impl Drop for TextCursor {
     }
 }
 
+/// A zeroed buffer of `len` words (at least `MIN_WORDS`), its word 0 its length, kept in
+/// `buffers` until the cursor is dropped.
+fn allocate(len: usize, buffers: &mut Vec<Owned>) -> *mut AtomicU64 {
+    debug_assert!(len >= MIN_WORDS);
+    let fresh: Box<[AtomicU64]> = (0..len).map(|_| AtomicU64::new(0)).collect();
+    fresh[0].store(len as u64, Ordering::Relaxed);
+    let raw = Box::into_raw(fresh);
+    buffers.push(Owned(raw));
+    raw.cast::<AtomicU64>()
+}
+
 /// Words of an entry of `len` bytes (its length byte included).
 fn entry_words(len: usize) -> usize {
     len.div_ceil(8)
@@ -484,10 +557,7 @@ fn entry_words(len: usize) -> usize {
 #[inline(always)]
 fn read_window<S: WindowSink>(f: &Fields, index: u64, out: &mut S) -> Option<()> {
     let ptr = f.ptr;
-    if ptr.is_null() {
-        return None;
-    }
-    // SAFETY: a non-null pointer in a slot is a buffer `install` allocated, published with
+    // SAFETY: a slot's pointer is never null: a buffer `install` or `new` allocated, published with
     // Release after its length word was written (loaded here after an Acquire load of the
     // pointer), and never freed while the cursor lives (`buffers`, freed only by `Drop`);
     // `words[0]` is that buffer's length in words, never written again.
@@ -520,22 +590,31 @@ fn read_window<S: WindowSink>(f: &Fields, index: u64, out: &mut S) -> Option<()>
 impl TextCursor {
     /// A cursor with no batch: every take is `Spent` until the first `install`.
     pub(crate) fn new() -> Self {
+        let mut buffers = Vec::with_capacity(SLOTS);
         Self {
-            state: CachePadded::new(AtomicU64::new(LIMIT)),
-            slots: std::array::from_fn(|_| Slot {
+            line: Line {
+                state: AtomicU64::new(LIMIT),
                 tag: AtomicU64::new(WRITING),
-                first: AtomicU64::new(0),
                 batch: AtomicU64::new(0),
                 preload: AtomicU64::new(NO_PRELOAD),
                 words: AtomicPtr::new(std::ptr::null_mut()),
-                entries_at: AtomicU64::new(0),
-                stride: AtomicU64::new(0),
                 base: AtomicU64::new(0),
-            }),
+                bound: AtomicU64::new(0),
+            },
+            // Each slot its own empty buffer (a slot's buffer is written in place by its
+            // installs: two slots never share one).
+            slots: Slots {
+                tag: std::array::from_fn(|_| AtomicU64::new(WRITING)),
+                batch: std::array::from_fn(|_| AtomicU64::new(0)),
+                preload: std::array::from_fn(|_| AtomicU64::new(NO_PRELOAD)),
+                words: std::array::from_fn(|_| AtomicPtr::new(allocate(MIN_WORDS, &mut buffers))),
+                first: std::array::from_fn(|_| AtomicU64::new(0)),
+                layout: std::array::from_fn(|_| AtomicU64::new(0)),
+            },
             ended: Arc::new(EndedBatches {
-                words: std::array::from_fn(|_| AtomicU64::new(0)),
+                word: AtomicU64::new(0),
             }),
-            buffers: Mutex::new(Vec::new()),
+            buffers: Mutex::new(buffers),
         }
     }
 
@@ -561,14 +640,14 @@ impl TextCursor {
     /// [`read`]: Self::read
     #[inline(always)]
     pub(crate) fn take_traced<S: WindowSink>(&self, out: &mut S) -> (Take, u64) {
-        let seen = self.state.load(Ordering::Relaxed);
-        let slot = &self.slots[(seen >> TICKET_BITS) as usize % SLOTS];
-        let tag = slot.tag.load(Ordering::Acquire);
+        let seen = self.line.state.load(Ordering::Relaxed);
+        let slot = self.slots.of(seen >> TICKET_BITS);
+        let tag = slot.tag().load(Ordering::Acquire);
         let fields = slot.fields();
         let ticket = seen & TICKET_MASK;
         let copied = ticket < LIMIT
             && read_window(&fields, ticket.wrapping_sub(fields.first), out).is_some();
-        let s = self.state.fetch_add(1, Ordering::Acquire);
+        let s = self.line.state.fetch_add(1, Ordering::Acquire);
         if s != seen {
             return (self.read(s, out), s);
         }
@@ -590,36 +669,35 @@ impl TextCursor {
     /// [`take_head`](Self::take_head), and the state value its `fetch_add` returned (the
     /// models check the text against its generation).
     ///
-    /// The claim is predicted, as in [`take_traced`](Self::take_traced): the slot and the
-    /// head of the ticket a plain load of `state` saw are read *before* the `fetch_add`, so
-    /// those loads do not wait for the locked instruction; if the claim returns another value
-    /// (another take came first) the head is read again for the ticket it did return. The
-    /// seqlock is the same (tag, fields, head, (the claim), fence, tag again): a read that passes
-    /// it is generation `tag`'s write, whenever it was made.
+    /// The claim is predicted, as in [`take_traced`](Self::take_traced): the whole seqlock
+    /// read (tag, fields, head, fence, tag again: [`head_at`](Self::head_at)) is made for the
+    /// ticket a plain load of `state` saw, *before* the `fetch_add`, so none of its loads
+    /// waits for the locked instruction. A read that passes the seqlock is generation `tag`'s
+    /// write whenever it was made, and the claim says whose it is: if the `fetch_add` returns
+    /// the value seen, the head read is this take's; if it returns another (another take came
+    /// first), or the prediction got no head, the claim is finished out of line for the value
+    /// it did return. After the claim only the period rule's load and the preload compare.
     #[inline(always)]
     pub(crate) fn take_head_traced(&self) -> (Fast, u64) {
-        let seen = self.state.load(Ordering::Relaxed);
-        let slot = &self.slots[(seen >> TICKET_BITS) as usize % SLOTS];
-        let tag = slot.tag.load(Ordering::Acquire);
-        let f = slot.fast_fields();
-        let ticket = seen & TICKET_MASK;
-        let head = if ticket < LIMIT {
-            read_head(&f, ticket)
-        } else {
-            None
+        let seen = self.line.state.load(Ordering::Relaxed);
+        let Some((head, f)) = self.head_at(seen) else {
+            // No head for the ticket seen (none valid, a batch the fast take does not serve, a
+            // slot being written): the claim and whatever it got, out of line.
+            let s = self.line.state.fetch_add(1, Ordering::Acquire);
+            return (self.head_of_claimed(s), s);
         };
-        // The ended words' address too, so that after the claim the ended check is one load.
+        // The ended word's address too, so that after the claim the ended check is one load.
         let ended: &EndedBatches = &self.ended;
-        let s = self.state.fetch_add(1, Ordering::Acquire);
+        let s = self.line.state.fetch_add(1, Ordering::Acquire);
         if s != seen {
             return (self.head_of_claimed(s), s);
         }
-        // `s` is `seen`: a ticket at or above `LIMIT` read no head.
-        (self.check_head(s, slot, tag, &f, head, ended), s)
+        (Self::hand_out(s, head, &f, ended), s)
     }
 
     /// [`head_of`](Self::head_of) out of line: the read after a mispredicted claim (another
-    /// take came first), kept off the hot path's code.
+    /// take came first) or a claim whose prediction read no head, kept off the hot path's
+    /// code.
     #[cold]
     #[inline(never)]
     fn head_of_claimed(&self, s: u64) -> Fast {
@@ -629,57 +707,77 @@ impl TextCursor {
     /// The fast read for the take that claimed `s`, made after the claim.
     #[inline(always)]
     fn head_of(&self, s: u64) -> Fast {
-        let ticket = s & TICKET_MASK;
-        if ticket >= LIMIT {
-            return Fast::Other(s);
+        match self.head_at(s) {
+            Some((head, f)) => Self::hand_out(s, head, &f, &self.ended),
+            None => Fast::Other(s),
         }
-        let slot = &self.slots[(s >> TICKET_BITS) as usize % SLOTS];
-        let tag = slot.tag.load(Ordering::Acquire);
-        let f = slot.fast_fields();
-        let head = read_head(&f, ticket);
-        self.check_head(s, slot, tag, &f, head, &self.ended)
     }
 
-    /// The end of a fast take that claimed `s` and read `head` (`None` for a ticket at or
-    /// above `LIMIT`) after loading its slot's `tag` and fields `f`: the fence, the tag again,
-    /// the length, the ended check, the preload.
+    /// The seqlock read of the head of state value `at`'s entry, from the fields in the state's
+    /// line (`Line`): the head and the fields if `at` is a valid ticket of the batch they
+    /// describe, a batch the fast take serves; else `None`. It reads, it claims nothing.
+    ///
+    /// Two checks of the line's tag. The first (tag, fields, fence, tag again, both exactly
+    /// `at`'s generation: no `SLOW`, not `WRITING`) says the fields are the ones `install`
+    /// wrote for that generation, so the pointer is its live buffer and `bound` within it:
+    /// only then is the head loaded (a torn pointer is never followed). The second (fence,
+    /// tag a third time) says no later install had begun when the head was loaded: every
+    /// install marks the line `WRITING` (and fences) before it writes any buffer, and the
+    /// buffer of generation `g` is written again only by the install of `g + SLOTS`, so the
+    /// head is the entry `install` wrote for `at`, a whole one (every entry of such a batch
+    /// is at most a head, a text of at most 31 bytes: no length check).
     #[inline(always)]
-    fn check_head(
-        &self,
-        s: u64,
-        slot: &Slot,
-        tag: u64,
-        f: &FastFields,
-        head: Option<Head>,
-        ended: &EndedBatches,
-    ) -> Fast {
-        let generation = s >> TICKET_BITS;
+    fn head_at(&self, at: u64) -> Option<(Head, FastFields)> {
+        let line = &self.line;
+        let generation = at >> TICKET_BITS;
+        let tag = line.tag.load(Ordering::Acquire);
+        let f = line.fast_fields();
         fence(Ordering::Acquire);
-        let again = slot.tag.load(Ordering::Relaxed);
-        match head {
-            // Both tags are this generation's: the fields and the head are the entry
-            // `install` wrote for it, and its length byte says it is all of it.
-            Some(head)
-                if tag == generation
-                    && again == generation
-                    && usize::from(head.len()) < HEAD_PAIRS * 16
-                    // The period rule, after the claim (Acquire: a timer's end is seen).
-                    && !ended.has_ended(f.batch) =>
-            {
-                if s & TICKET_MASK == f.preload {
-                    Fast::Preload(head)
-                } else {
-                    Fast::Text(head)
-                }
-            }
-            _ => Fast::Other(s),
+        let again = line.tag.load(Ordering::Relaxed);
+        if tag != generation || again != generation {
+            return None;
+        }
+        // Wrapping: a valid claim's ticket is below 2^40 (the module doc), so this does not
+        // wrap for one; the entries of tickets `LIMIT..` lie past the last entry, `bound`.
+        let off = at.wrapping_mul(HEAD_WORDS as u64).wrapping_add(f.base);
+        if off > f.bound {
+            return None;
+        }
+        // The safety condition below, checked where it can be (tests and models): a torn
+        // pointer and bound would fail it.
+        #[cfg(any(debug_assertions, loom))]
+        // SAFETY: a line's pointer is a live buffer once its tag is a generation.
+        assert!(off as usize + HEAD_WORDS <= unsafe { (*f.ptr).load(Ordering::Relaxed) } as usize);
+        // SAFETY: the fields are generation `tag`'s (the check above): `ptr` its live buffer
+        // (never freed while the cursor lives), and a head at a word up to `bound` is within
+        // it.
+        let head = unsafe { load_head(f.ptr, off as usize) };
+        fence(Ordering::Acquire);
+        if line.tag.load(Ordering::Relaxed) != generation {
+            return None;
+        }
+        debug_assert!(usize::from(head.len()) < HEAD_WORDS * 8);
+        Some((head, f))
+    }
+
+    /// The end of a fast take that claimed `s`, whose seqlock read (`head_at(s)`) got `head`
+    /// and the fields `f`: the period rule, after the claim (Acquire: a timer's end is seen),
+    /// and the preload.
+    #[inline(always)]
+    fn hand_out(s: u64, head: Head, f: &FastFields, ended: &EndedBatches) -> Fast {
+        if ended.has_ended(f.batch) {
+            Fast::Other(s)
+        } else if s == f.preload {
+            Fast::Preload(head)
+        } else {
+            Fast::Text(head)
         }
     }
 
     /// A take's claim alone (tests: a reader that stalls before its read).
-    #[cfg(test)]
+    #[cfg(any(test, loom))]
     pub(crate) fn claim(&self) -> u64 {
-        self.state.fetch_add(1, Ordering::Acquire)
+        self.line.state.fetch_add(1, Ordering::Acquire)
     }
 
     /// The take that claimed state value `s` (its `fetch_add`'s result): the seqlock read.
@@ -688,8 +786,8 @@ impl TextCursor {
         if s & TICKET_MASK >= LIMIT {
             return Take::Spent;
         }
-        let slot = &self.slots[(s >> TICKET_BITS) as usize % SLOTS];
-        let tag = slot.tag.load(Ordering::Acquire);
+        let slot = self.slots.of(s >> TICKET_BITS);
+        let tag = slot.tag().load(Ordering::Acquire);
         let fields = slot.fields();
         self.finish(s, slot, tag, &fields, out)
     }
@@ -700,7 +798,7 @@ impl TextCursor {
     fn finish<S: WindowSink>(
         &self,
         s: u64,
-        slot: &Slot,
+        slot: Slot<'_>,
         tag: u64,
         f: &Fields,
         out: &mut S,
@@ -717,14 +815,14 @@ impl TextCursor {
     /// within the buffer) after loading its slot's `tag` and fields `f`: the fence, the tag
     /// again, the ended check.
     #[inline(always)]
-    fn check(&self, s: u64, slot: &Slot, tag: u64, f: &Fields, copied: Option<()>) -> Take {
+    fn check(&self, s: u64, slot: Slot<'_>, tag: u64, f: &Fields, copied: Option<()>) -> Take {
         let ticket = s & TICKET_MASK;
         if ticket >= LIMIT {
             return Take::Spent;
         }
         let generation = s >> TICKET_BITS;
         fence(Ordering::Acquire);
-        let again = slot.tag.load(Ordering::Relaxed);
+        let again = slot.tag().load(Ordering::Relaxed);
         match copied {
             // Both tags are this generation's: the fields and the window are the entry
             // `install` wrote for it.
@@ -732,7 +830,7 @@ impl TextCursor {
                 // The period rule, after the claim (Acquire: a timer's end is seen).
                 if self.ended.has_ended(f.batch) {
                     Take::Ended
-                } else if ticket == f.preload {
+                } else if s == f.preload {
                     Take::Preload
                 } else {
                     Take::Text
@@ -744,7 +842,7 @@ impl TextCursor {
 
     /// Tickets of the batch in use taken so far (at most `n`, its length).
     pub(crate) fn taken(&self, n: u64) -> u64 {
-        let ticket = self.state.load(Ordering::Acquire) & TICKET_MASK;
+        let ticket = self.line.state.load(Ordering::Acquire) & TICKET_MASK;
         ticket.min(LIMIT).saturating_sub(LIMIT - n)
     }
 
@@ -767,9 +865,10 @@ impl TextCursor {
     /// ended batch that were taken (at most `n`), exactly: the swap is the last change of that
     /// generation's counter. Only under the supply's lock.
     pub(crate) fn retire(&self, n: u64) -> u64 {
-        let current = self.state.load(Ordering::Relaxed) >> TICKET_BITS;
+        let current = self.line.state.load(Ordering::Relaxed) >> TICKET_BITS;
         let generation = (current + 1) & GEN_MASK;
         let old = self
+            .line
             .state
             .swap((generation << TICKET_BITS) | LIMIT, Ordering::AcqRel);
         (old & TICKET_MASK).min(LIMIT).saturating_sub(LIMIT - n)
@@ -791,7 +890,7 @@ impl TextCursor {
     where
         I: Iterator<Item = &'a str> + Clone,
     {
-        let (mut n, mut entries) = (0usize, 0usize);
+        let (mut n, mut entries, mut longest) = (0usize, 0usize, 0usize);
         let mut stride = None;
         for t in texts.clone() {
             if t.is_empty() || t.len() >= BYTES {
@@ -800,6 +899,7 @@ impl TextCursor {
             n += 1;
             let w = entry_words(t.len() + 1);
             entries += w;
+            longest = longest.max(w);
             stride = match stride {
                 None => Some(w),
                 Some(s) if s == w => Some(w),
@@ -809,36 +909,37 @@ impl TextCursor {
         if n == 0 || n as u64 > LIMIT {
             return None;
         }
+        // Every entry within a head (every text at most 31 bytes): the fast take's batch, its
+        // entries `HEAD_WORDS` apart whatever their lengths.
+        let fast = longest <= HEAD_WORDS;
+        let stride = if fast {
+            entries = n * HEAD_WORDS;
+            HEAD_WORDS
+        } else {
+            stride.unwrap_or(0)
+        };
         let offsets = n.div_ceil(2);
         let need = 1 + offsets + entries + WINDOW;
         // Word indexes are u32 (a batch of 100,000 texts is about 1.7 M words).
         if u32::try_from(need).is_err() {
             return None;
         }
-        let current = self.state.load(Ordering::Relaxed) >> TICKET_BITS;
+        let current = self.line.state.load(Ordering::Relaxed) >> TICKET_BITS;
         let generation = (current + 1) & GEN_MASK;
-        let slot = &self.slots[generation as usize % SLOTS];
-        slot.tag.store(WRITING, Ordering::Relaxed);
+        let slot = self.slots.of(generation);
+        // The line first (the fast take's second check relies on it: `head_at`), then the
+        // slot, each marked before anything of it is written.
+        self.line.tag.store(WRITING, Ordering::Relaxed);
+        slot.tag().store(WRITING, Ordering::Relaxed);
         fence(Ordering::Release);
-        let mut ptr = slot.words.load(Ordering::Relaxed);
+        let mut ptr = slot.words().load(Ordering::Relaxed);
         // SAFETY: as in `read_window` (this thread wrote it, or published it before).
-        let have = if ptr.is_null() {
-            0
-        } else {
-            unsafe { (*ptr).load(Ordering::Relaxed) as usize }
-        };
+        let have = unsafe { (*ptr).load(Ordering::Relaxed) as usize };
         if have < need {
-            let len = need.max(have * 2);
-            let fresh: Box<[AtomicU64]> = (0..len).map(|_| AtomicU64::new(0)).collect();
-            fresh[0].store(len as u64, Ordering::Relaxed);
-            let raw = Box::into_raw(fresh);
-            self.buffers
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(Owned(raw));
-            ptr = raw.cast::<AtomicU64>();
+            let mut buffers = self.buffers.lock().unwrap_or_else(|e| e.into_inner());
+            ptr = allocate(need.max(have * 2), &mut buffers);
             // Release: its length word and zeroed words are seen with the pointer.
-            slot.words.store(ptr, Ordering::Release);
+            slot.words().store(ptr, Ordering::Release);
         }
         // SAFETY: `ptr` is this slot's buffer of at least `need` words (just checked or made),
         // never freed while `self` lives.
@@ -855,6 +956,7 @@ impl TextCursor {
                 pair = 0;
             }
             // The entry: its length byte (1..BYTES: fits a u8, as BYTES <= 128), its bytes.
+            let start = at;
             let mut chunk = [0u8; 8];
             chunk[0] = t.len() as u8;
             let mut fill = 1;
@@ -870,6 +972,11 @@ impl TextCursor {
             }
             words[at].store(u64::from_ne_bytes(chunk), Ordering::Relaxed);
             at += 1;
+            // The fast layout: each entry `HEAD_WORDS` words, the rest zero.
+            while fast && at < start + HEAD_WORDS {
+                words[at].store(0, Ordering::Relaxed);
+                at += 1;
+            }
         }
         if n & 1 == 1 {
             words[1 + n / 2].store(pair, Ordering::Relaxed);
@@ -879,25 +986,39 @@ impl TextCursor {
             w.store(0, Ordering::Relaxed);
         }
         let first = LIMIT - n as u64;
-        slot.first.store(first, Ordering::Relaxed);
-        slot.entries_at.store(1 + offsets as u64, Ordering::Relaxed);
-        let stride = stride.unwrap_or(0) as u64;
-        slot.stride.store(stride, Ordering::Relaxed);
-        slot.base.store(
-            (1 + offsets as u64).wrapping_sub(first.wrapping_mul(stride)),
+        let claims_from = (generation << TICKET_BITS) | first;
+        slot.first().store(first, Ordering::Relaxed);
+        let entries_at = 1 + offsets as u64;
+        // entries_at < need <= u32::MAX (checked above); stride <= WINDOW.
+        slot.layout()
+            .store(entries_at | ((stride as u64) << 32), Ordering::Relaxed);
+        let preload = preload
+            .filter(|&p| p < n)
+            .map_or(NO_PRELOAD, |p| claims_from + p as u64);
+        slot.batch().store(batch, Ordering::Relaxed);
+        slot.preload().store(preload, Ordering::Relaxed);
+        slot.tag().store(generation, Ordering::Release);
+        // The line: the same batch for the fast take.
+        let line = &self.line;
+        line.batch.store(batch, Ordering::Relaxed);
+        line.preload.store(preload, Ordering::Relaxed);
+        // Release: the buffer's length word and zeroed words (a new one) are seen with it.
+        line.words.store(ptr, Ordering::Release);
+        line.base.store(
+            entries_at.wrapping_sub(claims_from.wrapping_mul(HEAD_WORDS as u64)),
             Ordering::Relaxed,
         );
-        slot.batch.store(batch, Ordering::Relaxed);
-        slot.preload.store(
-            preload
-                .filter(|&p| p < n)
-                .map_or(NO_PRELOAD, |p| first + p as u64),
-            Ordering::Relaxed,
-        );
-        slot.tag.store(generation, Ordering::Release);
-        let old = self
-            .state
-            .swap((generation << TICKET_BITS) | first, Ordering::AcqRel);
+        // The last entry's word; its head is within the buffer (the padding, `WINDOW` words,
+        // follows it). Never used for a batch the fast take does not serve (`SLOW`).
+        let bound = if fast {
+            entries_at + ((n - 1) * HEAD_WORDS) as u64
+        } else {
+            0
+        };
+        line.bound.store(bound, Ordering::Relaxed);
+        let tag = if fast { generation } else { generation | SLOW };
+        line.tag.store(tag, Ordering::Release);
+        let old = self.line.state.swap(claims_from, Ordering::AcqRel);
         Some(
             (old & TICKET_MASK)
                 .min(LIMIT)
@@ -907,7 +1028,7 @@ impl TextCursor {
 
     /// The generation published now (the batch in use, or a retired one).
     pub(crate) fn generation(&self) -> u64 {
-        self.state.load(Ordering::Acquire) >> TICKET_BITS
+        self.line.state.load(Ordering::Acquire) >> TICKET_BITS
     }
 }
 
@@ -1016,7 +1137,7 @@ mod tests {
         let c = TextCursor::new();
         c.install(["A-1", "A-2"].into_iter(), 1, None, 0);
         // The claim, then a stall across SLOTS installs before the slot is read.
-        let s = c.state.fetch_add(1, Ordering::Acquire);
+        let s = c.line.state.fetch_add(1, Ordering::Acquire);
         let mut prev = 2;
         for k in 0..SLOTS as u64 {
             let t = format!("B-{k}");
@@ -1024,8 +1145,8 @@ mod tests {
             prev = 1;
         }
         let generation = s >> TICKET_BITS;
-        let slot = &c.slots[generation as usize % SLOTS];
-        let tag = slot.tag.load(Ordering::Acquire);
+        let slot = c.slots.of(generation);
+        let tag = slot.tag().load(Ordering::Acquire);
         assert_ne!(tag, generation, "the slot was reused");
         // What the reader would copy now is another batch's (or nothing): refused whole.
         assert_eq!(
@@ -1038,7 +1159,7 @@ mod tests {
         // And through `take` itself: a reader whose generation's slot holds another tag.
         let c = TextCursor::new();
         c.install(["A-1"].into_iter(), 1, None, 0);
-        c.slots[1].tag.store(99, Ordering::Release);
+        c.slots.tag[1].store(99, Ordering::Release);
         assert_eq!(
             take(&c),
             Err(Take::Stale {
@@ -1048,8 +1169,8 @@ mod tests {
         );
     }
 
-    /// The timer of batch 1 fires after batch 1 + ENDED (same ended word) and batch 3 (same
-    /// slot) are installed: neither is ended by it; a batch's own timer ends it.
+    /// The timer of batch 1 fires after batch 3 (same slot) and batch 5 are installed:
+    /// neither is ended by it; a batch's own timer ends it, and the earlier ones.
     #[test]
     fn a_timer_of_an_old_batch_does_not_end_a_newer_batch() {
         let c = TextCursor::new();
@@ -1069,19 +1190,19 @@ mod tests {
             "c-1",
             "batch 3 is not ended by batch 1's timer"
         );
-        let later = 1 + ENDED as u64;
+        let later = 5;
         c.install(["e-1", "e-2"].into_iter(), later, None, 2);
         old.end();
         assert_eq!(
             text(take(&c)),
             "e-1",
-            "nor is a batch sharing its ended word"
+            "nor is a later batch in another slot"
         );
         c.ender(later).end();
         assert_eq!(take(&c), Err(Take::Ended));
-        // And an ended batch ends the older ones of its word (early: safe), not the newer.
-        assert!(c.ended.has_ended(1));
-        assert!(!c.ended.has_ended(later + ENDED as u64));
+        // And an ended batch ends the older ones (early: safe), not the newer.
+        assert!(c.ended.has_ended(3));
+        assert!(!c.ended.has_ended(later + 1));
     }
 
     /// Buffers grow (the old one retired, not freed) and shrink in place; every batch reads
@@ -1132,14 +1253,16 @@ mod tests {
 
     #[test]
     fn the_fast_take_hands_out_short_texts_whole_and_leaves_longer_ones_to_the_read() {
-        // (texts, whether each goes out fast): equal strides of short texts, of texts at the
-        // inline edge (31 bytes) and past it (32, long), and unequal strides (all read whole).
+        // (texts, whether each goes out fast): short texts of one length, of several lengths
+        // up to the inline edge (31 bytes: all laid out a head apart), texts past it (32,
+        // long), and a batch with one long text (all read whole).
         let edge = "E".repeat(31);
         let past = "P".repeat(32);
         let long = format!("LONG-{}", "9".repeat(40));
-        let cases: [(Vec<&str>, bool); 4] = [
+        let cases: [(Vec<&str>, bool); 5] = [
             (vec!["A-1", "A-2", "A-3"], true),
             (vec![edge.as_str(), edge.as_str()], true),
+            (vec!["A-1", "AB-0000000000022", edge.as_str(), "é"], true),
             (vec![past.as_str(), long.as_str()], false),
             (vec!["A-1", long.as_str(), edge.as_str(), "A-4"], false),
         ];
@@ -1216,7 +1339,7 @@ mod loom_tests {
             let c = Arc::new(TextCursor::new());
             c.install(ONE.into_iter(), 1, None, 0).unwrap();
             // The claim: ticket LIMIT - 2 of generation 1 (batch 1's first text).
-            let s = c.state.fetch_add(1, Ordering::Acquire);
+            let s = c.line.state.fetch_add(1, Ordering::Acquire);
             let writer = {
                 let c = c.clone();
                 thread::spawn(move || {
@@ -1268,6 +1391,74 @@ mod loom_tests {
         });
     }
 
+    /// The fast read made after its claim (`head_of`, the path of a mispredicted take)
+    /// against a writer installing batches 2 and 3, the last rewriting batch 1's buffer: the
+    /// line's fields can pass their check before the writer starts and the head be loaded
+    /// while batch 3 is written, which only the line's third tag check refuses (without it
+    /// this model hands out a torn head).
+    #[test]
+    fn a_fast_read_after_its_claim_across_a_slot_reuse_gets_its_text_or_nothing() {
+        bounded(2).check(|| {
+            let c = Arc::new(TextCursor::new());
+            c.install(ONE.into_iter(), 1, None, 0).unwrap();
+            let s = c.claim();
+            let writer = {
+                let c = c.clone();
+                thread::spawn(move || {
+                    c.install(["m"].into_iter(), 2, None, 2).unwrap();
+                    c.install(THREE.into_iter(), 3, None, 1).unwrap();
+                })
+            };
+            let got = c.head_of(s);
+            writer.join().unwrap();
+            match got {
+                Fast::Text(h) | Fast::Preload(h) => {
+                    // SAFETY: two pieces are 32 plain bytes.
+                    let raw = unsafe { std::mem::transmute::<[Piece; HEAD_PAIRS], [u8; 32]>(h.0) };
+                    assert_eq!(
+                        &raw[1..=usize::from(raw[0])],
+                        ONE[0].as_bytes(),
+                        "torn: {raw:?}"
+                    );
+                }
+                Fast::Other(other) => assert_eq!(other, s),
+            }
+        });
+    }
+
+    /// The fast read after its claim of batch 1's last text (the entry furthest into its
+    /// buffer) against a writer installing batch 2, of one text, in a smaller buffer: the
+    /// line's fields read while the writer rewrites them may pair batch 2's pointer with
+    /// batch 1's bound, a head outside batch 2's buffer, which only the line's second tag
+    /// check refuses before the head is loaded (without it this model fails the bound's
+    /// assertion in `head_at`).
+    #[test]
+    fn a_fast_read_never_follows_a_pointer_and_bound_of_two_installs() {
+        bounded(2).check(|| {
+            let c = Arc::new(TextCursor::new());
+            c.install(["a", "b", "c"].into_iter(), 1, None, 0).unwrap();
+            c.claim();
+            c.claim();
+            let s = c.claim();
+            let writer = {
+                let c = c.clone();
+                thread::spawn(move || {
+                    c.install(["m"].into_iter(), 2, None, 3).unwrap();
+                })
+            };
+            let got = c.head_of(s);
+            writer.join().unwrap();
+            match got {
+                Fast::Text(h) | Fast::Preload(h) => {
+                    // SAFETY: two pieces are 32 plain bytes.
+                    let raw = unsafe { std::mem::transmute::<[Piece; HEAD_PAIRS], [u8; 32]>(h.0) };
+                    assert_eq!(&raw[1..=usize::from(raw[0])], b"c", "torn: {raw:?}");
+                }
+                Fast::Other(other) => assert_eq!(other, s),
+            }
+        });
+    }
+
     /// The same reader against a writer whose install grows the slot's buffer (a new
     /// pointer, the old buffer retired): a stale pointer reads live memory and is refused.
     #[test]
@@ -1275,7 +1466,7 @@ mod loom_tests {
         bounded(2).check(|| {
             let c = Arc::new(TextCursor::new());
             c.install(["a"].into_iter(), 1, None, 0).unwrap();
-            let s = c.state.fetch_add(1, Ordering::Acquire);
+            let s = c.line.state.fetch_add(1, Ordering::Acquire);
             let writer = {
                 let c = c.clone();
                 thread::spawn(move || {
