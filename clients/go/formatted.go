@@ -272,11 +272,13 @@ func (s *formattedSupply) newTextBatch(texts []string, periodEnd time.Time) *tex
 	return b
 }
 
-// nextID is the next text: the local path, else nextSlow.
+// nextID is the next text: the local path, else nextSlow. The local path is the default
+// clock's (the ended flag, read here without a call: live was not inlined, issue 47); with an
+// injected Config.Clock every text is settled by owned, which reads that clock.
 func (s *formattedSupply) nextID(ctx context.Context) (string, error) {
 	b := s.load()
 	n := b.taken.Add(1)
-	if n <= b.size && n != b.preload && s.live(b) {
+	if n <= b.size && n != b.preload && s.now == nil && !b.ended.Load() {
 		return b.texts[n-1], nil
 	}
 	return s.nextSlow(ctx, b, n)
@@ -287,7 +289,7 @@ func (s *formattedSupply) nextID(ctx context.Context) (string, error) {
 func (s *formattedSupply) tryNextID() (string, bool) {
 	b := s.load()
 	n := b.taken.Add(1)
-	if n <= b.size && n != b.preload && s.live(b) {
+	if n <= b.size && n != b.preload && s.now == nil && !b.ended.Load() {
 		return b.texts[n-1], true
 	}
 	if text, ok, done := s.owned(b, n); done {
@@ -306,15 +308,18 @@ func (s *formattedSupply) tryNextID() (string, bool) {
 	return text, ok
 }
 
-// owned settles n, an add's result on b past the local path: the preload mark of a live period
-// (the text is the caller's: done, and the refill starts), or a text of an ended period
-// (discarded, the batch dropped; not done), or past the end (not done).
+// owned settles n, an add's result on b past the local path: a text of a live period (the
+// text is the caller's: done; the refill starts if n is the preload mark), a text of an ended
+// period (discarded, the batch dropped; not done), or past the end (not done). With an injected
+// Config.Clock every text comes here (the local path reads only the default clock's flag).
 func (s *formattedSupply) owned(b *textBatch, n int64) (text string, ok, done bool) {
 	if n > b.size {
 		return "", false, false
 	}
 	if s.liveSlow(b) {
-		s.startRefill()
+		if n == b.preload {
+			s.startRefill()
+		}
 		return b.texts[n-1], true, true
 	}
 	s.lost.Add(1)

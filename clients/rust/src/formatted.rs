@@ -53,17 +53,16 @@
 //!
 //! The local path, with the default clock, is lock-free (issue 47: the mutex's two locked
 //! instructions per text kept it at 0.24x of the numeric path): one `fetch_add` on the cursor's
-//! state word claims a text of the installed batch, and the 32 bytes at its entry (its length
-//! and a text of up to 31 bytes), read out of a seqlocked slot of atomic words, become the
-//! caller's [`FormattedId`], after the seqlock check and the ended check (`textcursor.rs`'s
-//! `take_head`). No lock, no allocation, nothing for the caller to free. A longer text (a
-//! heap `FormattedId`), a batch of unequal lengths, an ended batch or a reused slot finish the
-//! same claim with the whole entry's read (`read`). The slow part (a batch spent or ended, the
-//! next one installed, the preload's refill started, a take whose slot was reused answered
-//! from the `history` of recent batches or counted as discarded) is under the supply's std
-//! mutex (never held across an await). With an injected clock the local path is a step
-//! through the batch's list under that mutex (a clock read, an increment of `next` and the
-//! copy).
+//! state word claims a text of the installed batch, and the 32 bytes at its entry (its length and a
+//! text of up to 31 bytes), read out of the batch's buffer of atomic words under the seqlock of the
+//! batch's fields beside the state word, become the caller's [`FormattedId`], after the ended check
+//! (`textcursor.rs`'s `take_head`). No lock, no allocation, nothing for the caller to free. A batch
+//! with a longer text (a heap `FormattedId`), an ended batch or a reused slot finish the same claim
+//! with the whole entry's read (`read`). The slow part (a batch spent or ended, the next one
+//! installed, the preload's refill started, a take whose slot was reused answered from the
+//! `history` of recent batches or counted as discarded) is under the supply's std mutex (never held
+//! across an await). With an injected clock the local path is a step through the batch's list under
+//! that mutex (a clock read, an increment of `next` and the copy).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -80,15 +80,14 @@
 //!
 //! # Orderings
 //!
-//! - `install`: line tag and slot tag := `WRITING` (Relaxed), `fence(Release)`, the buffer (a
-//!   new one is published with a Release store of its pointer, so its length word and zeroed
-//!   words are seen by whoever loads the pointer with Acquire), the words and the slot's fields
-//!   (Relaxed), slot tag := `g` (Release), the line's fields (Relaxed, its pointer Release),
-//!   line tag := `g` (Release), then `state.swap(.., AcqRel)`. The fence keeps every later store of the write
-//!   after the `WRITING` mark for a reader that reads one of them and then fences (fence-fence
+//! - `install`: line tag and slot tag := `WRITING` (Relaxed), `fence(Release)`, the buffer (a new
+//!   one is published with a Release store of its pointer, so its length word and zeroed words are
+//!   seen by whoever loads the pointer with Acquire), the words and the slot's fields (Relaxed),
+//!   slot tag := `g` (Release), the line's fields (Relaxed, its pointer Release), line tag := `g`
+//!   (Release), then `state.swap(.., AcqRel)`. The fence keeps every later store of the write after
+//!   the `WRITING` mark for a reader that reads one of them and then fences (fence-fence
 //!   synchronisation): its second tag load sees `WRITING` or a later tag. The Release on `state`
-//!   publishes the slot with the generation; readers' `fetch_add`s continue its release
-//!   sequence.
+//!   publishes the slot with the generation; readers' `fetch_add`s continue its release sequence.
 //! - `take`: as above. On x86 the Acquire parts cost nothing beyond the `lock xadd` itself;
 //!   the rest is plain loads from one line of the slot and two or three of the buffer. The
 //!   fast take (`head_at`): line tag (Acquire), the line's fields (Relaxed, the pointer
@@ -109,10 +108,12 @@
 //! *retired* (kept in `buffers`, freed only by `Drop`). So a reader holding a stale pointer
 //! reads live memory (atomics, never a data race) and its tag check fails. **Bound**: a slot's
 //! live buffer is at most twice the largest batch installed in it (in words, i.e. its entries
-//! rounded up to 8 bytes, 4 bytes of offset per text, 128 bytes of padding), and its retired
-//! buffers, each at most half the next, sum to less than the live one: in all below `SLOTS x 4
-//! x` the largest batch's bytes so laid out (`SLOTS` = 2: with 100,000 texts of 24 bytes, about
-//! 26 MB at the very worst, 2.9 MB per slot for such a batch once grown).
+//! rounded up to 8 bytes, or 32 bytes each when every text has at most 31, 4 bytes of offset
+//! per text, 128 bytes of padding), and its retired buffers, each at most half the next, sum
+//! to less than the live one: in all below `SLOTS x 4 x` the largest batch's bytes so laid out
+//! (`SLOTS` = 2: with 100,000 texts of 20 to 31 bytes, about 29 MB at the very worst, 3.6 MB
+//! per slot for such a batch once grown). The empty buffers `new` gives each slot are 19
+//! words.
 //!
 //! # The period rule
 //!
@@ -654,13 +655,13 @@ impl TextCursor {
         (self.check(s, slot, tag, &fields, copied.then_some(())), s)
     }
 
-    /// The hot path of the supply (`formatted.rs`): one `fetch_add`, then a seqlock read of
-    /// the claimed text's *head* only (two word pairs, 32 bytes, kept in registers), which is
-    /// the whole entry of a text of up to 31 bytes. Anything else (no valid ticket, a torn or
-    /// stale read, an ended batch, a longer text) is `Other(s)`, and the caller finishes the
-    /// take with [`read`](Self::read)`(s, ..)`: a seqlock read is valid whenever it is made
-    /// (the claim `s` alone says which ticket is this take's), so reading again for the same
-    /// `s` answers as a take that read once, later.
+    /// The hot path of the supply (`formatted.rs`): one `fetch_add` and a seqlock read of the
+    /// claimed text's *head* only (two word pairs, 32 bytes, kept in registers), which is the
+    /// whole entry of a text of up to 31 bytes. Anything else (no valid ticket, a torn or
+    /// stale read, an ended batch, a batch with a longer text) is `Other(s)`, and the caller
+    /// finishes the take with [`read`](Self::read)`(s, ..)`: a seqlock read is valid
+    /// whenever it is made (the claim `s` alone says which ticket is this take's), so reading
+    /// again for the same `s` answers as a take that read once, later.
     #[inline(always)]
     pub(crate) fn take_head(&self) -> Fast {
         self.take_head_traced().0
