@@ -21,8 +21,63 @@ import { Worker } from 'node:worker_threads';
 const SLOTS = 4096;
 const MASK = 0x3fffffff;
 
-/** The shared flags, read by the local path with `Atomics.load(FLAGS, slot) & 1`. */
-export const FLAGS = new Int32Array(new SharedArrayBuffer(4 * SLOTS));
+// The local path reads a slot's flag once per id, and that read must be an atomic one: a plain
+// read of shared memory may be hoisted out of a synchronous loop (the ECMAScript memory model
+// allows it), and then the loop would never see the deadline. `Atomics.load` is that read, but
+// V8 (Node 20) makes it a builtin call of 7 to 15 ns, more than the rest of the path and than a
+// numeric id (issue 47). So the flags live in a shared WebAssembly memory and `flag` is a
+// six-instruction WebAssembly function whose `i32.atomic.load` reads one (about 4 ns with the
+// call, measured in a loop): a call the JIT cannot hoist, an atomic load in the same memory
+// model as the worker's `Atomics.compareExchange` on the same buffer. Where shared WebAssembly
+// memory is missing, `flag` is `Atomics.load` on a SharedArrayBuffer, as before.
+
+/**
+ * The module of `flag`: imports memory `m.mem` (shared, one page) and exports `c(slot)`, the
+ * i32 at byte `slot * 4` by `i32.atomic.load`. Hand-assembled; its text form:
+ * `(module (import "m" "mem" (memory 1 1 shared)) (func (export "c") (param i32) (result i32)
+ *   (i32.atomic.load (i32.shl (local.get 0) (i32.const 2)))))`.
+ */
+const FLAG_MODULE = new Uint8Array([
+  0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version 1
+  0x01, 0x06, 0x01, 0x60, 0x01, 0x7f, 0x01, 0x7f, // types: (i32) -> i32
+  0x02, 0x0b, 0x01, 0x01, 0x6d, 0x03, 0x6d, 0x65, 0x6d, 0x02, 0x03, 0x01, 0x01, // import m.mem: memory 1 1 shared
+  0x03, 0x02, 0x01, 0x00, // one function of type 0
+  0x07, 0x05, 0x01, 0x01, 0x63, 0x00, 0x00, // export "c": function 0
+  0x0a, 0x0d, 0x01, 0x0b, 0x00, // code: one body of 11 bytes, no locals
+  0x20, 0x00, 0x41, 0x02, 0x74, // local.get 0, i32.const 2, i32.shl
+  0xfe, 0x10, 0x02, 0x00, 0x0b, // i32.atomic.load align=4 offset=0, end
+]);
+
+/** The shared flags, the read of one, and which read it is: see above. */
+const { FLAGS: SHARED, flag: READ, via: VIA } = (() => {
+  try {
+    const mem = new WebAssembly.Memory({ initial: 1, maximum: 1, shared: true });
+    const { exports } = new WebAssembly.Instance(new WebAssembly.Module(FLAG_MODULE), { m: { mem } });
+    const flags = new Int32Array(mem.buffer, 0, SLOTS);
+    const read = /** @type {(slot: number) => number} */ (exports.c);
+    // The module reads what Atomics writes (checked once, on a slot no deadline uses yet).
+    Atomics.store(flags, SLOTS - 1, 7);
+    const same = read(SLOTS - 1) === 7;
+    Atomics.store(flags, SLOTS - 1, 0);
+    if (same) return { FLAGS: flags, flag: read, via: 'wasm' };
+  } catch {
+    // No shared WebAssembly memory here: the builtin below.
+  }
+  const flags = new Int32Array(new SharedArrayBuffer(4 * SLOTS));
+  return { FLAGS: flags, flag: (/** @type {number} */ slot) => Atomics.load(flags, slot), via: 'atomics' };
+})();
+
+/** The shared flags (one `gen << 1 | ended` per slot); the worker writes them. */
+export const FLAGS = SHARED;
+
+/**
+ * The flag of `slot` (0 to `SLOTS - 1`), by an atomic read: `flag(slot) & 1` is its ended bit.
+ * The local path's one read per id.
+ */
+export const flag = READ;
+
+/** Which read `flag` is: `'wasm'` (the WebAssembly atomic load) or `'atomics'` (the fallback). */
+export const FLAG_READ = VIA;
 
 const CODE = `
 const { parentPort, workerData } = require('node:worker_threads');

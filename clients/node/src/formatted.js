@@ -47,7 +47,7 @@
 
 import { InvalidTagError, ServerFault } from './errors.js';
 import { MAX_FORMATTED_BATCH, Refusal } from './servers.js';
-import { arm, end, ended, FLAGS, release } from './deadlines.js';
+import { arm, end, ended, flag, release } from './deadlines.js';
 import { IdSupply } from './supply.js';
 
 /** The subset of RFC 3339 the server writes: upper-case `T` and `Z`, offsets `+HH:MM`. */
@@ -223,7 +223,7 @@ export class FormattedSupply extends IdSupply {
    */
   tryNextId() {
     const i = this._idx;
-    if (i < this._end && (this._slot >= 0 ? (Atomics.load(FLAGS, this._slot) & 1) === 0 : this._clock() < this._periodEnd)) {
+    if (i < this._end && (this._slot >= 0 ? (flag(this._slot) & 1) === 0 : this._clock() < this._periodEnd)) {
       this._idx = i + 1;
       return this._ids[i];
     }
@@ -240,7 +240,7 @@ export class FormattedSupply extends IdSupply {
   nextId(options) {
     if (options === undefined) {
       const i = this._idx;
-      if (i < this._end && (this._slot >= 0 ? (Atomics.load(FLAGS, this._slot) & 1) === 0 : this._clock() < this._periodEnd)) {
+      if (i < this._end && (this._slot >= 0 ? (flag(this._slot) & 1) === 0 : this._clock() < this._periodEnd)) {
         this._idx = i + 1;
         return Promise.resolve(this._ids[i]);
       }

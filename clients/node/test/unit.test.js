@@ -7,6 +7,7 @@ import { Client, ConfigError, InvalidTagError, IdSupply, isValidTag } from '../s
 import { backoff, MAX_ID, MAX_SEGMENT_BATCH, MAX_SNOWFLAKE_BATCH, validateRanges } from '../src/servers.js';
 import { nextBatchSize } from '../src/sizing.js';
 import { aboveFloor, catchUpCount } from '../src/supply.js';
+import { arm, flag, FLAG_READ, FLAGS, release } from '../src/deadlines.js';
 
 test('tags follow the server rule', () => {
   assert.ok(isValidTag('orders.v2:eu-1_x'));
@@ -224,4 +225,29 @@ test('catch-up requests do not move the batch size', async () => {
   assert.deepEqual(asked, [20, 119]);
   assert.equal(s.stats().batchSize, 20);
   assert.equal(s.stats().discardedIds, 10);
+});
+
+test('the ended flag is read by the WebAssembly atomic load, and it reads what the worker writes', async () => {
+  // Node 20 has shared WebAssembly memory: the fallback (Atomics.load, 7 to 15 ns) is not in use.
+  assert.equal(FLAG_READ, 'wasm');
+  const slot = arm(30);
+  assert.ok(slot >= 0);
+  try {
+    const armed = flag(slot);
+    assert.equal(armed & 1, 0, 'not ended yet');
+    assert.equal(armed, Atomics.load(FLAGS, slot));
+    // The worker thread sets the bit at the deadline; a synchronous read loop sees it.
+    const until = Date.now() + 5000;
+    let seen = false;
+    while (Date.now() < until) {
+      if ((flag(slot) & 1) === 1) {
+        seen = true;
+        break;
+      }
+    }
+    assert.ok(seen, 'the deadline bit set by the worker was never read');
+    assert.equal(flag(slot), Atomics.load(FLAGS, slot));
+  } finally {
+    release(slot);
+  }
 });
