@@ -73,6 +73,8 @@ pub(crate) const HEAP: u8 = 0xFF;
 /// piece, which `FormattedId::mark` reads, holds no pointer's bytes).
 #[repr(C)]
 union Tail {
+    /// Never read by name (an inline id is read through its 32 bytes): the variant that makes
+    /// any 16 bytes valid here, which a `Box<str>` alone would not (its pointer non-null).
     inline: [u8; 16],
     heap: ManuallyDrop<Box<str>>,
 }

@@ -342,77 +342,29 @@ impl Ender {
     }
 }
 
-/// The installed batches, one per slot, under a seqlock each: every field an array indexed by
-/// slot (`generation % SLOTS`), so that a slot's field is at `field + 8 * slot` (one `and`
-/// makes the index; measured: the array of 64-byte slots cost a shift and two adds more per
-/// take). 64-byte aligned: the fast take's fields of both slots are in two lines.
+/// One installed batch, under a seqlock (the whole read's: the fast take reads the state's
+/// line, `Line`). 64-byte aligned: a take reads one line of it.
 #[derive(Debug)]
-#[repr(C, align(64))]
-struct Slots {
-    /// The generation whose batch a slot holds, or `WRITING`.
-    tag: [AtomicU64; SLOTS],
+#[repr(align(64))]
+struct Slot {
+    /// The generation whose batch this is, or `WRITING`.
+    tag: AtomicU64,
     /// The batch's number (the period rule).
-    batch: [AtomicU64; SLOTS],
+    batch: AtomicU64,
     /// The state value (generation and ticket) whose take starts the refill, or
     /// `NO_PRELOAD`.
-    preload: [AtomicU64; SLOTS],
+    preload: AtomicU64,
     /// The buffer (the module doc's layout); before the first install an empty one
     /// (`TextCursor::new`), never null.
-    words: [AtomicPtr<AtomicU64>; SLOTS],
+    words: AtomicPtr<AtomicU64>,
     /// `LIMIT - n`: ticket `t` is text `t - first`.
-    first: [AtomicU64; SLOTS],
+    first: AtomicU64,
     /// The word where the entries start (after the offsets), in the low 32 bits; above them,
     /// the words per entry if every entry of the batch has the same (`HEAD_WORDS` for a batch
     /// the fast take serves, else the usual case: one format's texts have one length), so
     /// text `i` is at `entries_at + i * stride` with no look-up of its offset, else 0 (the
-    /// offsets are read). Only the whole read uses it.
-    layout: [AtomicU64; SLOTS],
-}
-
-/// One slot of [`Slots`]: the batch of generation `g` is in slot `g % SLOTS`.
-#[derive(Clone, Copy)]
-struct Slot<'a> {
-    all: &'a Slots,
-    i: usize,
-}
-
-impl Slots {
-    /// The slot of generation `generation`.
-    #[inline(always)]
-    fn of(&self, generation: u64) -> Slot<'_> {
-        Slot {
-            all: self,
-            i: generation as usize % SLOTS,
-        }
-    }
-}
-
-impl<'a> Slot<'a> {
-    #[inline(always)]
-    fn tag(self) -> &'a AtomicU64 {
-        &self.all.tag[self.i]
-    }
-    #[inline(always)]
-    fn batch(self) -> &'a AtomicU64 {
-        &self.all.batch[self.i]
-    }
-    #[inline(always)]
-    fn preload(self) -> &'a AtomicU64 {
-        &self.all.preload[self.i]
-    }
-    #[inline(always)]
-    fn words(self) -> &'a AtomicPtr<AtomicU64> {
-        &self.all.words[self.i]
-    }
-
-    #[inline(always)]
-    fn first(self) -> &'a AtomicU64 {
-        &self.all.first[self.i]
-    }
-    #[inline(always)]
-    fn layout(self) -> &'a AtomicU64 {
-        &self.all.layout[self.i]
-    }
+    /// offsets are read).
+    layout: AtomicU64,
 }
 
 /// A slot's fields as one take loaded them (meaningful only if the tag check passes).
@@ -426,17 +378,17 @@ struct Fields {
     stride: u64,
 }
 
-impl Slot<'_> {
+impl Slot {
     /// The fields (the seqlock's data loads: Relaxed, the pointer with Acquire for its
     /// buffer's initialisation).
     #[inline(always)]
-    fn fields(self) -> Fields {
-        let layout = self.layout().load(Ordering::Relaxed);
+    fn fields(&self) -> Fields {
+        let layout = self.layout.load(Ordering::Relaxed);
         Fields {
-            first: self.first().load(Ordering::Relaxed),
-            batch: self.batch().load(Ordering::Relaxed),
-            preload: self.preload().load(Ordering::Relaxed),
-            ptr: self.words().load(Ordering::Acquire).cast_const(),
+            first: self.first.load(Ordering::Relaxed),
+            batch: self.batch.load(Ordering::Relaxed),
+            preload: self.preload.load(Ordering::Relaxed),
+            ptr: self.words.load(Ordering::Acquire).cast_const(),
             entries_at: layout & u64::from(u32::MAX),
             stride: layout >> 32,
         }
@@ -510,7 +462,7 @@ impl Line {
 pub(crate) struct TextCursor {
     /// `(generation << 40) | ticket`.
     line: Line,
-    slots: Slots,
+    slots: [Slot; SLOTS],
     ended: Arc<EndedBatches>,
     /// Every buffer ever published (live and retired): freed on drop only. Written only by
     /// `install` (one writer: the supply's lock).
@@ -604,14 +556,14 @@ impl TextCursor {
             },
             // Each slot its own empty buffer (a slot's buffer is written in place by its
             // installs: two slots never share one).
-            slots: Slots {
-                tag: std::array::from_fn(|_| AtomicU64::new(WRITING)),
-                batch: std::array::from_fn(|_| AtomicU64::new(0)),
-                preload: std::array::from_fn(|_| AtomicU64::new(NO_PRELOAD)),
-                words: std::array::from_fn(|_| AtomicPtr::new(allocate(MIN_WORDS, &mut buffers))),
-                first: std::array::from_fn(|_| AtomicU64::new(0)),
-                layout: std::array::from_fn(|_| AtomicU64::new(0)),
-            },
+            slots: std::array::from_fn(|_| Slot {
+                tag: AtomicU64::new(WRITING),
+                batch: AtomicU64::new(0),
+                preload: AtomicU64::new(NO_PRELOAD),
+                words: AtomicPtr::new(allocate(MIN_WORDS, &mut buffers)),
+                first: AtomicU64::new(0),
+                layout: AtomicU64::new(0),
+            }),
             ended: Arc::new(EndedBatches {
                 word: AtomicU64::new(0),
             }),
@@ -642,8 +594,8 @@ impl TextCursor {
     #[inline(always)]
     pub(crate) fn take_traced<S: WindowSink>(&self, out: &mut S) -> (Take, u64) {
         let seen = self.line.state.load(Ordering::Relaxed);
-        let slot = self.slots.of(seen >> TICKET_BITS);
-        let tag = slot.tag().load(Ordering::Acquire);
+        let slot = &self.slots[(seen >> TICKET_BITS) as usize % SLOTS];
+        let tag = slot.tag.load(Ordering::Acquire);
         let fields = slot.fields();
         let ticket = seen & TICKET_MASK;
         let copied = ticket < LIMIT
@@ -787,8 +739,8 @@ impl TextCursor {
         if s & TICKET_MASK >= LIMIT {
             return Take::Spent;
         }
-        let slot = self.slots.of(s >> TICKET_BITS);
-        let tag = slot.tag().load(Ordering::Acquire);
+        let slot = &self.slots[(s >> TICKET_BITS) as usize % SLOTS];
+        let tag = slot.tag.load(Ordering::Acquire);
         let fields = slot.fields();
         self.finish(s, slot, tag, &fields, out)
     }
@@ -799,7 +751,7 @@ impl TextCursor {
     fn finish<S: WindowSink>(
         &self,
         s: u64,
-        slot: Slot<'_>,
+        slot: &Slot,
         tag: u64,
         f: &Fields,
         out: &mut S,
@@ -816,14 +768,14 @@ impl TextCursor {
     /// within the buffer) after loading its slot's `tag` and fields `f`: the fence, the tag
     /// again, the ended check.
     #[inline(always)]
-    fn check(&self, s: u64, slot: Slot<'_>, tag: u64, f: &Fields, copied: Option<()>) -> Take {
+    fn check(&self, s: u64, slot: &Slot, tag: u64, f: &Fields, copied: Option<()>) -> Take {
         let ticket = s & TICKET_MASK;
         if ticket >= LIMIT {
             return Take::Spent;
         }
         let generation = s >> TICKET_BITS;
         fence(Ordering::Acquire);
-        let again = slot.tag().load(Ordering::Relaxed);
+        let again = slot.tag.load(Ordering::Relaxed);
         match copied {
             // Both tags are this generation's: the fields and the window are the entry
             // `install` wrote for it.
@@ -927,20 +879,20 @@ impl TextCursor {
         }
         let current = self.line.state.load(Ordering::Relaxed) >> TICKET_BITS;
         let generation = (current + 1) & GEN_MASK;
-        let slot = self.slots.of(generation);
+        let slot = &self.slots[generation as usize % SLOTS];
         // The line first (the fast take's second check relies on it: `head_at`), then the
         // slot, each marked before anything of it is written.
         self.line.tag.store(WRITING, Ordering::Relaxed);
-        slot.tag().store(WRITING, Ordering::Relaxed);
+        slot.tag.store(WRITING, Ordering::Relaxed);
         fence(Ordering::Release);
-        let mut ptr = slot.words().load(Ordering::Relaxed);
+        let mut ptr = slot.words.load(Ordering::Relaxed);
         // SAFETY: as in `read_window` (this thread wrote it, or published it before).
         let have = unsafe { (*ptr).load(Ordering::Relaxed) as usize };
         if have < need {
             let mut buffers = self.buffers.lock().unwrap_or_else(|e| e.into_inner());
             ptr = allocate(need.max(have * 2), &mut buffers);
             // Release: its length word and zeroed words are seen with the pointer.
-            slot.words().store(ptr, Ordering::Release);
+            slot.words.store(ptr, Ordering::Release);
         }
         // SAFETY: `ptr` is this slot's buffer of at least `need` words (just checked or made),
         // never freed while `self` lives.
@@ -988,17 +940,17 @@ impl TextCursor {
         }
         let first = LIMIT - n as u64;
         let claims_from = (generation << TICKET_BITS) | first;
-        slot.first().store(first, Ordering::Relaxed);
+        slot.first.store(first, Ordering::Relaxed);
         let entries_at = 1 + offsets as u64;
         // entries_at < need <= u32::MAX (checked above); stride <= WINDOW.
-        slot.layout()
+        slot.layout
             .store(entries_at | ((stride as u64) << 32), Ordering::Relaxed);
         let preload = preload
             .filter(|&p| p < n)
             .map_or(NO_PRELOAD, |p| claims_from + p as u64);
-        slot.batch().store(batch, Ordering::Relaxed);
-        slot.preload().store(preload, Ordering::Relaxed);
-        slot.tag().store(generation, Ordering::Release);
+        slot.batch.store(batch, Ordering::Relaxed);
+        slot.preload.store(preload, Ordering::Relaxed);
+        slot.tag.store(generation, Ordering::Release);
         // The line: the same batch for the fast take.
         let line = &self.line;
         line.batch.store(batch, Ordering::Relaxed);
@@ -1146,8 +1098,8 @@ mod tests {
             prev = 1;
         }
         let generation = s >> TICKET_BITS;
-        let slot = c.slots.of(generation);
-        let tag = slot.tag().load(Ordering::Acquire);
+        let slot = &c.slots[generation as usize % SLOTS];
+        let tag = slot.tag.load(Ordering::Acquire);
         assert_ne!(tag, generation, "the slot was reused");
         // What the reader would copy now is another batch's (or nothing): refused whole.
         assert_eq!(
@@ -1160,7 +1112,7 @@ mod tests {
         // And through `take` itself: a reader whose generation's slot holds another tag.
         let c = TextCursor::new();
         c.install(["A-1"].into_iter(), 1, None, 0);
-        c.slots.tag[1].store(99, Ordering::Release);
+        c.slots[1].tag.store(99, Ordering::Release);
         assert_eq!(
             take(&c),
             Err(Take::Stale {
